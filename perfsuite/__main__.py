@@ -1,0 +1,3 @@
+from perfsuite.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""Command-line interface: argument parsing and dispatch only.
+
+Exit status: 0 success, 1 `compare` found a significant slowdown, 2 bad input or environment,
+130 interrupted (every case finished before Ctrl-C is on disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.text import Text
+
+from perfsuite.errors import PerfsuiteError
+
+DEFAULT_RESULTS_DIR = Path("results")
+DEFAULT_PEAK_FILE = Path.home() / ".cache" / "perfsuite" / "peak.json"
+
+
+def _positive_float(name: str):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expects a number of seconds, got {text!r}") from None
+        if not v > 0 or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
+        return v
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="perfsuite", description="Benchmark deep-learning workloads.")
+    p.add_argument("--peak-file", type=Path, default=DEFAULT_PEAK_FILE,
+                   help=f"where machine peaks are stored (default {DEFAULT_PEAK_FILE})")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("list", help="workloads with their parameters, defaults and allowed values")
+    sub.add_parser("env", help="print this machine's environment fingerprint (JSON)")
+
+    def measuring(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+        sp.add_argument("--max-time", type=_positive_float("--max-time"), default=10.0,
+                        help="time budget per case in seconds, warm-up included (default 10)")
+        sp.add_argument("--min-time", type=float, default=0.0,
+                        help="measure at least this long even once converged (default 0)")
+        sp.add_argument("--target-ci", type=_positive_float("--target-ci"), default=0.01,
+                        help="stop when the median's 95%% CI is within this fraction (default 0.01)")
+        sp.add_argument("--timing", choices=("event", "host"), default="event",
+                        help="CUDA only: device time from events, or host-inclusive sync + wall clock")
+        sp.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
+
+    run = sub.add_parser("run", help="measure a workload; a -p value list sweeps")
+    run.add_argument("workload")
+    run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
+    measuring(run)
+    run.add_argument("--out", type=Path, help="results file to write (must not exist)")
+    run.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
+                     help="directory for results when --out is not given (default results/)")
+
+    peak = sub.add_parser("peak", help="measure and store this device's matmul FLOP/s and bandwidth")
+    measuring(peak)
+
+    cmp = sub.add_parser("compare", help="compare two results files case by case")
+    cmp.add_argument("base", type=Path)
+    cmp.add_argument("new", type=Path)
+    cmp.add_argument("--threshold", type=_positive_float("--threshold"), default=0.05,
+                     help="slowdown that fails the comparison, as a fraction (default 0.05)")
+    cmp.add_argument("--alpha", type=_positive_float("--alpha"), default=0.01,
+                     help="significance level of the test (default 0.01)")
+    cmp.add_argument("--allow-env-mismatch", action="store_true",
+                     help="compare records measured in different environments")
+    cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+    rep = sub.add_parser("report", help="markdown report with plots from results files")
+    rep.add_argument("results", type=Path, nargs="+")
+    rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
+    return p
+
+
+def _run_config(args):
+    from perfsuite.config import RunConfig
+
+    return RunConfig(device=args.device, max_time=args.max_time, min_time=args.min_time,
+                     target_rel_ci=args.target_ci, timing=args.timing, nvtx=not args.no_nvtx)
+
+
+def cmd_list(args, console) -> int:
+    from rich.table import Table
+
+    from perfsuite import registry
+
+    t = Table(title="perfsuite workloads")
+    for col in ("workload", "parameter", "default", "allowed", "description"):
+        t.add_column(col)
+    for name in registry.names():
+        w = registry.get(name)
+        if not w.params:
+            t.add_row(name, "-", "-", "-", w.description)
+        for i, p in enumerate(w.params):
+            t.add_row(name if i == 0 else "", p.name, str(p.default), p.allowed(),
+                      w.description if i == 0 else p.help)
+    console.print(t)
+    return 0
+
+
+def cmd_env(args, console) -> int:
+    from perfsuite.env import fingerprint
+
+    print(json.dumps(fingerprint(), indent=1))
+    return 0
+
+
+def cmd_run(args, console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from perfsuite import registry
+    from perfsuite.config import resolve_device
+    from perfsuite.env import fingerprint
+    from perfsuite.params import expand_sweep, parse_assignments
+    from perfsuite.peak import peak_for
+    from perfsuite.report.console import print_warnings, records_table
+    from perfsuite.runner import run_case
+    from perfsuite.storage import ResultsWriter, new_results_path
+
+    workload = registry.get(args.workload)
+    sweep = parse_assignments(args.param, workload.params, workload.name)
+    cases = expand_sweep(sweep)
+    for case in cases:
+        workload.resolve(case)  # every case is validated before any is measured
+    cfg = _run_config(args)
+    device = resolve_device(cfg.device)
+    env = fingerprint()
+    peak = peak_for(args.peak_file, env, device)
+    path = args.out or new_results_path(args.results_dir, workload.name)
+    writer = ResultsWriter(path)
+    console.print(f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each "
+                  f"-> {path}", highlight=False)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True,
+                      disable=len(cases) < 2) as progress:
+            task = progress.add_task(workload.name, total=len(cases))
+            for case in cases:
+                progress.update(task, description=f"{workload.name} {case}")
+                writer.add(run_case(workload, case, cfg, env=env, peak=peak))
+                progress.advance(task)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {len(writer.records)} of {len(cases)} case(s) saved to {path}",
+                      highlight=False)
+        return 130
+    console.print(records_table(writer.records))
+    print_warnings(console, writer.records)
+    console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)
+    return 0
+
+
+def cmd_peak(args, console) -> int:
+    from perfsuite.config import resolve_device
+    from perfsuite.env import fingerprint
+    from perfsuite.peak import measure_peak, save_peak
+    from perfsuite.units import fmt_rate
+
+    cfg = _run_config(args)
+    device = resolve_device(cfg.device)
+    env = fingerprint()
+    console.print(f"measuring the peak of {device} (matmul fp32/bf16, large copy)...", highlight=False)
+    peak = measure_peak(cfg, env, device)
+    save_peak(args.peak_file, peak)
+    for dtype, v in peak["flops_per_s"].items():
+        console.print(f"  matmul {dtype}: {fmt_rate(v, 'FLOP/s')}", highlight=False)
+    console.print(f"  copy bandwidth: {fmt_rate(peak['bytes_per_s'], 'B/s')}", highlight=False)
+    console.print(f"stored in {args.peak_file}", highlight=False)
+    return 0
+
+
+def cmd_compare(args, console) -> int:
+    from perfsuite.compare import compare_records
+    from perfsuite.report.console import comparison_table
+    from perfsuite.storage import load_records
+
+    base, new = load_records(args.base), load_records(args.new)
+    cmp = compare_records(base, new, threshold=args.threshold, alpha=args.alpha,
+                          allow_env_mismatch=args.allow_env_mismatch)
+    if not cmp.cases:
+        raise PerfsuiteError(f"{args.base} and {args.new} have no case in common")
+    if args.json:
+        print(json.dumps({"cases": [c.to_dict() for c in cmp.cases], "only_base": cmp.only_base,
+                          "only_new": cmp.only_new, "regressed": cmp.regressed}, indent=1))
+    else:
+        console.print(comparison_table(cmp))
+        for label in cmp.only_base:
+            console.print(Text(f"only in base: {label}"))
+        for label in cmp.only_new:
+            console.print(Text(f"only in new: {label}"))
+    if cmp.regressed:
+        console.print(f"[bold red]slower[/] beyond {args.threshold:.0%} (significant at p < {args.alpha})")
+        return 1
+    return 0
+
+
+def cmd_report(args, console) -> int:
+    from perfsuite.report.markdown import write_report
+    from perfsuite.storage import load_records
+
+    records = [r for path in args.results for r in load_records(path)]
+    if not records:
+        raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
+    page = write_report(records, args.out_dir, sources=args.results)
+    console.print(f"report written to {page}", highlight=False)
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak,
+            "compare": cmd_compare, "report": cmd_report}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    args = build_parser().parse_args(argv)
+    # Wide enough for the results table when output is piped (rich assumes 80 columns then).
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+    try:
+        return COMMANDS[args.command](args, console)
+    except PerfsuiteError as exc:
+        err.print(Text("error: ", style="bold red") + Text(str(exc)))
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted", highlight=False)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""User-facing errors: the CLI prints their message and exits non-zero, never a traceback."""
+
+
+class PerfsuiteError(Exception):
+    """Base class for every error caused by input or environment, not by a bug."""
+
+
+class ConfigError(PerfsuiteError, ValueError):
+    """A parameter, option or configuration value is wrong; the message names it."""
+
+
+class DeviceUnavailable(PerfsuiteError):
+    """The requested device does not exist on this machine."""
+
+
+class RecordError(PerfsuiteError, ValueError):
+    """A stored record or results file is corrupt, foreign or inconsistent."""

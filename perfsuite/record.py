@@ -1,0 +1,212 @@
+"""The one result record: what was measured, the raw samples, and everything derived from them.
+
+Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning or appears):
+  1 - 2026-11: first version: spec, raw per-step samples, warm-up, work counts, memory, NVML,
+      environment, machine peak, run configuration, convergence and warnings.
+
+A record validates itself when built and never changes afterwards. Derived numbers (median,
+percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:
+the `derived` block in the JSON is a convenience for readers and is recomputed on load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import Any
+
+from perfsuite import stats
+from perfsuite.errors import RecordError
+
+SCHEMA_VERSION = 1
+RESULTS_FORMAT = "perfsuite.results"
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _need(cond: bool, field_name: str, what: str) -> None:
+    if not cond:
+        raise RecordError(f"record field {field_name!r}: {what}")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one step does: the denominators of throughput and FLOP/s."""
+
+    items_per_step: float
+    item_unit: str
+    flops_per_step: float | None = None
+    flops_method: str = "unknown"  # "analytic", "FlopCounterMode" or "unknown"
+    bytes_per_step: float | None = None
+    dtype: str = "fp32"  # which machine peak applies
+
+    def __post_init__(self) -> None:
+        _need(_is_number(self.items_per_step) and self.items_per_step > 0,
+              "work.items_per_step", f"must be a positive number, got {self.items_per_step!r}")
+        _need(isinstance(self.item_unit, str) and bool(self.item_unit),
+              "work.item_unit", "must be a non-empty string")
+        for name in ("flops_per_step", "bytes_per_step"):
+            v = getattr(self, name)
+            _need(v is None or (_is_number(v) and v >= 0), f"work.{name}",
+                  f"must be a non-negative number or null, got {v!r}")
+
+
+@dataclass(frozen=True)
+class Record:
+    workload: str
+    params: dict
+    device: str
+    timing_method: str
+    block_size: int
+    samples_s: tuple[float, ...]
+    work: Work
+    warmup: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
+    nvml: dict = field(default_factory=lambda: {"status": "unavailable", "reason": "not sampled"})
+    env: dict = field(default_factory=dict)
+    peak: dict | None = None
+    config: dict = field(default_factory=dict)
+    converged: bool = False
+    warnings: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    def __post_init__(self) -> None:
+        # Lists from JSON become tuples so the record is immutable all the way down.
+        object.__setattr__(self, "samples_s", tuple(self.samples_s))
+        object.__setattr__(self, "warnings", tuple(self.warnings))
+        _need(self.schema_version == SCHEMA_VERSION, "schema_version",
+              f"this perfsuite reads version {SCHEMA_VERSION}, got {self.schema_version!r}")
+        _need(isinstance(self.workload, str) and bool(self.workload), "workload",
+              "must be a non-empty string")
+        _need(isinstance(self.params, dict), "params", "must be an object")
+        for k, v in self.params.items():
+            _need(isinstance(k, str) and isinstance(v, _SCALARS), f"params.{k}",
+                  f"must be a JSON scalar, got {type(v).__name__}")
+        _need(isinstance(self.device, str) and bool(self.device), "device", "must be a non-empty string")
+        _need(isinstance(self.timing_method, str) and bool(self.timing_method), "timing_method",
+              "must be a non-empty string")
+        _need(isinstance(self.block_size, int) and not isinstance(self.block_size, bool)
+              and self.block_size >= 1, "block_size", f"must be an integer >= 1, got {self.block_size!r}")
+        _need(len(self.samples_s) > 0, "samples_s", "must hold at least one sample")
+        _need(all(_is_number(s) and s > 0 for s in self.samples_s), "samples_s",
+              "every sample must be a positive finite number of seconds")
+        _need(isinstance(self.work, Work), "work", "must be a Work")
+        _need(isinstance(self.converged, bool), "converged", "must be true or false")
+        _need(all(isinstance(w, str) for w in self.warnings), "warnings", "must be strings")
+        for name in ("warmup", "memory", "nvml", "env", "config"):
+            _need(isinstance(getattr(self, name), dict), name, "must be an object")
+        _need(self.peak is None or isinstance(self.peak, dict), "peak", "must be an object or null")
+
+    # ---- derived ---------------------------------------------------------------------------
+    @cached_property
+    def stats(self) -> stats.Summary:
+        return stats.summarize(self.samples_s)
+
+    @property
+    def median_s(self) -> float:
+        return self.stats.median
+
+    @property
+    def throughput(self) -> float:
+        """Items per second at the median step time."""
+        return self.work.items_per_step / self.stats.median
+
+    @property
+    def throughput_unit(self) -> str:
+        return f"{self.work.item_unit}/s"
+
+    @property
+    def flops_per_s(self) -> float | None:
+        if self.work.flops_per_step is None:
+            return None
+        return self.work.flops_per_step / self.stats.median
+
+    @property
+    def peak_fraction(self) -> float | None:
+        """Achieved FLOP/s as a fraction of this machine's measured matmul peak for the dtype."""
+        achieved = self.flops_per_s
+        peak = (self.peak or {}).get("flops_per_s")
+        if achieved is None or not peak:
+            return None
+        return achieved / peak
+
+    def case_key(self) -> tuple:
+        """Identity of the measured case: records with equal keys are comparable."""
+        return (self.workload, tuple(sorted(self.params.items())), self.device)
+
+    def label(self) -> str:
+        ps = ",".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.workload}[{ps}]"
+
+    # ---- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        s = self.stats
+        return {
+            "schema_version": self.schema_version,
+            "id": self.id,
+            "created": self.created,
+            "workload": self.workload,
+            "params": dict(self.params),
+            "device": self.device,
+            "timing_method": self.timing_method,
+            "block_size": self.block_size,
+            "samples_s": list(self.samples_s),
+            "work": dict(self.work.__dict__),
+            "warmup": self.warmup,
+            "memory": self.memory,
+            "nvml": self.nvml,
+            "env": self.env,
+            "peak": self.peak,
+            "config": self.config,
+            "converged": self.converged,
+            "warnings": list(self.warnings),
+            "derived": {
+                "stats": s.to_dict(),
+                "throughput": self.throughput,
+                "throughput_unit": self.throughput_unit,
+                "flops_per_s": self.flops_per_s,
+                "peak_fraction": self.peak_fraction,
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Record":
+        if not isinstance(data, dict):
+            raise RecordError(f"a record must be a JSON object, got {type(data).__name__}")
+        if "schema_version" not in data:
+            raise RecordError("not a perfsuite record: no 'schema_version'")
+        data = {k: v for k, v in data.items() if k != "derived"}
+        required = ("workload", "params", "device", "timing_method", "block_size", "samples_s", "work")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise RecordError(f"record is missing field(s): {', '.join(missing)}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise RecordError(f"record has unknown field(s): {', '.join(unknown)}")
+        work = data["work"]
+        if not isinstance(work, dict):
+            raise RecordError("record field 'work': must be an object")
+        try:
+            data["work"] = Work(**work)
+        except TypeError as exc:
+            raise RecordError(f"record field 'work': {exc}") from None
+        if not isinstance(data["samples_s"], list):
+            raise RecordError("record field 'samples_s': must be a list")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise RecordError(f"record: {exc}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False)

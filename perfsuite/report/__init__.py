@@ -1,0 +1,1 @@
+"""Reports from stored records: console tables, markdown pages and plots."""

@@ -1,0 +1,57 @@
+"""Rich tables for the terminal: run summaries and comparisons."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from perfsuite.compare import Comparison
+from perfsuite.record import Record
+from perfsuite.units import fmt_bytes, fmt_rate, fmt_seconds
+
+
+def records_table(records: list[Record]) -> Table:
+    t = Table(title="perfsuite results", show_lines=False)
+    for col in ("case", "median", "95% CI", "IQR", "n x block", "throughput", "FLOP/s", "of peak",
+                "peak RSS (region)", "ok"):
+        t.add_column(col, justify="left" if col == "case" else "right")
+    for r in records:
+        s = r.stats
+        ci = "-" if s.ci_low is None else f"{fmt_seconds(s.ci_low)}..{fmt_seconds(s.ci_high)}"
+        frac = "-" if r.peak_fraction is None else f"{r.peak_fraction:.0%}"
+        flops = "-" if r.flops_per_s is None else fmt_rate(r.flops_per_s, "FLOP/s")
+        mem = r.memory.get("host_peak_delta_bytes")
+        t.add_row(
+            Text(r.label()),  # Text: the label's [k=v] must not be read as rich markup
+            fmt_seconds(s.median),
+            ci,
+            f"{s.iqr / s.median:.1%}",
+            f"{s.n} x {r.block_size}",
+            fmt_rate(r.throughput, r.throughput_unit),
+            flops,
+            frac,
+            "-" if mem is None else "+" + fmt_bytes(mem),
+            "yes" if r.converged and not r.warnings else ("warn" if r.converged else "no"),
+        )
+    return t
+
+
+_STYLE = {"slower": "bold red", "faster": "green", "same": "", "noisy": "yellow"}
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    t = Table(title="perfsuite compare (new / base)")
+    for col in ("case", "base", "new", "ratio", "95% CI", "p", "verdict"):
+        t.add_column(col, justify="left" if col == "case" else "right")
+    for c in cmp.cases:
+        t.add_row(Text(c.label), fmt_seconds(c.base_median_s), fmt_seconds(c.new_median_s), f"{c.ratio:.3f}",
+                  f"{c.ci_low:.3f}..{c.ci_high:.3f}", f"{c.p_value:.2g}",
+                  f"[{_STYLE[c.verdict]}]{c.verdict}[/]" if _STYLE[c.verdict] else c.verdict)
+    return t
+
+
+def print_warnings(console: Console, records: list[Record]) -> None:
+    for r in records:
+        for w in r.warnings:
+            console.print(Text("warning ", style="yellow") + Text(f"{r.label()}: {w}"))

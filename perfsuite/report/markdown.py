@@ -1,0 +1,64 @@
+"""A markdown summary page with one figure per workload, written from stored records."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfsuite.record import Record
+from perfsuite.report.plots import throughput_figure
+from perfsuite.units import fmt_bytes, fmt_rate, fmt_seconds
+
+
+def _row(r: Record) -> str:
+    s = r.stats
+    ci = "-" if s.ci_low is None else f"{fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)}"
+    flops = "-" if r.flops_per_s is None else fmt_rate(r.flops_per_s, "FLOP/s")
+    frac = "-" if r.peak_fraction is None else f"{r.peak_fraction:.0%}"
+    mem = r.memory.get("host_peak_delta_bytes")
+    cuda = r.memory.get("cuda_max_allocated_bytes")
+    memtxt = ("-" if mem is None else "+" + fmt_bytes(mem)) + ("" if cuda is None else f" / CUDA {fmt_bytes(cuda)}")
+    params = ", ".join(f"{k}={v}" for k, v in r.params.items()) or "-"
+    conv = "yes" if r.converged else "**no**"
+    return (f"| {params} | {fmt_seconds(s.median)} | {ci} | {s.iqr / s.median:.1%} | {fmt_seconds(s.p90)} | "
+            f"{s.n}x{r.block_size} | {fmt_rate(r.throughput, r.throughput_unit)} | {flops} | {frac} | {memtxt} | {conv} |")
+
+
+def write_report(records: list[Record], out_dir: Path, sources: list[Path] | None = None) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_workload: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        by_workload[r.workload].append(r)
+    env = records[0].env
+    lines = [
+        "# perfsuite report",
+        "",
+        f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from "
+        + (", ".join(f"`{s}`" for s in sources) if sources else "stored records") + ".",
+        "",
+        f"- device: {records[0].device}; CPU: {env.get('cpu_model')}; torch {env.get('torch')} "
+        f"with {env.get('torch_threads')} threads; git {str(env.get('git_commit'))[:10]}"
+        + (" (dirty)" if env.get("git_dirty") else ""),
+        f"- timing: {records[0].timing_method}; memory: peak RSS of the timed region above its start",
+        "",
+    ]
+    for workload, recs in by_workload.items():
+        fig = throughput_figure(recs, out_dir / f"{workload}.png")
+        lines += [
+            f"## {workload}",
+            "",
+            f"![{workload} throughput]({fig.name})",
+            "",
+            "| params | median | 95% CI | IQR/median | p90 | n x block | throughput | FLOP/s | of peak | peak mem | converged |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+            *[_row(r) for r in recs],
+            "",
+        ]
+        warns = [f"- {r.label()}: {w}" for r in recs for w in r.warnings]
+        if warns:
+            lines += ["Warnings:", "", *warns, ""]
+    page = out_dir / "summary.md"
+    page.write_text("\n".join(lines))
+    return page

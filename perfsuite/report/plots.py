@@ -1,0 +1,37 @@
+"""Matplotlib figures from records: one figure per workload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfsuite.record import Record
+
+
+def throughput_figure(records: list[Record], path: Path) -> Path:
+    """Horizontal bars of throughput per case, with the median CI turned into a throughput CI."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on benchmark hosts
+    import matplotlib.pyplot as plt
+
+    labels, values, lo_err, hi_err = [], [], [], []
+    for r in records:
+        s = r.stats
+        tp = r.throughput
+        labels.append(",".join(f"{k}={v}" for k, v in r.params.items()) or r.workload)
+        values.append(tp)
+        # A longer step time means a lower throughput: the CI's ends swap.
+        lo = r.work.items_per_step / s.ci_high if s.ci_high else tp
+        hi = r.work.items_per_step / s.ci_low if s.ci_low else tp
+        lo_err.append(max(0.0, tp - lo))
+        hi_err.append(max(0.0, hi - tp))
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(records) + 1.5))
+    ax.barh(range(len(values)), values, xerr=[lo_err, hi_err], color="#4c72b0", capsize=3)
+    ax.set_yticks(range(len(values)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"throughput ({records[0].throughput_unit}), median with 95% CI")
+    ax.set_title(f"{records[0].workload} on {records[0].device}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,176 @@
+"""Statistics on lists of floats: summaries, the median's confidence interval, comparisons.
+
+Pure functions, no torch. Order statistics are used for the median's interval because step
+times are skewed (a few slow outliers from GC, page faults, other tenants): a normal-theory
+interval would be pulled by them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+# Above this many samples the binomial is replaced by its normal approximation (error < 1 rank).
+_EXACT_BINOMIAL_MAX_N = 1000
+
+
+def _checked(xs: Sequence[float], what: str = "samples") -> list[float]:
+    if len(xs) == 0:
+        raise ValueError(f"{what}: need at least one value")
+    out = [float(x) for x in xs]
+    if any(not math.isfinite(x) for x in out):
+        raise ValueError(f"{what}: values must be finite")
+    return out
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """q-th percentile (0..100) with linear interpolation between order statistics."""
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must be in [0, 100], got {q}")
+    s = sorted(_checked(xs))
+    pos = (len(s) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def median(xs: Sequence[float]) -> float:
+    return percentile(xs, 50.0)
+
+
+def iqr(xs: Sequence[float]) -> float:
+    return percentile(xs, 75.0) - percentile(xs, 25.0)
+
+
+@lru_cache(maxsize=4096)
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
+    """0-based ranks (lo, hi) of the distribution-free confidence interval of the median.
+
+    The interval [x_(lo), x_(hi)] of the sorted sample covers the true median with probability
+    >= `confidence`: the number of samples below the median is Binomial(n, 1/2). None when n is
+    too small for any such interval (n < 6 at 95%).
+    """
+    if n < 1:
+        return None
+    alpha = 1.0 - confidence
+    if n <= _EXACT_BINOMIAL_MAX_N:
+        # Largest j with 2 * P(B <= j - 1) <= alpha; the interval is the j-th smallest to the
+        # j-th largest value. The CDF is accumulated in exact integers, then scaled.
+        total = 2**n
+        cum = 0  # sum of C(n, i) for i < j
+        term = 1  # C(n, j)
+        j = 0
+        while j + 1 <= n // 2:
+            if 2 * (cum + term) / total > alpha:
+                break
+            cum += term
+            term = term * (n - j) // (j + 1)
+            j += 1
+        if j == 0:
+            return None
+        return j - 1, n - j
+    z = _normal_quantile(1 - alpha / 2)
+    half = z * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half) - 1)
+    hi = min(n - 1, math.ceil(n / 2 + half))
+    return lo, hi
+
+
+def _normal_quantile(p: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Distribution-free confidence interval of the median, or None if too few samples."""
+    s = sorted(_checked(xs))
+    ranks = median_ci_ranks(len(s), confidence)
+    if ranks is None:
+        return None
+    return s[ranks[0]], s[ranks[1]]
+
+
+def relative_ci_halfwidth(xs: Sequence[float], confidence: float = 0.95) -> float:
+    """Half the width of the median's CI divided by the median; inf when undefined."""
+    ci = median_ci(xs, confidence)
+    m = median(xs)
+    if ci is None or m <= 0:
+        return math.inf
+    return (ci[1] - ci[0]) / 2.0 / m
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    stdev: float
+    min: float
+    max: float
+    iqr: float
+    p10: float
+    p90: float
+    p99: float
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float = 0.95
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def summarize(xs: Sequence[float], confidence: float = 0.95) -> Summary:
+    vals = _checked(xs)
+    n = len(vals)
+    mean = sum(vals) / n
+    stdev = math.sqrt(sum((x - mean) ** 2 for x in vals) / (n - 1)) if n > 1 else 0.0
+    ci = median_ci(vals, confidence)
+    return Summary(
+        n=n,
+        median=median(vals),
+        mean=mean,
+        stdev=stdev,
+        min=min(vals),
+        max=max(vals),
+        iqr=iqr(vals),
+        p10=percentile(vals, 10),
+        p90=percentile(vals, 90),
+        p99=percentile(vals, 99),
+        ci_low=None if ci is None else ci[0],
+        ci_high=None if ci is None else ci[1],
+        confidence=confidence,
+    )
+
+
+def bootstrap_ratio_ci(
+    base: Sequence[float],
+    new: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of median(new) / median(base)."""
+    b = np.asarray(_checked(base, "base"))
+    w = np.asarray(_checked(new, "new"))
+    rng = np.random.default_rng(seed)
+    mb = np.median(rng.choice(b, size=(resamples, b.size), replace=True), axis=1)
+    mw = np.median(rng.choice(w, size=(resamples, w.size), replace=True), axis=1)
+    ratios = mw / mb
+    alpha = 1 - confidence
+    return float(np.quantile(ratios, alpha / 2)), float(np.quantile(ratios, 1 - alpha / 2))
+
+
+def mann_whitney_p(base: Sequence[float], new: Sequence[float]) -> float:
+    """Two-sided Mann-Whitney U p-value: do the two samples come from one distribution?"""
+    from scipy.stats import mannwhitneyu
+
+    b = _checked(base, "base")
+    w = _checked(new, "new")
+    if len(set(b) | set(w)) == 1:
+        return 1.0  # all equal: no evidence of a difference (scipy would warn)
+    return float(mannwhitneyu(w, b, alternative="two-sided").pvalue)

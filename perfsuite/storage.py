@@ -1,0 +1,108 @@
+"""Atomic save and load of records.
+
+A results file holds the records of one run:
+    {"format": "perfsuite.results", "schema_version": 1, "records": [...]}
+It is rewritten after every finished case (temporary file, fsync, rename), so an interrupted
+sweep keeps each case measured so far and a crash never leaves a half-written file. A run
+refuses to start on a path that already exists: earlier results are never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+from perfsuite.errors import ConfigError, RecordError
+from perfsuite.record import RESULTS_FORMAT, SCHEMA_VERSION, Record
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see either the old or the new file, never half."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # Includes KeyboardInterrupt: the temporary file must not litter the results folder.
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def results_document(records: Iterable[Record]) -> str:
+    doc = {
+        "format": RESULTS_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "records": [r.to_dict() for r in records],
+    }
+    return json.dumps(doc, indent=1, allow_nan=False)
+
+
+def new_results_path(results_dir: Path, label: str) -> Path:
+    """A fresh file name in `results_dir`: UTC time, a slug of `label`, and a random suffix."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")[:60] or "run"
+    return Path(results_dir) / f"{stamp}-{slug}-{uuid.uuid4().hex[:6]}.json"
+
+
+class ResultsWriter:
+    """Accumulates a run's records in one file, saved atomically after each record."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        if self.path.exists():
+            raise ConfigError(f"--out {self.path}: file exists; refusing to overwrite earlier results")
+        parent = self.path.parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create results directory {parent}: {exc.strerror}") from None
+        if not os.access(parent, os.W_OK):
+            raise ConfigError(f"results directory {parent} is not writable")
+        self.records: list[Record] = []
+
+    def add(self, record: Record) -> None:
+        self.records.append(record)
+        atomic_write_text(self.path, results_document(self.records))
+
+
+def load_records(path: str | os.PathLike) -> list[Record]:
+    """Records from a results file (or a single bare record); errors name the file and the fault."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise RecordError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{p}: cannot read: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if isinstance(doc, dict) and doc.get("format") == RESULTS_FORMAT:
+        raw = doc.get("records")
+        if not isinstance(raw, list):
+            raise RecordError(f"{p}: 'records' must be a list")
+    elif isinstance(doc, dict) and "schema_version" in doc and "workload" in doc:
+        raw = [doc]
+    else:
+        raise RecordError(f"{p}: not a perfsuite results file (no \"format\": \"{RESULTS_FORMAT}\")")
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(Record.from_dict(item))
+        except RecordError as exc:
+            raise RecordError(f"{p}: record {i}: {exc}") from None
+    return out

@@ -1,0 +1,57 @@
+"""The workload interface: a named, parametrised builder of one timed step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from perfsuite.params import Param, resolve
+from perfsuite.record import Work
+
+
+@dataclass(frozen=True)
+class BuiltStep:
+    """What a workload hands the runner, built outside the timed region.
+
+    `fn` runs one step with everything already on the device; `work` says what one step does.
+    """
+
+    fn: Callable[[], object]
+    work: Work
+    teardown: Callable[[], None] | None = None
+
+
+Builder = Callable[[Mapping[str, Any], str], BuiltStep]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    builder: Builder
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults filled in and every value validated; errors name the parameter."""
+        return resolve(self.params, given, self.name)
+
+    def build(self, params: Mapping[str, Any], device: str) -> BuiltStep:
+        return self.builder(self.resolve(params), device)
+
+
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def count_flops(fn: Callable[[], object]) -> float:
+    """FLOPs of one call of `fn`, counted by torch's FlopCounterMode (runs `fn` once)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return float(counter.get_total_flops())

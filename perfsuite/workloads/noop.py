@@ -1,0 +1,24 @@
+"""An empty step: what the harness itself costs per timed call."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from perfsuite.record import Work
+from perfsuite.registry import register
+from perfsuite.workloads.base import BuiltStep, Workload
+
+
+def _noop() -> None:
+    return None
+
+
+def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+    return BuiltStep(fn=_noop, work=Work(items_per_step=1, item_unit="calls", flops_per_step=0.0,
+                                          flops_method="analytic"))
+
+
+WORKLOAD = register(
+    Workload(name="noop", description="an empty Python function: the harness's per-call overhead",
+             params=(), builder=build)
+)

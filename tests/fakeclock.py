@@ -1,0 +1,51 @@
+"""A fake, seeded clock for driving the runner's timing logic without real time or a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class FakeClock:
+    """Models a device whose step takes `step_s`, with multiplicative noise per block and a
+    fixed cost `sync_s` per reading (the synchronisation/event cost a CUDA clock adds).
+
+    Cold start, two shapes: a plateau (the first `cold_steps` steps take `cold_factor` x), or
+    a decay (step i takes 1 + (decay_factor - 1) * decay**i times as long). Time advances only
+    when blocks run, plus `bookkeeping_s` per reading."""
+
+    method = "fake"
+
+    def __init__(self, step_s: float, sync_s: float = 0.0, noise: float = 0.0, seed: int = 0,
+                 cold_steps: int = 0, cold_factor: float = 1.0, decay_factor: float = 1.0,
+                 decay: float = 0.0, bookkeeping_s: float = 1e-6) -> None:
+        self.step_s = step_s
+        self.sync_s = sync_s
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+        self.cold_left = cold_steps
+        self.cold_factor = cold_factor
+        self.decay_factor = decay_factor
+        self.decay = decay
+        self.bookkeeping_s = bookkeeping_s
+        self.t = 0.0
+        self.steps_run = 0
+        self.readings = 0
+
+    def time_block(self, fn, n: int) -> float:
+        cold = min(self.cold_left, n)
+        self.cold_left -= cold
+        work = (cold * self.cold_factor + (n - cold)) * self.step_s
+        if self.decay_factor != 1.0 and n:
+            # Closed form of sum_{k=i}^{i+n-1} decay**k.
+            geo = self.decay**self.steps_run * (1 - self.decay**n) / (1 - self.decay)
+            work += (self.decay_factor - 1.0) * geo * self.step_s
+        if self.noise and n:
+            work *= max(0.05, 1.0 + self.rng.normal(0.0, self.noise))
+        reading = work + self.sync_s
+        self.t += reading + self.bookkeeping_s
+        self.steps_run += n
+        self.readings += 1
+        return reading
+
+    def now(self) -> float:
+        return self.t

@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+from records import ENV, make_record
+
+from perfsuite.compare import compare_records, compare_samples, verdict
+from perfsuite.errors import RecordError
+
+
+def _draws(seed, n=80, scale=1.0, sigma=0.04):
+    rng = np.random.default_rng(seed)
+    return list(scale * 1e-3 * rng.lognormal(0.0, sigma, size=n))
+
+
+def test_known_ten_percent_slowdown_is_detected():
+    c = compare_samples("case", _draws(1), _draws(2, scale=1.10))
+    assert c.verdict == "slower"
+    assert c.ratio == pytest.approx(1.10, rel=0.03)
+    assert c.ci_low > 1.05
+
+
+def test_known_ten_percent_speedup_is_detected():
+    assert compare_samples("case", _draws(1), _draws(2, scale=1 / 1.10)).verdict == "faster"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_two_draws_from_one_distribution_are_not_flagged(seed):
+    c = compare_samples("case", _draws(100 + seed), _draws(200 + seed))
+    assert c.verdict == "same"
+
+
+def test_large_but_unsupported_change_is_noisy():
+    # Five very noisy samples each: a 10% median difference the data cannot support.
+    c = compare_samples("case", _draws(3, n=5, sigma=0.5), _draws(4, n=5, sigma=0.5, scale=1.1))
+    assert c.verdict in ("noisy", "same")
+    assert c.verdict != "slower"
+
+
+def test_verdict_rule():
+    assert verdict(1.10, (1.07, 1.13), 1e-6, 0.05, 0.01) == "slower"
+    assert verdict(1.10, (0.98, 1.20), 1e-6, 0.05, 0.01) == "noisy"  # CI includes 1
+    assert verdict(1.10, (1.07, 1.13), 0.2, 0.05, 0.01) == "noisy"  # test not significant
+    assert verdict(1.03, (1.02, 1.04), 1e-9, 0.05, 0.01) == "same"  # significant but small
+    assert verdict(0.90, (0.88, 0.92), 1e-6, 0.05, 0.01) == "faster"
+
+
+def test_records_are_matched_by_case_and_env_checked():
+    base = [make_record(seed=1, params={"n": 1}), make_record(seed=2, params={"n": 2})]
+    new = [make_record(seed=3, params={"n": 2}, median_s=1.2e-3), make_record(seed=4, params={"n": 3})]
+    cmp = compare_records(base, new)
+    assert [c.label for c in cmp.cases] == ["matmul[n=2]"]
+    assert cmp.cases[0].verdict == "slower" and cmp.regressed
+    assert cmp.only_base == ["matmul[n=1]"] and cmp.only_new == ["matmul[n=3]"]
+
+
+def test_environment_mismatch_is_refused_unless_allowed():
+    other = {**ENV, "torch": "2.13.0"}
+    base, new = [make_record(seed=1)], [make_record(seed=2, env=other)]
+    with pytest.raises(RecordError, match="torch: '2.14.1' vs '2.13.0'.*--allow-env-mismatch"):
+        compare_records(base, new)
+    assert compare_records(base, new, allow_env_mismatch=True).cases[0].verdict == "same"
+    # A different commit or host is what comparisons are for: not a mismatch.
+    moved = {**ENV, "git_commit": "abc", "host": "elsewhere", "python": "3.11.9"}
+    assert compare_records(base, [make_record(seed=2, env=moved)]).cases

@@ -1,0 +1,134 @@
+import math
+
+import pytest
+from fakeclock import FakeClock
+
+from perfsuite import stats
+from perfsuite.config import RunConfig
+from perfsuite.runner import block_size_for, clock_overhead, measure
+
+
+def _noop():
+    return None
+
+
+def test_block_size_keeps_clock_cost_under_limit_for_fast_steps():
+    # 50 ns step, 20 us sync per reading: the block must run >= 1000x the sync cost.
+    clock = FakeClock(step_s=50e-9, sync_s=20e-6, seed=1)
+    m = measure(_noop, clock, RunConfig(max_time=30.0))
+    assert m.block_size * 50e-9 >= 20e-6 / 0.001
+    assert m.clock_overhead_s == pytest.approx(20e-6)
+    # With the overhead negligible the reported step is the true one.
+    assert stats.median(m.samples_s) == pytest.approx(50e-9, rel=0.002)
+
+
+def test_slow_steps_are_timed_one_per_block():
+    clock = FakeClock(step_s=0.1, sync_s=50e-6, noise=0.002, seed=2)
+    m = measure(_noop, clock, RunConfig(max_time=20.0))
+    assert m.block_size == 1
+
+
+def test_block_size_formula():
+    assert block_size_for(1e-3, 1e-7, 0.001) == 1
+    assert block_size_for(1e-6, 1e-6, 0.001) == 1000
+    assert block_size_for(1e-6, 0.0, 0.001) == 1
+
+
+def test_warmup_runs_until_a_decaying_cold_start_is_gone():
+    # Step i costs 1 + 9 * 0.9**i: a fixed warm-up of a few steps would leave slow ones behind.
+    clock = FakeClock(step_s=0.01, noise=0.001, seed=3, decay_factor=10.0, decay=0.9)
+    m = measure(_noop, clock, RunConfig(max_time=10.0))
+    assert m.warmup["settled"]
+    assert m.warmup["steps"] >= 30
+    assert max(m.samples_s) < 0.0105  # no cold step in the timed samples
+    # What may remain is within the warm-up tolerance (2%).
+    assert stats.median(m.samples_s) == pytest.approx(0.01, rel=RunConfig().warmup_tolerance)
+
+
+def test_warmup_outlasts_a_short_plateau_of_slow_first_steps():
+    # Five equally slow first steps (an autotuner, a compile) look "settled" to a window test;
+    # the warm-up time floor must carry past them.
+    clock = FakeClock(step_s=0.01, noise=0.001, seed=11, cold_steps=5, cold_factor=20.0)
+    m = measure(_noop, clock, RunConfig(max_time=10.0))
+    assert m.warmup["steps"] > 5
+    assert max(m.samples_s) < 0.011
+
+
+def test_warmup_that_never_settles_warns():
+    # Still decaying 10% a step when the warm-up budget runs out.
+    clock = FakeClock(step_s=0.01, seed=4, decay_factor=10.0, decay=0.9)
+    m = measure(_noop, clock, RunConfig(max_time=2.0))
+    assert not m.warmup["settled"]
+    assert any("warm-up did not settle" in w for w in m.warnings)
+
+
+def test_drift_within_the_timed_region_is_reported():
+    # A slow decay that outlives warm-up shows as a trend across the samples.
+    clock = FakeClock(step_s=0.001, seed=12, noise=0.002, decay_factor=1.5, decay=0.9995)
+    m = measure(_noop, clock, RunConfig(max_time=4.0, min_time=2.0))
+    assert any(w.startswith("drift:") for w in m.warnings)
+    steady = measure(_noop, FakeClock(step_s=0.001, seed=12, noise=0.002), RunConfig(max_time=4.0, min_time=2.0))
+    assert not any(w.startswith("drift:") for w in steady.warnings)
+
+
+def test_quiet_case_converges_before_the_budget():
+    clock = FakeClock(step_s=0.001, sync_s=1e-6, noise=0.005, seed=5)
+    cfg = RunConfig(max_time=30.0)
+    m = measure(_noop, clock, cfg)
+    assert m.converged
+    assert m.rel_ci_halfwidth <= cfg.target_rel_ci
+    assert clock.now() < 5.0  # stopped by the CI rule, far before the budget
+    assert not any("did not converge" in w for w in m.warnings)
+
+
+def test_noisy_case_stops_at_budget_and_says_so():
+    clock = FakeClock(step_s=0.01, noise=0.5, seed=6)
+    cfg = RunConfig(max_time=1.0)
+    m = measure(_noop, clock, cfg)
+    assert not m.converged
+    assert any("did not converge" in w for w in m.warnings)
+    # The budget covers warm-up and measurement; at most one block past it.
+    assert clock.now() <= cfg.max_time + 2 * 0.01 * 1.5 * m.block_size + 1e-3
+    assert len(m.samples_s) >= 2
+
+
+def test_min_time_is_honoured_even_when_converged():
+    clock = FakeClock(step_s=0.001, noise=0.001, seed=7)
+    m = measure(_noop, clock, RunConfig(max_time=10.0, min_time=2.0))
+    assert m.converged
+    assert m.measure_s >= 2.0
+
+
+def test_samples_are_raw_per_step_seconds():
+    clock = FakeClock(step_s=2e-6, sync_s=1e-6, noise=0.01, seed=8)
+    m = measure(_noop, clock, RunConfig(max_time=5.0))
+    assert len(m.samples_s) >= 10
+    assert all(math.isfinite(s) and s > 0 for s in m.samples_s)
+    assert stats.median(m.samples_s) == pytest.approx(2e-6, rel=0.02)
+
+
+def test_seeded_clock_gives_identical_measurements():
+    a = measure(_noop, FakeClock(step_s=1e-3, noise=0.05, seed=9), RunConfig(max_time=3.0))
+    b = measure(_noop, FakeClock(step_s=1e-3, noise=0.05, seed=9), RunConfig(max_time=3.0))
+    assert a.samples_s == b.samples_s
+
+
+def test_clock_overhead_is_the_empty_reading():
+    assert clock_overhead(FakeClock(step_s=1.0, sync_s=3e-6)) == pytest.approx(3e-6)
+
+
+def test_timed_region_wraps_only_measurement():
+    events = []
+    clock = FakeClock(step_s=1e-3, noise=0.001, seed=10)
+
+    class Region:
+        def __enter__(self):
+            events.append(("enter", clock.steps_run))
+
+        def __exit__(self, *exc):
+            events.append(("exit", clock.steps_run))
+
+    m = measure(_noop, clock, RunConfig(max_time=3.0), timed_region=Region)
+    (_, at_enter), (_, at_exit) = events
+    assert at_enter >= m.warmup["steps"]  # warm-up happened before the region
+    assert at_exit - at_enter == len(m.samples_s) * m.block_size
