@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from rich.console import Console
 from rich.text import Text
 
 from perfsuite.errors import PerfsuiteError
@@ -197,7 +198,9 @@ def cmd_compare(args, console) -> int:
         for label in cmp.only_new:
             console.print(Text(f"only in new: {label}"))
     if cmp.regressed:
-        console.print(f"[bold red]slower[/] beyond {args.threshold:.0%} (significant at p < {args.alpha})")
+        # On stderr, so that --json output stays one JSON document.
+        err = Console(stderr=True)
+        err.print(f"[bold red]slower[/] beyond {args.threshold:.0%} (significant at p < {args.alpha})")
         return 1
     return 0
 
@@ -219,8 +222,6 @@ COMMANDS = {"list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
-
     args = build_parser().parse_args(argv)
     # Wide enough for the results table when output is piped (rich assumes 80 columns then).
     console = Console(width=None if sys.stdout.isatty() else 200)

@@ -1,0 +1,164 @@
+"""The CLI end to end, in-process: bad input gives a message and exit 2, never a traceback."""
+
+import json
+
+import pytest
+
+from perfsuite import cli, runner
+from perfsuite.storage import load_records
+
+FAST = ["--max-time", "0.6"]
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def test_list_shows_parameters_defaults_and_allowed(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    for text in ("matmul", "noop", "dtype", "fp32, bf16, fp16", "1024"):
+        assert text in out
+
+
+def test_env_prints_the_fingerprint(capsys):
+    code, out, _ = run(capsys, "env")
+    env = json.loads(out)
+    assert code == 0 and env["torch"] and env["cpu_model"] and "git_commit" in env
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "resnet99"], "unknown workload 'resnet99'; known workloads: matmul, noop"),
+        (["run", "matmul", "-p", "n=big"], "parameter 'n' expects int"),
+        (["run", "matmul", "-p", "dtype=fp64"], "'fp64' is not allowed (one of fp32, bf16, fp16)"),
+        (["run", "matmul", "-p", "size=3"], "has no parameter 'size'"),
+        (["run", "matmul", "--device", "tpu"], "--device must be auto, cpu, cuda or cuda:N"),
+    ],
+)
+def test_bad_run_input_is_a_clear_error(capsys, tmp_path, argv, message):
+    code, _, err = run(capsys, *argv, "--results-dir", str(tmp_path))
+    assert code == 2
+    assert message in err
+    assert not list(tmp_path.iterdir())  # nothing measured, nothing written
+
+
+def test_cuda_without_gpu_is_refused_not_run_on_cpu(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the no-GPU error cannot be provoked")
+    code, _, err = run(capsys, "run", "matmul", "--device", "cuda", "--results-dir", str(tmp_path))
+    assert code == 2 and "no CUDA device is available" in err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("budget", ["0", "-1", "abc"])
+def test_non_positive_budget_is_rejected(capsys, budget):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "matmul", "--max-time", budget])
+    assert info.value.code == 2
+    assert "--max-time" in capsys.readouterr().err
+
+
+def test_run_writes_records_and_compare_with_itself_passes(capsys, tmp_path):
+    out = tmp_path / "a.json"
+    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=32,64", *FAST, "--out", str(out))
+    assert code == 0
+    recs = load_records(out)
+    assert [r.params["n"] for r in recs] == [32, 64]
+    assert all(r.device == "cpu" and r.timing_method == "perf_counter_ns" for r in recs)
+    assert all(r.work.flops_per_step == 2 * r.params["n"] ** 3 for r in recs)
+    assert "matmul[n=32,dtype=fp32]" in stdout
+    code, stdout, _ = run(capsys, "compare", str(out), str(out))
+    assert code == 0 and "same" in stdout
+
+
+def test_compare_exit_status_gates_on_a_slowdown(capsys, tmp_path):
+    from records import make_record
+
+    from perfsuite.storage import ResultsWriter
+
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    ResultsWriter(base).add(make_record(seed=1))
+    ResultsWriter(new).add(make_record(seed=2, median_s=1.1e-3))
+    code, stdout, _ = run(capsys, "compare", str(base), str(new))
+    assert code == 1 and "slower" in stdout
+    code, stdout, _ = run(capsys, "compare", str(base), str(new), "--threshold", "0.2")
+    assert code == 0
+    code, stdout, _ = run(capsys, "compare", str(base), str(new), "--json")
+    assert json.loads(stdout)["regressed"] is True
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [("{oops", "not valid JSON"), ('{"results": []}', "not a perfsuite results file")],
+)
+def test_compare_rejects_corrupt_or_foreign_files(capsys, tmp_path, content, message):
+    from records import make_record
+
+    from perfsuite.storage import ResultsWriter
+
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    ResultsWriter(good).add(make_record())
+    bad.write_text(content)
+    code, _, err = run(capsys, "compare", str(good), str(bad))
+    assert code == 2 and str(bad) in err and message in err
+
+
+def test_ctrl_c_during_a_sweep_keeps_finished_cases(capsys, tmp_path, monkeypatch):
+    real = runner.run_case
+    calls = []
+
+    def interrupt_on_third(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_case", interrupt_on_third)
+    out = tmp_path / "sweep.json"
+    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=16,24,32,48", *FAST, "--out", str(out))
+    assert code == 130
+    assert "2 of 4 case(s) saved" in stdout
+    assert [r.params["n"] for r in load_records(out)] == [16, 24]
+
+
+def test_peak_then_records_report_peak_fraction(capsys, tmp_path, monkeypatch):
+    from perfsuite import peak
+
+    monkeypatch.setitem(peak.MATMUL_N, "cpu", 128)
+    monkeypatch.setitem(peak.COPY_BYTES, "cpu", 4 * 2**20)
+    peak_file = tmp_path / "peak.json"
+    code, stdout, _ = run(capsys, "--peak-file", str(peak_file), "peak", "--max-time", "0.5")
+    assert code == 0 and "matmul fp32" in stdout
+    stored = json.loads(peak_file.read_text())
+    (entry,) = stored.values()
+    assert entry["flops_per_s"]["fp32"] > 0 and entry["bytes_per_s"] > 0
+    out = tmp_path / "r.json"
+    code, _, _ = run(capsys, "--peak-file", str(peak_file), "run", "matmul", "-p", "n=64", *FAST,
+                     "--out", str(out))
+    (rec,) = load_records(out)
+    assert rec.peak["flops_per_s"] == entry["flops_per_s"]["fp32"]
+    assert rec.peak_fraction == pytest.approx(rec.flops_per_s / entry["flops_per_s"]["fp32"])
+
+
+def test_report_writes_markdown_and_figures(capsys, tmp_path):
+    from records import make_record
+
+    from perfsuite.storage import ResultsWriter
+
+    res = tmp_path / "r.json"
+    w = ResultsWriter(res)
+    w.add(make_record(params={"n": 1}, seed=1))
+    w.add(make_record(params={"n": 2}, seed=2, warnings=("noisy: IQR is 12% of the median",)))
+    code, _, _ = run(capsys, "report", str(res), "--out-dir", str(tmp_path / "rep"))
+    assert code == 0
+    page = (tmp_path / "rep" / "summary.md").read_text()
+    assert "![matmul throughput](matmul.png)" in page
+    assert page.count("| n=") == 2 and "noisy: IQR is 12%" in page
+    assert (tmp_path / "rep" / "matmul.png").stat().st_size > 1000
