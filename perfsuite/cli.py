@@ -76,6 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="compare records measured in different environments")
     cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
+    amp = sub.add_parser("amp", help="two precisions of a training workload, interleaved: speed-up, memory, loss")
+    amp.add_argument("workload", choices=("resnet", "autoencoder"))
+    amp.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    amp.add_argument("--device", default="auto")
+    amp.add_argument("--precisions", default="fp32,bf16", help="A,B (default fp32,bf16)")
+    amp.add_argument("--pairs", type=int, default=20, help="interleaved A/B block pairs (default 20)")
+    amp.add_argument("--steps", type=int, default=30, help="training steps of the loss check (default 30)")
+    amp.add_argument("--loss-tol", type=_positive_float("--loss-tol"), default=0.05,
+                     help="allowed relative difference of the final losses (default 0.05)")
+    amp.add_argument("--out", type=Path, help="write the comparison as JSON (must not exist)")
+
     rep = sub.add_parser("report", help="markdown report with plots from results files")
     rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
@@ -124,16 +135,16 @@ def cmd_run(args, console) -> int:
     from perfsuite.params import expand_sweep, parse_assignments
     from perfsuite.peak import peak_for
     from perfsuite.report.console import print_warnings, records_table
-    from perfsuite.runner import run_case
-    from perfsuite.storage import ResultsWriter, new_results_path
+    from perfsuite import runner
+    from perfsuite.storage import ResultsWriter, failure_entry, new_results_path
 
     workload = registry.get(args.workload)
     sweep = parse_assignments(args.param, workload.params, workload.name)
     cases = expand_sweep(sweep)
-    for case in cases:
-        workload.resolve(case)  # every case is validated before any is measured
     cfg = _run_config(args)
     device = resolve_device(cfg.device)
+    for case in cases:
+        workload.check(case, device)  # every case is validated before any is measured
     env = fingerprint()
     peak = peak_for(args.peak_file, env, device)
     path = args.out or new_results_path(args.results_dir, workload.name)
@@ -147,7 +158,14 @@ def cmd_run(args, console) -> int:
             task = progress.add_task(workload.name, total=len(cases))
             for case in cases:
                 progress.update(task, description=f"{workload.name} {case}")
-                writer.add(run_case(workload, case, cfg, env=env, peak=peak))
+                try:
+                    writer.add(runner.run_case(workload, case, cfg, env=env, peak=peak))
+                except (KeyboardInterrupt, PerfsuiteError):
+                    raise
+                except Exception as exc:  # an OOM or a crash in one case: record it, go on
+                    failure = failure_entry(workload.name, workload.resolve(case), device, exc)
+                    writer.add_failure(failure)
+                    console.print(Text(f"failed: {workload.name} {case}: {failure['error']}", style="red"))
                 progress.advance(task)
     except KeyboardInterrupt:
         console.print(f"interrupted: {len(writer.records)} of {len(cases)} case(s) saved to {path}",
@@ -156,6 +174,9 @@ def cmd_run(args, console) -> int:
     console.print(records_table(writer.records))
     print_warnings(console, writer.records)
     console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)
+    if writer.failures:
+        console.print(Text(f"{len(writer.failures)} case(s) failed; their reasons are in {path}", style="red"))
+        return 3
     return 0
 
 
@@ -205,6 +226,44 @@ def cmd_compare(args, console) -> int:
     return 0
 
 
+def cmd_amp(args, console) -> int:
+    from perfsuite import registry
+    from perfsuite.config import resolve_device
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.params import parse_assignments
+    from perfsuite.stats import median
+    from perfsuite.storage import atomic_write_text
+    from perfsuite.training.amp_compare import compare_precisions
+    from perfsuite.units import fmt_bytes, fmt_seconds
+
+    workload = registry.get(args.workload)
+    given = {k: v[0] for k, v in parse_assignments(args.param, workload.params, workload.name).items()}
+    if "precision" in given:
+        raise PerfsuiteError("set the two precisions with --precisions A,B, not -p precision=")
+    precisions = args.precisions.split(",")
+    if len(precisions) != 2 or any(p not in ("fp32", "bf16", "fp16") for p in precisions):
+        raise PerfsuiteError(f"--precisions expects two of fp32, bf16, fp16, got {args.precisions!r}")
+    if args.pairs < 2 or args.steps < 5:
+        raise PerfsuiteError("--pairs must be >= 2 and --steps >= 5")
+    if args.out is not None and args.out.exists():
+        raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
+    device = resolve_device(args.device)
+    for p in precisions:
+        workload.check({**given, "precision": p}, device)
+    console.print(f"{workload.name} {given or ''} on {device}: {precisions[0]} vs {precisions[1]}, "
+                  f"{args.pairs} interleaved pairs, {args.steps}-step loss check", highlight=False)
+    res = compare_precisions(workload.name, given, device, clock_for(device), precisions[0], precisions[1],
+                             pairs=args.pairs, steps=args.steps, loss_tolerance=args.loss_tol)
+    console.print(Text(f"  step time: {fmt_seconds(median(res.time_a_s))} ({res.precision_a}) vs "
+                       f"{fmt_seconds(median(res.time_b_s))} ({res.precision_b})"))
+    console.print(Text(f"  saved for backward: {fmt_bytes(res.saved_bytes_a)} vs {fmt_bytes(res.saved_bytes_b)} "
+                       f"(ratio {res.memory_ratio:.2f})"))
+    console.print(Text("  " + res.verdict(), style="green" if res.accuracy_ok else "bold red"))
+    if args.out is not None:
+        atomic_write_text(args.out, json.dumps(res.to_dict(), indent=1))
+    return 0 if res.accuracy_ok else 1
+
+
 def cmd_report(args, console) -> int:
     from perfsuite.report.markdown import write_report
     from perfsuite.storage import load_records
@@ -217,7 +276,7 @@ def cmd_report(args, console) -> int:
     return 0
 
 
-COMMANDS = {"list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak,
+COMMANDS = {"list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
             "compare": cmd_compare, "report": cmd_report}
 
 

@@ -15,3 +15,7 @@ class DeviceUnavailable(PerfsuiteError):
 
 class RecordError(PerfsuiteError, ValueError):
     """A stored record or results file is corrupt, foreign or inconsistent."""
+
+
+class Unsupported(PerfsuiteError):
+    """This case cannot run here (e.g. fp16 training on CPU): a skip with a reason, not a failure."""

@@ -67,7 +67,13 @@ class Param:
         return self.validate(value)
 
     def validate(self, value: Any) -> Any:
-        """Check an already-typed value; return it (ints are accepted for float params)."""
+        """Check an already-typed value; return it (ints are accepted for float params).
+
+        A parameter whose default is None takes its value from the workload's `size` preset;
+        None stays allowed for it.
+        """
+        if value is None and self.default is None:
+            return None
         if self.type is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, self.type) or (self.type is int and isinstance(value, bool)):

@@ -41,11 +41,12 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def results_document(records: Iterable[Record]) -> str:
+def results_document(records: Iterable[Record], failures: Iterable[dict] = ()) -> str:
     doc = {
         "format": RESULTS_FORMAT,
         "schema_version": SCHEMA_VERSION,
         "records": [r.to_dict() for r in records],
+        "failures": list(failures),
     }
     return json.dumps(doc, indent=1, allow_nan=False)
 
@@ -72,10 +73,32 @@ class ResultsWriter:
         if not os.access(parent, os.W_OK):
             raise ConfigError(f"results directory {parent} is not writable")
         self.records: list[Record] = []
+        self.failures: list[dict] = []
 
     def add(self, record: Record) -> None:
         self.records.append(record)
-        atomic_write_text(self.path, results_document(self.records))
+        self._save()
+
+    def add_failure(self, failure: dict) -> None:
+        self.failures.append(failure)
+        self._save()
+
+    def _save(self) -> None:
+        atomic_write_text(self.path, results_document(self.records, self.failures))
+
+
+def failure_entry(workload: str, params: dict, device: str, exc: BaseException) -> dict:
+    """What is kept of a case that failed: which case, what kind of failure, and the message."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    oom = type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text.lower()
+    return {
+        "workload": workload,
+        "params": dict(params),
+        "device": device,
+        "kind": "oom" if oom else "error",
+        "error": text.splitlines()[0][:500] if text else type(exc).__name__,
+        "created": datetime.now(timezone.utc).isoformat(),
+    }
 
 
 def load_records(path: str | os.PathLike) -> list[Record]:

@@ -22,6 +22,7 @@ class BuiltStep:
 
 
 Builder = Callable[[Mapping[str, Any], str], BuiltStep]
+Checker = Callable[[Mapping[str, Any], str], None]
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,25 @@ class Workload:
     description: str
     params: tuple[Param, ...]
     builder: Builder
+    # Raises perfsuite.errors.Unsupported when a case cannot run on a device (checked before
+    # any case of a sweep is measured; asv turns it into a skip).
+    checker: Checker | None = None
+    # Values a `size` preset gives to parameters left unset (default None).
+    presets: Mapping[str, Mapping[str, Any]] | None = None
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults filled in and every value validated; errors name the parameter."""
-        return resolve(self.params, given, self.name)
+        """Defaults and `size` preset filled in, every value validated; errors name the parameter."""
+        params = resolve(self.params, given, self.name)
+        if self.presets is not None:
+            preset = self.presets[params["size"]]
+            for key, value in preset.items():
+                if params.get(key) is None:
+                    params[key] = value
+        return params
+
+    def check(self, params: Mapping[str, Any], device: str) -> None:
+        if self.checker is not None:
+            self.checker(self.resolve(params), device)
 
     def build(self, params: Mapping[str, Any], device: str) -> BuiltStep:
         return self.builder(self.resolve(params), device)

@@ -1,0 +1,1 @@
+"""Training-step machinery shared by the training workloads: precision, schedule, checkpoints."""

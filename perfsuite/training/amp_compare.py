@@ -1,0 +1,145 @@
+"""Two precisions of one training workload, compared in one process.
+
+Speed: the two steps run interleaved in A B B A order, pair after pair, so machine drift
+(which on shared VMs reaches 10-20% between processes) cancels inside each pair; the speed-up
+is the median of the per-pair time ratios with its distribution-free 95% interval.
+Memory: bytes saved for backward by one step of each (exact on any device), and on CUDA the
+allocator's peak. Accuracy: both train from the same initial weights on the same batches for
+N steps; the final losses (mean of the last 5) must agree within a relative tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+from perfsuite import stats
+from perfsuite.config import RunConfig
+from perfsuite.measure.saved import saved_tensor_bytes
+from perfsuite.measure.timing import Clock
+from perfsuite.runner import block_size_for, clock_overhead, warm_up
+
+
+@dataclass(frozen=True)
+class AmpComparison:
+    workload: str
+    params: dict
+    device: str
+    precision_a: str
+    precision_b: str
+    pair_ratios: list[float]  # time_a / time_b per pair: > 1 means b is faster
+    time_a_s: list[float]
+    time_b_s: list[float]
+    speedup: float
+    speedup_ci: tuple[float, float] | None
+    saved_bytes_a: int
+    saved_bytes_b: int
+    cuda_peak_a: int | None
+    cuda_peak_b: int | None
+    final_loss_a: float
+    final_loss_b: float
+    loss_tolerance: float
+    steps: int
+
+    @property
+    def loss_rel_diff(self) -> float:
+        if not (math.isfinite(self.final_loss_a) and math.isfinite(self.final_loss_b)):
+            return math.inf
+        return abs(self.final_loss_b - self.final_loss_a) / max(abs(self.final_loss_a), 1e-12)
+
+    @property
+    def accuracy_ok(self) -> bool:
+        return self.loss_rel_diff <= self.loss_tolerance
+
+    @property
+    def memory_ratio(self) -> float:
+        return self.saved_bytes_b / self.saved_bytes_a if self.saved_bytes_a else math.nan
+
+    def verdict(self) -> str:
+        ci = "" if self.speedup_ci is None else f" (95% CI {self.speedup_ci[0]:.2f}-{self.speedup_ci[1]:.2f})"
+        if not self.accuracy_ok:
+            return (f"{self.precision_b} diverges from {self.precision_a}: final loss {self.final_loss_b:.4g} vs "
+                    f"{self.final_loss_a:.4g} after {self.steps} steps (tolerance {self.loss_tolerance:.0%})")
+        return (f"speed-up {self.speedup:.2f}x{ci} of {self.precision_b} over {self.precision_a} at equal loss "
+                f"({self.final_loss_b:.4g} vs {self.final_loss_a:.4g}, within {self.loss_tolerance:.0%})")
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d.update(verdict=self.verdict(), accuracy_ok=self.accuracy_ok, memory_ratio=self.memory_ratio,
+                 loss_rel_diff=self.loss_rel_diff)
+        return d
+
+
+def interleaved_times(step_a: Callable, step_b: Callable, clock: Clock, pairs: int, cfg: RunConfig):
+    """Warm both, then `pairs` pairs of blocks in A B / B A alternation; per-step seconds each."""
+    overhead = clock_overhead(clock)
+    est = [warm_up(s, clock, cfg, overhead)["step_estimate_s"] for s in (step_a, step_b)]
+    n = block_size_for(min(est), overhead, cfg.clock_overhead_limit)
+    ta, tb = [], []
+    for i in range(pairs):
+        if i % 2 == 0:
+            a = clock.time_block(step_a, n)
+            b = clock.time_block(step_b, n)
+        else:
+            b = clock.time_block(step_b, n)
+            a = clock.time_block(step_a, n)
+        ta.append(a / n)
+        tb.append(b / n)
+    return ta, tb
+
+
+def compare_precisions(
+    workload: str,
+    params: Mapping[str, Any],
+    device: str,
+    clock: Clock,
+    precision_a: str = "fp32",
+    precision_b: str = "bf16",
+    pairs: int = 20,
+    steps: int = 30,
+    loss_tolerance: float = 0.05,
+    cfg: RunConfig | None = None,
+    setup_b: Callable | None = None,
+) -> AmpComparison:
+    """`setup_b` replaces how run B is built (tests use it to break a run on purpose)."""
+    import torch
+
+    from perfsuite.training.setup import train_losses, training_setup
+    from perfsuite.training.step import make_train_step
+
+    if pairs < 2 or steps < 5:
+        raise ValueError("need at least 2 pairs and 5 steps")
+    cfg = cfg or RunConfig(max_time=20.0)
+    pa, pb = {**params, "precision": precision_a}, {**params, "precision": precision_b}
+    build_b = setup_b or (lambda p, d, seed: training_setup(workload, p, d, seed))
+
+    # Speed and memory on the fixed first batch.
+    sa, sb = training_setup(workload, pa, device, seed=0), build_b(pb, device, 0)
+    step_a = make_train_step(sa.parts, *sa.batch(0), forward=sa.forward)
+    step_b = make_train_step(sb.parts, *sb.batch(0), forward=sb.forward)
+    saved_a, saved_b = saved_tensor_bytes(step_a), saved_tensor_bytes(step_b)
+    cuda_peaks = [None, None]
+    if device.startswith("cuda"):
+        for i, s in enumerate((step_a, step_b)):
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            s()
+            torch.cuda.synchronize(device)
+            cuda_peaks[i] = torch.cuda.max_memory_allocated(device)
+    ta, tb = interleaved_times(step_a, step_b, clock, pairs, cfg)
+    ratios = [a / b for a, b in zip(ta, tb)]
+
+    # Accuracy: fresh runs from the same initial weights, same batches.
+    ra, rb = training_setup(workload, pa, device, seed=1), build_b(pb, device, 1)
+    losses_a = train_losses(ra, 0, steps)
+    losses_b = train_losses(rb, 0, steps)
+    tail = min(5, steps)
+    return AmpComparison(
+        workload=workload, params=dict(params), device=device, precision_a=precision_a, precision_b=precision_b,
+        pair_ratios=ratios, time_a_s=ta, time_b_s=tb, speedup=stats.median(ratios),
+        speedup_ci=stats.median_ci(ratios), saved_bytes_a=saved_a, saved_bytes_b=saved_b,
+        cuda_peak_a=cuda_peaks[0], cuda_peak_b=cuda_peaks[1],
+        final_loss_a=sum(losses_a[-tail:]) / tail, final_loss_b=sum(losses_b[-tail:]) / tail,
+        loss_tolerance=loss_tolerance, steps=steps,
+    )

@@ -1,0 +1,157 @@
+"""Complete training state to disk and back: model, optimiser, scheduler, grad scaler,
+step/epoch, best metric and every RNG, so a resumed run continues bit-exactly.
+
+Saving is atomic (temporary file, then rename). Loading uses `torch.load(weights_only=True)`
+and restores all or nothing: on any failure the objects are put back as they were.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from perfsuite.errors import PerfsuiteError
+
+FORMAT = "perfsuite.checkpoint"
+VERSION = 1
+
+
+class CheckpointError(PerfsuiteError):
+    """A checkpoint file is missing, corrupt, truncated or does not fit the objects."""
+
+
+def _rng_state() -> dict:
+    import torch
+
+    np_state = np.random.get_state()
+    state = {
+        "torch": torch.get_rng_state(),
+        # numpy's state holds an ndarray, which weights_only loading refuses: store a tensor.
+        "numpy": {"name": np_state[0], "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+                  "pos": int(np_state[2]), "has_gauss": int(np_state[3]), "cached": float(np_state[4])},
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    n = state["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@dataclass
+class Progress:
+    step: int = 0
+    epoch: int = 0
+    best_metric: float | None = None
+
+
+def save_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None, scaler=None,
+                    progress: Progress) -> int:
+    """Write the full training state atomically; returns the file size in bytes."""
+    import torch
+
+    path = Path(path)
+    state = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "step": progress.step,
+        "epoch": progress.epoch,
+        "best_metric": progress.best_metric,
+        "rng": _rng_state(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path.stat().st_size
+
+
+def load_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None, scaler=None,
+                    map_location=None) -> Progress:
+    """Restore everything `save_checkpoint` wrote, or nothing (and raise CheckpointError)."""
+    import torch
+
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # truncated zip, garbage, a pickle with disallowed globals ...
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a perfsuite checkpoint")
+    if state.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, this perfsuite reads {VERSION}")
+    for key, obj in (("scheduler", scheduler), ("scaler", scaler)):
+        if (state.get(key) is None) != (obj is None):
+            raise CheckpointError(f"{path}: checkpoint {'lacks' if obj is not None else 'has'} a {key} state")
+
+    targets = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler}
+    backup = {k: copy.deepcopy(o.state_dict()) for k, o in targets.items() if o is not None}
+    rng_backup = _rng_state()
+    try:
+        for key, obj in targets.items():
+            if obj is not None:
+                obj.load_state_dict(state[key])
+        _set_rng_state(state["rng"])
+    except Exception as exc:
+        for key, obj in targets.items():
+            if obj is not None:
+                obj.load_state_dict(backup[key])
+        _set_rng_state(rng_backup)
+        raise CheckpointError(f"{path}: does not fit this model/optimiser ({type(exc).__name__}: {exc}); nothing restored") from None
+    return Progress(step=int(state["step"]), epoch=int(state["epoch"]), best_metric=state["best_metric"])
+
+
+class EarlyStopping:
+    """Tracks the best metric and says when `patience` evaluations passed without improvement."""
+
+    def __init__(self, patience: int, mode: str = "min", min_delta: float = 0.0) -> None:
+        if patience < 1:
+            raise ValueError(f"patience must be >= 1, got {patience}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be min or max, got {mode!r}")
+        self.patience, self.mode, self.min_delta = patience, mode, min_delta
+        self.best: float | None = None
+        self.bad_evals = 0
+
+    def update(self, metric: float) -> bool:
+        """Record one evaluation; True when it is a new best (save the best model then)."""
+        better = self.best is None or (
+            metric < self.best - self.min_delta if self.mode == "min" else metric > self.best + self.min_delta
+        )
+        if better:
+            self.best, self.bad_evals = metric, 0
+        else:
+            self.bad_evals += 1
+        return better
+
+    @property
+    def should_stop(self) -> bool:
+        return self.bad_evals >= self.patience

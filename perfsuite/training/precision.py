@@ -1,0 +1,51 @@
+"""fp32 / bf16 autocast / fp16 autocast with a GradScaler, as one object per training step."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from perfsuite.errors import Unsupported
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def check_precision(precision: str, device: str) -> None:
+    if precision == "fp16" and not device.startswith("cuda"):
+        raise Unsupported(
+            f"parameter 'precision': fp16 training needs CUDA (autocast + GradScaler); "
+            f"device is {device}. Use precision=bf16 on CPU"
+        )
+
+
+@dataclass
+class Precision:
+    """Autocast context and loss scaling for one precision on one device."""
+
+    name: str
+    device: str
+
+    def __post_init__(self) -> None:
+        import torch
+
+        check_precision(self.name, self.device)
+        self.device_type = "cuda" if self.device.startswith("cuda") else "cpu"
+        self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.name)
+        # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range and does not.
+        self.scaler = torch.amp.GradScaler("cuda") if self.name == "fp16" else None
+
+    def autocast(self):
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+
+    def backward_and_step(self, loss, optimizer) -> None:
+        if self.scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(optimizer)
+            self.scaler.update()

@@ -1,0 +1,96 @@
+"""ResNet18/34 training step on CIFAR-10-shaped data (the nn-perf project and the module labs)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from perfsuite.params import Param
+from perfsuite.record import Work
+from perfsuite.registry import register
+from perfsuite.training.precision import PRECISIONS, Precision, check_precision
+from perfsuite.training.schedule import sgd_nesterov_with_schedule
+from perfsuite.training.step import TrainParts, make_train_step
+from perfsuite.workloads.base import BuiltStep, Workload, count_flops
+
+SIZES = ("ci", "cpu", "gpu")
+# ci: a step well under 100 ms on 2 CPU cores; gpu: the seed's batch.
+PRESETS = {"ci": {"batch_size": 8}, "cpu": {"batch_size": 64}, "gpu": {"batch_size": 128}}
+LR, WARMUP_STEPS, TOTAL_STEPS, LABEL_SMOOTHING = 0.1, 100, 10_000, 0.1
+
+
+def build_model(name: str, stem: str):
+    import torchvision
+    from torch import nn
+
+    factory = {"resnet18": torchvision.models.resnet18, "resnet34": torchvision.models.resnet34}
+    if name not in factory:
+        raise ValueError(f"model must be one of {', '.join(factory)}, got {name!r}")
+    model = factory[name](num_classes=10)
+    if stem == "cifar":
+        # 32x32 inputs keep their resolution: 3x3 stride-1 first conv and no max-pool (~15x the FLOPs).
+        model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        model.maxpool = nn.Identity()
+    elif stem != "torchvision":
+        raise ValueError(f"stem must be torchvision or cifar, got {stem!r}")
+    return model
+
+
+def build_parts(params: Mapping[str, Any], device: str) -> TrainParts:
+    """Model, loss, optimiser, schedule and precision: everything but the data."""
+    import torch
+
+    model = build_model(params["model"], params["stem"]).to(device)
+    if params["channels_last"]:
+        model = model.to(memory_format=torch.channels_last)
+    opt, sched = sgd_nesterov_with_schedule(model.parameters(), LR, WARMUP_STEPS, TOTAL_STEPS)
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=LABEL_SMOOTHING)
+    return TrainParts(model, loss_fn, opt, sched, Precision(params["precision"], device))
+
+
+def check(params: Mapping[str, Any], device: str) -> None:
+    check_precision(params["precision"], device)
+    if params["data"]:
+        from perfsuite.data.cifar import _batch_dir
+
+        _batch_dir(params["data"])  # raises naming the path when missing or not CIFAR-10
+
+
+def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+    import torch
+
+    from perfsuite.data.cifar import load_batch
+
+    check(params, device)
+    parts = build_parts(params, device)
+    x, y = load_batch(params["data"], params["batch_size"], device, channels_last=params["channels_last"])
+    step = make_train_step(parts, x, y)
+    # Counted on the eager model: FlopCounterMode does not see inside compiled graphs.
+    flops = count_flops(step)
+    if params["compile"]:
+        compiled = torch.compile(parts.model)
+        step = make_train_step(parts, x, y, forward=compiled)
+    return BuiltStep(fn=step, work=Work(items_per_step=params["batch_size"], item_unit="images",
+                                        flops_per_step=flops, flops_method="FlopCounterMode",
+                                        dtype=params["precision"]))
+
+
+WORKLOAD = register(
+    Workload(
+        name="resnet",
+        description="ResNet18/34 training step, 10 classes, SGD Nesterov + warm-up/cosine, label smoothing",
+        params=(
+            Param("size", str, "ci", choices=SIZES, help="preset: ci | cpu | gpu"),
+            Param("model", str, "resnet18", choices=("resnet18", "resnet34")),
+            Param("stem", str, "torchvision", choices=("torchvision", "cifar"),
+                  help="ImageNet stem, or 3x3 stride-1 conv without max-pool"),
+            Param("batch_size", int, None, min=1, help="overrides the size preset"),
+            Param("precision", str, "fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
+            Param("channels_last", bool, False),
+            Param("compile", bool, False, help="torch.compile the model"),
+            Param("data", str, "", help="CIFAR-10 folder in torchvision's format; empty: generated"),
+        ),
+        builder=build,
+        checker=check,
+        presets=PRESETS,
+    )
+)
