@@ -28,13 +28,21 @@ test: $(DEPS)
 	$(PY) -m pytest
 
 # The main job: the default suite for this machine, ending in a report under reports/.
+OUT := results/bench-$(STAMP)
+REPORT := reports/bench-$(STAMP)
+RUN := $(PY) -m perfsuite run --max-time $(BENCH_TIME)
 bench: $(DEPS)
+	mkdir -p $(OUT) $(REPORT)
 	$(PY) -m perfsuite peak --max-time $(BENCH_TIME)
-	$(PY) -m perfsuite run noop --max-time $(BENCH_TIME) --out results/bench-$(STAMP)-noop.json
-	$(PY) -m perfsuite run matmul -p n=256,512,1024 -p dtype=fp32,bf16 --max-time $(BENCH_TIME) \
-		--out results/bench-$(STAMP)-matmul.json
-	$(PY) -m perfsuite report results/bench-$(STAMP)-noop.json results/bench-$(STAMP)-matmul.json \
-		--out-dir reports/bench-$(STAMP)
+	$(RUN) noop --out $(OUT)/noop.json
+	$(RUN) matmul -p n=256,512,1024 -p dtype=fp32,bf16 --out $(OUT)/matmul.json
+	$(RUN) autoencoder -p size=cpu -p variant=fc,conv -p precision=fp32,bf16 --out $(OUT)/autoencoder.json
+	$(RUN) autoencoder -p size=cpu -p nvtx=off,on --out $(OUT)/autoencoder-nvtx.json
+	$(RUN) resnet -p size=cpu -p model=resnet18,resnet34 -p precision=fp32,bf16 --out $(OUT)/resnet.json
+	$(RUN) mar -p n=1000,10000 --out $(OUT)/mar.json
+	$(RUN) checkpoint -p op=save,load --out $(OUT)/checkpoint.json
+	$(PY) -m perfsuite amp resnet -p size=ci --pairs 20 --steps 30 --out $(REPORT)/amp-resnet.json
+	$(PY) -m perfsuite report $(OUT)/*.json --amp $(REPORT)/amp-resnet.json --out-dir $(REPORT)
 
 clean-venv:
 	rm -rf $(VENV)

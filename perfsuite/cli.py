@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="markdown report with plots from results files")
     rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
+    rep.add_argument("--amp", type=Path, action="append", default=[], help="`perfsuite amp --out` JSON to include")
     return p
 
 
@@ -271,7 +272,13 @@ def cmd_report(args, console) -> int:
     records = [r for path in args.results for r in load_records(path)]
     if not records:
         raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
-    page = write_report(records, args.out_dir, sources=args.results)
+    amp = []
+    for path in args.amp:
+        try:
+            amp.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise PerfsuiteError(f"--amp {path}: cannot read ({exc})") from None
+    page = write_report(records, args.out_dir, sources=args.results, amp=amp)
     console.print(f"report written to {page}", highlight=False)
     return 0
 

@@ -162,3 +162,44 @@ def test_report_writes_markdown_and_figures(capsys, tmp_path):
     assert "![matmul throughput](matmul.png)" in page
     assert page.count("| n=") == 2 and "noisy: IQR is 12%" in page
     assert (tmp_path / "rep" / "matmul.png").stat().st_size > 1000
+
+
+def test_a_failing_case_is_recorded_and_the_sweep_goes_on(capsys, tmp_path, monkeypatch):
+    import torch
+
+    real = runner.run_case
+
+    def oom_at_n24(workload, params, *args, **kwargs):
+        if params["n"] == 24:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(workload, params, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_case", oom_at_n24)
+    out = tmp_path / "sweep.json"
+    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=16,24,32", *FAST, "--out", str(out))
+    assert code == 3 and "1 case(s) failed" in stdout
+    assert [r.params["n"] for r in load_records(out)] == [16, 32]
+    (failure,) = json.loads(out.read_text())["failures"]
+    assert failure["kind"] == "oom" and failure["params"]["n"] == 24 and "out of memory" in failure["error"]
+
+
+def test_fp16_training_on_cpu_is_refused_before_anything_runs(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("fp16 is allowed on a GPU machine")
+    code, _, err = run(capsys, "run", "resnet", "-p", "precision=fp32,fp16", "--results-dir", str(tmp_path))
+    assert code == 2 and "fp16 training needs CUDA" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_amp_command_reports_a_verdict(capsys, tmp_path):
+    out = tmp_path / "amp.json"
+    code, stdout, _ = run(capsys, "amp", "autoencoder", "-p", "batch_size=16", "--pairs", "4", "--steps", "6",
+                          "--device", "cpu", "--out", str(out))
+    data = json.loads(out.read_text())
+    assert code == (0 if data["accuracy_ok"] else 1)
+    assert "speed-up" in stdout or "diverges" in stdout
+    assert data["precision_a"] == "fp32" and data["precision_b"] == "bf16" and len(data["pair_ratios"]) == 4
+    code, _, err = run(capsys, "amp", "autoencoder", "--precisions", "fp32", "--device", "cpu")
+    assert code == 2 and "--precisions expects two" in err

@@ -25,7 +25,24 @@ def _row(r: Record) -> str:
             f"{s.n}x{r.block_size} | {fmt_rate(r.throughput, r.throughput_unit)} | {flops} | {frac} | {memtxt} | {conv} |")
 
 
-def write_report(records: list[Record], out_dir: Path, sources: list[Path] | None = None) -> Path:
+def _amp_section(amp: list[dict]) -> list[str]:
+    lines = ["## Precision comparisons (interleaved in one process)", "",
+             "| workload | params | A | B | step A | step B | speed-up (95% CI) | saved-for-backward B/A | final loss A / B | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for a in amp:
+        ci = a.get("speedup_ci")
+        ci_txt = f"{a['speedup']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
+        ta = sorted(a["time_a_s"])[len(a["time_a_s"]) // 2]
+        tb = sorted(a["time_b_s"])[len(a["time_b_s"]) // 2]
+        lines.append(
+            f"| {a['workload']} | {a['params']} | {a['precision_a']} | {a['precision_b']} | {fmt_seconds(ta)} | "
+            f"{fmt_seconds(tb)} | {ci_txt} | {a['memory_ratio']:.2f} | {a['final_loss_a']:.4g} / {a['final_loss_b']:.4g} | "
+            f"{'ok' if a['accuracy_ok'] else '**diverged**'} |")
+    return lines + [""]
+
+
+def write_report(records: list[Record], out_dir: Path, sources: list[Path] | None = None,
+                 amp: list[dict] | None = None) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     by_workload: dict[str, list[Record]] = defaultdict(list)
@@ -59,6 +76,8 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
         warns = [f"- {r.label()}: {w}" for r in recs for w in r.warnings]
         if warns:
             lines += ["Warnings:", "", *warns, ""]
+    if amp:
+        lines += _amp_section(amp)
     page = out_dir / "summary.md"
     page.write_text("\n".join(lines))
     return page
