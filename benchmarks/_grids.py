@@ -1,0 +1,63 @@
+"""The cases the asv and pytest-benchmark front-ends run, per workload and size.
+
+This lives beside the asv benchmarks, not in the perfsuite package, because asv imports the
+benchmarks of the working tree against perfsuite as installed at *older* commits: the grid
+must not depend on what those commits contain. It imports nothing at module level.
+
+`ci` fits a 2-core CPU in seconds per case; `cpu` is a realistic CPU run; `gpu` the seed's
+sizes. Every registered workload appears here (a test checks it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SIZES = ("ci", "cpu", "gpu")
+
+# Parameter grids per workload: {name: {size: {param: [values]}}}; a missing size uses "ci".
+GRIDS: dict[str, dict[str, dict[str, list[Any]]]] = {
+    "noop": {"ci": {}},
+    "matmul": {
+        "ci": {"n": [256], "dtype": ["fp32", "bf16"]},
+        "cpu": {"n": [256, 1024], "dtype": ["fp32", "bf16"]},
+        "gpu": {"n": [4096, 8192], "dtype": ["fp32", "bf16", "fp16"]},
+    },
+    "autoencoder": {
+        "ci": {"size": ["ci"], "variant": ["fc", "conv"], "precision": ["fp32", "bf16", "fp16"]},
+        "cpu": {"size": ["cpu"], "variant": ["fc", "conv"], "precision": ["fp32", "bf16", "fp16"]},
+        "gpu": {"size": ["gpu"], "variant": ["fc", "conv"], "precision": ["fp32", "bf16", "fp16"]},
+    },
+    "resnet": {
+        "ci": {"size": ["ci"], "model": ["resnet18"], "precision": ["fp32", "bf16", "fp16"]},
+        "cpu": {"size": ["cpu"], "model": ["resnet18", "resnet34"], "precision": ["fp32", "bf16", "fp16"]},
+        "gpu": {"size": ["gpu"], "model": ["resnet18", "resnet34"], "precision": ["fp32", "bf16", "fp16"]},
+    },
+    "mar": {"ci": {"n": [1000]}, "cpu": {"n": [1000, 10000]}, "gpu": {"n": [1000, 10000]}},
+    "checkpoint": {"ci": {"op": ["save", "load"]}},
+}
+
+
+def grid(workload: str, size: str) -> dict[str, list[Any]]:
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    by_size = GRIDS[workload]
+    return by_size.get(size, by_size["ci"])
+
+
+def cases(workload: str, size: str) -> list[dict[str, Any]]:
+    """Cartesian product of the grid, last parameter varying fastest."""
+    out: list[dict[str, Any]] = [{}]
+    for key, values in grid(workload, size).items():
+        out = [{**case, key: v} for case in out for v in values]
+    return out
+
+
+def asv_size() -> str:
+    """asv needs its params at import, before torch can say whether there is a GPU: a GPU host
+    sets PERFSUITE_ASV_SIZE=gpu (docker/ does); everywhere else the `ci` grid is used."""
+    import os
+
+    size = os.environ.get("PERFSUITE_ASV_SIZE", "ci")
+    if size not in SIZES:
+        raise ValueError(f"PERFSUITE_ASV_SIZE must be one of {', '.join(SIZES)}, got {size!r}")
+    return size
