@@ -1,10 +1,13 @@
 """Builds asv benchmark classes for a perfsuite workload. No measuring logic lives here.
 
-One measured run per case feeds the `track_*` metrics: `setup_cache` runs perfsuite's runner
-once for every case of the class (asv calls it once per class and environment) and keeps the
-records; the `track_*` methods only read them. `time_step` is asv's own re-run of the same
-step (asv insists on timing `time_*` itself); it is kept cheap with few repeats, and on CUDA
-its clock synchronises the device (the `timer` attribute).
+Two classes per workload, because asv gives them different lives:
+- `...Track`: `setup_cache` (defined in each bench module: asv keys the cache by the source
+  line of `setup_cache`, so a shared definition would make every workload share one cache)
+  runs perfsuite's runner once per case and keeps the records; the `track_*` methods only
+  read them. One measured run feeds all tracked metrics.
+- `...Time`: `time_step` is asv's own timing of the same step (asv insists on timing
+  `time_*` itself). It is a re-run, kept cheap with few repeats; `setup` builds the step
+  outside timing, and on CUDA the `timer` synchronises the device.
 
 asv reads a larger number as worse. So no throughput or FLOP/s is tracked as such (a drop
 would be shown as an improvement); their inverses are: seconds per item and seconds per
@@ -33,50 +36,58 @@ def device_timer() -> float:
     return time.perf_counter()
 
 
-def _key(params) -> str:
-    return repr(tuple(params))
+def _key(values) -> str:
+    return repr(tuple(values))
 
 
-def make_suite(workload: str, grid: dict, budget_s: float = 5.0):
-    """An asv class over `grid` ({param: [values]}, at most the device's size)."""
+def _workload_or_skip(workload: str):
+    from perfsuite import registry
+    from perfsuite.errors import PerfsuiteError
+
+    try:
+        return registry.get(workload)
+    except PerfsuiteError as exc:  # an older commit without this workload
+        raise NotImplementedError(str(exc)) from None
+
+
+def measure_cases(workload: str, grid: dict, budget_s: float) -> dict:
+    """perfsuite records of every case in `grid`, keyed by parameter values; skips keep reasons."""
+    from perfsuite import registry
+    from perfsuite.config import RunConfig, resolve_device
+    from perfsuite.env import fingerprint
+    from perfsuite.errors import PerfsuiteError, Unsupported
+    from perfsuite.runner import run_case
+
+    names = list(grid)
+    try:
+        w = registry.get(workload)
+    except PerfsuiteError as exc:
+        return {"_skip": str(exc)}
+    device = resolve_device("auto")
+    env = fingerprint()
+    cases: list[dict] = [{}]
+    for key, values in grid.items():
+        cases = [{**c, key: v} for c in cases for v in values]
+    out: dict = {}
+    for case in cases:
+        key = _key(case[n] for n in names)
+        try:
+            w.check(case, device)
+            out[key] = run_case(w, case, RunConfig(device=device, max_time=budget_s), env=env).to_dict()
+        except Unsupported as exc:
+            out[key] = {"_skip": str(exc)}
+        except Exception as exc:  # a failed case becomes a skip with its reason; the rest go on
+            out[key] = {"_skip": f"failed: {type(exc).__name__}: {exc}"}
+    return out
+
+
+def track_class(workload: str, grid: dict):
     names = list(grid)
 
-    class Suite:
+    class Track:
         param_names = names
-        params = [grid[n] for n in names] if names else []
-        timer = staticmethod(device_timer)
+        params = [grid[n] for n in names]
         timeout = 900
-        # time_step: asv's re-run, kept short.
-        repeat = (1, 5, 2.0)
-        number = 0
-        warmup_time = 0.5
-
-        def setup_cache(self):
-            from perfsuite import registry
-            from perfsuite.config import RunConfig, resolve_device
-            from perfsuite.env import fingerprint
-            from perfsuite.errors import PerfsuiteError, Unsupported
-            from perfsuite.params import expand_sweep
-            from perfsuite.runner import run_case
-
-            out: dict = {}
-            try:
-                w = registry.get(workload)
-            except PerfsuiteError as exc:  # an older commit without this workload
-                return {"_skip": str(exc)}
-            device = resolve_device("auto")
-            env = fingerprint()
-            for case in expand_sweep(grid):
-                key = _key(case[n] for n in names)
-                try:
-                    w.check(case, device)
-                    rec = run_case(w, case, RunConfig(device=device, max_time=budget_s), env=env)
-                    out[key] = rec.to_dict()
-                except Unsupported as exc:
-                    out[key] = {"_skip": str(exc)}
-                except Exception as exc:  # a failed case is a skip with its reason, the rest go on
-                    out[key] = {"_skip": f"failed: {type(exc).__name__}: {exc}"}
-            return out
 
         def setup(self, cache, *params):
             if "_skip" in cache:
@@ -86,36 +97,19 @@ def make_suite(workload: str, grid: dict, budget_s: float = 5.0):
                 raise NotImplementedError((rec or {}).get("_skip", "case was not measured"))
             self.record = rec
 
-        def _step(self, params):
-            # Built lazily, only for time_step: the track_* methods need no model.
-            if getattr(self, "_fn", None) is None:
-                from perfsuite import registry
-                from perfsuite.config import resolve_device
-
-                case = dict(zip(names, params))
-                self._built = registry.get(workload).build(case, resolve_device("auto"))
-                self._fn = self._built.fn
-            return self._fn
-
-        def time_step(self, cache, *params):
-            self._step(params)()
-
         def track_median_s(self, cache, *params):
             return self.record["derived"]["stats"]["median"]
 
         track_median_s.unit = "seconds"
 
         def track_seconds_per_item(self, cache, *params):
-            work = self.record["work"]
-            return self.record["derived"]["stats"]["median"] / work["items_per_step"]
+            return self.record["derived"]["stats"]["median"] / self.record["work"]["items_per_step"]
 
         track_seconds_per_item.unit = "seconds/item"
 
         def track_seconds_per_tflop(self, cache, *params):
             flops = self.record["work"]["flops_per_step"]
-            if not flops:
-                return math.nan
-            return self.record["derived"]["stats"]["median"] / (flops / 1e12)
+            return math.nan if not flops else self.record["derived"]["stats"]["median"] / (flops / 1e12)
 
         track_seconds_per_tflop.unit = "s/TFLOP"
 
@@ -130,11 +124,38 @@ def make_suite(workload: str, grid: dict, budget_s: float = 5.0):
 
         track_cuda_max_allocated.unit = "bytes"
 
-    def setup_time(self, *args):
-        # Build the model outside timing. asv calls a method's own `setup` with the params but
-        # without the setup_cache value, so only the last len(names) arguments are params.
-        self._step(args[len(args) - len(names):] if names else ())
+    return Track
 
-    Suite.time_step.setup = setup_time
-    Suite.__name__ = Suite.__qualname__ = f"{workload.capitalize()}Suite"
-    return Suite
+
+def time_class(workload: str, grid: dict):
+    names = list(grid)
+
+    class Time:
+        param_names = names
+        params = [grid[n] for n in names]
+        timer = staticmethod(device_timer)
+        timeout = 600
+        repeat = (1, 5, 2.0)  # a cheap re-run: the tracked median comes from perfsuite's run
+        warmup_time = 0.5
+
+        def setup(self, *params):
+            from perfsuite.config import resolve_device
+            from perfsuite.errors import PerfsuiteError, Unsupported
+
+            w = _workload_or_skip(workload)
+            case = dict(zip(names, params))
+            device = resolve_device("auto")
+            try:
+                w.check(case, device)
+                self.built = w.build(case, device)
+            except (Unsupported, PerfsuiteError) as exc:
+                raise NotImplementedError(str(exc)) from None
+
+        def teardown(self, *params):
+            if getattr(self, "built", None) is not None and self.built.teardown is not None:
+                self.built.teardown()
+
+        def time_step(self, *params):
+            self.built.fn()
+
+    return Time
