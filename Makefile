@@ -11,7 +11,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 BENCH_TIME ?= 6
 
-.PHONY: test bench setup clean-venv
+.PHONY: test bench setup clean-venv chromium asv-run asv-publish regress bench-pytest
 
 setup: $(DEPS)
 
@@ -24,8 +24,39 @@ $(DEPS): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[vision,gpu,report,dev]"
 	touch $(DEPS)
 
-test: $(DEPS)
-	$(PY) -m pytest
+# Debian's Chromium, for the test that opens the published asv site; without root or apt the
+# test skips and says why.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "chromium could not be installed: the published-site test will be skipped"
+
+# Benchmarks run once each, untimed, as a smoke test; `make bench-pytest` measures them.
+test: $(DEPS) chromium
+	$(PY) -m pytest --benchmark-disable
+
+bench-pytest: $(DEPS)
+	$(PY) -m pytest tests/benchmarks --benchmark-only --benchmark-autosave
+
+# History with asv: RANGE is any asv range (HEAD^!, HEAD~3..HEAD, ALL). The environment (with
+# torch) is created once and reused for every commit.
+RANGE ?= HEAD^!
+ASV := $(VENV)/bin/asv
+asv-run: $(DEPS)
+	$(ASV) machine --yes >/dev/null
+	$(ASV) run --show-stderr $(ASV_ARGS) "$(RANGE)"
+
+asv-publish: $(DEPS)
+	$(ASV) publish
+	$(PY) scripts/asv_offline.py .asv/html
+	@echo "site in .asv/html (asv preview serves it)"
+
+# Exits non-zero when a benchmark is slower by more than FACTOR between BASE and HEAD.
+BASE ?= HEAD~1
+FACTOR ?= 1.10
+regress: $(DEPS)
+	$(ASV) machine --yes >/dev/null
+	$(ASV) continuous --show-stderr --factor $(FACTOR) $(ASV_ARGS) $(BASE) HEAD
 
 # The main job: the default suite for this machine, ending in a report under reports/.
 OUT := results/bench-$(STAMP)
