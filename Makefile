@@ -36,7 +36,7 @@ test: $(DEPS) chromium
 	$(PY) -m pytest --benchmark-disable
 
 bench-pytest: $(DEPS)
-	$(PY) -m pytest tests/benchmarks --benchmark-only --benchmark-autosave
+	$(PY) -m pytest tests/perf --benchmark-only --benchmark-autosave
 
 # History with asv: RANGE is any asv range (HEAD^!, HEAD~3..HEAD, ALL). The environment (with
 # torch) is created once and reused for every commit.
