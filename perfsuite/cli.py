@@ -87,6 +87,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="allowed relative difference of the final losses (default 0.05)")
     amp.add_argument("--out", type=Path, help="write the comparison as JSON (must not exist)")
 
+    gate = sub.add_parser("gate", help="interleave a workload at a base revision and now; fail on a confirmed slowdown")
+    gate.add_argument("workload")
+    gate.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
+    gate.add_argument("--base-ref", default="HEAD", help="git revision of the baseline workload code (default HEAD)")
+    gate.add_argument("--device", default="auto")
+    gate.add_argument("--budget", type=_positive_float("--budget"), default=15.0, help="seconds per case (default 15)")
+    gate.add_argument("--threshold", type=float, default=0.0,
+                      help="smallest slowdown that counts, as a fraction (default 0: any significant one)")
+    gate.add_argument("--fdr", type=_positive_float("--fdr"), default=0.05, help="Benjamini-Hochberg q (default 0.05)")
+    gate.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
+                      help="noise floors per case, learned with --learn-floor")
+    gate.add_argument("--learn-floor", type=int, default=0, metavar="RUNS",
+                      help="instead of gating, learn each case's noise floor from RUNS runs of the current code")
+    gate.add_argument("--slowdown", type=float, default=None,
+                      help="self-check: gate current code against itself slowed by this fraction, --trials times")
+    gate.add_argument("--trials", type=int, default=10)
+    gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
+
     rep = sub.add_parser("report", help="markdown report with plots from results files")
     rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
@@ -283,7 +301,76 @@ def cmd_report(args, console) -> int:
     return 0
 
 
-COMMANDS = {"list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
+def cmd_gate(args, console) -> int:
+    from perfsuite import gate as g
+    from perfsuite import registry
+    from perfsuite.config import resolve_device
+    from perfsuite.errors import Unsupported
+    from perfsuite.gate_versions import workload_at
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.params import expand_sweep, parse_assignments
+    from perfsuite.storage import atomic_write_text
+
+    if args.threshold < 0:
+        raise PerfsuiteError(f"--threshold must be >= 0, got {args.threshold}")
+    if args.json is not None and args.json.exists():
+        raise PerfsuiteError(f"--json {args.json}: file exists; refusing to overwrite")
+    new = registry.get(args.workload)
+    device = resolve_device(args.device)
+    clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
+    cases = expand_sweep(parse_assignments(args.param, new.params, new.name))
+    runnable = []
+    for case in cases:
+        try:
+            new.check(case, device)
+            runnable.append(case)
+        except Unsupported as exc:
+            console.print(Text(f"skipped {new.name} {case}: {exc}", style="yellow"))
+    label = lambda case: f"{new.name}[{','.join(f'{k}={v}' for k, v in new.resolve(case).items())}]"  # noqa: E731
+
+    if args.slowdown is not None:
+        if not 0 < args.slowdown < 1 or args.trials < 1:
+            raise PerfsuiteError("--slowdown must be in (0, 1) and --trials >= 1")
+        out = []
+        for case in runnable:
+            res = g.power_and_false_alarms(lambda: new.build(case, device).fn, clock, args.slowdown,
+                                           args.trials, args.budget, args.threshold)
+            lo, hi = g.wilson_interval(res["caught"], res["trials"])
+            flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
+            console.print(Text(
+                f"{label(case)}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
+                f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
+                f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {args.budget:g}s per gate"))
+            out.append({"case": label(case), **res})
+        if args.json:
+            atomic_write_text(args.json, json.dumps(out, indent=1))
+        return 0
+
+    floors = json.loads(args.floors.read_text()) if args.floors.exists() else {}
+    if args.learn_floor:
+        for case in runnable:
+            floors[label(case)] = g.noise_floor(lambda: new.build(case, device).fn, clock, args.learn_floor,
+                                                args.budget / 3)
+            console.print(Text(f"{label(case)}: noise floor {floors[label(case)]:.2%}"))
+        args.floors.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.floors, json.dumps(floors, indent=1))
+        return 0
+
+    base = workload_at(args.base_ref, args.workload)
+    gate_cases = [g.GateCase(label(c), base.build(c, device).fn, new.build(c, device).fn, floors.get(label(c), 0.0))
+                  for c in runnable]
+    verdicts = g.run_gate(gate_cases, clock, args.threshold, args.budget, args.fdr)
+    for v in verdicts:
+        state = "SLOWER" if v.slower else ("flagged, not confirmed" if v.flagged else "ok")
+        console.print(Text(f"{v.label}: median ratio {v.first.median:.3f} over {len(v.first.ratios)} pairs "
+                           f"(threshold +{v.threshold:.1%}, p={v.p_first:.2g}) -> {state}",
+                           style="bold red" if v.slower else ""))
+    if args.json:
+        atomic_write_text(args.json, json.dumps([v.to_dict() for v in verdicts], indent=1))
+    return 1 if any(v.slower for v in verdicts) else 0
+
+
+COMMANDS = {"gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
             "compare": cmd_compare, "report": cmd_report}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from perfsuite.errors import ConfigError
 from perfsuite.workloads.base import Workload
 
@@ -9,7 +11,13 @@ _REGISTRY: dict[str, Workload] = {}
 _loaded = False
 
 
+_capture: list | None = None
+
+
 def register(workload: Workload) -> Workload:
+    if _capture is not None:  # loading another revision's module: keep it out of the registry
+        _capture.append(workload)
+        return workload
     if workload.name in _REGISTRY:
         raise ValueError(f"workload {workload.name!r} is registered twice")
     _REGISTRY[workload.name] = workload
@@ -39,3 +47,15 @@ def get(name: str) -> Workload:
         return _REGISTRY[name]
     except KeyError:
         raise ConfigError(f"unknown workload {name!r}; known workloads: {', '.join(names())}") from None
+
+
+@contextmanager
+def capturing(into: list):
+    """Within the block, `register` appends to `into` instead of registering."""
+    global _capture
+    _load_builtin()
+    previous, _capture = _capture, into
+    try:
+        yield into
+    finally:
+        _capture = previous

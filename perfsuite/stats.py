@@ -174,3 +174,32 @@ def mann_whitney_p(base: Sequence[float], new: Sequence[float]) -> float:
     if len(set(b) | set(w)) == 1:
         return 1.0  # all equal: no evidence of a difference (scipy would warn)
     return float(mannwhitneyu(w, b, alternative="two-sided").pvalue)
+
+
+def benjamini_hochberg(pvalues: Sequence[float], q: float = 0.05) -> list[bool]:
+    """Which hypotheses are rejected at false-discovery rate `q` (Benjamini-Hochberg step-up)."""
+    m = len(pvalues)
+    if m == 0:
+        return []
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    cutoff = -1
+    for rank, i in enumerate(order, start=1):
+        if pvalues[i] <= q * rank / m:
+            cutoff = rank
+    rejected = [False] * m
+    for rank, i in enumerate(order, start=1):
+        rejected[i] = rank <= cutoff
+    return rejected
+
+
+def sign_test_greater(xs: Sequence[float], above: float) -> float:
+    """One-sided exact sign test: p-value for 'the median of xs exceeds `above`'."""
+    vals = _checked(xs)
+    n_up = sum(1 for x in vals if x > above)
+    n = sum(1 for x in vals if x != above)
+    if n == 0:
+        return 1.0
+    # P(B >= n_up) for B ~ Binomial(n, 1/2), in exact integers.
+    return sum(math.comb(n, k) for k in range(n_up, n + 1)) / 2.0**n
