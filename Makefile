@@ -16,11 +16,11 @@ BENCH_TIME ?= 6
 setup: $(DEPS)
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV_ARGS) $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(DEPS): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet $(TORCH_PINS)
+	$(if $(TORCH_PINS),$(PY) -m pip install --quiet $(TORCH_PINS))
 	$(PY) -m pip install --quiet -e ".[vision,gpu,report,dev]"
 	touch $(DEPS)
 

@@ -285,9 +285,11 @@ def cmd_amp(args, console) -> int:
 
 def cmd_report(args, console) -> int:
     from perfsuite.report.markdown import write_report
-    from perfsuite.storage import load_records
+    from perfsuite.storage import load_many
 
-    records = [r for path in args.results for r in load_records(path)]
+    records, problems = load_many(args.results)
+    for problem in problems:
+        console.print(Text(f"skipped: {problem}", style="yellow"))
     if not records:
         raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
     amp = []

@@ -114,6 +114,12 @@ def load_records(path: str | os.PathLike) -> list[Record]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    from perfsuite import importers
+
+    if importers.is_pytest_benchmark(doc):
+        return importers.from_pytest_benchmark(doc, p)
+    if importers.is_asv_result(doc):
+        return importers.from_asv(doc, p)
     if isinstance(doc, dict) and doc.get("format") == RESULTS_FORMAT:
         raw = doc.get("records")
         if not isinstance(raw, list):
@@ -121,7 +127,7 @@ def load_records(path: str | os.PathLike) -> list[Record]:
     elif isinstance(doc, dict) and "schema_version" in doc and "workload" in doc:
         raw = [doc]
     else:
-        raise RecordError(f"{p}: not a perfsuite results file (no \"format\": \"{RESULTS_FORMAT}\")")
+        raise RecordError(f"{p}: not a perfsuite, pytest-benchmark or asv results file")
     out = []
     for i, item in enumerate(raw):
         try:
@@ -129,3 +135,19 @@ def load_records(path: str | os.PathLike) -> list[Record]:
         except RecordError as exc:
             raise RecordError(f"{p}: record {i}: {exc}") from None
     return out
+
+
+def load_many(paths: Iterable[str | os.PathLike]) -> tuple[list[Record], list[str]]:
+    """Records from files and directories (every *.json inside, recursively). A corrupt or
+    foreign file does not stop the others: it is named in the returned problems."""
+    records: list[Record] = []
+    problems: list[str] = []
+    for given in paths:
+        p = Path(given)
+        files = sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        for f in files:
+            try:
+                records.extend(load_records(f))
+            except RecordError as exc:
+                problems.append(str(exc))
+    return records, problems

@@ -96,7 +96,7 @@ def test_compare_exit_status_gates_on_a_slowdown(capsys, tmp_path):
 
 @pytest.mark.parametrize(
     "content, message",
-    [("{oops", "not valid JSON"), ('{"results": []}', "not a perfsuite results file")],
+    [("{oops", "not valid JSON"), ('{"results": []}', "not a perfsuite, pytest-benchmark or asv results file")],
 )
 def test_compare_rejects_corrupt_or_foreign_files(capsys, tmp_path, content, message):
     from records import make_record

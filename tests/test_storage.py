@@ -80,7 +80,7 @@ def test_new_results_paths_are_unique(tmp_path):
     "content, message",
     [
         ("{not json", "not valid JSON \\(line 1, column 2"),
-        ('{"hello": 1}', "not a perfsuite results file"),
+        ('{"hello": 1}', "not a perfsuite, pytest-benchmark or asv results file"),
         ('{"format": "perfsuite.results", "schema_version": 1, "records": {}}', "'records' must be a list"),
         ('{"format": "perfsuite.results", "schema_version": 1, "records": [{"schema_version": 1}]}',
          "record 0: record is missing field"),
