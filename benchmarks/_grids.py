@@ -34,6 +34,18 @@ GRIDS: dict[str, dict[str, dict[str, list[Any]]]] = {
     },
     "mar": {"ci": {"n": [1000]}, "cpu": {"n": [1000, 10000]}, "gpu": {"n": [1000, 10000]}},
     "checkpoint": {"ci": {"op": ["save", "load"]}},
+    "activation": {
+        "ci": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 16]},
+        "cpu": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 20, 1 << 24],
+                "dtype": ["fp32", "bf16"]},
+        "gpu": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 20, 1 << 24],
+                "dtype": ["fp32", "bf16"]},
+    },
+    "dataloader": {
+        "ci": {"images": [128], "num_workers": [0, 2], "batch_size": [32]},
+        "cpu": {"num_workers": [0, 1, 2, 4], "batch_size": [32, 128]},
+        "gpu": {"size": ["gpu"], "num_workers": [0, 2, 4, 8], "batch_size": [128, 256], "pin_memory": [False, True]},
+    },
 }
 
 

@@ -93,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--base-ref", default="HEAD", help="git revision of the baseline workload code (default HEAD)")
     gate.add_argument("--device", default="auto")
     gate.add_argument("--budget", type=_positive_float("--budget"), default=15.0, help="seconds per case (default 15)")
-    gate.add_argument("--threshold", type=float, default=0.0,
-                      help="smallest slowdown that counts, as a fraction (default 0: any significant one)")
+    gate.add_argument("--threshold", type=float, default=0.01,
+                      help="smallest slowdown that counts, as a fraction (default 0.01: two builds of the same "
+                           "code can differ by about 1%% through memory placement alone)")
     gate.add_argument("--fdr", type=_positive_float("--fdr"), default=0.05, help="Benjamini-Hochberg q (default 0.05)")
     gate.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
                       help="noise floors per case, learned with --learn-floor")
@@ -105,10 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--trials", type=int, default=10)
     gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
 
+    pr = sub.add_parser("pair", help="two values of one parameter, interleaved: time ratio with CI, saved-memory ratio")
+    pr.add_argument("workload")
+    pr.add_argument("--vary", required=True, metavar="KEY=A,B", help="e.g. impl=custom,builtin")
+    pr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
+    pr.add_argument("--device", default="auto")
+    pr.add_argument("--budget", type=_positive_float("--budget"), default=5.0, help="seconds per case (default 5)")
+    pr.add_argument("--out", type=Path, help="JSON file to write (must not exist)")
+
     rep = sub.add_parser("report", help="markdown report with plots from results files")
     rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
     rep.add_argument("--amp", type=Path, action="append", default=[], help="`perfsuite amp --out` JSON to include")
+    rep.add_argument("--pair", type=Path, action="append", default=[], help="`perfsuite pair --out` JSON to include")
     return p
 
 
@@ -298,7 +308,13 @@ def cmd_report(args, console) -> int:
             amp.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError) as exc:
             raise PerfsuiteError(f"--amp {path}: cannot read ({exc})") from None
-    page = write_report(records, args.out_dir, sources=args.results, amp=amp)
+    pairs = []
+    for path in args.pair:
+        try:
+            pairs.extend(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise PerfsuiteError(f"--pair {path}: cannot read ({exc})") from None
+    page = write_report(records, args.out_dir, sources=args.results, amp=amp, pairs=pairs)
     console.print(f"report written to {page}", highlight=False)
     return 0
 
@@ -372,7 +388,44 @@ def cmd_gate(args, console) -> int:
     return 1 if any(v.slower for v in verdicts) else 0
 
 
-COMMANDS = {"gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
+def cmd_pair(args, console) -> int:
+    from perfsuite import registry
+    from perfsuite.config import resolve_device
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.pairing import pair
+    from perfsuite.params import expand_sweep, parse_assignments
+    from perfsuite.storage import atomic_write_text
+
+    w = registry.get(args.workload)
+    varied = parse_assignments([args.vary], w.params, w.name)
+    (key, values), = varied.items()
+    if len(values) != 2:
+        raise PerfsuiteError(f"--vary expects exactly two values of {key!r}, got {len(values)}")
+    sweep = parse_assignments(args.param, w.params, w.name)
+    if key in sweep:
+        raise PerfsuiteError(f"parameter {key!r} is given both by --vary and -p")
+    if args.out is not None and args.out.exists():
+        raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
+    device = resolve_device(args.device)
+    cases = expand_sweep(sweep)
+    for case in cases:
+        for v in values:
+            w.check({**case, key: v}, device)
+    results = []
+    for case in cases:
+        r = pair(w, case, key, values[0], values[1], device, clock_for(device, "host"), args.budget)
+        results.append(r)
+        ci = r.time_ratio_ci
+        ci_txt = "" if ci is None else f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
+        saved = "" if r.saved_ratio is None else f"; saved for backward {r.a}/{r.b} = {r.saved_ratio:.2f}"
+        console.print(Text(f"{w.name} {case}: time {r.a}/{r.b} = {r.time_ratio:.3f}{ci_txt} over "
+                           f"{len(r.ratios)} pairs{saved}"))
+        if args.out is not None:
+            atomic_write_text(args.out, json.dumps([x.to_dict() for x in results], indent=1))
+    return 0
+
+
+COMMANDS = {"pair": cmd_pair, "gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
             "compare": cmd_compare, "report": cmd_report}
 
 

@@ -2,7 +2,8 @@
 
 Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning or appears):
   1 - 2026-11: first version: spec, raw per-step samples, warm-up, work counts, memory, NVML,
-      environment, machine peak, run configuration, convergence and warnings.
+      environment, machine peak, run configuration, convergence, warnings, and `extra`
+      (workload-specific measurements such as DataLoader start-up).
 
 A record validates itself when built and never changes afterwards. Derived numbers (median,
 percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:
@@ -76,6 +77,7 @@ class Record:
     config: dict = field(default_factory=dict)
     converged: bool = False
     warnings: tuple[str, ...] = ()
+    extra: dict = field(default_factory=dict)  # workload-specific measurements
     schema_version: int = SCHEMA_VERSION
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
@@ -103,7 +105,7 @@ class Record:
         _need(isinstance(self.work, Work), "work", "must be a Work")
         _need(isinstance(self.converged, bool), "converged", "must be true or false")
         _need(all(isinstance(w, str) for w in self.warnings), "warnings", "must be strings")
-        for name in ("warmup", "memory", "nvml", "env", "config"):
+        for name in ("warmup", "memory", "nvml", "env", "config", "extra"):
             _need(isinstance(getattr(self, name), dict), name, "must be an object")
         _need(self.peak is None or isinstance(self.peak, dict), "peak", "must be an object or null")
 
@@ -170,6 +172,7 @@ class Record:
             "config": self.config,
             "converged": self.converged,
             "warnings": list(self.warnings),
+            "extra": self.extra,
             "derived": {
                 "stats": s.to_dict(),
                 "throughput": self.throughput,

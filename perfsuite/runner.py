@@ -274,6 +274,7 @@ def run_case(
             stack.enter_context(nvml)
             yield
 
+    extra: dict = {}
     try:
         m = measure(
             built.fn,
@@ -282,6 +283,8 @@ def run_case(
             timed_region=timed_region,
             warmup_region=lambda: nvtx_range(f"{label}/warmup", cfg.nvtx),
         )
+        if built.extra is not None:
+            extra = built.extra()
     finally:
         if built.teardown is not None:
             built.teardown()
@@ -315,4 +318,5 @@ def run_case(
                 "measure_s": m.measure_s},
         converged=m.converged,
         warnings=warnings,
+        extra=extra,
     )

@@ -203,3 +203,16 @@ def sign_test_greater(xs: Sequence[float], above: float) -> float:
         return 1.0
     # P(B >= n_up) for B ~ Binomial(n, 1/2), in exact integers.
     return sum(math.comb(n, k) for k in range(n_up, n + 1)) / 2.0**n
+
+
+def signed_rank_greater(xs: Sequence[float], above: float) -> float:
+    """One-sided Wilcoxon signed-rank p-value for 'xs are centred above `above`'.
+
+    Far more powerful than the sign test on roughly symmetric data (95% of the t-test's
+    efficiency, against the sign test's 64%), and still free of any normality assumption."""
+    from scipy.stats import wilcoxon
+
+    diffs = [x - above for x in _checked(xs)]
+    if all(d == 0 for d in diffs):
+        return 1.0
+    return float(wilcoxon(diffs, alternative="greater", zero_method="wilcox").pvalue)

@@ -41,8 +41,22 @@ def _amp_section(amp: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _pair_section(pairs: list[dict]) -> list[str]:
+    lines = ["## Paired comparisons (interleaved in one process)", "",
+             "| workload | shared params | A / B | time ratio A/B (95% CI) | pairs | saved for backward A/B |",
+             "|---|---|---|---|---|---|"]
+    for p in pairs:
+        ci = p.get("time_ratio_ci")
+        ci_txt = f"{p['time_ratio']:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else "")
+        shared = ", ".join(f"{k}={v}" for k, v in p["params"].items())
+        saved = "-" if p.get("saved_ratio") is None else f"{p['saved_ratio']:.2f}"
+        lines.append(f"| {p['workload']} | {shared} | {p['vary']}: {p['a']} / {p['b']} | {ci_txt} | "
+                     f"{len(p['ratios'])} | {saved} |")
+    return lines + [""]
+
+
 def write_report(records: list[Record], out_dir: Path, sources: list[Path] | None = None,
-                 amp: list[dict] | None = None) -> Path:
+                 amp: list[dict] | None = None, pairs: list[dict] | None = None) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     by_workload: dict[str, list[Record]] = defaultdict(list)
@@ -73,11 +87,17 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
             *[_row(r) for r in recs],
             "",
         ]
+        if workload == "dataloader" and len(recs) > 1:
+            from perfsuite.report.dataloader import section
+
+            lines += section(recs, out_dir)
         warns = [f"- {r.label()}: {w}" for r in recs for w in r.warnings]
         if warns:
             lines += ["Warnings:", "", *warns, ""]
     if amp:
         lines += _amp_section(amp)
+    if pairs:
+        lines += _pair_section(pairs)
     page = out_dir / "summary.md"
     page.write_text("\n".join(lines))
     return page

@@ -19,6 +19,8 @@ class BuiltStep:
     fn: Callable[[], object]
     work: Work
     teardown: Callable[[], None] | None = None
+    # Workload-specific measurements, read after the timed region (e.g. DataLoader start-up).
+    extra: Callable[[], dict] | None = None
 
 
 Builder = Callable[[Mapping[str, Any], str], BuiltStep]

@@ -1,0 +1,126 @@
+"""DataLoader throughput over a real image folder: whole epochs of decode + augment + collate,
+alone (`mode=load`) or feeding a ResNet18 training step (`mode=train`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from perfsuite.errors import ConfigError, Unsupported
+from perfsuite.params import Param
+from perfsuite.record import Work
+from perfsuite.registry import register
+from perfsuite.workloads.base import BuiltStep, Workload
+
+CACHE_DIR = Path.home() / ".cache" / "perfsuite" / "datasets"
+PRESETS = {"ci": {"batch_size": 64, "images": 512}, "cpu": {"batch_size": 128, "images": 2560},
+           "gpu": {"batch_size": 256, "images": 2560}}
+
+
+def dataset_root(params: Mapping[str, Any]) -> Path:
+    from perfsuite.data.imagefolder import GENERATED, generated_folder
+
+    name = params["dataset"]
+    if name in GENERATED:
+        count = params["images"] if name == "cifar-like" else min(params["images"], GENERATED[name].count)
+        return generated_folder(name, CACHE_DIR, count)
+    return Path(name)
+
+
+def check(params: Mapping[str, Any], device: str) -> None:
+    if params["persistent_workers"] and params["num_workers"] == 0:
+        raise ConfigError("parameter 'persistent_workers': needs num_workers >= 1")
+    if params["pin_memory"] and not device.startswith("cuda"):
+        raise Unsupported("parameter 'pin_memory': pinned memory only helps copies to a CUDA device; device is "
+                          f"{device}")
+    if params["dataset"] not in ("cifar-like", "imagenet-like"):
+        from perfsuite.data.imagefolder import scan
+
+        scan(params["dataset"])  # a missing or empty folder is named now, before any case runs
+
+
+def make_loader(params: Mapping[str, Any], device: str):
+    import torch
+
+    from perfsuite.data.imagefolder import ImageFolderDataset, train_transform
+
+    root = dataset_root(params)
+    ds = ImageFolderDataset(root)
+    side = int(ds[0][0].shape[-1])
+    ds.transform = train_transform(side)
+    kw = {}
+    if params["num_workers"] > 0:
+        # Only meaningful with workers (torch rejects prefetch_factor without them).
+        kw.update(prefetch_factor=params["prefetch_factor"], persistent_workers=params["persistent_workers"])
+    return torch.utils.data.DataLoader(ds, batch_size=params["batch_size"], shuffle=True,
+                                       num_workers=params["num_workers"], pin_memory=params["pin_memory"],
+                                       drop_last=False, **kw), ds
+
+
+def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+    check(params, device)
+    loader, ds = make_loader(params, device)
+    extra: dict = {"images": len(ds), "dataset_root": str(dataset_root(params))}
+
+    # Worker start-up, apart from steady state: time to the first batch of a fresh iterator.
+    t0 = time.perf_counter()
+    it = iter(loader)
+    next(it)
+    extra["first_batch_s"] = time.perf_counter() - t0
+    del it
+
+    waits: list[float] = []
+    if params["mode"] == "load":
+        def step():
+            for _ in loader:
+                pass
+    else:
+        from perfsuite.training.step import make_train_step
+        from perfsuite.workloads import resnet
+
+        parts = resnet.build_parts({"model": "resnet18", "stem": "torchvision", "channels_last": False,
+                                    "precision": "fp32"}, device)
+
+        def step():
+            # How long the model waits on the loader, per epoch: bookkeeping of two clock reads
+            # per batch, negligible against a training step.
+            wait = 0.0
+            start = time.perf_counter()
+            t = start
+            for x, y in loader:
+                wait += time.perf_counter() - t
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                make_train_step(parts, x, y)()
+                t = time.perf_counter()
+            waits.append(wait / (time.perf_counter() - start))
+
+    def extra_metrics() -> dict:
+        out = dict(extra)
+        if waits:
+            out["data_wait_fraction"] = sorted(waits)[len(waits) // 2]
+        return out
+
+    return BuiltStep(fn=step, work=Work(items_per_step=len(ds), item_unit="images"), extra=extra_metrics)
+
+
+WORKLOAD = register(
+    Workload(
+        name="dataloader",
+        description="DataLoader epochs over a real PNG/JPEG folder with v2 augmentations (alone or feeding ResNet18)",
+        params=(
+            Param("size", str, "ci", choices=("ci", "cpu", "gpu")),
+            Param("dataset", str, "cifar-like", help="cifar-like | imagenet-like | PATH to class sub-folders"),
+            Param("num_workers", int, 0, min=0, max=64),
+            Param("batch_size", int, None, min=1),
+            Param("pin_memory", bool, False),
+            Param("persistent_workers", bool, False),
+            Param("prefetch_factor", int, 2, min=1),
+            Param("mode", str, "load", choices=("load", "train"), help="loader alone, or feeding ResNet18"),
+            Param("images", int, None, min=1, help="generated datasets only: how many images"),
+        ),
+        builder=build,
+        checker=check,
+        presets=PRESETS,
+    )
+)
