@@ -61,28 +61,12 @@ regress: $(DEPS)
 # The main job: the default suite for this machine, ending in a report under reports/.
 OUT := results/bench-$(STAMP)
 REPORT := reports/bench-$(STAMP)
-RUN := $(PY) -m perfsuite run --max-time $(BENCH_TIME)
 bench: $(DEPS)
-	mkdir -p $(OUT) $(REPORT)
 	$(PY) -m perfsuite peak --max-time $(BENCH_TIME)
-	$(RUN) noop --out $(OUT)/noop.json
-	$(RUN) matmul -p n=256,512,1024 -p dtype=fp32,bf16 --out $(OUT)/matmul.json
-	$(RUN) autoencoder -p size=cpu -p variant=fc,conv -p precision=fp32,bf16 --out $(OUT)/autoencoder.json
-	$(RUN) autoencoder -p size=cpu -p nvtx=off,on --out $(OUT)/autoencoder-nvtx.json
-	$(RUN) resnet -p size=cpu -p model=resnet18,resnet34 -p precision=fp32,bf16 --out $(OUT)/resnet.json
-	$(RUN) mar -p n=1000,10000 --out $(OUT)/mar.json
-	$(RUN) checkpoint -p op=save,load --out $(OUT)/checkpoint.json
-	$(RUN) dataloader -p size=ci -p num_workers=0,1,2,4 -p batch_size=32,128 --out $(OUT)/dataloader.json
-	$(RUN) dataloader -p size=ci -p images=256 -p mode=train -p num_workers=0,2 --out $(OUT)/dataloader-train.json
-	$(PY) -m perfsuite pair activation --vary impl=custom,builtin -p fn=swish,mish \
-		-p numel=1024,65536,1048576,16777216 -p dtype=fp32,bf16 -p pass=forward,backward --budget 2 \
-		--out $(REPORT)/activation-pairs.json
-	$(PY) -m perfsuite pair activation --vary save=input,input+sigmoid -p fn=swish,mish -p numel=1048576 \
-		--budget 2 --out $(REPORT)/activation-save.json
-	@# A divergence verdict exits 1; the report still shows it, so the suite goes on.
-	-$(PY) -m perfsuite amp resnet -p size=ci --pairs 20 --steps 30 --out $(REPORT)/amp-resnet.json
-	$(PY) -m perfsuite report $(OUT) --amp $(REPORT)/amp-resnet.json --pair $(REPORT)/activation-pairs.json \
-		--pair $(REPORT)/activation-save.json --out-dir $(REPORT)
+	@# The suite that fits this machine: gpu.yaml with CUDA, cpu.yaml without.
+	$(PY) -m perfsuite run --suite $$($(PY) -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')") \
+		--out $(OUT)
+	$(PY) -m perfsuite report $(OUT) --out-dir $(REPORT)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -54,13 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="CUDA only: device time from events, or host-inclusive sync + wall clock")
         sp.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
 
-    run = sub.add_parser("run", help="measure a workload; a -p value list sweeps")
-    run.add_argument("workload")
+    run = sub.add_parser("run", help="measure a workload (a -p value list sweeps), or a suite file")
+    run.add_argument("workload", nargs="?")
+    run.add_argument("--config", type=Path, help="a suite YAML file (see `perfsuite suites`)")
+    run.add_argument("--suite", help="a shipped suite by name: ci, cpu, gpu")
+    run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
     run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
     measuring(run)
     run.add_argument("--out", type=Path, help="results file to write (must not exist)")
     run.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
                      help="directory for results when --out is not given (default results/)")
+
+    sub.add_parser("suites", help="the suite files shipped with perfsuite")
 
     peak = sub.add_parser("peak", help="measure and store this device's matmul FLOP/s and bandwidth")
     measuring(peak)
@@ -167,6 +172,10 @@ def cmd_run(args, console) -> int:
     from perfsuite import runner
     from perfsuite.storage import ResultsWriter, failure_entry, new_results_path
 
+    if args.config or args.suite:
+        return _run_suite(args, console)
+    if not args.workload:
+        raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
     workload = registry.get(args.workload)
     sweep = parse_assignments(args.param, workload.params, workload.name)
     cases = expand_sweep(sweep)
@@ -206,6 +215,67 @@ def cmd_run(args, console) -> int:
     if writer.failures:
         console.print(Text(f"{len(writer.failures)} case(s) failed; their reasons are in {path}", style="red"))
         return 3
+    return 0
+
+
+def _overrides(items: list[str]) -> dict[str, list]:
+    """-p values for a suite: parsed against every workload that has the parameter."""
+    from perfsuite import registry
+    from perfsuite.params import parse_assignments
+
+    out: dict[str, list] = {}
+    for item in items:
+        key = item.partition("=")[0].strip()
+        owners = [registry.get(n) for n in registry.names() if any(p.name == key for p in registry.get(n).params)]
+        if not owners:
+            raise PerfsuiteError(f"-p {item}: no workload has a parameter {key!r}")
+        out.update(parse_assignments([item], owners[0].params, owners[0].name))
+    return out
+
+
+def _run_suite(args, console) -> int:
+    from datetime import datetime, timezone
+
+    from perfsuite.suite import load_suite, shipped_suites_dir
+    from perfsuite.suite_run import run_suite
+
+    if args.config and args.suite:
+        raise PerfsuiteError("give --config or --suite, not both")
+    path = args.config or shipped_suites_dir() / f"{args.suite}.yaml"
+    if args.suite and not path.exists():
+        names = sorted(p.stem for p in shipped_suites_dir().glob("*.yaml"))
+        raise PerfsuiteError(f"--suite {args.suite}: no such suite; shipped: {', '.join(names)}")
+    suite = load_suite(path, _overrides(args.param), device=args.device if args.device != "auto" else None)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or suite.output or args.results_dir / f"{suite.name}-{stamp}"
+    console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))
+    try:
+        res = run_suite(suite, out, console, retry_failed=args.retry_failed, peak_file=args.peak_file)
+    except KeyboardInterrupt:
+        console.print(Text(f"interrupted: every finished case is in {out}; run the same command to resume"))
+        return 130
+    console.print(Text(f"measured {res.measured}, skipped {res.skipped_done} already measured, "
+                       f"{res.skipped_failed} failed before (--retry-failed to retry), "
+                       f"{res.unsupported} unsupported here, {res.failed} failed now"))
+    return 3 if res.failed else 0
+
+
+def cmd_suites(args, console) -> int:
+    from rich.table import Table
+
+    from perfsuite.suite import load_suite, shipped_suites_dir
+
+    t = Table(title=f"suites in {shipped_suites_dir()}")
+    for col in ("name", "entries", "workloads", "description"):
+        t.add_column(col)
+    for path in sorted(shipped_suites_dir().glob("*.yaml")):
+        from perfsuite.suite import parse_yaml
+
+        doc = parse_yaml(path)
+        suite = load_suite(path)
+        t.add_row(path.stem, str(len(suite.entries)), ", ".join(sorted({e.workload for e in suite.entries})),
+                  str(doc.get("description", "")))
+    console.print(t)
     return 0
 
 
@@ -297,7 +367,14 @@ def cmd_report(args, console) -> int:
     from perfsuite.report.markdown import write_report
     from perfsuite.storage import load_many
 
-    records, problems = load_many(args.results)
+    for given in args.results:
+        if given.is_dir():
+            args.amp += sorted(given.rglob("*.amp.json"))
+            args.pair += sorted(given.rglob("*.pair.json"))
+    plain = [p for p in args.results if not p.is_dir()] + [
+        f for d in args.results if d.is_dir() for f in sorted(d.rglob("*.json"))
+        if not f.name.endswith((".amp.json", ".pair.json")) and f.name != "run-config.json"]
+    records, problems = load_many(plain)
     for problem in problems:
         console.print(Text(f"skipped: {problem}", style="yellow"))
     if not records:
@@ -305,9 +382,10 @@ def cmd_report(args, console) -> int:
     amp = []
     for path in args.amp:
         try:
-            amp.append(json.loads(path.read_text()))
+            doc = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise PerfsuiteError(f"--amp {path}: cannot read ({exc})") from None
+        amp.extend(doc if isinstance(doc, list) else [doc])
     pairs = []
     for path in args.pair:
         try:
@@ -425,7 +503,7 @@ def cmd_pair(args, console) -> int:
     return 0
 
 
-COMMANDS = {"pair": cmd_pair, "gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
+COMMANDS = {"suites": cmd_suites, "pair": cmd_pair, "gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
             "compare": cmd_compare, "report": cmd_report}
 
 

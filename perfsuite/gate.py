@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from perfsuite import stats
+from perfsuite.interleave import interleaved_blocks
 from perfsuite.measure.timing import Clock
 
 Step = Callable[[], object]
@@ -48,18 +49,8 @@ def paired_ratios(step_a: Step, step_b: Step, clock: Clock, budget_s: float, blo
     n = max(1, int(block_s / max(t, 1e-9)))
     for s in (step_a, step_b):  # warm both at the block size
         clock.time_block(s, n)
-    start = clock.now()
-    ratios: list[float] = []
-    i = 0
-    while clock.now() - start < budget_s or len(ratios) < 6:
-        if i % 2 == 0:
-            a = clock.time_block(step_a, n)
-            b = clock.time_block(step_b, n)
-        else:
-            b = clock.time_block(step_b, n)
-            a = clock.time_block(step_a, n)
-        ratios.append(b / a)
-        i += 1
+    ta, tb = interleaved_blocks(step_a, step_b, clock, n, budget_s=budget_s)
+    ratios = [b / a for a, b in zip(ta, tb)]
     return PairedRun(ratios, n)
 
 

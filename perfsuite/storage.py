@@ -75,6 +75,28 @@ class ResultsWriter:
         self.records: list[Record] = []
         self.failures: list[dict] = []
 
+    @classmethod
+    def resume(cls, path: Path) -> "ResultsWriter":
+        """Continue a run's own file (a resumed sweep): its records and failures are kept."""
+        path = Path(path)
+        if not path.exists():
+            return cls(path)
+        records = load_records(path)
+        try:
+            failures = json.loads(path.read_text()).get("failures", [])
+        except (OSError, json.JSONDecodeError, AttributeError):
+            failures = []
+        w = cls.__new__(cls)
+        w.path, w.records, w.failures = path, records, list(failures)
+        return w
+
+    def has_failure(self, key: tuple) -> bool:
+        return any(_failure_key(f) == key for f in self.failures)
+
+    def drop_failure(self, key: tuple) -> None:
+        self.failures = [f for f in self.failures if _failure_key(f) != key]
+        self._save()
+
     def add(self, record: Record) -> None:
         self.records.append(record)
         self._save()
@@ -85,6 +107,10 @@ class ResultsWriter:
 
     def _save(self) -> None:
         atomic_write_text(self.path, results_document(self.records, self.failures))
+
+
+def _failure_key(f: dict) -> tuple:
+    return (f.get("workload"), tuple(sorted((f.get("params") or {}).items())), f.get("device"))
 
 
 def failure_entry(workload: str, params: dict, device: str, exc: BaseException) -> dict:

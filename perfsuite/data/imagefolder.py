@@ -83,12 +83,15 @@ class ImageFolderDataset:
         return len(self.files)
 
     def __getitem__(self, i: int):
-        from torchvision.io import ImageReadMode, decode_image
+        # Pillow decodes: torchvision's own image decoders are deprecated as of 0.29.
+        from PIL import Image, UnidentifiedImageError
+        from torchvision.transforms.v2.functional import pil_to_tensor
 
         path = self.files[i]
         try:
-            img = decode_image(str(path), mode=ImageReadMode.RGB)
-        except Exception as exc:  # torchvision raises RuntimeError for corrupt data
+            with Image.open(path) as im:
+                img = pil_to_tensor(im.convert("RGB"))
+        except (UnidentifiedImageError, OSError, ValueError) as exc:
             raise ConfigError(f"cannot decode image {path}: {exc}") from None
         if self.transform is not None:
             img = self.transform(img)

@@ -42,8 +42,7 @@ def throughput_vs_workers(records: list[Record], path: Path) -> Path:
     ax.set_title("DataLoader throughput")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -15,10 +15,12 @@ def throughput_figure(records: list[Record], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     labels, values, lo_err, hi_err = [], [], [], []
+    # Label bars by the parameters that vary across the records; the constant ones go in the title.
+    varying = [k for k in records[0].params if len({repr(r.params.get(k)) for r in records}) > 1]
     for r in records:
         s = r.stats
         tp = r.throughput
-        labels.append(",".join(f"{k}={v}" for k, v in r.params.items()) or r.workload)
+        labels.append(",".join(f"{k}={r.params.get(k)}" for k in varying) or r.workload)
         values.append(tp)
         # A longer step time means a lower throughput: the CI's ends swap.
         lo = r.work.items_per_step / s.ci_high if s.ci_high else tp
@@ -31,7 +33,6 @@ def throughput_figure(records: list[Record], path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel(f"throughput ({records[0].throughput_unit}), median with 95% CI")
     ax.set_title(f"{records[0].workload} on {records[0].device}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

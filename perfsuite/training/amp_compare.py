@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from perfsuite import stats
 from perfsuite.config import RunConfig
+from perfsuite.interleave import interleaved_blocks
 from perfsuite.measure.saved import saved_tensor_bytes
 from perfsuite.measure.timing import Clock
 from perfsuite.runner import block_size_for, clock_overhead, warm_up
@@ -79,16 +80,7 @@ def interleaved_times(step_a: Callable, step_b: Callable, clock: Clock, pairs: i
     overhead = clock_overhead(clock)
     est = [warm_up(s, clock, cfg, overhead)["step_estimate_s"] for s in (step_a, step_b)]
     n = block_size_for(min(est), overhead, cfg.clock_overhead_limit)
-    ta, tb = [], []
-    for i in range(pairs):
-        if i % 2 == 0:
-            a = clock.time_block(step_a, n)
-            b = clock.time_block(step_b, n)
-        else:
-            b = clock.time_block(step_b, n)
-            a = clock.time_block(step_a, n)
-        ta.append(a / n)
-        tb.append(b / n)
+    ta, tb = interleaved_blocks(step_a, step_b, clock, n, pairs=pairs)
     return ta, tb
 
 

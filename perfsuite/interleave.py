@@ -1,0 +1,34 @@
+"""Two steps timed in alternating blocks (A B, then B A, ...): the core of every paired
+comparison here (gate, precision comparison, `perfsuite pair`). Alternating the order inside
+each pair cancels a linear drift; pairing adjacent blocks cancels slow drift."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from perfsuite.measure.timing import Clock
+
+Step = Callable[[], object]
+
+
+def interleaved_blocks(step_a: Step, step_b: Step, clock: Clock, n: int, *, pairs: int | None = None,
+                       budget_s: float | None = None, min_pairs: int = 6) -> tuple[list[float], list[float]]:
+    """Per-step seconds of A and of B, one value per block of `n` calls, pair by pair; runs
+    `pairs` pairs, or for `budget_s` seconds (at least `min_pairs`)."""
+    if (pairs is None) == (budget_s is None):
+        raise ValueError("give exactly one of pairs and budget_s")
+    ta: list[float] = []
+    tb: list[float] = []
+    start = clock.now()
+    i = 0
+    while (i < pairs) if pairs is not None else (clock.now() - start < budget_s or i < min_pairs):
+        if i % 2 == 0:
+            a = clock.time_block(step_a, n)
+            b = clock.time_block(step_b, n)
+        else:
+            b = clock.time_block(step_b, n)
+            a = clock.time_block(step_a, n)
+        ta.append(a / n)
+        tb.append(b / n)
+        i += 1
+    return ta, tb

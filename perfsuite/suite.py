@@ -1,0 +1,205 @@
+"""Suite files: YAML runs of several workloads, validated up front, resumable.
+
+    name: cpu
+    device: auto          # auto | cpu | cuda | cuda:N
+    max_time: 6           # seconds per case (an entry may override)
+    output: results/cpu   # default output directory (--out overrides)
+    suites:
+      - name: matmul
+        workload: matmul
+        params: {n: [256, 1024], dtype: [fp32, bf16]}    # a list sweeps
+      - name: activation-vs-builtin
+        kind: pair                                       # interleaved A/B of one parameter
+        workload: activation
+        vary: {impl: [custom, builtin]}
+        params: {numel: [1048576]}
+      - name: amp
+        kind: amp                                        # fp32 vs bf16 training, interleaved
+        workload: resnet
+        params: {size: ci}
+        precisions: [fp32, bf16]
+
+Every error names its key path (`suites[2].params.batch_size`) and what is allowed, and
+nothing runs until the whole file is valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfsuite.errors import ConfigError
+
+TOP_KEYS = {"name", "description", "device", "max_time", "output", "suites"}
+ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "vary", "precisions", "pairs", "steps"}
+KINDS = ("run", "pair", "amp")
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    kind: str
+    workload: str
+    sweep: dict[str, list]  # param -> values, validated
+    max_time: float
+    vary: tuple[str, list] | None = None
+    precisions: tuple[str, str] = ("fp32", "bf16")
+    pairs: int = 20
+    steps: int = 30
+
+    def cases(self) -> list[dict]:
+        from perfsuite.params import expand_sweep
+
+        return expand_sweep(self.sweep)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: Path
+    sha256: str
+    device: str
+    output: Path | None
+    entries: list[Entry] = field(default_factory=list)
+
+
+def _err(path: str, what: str) -> ConfigError:
+    return ConfigError(f"{path}: {what}")
+
+
+def _number(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise _err(path, f"must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def parse_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such suite file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise ConfigError(f"{path}: malformed YAML at {where}: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: malformed YAML: {exc}") from None
+    if doc is None:
+        raise ConfigError(f"{path}: the file is empty")
+    return doc
+
+
+def load_suite(path: str | Path, overrides: dict[str, list] | None = None, device: str | None = None) -> Suite:
+    """Parse and validate; `overrides` (from -p) replace the file's values where the workload has them."""
+    from perfsuite import registry
+
+    path = Path(path)
+    doc = parse_yaml(path)
+    if not isinstance(doc, dict):
+        raise _err(str(path), "the top level must be a mapping with a 'suites' list")
+    unknown = sorted(set(doc) - TOP_KEYS)
+    if unknown:
+        raise _err(unknown[0], f"unknown key; allowed: {', '.join(sorted(TOP_KEYS))}")
+    entries_raw = doc.get("suites")
+    if not isinstance(entries_raw, list) or not entries_raw:
+        raise _err("suites", "must be a non-empty list of workloads to run")
+    default_time = _number(doc.get("max_time", 10), "max_time")
+    seen: set[str] = set()
+    entries = []
+    for i, raw in enumerate(entries_raw):
+        where = f"suites[{i}]"
+        if not isinstance(raw, dict):
+            raise _err(where, "must be a mapping with at least 'workload'")
+        unknown = sorted(set(raw) - ENTRY_KEYS)
+        if unknown:
+            raise _err(f"{where}.{unknown[0]}", f"unknown key; allowed: {', '.join(sorted(ENTRY_KEYS))}")
+        if "workload" not in raw:
+            raise _err(where, "missing 'workload'")
+        try:
+            w = registry.get(str(raw["workload"]))
+        except ConfigError as exc:
+            raise _err(f"{where}.workload", str(exc)) from None
+        name = str(raw.get("name", w.name))
+        if name in seen:
+            raise _err(f"{where}.name", f"two suites are named {name!r}; names must be unique")
+        seen.add(name)
+        kind = raw.get("kind", "run")
+        if kind not in KINDS:
+            raise _err(f"{where}.kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+        params = raw.get("params", {}) or {}
+        if not isinstance(params, dict):
+            raise _err(f"{where}.params", "must be a mapping of parameter -> value or list of values")
+        specs = {p.name: p for p in w.params}
+        sweep: dict[str, list] = {}
+        for key, value in params.items():
+            ppath = f"{where}.params.{key}"
+            if key not in specs:
+                raise _err(ppath, f"workload {w.name!r} has no such parameter; its parameters: {', '.join(specs)}")
+            values = value if isinstance(value, list) else [value]
+            if not values:
+                raise _err(ppath, "the value list is empty")
+            try:
+                sweep[key] = [specs[key].validate(v) for v in values]
+            except ConfigError as exc:
+                raise _err(ppath, str(exc)) from None
+        for key, values in (overrides or {}).items():
+            if key in specs:
+                sweep[key] = values
+        vary = None
+        if kind == "pair":
+            v = raw.get("vary")
+            if not (isinstance(v, dict) and len(v) == 1):
+                raise _err(f"{where}.vary", "a pair needs vary: {param: [A, B]}")
+            (vkey, vvals), = v.items()
+            if vkey not in specs or not isinstance(vvals, list) or len(vvals) != 2:
+                raise _err(f"{where}.vary.{vkey}", "must name a parameter of the workload and exactly two values")
+            try:
+                vary = (vkey, [specs[vkey].validate(x) for x in vvals])
+            except ConfigError as exc:
+                raise _err(f"{where}.vary.{vkey}", str(exc)) from None
+        precisions = tuple(raw.get("precisions", ("fp32", "bf16")))
+        if kind == "amp" and (len(precisions) != 2 or any(p not in ("fp32", "bf16", "fp16") for p in precisions)):
+            raise _err(f"{where}.precisions", "must be two of fp32, bf16, fp16")
+        entry = Entry(name=name, kind=kind, workload=w.name, sweep=sweep,
+                      max_time=_number(raw.get("max_time", default_time), f"{where}.max_time"),
+                      vary=vary, precisions=precisions, pairs=int(raw.get("pairs", 20)), steps=int(raw.get("steps", 30)))
+        for j, case in enumerate(entry.cases()):
+            try:
+                w.resolve(case)
+            except ConfigError as exc:
+                raise _err(f"{where}.params", str(exc)) from None
+        entries.append(entry)
+    out = doc.get("output")
+    return Suite(name=str(doc.get("name", path.stem)), path=path,
+                 sha256=hashlib.sha256(path.read_bytes()).hexdigest(), device=str(device or doc.get("device", "auto")),
+                 output=Path(out) if out else None, entries=entries)
+
+
+def resolved_config(suite: Suite, device: str) -> dict:
+    """What will be run, exactly: stored beside the records so a report can say it."""
+    from perfsuite import registry
+
+    out = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device, "entries": []}
+    for e in suite.entries:
+        w = registry.get(e.workload)
+        out["entries"].append({"name": e.name, "kind": e.kind, "workload": e.workload, "max_time": e.max_time,
+                               "vary": list(e.vary) if e.vary else None,
+                               "cases": [w.resolve(c) for c in e.cases()]})
+    return out
+
+
+def config_digest(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def shipped_suites_dir() -> Path:
+    return Path(__file__).resolve().parents[1] / "suites"

@@ -1,0 +1,151 @@
+"""Suite files: validation with key paths, the ci suite end to end, resume and retry."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfsuite import cli, runner
+from perfsuite.errors import ConfigError
+from perfsuite.suite import load_suite, shipped_suites_dir
+from perfsuite.workloads import dataloader
+
+SMALL = """
+name: small
+max_time: 0.4
+suites:
+  - {name: mm, workload: matmul, params: {n: [16, 24, 32]}}
+  - {name: noop, workload: noop}
+"""
+
+
+@pytest.fixture(autouse=True)
+def dataset_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(dataloader, "CACHE_DIR", tmp_path / "datasets")
+
+
+def write(tmp_path, text, name="s.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("suites: [\n  {workload: matmul\n", "malformed YAML at line 3, column 1"),
+        ("", "the file is empty"),
+        ("suites: []\n", "suites: must be a non-empty list"),
+        ("colour: blue\nsuites: [{workload: noop}]\n", "colour: unknown key"),
+        ("suites: [{workload: noop, parms: {}}]\n", "suites[0].parms: unknown key"),
+        ("suites: [{workload: nope}]\n", "suites[0].workload: unknown workload 'nope'"),
+        ("suites: [{workload: noop}, {workload: matmul, params: {n: []}}]\n", "suites[1].params.n: the value list is empty"),
+        ("suites: [{workload: noop}, {workload: matmul, params: {n: big}}]\n",
+         "suites[1].params.n: parameter 'n' expects int"),
+        ("suites: [{workload: noop}, {workload: matmul}, {workload: resnet, params: {batch_size: 0}}]\n",
+         "suites[2].params.batch_size: parameter 'batch_size': 0 is too small"),
+        ("suites: [{workload: matmul, params: {dtype: fp64}}]\n", "suites[0].params.dtype"),
+        ("suites: [{workload: noop}, {workload: noop}]\n", "suites[1].name: two suites are named 'noop'"),
+        ("suites: [{workload: activation, kind: pair, vary: {impl: [custom]}}]\n", "suites[0].vary.impl"),
+        ("max_time: -1\nsuites: [{workload: noop}]\n", "max_time: must be a positive number"),
+    ],
+)
+def test_bad_suite_files_name_the_key_path(tmp_path, text, message):
+    with pytest.raises(ConfigError) as info:
+        load_suite(write(tmp_path, text))
+    assert message in str(info.value)
+
+
+def test_cli_refuses_bad_input_before_running_anything(tmp_path, capsys):
+    bad = write(tmp_path, "suites: [{workload: resnet, params: {data: /no/such/cifar}}]\n")
+    out = tmp_path / "out"
+    assert cli.main(["run", "--config", str(bad), "--out", str(out)]) == 2
+    assert "suites[0].params" in capsys.readouterr().err and not out.exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert cli.main(["run", "--config", str(write(tmp_path, SMALL)), "--out", str(blocker / "sub")]) == 2
+    assert "cannot create" in capsys.readouterr().err
+    assert cli.main(["run", "--suite", "nonexistent"]) == 2
+    assert "shipped: ci, cpu, gpu" in capsys.readouterr().err
+
+
+def test_shipped_suites_are_valid_and_cover_every_workload(capsys):
+    from perfsuite import registry
+
+    for path in shipped_suites_dir().glob("*.yaml"):
+        suite = load_suite(path)
+        assert {e.workload for e in suite.entries} >= set(registry.names()) - {"noop"}, path.name
+    assert cli.main(["suites"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("ci", "cpu", "gpu"))
+
+
+def test_interrupted_sweep_resumes_measuring_each_case_once(tmp_path, capsys, monkeypatch):
+    suite = write(tmp_path, SMALL)
+    out = tmp_path / "out"
+    real = runner.run_case
+    measured = []
+
+    def counting(workload, params, *a, **kw):
+        if len(measured) == 2 and not getattr(counting, "fired", False):
+            counting.fired = True
+            raise KeyboardInterrupt  # Ctrl-C while the third case runs
+        measured.append((workload.name, params.get("n")))
+        return real(workload, params, *a, **kw)
+
+    monkeypatch.setattr(runner, "run_case", counting)
+    assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 130
+    assert len(json.loads((out / "mm.json").read_text())["records"]) == 2
+    assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 0
+    assert "skipped 2 already measured" in capsys.readouterr().out
+    assert sorted(measured) == [("matmul", 16), ("matmul", 24), ("matmul", 32), ("noop", None)]
+    cfg = json.loads((out / "run-config.json").read_text())
+    assert cfg["sha256"] and cfg["entries"][0]["cases"][2]["n"] == 32
+    rec = json.loads((out / "mm.json").read_text())["records"][0]
+    assert rec["config"]["suite"] == "small" and rec["config"]["suite_sha256"] == cfg["sha256"]
+
+
+def test_a_different_configuration_is_refused_in_the_same_directory(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["run", "--config", str(write(tmp_path, SMALL)), "--out", str(out)]) == 0
+    changed = write(tmp_path, SMALL.replace("[16, 24, 32]", "[16]"), "t.yaml")
+    assert cli.main(["run", "--config", str(changed), "--out", str(out)]) == 2
+    assert "different configuration" in capsys.readouterr().err
+
+
+def test_failed_cases_are_kept_and_retried_only_when_asked(tmp_path, capsys, monkeypatch):
+    suite = write(tmp_path, SMALL)
+    out = tmp_path / "out"
+    real = runner.run_case
+
+    def oom_at_24(workload, params, *a, **kw):
+        if params.get("n") == 24:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        return real(workload, params, *a, **kw)
+
+    monkeypatch.setattr(runner, "run_case", oom_at_24)
+    assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 3
+    (failure,) = json.loads((out / "mm.json").read_text())["failures"]
+    assert failure["kind"] == "oom" and failure["params"]["n"] == 24
+    monkeypatch.setattr(runner, "run_case", real)
+    assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 0
+    assert "1 failed before" in capsys.readouterr().out
+    assert cli.main(["run", "--config", str(suite), "--out", str(out), "--retry-failed"]) == 0
+    doc = json.loads((out / "mm.json").read_text())
+    assert doc["failures"] == [] and sorted(r["params"]["n"] for r in doc["records"]) == [16, 24, 32]
+
+
+def test_ci_suite_runs_every_workload_and_reports(tmp_path, capsys):
+    out = tmp_path / "ci"
+    code = cli.main(["run", "--suite", "ci", "--out", str(out), "--device", "cpu"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    names = {p.name for p in out.iterdir()}
+    assert {"noop.json", "matmul.json", "resnet.json", "dataloader.json", "activation-pair.pair.json",
+            "amp-autoencoder.amp.json", "run-config.json"} <= names
+    assert "unsupported here" in text  # resnet fp16 on a CPU: skipped with its reason
+    assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep")]) == 0
+    page = (tmp_path / "rep" / "summary.md").read_text()
+    for heading in ("## matmul", "## resnet", "## dataloader", "Paired comparisons", "Precision comparisons"):
+        assert heading in page
+    assert len(list((tmp_path / "rep").glob("*.png"))) >= 8
