@@ -21,7 +21,7 @@ $(PY):
 
 $(DEPS): pyproject.toml | $(PY)
 	$(if $(TORCH_PINS),$(PY) -m pip install --quiet $(TORCH_PINS))
-	$(PY) -m pip install --quiet -e ".[vision,gpu,report,dev]"
+	$(PY) -m pip install --quiet -e ".[vision,gpu,report,llm,dev]"
 	touch $(DEPS)
 
 # Debian's Chromium, for the test that opens the published asv site; without root or apt the

@@ -41,6 +41,11 @@ GRIDS: dict[str, dict[str, dict[str, list[Any]]]] = {
         "gpu": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 20, 1 << 24],
                 "dtype": ["fp32", "bf16"]},
     },
+    "qwen": {
+        "ci": {"shape": ["tiny"], "batch_size": [1, 4], "dtype": ["fp32", "bf16"]},
+        "cpu": {"shape": ["0.5b"], "batch_size": [1, 8], "dtype": ["fp32", "bf16"]},
+        "gpu": {"shape": ["0.5b"], "batch_size": [1, 8, 32], "dtype": ["fp32", "bf16", "fp16"]},
+    },
     "dataloader": {
         "ci": {"images": [128], "num_workers": [0, 2], "batch_size": [32]},
         "cpu": {"num_workers": [0, 1, 2, 4], "batch_size": [32, 128]},

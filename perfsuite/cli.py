@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="a suite YAML file (see `perfsuite suites`)")
     run.add_argument("--suite", help="a shipped suite by name: ci, cpu, gpu")
     run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
+    run.add_argument("--trace", type=Path, nargs="?", const=Path("reports") / "traces", default=None, metavar="DIR",
+                     help="after measuring, write a torch.profiler trace of one step and a top-operators table "
+                          "(default DIR reports/traces)")
     run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
     measuring(run)
     run.add_argument("--out", type=Path, help="results file to write (must not exist)")
@@ -124,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
     rep.add_argument("--amp", type=Path, action="append", default=[], help="`perfsuite amp --out` JSON to include")
     rep.add_argument("--pair", type=Path, action="append", default=[], help="`perfsuite pair --out` JSON to include")
+    rep.add_argument("--latency-bound", type=_positive_float("--latency-bound"), default=None, metavar="MS",
+                     help="qwen: the optimal batch size must keep p90 latency within this many ms")
     return p
 
 
@@ -197,7 +202,16 @@ def cmd_run(args, console) -> int:
             for case in cases:
                 progress.update(task, description=f"{workload.name} {case}")
                 try:
-                    writer.add(runner.run_case(workload, case, cfg, env=env, peak=peak))
+                    after = None
+                    if args.trace is not None:
+                        from perfsuite.profiling.trace import trace_step
+
+                        label = f"{workload.name}[{','.join(f'{k}={v}' for k, v in case.items())}]"
+
+                        def after(built, label=label):
+                            trace, table = trace_step(built.fn, args.trace, label, device)
+                            console.print(Text(f"trace: {trace}  top operators: {table}"))
+                    writer.add(runner.run_case(workload, case, cfg, env=env, peak=peak, after=after))
                 except (KeyboardInterrupt, PerfsuiteError):
                     raise
                 except Exception as exc:  # an OOM or a crash in one case: record it, go on
@@ -392,7 +406,8 @@ def cmd_report(args, console) -> int:
             pairs.extend(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError) as exc:
             raise PerfsuiteError(f"--pair {path}: cannot read ({exc})") from None
-    page = write_report(records, args.out_dir, sources=args.results, amp=amp, pairs=pairs)
+    page = write_report(records, args.out_dir, sources=args.results, amp=amp, pairs=pairs,
+                        latency_bound_ms=args.latency_bound)
     console.print(f"report written to {page}", highlight=False)
     return 0
 

@@ -116,11 +116,14 @@ def warm_up(fn: Callable[[], object], clock: Clock, cfg: RunConfig, overhead_s: 
             samples.append(per_step(t, n))
             break
         n *= 2
-    # Phase 2: fixed block until settled.
+    # Phase 2: fixed block until settled. Slow steps (an epoch of a DataLoader) get smaller
+    # windows, so that two of them fit in the warm-up budget; two blocks a window at least.
+    per_block = max(samples[-1] * n, 1e-12)
+    window = max(2, min(cfg.warmup_window, int(budget / per_block / 2)))
     settled = False
     while True:
         elapsed = clock.now() - start
-        if elapsed >= floor and _settled(samples, cfg.warmup_window, cfg.warmup_tolerance):
+        if elapsed >= floor and _settled(samples, window, cfg.warmup_tolerance):
             settled = True
             break
         if elapsed >= budget:
@@ -134,7 +137,8 @@ def warm_up(fn: Callable[[], object], clock: Clock, cfg: RunConfig, overhead_s: 
         "seconds": clock.now() - start,
         "settled": settled,
         "samples_s": samples,
-        "step_estimate_s": stats.median(samples[-cfg.warmup_window:]),
+        "window": window,
+        "step_estimate_s": stats.median(samples[-window:]),
     }
 
 
@@ -246,6 +250,7 @@ def run_case(
     env: dict | None = None,
     peak: dict | None = None,
     clock: Clock | None = None,
+    after: Callable[[object], None] | None = None,
 ) -> Record:
     """Build the workload's step (untimed), measure it, and return its record."""
     import torch
@@ -285,6 +290,8 @@ def run_case(
         )
         if built.extra is not None:
             extra = built.extra()
+        if after is not None:  # e.g. a profiler trace of the same built step, after measuring
+            after(built)
     finally:
         if built.teardown is not None:
             built.teardown()

@@ -132,3 +132,11 @@ def test_timed_region_wraps_only_measurement():
     (_, at_enter), (_, at_exit) = events
     assert at_enter >= m.warmup["steps"]  # warm-up happened before the region
     assert at_exit - at_enter == len(m.samples_s) * m.block_size
+
+
+def test_slow_steps_get_smaller_warmup_windows():
+    # 200 ms steps with a 6 s budget: 1.8 s of warm-up holds 9 steps, not two windows of 5.
+    clock = FakeClock(step_s=0.2, noise=0.005, seed=13)
+    m = measure(_noop, clock, RunConfig(max_time=6.0))
+    assert m.warmup["window"] == 4
+    assert m.warmup["settled"]

@@ -56,7 +56,8 @@ def _pair_section(pairs: list[dict]) -> list[str]:
 
 
 def write_report(records: list[Record], out_dir: Path, sources: list[Path] | None = None,
-                 amp: list[dict] | None = None, pairs: list[dict] | None = None) -> Path:
+                 amp: list[dict] | None = None, pairs: list[dict] | None = None,
+                 latency_bound_ms: float | None = None) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     by_workload: dict[str, list[Record]] = defaultdict(list)
@@ -87,6 +88,10 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
             *[_row(r) for r in recs],
             "",
         ]
+        if workload == "qwen":
+            from perfsuite.report.qwen import section as qwen_section
+
+            lines += qwen_section(recs, out_dir, latency_bound_ms)
         if workload == "dataloader" and len(recs) > 1:
             from perfsuite.report.dataloader import section
 

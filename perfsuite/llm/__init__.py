@@ -1,0 +1,1 @@
+"""Qwen2 sequence-classifier inference: model, tokenizer and data, all offline."""

@@ -1,0 +1,1 @@
+"""Profiling one step: torch.profiler traces."""

@@ -1,0 +1,151 @@
+"""The inference study's report: six panels against batch size, a normalised heatmap, the
+optimal batch size (highest throughput within a latency bound), the main bottleneck, and
+JSON + CSV exports of the table."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from perfsuite.record import Record
+
+COLUMNS = ("batch_size", "dtype", "shape", "latency_batch_ms", "latency_p90_ms", "latency_p99_ms",
+           "latency_sample_ms", "samples_per_s", "tokens_per_s", "peak_mem_mb", "flops_per_s", "peak_fraction",
+           "padding_fraction", "tokenize_ms")
+
+
+def row(r: Record) -> dict:
+    s, p, e = r.stats, r.params, r.extra
+    mem = r.memory.get("cuda_max_allocated_bytes") or r.memory.get("host_peak_delta_bytes") or 0
+    return {
+        "batch_size": p.get("batch_size"), "dtype": p.get("dtype"), "shape": p.get("shape"),
+        "latency_batch_ms": s.median * 1e3, "latency_p90_ms": s.p90 * 1e3, "latency_p99_ms": s.p99 * 1e3,
+        "latency_sample_ms": s.median * 1e3 / r.work.items_per_step, "samples_per_s": r.throughput,
+        "tokens_per_s": (e.get("tokens_real") or 0) / s.median, "peak_mem_mb": mem / 1e6,
+        "flops_per_s": r.flops_per_s, "peak_fraction": r.peak_fraction,
+        "padding_fraction": e.get("padding_fraction"),
+        "tokenize_ms": None if e.get("tokenize_s") is None else e["tokenize_s"] * 1e3,
+    }
+
+
+def optimal(rows: list[dict], latency_bound_ms: float | None) -> dict | None:
+    ok = [r for r in rows if latency_bound_ms is None or r["latency_p90_ms"] <= latency_bound_ms]
+    return max(ok, key=lambda r: r["samples_per_s"]) if ok else None
+
+
+def bottleneck(rows: list[dict], best: dict) -> str:
+    """The main limiter at the chosen batch size, from the measured figures."""
+    same = sorted((r for r in rows if r["dtype"] == best["dtype"]), key=lambda r: r["batch_size"])
+    if best.get("peak_fraction") and best["peak_fraction"] >= 0.5:
+        return (f"compute: {best['peak_fraction']:.0%} of the measured {best['dtype']} matmul peak at batch "
+                f"{best['batch_size']}; larger batches cannot go much faster")
+    if best.get("padding_fraction") and best["padding_fraction"] >= 0.3:
+        return (f"padding: {best['padding_fraction']:.0%} of the tokens computed at batch {best['batch_size']} are "
+                "padding (pad to the longest in the batch); sort by length or bucket")
+    i = same.index(best)
+    if i + 1 < len(same) and same[i + 1]["samples_per_s"] < best["samples_per_s"] * 1.05:
+        frac = "" if best.get("peak_fraction") is None else f" at {best['peak_fraction']:.0%} of peak"
+        return (f"throughput saturates past batch {best['batch_size']}{frac}: memory bandwidth or "
+                "attention over long padded sequences, not batch size, is the limit")
+    return f"batch size: throughput still grows at batch {best['batch_size']}; try larger batches"
+
+
+def six_panels(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("latency_sample_ms", "latency / sample (ms)"), ("latency_batch_ms", "latency / batch (ms)"),
+              ("samples_per_s", "throughput (samples/s)"), ("peak_mem_mb", "peak memory (MB)"),
+              ("flops_per_s", "achieved FLOP/s"), ("tokens_per_s", "tokens/s")]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    by_dtype = defaultdict(list)
+    for r in rows:
+        by_dtype[r["dtype"]].append(r)
+    for ax, (key, title) in zip(axes.flat, panels):
+        for dtype, rs in sorted(by_dtype.items()):
+            rs = sorted(rs, key=lambda r: r["batch_size"])
+            ax.plot([r["batch_size"] for r in rs], [r[key] or 0 for r in rs], marker="o", label=dtype)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend()
+    fig.suptitle("Qwen2 classifier: batch-size sweep")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def heatmap(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    keys = ["latency_sample_ms", "latency_batch_ms", "samples_per_s", "tokens_per_s", "peak_mem_mb", "flops_per_s"]
+    m = np.array([[float(r[k] or 0) for k in keys] for r in rows])
+    lo, hi = m.min(axis=0), m.max(axis=0)
+    norm = (m - lo) / np.where(hi > lo, hi - lo, 1)
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
+    ax.imshow(norm, cmap="viridis", aspect="auto", vmin=0, vmax=1)
+    ax.set_xticks(range(len(keys)), keys, rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), [f"bs={r['batch_size']} {r['dtype']}" for r in rows])
+    for i in range(len(rows)):
+        for j in range(len(keys)):
+            ax.text(j, i, f"{m[i, j]:.3g}", ha="center", va="center", color="w" if norm[i, j] < 0.5 else "k",
+                    fontsize=7)
+    ax.set_title("metrics, each column scaled to its own min..max")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def section(records: list[Record], out_dir: Path, latency_bound_ms: float | None = None) -> list[str]:
+    out_dir = Path(out_dir)
+    batch = [r for r in records if r.params.get("scenario", "batch") == "batch"]
+    lines = ["### Inference study", ""]
+    if batch:
+        rows = sorted((row(r) for r in batch), key=lambda x: (x["dtype"], x["batch_size"]))
+        six = six_panels(rows, out_dir / "qwen-batch-sweep.png")
+        heat = heatmap(rows, out_dir / "qwen-heatmap.png")
+        (out_dir / "qwen-sweep.json").write_text(json.dumps(rows, indent=1))
+        with open(out_dir / "qwen-sweep.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+        best = optimal(rows, latency_bound_ms)
+        bound = "no latency bound" if latency_bound_ms is None else f"p90 latency <= {latency_bound_ms:g} ms"
+        lines += [f"![batch-size sweep]({six.name})", "", f"![normalised metrics]({heat.name})", "",
+                  "Exports: `qwen-sweep.json`, `qwen-sweep.csv`.", ""]
+        if best is None:
+            lines += [f"- no batch size meets {bound}", ""]
+        else:
+            frac = "" if best["peak_fraction"] is None else f", {best['peak_fraction']:.0%} of peak"
+            lines += [f"- **optimal batch size: {best['batch_size']} ({best['dtype']})** ({bound}): "
+                      f"{best['samples_per_s']:.1f} samples/s, p90 {best['latency_p90_ms']:.1f} ms{frac}",
+                      f"- main bottleneck: {bottleneck(rows, best)}", ""]
+    for r in records:
+        sc = r.params.get("scenario")
+        if sc == "singlestream":
+            lines.append(f"- SingleStream ({r.params.get('dtype')}): p90 latency {r.stats.p90 * 1e3:.1f} ms per query, "
+                         f"median {r.stats.median * 1e3:.1f} ms")
+        elif sc == "offline":
+            lines.append(f"- Offline ({r.params.get('dtype')}, batch {r.params.get('batch_size')}): "
+                         f"{r.throughput:.1f} samples/s over {int(r.work.items_per_step)} samples")
+    e = records[0].extra
+    if "load_s" in e:
+        lines += ["", f"Model: {e['parameters'] / 1e6:.1f} M parameters, {e['size_mb']:.0f} MB, "
+                      f"built/loaded in {e['load_s']:.1f} s."]
+    acc = [r for r in records if "accuracy" in r.extra]
+    for r in acc:
+        lines.append(f"- accuracy {r.extra['accuracy']:.3f}, macro F1 {r.extra['macro_f1']:.3f}, "
+                     f"weighted F1 {r.extra['weighted_f1']:.3f}")
+    return lines + [""]
+
+

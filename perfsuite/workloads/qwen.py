@@ -1,0 +1,147 @@
+"""Batched inference of a Qwen2 sequence classifier (Qwen2.5-0.5B shape, 23 intent labels).
+
+scenario=batch: one batch of `batch_size` texts, tokenised beforehand, forward only (tokenising
+time is stored apart, and end to end). scenario=singlestream: one query at a time, tokenising
+included (MLPerf SingleStream; read its p90). scenario=offline: all `samples` texts in batches,
+tokenising included (MLPerf Offline throughput).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from perfsuite.errors import ConfigError, Unsupported
+from perfsuite.params import Param
+from perfsuite.record import Work
+from perfsuite.registry import register
+from perfsuite.workloads.base import BuiltStep, Workload, torch_dtype
+
+PRESETS = {"ci": {"batch_size": 4, "samples": 32}, "cpu": {"batch_size": 8, "samples": 256},
+           "gpu": {"batch_size": 32, "samples": 4096}}
+MAX_LENGTH = 512
+
+
+def check(params: Mapping[str, Any], device: str) -> None:
+    if params["dtype"] == "fp16" and not device.startswith("cuda"):
+        raise Unsupported(f"parameter 'dtype': fp16 inference is for CUDA; device is {device}. Use dtype=bf16 on CPU")
+    if params["model"]:
+        from perfsuite.llm.model import check_checkpoint
+
+        check_checkpoint(params["model"])
+    if params["data"]:
+        from pathlib import Path
+
+        if not Path(params["data"]).exists():
+            raise ConfigError(f"parameter 'data': {params['data']} does not exist")
+
+
+def _tokenize(tok, texts, params):
+    fixed = params["padding"] == "fixed"
+    return tok(texts, padding="max_length" if fixed else "longest", truncation=True,
+               max_length=params["seq_len"] if fixed else MAX_LENGTH, return_tensors="pt")
+
+
+def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+    import torch
+
+    from perfsuite.llm.data import generated_texts, read_csv
+    from perfsuite.llm.model import build_model, forward_flops
+    from perfsuite.llm.tokenizer import tokenizer_for
+
+    check(params, device)
+    tok = tokenizer_for(params["model"])
+    t0 = time.perf_counter()
+    model = build_model(params["shape"], params["attn"], torch_dtype(params["dtype"]), device, params["model"])
+    load_s = time.perf_counter() - t0
+    cfg = model.config
+    n_params = sum(p.numel() for p in model.parameters())
+    extra: dict = {"load_s": load_s, "parameters": n_params,
+                   "size_mb": sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6}
+
+    if params["data"]:
+        texts, labels = read_csv(params["data"], cfg.num_labels)
+    else:
+        texts, labels = generated_texts(params["samples"], num_labels=cfg.num_labels)
+    if params["model"] and params["data"]:
+        from perfsuite.llm.evaluate import evaluate
+
+        extra.update(evaluate(model, tok, texts, labels, params["batch_size"], device))
+
+    forward = torch.compile(model) if params["compile"] else model
+    bs = params["batch_size"]
+
+    def run(inputs):
+        with torch.inference_mode():
+            return forward(**inputs).logits
+
+    if params["scenario"] == "batch":
+        batch = texts[:bs] if len(texts) >= bs else (texts * (bs // len(texts) + 1))[:bs]
+        tok_times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            enc = _tokenize(tok, batch, params)
+            tok_times.append(time.perf_counter() - t)
+        inputs = {k: v.to(device) for k, v in enc.items()}
+        seq = int(inputs["input_ids"].shape[1])
+        real = int(inputs["attention_mask"].sum())
+        extra.update(tokenize_s=sorted(tok_times)[2], seq_len_padded=seq, tokens_real=real,
+                     tokens_padded=bs * seq, padding_fraction=1 - real / (bs * seq))
+
+        def step():
+            return run(inputs)
+
+        work = Work(items_per_step=bs, item_unit="samples", flops_per_step=forward_flops(cfg, bs, seq),
+                    flops_method="analytic", dtype=params["dtype"])
+    elif params["scenario"] == "singlestream":
+        queue = {"i": 0}
+        lengths = [int(_tokenize(tok, [t], params)["input_ids"].shape[1]) for t in texts]
+
+        def step():
+            text = texts[queue["i"] % len(texts)]
+            queue["i"] += 1
+            return run({k: v.to(device) for k, v in _tokenize(tok, [text], params).items()})
+
+        mean_flops = sum(forward_flops(cfg, 1, s) for s in lengths) / len(lengths)
+        extra.update(tokens_real=sum(lengths) / len(lengths))
+        work = Work(items_per_step=1, item_unit="samples", flops_per_step=mean_flops, flops_method="analytic",
+                    dtype=params["dtype"])
+    else:  # offline
+        batches = [texts[i:i + bs] for i in range(0, len(texts), bs)]
+        encs = [_tokenize(tok, b, params) for b in batches]
+        flops = sum(forward_flops(cfg, len(b), int(e["input_ids"].shape[1])) for b, e in zip(batches, encs))
+        extra.update(tokens_real=sum(int(e["attention_mask"].sum()) for e in encs))
+
+        def step():
+            for b in batches:
+                run({k: v.to(device) for k, v in _tokenize(tok, b, params).items()})
+
+        work = Work(items_per_step=len(texts), item_unit="samples", flops_per_step=flops, flops_method="analytic",
+                    dtype=params["dtype"])
+    step()  # first call outside timing: lazy initialisation, compile
+    return BuiltStep(fn=step, work=work, extra=lambda: extra)
+
+
+WORKLOAD = register(
+    Workload(
+        name="qwen",
+        description="Qwen2 sequence classifier (Qwen2.5-0.5B shape, 23 labels): batched inference",
+        params=(
+            Param("size", str, "ci", choices=("ci", "cpu", "gpu")),
+            Param("shape", str, "0.5b", choices=("0.5b", "tiny")),
+            Param("batch_size", int, None, min=1, max=4096),
+            Param("padding", str, "longest", choices=("longest", "fixed")),
+            Param("seq_len", int, 128, min=1, max=MAX_LENGTH, help="padding=fixed: every sequence's length"),
+            Param("dtype", str, "fp32", choices=("fp32", "bf16", "fp16")),
+            Param("attn", str, "sdpa", choices=("sdpa", "eager")),
+            Param("compile", bool, False),
+            Param("model", str, "", help="local Hugging Face checkpoint; empty: random weights"),
+            Param("data", str, "", help="CSV with text,label; empty: generated reviews"),
+            Param("scenario", str, "batch", choices=("batch", "singlestream", "offline")),
+            Param("samples", int, None, min=1, help="generated texts (and offline's total)"),
+        ),
+        builder=build,
+        checker=check,
+        presets=PRESETS,
+    )
+)
