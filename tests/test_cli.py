@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from perfsuite import cli, runner
+from perfsuite import cli, registry, runner
 from perfsuite.storage import load_records
 
 FAST = ["--max-time", "0.6"]
@@ -33,7 +33,7 @@ def test_env_prints_the_fingerprint(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["run", "resnet99"], "unknown workload 'resnet99'; known workloads: activation, autoencoder, checkpoint, dataloader, mar, matmul, noop, resnet"),
+        (["run", "resnet99"], "unknown workload 'resnet99'; known workloads: " + ", ".join(registry.names())),
         (["run", "matmul", "-p", "n=big"], "parameter 'n' expects int"),
         (["run", "matmul", "-p", "dtype=fp64"], "'fp64' is not allowed (one of fp32, bf16, fp16)"),
         (["run", "matmul", "-p", "size=3"], "has no parameter 'size'"),
