@@ -81,7 +81,7 @@ def measure_cases(workload: str, grid: dict, budget_s: float) -> dict:
     return out
 
 
-def track_class(workload: str, grid: dict):
+def make_track_suite(workload: str, grid: dict):
     names = list(grid)
 
     class Track:
@@ -127,7 +127,7 @@ def track_class(workload: str, grid: dict):
     return Track
 
 
-def time_class(workload: str, grid: dict):
+def make_time_suite(workload: str, grid: dict):
     names = list(grid)
 
     class Time:

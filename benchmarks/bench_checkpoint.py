@@ -1,15 +1,15 @@
 """asv benchmarks of perfsuite's `checkpoint` workload."""
 
 from benchmarks._grids import asv_size, grid
-from benchmarks._suite import measure_cases, time_class, track_class
+from benchmarks._suite import measure_cases, make_time_suite, make_track_suite
 
 GRID = grid("checkpoint", asv_size())
 
 
-class CheckpointTrack(track_class("checkpoint", GRID)):
+class CheckpointTrack(make_track_suite("checkpoint", GRID)):
     def setup_cache(self):
         return measure_cases("checkpoint", GRID, budget_s=5.0)
 
 
-class CheckpointTime(time_class("checkpoint", GRID)):
+class CheckpointTime(make_time_suite("checkpoint", GRID)):
     pass

@@ -1,15 +1,15 @@
 """asv benchmarks of perfsuite's `mar` workload."""
 
 from benchmarks._grids import asv_size, grid
-from benchmarks._suite import measure_cases, time_class, track_class
+from benchmarks._suite import measure_cases, make_time_suite, make_track_suite
 
 GRID = grid("mar", asv_size())
 
 
-class MarTrack(track_class("mar", GRID)):
+class MarTrack(make_track_suite("mar", GRID)):
     def setup_cache(self):
         return measure_cases("mar", GRID, budget_s=5.0)
 
 
-class MarTime(time_class("mar", GRID)):
+class MarTime(make_time_suite("mar", GRID)):
     pass

@@ -1,15 +1,15 @@
 """asv benchmarks of perfsuite's `matmul` workload."""
 
 from benchmarks._grids import asv_size, grid
-from benchmarks._suite import measure_cases, time_class, track_class
+from benchmarks._suite import measure_cases, make_time_suite, make_track_suite
 
 GRID = grid("matmul", asv_size())
 
 
-class MatmulTrack(track_class("matmul", GRID)):
+class MatmulTrack(make_track_suite("matmul", GRID)):
     def setup_cache(self):
         return measure_cases("matmul", GRID, budget_s=5.0)
 
 
-class MatmulTime(time_class("matmul", GRID)):
+class MatmulTime(make_time_suite("matmul", GRID)):
     pass

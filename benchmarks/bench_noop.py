@@ -1,15 +1,15 @@
 """asv benchmarks of perfsuite's `noop` workload."""
 
 from benchmarks._grids import asv_size, grid
-from benchmarks._suite import measure_cases, time_class, track_class
+from benchmarks._suite import measure_cases, make_time_suite, make_track_suite
 
 GRID = grid("noop", asv_size())
 
 
-class NoopTrack(track_class("noop", GRID)):
+class NoopTrack(make_track_suite("noop", GRID)):
     def setup_cache(self):
         return measure_cases("noop", GRID, budget_s=5.0)
 
 
-class NoopTime(time_class("noop", GRID)):
+class NoopTime(make_time_suite("noop", GRID)):
     pass

@@ -1,15 +1,15 @@
 """asv benchmarks of perfsuite's `resnet` workload."""
 
 from benchmarks._grids import asv_size, grid
-from benchmarks._suite import measure_cases, time_class, track_class
+from benchmarks._suite import measure_cases, make_time_suite, make_track_suite
 
 GRID = grid("resnet", asv_size())
 
 
-class ResnetTrack(track_class("resnet", GRID)):
+class ResnetTrack(make_track_suite("resnet", GRID)):
     def setup_cache(self):
         return measure_cases("resnet", GRID, budget_s=5.0)
 
 
-class ResnetTime(time_class("resnet", GRID)):
+class ResnetTime(make_time_suite("resnet", GRID)):
     pass

