@@ -122,6 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--budget", type=_positive_float("--budget"), default=5.0, help="seconds per case (default 5)")
     pr.add_argument("--out", type=Path, help="JSON file to write (must not exist)")
 
+    roof = sub.add_parser("roofline", help="roofline from an Nsight Compute CSV, or this CPU's from stored records")
+    roof.add_argument("csv", type=Path, nargs="?", help="ncu --csv export (--page details or raw)")
+    roof.add_argument("--peak-compute", type=_positive_float("--peak-compute"), help="TFLOP/s")
+    roof.add_argument("--peak-bw", type=_positive_float("--peak-bw"), help="GB/s")
+    roof.add_argument("--device", help="take the peaks from a table of known GPUs")
+    roof.add_argument("--label", default=None, help="chart title")
+    roof.add_argument("--by-range", action="store_true", help="one marker per NVTX range instead of per launch")
+    roof.add_argument("--out", type=Path, help="chart PNG (default reports/roofline/NAME.png)")
+    roof.add_argument("--summary", type=Path, help="summary CSV (default beside the chart)")
+    roof.add_argument("--records", type=Path, nargs="+", help="results files or folders: this CPU's roofline")
+
     rep = sub.add_parser("report", help="markdown report with plots from results files")
     rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
@@ -518,7 +529,58 @@ def cmd_pair(args, console) -> int:
     return 0
 
 
-COMMANDS = {"suites": cmd_suites, "pair": cmd_pair, "gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
+def cmd_roofline(args, console) -> int:
+    from perfsuite.roofline import chart, model
+    from perfsuite.storage import atomic_write_text
+
+    if (args.csv is None) == (args.records is None):
+        raise PerfsuiteError("give an ncu CSV file, or --records RESULTS for this CPU's roofline")
+    if args.records:
+        from perfsuite.roofline.cpu import record_points
+        from perfsuite.storage import load_many
+
+        records, problems = load_many(args.records)
+        for problem in problems:
+            console.print(Text(f"skipped: {problem}", style="yellow"))
+        points, peaks = record_points(records)
+        if not points or "fp32" not in peaks:
+            raise PerfsuiteError("no record with FLOPs, bytes and an fp32 machine peak (run `perfsuite peak` first)")
+        flops, bw = peaks["fp32"]
+        extra = tuple((f"{d} matmul peak", f) for d, (f, _) in peaks.items() if d != "fp32" and f)
+        out = args.out or Path("reports") / "roofline" / "cpu-roofline.png"
+        chart.draw(points, flops, bw, out, args.label or "this CPU: measured peaks, counted FLOPs, estimated bytes",
+                   extra_ceilings=extra)
+        summary = args.summary or out.with_suffix(".csv")
+        atomic_write_text(summary, chart.summary_csv(points, flops / bw))
+        console.print(Text(f"roofline: {out}  summary: {summary}"))
+        return 0
+
+    from perfsuite.roofline.ncu import read_ncu_csv
+
+    if args.device:
+        if args.device not in model.KNOWN_DEVICES:
+            raise PerfsuiteError(f"--device {args.device}: unknown; known: {', '.join(model.KNOWN_DEVICES)}")
+        tflops, gbs = model.KNOWN_DEVICES[args.device]
+    else:
+        if args.peak_compute is None or args.peak_bw is None:
+            raise PerfsuiteError("give --peak-compute TFLOP/s and --peak-bw GB/s, or --device NAME")
+        tflops, gbs = args.peak_compute, args.peak_bw
+    peak_flops, peak_bw = tflops * 1e12, gbs * 1e9
+    launches = read_ncu_csv(args.csv)
+    points = [model.point(l, args.csv) for l in launches]
+    ranges = model.by_range(points, launches)
+    rows = points + [model.aggregate(points, launches, "total")] + ranges
+    csv_text = chart.summary_csv(rows, peak_flops / peak_bw)
+    out = args.out or Path("reports") / "roofline" / f"{args.csv.stem}.png"
+    chart.draw(ranges if args.by_range and ranges else points, peak_flops, peak_bw, out,
+               args.label or f"{args.csv.name}: {tflops:g} TFLOP/s, {gbs:g} GB/s")
+    summary = args.summary or out.with_suffix(".csv")
+    atomic_write_text(summary, csv_text)
+    console.print(Text(f"{len(points)} launches, {len(ranges)} NVTX ranges -> {out}, {summary}"))
+    return 0
+
+
+COMMANDS = {"roofline": cmd_roofline, "suites": cmd_suites, "pair": cmd_pair, "gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
             "compare": cmd_compare, "report": cmd_report}
 
 

@@ -10,7 +10,7 @@ from perfsuite.params import Param
 from perfsuite.record import Work
 from perfsuite.registry import register
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
-from perfsuite.workloads.base import BuiltStep, Workload, count_flops
+from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes
 
 SIZES = ("ci", "cpu", "gpu")
 PRESETS = {"ci": {"batch_size": 64}, "cpu": {"batch_size": 256}, "gpu": {"batch_size": 1024}}
@@ -112,9 +112,10 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     prec = Precision(params["precision"], device)
     step = make_step(model, opt, prec, batch, Annotator(enabled=params["nvtx"] == "on"))
     flops = count_flops(step)  # also the first warm-up step
+    nbytes = training_bytes(model, step)
     return BuiltStep(fn=step, work=Work(items_per_step=params["batch_size"], item_unit="images",
                                         flops_per_step=flops, flops_method="FlopCounterMode",
-                                        dtype="fp32" if params["precision"] == "fp32" else params["precision"]))
+                                        bytes_per_step=nbytes, dtype="fp32" if params["precision"] == "fp32" else params["precision"]))
 
 
 WORKLOAD = register(

@@ -73,3 +73,13 @@ def count_flops(fn: Callable[[], object]) -> float:
     with FlopCounterMode(display=False) as counter:
         fn()
     return float(counter.get_total_flops())
+
+
+def training_bytes(model, step: Callable[[], object]) -> float:
+    """Estimated memory traffic of one training step (see perfsuite/roofline/cpu.py): parameters
+    read, gradients written, one optimiser state read and written (4 x parameter bytes), and
+    the activations saved for backward written and read back (2 x saved bytes)."""
+    from perfsuite.measure.saved import saved_tensor_bytes
+
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    return float(4 * params + 2 * saved_tensor_bytes(step))

@@ -61,6 +61,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     load_s = time.perf_counter() - t0
     cfg = model.config
     n_params = sum(p.numel() for p in model.parameters())
+    param_bytes = float(sum(p.numel() * p.element_size() for p in model.parameters()))
     extra: dict = {"load_s": load_s, "parameters": n_params,
                    "size_mb": sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6}
 
@@ -97,7 +98,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
             return run(inputs)
 
         work = Work(items_per_step=bs, item_unit="samples", flops_per_step=forward_flops(cfg, bs, seq),
-                    flops_method="analytic", dtype=params["dtype"])
+                    flops_method="analytic", bytes_per_step=param_bytes, dtype=params["dtype"])
     elif params["scenario"] == "singlestream":
         queue = {"i": 0}
         lengths = [int(_tokenize(tok, [t], params)["input_ids"].shape[1]) for t in texts]

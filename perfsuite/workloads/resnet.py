@@ -10,7 +10,7 @@ from perfsuite.registry import register
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.schedule import sgd_nesterov_with_schedule
 from perfsuite.training.step import TrainParts, make_train_step
-from perfsuite.workloads.base import BuiltStep, Workload, count_flops
+from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes
 
 SIZES = ("ci", "cpu", "gpu")
 # ci: a step well under 100 ms on 2 CPU cores; gpu: the seed's batch.
@@ -66,12 +66,13 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     step = make_train_step(parts, x, y)
     # Counted on the eager model: FlopCounterMode does not see inside compiled graphs.
     flops = count_flops(step)
+    nbytes = training_bytes(parts.model, step)
     if params["compile"]:
         compiled = torch.compile(parts.model)
         step = make_train_step(parts, x, y, forward=compiled)
     return BuiltStep(fn=step, work=Work(items_per_step=params["batch_size"], item_unit="images",
                                         flops_per_step=flops, flops_method="FlopCounterMode",
-                                        dtype=params["precision"]))
+                                        bytes_per_step=nbytes, dtype=params["precision"]))
 
 
 WORKLOAD = register(
