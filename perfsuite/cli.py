@@ -133,6 +133,22 @@ def build_parser() -> argparse.ArgumentParser:
     roof.add_argument("--summary", type=Path, help="summary CSV (default beside the chart)")
     roof.add_argument("--records", type=Path, nargs="+", help="results files or folders: this CPU's roofline")
 
+    ps = sub.add_parser("profile-step", help="mark one training step with NVTX for Nsight; print the nsys/ncu commands")
+    ps.add_argument("workload", choices=("resnet", "autoencoder"))
+    ps.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    ps.add_argument("--device", default="auto")
+    ps.add_argument("--warmup-iters", type=int, default=5)
+    ps.add_argument("--profile-iter", type=int, default=None, help="index of the marked step (default: right after warm-up)")
+
+    tr = sub.add_parser("trace", help="torch.profiler window of a workload: Chrome trace, top operators, time split")
+    tr.add_argument("workload")
+    tr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    tr.add_argument("--device", default="auto")
+    tr.add_argument("--wait", type=int, default=1)
+    tr.add_argument("--warmup", type=int, default=1)
+    tr.add_argument("--active", type=int, default=2, help="profiled steps (keep it small: traces grow fast)")
+    tr.add_argument("--out-dir", type=Path, default=Path("reports") / "traces")
+
     rep = sub.add_parser("report", help="markdown report with plots from results files")
     rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
@@ -580,7 +596,116 @@ def cmd_roofline(args, console) -> int:
     return 0
 
 
-COMMANDS = {"roofline": cmd_roofline, "suites": cmd_suites, "pair": cmd_pair, "gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
+def _single(params: list[str], workload) -> dict:
+    from perfsuite.params import parse_assignments
+
+    parsed = parse_assignments(params, workload.params, workload.name)
+    many = [k for k, v in parsed.items() if len(v) > 1]
+    if many:
+        raise PerfsuiteError(f"parameter {many[0]!r}: this command takes one value, not a list")
+    return {k: v[0] for k, v in parsed.items()}
+
+
+def cmd_profile_step(args, console) -> int:
+    import shlex
+
+    import torch
+
+    from perfsuite import registry
+    from perfsuite.config import resolve_device
+    from perfsuite.profiling.step_marking import nsight_commands, process_range
+    from perfsuite.training.setup import training_setup
+    from perfsuite.training.step import make_train_step
+
+    w = registry.get(args.workload)
+    params = _single(args.param, w)
+    device = resolve_device(args.device)
+    w.check(params, device)
+    k = args.warmup_iters if args.profile_iter is None else args.profile_iter
+    if args.warmup_iters < 0 or k < args.warmup_iters:
+        raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")
+    cuda = device.startswith("cuda")
+    setup = training_setup(w.name, params, device)
+    x, y = setup.batch(0)
+    plain = make_train_step(setup.parts, x, y, forward=setup.forward)
+    marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    for _ in range(k):
+        plain()
+    sync()  # nothing from the warm-up steps may run inside the marked range
+    with process_range("train_step", cuda):
+        marked()
+        sync()
+    argv = "python -m perfsuite " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "python -m perfsuite profile-step ..."
+    if not cuda:
+        console.print(Text(f"ran {k} warm-up steps and step {k} on {device}: Nsight Systems and Nsight Compute need a "
+                           "CUDA GPU, so no NVTX range was emitted here. On a GPU host:", style="yellow"))
+    else:
+        console.print(Text(f"marked step {k} (train_step > forward, loss, backward, optimizer_step) after {k} warm-up steps"))
+    for line in nsight_commands(argv.replace("--device cpu", "--device cuda")):
+        console.print(Text("  " + line))
+    return 0
+
+
+def cmd_trace(args, console) -> int:
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    from perfsuite import registry
+    from perfsuite.config import resolve_device
+    from perfsuite.profiling.step_marking import split_from_profile
+    from perfsuite.storage import atomic_write_text
+
+    w = registry.get(args.workload)
+    params = _single(args.param, w)
+    if min(args.wait, args.warmup) < 0 or not 1 <= args.active <= 10:
+        raise PerfsuiteError("--wait and --warmup must be >= 0, --active between 1 and 10")
+    device = resolve_device(args.device)
+    w.check(params, device)
+    label = f"{w.name}[{','.join(f'{k}={v}' for k, v in w.resolve(params).items())}]"
+    slug = "".join(c if c.isalnum() or c in "=-_.,[]" else "_" for c in label)[:120]
+    if w.name in ("resnet", "autoencoder"):
+        from perfsuite.training.setup import training_setup
+        from perfsuite.training.step import make_train_step
+
+        setup = training_setup(w.name, params, device)
+        step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward,
+                               phase=lambda n: record_function(f"phase:{n}"))
+    else:
+        step = w.build(params, device).fn
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    trace = args.out_dir / f"{slug}.trace.json"
+    cuda = device.startswith("cuda")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    wall = 0.0
+    with profile(activities=acts, schedule=schedule(wait=args.wait, warmup=args.warmup, active=args.active),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace)), record_shapes=True,
+                 profile_memory=True) as prof:
+        for i in range(args.wait + args.warmup + args.active):
+            t0 = time.perf_counter()
+            step()
+            if cuda:
+                torch.cuda.synchronize(device)
+            if i >= args.wait + args.warmup:
+                wall += time.perf_counter() - t0
+            prof.step()
+    table = args.out_dir / f"{slug}.top-ops.txt"
+    table.write_text(prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
+                                               row_limit=25) + "\n")
+    split = split_from_profile(prof, wall)
+    split = {k: v / args.active for k, v in split.items()}  # per step
+    atomic_write_text(args.out_dir / f"{slug}.split.json", json.dumps(split, indent=1))
+    console.print(Text(f"trace {trace} ({trace.stat().st_size / 1e6:.1f} MB), top operators {table}"))
+    if w.name in ("resnet", "autoencoder"):
+        parts = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in split.items() if k != "wall")
+        console.print(Text(f"per step ({split['wall'] * 1e3:.1f} ms wall): {parts} (data loading is 0: "
+                           "the step trains on a batch already on the device)"))
+    return 0
+
+
+COMMANDS = {"profile-step": cmd_profile_step, "trace": cmd_trace, "roofline": cmd_roofline, "suites": cmd_suites, "pair": cmd_pair, "gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
             "compare": cmd_compare, "report": cmd_report}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ContextManager
 
 from perfsuite.training.precision import Precision
 
@@ -17,19 +17,50 @@ class TrainParts:
     precision: Precision
 
 
-def make_train_step(parts: TrainParts, x, y, forward: Callable | None = None) -> Callable[[], object]:
+PHASES = ("forward", "loss", "backward", "optimizer_step")
+
+
+def make_train_step(parts: TrainParts, x, y, forward: Callable | None = None,
+                    phase: Callable[[str], ContextManager] | None = None) -> Callable[[], object]:
     """forward + loss + backward + optimiser step (+ scheduler step). Returns the loss tensor
-    without `.item()`: reading it would synchronise the device inside the timed region."""
+    without `.item()`: reading it would synchronise the device inside the timed region.
+
+    `phase(name)` wraps each of PHASES (NVTX ranges for Nsight, record_function for
+    torch.profiler); without it nothing is added to the step."""
     model, loss_fn, opt, sched, prec = parts.model, parts.loss_fn, parts.optimizer, parts.scheduler, parts.precision
     fwd = forward or model
+    if phase is None:
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with prec.autocast():
+                loss = loss_fn(fwd(x), y)
+            prec.backward_and_step(loss, opt)
+            if sched is not None:
+                sched.step()
+            return loss
 
-    def step():
+        return step
+
+    def marked_step():
         opt.zero_grad(set_to_none=True)
         with prec.autocast():
-            loss = loss_fn(fwd(x), y)
-        prec.backward_and_step(loss, opt)
-        if sched is not None:
-            sched.step()
+            with phase("forward"):
+                out = fwd(x)
+            with phase("loss"):
+                loss = loss_fn(out, y)
+        with phase("backward"):
+            if prec.scaler is None:
+                loss.backward()
+            else:
+                prec.scaler.scale(loss).backward()
+        with phase("optimizer_step"):
+            if prec.scaler is None:
+                opt.step()
+            else:
+                prec.scaler.step(opt)
+                prec.scaler.update()
+            if sched is not None:
+                sched.step()
         return loss
 
-    return step
+    return marked_step

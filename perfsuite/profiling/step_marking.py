@@ -1,0 +1,56 @@
+"""One training step marked for Nsight Systems / Nsight Compute, and a torch.profiler window
+with the step's time split.
+
+NVTX: process-wide start/end ranges (torch.cuda.nvtx.range_start/range_end), not thread-local
+push/pop. Autograd runs backward on its own device threads; a push/pop range opened on the
+Python thread is not on those threads' stacks, so ncu's --nvtx-include would not match the
+backward kernels. A start/end range covers every kernel launched, by any thread, between its
+start and end; the synchronisations before and after the step keep other steps' kernels out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+ROOFLINE_METRICS = (
+    "gpu__time_duration.sum,dram__bytes.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,"
+    "sm__inst_executed_pipe_tensor.sum,"
+    + ",".join(f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "dfh" for op in ("add", "mul", "fma"))
+)
+
+
+@contextlib.contextmanager
+def process_range(name: str, cuda: bool) -> Iterator[None]:
+    if not cuda:
+        yield
+        return
+    import torch
+
+    handle = torch.cuda.nvtx.range_start(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_end(handle)
+
+
+def nsight_commands(argv: str) -> list[str]:
+    return [
+        f"nsys profile --trace=cuda,nvtx,osrt --capture-range=nvtx --nvtx-capture=train_step "
+        f"--capture-range-end=stop -o reports/nsys/step {argv}",
+        # A bare range name selects a start/end range; push/pop ranges would need a trailing '/'.
+        f"ncu --nvtx --nvtx-include \"train_step\" --metrics {ROOFLINE_METRICS} --export reports/ncu/step {argv}",
+        "ncu --import reports/ncu/step.ncu-rep --csv --page details > reports/ncu/step.csv",
+        "perfsuite roofline reports/ncu/step.csv --device A100-SXM4-40GB   # or --peak-compute/--peak-bw",
+    ]
+
+
+def split_from_profile(prof, wall_s: float) -> dict:
+    """Seconds per phase from record_function events, and idle = the rest of the step."""
+    totals = {p: 0.0 for p in ("forward", "loss", "backward", "optimizer_step")}
+    for evt in prof.key_averages():
+        name = evt.key
+        if name.startswith("phase:") and name[6:] in totals:
+            totals[name[6:]] += evt.cpu_time_total * 1e-6  # microseconds
+    busy = sum(totals.values())
+    return {**totals, "data_loading": 0.0, "idle": max(0.0, wall_s - busy), "wall": wall_s}
