@@ -10,8 +10,7 @@ start and end; the synchronisations before and after the step keep other steps' 
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
+from perfsuite.measure.nvtx import nvtx_range
 
 ROOFLINE_METRICS = (
     "gpu__time_duration.sum,dram__bytes.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,"
@@ -20,18 +19,9 @@ ROOFLINE_METRICS = (
 )
 
 
-@contextlib.contextmanager
-def process_range(name: str, cuda: bool) -> Iterator[None]:
-    if not cuda:
-        yield
-        return
-    import torch
-
-    handle = torch.cuda.nvtx.range_start(name)
-    try:
-        yield
-    finally:
-        torch.cuda.nvtx.range_end(handle)
+def process_range(name: str, cuda: bool):
+    """A process-wide start/end range on a CUDA machine (perfsuite.measure.nvtx), else nothing."""
+    return nvtx_range(name, enabled=cuda)
 
 
 def nsight_commands(argv: str) -> list[str]:
