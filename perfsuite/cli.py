@@ -567,7 +567,11 @@ def cmd_roofline(args, console) -> int:
         chart.draw(points, flops, bw, out, args.label or "this CPU: measured peaks, counted FLOPs, estimated bytes",
                    extra_ceilings=extra)
         summary = args.summary or out.with_suffix(".csv")
-        atomic_write_text(summary, chart.summary_csv(points, flops / bw))
+        def ridge(p):  # each point against the roof of its own precision (bf16 has a higher one)
+            f = (peaks.get(p.dtype) or (None,))[0] or flops
+            return f / bw
+
+        atomic_write_text(summary, chart.summary_csv(points, ridge))
         console.print(Text(f"roofline: {out}  summary: {summary}"))
         return 0
 

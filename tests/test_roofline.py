@@ -115,3 +115,13 @@ def test_cpu_roofline_from_records(tmp_path, capsys, monkeypatch):
     assert cli.main(["roofline", "--records", str(res), "--out", str(out)]) == 0
     rows = list(csv.DictReader(out.with_suffix(".csv").read_text().splitlines()))
     assert len(rows) == 1 and float(rows[0]["dram_bytes"]) > 0 and float(rows[0]["flops"]) > 0
+
+
+def test_summary_uses_each_points_own_ridge():
+    from perfsuite.roofline.chart import summary_csv
+
+    pts = [model.Point("a", "k", "", 100.0, 4.0, None, None, 1.0, "fp32"),
+           model.Point("b", "k", "", 100.0, 4.0, None, None, 1.0, "bf16")]
+    text = summary_csv(pts, lambda p: 10.0 if p.dtype == "fp32" else 50.0)
+    rows = list(csv.DictReader(text.splitlines()))
+    assert [r["bound"] for r in rows] == ["compute", "memory"]  # AI 25 against ridges 10 and 50

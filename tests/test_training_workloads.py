@@ -170,3 +170,12 @@ def test_disabled_annotator_emits_nothing():
     with ann.range("Training Step", "training"):
         pass
     assert rec.events == []
+
+
+def test_compiled_resnet_steps_and_keeps_the_eager_flop_count():
+    # torch.compile on CPU takes ~30-40 s here: the one test that pays it.
+    w = registry.get("resnet")
+    eager = w.build({"batch_size": 2}, "cpu")
+    compiled = w.build({"batch_size": 2, "compile": True}, "cpu")
+    assert math.isfinite(float(compiled.fn().detach()))
+    assert compiled.work.flops_per_step == eager.work.flops_per_step

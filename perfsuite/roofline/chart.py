@@ -13,7 +13,8 @@ SUMMARY_COLUMNS = ("id", "kernel", "nvtx_range", "flops", "dram_bytes", "l2_byte
                    "arithmetic_intensity", "flop_per_s", "bound")
 
 
-def summary_csv(rows: list[Point], ridge: float) -> str:
+def summary_csv(rows: list[Point], ridge) -> str:
+    """`ridge`: one ridge point (FLOP/B) for all rows, or a function of the row."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(SUMMARY_COLUMNS)
@@ -21,7 +22,8 @@ def summary_csv(rows: list[Point], ridge: float) -> str:
         w.writerow([p.id, p.kernel, p.nvtx_range, f"{p.flops:.6g}", f"{p.dram_bytes:.6g}",
                     "" if p.l2_bytes is None else f"{p.l2_bytes:.6g}", "" if p.l1_bytes is None else f"{p.l1_bytes:.6g}",
                     f"{p.time_s:.6g}", "" if p.intensity is None else f"{p.intensity:.6g}",
-                    "" if p.flop_per_s is None else f"{p.flop_per_s:.6g}", p.bound(ridge)])
+                    "" if p.flop_per_s is None else f"{p.flop_per_s:.6g}",
+                    p.bound(ridge(p) if callable(ridge) else ridge)])
     return buf.getvalue()
 
 

@@ -29,6 +29,7 @@ class Point:
     l2_bytes: float | None
     l1_bytes: float | None
     time_s: float
+    dtype: str = ""  # CPU roofline: which matmul peak is this point's roof
 
     @property
     def intensity(self) -> float | None:

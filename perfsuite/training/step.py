@@ -28,7 +28,7 @@ def make_train_step(parts: TrainParts, x, y, forward: Callable | None = None,
     `phase(name)` wraps each of PHASES (NVTX ranges for Nsight, record_function for
     torch.profiler); without it nothing is added to the step."""
     model, loss_fn, opt, sched, prec = parts.model, parts.loss_fn, parts.optimizer, parts.scheduler, parts.precision
-    fwd = forward or model
+    fwd = model if forward is None else forward  # not `or`: a compiled module has no truth value
     if phase is None:
         def step():
             opt.zero_grad(set_to_none=True)
