@@ -50,13 +50,28 @@ def _workload_or_skip(workload: str):
         raise NotImplementedError(str(exc)) from None
 
 
+def _errors():
+    """(PerfsuiteError, Unsupported) as the installed perfsuite has them: commits older than
+    `Unsupported` are benchmarked too (asv runs today's benchmarks on old code)."""
+    from perfsuite import errors
+
+    return errors.PerfsuiteError, getattr(errors, "Unsupported", errors.PerfsuiteError)
+
+
+def _check(w, case: dict, device: str) -> None:
+    check = getattr(w, "check", None)  # older Workloads had no check()
+    if check is not None:
+        check(case, device)
+
+
 def measure_cases(workload: str, grid: dict, budget_s: float) -> dict:
     """perfsuite records of every case in `grid`, keyed by parameter values; skips keep reasons."""
     from perfsuite import registry
     from perfsuite.config import RunConfig, resolve_device
     from perfsuite.env import fingerprint
-    from perfsuite.errors import PerfsuiteError, Unsupported
     from perfsuite.runner import run_case
+
+    PerfsuiteError, Unsupported = _errors()
 
     names = list(grid)
     try:
@@ -72,7 +87,7 @@ def measure_cases(workload: str, grid: dict, budget_s: float) -> dict:
     for case in cases:
         key = _key(case[n] for n in names)
         try:
-            w.check(case, device)
+            _check(w, case, device)
             out[key] = run_case(w, case, RunConfig(device=device, max_time=budget_s), env=env).to_dict()
         except Unsupported as exc:
             out[key] = {"_skip": str(exc)}
@@ -143,16 +158,16 @@ def make_time_suite(workload: str, grid: dict):
 
         def setup(self, *params):
             from perfsuite.config import resolve_device
-            from perfsuite.errors import PerfsuiteError, Unsupported
 
+            PerfsuiteError, Unsupported = _errors()
             w = _workload_or_skip(workload)
             case = dict(zip(names, params))
             device = resolve_device("auto")
             try:
-                w.check(case, device)
+                _check(w, case, device)
                 self.built = w.build(case, device)
-            except (Unsupported, PerfsuiteError) as exc:
-                raise NotImplementedError(str(exc)) from None
+            except (Unsupported, PerfsuiteError, ImportError) as exc:
+                raise NotImplementedError(f"{type(exc).__name__}: {exc}") from None
 
         def teardown(self, *params):
             if getattr(self, "built", None) is not None and self.built.teardown is not None:
