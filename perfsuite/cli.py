@@ -370,14 +370,13 @@ def cmd_amp(args, console) -> int:
     from perfsuite import registry
     from perfsuite.config import resolve_device
     from perfsuite.measure.timing import clock_for
-    from perfsuite.params import parse_assignments
     from perfsuite.stats import median
     from perfsuite.storage import atomic_write_text
     from perfsuite.training.amp_compare import compare_precisions
     from perfsuite.units import fmt_bytes, fmt_seconds
 
     workload = registry.get(args.workload)
-    given = {k: v[0] for k, v in parse_assignments(args.param, workload.params, workload.name).items()}
+    given = _single(args.param, workload)  # one case: a value list is an error, not silently cut
     if "precision" in given:
         raise PerfsuiteError("set the two precisions with --precisions A,B, not -p precision=")
     precisions = args.precisions.split(",")
@@ -652,14 +651,12 @@ def cmd_profile_step(args, console) -> int:
 
 
 def cmd_trace(args, console) -> int:
-    import time
-
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    from torch.profiler import record_function
 
     from perfsuite import registry
     from perfsuite.config import resolve_device
     from perfsuite.profiling.step_marking import split_from_profile
+    from perfsuite.profiling.trace import slug, trace_window
     from perfsuite.storage import atomic_write_text
 
     w = registry.get(args.workload)
@@ -669,7 +666,6 @@ def cmd_trace(args, console) -> int:
     device = resolve_device(args.device)
     w.check(params, device)
     label = f"{w.name}[{','.join(f'{k}={v}' for k, v in w.resolve(params).items())}]"
-    slug = "".join(c if c.isalnum() or c in "=-_.,[]" else "_" for c in label)[:120]
     if w.name in ("resnet", "autoencoder"):
         from perfsuite.training.setup import training_setup
         from perfsuite.training.step import make_train_step
@@ -679,28 +675,11 @@ def cmd_trace(args, console) -> int:
                                phase=lambda n: record_function(f"phase:{n}"))
     else:
         step = w.build(params, device).fn
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    trace = args.out_dir / f"{slug}.trace.json"
-    cuda = device.startswith("cuda")
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    wall = 0.0
-    with profile(activities=acts, schedule=schedule(wait=args.wait, warmup=args.warmup, active=args.active),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace)), record_shapes=True,
-                 profile_memory=True) as prof:
-        for i in range(args.wait + args.warmup + args.active):
-            t0 = time.perf_counter()
-            step()
-            if cuda:
-                torch.cuda.synchronize(device)
-            if i >= args.wait + args.warmup:
-                wall += time.perf_counter() - t0
-            prof.step()
-    table = args.out_dir / f"{slug}.top-ops.txt"
-    table.write_text(prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
-                                               row_limit=25) + "\n")
-    split = split_from_profile(prof, wall)
+    t = trace_window(step, args.out_dir, label, device, args.wait, args.warmup, args.active)
+    trace, table = t.trace, t.table
+    split = split_from_profile(t.profile, t.wall_s)
     split = {k: v / args.active for k, v in split.items()}  # per step
-    atomic_write_text(args.out_dir / f"{slug}.split.json", json.dumps(split, indent=1))
+    atomic_write_text(args.out_dir / f"{slug(label)}.split.json", json.dumps(split, indent=1))
     console.print(Text(f"trace {trace} ({trace.stat().st_size / 1e6:.1f} MB), top operators {table}"))
     if w.name in ("resnet", "autoencoder"):
         parts = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in split.items() if k != "wall")

@@ -79,13 +79,8 @@ class GateVerdict:
     flagged: bool = False
     confirm: PairedRun | None = None
     p_confirm: float | None = None
+    slower: bool = False  # flagged by the first run and confirmed by the second
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def slower(self) -> bool:
-        return self.flagged and self.p_confirm is not None and self.p_confirm < self._alpha_confirm
-
-    _alpha_confirm: float = 0.05
 
     def to_dict(self) -> dict:
         return {
@@ -111,13 +106,13 @@ def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget
         verdicts.append(GateVerdict(c.label, thr, run, run.p_slower(thr)))
     rejected = stats.benjamini_hochberg([v.p_first for v in verdicts], q)
     for v, c, rej in zip(verdicts, cases, rejected):
-        v._alpha_confirm = alpha_confirm
         if not rej:
             continue
         v.flagged = True
         v.confirm = paired_ratios(c.step_a, c.step_b, clock, budget_s / 2)
         v.p_confirm = v.confirm.p_slower(v.threshold)
-        if v.p_confirm >= alpha_confirm:
+        v.slower = v.p_confirm < alpha_confirm
+        if not v.slower:
             v.notes.append(f"not confirmed: second run's median ratio {v.confirm.median:.3f} (p={v.p_confirm:.2g})")
     return verdicts
 
@@ -131,9 +126,8 @@ def slowed(step: Step, extra: Step, count: int) -> Step:
     return run
 
 
-def injected_slowdown(step: Step, fraction: float, clock: Clock):
-    """A copy of `step` slower by about `fraction`, padded with 256x256 matmuls (ANCHORS' W2+x%).
-    Returns (slowed step, matmuls added, estimated fraction)."""
+def padding_matmul() -> Step:
+    """One 256x256 matmul on preallocated inputs: the unit of an injected slowdown (ANCHORS' W2+x%)."""
     import torch
 
     a, b = torch.randn(256, 256), torch.randn(256, 256)
@@ -141,6 +135,13 @@ def injected_slowdown(step: Step, fraction: float, clock: Clock):
     def mm():
         torch.mm(a, b)
 
+    return mm
+
+
+def injected_slowdown(step: Step, fraction: float, clock: Clock):
+    """A copy of `step` slower by about `fraction`, padded with 256x256 matmuls.
+    Returns (slowed step, matmuls added, estimated fraction)."""
+    mm = padding_matmul()
     t_step = stats.median([clock.time_block(step, 1) for _ in range(15)])
     t_mm = stats.median([clock.time_block(mm, 20) / 20 for _ in range(15)])
     count = max(1, round(fraction * t_step / t_mm))
@@ -152,14 +153,11 @@ def power_and_false_alarms(build: Callable[[], Step], clock: Clock, fraction: fl
     """Gate `trials` unchanged and `trials` slowed comparisons, each between two fresh builds;
     the rates the gate achieves."""
     _, count, est = injected_slowdown(build(), fraction, clock)
+    mm = padding_matmul()
     caught = false = 0
     for _ in range(trials):
         (v_same,) = run_gate([GateCase("same", build(), build())], clock, threshold, budget_s)
-        import torch
-
-        a, b = torch.randn(256, 256), torch.randn(256, 256)
-        slow = slowed(build(), lambda: torch.mm(a, b), count)
-        (v_slow,) = run_gate([GateCase("slow", build(), slow)], clock, threshold, budget_s)
+        (v_slow,) = run_gate([GateCase("slow", build(), slowed(build(), mm, count))], clock, threshold, budget_s)
         false += v_same.slower
         caught += v_slow.slower
     return {"fraction_requested": fraction, "matmuls_added": count, "fraction_estimated": est,

@@ -61,7 +61,7 @@ def from_asv(doc: dict, path: Path) -> list[Record]:
     cols = doc["result_columns"]
     if "samples" not in cols:
         raise RecordError(f"{path}: asv results without a samples column")
-    i_res, i_params, i_samples = cols.index("result"), cols.index("params"), cols.index("samples")
+    i_params, i_samples = cols.index("params"), cols.index("samples")
     env = {"torch": (doc.get("params") or {}).get("torch")}
     out = []
     for name, row in doc["results"].items():

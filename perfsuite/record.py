@@ -29,6 +29,11 @@ RESULTS_FORMAT = "perfsuite.results"
 _SCALARS = (str, int, float, bool, type(None))
 
 
+def case_key(workload: str, params: dict, device: str) -> tuple:
+    """Which case a record, a stored failure or a planned run is: workload, parameters, device."""
+    return (workload, tuple(sorted(params.items())), device)
+
+
 def _need(cond: bool, field_name: str, what: str) -> None:
     if not cond:
         raise RecordError(f"record field {field_name!r}: {what}")
@@ -144,7 +149,7 @@ class Record:
 
     def case_key(self) -> tuple:
         """Identity of the measured case: records with equal keys are comparable."""
-        return (self.workload, tuple(sorted(self.params.items())), self.device)
+        return case_key(self.workload, self.params, self.device)
 
     def label(self) -> str:
         ps = ",".join(f"{k}={v}" for k, v in self.params.items())

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from perfsuite.errors import ConfigError, RecordError
-from perfsuite.record import RESULTS_FORMAT, SCHEMA_VERSION, Record
+from perfsuite.record import RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -58,6 +58,18 @@ def new_results_path(results_dir: Path, label: str) -> Path:
     return Path(results_dir) / f"{stamp}-{slug}-{uuid.uuid4().hex[:6]}.json"
 
 
+def writable_dir(path: Path, what: str) -> Path:
+    """Create `path` if needed; a clear error when it cannot be created or written to."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {what} {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"{what} {path} is not writable")
+    return path
+
+
 class ResultsWriter:
     """Accumulates a run's records in one file, saved atomically after each record."""
 
@@ -65,13 +77,7 @@ class ResultsWriter:
         self.path = Path(path)
         if self.path.exists():
             raise ConfigError(f"--out {self.path}: file exists; refusing to overwrite earlier results")
-        parent = self.path.parent
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create results directory {parent}: {exc.strerror}") from None
-        if not os.access(parent, os.W_OK):
-            raise ConfigError(f"results directory {parent} is not writable")
+        writable_dir(self.path.parent, "results directory")
         self.records: list[Record] = []
         self.failures: list[dict] = []
 
@@ -110,7 +116,7 @@ class ResultsWriter:
 
 
 def _failure_key(f: dict) -> tuple:
-    return (f.get("workload"), tuple(sorted((f.get("params") or {}).items())), f.get("device"))
+    return case_key(f.get("workload"), f.get("params") or {}, f.get("device"))
 
 
 def failure_entry(workload: str, params: dict, device: str, exc: BaseException) -> dict:

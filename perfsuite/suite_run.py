@@ -9,7 +9,6 @@ missing cases are measured; failed cases are retried only with `retry_failed`.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from perfsuite.errors import ConfigError, PerfsuiteError, Unsupported
+from perfsuite.record import case_key
 from perfsuite.suite import Suite, config_digest, resolved_config
 
 
@@ -29,19 +29,11 @@ class SuiteOutcome:
     failed: int = 0
 
 
-def _key(workload: str, params: dict, device: str) -> tuple:
-    return (workload, tuple(sorted(params.items())), device)
-
-
 def prepare_output(out: Path, config: dict) -> None:
     """Create `out`, refuse an unwritable one, and refuse to mix two configurations in one."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"output directory {out}: cannot create it ({exc.strerror})") from None
-    if not os.access(out, os.W_OK):
-        raise ConfigError(f"output directory {out} is not writable")
-    from perfsuite.storage import atomic_write_text
+    from perfsuite.storage import atomic_write_text, writable_dir
+
+    writable_dir(out, "output directory")
 
     cfg_path = out / "run-config.json"
     digest = config_digest(config)
@@ -74,7 +66,7 @@ def check_cases(suite: Suite, device: str) -> dict[tuple, str]:
                 try:
                     w.check(full, device)
                 except Unsupported as exc:
-                    unsupported[_key(w.name, w.resolve(case), device) + (e.name,)] = str(exc)
+                    unsupported[case_key(w.name, w.resolve(case), device) + (e.name,)] = str(exc)
                 except ConfigError as exc:
                     raise ConfigError(f"suites[{i}].params: {exc}") from None
     return unsupported
@@ -108,7 +100,7 @@ def run_suite(suite: Suite, out: Path, console: Console, retry_failed: bool = Fa
             done = {r.case_key() for r in writer.records}
             for case in cases:
                 resolved = w.resolve(case)
-                key = _key(w.name, resolved, device)
+                key = case_key(w.name, resolved, device)
                 if key + (e.name,) in unsupported:
                     outcome.unsupported += 1
                     console.print(Text(f"skip {e.name} {case}: {unsupported[key + (e.name,)]}", style="yellow"))
@@ -140,7 +132,7 @@ def run_suite(suite: Suite, out: Path, console: Console, retry_failed: bool = Fa
         results = []
         clock = clock_for(device, "host")
         for case in cases:
-            if _key(w.name, w.resolve(case), device) + (e.name,) in unsupported:
+            if case_key(w.name, w.resolve(case), device) + (e.name,) in unsupported:
                 outcome.unsupported += 1
                 continue
             console.print(Text(f"{e.name}: {e.kind} {w.name} {case}"), highlight=False)

@@ -8,7 +8,7 @@ import pytest
 
 from perfsuite import cli
 from perfsuite.roofline import model
-from perfsuite.roofline.ncu import NcuCsvError, read_ncu_csv
+from perfsuite.roofline.ncu import read_ncu_csv
 from perfsuite.roofline.units import parse_number, to_base
 
 DATA = Path(__file__).parent / "data"

@@ -140,3 +140,11 @@ def test_slow_steps_get_smaller_warmup_windows():
     m = measure(_noop, clock, RunConfig(max_time=6.0))
     assert m.warmup["window"] == 4
     assert m.warmup["settled"]
+
+
+def test_a_slow_first_call_is_recorded_and_does_not_spend_the_budget():
+    # A first call 1000x slower (a compile) would eat a 2 s budget whole.
+    clock = FakeClock(step_s=0.01, seed=14, noise=0.001, cold_steps=1, cold_factor=1000.0)
+    m = measure(_noop, clock, RunConfig(max_time=2.0))
+    assert m.warmup["first_call_s"] == pytest.approx(10.0, rel=0.01)
+    assert len(m.samples_s) >= 10 and max(m.samples_s) < 0.011

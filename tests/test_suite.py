@@ -1,7 +1,6 @@
 """Suite files: validation with key paths, the ci suite end to end, resume and retry."""
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -1,33 +1,60 @@
-"""A bounded torch.profiler trace of one step: a Chrome/Perfetto JSON and a top-operators table.
+"""A bounded torch.profiler window over a step: a Chrome/Perfetto JSON and a top-operators table.
 
-Bounded on purpose: one profiled step after two unprofiled warm-up steps, so traces stay a few
-MB even for a 0.5B-parameter model.
+Bounded on purpose: a few profiled steps after unprofiled ones (the profiler's schedule), so
+traces stay a few MB even for a 0.5B-parameter model.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 
-def trace_step(step: Callable[[], object], out_dir: Path, label: str, device: str = "cpu") -> tuple[Path, Path]:
+@dataclass(frozen=True)
+class Trace:
+    trace: Path
+    table: Path
+    profile: object  # the finished torch.profiler.profile
+    wall_s: float  # wall time of the profiled steps together
+
+
+def slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=,\[\]-]+", "_", label)[:120]
+
+
+def trace_window(step: Callable[[], object], out_dir: Path, label: str, device: str = "cpu",
+                 wait: int = 0, warmup: int = 2, active: int = 1) -> Trace:
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)[:120]
-    for _ in range(2):
-        step()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
-        step()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
-    trace = out_dir / f"{slug}.trace.json"
-    prof.export_chrome_trace(str(trace))
-    sort = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
-    table = out_dir / f"{slug}.top-ops.txt"
-    table.write_text(prof.key_averages(group_by_input_shape=False).table(sort_by=sort, row_limit=25) + "\n")
-    return trace, table
+    name = slug(label)
+    trace = out_dir / f"{name}.trace.json"
+    cuda = device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    wall = 0.0
+    with profile(activities=activities, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace)), record_shapes=True,
+                 profile_memory=True) as prof:
+        for i in range(wait + warmup + active):
+            t0 = time.perf_counter()
+            step()
+            if cuda:
+                torch.cuda.synchronize(device)
+            if i >= wait + warmup:
+                wall += time.perf_counter() - t0
+            prof.step()
+    table = out_dir / f"{name}.top-ops.txt"
+    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    table.write_text(prof.key_averages().table(sort_by=sort, row_limit=25) + "\n")
+    return Trace(trace, table, prof, wall)
+
+
+def trace_step(step: Callable[[], object], out_dir: Path, label: str, device: str = "cpu") -> tuple[Path, Path]:
+    """One profiled step after two unprofiled ones (`perfsuite run --trace`)."""
+    t = trace_window(step, out_dir, label, device)
+    return t.trace, t.table

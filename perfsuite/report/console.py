@@ -8,7 +8,8 @@ from rich.text import Text
 
 from perfsuite.compare import Comparison
 from perfsuite.record import Record
-from perfsuite.units import fmt_bytes, fmt_rate, fmt_seconds
+from perfsuite.report.cells import record_cells
+from perfsuite.units import fmt_seconds
 
 
 def records_table(records: list[Record]) -> Table:
@@ -17,21 +18,10 @@ def records_table(records: list[Record]) -> Table:
                 "peak RSS (region)", "ok"):
         t.add_column(col, justify="left" if col == "case" else "right")
     for r in records:
-        s = r.stats
-        ci = "-" if s.ci_low is None else f"{fmt_seconds(s.ci_low)}..{fmt_seconds(s.ci_high)}"
-        frac = "-" if r.peak_fraction is None else f"{r.peak_fraction:.0%}"
-        flops = "-" if r.flops_per_s is None else fmt_rate(r.flops_per_s, "FLOP/s")
-        mem = r.memory.get("host_peak_delta_bytes")
+        c = record_cells(r)
         t.add_row(
             Text(r.label()),  # Text: the label's [k=v] must not be read as rich markup
-            fmt_seconds(s.median),
-            ci,
-            f"{s.iqr / s.median:.1%}",
-            f"{s.n} x {r.block_size}",
-            fmt_rate(r.throughput, r.throughput_unit),
-            flops,
-            frac,
-            "-" if mem is None else "+" + fmt_bytes(mem),
+            c["median"], c["ci"], c["iqr"], c["n_block"], c["throughput"], c["flops"], c["peak"], c["memory"],
             "yes" if r.converged and not r.warnings else ("warn" if r.converged else "no"),
         )
     return t

@@ -7,22 +7,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perfsuite.record import Record
+from perfsuite.report.cells import record_cells
 from perfsuite.report.plots import throughput_figure
-from perfsuite.units import fmt_bytes, fmt_rate, fmt_seconds
+from perfsuite.units import fmt_seconds
 
 
 def _row(r: Record) -> str:
-    s = r.stats
-    ci = "-" if s.ci_low is None else f"{fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)}"
-    flops = "-" if r.flops_per_s is None else fmt_rate(r.flops_per_s, "FLOP/s")
-    frac = "-" if r.peak_fraction is None else f"{r.peak_fraction:.0%}"
-    mem = r.memory.get("host_peak_delta_bytes")
-    cuda = r.memory.get("cuda_max_allocated_bytes")
-    memtxt = ("-" if mem is None else "+" + fmt_bytes(mem)) + ("" if cuda is None else f" / CUDA {fmt_bytes(cuda)}")
+    c = record_cells(r)
     params = ", ".join(f"{k}={v}" for k, v in r.params.items()) or "-"
     conv = "yes" if r.converged else "**no**"
-    return (f"| {params} | {fmt_seconds(s.median)} | {ci} | {s.iqr / s.median:.1%} | {fmt_seconds(s.p90)} | "
-            f"{s.n}x{r.block_size} | {fmt_rate(r.throughput, r.throughput_unit)} | {flops} | {frac} | {memtxt} | {conv} |")
+    return (f"| {params} | {c['median']} | {c['ci']} | {c['iqr']} | {c['p90']} | {c['n_block']} | "
+            f"{c['throughput']} | {c['flops']} | {c['peak']} | {c['memory']} | {conv} |")
 
 
 def _amp_section(amp: list[dict]) -> list[str]:

@@ -14,7 +14,7 @@ chaotically and two healthy runs can differ by 50% (seen here), so a tolerance m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from perfsuite import stats

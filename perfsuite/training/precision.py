@@ -41,11 +41,18 @@ class Precision:
 
         return torch.autocast(device_type=self.device_type, dtype=self.dtype)
 
-    def backward_and_step(self, loss, optimizer) -> None:
+    def backward(self, loss) -> None:
+        """Backward, through the loss scaler when there is one."""
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+
+    def step(self, optimizer) -> None:
+        """Optimiser step; with a scaler, unscaled and skipped on inf/NaN gradients, then rescaled."""
         if self.scaler is None:
-            loss.backward()
             optimizer.step()
         else:
-            self.scaler.scale(loss).backward()
             self.scaler.step(optimizer)
             self.scaler.update()
+
+    def backward_and_step(self, loss, optimizer) -> None:
+        self.backward(loss)
+        self.step(optimizer)

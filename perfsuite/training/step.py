@@ -49,16 +49,9 @@ def make_train_step(parts: TrainParts, x, y, forward: Callable | None = None,
             with phase("loss"):
                 loss = loss_fn(out, y)
         with phase("backward"):
-            if prec.scaler is None:
-                loss.backward()
-            else:
-                prec.scaler.scale(loss).backward()
+            prec.backward(loss)
         with phase("optimizer_step"):
-            if prec.scaler is None:
-                opt.step()
-            else:
-                prec.scaler.step(opt)
-                prec.scaler.update()
+            prec.step(opt)
             if sched is not None:
                 sched.step()
         return loss

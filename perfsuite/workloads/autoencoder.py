@@ -62,16 +62,9 @@ def make_step(model, optimizer, precision: Precision, batch, annotator: Annotato
                 with rng("Loss Computation", "loss"):
                     loss = F.mse_loss(recon.float(), x)
             with rng("Backward Pass", "training"):
-                if precision.scaler is None:
-                    loss.backward()
-                else:
-                    precision.scaler.scale(loss).backward()
+                precision.backward(loss)
             with rng("Optimizer Step", "training"):
-                if precision.scaler is None:
-                    optimizer.step()
-                else:
-                    precision.scaler.step(optimizer)
-                    precision.scaler.update()
+                precision.step(optimizer)
         return loss
 
     return step
