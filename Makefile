@@ -67,6 +67,7 @@ bench: $(DEPS)
 	$(PY) -m perfsuite run --suite $$($(PY) -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')") \
 		--out $(OUT)
 	$(PY) -m perfsuite report $(OUT) --out-dir $(REPORT)
+	$(PY) -m perfsuite export tensorboard $(OUT) --logdir reports/tensorboard
 
 clean-venv:
 	rm -rf $(VENV)

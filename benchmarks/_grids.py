@@ -51,7 +51,34 @@ GRIDS: dict[str, dict[str, dict[str, list[Any]]]] = {
         "cpu": {"num_workers": [0, 1, 2, 4], "batch_size": [32, 128]},
         "gpu": {"size": ["gpu"], "num_workers": [0, 2, 4, 8], "batch_size": [128, 256], "pin_memory": [False, True]},
     },
+    # Distributed (perfsuite.distributed): each case is one torchrun launch of its ranks, measured
+    # through perfsuite.execute.run_cases; world_size=1 gives the scaling baseline of the same run.
+    "ddp": {
+        "ci": {"model": ["autoencoder"], "batch_size": [16], "world_size": [1, 2]},
+        "cpu": {"model": ["resnet"], "size": ["ci"], "world_size": [1, 2]},
+        "gpu": {"model": ["resnet"], "size": ["gpu"], "world_size": [1, 2]},
+    },
+    "allreduce": {
+        "ci": {"bytes": [1 << 16], "world_size": [2]},
+        "cpu": {"op": ["all_reduce", "all_gather", "reduce_scatter"], "bytes": [1 << 20, 1 << 26], "world_size": [2]},
+        "gpu": {"bytes": [1 << 10, 1 << 20, 1 << 30], "world_size": [1, 2]},
+    },
 }
+
+
+# The AMP comparison (`perfsuite amp`): fp32 against each lower precision, per training workload.
+# fp16 needs CUDA: on a CPU its cases are skipped with the reason.
+AMP_GRIDS: dict[str, dict[str, list[Any]]] = {
+    "ci": {"workload": ["autoencoder", "resnet"], "precision": ["bf16", "fp16"]},
+    "cpu": {"workload": ["autoencoder", "resnet"], "precision": ["bf16", "fp16"]},
+    "gpu": {"workload": ["autoencoder", "resnet"], "precision": ["bf16", "fp16"]},
+}
+
+
+def amp_grid(size: str) -> dict[str, list[Any]]:
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+    return AMP_GRIDS[size]
 
 
 def grid(workload: str, size: str) -> dict[str, list[Any]]:

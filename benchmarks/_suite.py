@@ -64,34 +64,66 @@ def _check(w, case: dict, device: str) -> None:
         check(case, device)
 
 
-def measure_cases(workload: str, grid: dict, budget_s: float) -> dict:
-    """perfsuite records of every case in `grid`, keyed by parameter values; skips keep reasons."""
+def measure_cases(workload: str, grid: dict, max_time: float) -> dict:
+    """perfsuite records of every case in `grid`, keyed by parameter values; skips keep reasons.
+
+    The cases go through perfsuite's one case loop (perfsuite.execute), as `perfsuite run` does.
+    """
     from perfsuite import registry
     from perfsuite.config import RunConfig, resolve_device
     from perfsuite.env import fingerprint
-    from perfsuite.runner import run_case
 
-    PerfsuiteError, Unsupported = _errors()
-
+    PerfsuiteError, _ = _errors()
     names = list(grid)
     try:
         w = registry.get(workload)
     except PerfsuiteError as exc:
         return {"_skip": str(exc)}
     device = resolve_device("auto")
-    env = fingerprint()
     cases: list[dict] = [{}]
     for key, values in grid.items():
         cases = [{**c, key: v} for c in cases for v in values]
+    try:
+        from perfsuite.execute import Case, Events, run_cases
+    except ImportError:  # a commit older than perfsuite.execute
+        return _measure_cases_before_execute(w, cases, names, device, max_time)
+
+    result: dict = {}
+
+    class Keep(Events):  # keyed by the grid's own values, as asv passes them to setup()
+        def done(self, case, record):
+            result[_key(case.params[n] for n in names)] = record.to_dict()
+
+        def failed(self, case, failure):  # a failed case becomes a skip with its reason; the rest go on
+            result[_key(case.params[n] for n in names)] = {"_skip": f"failed: {failure['error']}"}
+
+        def skipped(self, case, reason):
+            result[_key(case.params[n] for n in names)] = {"_skip": reason}
+
+    try:
+        run_cases([Case(w, c) for c in cases], RunConfig(device=device, max_time=max_time), device,
+                  env=fingerprint(), events=Keep())
+    except PerfsuiteError as exc:  # a grid this commit's workload does not accept
+        return {"_skip": str(exc)}
+    return result
+
+
+def _measure_cases_before_execute(w, cases: list[dict], names: list, device: str, max_time: float) -> dict:
+    from perfsuite.config import RunConfig
+    from perfsuite.env import fingerprint
+    from perfsuite.runner import run_case
+
+    _, Unsupported = _errors()
+    env = fingerprint()
     out: dict = {}
     for case in cases:
         key = _key(case[n] for n in names)
         try:
             _check(w, case, device)
-            out[key] = run_case(w, case, RunConfig(device=device, max_time=budget_s), env=env).to_dict()
+            out[key] = run_case(w, case, RunConfig(device=device, max_time=max_time), env=env).to_dict()
         except Unsupported as exc:
             out[key] = {"_skip": str(exc)}
-        except Exception as exc:  # a failed case becomes a skip with its reason; the rest go on
+        except Exception as exc:  # noqa: BLE001
             out[key] = {"_skip": f"failed: {type(exc).__name__}: {exc}"}
     return out
 
@@ -177,3 +209,83 @@ def make_time_suite(workload: str, grid: dict):
             self.built.fn()
 
     return Time
+
+
+# ---- AMP: fp32 against a lower precision, interleaved in one process ------------------------------
+
+AMP_PAIRS = 10
+AMP_STEPS = 20
+
+
+def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_STEPS, max_time: float = 5.0,
+                params: dict | None = None) -> dict:
+    """`perfsuite amp` of every (workload, precision) in `grid` against fp32, at the `size`
+    preset (and `params`, for tests); each comparison's to_dict() keyed by the grid's values, or
+    a skip with its reason."""
+    from perfsuite.config import RunConfig, resolve_device
+    from perfsuite.measure.timing import clock_for
+
+    PerfsuiteError, Unsupported = _errors()
+    try:
+        from perfsuite.training.amp_compare import compare_precisions
+    except ImportError as exc:  # a commit older than the comparison
+        return {"_skip": f"no AMP comparison in this commit: {exc}"}
+    device = resolve_device("auto")
+    out: dict = {}
+    for workload in grid["workload"]:
+        for precision in grid["precision"]:
+            key = _key((workload, precision))
+            try:
+                w = _workload_or_skip(workload)
+                case = {"size": size, **(params or {})}
+                for p in ("fp32", precision):
+                    _check(w, {**case, "precision": p}, device)
+                res = compare_precisions(workload, case, device, clock_for(device), "fp32", precision,
+                                         pairs=pairs, steps=steps, cfg=RunConfig(device=device, max_time=max_time))
+                out[key] = res.to_dict()
+            except (Unsupported, NotImplementedError) as exc:
+                out[key] = {"_skip": str(exc)}
+            except PerfsuiteError as exc:
+                out[key] = {"_skip": f"{type(exc).__name__}: {exc}"}
+            except Exception as exc:  # noqa: BLE001 - a failed case is a skip with its reason
+                out[key] = {"_skip": f"failed: {type(exc).__name__}: {exc}"}
+    return out
+
+
+def make_amp_suite(grid: dict):
+    """asv reads larger as worse, so each number is one whose rise is bad: the low precision's
+    step time as a fraction of fp32's (1 / speed-up), the bytes it saves for backward as a
+    fraction of fp32's, and how far apart the two final losses are."""
+    names = list(grid)
+
+    class AmpTrack:
+        param_names = names
+        params = [grid[n] for n in names]
+        timeout = 1800
+
+        def setup(self, cache, *params):
+            if "_skip" in cache:
+                raise NotImplementedError(cache["_skip"])
+            res = cache.get(_key(params))
+            if res is None or "_skip" in res:
+                raise NotImplementedError((res or {}).get("_skip", "case was not measured"))
+            self.res = res
+
+        def track_time_ratio(self, cache, *params):
+            """1 / speed-up: the lower precision's step time over fp32's (median of the pairs)."""
+            return 1.0 / self.res["speedup"]
+
+        track_time_ratio.unit = "low/fp32 time"
+
+        def track_saved_memory_ratio(self, cache, *params):
+            return self.res["memory_ratio"]
+
+        track_saved_memory_ratio.unit = "low/fp32 bytes"
+
+        def track_final_loss_rel_diff(self, cache, *params):
+            v = self.res["loss_rel_diff"]
+            return math.nan if v is None or math.isinf(v) else v
+
+        track_final_loss_rel_diff.unit = "relative"
+
+    return AmpTrack

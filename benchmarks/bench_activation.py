@@ -8,7 +8,7 @@ GRID = grid("activation", asv_size())
 
 class ActivationTrack(make_track_suite("activation", GRID)):
     def setup_cache(self):
-        return measure_cases("activation", GRID, budget_s=5.0)
+        return measure_cases("activation", GRID, max_time=5.0)
 
 
 class ActivationTime(make_time_suite("activation", GRID)):

@@ -8,7 +8,7 @@ GRID = grid("autoencoder", asv_size())
 
 class AutoencoderTrack(make_track_suite("autoencoder", GRID)):
     def setup_cache(self):
-        return measure_cases("autoencoder", GRID, budget_s=5.0)
+        return measure_cases("autoencoder", GRID, max_time=5.0)
 
 
 class AutoencoderTime(make_time_suite("autoencoder", GRID)):

@@ -8,7 +8,7 @@ GRID = grid("checkpoint", asv_size())
 
 class CheckpointTrack(make_track_suite("checkpoint", GRID)):
     def setup_cache(self):
-        return measure_cases("checkpoint", GRID, budget_s=5.0)
+        return measure_cases("checkpoint", GRID, max_time=5.0)
 
 
 class CheckpointTime(make_time_suite("checkpoint", GRID)):

@@ -8,7 +8,7 @@ GRID = grid("dataloader", asv_size())
 
 class DataloaderTrack(make_track_suite("dataloader", GRID)):
     def setup_cache(self):
-        return measure_cases("dataloader", GRID, budget_s=5.0)
+        return measure_cases("dataloader", GRID, max_time=5.0)
 
 
 class DataloaderTime(make_time_suite("dataloader", GRID)):

@@ -8,7 +8,7 @@ GRID = grid("mar", asv_size())
 
 class MarTrack(make_track_suite("mar", GRID)):
     def setup_cache(self):
-        return measure_cases("mar", GRID, budget_s=5.0)
+        return measure_cases("mar", GRID, max_time=5.0)
 
 
 class MarTime(make_time_suite("mar", GRID)):

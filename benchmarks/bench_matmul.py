@@ -8,7 +8,7 @@ GRID = grid("matmul", asv_size())
 
 class MatmulTrack(make_track_suite("matmul", GRID)):
     def setup_cache(self):
-        return measure_cases("matmul", GRID, budget_s=5.0)
+        return measure_cases("matmul", GRID, max_time=5.0)
 
 
 class MatmulTime(make_time_suite("matmul", GRID)):

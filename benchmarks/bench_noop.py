@@ -8,7 +8,7 @@ GRID = grid("noop", asv_size())
 
 class NoopTrack(make_track_suite("noop", GRID)):
     def setup_cache(self):
-        return measure_cases("noop", GRID, budget_s=5.0)
+        return measure_cases("noop", GRID, max_time=5.0)
 
 
 class NoopTime(make_time_suite("noop", GRID)):

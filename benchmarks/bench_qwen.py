@@ -8,7 +8,7 @@ GRID = grid("qwen", asv_size())
 
 class QwenTrack(make_track_suite("qwen", GRID)):
     def setup_cache(self):
-        return measure_cases("qwen", GRID, budget_s=5.0)
+        return measure_cases("qwen", GRID, max_time=5.0)
 
 
 class QwenTime(make_time_suite("qwen", GRID)):

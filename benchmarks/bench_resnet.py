@@ -8,7 +8,7 @@ GRID = grid("resnet", asv_size())
 
 class ResnetTrack(make_track_suite("resnet", GRID)):
     def setup_cache(self):
-        return measure_cases("resnet", GRID, budget_s=5.0)
+        return measure_cases("resnet", GRID, max_time=5.0)
 
 
 class ResnetTime(make_time_suite("resnet", GRID)):

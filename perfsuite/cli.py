@@ -1,13 +1,17 @@
 """Command-line interface: argument parsing and dispatch only.
 
-Exit status: 0 success, 1 `compare` found a significant slowdown, 2 bad input or environment,
-130 interrupted (every case finished before Ctrl-C is on disk).
+Exit status, one meaning each: 0 success; 1 a confirmed slowdown (`compare`, `gate`) and nothing
+else; 2 bad input or environment (the message names the file, field or parameter); 3 some cases
+failed (their reasons are stored; `amp` whose precisions disagree); 4 an internal error (a bug:
+the message names a log file with the traceback); 130 interrupted (every case finished before
+Ctrl-C is on disk).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -33,6 +37,24 @@ def _positive_float(name: str):
     return parse
 
 
+def _count(name: str):
+    def parse(text: str) -> int:
+        if not text.strip().isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{name} expects a whole number >= 1, got {text!r}")
+        return int(text)
+
+    return parse
+
+
+def _cpu_list(text: str) -> tuple[int, ...]:
+    from perfsuite.system import parse_cpus
+
+    try:
+        return parse_cpus(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--cpus: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfsuite", description="Benchmark deep-learning workloads.")
     p.add_argument("--peak-file", type=Path, default=DEFAULT_PEAK_FILE,
@@ -41,16 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="workloads with their parameters, defaults and allowed values")
     sub.add_parser("env", help="print this machine's environment fingerprint (JSON)")
+    sy = sub.add_parser("system", help="what could disturb measurements here: governor, turbo, load, steal, "
+                                       "busy processes, threads, affinity")
+    sy.add_argument("--window", type=_positive_float("--window"), default=1.0,
+                    help="seconds to watch steal and other processes (default 1)")
+    sy.add_argument("--json", action="store_true", help="readings and warnings as JSON")
 
     def measuring(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
-        sp.add_argument("--max-time", type=_positive_float("--max-time"), default=10.0,
+        sp.add_argument("--max-time", type=_positive_float("--max-time"), default=None,
                         help="time budget per case in seconds, warm-up included (default 10)")
-        sp.add_argument("--min-time", type=float, default=0.0,
+        sp.add_argument("--min-time", type=float, default=None,
                         help="measure at least this long even once converged (default 0)")
-        sp.add_argument("--target-ci", type=_positive_float("--target-ci"), default=0.01,
+        sp.add_argument("--target-ci", type=_positive_float("--target-ci"), default=None,
                         help="stop when the median's 95%% CI is within this fraction (default 0.01)")
-        sp.add_argument("--timing", choices=("event", "host"), default="event",
+        sp.add_argument("--timing", choices=("event", "host"), default=None,
                         help="CUDA only: device time from events, or host-inclusive sync + wall clock")
         sp.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
 
@@ -64,9 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default DIR reports/traces)")
     run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
     measuring(run)
+    run.add_argument("--processes", type=_count("--processes"), default=None, metavar="N",
+                     help="spread each case's budget over N fresh worker processes; the median and its CI "
+                          "then come from the process medians (default 1: measure in this process)")
+    run.add_argument("--cpus", type=_cpu_list, default=None, metavar="LIST",
+                     help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3")
+    run.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
+                     help="torch threads while measuring (torch.set_num_threads); default: torch's own")
     run.add_argument("--out", type=Path, help="results file to write (must not exist)")
     run.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
                      help="directory for results when --out is not given (default results/)")
+    run.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
+                     help="after the run, write its records as TensorBoard event files under DIR")
 
     sub.add_parser("suites", help="the suite files shipped with perfsuite")
 
@@ -100,11 +136,21 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
     gate.add_argument("--base-ref", default="HEAD", help="git revision of the baseline workload code (default HEAD)")
     gate.add_argument("--device", default="auto")
-    gate.add_argument("--budget", type=_positive_float("--budget"), default=15.0, help="seconds per case (default 15)")
+    # One name for the time a case may take, as on `run`: --max-time (--budget still accepted).
+    gate.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
+                      default=15.0,
+                      help="seconds per case (default 15)")
     gate.add_argument("--threshold", type=float, default=0.01,
                       help="smallest slowdown that counts, as a fraction (default 0.01: two builds of the same "
                            "code can differ by about 1%% through memory placement alone)")
-    gate.add_argument("--fdr", type=_positive_float("--fdr"), default=0.05, help="Benjamini-Hochberg q (default 0.05)")
+    gate.add_argument("--fdr", type=_positive_float("--fdr"), default=0.01,
+                      help="false alarms per unchanged case, held across the sequential looks and, by "
+                           "Benjamini-Hochberg, across cases (default 0.01)")
+    gate.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
+                      help="torch threads while gating (default torch's own; 1 on a CPU machine that "
+                           "others load: it avoids multi-thread barrier stalls)")
+    gate.add_argument("--builds", type=int, default=3, metavar="K",
+                      help="builds of each side the pairs rotate through, averaging out placement (default 3)")
     gate.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
                       help="noise floors per case, learned with --learn-floor")
     gate.add_argument("--learn-floor", type=int, default=0, metavar="RUNS",
@@ -119,7 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--vary", required=True, metavar="KEY=A,B", help="e.g. impl=custom,builtin")
     pr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
     pr.add_argument("--device", default="auto")
-    pr.add_argument("--budget", type=_positive_float("--budget"), default=5.0, help="seconds per case (default 5)")
+    pr.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
+                    default=5.0,
+                    help="seconds per case (default 5)")
     pr.add_argument("--out", type=Path, help="JSON file to write (must not exist)")
 
     roof = sub.add_parser("roofline", help="roofline from an Nsight Compute CSV, or this CPU's from stored records")
@@ -132,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     roof.add_argument("--out", type=Path, help="chart PNG (default reports/roofline/NAME.png)")
     roof.add_argument("--summary", type=Path, help="summary CSV (default beside the chart)")
     roof.add_argument("--records", type=Path, nargs="+", help="results files or folders: this CPU's roofline")
+    roof.add_argument("--record", type=Path, nargs="+",
+                      help="perfsuite results of the same step: executed vs model FLOPs and MFU")
 
     ps = sub.add_parser("profile-step", help="mark one training step with NVTX for Nsight; print the nsys/ncu commands")
     ps.add_argument("workload", choices=("resnet", "autoencoder"))
@@ -156,14 +206,28 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--pair", type=Path, action="append", default=[], help="`perfsuite pair --out` JSON to include")
     rep.add_argument("--latency-bound", type=_positive_float("--latency-bound"), default=None, metavar="MS",
                      help="qwen: the optimal batch size must keep p90 latency within this many ms")
+
+    chk = sub.add_parser("check", help="run the workloads' correctness checks (gradcheck, AMP loss, resume, "
+                                       "early stopping); exit 3 on a failure")
+    chk.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="default: every workload")
+    chk.add_argument("--device", default="cpu", help="cpu (default) | cuda | cuda:N | auto")
+
+    exp = sub.add_parser("export", help="results as a tidy CSV/Parquet table, or TensorBoard event files")
+    exp.add_argument("format", choices=("csv", "parquet", "tensorboard"))
+    exp.add_argument("results", type=Path, nargs="+", help="results files or folders")
+    exp.add_argument("--out", type=Path, help="csv/parquet: the file to write (must not exist)")
+    exp.add_argument("--logdir", type=Path, help="tensorboard: the log directory (one run folder per case)")
     return p
 
 
 def _run_config(args):
     from perfsuite.config import RunConfig
 
-    return RunConfig(device=args.device, max_time=args.max_time, min_time=args.min_time,
-                     target_rel_ci=args.target_ci, timing=args.timing, nvtx=not args.no_nvtx)
+    given = {"max_time": args.max_time, "min_time": args.min_time, "target_rel_ci": args.target_ci,
+             "timing": args.timing, "processes": getattr(args, "processes", None),
+             "cpus": getattr(args, "cpus", None), "threads": getattr(args, "threads", None)}
+    # Options left out take RunConfig's defaults (they default to None so a suite run can refuse them).
+    return RunConfig(device=args.device, nvtx=not args.no_nvtx, **{k: v for k, v in given.items() if v is not None})
 
 
 def cmd_list(args, console) -> int:
@@ -192,86 +256,136 @@ def cmd_env(args, console) -> int:
     return 0
 
 
+class ConsoleEvents:
+    """Prints what happens to each case of a run; a progress bar for sweeps."""
+
+    def __init__(self, console, total: int, progress=None) -> None:
+        self.console, self.total, self.progress = console, total, progress
+        self.task = progress.add_task("", total=total) if progress is not None else None
+
+    def _advance(self) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task)
+
+    def start(self, case) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=case.label)
+        else:
+            self.console.print(Text(case.label))
+
+    def done(self, case, record) -> None:
+        self._advance()
+
+    def failed(self, case, failure) -> None:
+        self.console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
+        self._advance()
+
+    def skipped(self, case, reason) -> None:
+        self.console.print(Text(f"skipped: {case.label}: {reason}", style="yellow"))
+        self._advance()
+
+    def traced(self, case, trace, table) -> None:
+        self.console.print(Text(f"trace: {trace}  top operators: {table}"))
+
+
 def cmd_run(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from perfsuite import registry
     from perfsuite.config import resolve_device
     from perfsuite.env import fingerprint
+    from perfsuite.execute import Case, check_cases, run_cases
     from perfsuite.params import expand_sweep, parse_assignments
     from perfsuite.peak import peak_for
-    from perfsuite.report.console import print_warnings, records_table
-    from perfsuite import runner
-    from perfsuite.storage import ResultsWriter, failure_entry, new_results_path
+    from perfsuite.report.console import print_bounds, print_warnings, records_table
+    from perfsuite.storage import ResultsWriter, new_results_path
 
     if args.config or args.suite:
         return _run_suite(args, console)
     if not args.workload:
         raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
     workload = registry.get(args.workload)
-    sweep = parse_assignments(args.param, workload.params, workload.name)
-    cases = expand_sweep(sweep)
+    cases = [Case(workload, c) for c in expand_sweep(parse_assignments(args.param, workload.params, workload.name))]
     cfg = _run_config(args)
     device = resolve_device(cfg.device)
-    for case in cases:
-        workload.check(case, device)  # every case is validated before any is measured
+    _check_pinning(cfg.cpus)
+    # Bad parameters stop here, before anything is measured or written; so does a case asked for
+    # by name that this device cannot run (a suite skips those instead).
+    for i, reason in check_cases(cases, device).items():
+        raise PerfsuiteError(f"{cases[i].label}: {reason}")
     env = fingerprint()
     peak = peak_for(args.peak_file, env, device)
     path = args.out or new_results_path(args.results_dir, workload.name)
-    writer = ResultsWriter(path)
+    if args.tensorboard is not None:  # checked before measuring, like the results file
+        from perfsuite.tb import prepare
+        prepare(args.tensorboard)
+    writer = ResultsWriter(path)  # the output is claimed before measuring: a clash fails now, not after
     console.print(f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each "
                   f"-> {path}", highlight=False)
-    try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console, transient=True,
-                      disable=len(cases) < 2) as progress:
-            task = progress.add_task(workload.name, total=len(cases))
-            for case in cases:
-                progress.update(task, description=f"{workload.name} {case}")
-                try:
-                    after = None
-                    if args.trace is not None:
-                        from perfsuite.profiling.trace import trace_step
-
-                        label = f"{workload.name}[{','.join(f'{k}={v}' for k, v in case.items())}]"
-
-                        def after(built, label=label):
-                            trace, table = trace_step(built.fn, args.trace, label, device)
-                            console.print(Text(f"trace: {trace}  top operators: {table}"))
-                    writer.add(runner.run_case(workload, case, cfg, env=env, peak=peak, after=after))
-                except (KeyboardInterrupt, PerfsuiteError):
-                    raise
-                except Exception as exc:  # an OOM or a crash in one case: record it, go on
-                    failure = failure_entry(workload.name, workload.resolve(case), device, exc)
-                    writer.add_failure(failure)
-                    console.print(Text(f"failed: {workload.name} {case}: {failure['error']}", style="red"))
-                progress.advance(task)
-    except KeyboardInterrupt:
-        console.print(f"interrupted: {len(writer.records)} of {len(cases)} case(s) saved to {path}",
-                      highlight=False)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True, disable=len(cases) < 2) as progress:
+        out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
+                        events=ConsoleEvents(console, len(cases), progress))
+    if out.interrupted:
+        if not writer.records and not writer.failures:
+            path.unlink(missing_ok=True)  # our own empty claim: leave nothing to trip the next run
+            console.print("interrupted before any case finished; nothing saved", highlight=False)
+        else:
+            console.print(f"interrupted: {len(writer.records)} of {len(cases)} case(s) saved to {path}",
+                          highlight=False)
         return 130
     console.print(records_table(writer.records))
     print_warnings(console, writer.records)
+    print_bounds(console, writer.records)
+    _print_process_spread(console, writer.records)
     console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)
+    if args.tensorboard is not None:
+        from perfsuite.tb import export_records
+        console.print(f"TensorBoard: {export_records(writer.records, args.tensorboard)} record(s) in "
+                      f"{args.tensorboard}", highlight=False)
     if writer.failures:
         console.print(Text(f"{len(writer.failures)} case(s) failed; their reasons are in {path}", style="red"))
         return 3
     return 0
 
 
-def _overrides(items: list[str]) -> dict[str, list]:
-    """-p values for a suite: parsed against every workload that has the parameter."""
-    from perfsuite import registry
-    from perfsuite.params import parse_assignments
+def _print_process_spread(console, records) -> None:
+    """With --processes: how much of each case's spread is between processes."""
+    from perfsuite.workers import describe
 
-    out: dict[str, list] = {}
+    for rec in records:
+        if line := describe(rec):
+            console.print(Text(line))
+
+
+def _check_pinning(cpus) -> None:
+    """A CPU this process may not use is bad input, found before anything is measured or written."""
+    if cpus:
+        from perfsuite.system import pinned
+
+        with pinned(cpus):
+            pass
+
+
+def _overrides(items: list[str]) -> dict[str, str]:
+    """-p values for a suite, as typed: each entry's own workload parses them (perfsuite.suite)."""
+    out: dict[str, str] = {}
     for item in items:
-        key = item.partition("=")[0].strip()
-        owners = [registry.get(n) for n in registry.names() if any(p.name == key for p in registry.get(n).params)]
-        if not owners:
-            raise PerfsuiteError(f"-p {item}: no workload has a parameter {key!r}")
-        out.update(parse_assignments([item], owners[0].params, owners[0].name))
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise PerfsuiteError(f"-p expects key=value, got {item!r}")
+        if key in out:
+            raise PerfsuiteError(f"-p {key} is given twice; give one list instead (-p {key}=A,B)")
+        out[key] = raw
     return out
+
+
+# Options of `run` that a suite file decides for itself: given with --suite/--config they would
+# be ignored, so they are refused instead.
+SUITE_DECIDES = {"workload": "a workload", "max_time": "--max-time", "min_time": "--min-time",
+                 "target_ci": "--target-ci", "timing": "--timing", "no_nvtx": "--no-nvtx", "trace": "--trace",
+                 "processes": "--processes"}
 
 
 def _run_suite(args, console) -> int:
@@ -282,6 +396,11 @@ def _run_suite(args, console) -> int:
 
     if args.config and args.suite:
         raise PerfsuiteError("give --config or --suite, not both")
+    for dest, flag in SUITE_DECIDES.items():
+        if getattr(args, dest) not in (None, False):
+            raise PerfsuiteError(f"{flag} cannot be combined with --suite/--config: the suite file sets it "
+                                 "(max_time and processes per suite or per entry); only -p, --device, --out, "
+                                 "--retry-failed, --cpus and --threads apply")
     path = args.config or shipped_suites_dir() / f"{args.suite}.yaml"
     if args.suite and not path.exists():
         names = sorted(p.stem for p in shipped_suites_dir().glob("*.yaml"))
@@ -291,10 +410,21 @@ def _run_suite(args, console) -> int:
     out = args.out or suite.output or args.results_dir / f"{suite.name}-{stamp}"
     console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))
     try:
-        res = run_suite(suite, out, console, retry_failed=args.retry_failed, peak_file=args.peak_file)
+        if args.tensorboard is not None:
+            from perfsuite.tb import export_tensorboard, prepare
+            prepare(args.tensorboard)
+        from perfsuite.system import pinned
+
+        _check_pinning(args.cpus)
+        with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
+            res = run_suite(suite, out, console, retry_failed=args.retry_failed, peak_file=args.peak_file,
+                            settings={"cpus": args.cpus, "threads": args.threads})
     except KeyboardInterrupt:
         console.print(Text(f"interrupted: every finished case is in {out}; run the same command to resume"))
         return 130
+    if args.tensorboard is not None:
+        console.print(Text(f"TensorBoard: {export_tensorboard([out], args.tensorboard)[0]} record(s) in "
+                           f"{args.tensorboard}"))
     console.print(Text(f"measured {res.measured}, skipped {res.skipped_done} already measured, "
                        f"{res.skipped_failed} failed before (--retry-failed to retry), "
                        f"{res.unsupported} unsupported here, {res.failed} failed now"))
@@ -323,13 +453,21 @@ def cmd_suites(args, console) -> int:
 def cmd_peak(args, console) -> int:
     from perfsuite.config import resolve_device
     from perfsuite.env import fingerprint
-    from perfsuite.peak import measure_peak, save_peak
+    from perfsuite.peak import load_peaks, measure_peak, roofs, save_peak
+    from perfsuite.storage import writable_dir
     from perfsuite.units import fmt_rate
 
     cfg = _run_config(args)
     device = resolve_device(cfg.device)
+    # The peak file is checked before measuring (a folder it cannot be written to, a corrupt
+    # file it would have to merge with): a finished measurement is never thrown away.
+    writable_dir(args.peak_file.parent, "--peak-file folder")
+    if args.peak_file.exists() and not args.peak_file.is_file():
+        raise PerfsuiteError(f"--peak-file {args.peak_file}: not a file")
+    load_peaks(args.peak_file)
     env = fingerprint()
-    console.print(f"measuring the peak of {device} (matmul fp32/bf16, large copy)...", highlight=False)
+    console.print(f"measuring the peak of {device} (matmul {'/'.join(roofs(device))}, large copy)...",
+                  highlight=False)
     peak = measure_peak(cfg, env, device)
     save_peak(args.peak_file, peak)
     for dtype, v in peak["flops_per_s"].items():
@@ -350,10 +488,18 @@ def cmd_compare(args, console) -> int:
     if not cmp.cases:
         raise PerfsuiteError(f"{args.base} and {args.new} have no case in common")
     if args.json:
-        print(json.dumps({"cases": [c.to_dict() for c in cmp.cases], "only_base": cmp.only_base,
+        from perfsuite.storage import dumps
+
+        # Strict JSON: a ratio of infinity or NaN is written as null, which every parser reads.
+        print(dumps({"cases": [c.to_dict() for c in cmp.cases], "only_base": cmp.only_base,
                           "only_new": cmp.only_new, "regressed": cmp.regressed}, indent=1))
     else:
         console.print(comparison_table(cmp))
+        for c in cmp.cases:
+            if c.basis != "samples":
+                console.print(Text(f"{c.label}: compared on {c.basis}"))
+            for w in c.warnings:  # not refused, but the two sides were not measured alike
+                console.print(Text("warning ", style="yellow") + Text(f"{c.label}: {w}"))
         for label in cmp.only_base:
             console.print(Text(f"only in base: {label}"))
         for label in cmp.only_new:
@@ -370,13 +516,14 @@ def cmd_amp(args, console) -> int:
     from perfsuite import registry
     from perfsuite.config import resolve_device
     from perfsuite.measure.timing import clock_for
+    from perfsuite.params import single_values
     from perfsuite.stats import median
-    from perfsuite.storage import atomic_write_text
+    from perfsuite.storage import atomic_write_text, document
     from perfsuite.training.amp_compare import compare_precisions
     from perfsuite.units import fmt_bytes, fmt_seconds
 
     workload = registry.get(args.workload)
-    given = _single(args.param, workload)  # one case: a value list is an error, not silently cut
+    given = single_values(args.param, workload)  # one case: a value list is an error, not silently cut
     if "precision" in given:
         raise PerfsuiteError("set the two precisions with --precisions A,B, not -p precision=")
     precisions = args.precisions.split(",")
@@ -398,14 +545,18 @@ def cmd_amp(args, console) -> int:
     console.print(Text(f"  saved for backward: {fmt_bytes(res.saved_bytes_a)} vs {fmt_bytes(res.saved_bytes_b)} "
                        f"(ratio {res.memory_ratio:.2f})"))
     console.print(Text("  " + res.verdict(), style="green" if res.accuracy_ok else "bold red"))
+    if line := res.bound_line():
+        console.print(Text("  where the time went: " + line))
     if args.out is not None:
-        atomic_write_text(args.out, json.dumps(res.to_dict(), indent=1))
-    return 0 if res.accuracy_ok else 1
+        atomic_write_text(args.out, document("amp", [res.to_dict()]))
+    return 0 if res.accuracy_ok else 3  # a case that failed its check, not a slowdown
 
 
 def cmd_report(args, console) -> int:
     from perfsuite.report.markdown import write_report
-    from perfsuite.storage import load_many
+    from perfsuite.storage import load_document, load_many, writable_dir
+
+    writable_dir(args.out_dir, "--out-dir")  # checked before reading anything
 
     for given in args.results:
         if given.is_dir():
@@ -419,277 +570,45 @@ def cmd_report(args, console) -> int:
         console.print(Text(f"skipped: {problem}", style="yellow"))
     if not records:
         raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
-    amp = []
-    for path in args.amp:
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PerfsuiteError(f"--amp {path}: cannot read ({exc})") from None
-        amp.extend(doc if isinstance(doc, list) else [doc])
-    pairs = []
-    for path in args.pair:
-        try:
-            pairs.extend(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PerfsuiteError(f"--pair {path}: cannot read ({exc})") from None
+    amp, pairs = [], []
+    for kind, paths, into in (("amp", args.amp, amp), ("pair", args.pair, pairs)):
+        for path in paths:
+            try:
+                into.extend(load_document(path, kind))
+            except PerfsuiteError as exc:  # like a bad results file: named, the report goes on
+                console.print(Text(f"skipped: {exc}", style="yellow"))
     page = write_report(records, args.out_dir, sources=args.results, amp=amp, pairs=pairs,
                         latency_bound_ms=args.latency_bound)
     console.print(f"report written to {page}", highlight=False)
     return 0
 
 
-def cmd_gate(args, console) -> int:
-    from perfsuite import gate as g
-    from perfsuite import registry
-    from perfsuite.config import resolve_device
-    from perfsuite.errors import Unsupported
-    from perfsuite.gate_versions import workload_at
-    from perfsuite.measure.timing import clock_for
-    from perfsuite.params import expand_sweep, parse_assignments
-    from perfsuite.storage import atomic_write_text
-
-    if args.threshold < 0:
-        raise PerfsuiteError(f"--threshold must be >= 0, got {args.threshold}")
-    if args.json is not None and args.json.exists():
-        raise PerfsuiteError(f"--json {args.json}: file exists; refusing to overwrite")
-    new = registry.get(args.workload)
-    device = resolve_device(args.device)
-    clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
-    cases = expand_sweep(parse_assignments(args.param, new.params, new.name))
-    runnable = []
-    for case in cases:
-        try:
-            new.check(case, device)
-            runnable.append(case)
-        except Unsupported as exc:
-            console.print(Text(f"skipped {new.name} {case}: {exc}", style="yellow"))
-    label = lambda case: f"{new.name}[{','.join(f'{k}={v}' for k, v in new.resolve(case).items())}]"  # noqa: E731
-
-    if args.slowdown is not None:
-        if not 0 < args.slowdown < 1 or args.trials < 1:
-            raise PerfsuiteError("--slowdown must be in (0, 1) and --trials >= 1")
-        out = []
-        for case in runnable:
-            res = g.power_and_false_alarms(lambda: new.build(case, device).fn, clock, args.slowdown,
-                                           args.trials, args.budget, args.threshold)
-            lo, hi = g.wilson_interval(res["caught"], res["trials"])
-            flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
-            console.print(Text(
-                f"{label(case)}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
-                f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
-                f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {args.budget:g}s per gate"))
-            out.append({"case": label(case), **res})
-        if args.json:
-            atomic_write_text(args.json, json.dumps(out, indent=1))
-        return 0
-
-    floors = json.loads(args.floors.read_text()) if args.floors.exists() else {}
-    if args.learn_floor:
-        for case in runnable:
-            floors[label(case)] = g.noise_floor(lambda: new.build(case, device).fn, clock, args.learn_floor,
-                                                args.budget / 3)
-            console.print(Text(f"{label(case)}: noise floor {floors[label(case)]:.2%}"))
-        args.floors.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.floors, json.dumps(floors, indent=1))
-        return 0
-
-    base = workload_at(args.base_ref, args.workload)
-    gate_cases = [g.GateCase(label(c), base.build(c, device).fn, new.build(c, device).fn, floors.get(label(c), 0.0))
-                  for c in runnable]
-    verdicts = g.run_gate(gate_cases, clock, args.threshold, args.budget, args.fdr)
-    for v in verdicts:
-        state = "SLOWER" if v.slower else ("flagged, not confirmed" if v.flagged else "ok")
-        console.print(Text(f"{v.label}: median ratio {v.first.median:.3f} over {len(v.first.ratios)} pairs "
-                           f"(threshold +{v.threshold:.1%}, p={v.p_first:.2g}) -> {state}",
-                           style="bold red" if v.slower else ""))
-    if args.json:
-        atomic_write_text(args.json, json.dumps([v.to_dict() for v in verdicts], indent=1))
-    return 1 if any(v.slower for v in verdicts) else 0
 
 
-def cmd_pair(args, console) -> int:
-    from perfsuite import registry
-    from perfsuite.config import resolve_device
-    from perfsuite.measure.timing import clock_for
-    from perfsuite.pairing import pair
-    from perfsuite.params import expand_sweep, parse_assignments
-    from perfsuite.storage import atomic_write_text
 
-    w = registry.get(args.workload)
-    varied = parse_assignments([args.vary], w.params, w.name)
-    (key, values), = varied.items()
-    if len(values) != 2:
-        raise PerfsuiteError(f"--vary expects exactly two values of {key!r}, got {len(values)}")
-    sweep = parse_assignments(args.param, w.params, w.name)
-    if key in sweep:
-        raise PerfsuiteError(f"parameter {key!r} is given both by --vary and -p")
-    if args.out is not None and args.out.exists():
-        raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
-    device = resolve_device(args.device)
-    cases = expand_sweep(sweep)
-    for case in cases:
-        for v in values:
-            w.check({**case, key: v}, device)
-    results = []
-    for case in cases:
-        r = pair(w, case, key, values[0], values[1], device, clock_for(device, "host"), args.budget)
-        results.append(r)
-        ci = r.time_ratio_ci
-        ci_txt = "" if ci is None else f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
-        saved = "" if r.saved_ratio is None else f"; saved for backward {r.a}/{r.b} = {r.saved_ratio:.2f}"
-        console.print(Text(f"{w.name} {case}: time {r.a}/{r.b} = {r.time_ratio:.3f}{ci_txt} over "
-                           f"{len(r.ratios)} pairs{saved}"))
-        if args.out is not None:
-            atomic_write_text(args.out, json.dumps([x.to_dict() for x in results], indent=1))
-    return 0
+def _lazy(target: str):
+    """A command whose body lives beside its subject, imported only when it runs."""
+    def command(args, console) -> int:
+        import importlib
+
+        module, _, name = target.partition(":")
+        return getattr(importlib.import_module(module), name)(args, console)
+
+    return command
 
 
-def cmd_roofline(args, console) -> int:
-    from perfsuite.roofline import chart, model
-    from perfsuite.storage import atomic_write_text
-
-    if (args.csv is None) == (args.records is None):
-        raise PerfsuiteError("give an ncu CSV file, or --records RESULTS for this CPU's roofline")
-    if args.records:
-        from perfsuite.roofline.cpu import record_points
-        from perfsuite.storage import load_many
-
-        records, problems = load_many(args.records)
-        for problem in problems:
-            console.print(Text(f"skipped: {problem}", style="yellow"))
-        points, peaks = record_points(records)
-        if not points or "fp32" not in peaks:
-            raise PerfsuiteError("no record with FLOPs, bytes and an fp32 machine peak (run `perfsuite peak` first)")
-        flops, bw = peaks["fp32"]
-        extra = tuple((f"{d} matmul peak", f) for d, (f, _) in peaks.items() if d != "fp32" and f)
-        out = args.out or Path("reports") / "roofline" / "cpu-roofline.png"
-        chart.draw(points, flops, bw, out, args.label or "this CPU: measured peaks, counted FLOPs, estimated bytes",
-                   extra_ceilings=extra)
-        summary = args.summary or out.with_suffix(".csv")
-        def ridge(p):  # each point against the roof of its own precision (bf16 has a higher one)
-            f = (peaks.get(p.dtype) or (None,))[0] or flops
-            return f / bw
-
-        atomic_write_text(summary, chart.summary_csv(points, ridge))
-        console.print(Text(f"roofline: {out}  summary: {summary}"))
-        return 0
-
-    from perfsuite.roofline.ncu import read_ncu_csv
-
-    if args.device:
-        if args.device not in model.KNOWN_DEVICES:
-            raise PerfsuiteError(f"--device {args.device}: unknown; known: {', '.join(model.KNOWN_DEVICES)}")
-        tflops, gbs = model.KNOWN_DEVICES[args.device]
-    else:
-        if args.peak_compute is None or args.peak_bw is None:
-            raise PerfsuiteError("give --peak-compute TFLOP/s and --peak-bw GB/s, or --device NAME")
-        tflops, gbs = args.peak_compute, args.peak_bw
-    peak_flops, peak_bw = tflops * 1e12, gbs * 1e9
-    launches = read_ncu_csv(args.csv)
-    points = [model.point(l, args.csv) for l in launches]
-    ranges = model.by_range(points, launches)
-    rows = points + [model.aggregate(points, launches, "total")] + ranges
-    csv_text = chart.summary_csv(rows, peak_flops / peak_bw)
-    out = args.out or Path("reports") / "roofline" / f"{args.csv.stem}.png"
-    chart.draw(ranges if args.by_range and ranges else points, peak_flops, peak_bw, out,
-               args.label or f"{args.csv.name}: {tflops:g} TFLOP/s, {gbs:g} GB/s")
-    summary = args.summary or out.with_suffix(".csv")
-    atomic_write_text(summary, csv_text)
-    console.print(Text(f"{len(points)} launches, {len(ranges)} NVTX ranges -> {out}, {summary}"))
-    return 0
-
-
-def _single(params: list[str], workload) -> dict:
-    from perfsuite.params import parse_assignments
-
-    parsed = parse_assignments(params, workload.params, workload.name)
-    many = [k for k, v in parsed.items() if len(v) > 1]
-    if many:
-        raise PerfsuiteError(f"parameter {many[0]!r}: this command takes one value, not a list")
-    return {k: v[0] for k, v in parsed.items()}
-
-
-def cmd_profile_step(args, console) -> int:
-    import shlex
-
-    import torch
-
-    from perfsuite import registry
-    from perfsuite.config import resolve_device
-    from perfsuite.profiling.step_marking import nsight_commands, process_range
-    from perfsuite.training.setup import training_setup
-    from perfsuite.training.step import make_train_step
-
-    w = registry.get(args.workload)
-    params = _single(args.param, w)
-    device = resolve_device(args.device)
-    w.check(params, device)
-    k = args.warmup_iters if args.profile_iter is None else args.profile_iter
-    if args.warmup_iters < 0 or k < args.warmup_iters:
-        raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")
-    cuda = device.startswith("cuda")
-    setup = training_setup(w.name, params, device)
-    x, y = setup.batch(0)
-    plain = make_train_step(setup.parts, x, y, forward=setup.forward)
-    marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
-    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
-    for _ in range(k):
-        plain()
-    sync()  # nothing from the warm-up steps may run inside the marked range
-    with process_range("train_step", cuda):
-        marked()
-        sync()
-    argv = "python -m perfsuite " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "python -m perfsuite profile-step ..."
-    if not cuda:
-        console.print(Text(f"ran {k} warm-up steps and step {k} on {device}: Nsight Systems and Nsight Compute need a "
-                           "CUDA GPU, so no NVTX range was emitted here. On a GPU host:", style="yellow"))
-    else:
-        console.print(Text(f"marked step {k} (train_step > forward, loss, backward, optimizer_step) after {k} warm-up steps"))
-    for line in nsight_commands(argv.replace("--device cpu", "--device cuda")):
-        console.print(Text("  " + line))
-    return 0
-
-
-def cmd_trace(args, console) -> int:
-    from torch.profiler import record_function
-
-    from perfsuite import registry
-    from perfsuite.config import resolve_device
-    from perfsuite.profiling.step_marking import split_from_profile
-    from perfsuite.profiling.trace import slug, trace_window
-    from perfsuite.storage import atomic_write_text
-
-    w = registry.get(args.workload)
-    params = _single(args.param, w)
-    if min(args.wait, args.warmup) < 0 or not 1 <= args.active <= 10:
-        raise PerfsuiteError("--wait and --warmup must be >= 0, --active between 1 and 10")
-    device = resolve_device(args.device)
-    w.check(params, device)
-    label = f"{w.name}[{','.join(f'{k}={v}' for k, v in w.resolve(params).items())}]"
-    if w.name in ("resnet", "autoencoder"):
-        from perfsuite.training.setup import training_setup
-        from perfsuite.training.step import make_train_step
-
-        setup = training_setup(w.name, params, device)
-        step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward,
-                               phase=lambda n: record_function(f"phase:{n}"))
-    else:
-        step = w.build(params, device).fn
-    t = trace_window(step, args.out_dir, label, device, args.wait, args.warmup, args.active)
-    trace, table = t.trace, t.table
-    split = split_from_profile(t.profile, t.wall_s)
-    split = {k: v / args.active for k, v in split.items()}  # per step
-    atomic_write_text(args.out_dir / f"{slug(label)}.split.json", json.dumps(split, indent=1))
-    console.print(Text(f"trace {trace} ({trace.stat().st_size / 1e6:.1f} MB), top operators {table}"))
-    if w.name in ("resnet", "autoencoder"):
-        parts = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in split.items() if k != "wall")
-        console.print(Text(f"per step ({split['wall'] * 1e3:.1f} ms wall): {parts} (data loading is 0: "
-                           "the step trains on a batch already on the device)"))
-    return 0
-
-
-COMMANDS = {"profile-step": cmd_profile_step, "trace": cmd_trace, "roofline": cmd_roofline, "suites": cmd_suites, "pair": cmd_pair, "gate": cmd_gate, "list": cmd_list, "env": cmd_env, "run": cmd_run, "peak": cmd_peak, "amp": cmd_amp,
-            "compare": cmd_compare, "report": cmd_report}
+COMMANDS = {
+    "list": cmd_list, "env": cmd_env, "run": cmd_run, "suites": cmd_suites, "peak": cmd_peak,
+    "compare": cmd_compare, "amp": cmd_amp, "report": cmd_report,
+    "gate": _lazy("perfsuite.gate:gate_command"),
+    "pair": _lazy("perfsuite.pairing:pair_command"),
+    "roofline": _lazy("perfsuite.roofline.command:roofline_command"),
+    "profile-step": _lazy("perfsuite.profiling.commands:profile_step_command"),
+    "trace": _lazy("perfsuite.profiling.commands:trace_command"),
+    "export": _lazy("perfsuite.export:export_command"),
+    "system": _lazy("perfsuite.system:system_command"),
+    "check": _lazy("perfsuite.checks:check_command"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -705,6 +624,33 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted", highlight=False)
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: no traceback on the console, one in a log file
+        log = _crash_log(exc)
+        err.print(Text("internal error: ", style="bold red") + Text(f"{type(exc).__name__}: {exc}"))
+        err.print(Text(f"this is a perfsuite bug; the traceback is in {log}"))
+        return EXIT_INTERNAL
+
+
+EXIT_INTERNAL = 4
+
+
+def _crash_log(exc: BaseException) -> str:
+    """Write the traceback where the user can find it and attach it to a bug report."""
+    import tempfile
+    import traceback
+    from datetime import datetime, timezone
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    for folder in (Path.home() / ".cache" / "perfsuite" / "logs", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"perfsuite-crash-{stamp}-{os.getpid()}.log"
+            path.write_text(f"perfsuite {' '.join(sys.argv[1:])}\n{text}")
+            return str(path)
+        except OSError:
+            continue
+    return "(no writable log folder; traceback lost)"
 
 
 if __name__ == "__main__":

@@ -4,11 +4,22 @@ Rule: a case is *slower* when the ratio of medians new/base exceeds 1 + threshol
 bootstrap interval of that ratio lies wholly above 1, and the Mann-Whitney U test on the raw
 samples gives p < alpha. *faster* is the mirror image. A change beyond the threshold that the
 samples cannot support is *noisy*; anything else is *same*.
+
+Records measured in worker processes (`--processes`) on both sides are compared on their
+process medians, the independent units, rather than on pooled samples whose spread hides the
+between-process variance.
+
+How the two sides were measured (record.conditions) is judged too. Different torch thread
+counts refuse the comparison, like a different torch (`--allow-env-mismatch` overrides): the
+step itself costs something else. Everything else only warns, one line per case: a different
+number of processes (the same step, but the intervals mean different things), different CPUs
+or pinning, hypervisor steal or other processes busy during either timed region, and a record
+that does not say how it was measured (schema 1).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from perfsuite import env as envmod
 from perfsuite import stats
@@ -28,6 +39,8 @@ class CaseComparison:
     ci_high: float
     p_value: float
     verdict: str
+    warnings: tuple[str, ...] = ()  # why the two sides may not be comparable
+    basis: str = "samples"  # what was compared: raw samples, or process medians (N vs M)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -68,6 +81,37 @@ class Comparison:
         return any(c.verdict == "slower" for c in self.cases)
 
 
+def _side(name: str, cond: dict) -> list[str]:
+    from perfsuite import system
+
+    out = []
+    if (cond.get("steal_fraction") or 0) > system.STEAL_WARN:
+        out.append(f"{name} lost {cond['steal_fraction']:.1%} of its CPU time to hypervisor steal")
+    if (cond.get("others_cpus") or 0) > system.OTHERS_WARN_CPUS:
+        out.append(f"other processes kept {cond['others_cpus']:.1f} CPU(s) busy while {name} was timed")
+    return out
+
+
+def measurement_differences(base: Record, new: Record) -> tuple[list[str], list[str]]:
+    """(refusals, warnings) about how two records of one case were measured."""
+    cb, cn = base.conditions, new.conditions
+    missing = [name for name, c in (("base", cb), ("new", cn)) if not c]
+    if missing:
+        return [], [f"{' and '.join(missing)} does not record how it was measured (schema 1): "
+                    "processes, CPUs, threads and steal cannot be checked"]
+    refusals, warnings = [], []
+    if cb.get("torch_threads") != cn.get("torch_threads"):
+        refusals.append(f"torch threads: {cb.get('torch_threads')} vs {cn.get('torch_threads')}")
+    if cb.get("processes", 1) != cn.get("processes", 1):
+        warnings.append(f"measured in {cb.get('processes', 1)} vs {cn.get('processes', 1)} process(es): "
+                        "only a multi-process interval includes the between-process spread")
+    if (cb.get("cpus"), cb.get("pinned")) != (cn.get("cpus"), cn.get("pinned")):
+        def where(c):
+            return f"CPUs {c.get('cpus')}{' (pinned)' if c.get('pinned') else ''}"
+        warnings.append(f"{where(cb)} vs {where(cn)}")
+    return refusals, warnings + _side("base", cb) + _side("new", cn)
+
+
 def compare_records(
     base: list[Record],
     new: list[Record],
@@ -84,14 +128,23 @@ def compare_records(
     cases = []
     for key in [k for k in n if k in b]:
         rb, rn = b[key], n[key]
-        if not allow_env_mismatch and rb.env and rn.env:
-            diff = envmod.mismatches(rb.env, rn.env)
+        refusals, warnings = measurement_differences(rb, rn)
+        if not allow_env_mismatch:
+            diff = (envmod.mismatches(rb.env, rn.env) if rb.env and rn.env else []) + refusals
             if diff:
                 raise RecordError(
                     f"{rn.label()}: environments differ ({'; '.join(diff)}); "
                     "pass --allow-env-mismatch to compare anyway"
                 )
-        cases.append(compare_samples(rn.label(), list(rb.samples_s), list(rn.samples_s), threshold, alpha))
+        warnings = refusals + warnings  # allowed, but still said
+        basis = "samples"
+        if rb.processes and rn.processes:
+            basis = f"process medians ({len(rb.processes)} vs {len(rn.processes)})"
+            base_s, new_s = [p["median"] for p in rb.processes], [p["median"] for p in rn.processes]
+        else:
+            base_s, new_s = list(rb.samples_s), list(rn.samples_s)
+        c = compare_samples(rn.label(), base_s, new_s, threshold, alpha)
+        cases.append(replace(c, warnings=tuple(warnings), basis=basis))
     return Comparison(
         cases=cases,
         only_base=[b[k].label() for k in b if k not in n],

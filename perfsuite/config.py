@@ -8,6 +8,9 @@ from dataclasses import asdict, dataclass
 from perfsuite.errors import ConfigError, DeviceUnavailable
 from perfsuite.measure.timing import TIMING_MODES
 
+# Upper bound for `processes` and `threads`: a typo (1000) should fail, not fork a thousand times.
+MAX_WORKERS = 256
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -29,6 +32,9 @@ class RunConfig:
     nvtx: bool = True
     nvml_interval: float = 0.05
     seed: int = 0
+    processes: int = 1  # fresh worker processes the budget is spread over (perfsuite.workers)
+    cpus: tuple[int, ...] | None = None  # pin the measuring process to these CPUs (os.sched_setaffinity)
+    threads: int | None = None  # torch.set_num_threads for the measurement; None: leave torch's setting
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:
@@ -58,6 +64,17 @@ class RunConfig:
             raise ConfigError("max_samples must be >= min_samples")
         if self.timing not in TIMING_MODES:
             raise ConfigError(f"timing must be one of {', '.join(TIMING_MODES)}, got {self.timing!r}")
+        for name in ("processes", "threads"):
+            v = getattr(self, name)
+            if not (v is None and name == "threads") and (
+                    not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_WORKERS):
+                raise ConfigError(f"{name} must be an integer from 1 to {MAX_WORKERS}, got {v!r}")
+        if self.cpus is not None:
+            if isinstance(self.cpus, list):
+                object.__setattr__(self, "cpus", tuple(self.cpus))
+            if (not isinstance(self.cpus, tuple) or not self.cpus or len(set(self.cpus)) != len(self.cpus)
+                    or any(not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in self.cpus)):
+                raise ConfigError(f"cpus must be a non-empty list of distinct CPU numbers >= 0, got {self.cpus!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 
@@ -75,16 +92,16 @@ def resolve_device(spec: str) -> str:
     if spec == "cpu":
         return "cpu"
     if spec == "cuda" or spec.startswith("cuda:"):
+        # The spelling is checked first: `cuda:abc` is wrong on every machine, GPU or not.
+        index = "0" if spec == "cuda" else spec.split(":", 1)[1]
+        if not index.isdigit():
+            raise ConfigError(f"--device {spec}: expected cuda:N with N a non-negative integer")
+        index = int(index)
         if not torch.cuda.is_available():
             raise DeviceUnavailable(
                 f"--device {spec}: no CUDA device is available on this machine "
                 f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); use --device cpu"
             )
-        index = 0 if spec == "cuda" else spec.split(":", 1)[1]
-        try:
-            index = int(index)
-        except ValueError:
-            raise ConfigError(f"--device {spec}: expected cuda:N with N an integer") from None
         if not 0 <= index < torch.cuda.device_count():
             raise DeviceUnavailable(f"--device {spec}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         return f"cuda:{index}"

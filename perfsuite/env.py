@@ -105,7 +105,45 @@ def collect_git(cwd: str | os.PathLike | None = None) -> dict:
     return {"git_commit": commit, "git_dirty": bool(status)}
 
 
-COLLECTORS = (collect_python, collect_os, collect_host, collect_cpu, collect_torch, collect_git)
+def collect_cpu_power() -> dict:
+    """Frequency governors and turbo, where /sys shows them (inside most VMs it does not: None)."""
+    from perfsuite import system
+
+    governors = sorted(set(system.read_governors().values()))
+    return {"cpu_governors": governors or None, "cpu_turbo": system.read_turbo()}
+
+
+def collect_load() -> dict:
+    from perfsuite import system
+
+    return {"load_avg": system.read_load_average()}
+
+
+def collect_threads() -> dict:
+    """Thread settings that change a step's cost: OMP/MKL variables and the CPUs this process may use."""
+    from perfsuite.system import THREAD_VARS
+
+    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"thread_env": {v: os.environ[v] for v in THREAD_VARS if v in os.environ}, "cpu_affinity": affinity}
+
+
+# How long collect_activity watches the machine: long enough for /proc's 10 ms ticks to add up.
+ACTIVITY_WINDOW_S = 0.3
+
+
+def collect_activity(window_s: float = ACTIVITY_WINDOW_S) -> dict:
+    """Hypervisor steal, other processes' CPU use and the busiest of them, over a short window."""
+    from perfsuite import system
+
+    with system.CpuUsage() as usage:
+        busy = system.busy_processes(window_s)
+    r = usage.readings
+    return {"steal_fraction": r.get("steal_fraction"), "others_cpus": r.get("others_cpus"),
+            "busy_processes": busy, "activity_window_s": window_s}
+
+
+COLLECTORS = (collect_python, collect_os, collect_host, collect_cpu, collect_torch, collect_git,
+              collect_cpu_power, collect_load, collect_threads, collect_activity)
 
 
 def fingerprint(cwd: str | os.PathLike | None = None) -> dict:

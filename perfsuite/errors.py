@@ -19,3 +19,7 @@ class RecordError(PerfsuiteError, ValueError):
 
 class Unsupported(PerfsuiteError):
     """This case cannot run here (e.g. fp16 training on CPU): a skip with a reason, not a failure."""
+
+
+class StorageError(PerfsuiteError):
+    """A result could not be written (disk full, a file-size limit, a folder that went away)."""

@@ -18,12 +18,30 @@ from perfsuite.errors import ConfigError
 from perfsuite.workloads.base import Workload
 
 
+def resolve_commit(rev: str, repo: str | Path = ".") -> str:
+    """The commit hash `rev` names; refused unless it is one. `rev` comes from the command line,
+    so an option-like value (`--output=FILE`) must never reach git as an option."""
+    if not rev or rev.startswith("-"):
+        raise ConfigError(f"--base-ref {rev!r}: not a git revision (a revision cannot start with '-')")
+    try:
+        res = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+                             cwd=repo, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise ConfigError(f"--base-ref {rev}: git is not installed") from None
+    commit = res.stdout.strip()
+    if res.returncode != 0 or not commit:
+        why = res.stderr.strip() or f"no such commit in {Path(repo).resolve()}"
+        raise ConfigError(f"--base-ref {rev}: cannot read that revision ({why})")
+    return commit
+
+
 def workload_at(rev: str, name: str, repo: str | Path = ".") -> Workload:
     path = f"perfsuite/workloads/{name}.py"
-    res = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=repo, capture_output=True, text=True)
+    commit = resolve_commit(rev, repo)
+    res = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=repo, capture_output=True, text=True)
     if res.returncode != 0:
         raise ConfigError(f"--base-ref {rev}: cannot read {path} at that revision ({res.stderr.strip()})")
-    module = types.ModuleType(f"perfsuite_gate_{rev.replace('~', '_').replace('^', '_')}_{name}")
+    module = types.ModuleType(f"perfsuite_gate_{commit[:12]}_{name}")
     module.__file__ = f"{rev}:{path}"
     captured: list[Workload] = []
     with registry.capturing(captured):

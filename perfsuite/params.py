@@ -119,10 +119,16 @@ def parse_assignments(items: Iterable[str], specs: Iterable[Param], workload: st
                 f"workload {workload!r} has no parameter {key!r}; "
                 f"its parameters are: {', '.join(by_name) or '(none)'}"
             )
+        if key in out:  # `-p n=32 -p n=48`: one of them would be dropped silently
+            raise ConfigError(f"parameter {key!r} is given twice; give one list instead (-p {key}=A,B)")
         values = [v for v in raw.split(",")]
         if not raw.strip() or any(not v.strip() for v in values):
             raise ConfigError(f"parameter {key!r}: empty value in {item!r}")
-        out[key] = [by_name[key].parse(v) for v in values]
+        parsed = [by_name[key].parse(v) for v in values]
+        repeated = [v for i, v in enumerate(parsed) if v in parsed[:i]]
+        if repeated:  # `n=32,32` would measure the same case twice
+            raise ConfigError(f"parameter {key!r}: value {repeated[0]!r} is listed twice in {item!r}")
+        out[key] = parsed
     return out
 
 
@@ -132,3 +138,12 @@ def expand_sweep(values: Mapping[str, list]) -> list[dict[str, Any]]:
     for key, options in values.items():
         cases = [{**case, key: v} for case in cases for v in options]
     return cases
+
+
+def single_values(params: list[str], workload) -> dict:
+    """`-p` items for a command that measures one case: a value list is an error, not silently cut."""
+    parsed = parse_assignments(params, workload.params, workload.name)
+    many = [k for k, v in parsed.items() if len(v) > 1]
+    if many:
+        raise ConfigError(f"parameter {many[0]!r}: this command takes one value, not a list")
+    return {k: v[0] for k, v in parsed.items()}

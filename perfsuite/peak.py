@@ -1,12 +1,14 @@
-"""This device's peak: matmul FLOP/s (fp32, bf16) and memory bandwidth, measured and stored.
+"""This device's peak: matmul FLOP/s per roof and memory bandwidth, measured and stored.
 
 Every record then reports achieved FLOP/s as a fraction of this measured peak, not of a
 datasheet number the machine may never reach (shared cloud cores rarely hold turbo clocks).
+Roofs: fp32 and bf16 on CPU; on CUDA also fp16 and tf32 (fp32 inputs on TF32 tensor cores,
+several times the true fp32 rate), because cuDNN runs fp32 convolutions as TF32 by default.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +24,61 @@ from perfsuite.workloads.base import BuiltStep, Workload
 # Big enough to leave caches and reach steady kernel throughput; small enough for 2 CPU cores.
 MATMUL_N = {"cpu": 2048, "cuda": 8192}
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
-PEAK_DTYPES = ("fp32", "bf16")
+# CPU fp16 matmul is mostly converted to fp32 and back: no CPU workload runs against that roof.
+PEAK_DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "tf32", "bf16", "fp16")}
+# Which matmul dtype each roof is measured with; tf32 is fp32 data with TF32 allowed.
+_MATMUL_DTYPE = {"tf32": "fp32"}
+
+
+@contextlib.contextmanager
+def matmul_tf32(enabled: bool, backends=None):
+    """Allow (or forbid) TF32 for CUDA fp32 matmuls inside the block, restoring the flag after.
+
+    The legacy `allow_tf32` flag, as most user code sets it (torch refuses to mix it with the
+    newer `fp32_precision` API). `backends` defaults to torch.backends; tests pass a fake.
+    """
+    if backends is None:
+        import torch
+
+        backends = torch.backends
+    m = backends.cuda.matmul
+    old = m.allow_tf32
+    m.allow_tf32 = enabled
+    try:
+        # TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 forces TF32 on: the fp32 roof would then be TF32's.
+        if m.allow_tf32 != enabled:
+            raise RecordError(f"torch.backends.cuda.matmul.allow_tf32 stays {m.allow_tf32} when set to {enabled} "
+                              "(is TORCH_ALLOW_TF32_CUBLAS_OVERRIDE set?): cannot measure this roof")
+        yield
+    finally:
+        m.allow_tf32 = old
+
+
+def _tf32_allowed(legacy, op) -> bool:
+    try:
+        return bool(legacy.allow_tf32)
+    except RuntimeError:  # torch >= 2.9 refuses the legacy flag once the fp32_precision API was used;
+        return op().fp32_precision == "tf32"  # the op's own setting then reports what its parents set
+
+
+def tf32_flags(backends) -> dict[str, bool]:
+    """Whether CUDA fp32 matmuls (cuBLAS) and convolutions (cuDNN) may run as TF32 right now;
+    `backends` is torch.backends (tests pass a fake)."""
+    # The new API's objects are looked up only when needed: torch before 2.9 lacks cudnn.conv.
+    return {"matmul": _tf32_allowed(backends.cuda.matmul, lambda: backends.cuda.matmul),
+            "cudnn": _tf32_allowed(backends.cudnn, lambda: backends.cudnn.conv)}
+
+
+def roofs(device: str) -> tuple[str, ...]:
+    """The roofs `measure_peak` measures on `device` (for the CLI's announcement)."""
+    return PEAK_DTYPES["cuda" if device.startswith("cuda") else "cpu"]
+
+
+def _roof_mode(roof: str, kind: str):
+    """On CUDA the fp32 roof is true fp32 and the tf32 roof TF32, whatever the caller had set."""
+    if kind == "cuda" and roof in ("fp32", "tf32"):
+        return matmul_tf32(roof == "tf32")
+    return contextlib.nullcontext()
 
 
 def device_key(env: dict, device: str) -> str:
@@ -54,9 +110,10 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
     cfg = replace(cfg, device=device)
     matmul = registry.get("matmul")
     flops, records = {}, []
-    for dtype in PEAK_DTYPES:
-        rec = run_case(matmul, {"n": MATMUL_N[kind], "dtype": dtype}, cfg, env=env)
-        flops[dtype] = rec.flops_per_s
+    for roof in PEAK_DTYPES[kind]:
+        with _roof_mode(roof, kind):
+            rec = run_case(matmul, {"n": MATMUL_N[kind], "dtype": _MATMUL_DTYPE.get(roof, roof)}, cfg, env=env)
+        flops[roof] = rec.flops_per_s
         records.append(rec)
     copy = run_case(_copy_workload(COPY_BYTES[kind]), {}, cfg, env=env)
     records.append(copy)
@@ -73,22 +130,24 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
 
 
 def load_peaks(path: Path) -> dict:
+    """Stored peaks by device key ({} when there is no file yet)."""
+    from perfsuite.storage import load_document
+
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{path}: peak file is unreadable ({exc}); delete it and run `perfsuite peak`") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{path}: peak file must hold a JSON object")
-    return data
+        return load_document(path, "peaks")
+    except RecordError as exc:
+        raise RecordError(f"{exc}; delete it and run `perfsuite peak`") from None
 
 
 def save_peak(path: Path, peak: dict) -> None:
+    from perfsuite.storage import document
+
     peaks = load_peaks(path)
     peaks[peak["device_key"]] = peak
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(peaks, indent=1))
+    atomic_write_text(path, document("peaks", peaks))
 
 
 def peak_for(path: Path, env: dict, device: str) -> dict | None:

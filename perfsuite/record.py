@@ -4,6 +4,21 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
   1 - 2026-11: first version: spec, raw per-step samples, warm-up, work counts, memory, NVML,
       environment, machine peak, run configuration, convergence, warnings, and `extra`
       (workload-specific measurements such as DataLoader start-up).
+      The `peak` block may also carry `roof` (which measured roof applies: on CUDA an fp32 step
+      allowed to run as TF32 is judged against the tf32 roof), `tf32` (the flags read at record
+      time) and `why`; these keys are additive, so older records read as before.
+  2 - 2026-11: `conditions`, how the case was measured: worker processes, CPU affinity and
+      whether it was pinned, torch threads, hypervisor steal and other processes' CPU use in
+      the timed region; `processes`, with --processes N >= 2, each worker's pid, samples and
+      median (`samples_s` is then all of them pooled, and the median and its interval come
+      from the process medians). Version 1 records read as version 2 with empty `conditions`
+      (not recorded) and no `processes`.
+      Distributed cases (workloads ddp and allreduce, perfsuite.distributed) are version-2 records
+      with no new field: `samples_s` are the slowest rank's per-step samples, `work` counts every
+      rank's items (so throughput is global), `extra` holds world_size, nnodes, backend,
+      rank_medians_s, ranks (each rank's pid, host, median and samples), comm (the profiled
+      step's communication share), scaling (efficiency against world_size=1 of the same run) and,
+      for collectives, algbw_Bps and busbw_Bps; `conditions` adds world_size, nnodes, ranks_per_node.
 
 A record validates itself when built and never changes afterwards. Derived numbers (median,
 percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:
@@ -21,9 +36,12 @@ from functools import cached_property
 from typing import Any
 
 from perfsuite import stats
+from perfsuite.bound import Bound, where_time_went
 from perfsuite.errors import RecordError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions from_dict accepts; older ones lack fields that read as "not recorded".
+READABLE_VERSIONS = (1, 2)
 RESULTS_FORMAT = "perfsuite.results"
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -83,6 +101,8 @@ class Record:
     converged: bool = False
     warnings: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict)  # workload-specific measurements
+    conditions: dict = field(default_factory=dict)  # how it was measured (schema 2; empty: not recorded)
+    processes: tuple[dict, ...] | None = None  # per worker process, with --processes N >= 2
     schema_version: int = SCHEMA_VERSION
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
@@ -113,11 +133,45 @@ class Record:
         for name in ("warmup", "memory", "nvml", "env", "config", "extra"):
             _need(isinstance(getattr(self, name), dict), name, "must be an object")
         _need(self.peak is None or isinstance(self.peak, dict), "peak", "must be an object or null")
+        _need(isinstance(self.conditions, dict), "conditions", "must be an object")
+        if self.processes is not None:
+            object.__setattr__(self, "processes", tuple(self.processes))
+            self._check_processes()
+
+    def _check_processes(self) -> None:
+        procs = self.processes
+        _need(len(procs) >= 2 and all(isinstance(p, dict) for p in procs), "processes",
+              "must be a list of at least 2 objects (one per worker process) or null")
+        pooled: list = []
+        for i, p in enumerate(procs):
+            samples = p.get("samples_s")
+            _need(isinstance(samples, (list, tuple)) and len(samples) > 0
+                  and all(_is_number(s) and s > 0 for s in samples), f"processes[{i}].samples_s",
+                  "must be a non-empty list of positive finite seconds")
+            _need(_is_number(p.get("median")), f"processes[{i}].median", "must be a number")
+            pooled.extend(samples)
+        _need(tuple(pooled) == self.samples_s, "samples_s",
+              "must be the processes' samples pooled, in process order")
 
     # ---- derived ---------------------------------------------------------------------------
     @cached_property
+    def spread(self) -> stats.ProcessSpread | None:
+        """Between- and within-process spread, for a case measured in worker processes."""
+        if not self.processes:
+            return None
+        return stats.process_spread([p["samples_s"] for p in self.processes])
+
+    @cached_property
     def stats(self) -> stats.Summary:
-        return stats.summarize(self.samples_s)
+        """Summary of the samples. Measured in worker processes, the median and its interval are
+        those of the process medians (stats.process_spread): they carry the between-process
+        variance that pooled samples would hide."""
+        s = stats.summarize(self.samples_s)
+        if self.spread is None:
+            return s
+        from dataclasses import replace
+
+        return replace(s, median=self.spread.median, ci_low=self.spread.ci_low, ci_high=self.spread.ci_high)
 
     @property
     def median_s(self) -> float:
@@ -140,12 +194,18 @@ class Record:
 
     @property
     def peak_fraction(self) -> float | None:
-        """Achieved FLOP/s as a fraction of this machine's measured matmul peak for the dtype."""
+        """Achieved FLOP/s as a fraction of the measured matmul roof the peak block names (`roof`:
+        the work's dtype, or tf32 for CUDA fp32 work allowed to run as TF32); None without one."""
         achieved = self.flops_per_s
         peak = (self.peak or {}).get("flops_per_s")
         if achieved is None or not peak:
             return None
         return achieved / peak
+
+    @property
+    def bound(self) -> Bound:
+        """Where the time went: host-bound / device-bound from NVML on CUDA, n/a elsewhere."""
+        return where_time_went(self.device, self.nvml)
 
     def case_key(self) -> tuple:
         """Identity of the measured case: records with equal keys are comparable."""
@@ -178,12 +238,15 @@ class Record:
             "converged": self.converged,
             "warnings": list(self.warnings),
             "extra": self.extra,
+            "conditions": self.conditions,
+            "processes": None if self.processes is None else [dict(p) for p in self.processes],
             "derived": {
                 "stats": s.to_dict(),
                 "throughput": self.throughput,
                 "throughput_unit": self.throughput_unit,
                 "flops_per_s": self.flops_per_s,
                 "peak_fraction": self.peak_fraction,
+                "bound": self.bound.to_dict(),
             },
         }
 
@@ -194,6 +257,9 @@ class Record:
         if "schema_version" not in data:
             raise RecordError("not a perfsuite record: no 'schema_version'")
         data = {k: v for k, v in data.items() if k != "derived"}
+        if data["schema_version"] in READABLE_VERSIONS:
+            # Older versions lack fields; they read as "not recorded" (see the history above).
+            data["schema_version"] = SCHEMA_VERSION
         required = ("workload", "params", "device", "timing_method", "block_size", "samples_s", "work")
         missing = [k for k in required if k not in data]
         if missing:

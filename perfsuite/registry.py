@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from perfsuite.errors import ConfigError
-from perfsuite.workloads.base import Workload
+from perfsuite.workload import Workload
 
 _REGISTRY: dict[str, Workload] = {}
 _loaded = False

@@ -20,7 +20,7 @@ from perfsuite.measure.nvml import NvmlSampler
 from perfsuite.measure.nvtx import nvtx_range
 from perfsuite.measure.timing import Clock, clock_for
 from perfsuite.record import Record
-from perfsuite.workloads.base import Workload
+from perfsuite.workload import Workload
 
 # Warm-up grows its block until one block lasts this long, so that settling is judged on
 # readings the clock's own cost does not dominate.
@@ -149,6 +149,39 @@ def block_size_for(step_s: float, overhead_s: float, limit: float) -> int:
     return max(1, min(MAX_BLOCK, math.ceil(overhead_s / (limit * max(step_s, 1e-12)))))
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """How a step (or the two sides of a paired comparison) will be timed."""
+
+    block_size: int
+    clock_overhead_s: float
+    step_estimate_s: float  # the fastest side's settled step time
+    warmups: tuple[dict, ...]  # one warm-up summary per step
+
+
+def calibrate(
+    fns: list[Callable[[], object]],
+    clock: Clock,
+    cfg: RunConfig,
+    *,
+    block_s: float | None = None,
+    region: Callable[[], ContextManager] = contextlib.nullcontext,
+) -> Calibration:
+    """The one calibration engine (runner, paired comparisons, gate, pytest-benchmark front-end):
+    read the clock's own cost, warm every step up until it settles, then choose one block size
+    for all of them: the smallest whose clock cost stays under `cfg.clock_overhead_limit` of the
+    fastest step's block, or at least `block_s` seconds of it when given (the gate wants blocks
+    of a fixed length, short enough that drift within a pair stays small)."""
+    overhead = clock_overhead(clock)
+    with region():
+        warms = tuple(warm_up(fn, clock, cfg, overhead) for fn in fns)
+    est = min(w["step_estimate_s"] for w in warms)
+    n = block_size_for(est, overhead, cfg.clock_overhead_limit)
+    if block_s is not None:
+        n = max(n, min(MAX_BLOCK, int(block_s / max(est, 1e-12))))
+    return Calibration(block_size=n, clock_overhead_s=overhead, step_estimate_s=est, warmups=warms)
+
+
 def measure(
     fn: Callable[[], object],
     clock: Clock,
@@ -163,19 +196,19 @@ def measure(
     # Its time is kept in the record as the cold start.
     with warmup_region():
         first_call_s = clock.time_block(fn, 1)
+    # Set-up garbage is collected before the budget starts: a full collection with torch loaded
+    # takes ~0.3 s on a loaded 2-core machine, most of a worker's share of a short budget.
+    gc.collect()
     deadline_start = clock.now()
-    # The clock's cost is read first so that warm-up can calibrate on the step alone.
-    overhead = clock_overhead(clock)
-    with warmup_region():
-        warm = warm_up(fn, clock, cfg, overhead)
+    cal = calibrate([fn], clock, cfg, region=warmup_region)
+    overhead, warm = cal.clock_overhead_s, cal.warmups[0]
     warm["first_call_s"] = first_call_s
     if not warm["settled"]:
         warnings.append(
             f"warm-up did not settle within {cfg.warmup_max_fraction:.0%} of the budget "
             f"({warm['steps']} steps, {warm['seconds']:.2f}s): early samples may be slow"
         )
-    step_est = warm["step_estimate_s"]
-    n = block_size_for(step_est, overhead, cfg.clock_overhead_limit)
+    step_est, n = cal.step_estimate_s, cal.block_size
     remaining = cfg.max_time - (clock.now() - deadline_start)
     # Keep room for min_samples blocks inside the budget, even if that costs clock accuracy.
     n_cap = max(1, int(remaining / cfg.min_samples / max(step_est, 1e-12))) if remaining > 0 else 1
@@ -191,7 +224,7 @@ def measure(
     samples: list[float] = []
     hw = math.inf
     converged = False
-    gc.collect()  # collect set-up garbage now rather than inside a timed block
+    gc.collect(1)  # warm-up's garbage is young: collected now, cheaply, rather than inside a timed block
     with timed_region():
         t0 = clock.now()
         next_check = cfg.min_samples
@@ -236,16 +269,43 @@ def measure(
     )
 
 
-def _peak_for(peak: dict | None, dtype: str) -> dict | None:
+def _peak_for(peak: dict | None, dtype: str, backends=None) -> dict | None:
+    """The record's `peak` block: the measured roof this dtype's kernels ran against, and why.
+
+    On CUDA an fp32 step runs on TF32 tensor cores wherever torch allows it (cuDNN convolutions
+    do by default), so it is judged against the tf32 roof when either flag allows TF32: the
+    flags cannot say which kernels used it, and the higher roof never overstates the fraction.
+    `backends` is torch.backends on CUDA (its flags read now, at record time; tests pass a
+    fake), None elsewhere. A roof this device's stored peak lacks gives no number, and says so.
+    """
     if not peak:
         return None
-    flops = (peak.get("flops_per_s") or {}).get(dtype)
-    return {
+    roof, tf32 = dtype, None
+    why = f"{dtype} work: the {dtype} matmul roof"
+    if backends is not None and dtype == "fp32":
+        from perfsuite.peak import tf32_flags  # peak.py imports this module
+
+        tf32 = tf32_flags(backends)
+        allowed = [f"torch.backends.{'cuda.matmul' if k == 'matmul' else 'cudnn'}.allow_tf32"
+                   for k, v in tf32.items() if v]
+        if allowed:
+            roof, why = "tf32", f"fp32 work with {' and '.join(allowed)} on: the tf32 roof"
+        else:
+            why = "fp32 work with TF32 off for matmul and cuDNN: the true fp32 roof"
+    flops = (peak.get("flops_per_s") or {}).get(roof)
+    if not flops:
+        why = f"no {roof} roof in this device's stored peak ({why}); rerun `perfsuite peak` to measure it"
+    block = {
         "flops_per_s": flops,
         "dtype": dtype,
+        "roof": roof,
+        "why": why,
         "bytes_per_s": peak.get("bytes_per_s"),
         "measured": peak.get("measured"),
     }
+    if tf32 is not None:
+        block["tf32"] = tf32
+    return block
 
 
 def run_case(
@@ -258,8 +318,56 @@ def run_case(
     clock: Clock | None = None,
     after: Callable[[object], None] | None = None,
 ) -> Record:
-    """Build the workload's step (untimed), measure it, and return its record."""
+    """Build the workload's step (untimed), measure it, and return its record; pinned to
+    `cfg.cpus` with `cfg.threads` torch threads when given, for this case only."""
+    from perfsuite import system
+
+    with system.pinned(cfg.cpus, cfg.threads):
+        return _run_case(workload, params, cfg, env=env, peak=peak, clock=clock, after=after)
+
+
+def measured_conditions(cfg: RunConfig, usage: dict) -> tuple[dict, list[str]]:
+    """How a case was measured (the record's `conditions`) and the warnings the timed region's
+    steal and other load call for. `usage` is system.CpuUsage's readings."""
+    import os
+
     import torch
+
+    from perfsuite import system
+
+    cond = {
+        "processes": cfg.processes,
+        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "pinned": cfg.cpus is not None,
+        "torch_threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "threads_set": cfg.threads is not None,
+        "steal_fraction": usage.get("steal_fraction"),
+        "others_cpus": usage.get("others_cpus"),
+        "busy_fraction": usage.get("busy_fraction"),
+        "timed_wall_s": usage.get("wall_s"),
+        "load_avg": system.read_load_average(),
+    }
+    return cond, conditions_warnings(cond)
+
+
+def conditions_warnings(cond: dict) -> list[str]:
+    """Warnings for the steal and other load a record's `conditions` saw in the timed region."""
+    from perfsuite import system
+
+    warnings = []
+    if (cond.get("steal_fraction") or 0) > system.STEAL_WARN:
+        warnings.append(f"hypervisor steal took {cond['steal_fraction']:.1%} of the CPU time during the timed region")
+    if (cond.get("others_cpus") or 0) > system.OTHERS_WARN_CPUS:
+        warnings.append(f"other processes kept {cond['others_cpus']:.1f} CPU(s) busy during the timed region "
+                        f"(this process may use {len(cond.get('cpus') or [])}): see `perfsuite system`")
+    return warnings
+
+
+def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, clock, after) -> Record:
+    import torch
+
+    from perfsuite.system import CpuUsage
 
     device = resolve_device(cfg.device)
     resolved = workload.resolve(params)
@@ -273,6 +381,7 @@ def run_case(
     cuda_mem = CudaPeakMemory(device=device) if is_cuda else None
     nvml = NvmlSampler(index=torch.device(device).index or 0 if is_cuda else None,
                        interval_s=cfg.nvml_interval)
+    usage = CpuUsage()
 
     @contextlib.contextmanager
     def timed_region():
@@ -283,6 +392,7 @@ def run_case(
             if cuda_mem is not None:
                 stack.enter_context(cuda_mem)
             stack.enter_context(nvml)
+            stack.enter_context(usage)  # steal and other load: read from /proc/stat around the blocks
             yield
 
     extra: dict = {}
@@ -305,11 +415,12 @@ def run_case(
     memory = host_mem.to_dict()
     if cuda_mem is not None:
         memory.update(cuda_mem.to_dict())
-    warnings = list(m.warnings) + list(host_mem.warnings)
+    conditions, load_warnings = measured_conditions(cfg, usage.readings)
+    warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings
     nvml_summary = nvml.summary()
     if is_cuda and nvml_summary["status"] != "ok":
         warnings.append(f"NVML unavailable: {nvml_summary['reason']}")
-    peak_rec = _peak_for(peak, built.work.dtype)
+    peak_rec = _peak_for(peak, built.work.dtype, torch.backends if is_cuda else None)
     if peak_rec is None and built.work.flops_per_step:
         warnings.append("no machine peak stored for this device: run `perfsuite peak` for peak fractions")
     warm = dict(m.warmup)
@@ -332,4 +443,5 @@ def run_case(
         converged=m.converged,
         warnings=warnings,
         extra=extra,
+        conditions=conditions,
     )

@@ -216,3 +216,81 @@ def signed_rank_greater(xs: Sequence[float], above: float) -> float:
     if all(d == 0 for d in diffs):
         return 1.0
     return float(wilcoxon(diffs, alternative="greater", zero_method="wilcox").pvalue)
+
+
+@dataclass(frozen=True)
+class ProcessSpread:
+    """A case measured in several processes: the reported median and its interval, and how much
+    of the spread of a process's median comes from the process it ran in.
+
+    Variance components of one process's median m_i: Var(m_i) = between + within_i, where
+    within_i = (pi/2) sigma_i^2 / n_i is the sampling variance of a median of n_i samples
+    (sigma_i from the IQR, robust to outliers) and `between` is what differs from process to
+    process (placement, memory layout, neighbours) and no amount of samples inside one removes."""
+
+    medians: tuple[float, ...]
+    median: float  # the median of the process medians: one slow process cannot move it far
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    between_var: float  # variance of a process median that is between processes
+    within_var: float  # mean sampling variance of one process's median
+    confidence: float = 0.95
+
+    @property
+    def between_share(self) -> float:
+        """Fraction of a process median's variance that is between processes (0..1)."""
+        total = self.between_var + self.within_var
+        return self.between_var / total if total > 0 else 0.0
+
+    @property
+    def between_cv(self) -> float:
+        return math.sqrt(self.between_var) / self.median
+
+    @property
+    def within_cv(self) -> float:
+        return math.sqrt(self.within_var) / self.median
+
+    @property
+    def rel_ci_halfwidth(self) -> float:
+        return (self.ci_high - self.ci_low) / 2.0 / self.median
+
+    def to_dict(self) -> dict:
+        return {"medians": list(self.medians), "median": self.median, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "ci_method": self.ci_method, "between_var": self.between_var,
+                "within_var": self.within_var, "between_share": self.between_share,
+                "between_cv": self.between_cv, "within_cv": self.within_cv, "confidence": self.confidence}
+
+
+def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95) -> ProcessSpread:
+    """Summary of a case measured in len(groups) >= 2 processes, one sample list per process.
+
+    The interval: with 6 or more processes, the distribution-free interval of the median of the
+    process medians; with 3 to 5, the t interval of the process medians (mean +- t s/sqrt(N),
+    around their median; too few processes for an order-statistic interval); with 2, the pooled
+    samples' interval of the median widened to include both process medians."""
+    from scipy.stats import t as student_t
+
+    if len(groups) < 2:
+        raise ValueError(f"process_spread needs at least 2 processes, got {len(groups)}")
+    vals = [_checked(g, f"process {i}") for i, g in enumerate(groups)]
+    meds = [median(g) for g in vals]
+    n = len(meds)
+    point = median(meds)
+    mean = sum(meds) / n
+    var_meds = sum((m - mean) ** 2 for m in meds) / (n - 1)
+    # IQR / 1.349 is sigma for normal data; (pi/2) sigma^2 / k is the variance of a median of k.
+    within = sum((math.pi / 2) * (iqr(g) / 1.349) ** 2 / len(g) for g in vals) / n
+    between = max(0.0, var_meds - within)
+    if n >= 6:
+        lo, hi = median_ci(meds, confidence)
+        method = "order statistics of the process medians"
+    elif n >= 3:
+        half = float(student_t.ppf((1 + confidence) / 2, n - 1)) * math.sqrt(var_meds / n)
+        lo, hi = point - half, point + half
+        method = "t interval of the process medians"
+    else:
+        pooled = median_ci([x for g in vals for x in g], confidence) or (min(meds), max(meds))
+        lo, hi = min(pooled[0], *meds), max(pooled[1], *meds)
+        method = "pooled samples, widened to both process medians"
+    return ProcessSpread(tuple(meds), point, max(lo, 0.0), hi, method, between, within, confidence)

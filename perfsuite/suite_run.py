@@ -9,13 +9,13 @@ missing cases are measured; failed cases are retried only with `retry_failed`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
-from perfsuite.errors import ConfigError, PerfsuiteError, Unsupported
+from perfsuite.errors import ConfigError, Unsupported
 from perfsuite.record import case_key
 from perfsuite.suite import Suite, config_digest, resolved_config
 
@@ -72,21 +72,54 @@ def check_cases(suite: Suite, device: str) -> dict[tuple, str]:
     return unsupported
 
 
+def lock_output(out: Path):
+    """Hold `out` for this run: a second run into the same folder would measure every case again
+    and race on its files, so it fails at once. The lock is an flock on `out/.lock`, which the
+    kernel releases whenever this process ends, however it ends: no stale locks."""
+    import fcntl
+    import os
+
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"output directory {out} is in use by another perfsuite run; "
+                          "wait for it or choose another --out") from None
+    return fd
+
+
 def run_suite(suite: Suite, out: Path, console: Console, retry_failed: bool = False,
-              peak_file: Path | None = None) -> SuiteOutcome:
-    from perfsuite import registry, runner
-    from perfsuite.config import RunConfig, resolve_device
-    from perfsuite.env import fingerprint
-    from perfsuite.measure.timing import clock_for
-    from perfsuite.pairing import pair
-    from perfsuite.peak import peak_for
-    from perfsuite.storage import ResultsWriter, atomic_write_text, failure_entry
-    from perfsuite.training.amp_compare import compare_precisions
+              peak_file: Path | None = None, events=None, settings: dict | None = None) -> SuiteOutcome:
+    """`settings`: RunConfig fields the command line sets for every run entry (cpus, threads)."""
+    import os
+
+    from perfsuite.config import resolve_device
 
     device = resolve_device(suite.device)
     unsupported = check_cases(suite, device)
     config = resolved_config(suite, device)
     prepare_output(out, config)
+    lock = lock_output(out)
+    try:
+        return _run_entries(suite, out, console, device, unsupported, config, retry_failed, peak_file, events,
+                            {k: v for k, v in (settings or {}).items() if v is not None})
+    finally:
+        os.close(lock)
+
+
+def _run_entries(suite, out, console, device, unsupported, config, retry_failed, peak_file, events,
+                 settings) -> SuiteOutcome:
+    from perfsuite import registry
+    from perfsuite.config import RunConfig
+    from perfsuite.env import fingerprint
+    from perfsuite.execute import Case, run_cases
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.pairing import pair
+    from perfsuite.peak import peak_for
+    from perfsuite.storage import ResultsWriter, atomic_write_text, document
+    from perfsuite.training.amp_compare import compare_precisions
+
     env = fingerprint()
     peak = peak_for(peak_file, env, device) if peak_file else None
     outcome = SuiteOutcome()
@@ -98,42 +131,39 @@ def run_suite(suite: Suite, out: Path, console: Console, retry_failed: bool = Fa
         if e.kind == "run":
             writer = ResultsWriter.resume(out / f"{e.name}.json")
             done = {r.case_key() for r in writer.records}
+            todo = []
             for case in cases:
-                resolved = w.resolve(case)
-                key = case_key(w.name, resolved, device)
+                key = case_key(w.name, w.resolve(case), device)
                 if key + (e.name,) in unsupported:
                     outcome.unsupported += 1
                     console.print(Text(f"skip {e.name} {case}: {unsupported[key + (e.name,)]}", style="yellow"))
-                    continue
-                if key in done:
+                elif key in done:
                     outcome.skipped_done += 1
-                    continue
-                if writer.has_failure(key):
-                    if not retry_failed:
-                        outcome.skipped_failed += 1
-                        continue
-                    writer.drop_failure(key)
-                console.print(Text(f"{e.name}: {w.name} {case}"), highlight=False)
-                try:
-                    rec = runner.run_case(w, case, RunConfig(device=device, max_time=e.max_time), env=env, peak=peak)
-                    writer.add(replace(rec, config={**rec.config, **run_info}))
-                    outcome.measured += 1
-                except (KeyboardInterrupt, PerfsuiteError):
-                    raise
-                except Exception as exc:  # out of memory, a crash in the step: recorded, the suite goes on
-                    writer.add_failure(failure_entry(w.name, resolved, device, exc))
-                    outcome.failed += 1
-                    console.print(Text(f"failed {e.name} {case}: {exc}", style="red"))
+                elif writer.has_failure(key) and not retry_failed:
+                    outcome.skipped_failed += 1
+                else:
+                    if writer.has_failure(key):
+                        writer.drop_failure(key)
+                    todo.append(Case(w, case))
+            cfg = RunConfig(device=device, max_time=e.max_time, processes=e.processes, **settings)
+            res = run_cases(todo, cfg, device, writer=writer, env=env,
+                            peak=peak, record_config=run_info, events=events or _EntryEvents(console, e.name))
+            outcome.measured += len(res.records)
+            outcome.failed += len(res.failures)
+            outcome.unsupported += len(res.unsupported)
+            if res.interrupted:
+                raise KeyboardInterrupt
             continue
         path = out / f"{e.name}.{e.kind}.json"
-        if path.exists():
-            outcome.skipped_done += len(cases)
-            continue
-        results = []
+        results = _resume_entry(path, e.kind)
+        done = {json.dumps(r.get("case"), sort_keys=True) for r in results}
         clock = clock_for(device, "host")
         for case in cases:
             if case_key(w.name, w.resolve(case), device) + (e.name,) in unsupported:
                 outcome.unsupported += 1
+                continue
+            if json.dumps(dict(case), sort_keys=True) in done:
+                outcome.skipped_done += 1
                 continue
             console.print(Text(f"{e.name}: {e.kind} {w.name} {case}"), highlight=False)
             if e.kind == "pair":
@@ -141,7 +171,44 @@ def run_suite(suite: Suite, out: Path, console: Console, retry_failed: bool = Fa
             else:
                 r = compare_precisions(w.name, case, device, clock_for(device), e.precisions[0], e.precisions[1],
                                        pairs=e.pairs, steps=e.steps)
-            results.append({**r.to_dict(), **run_info})
+            results.append({**r.to_dict(), "case": dict(case), **run_info})
             outcome.measured += 1
-        atomic_write_text(path, json.dumps(results, indent=1))
+            # Saved after every case: Ctrl-C in the middle of an entry keeps its finished cases.
+            atomic_write_text(path, document(e.kind, results))
     return outcome
+
+
+def _resume_entry(path: Path, kind: str) -> list[dict]:
+    """The finished cases of a pair/amp entry from an earlier, interrupted run of the same suite."""
+    from perfsuite.errors import RecordError
+    from perfsuite.storage import load_document
+
+    if not path.exists():
+        return []
+    try:
+        return list(load_document(path, kind))
+    except RecordError as exc:
+        raise ConfigError(f"{exc}; remove it to measure its entry again") from None
+
+
+class _EntryEvents:
+    def __init__(self, console: Console, entry: str) -> None:
+        self.console, self.entry = console, entry
+
+    def start(self, case) -> None:
+        self.console.print(Text(f"{self.entry}: {case.label}"), highlight=False)
+
+    def done(self, case, record) -> None:
+        from perfsuite.workers import describe
+
+        if line := describe(record):  # a case measured in worker processes: its between-process spread
+            self.console.print(Text(f"{self.entry}: {line}"), highlight=False)
+
+    def failed(self, case, failure) -> None:
+        self.console.print(Text(f"failed {self.entry} {case.label}: {failure['error']}", style="red"))
+
+    def skipped(self, case, reason) -> None:
+        self.console.print(Text(f"skip {self.entry} {case.label}: {reason}", style="yellow"))
+
+    def traced(self, case, trace, table) -> None:
+        pass

@@ -1,25 +1,34 @@
-"""Make a published asv site work without internet access.
+"""Make a published asv site work without internet access, from files shipped in this repository.
 
-asv 0.6's pages load jQuery, flot, bootstrap and friends from public CDNs; on machines
-without internet (ours) the site shows "Can not determine continental origin of swallow".
-This fetches the same libraries from the npm registry (`npm pack`, cached under
-~/.cache/perfsuite/npm), copies them into the site's `vendor/` folder and points the pages
-at them. Nothing is committed: like any dependency, the libraries are installed on demand.
+asv 0.6's pages load jQuery, flot, bootstrap and friends from public CDNs; on machines without
+internet (ours) the site shows "Can not determine continental origin of swallow". The same
+libraries, pinned, are shipped in scripts/asv_vendor/ (one folder per npm package@version, with
+its licence; MANIFEST.json records each file's sha384 and the npm tarball's integrity). This
+copies them into the site's `vendor/` folder and points the pages at them, with each tag's
+`integrity` attribute set to the shipped file's sha384 (the CDN's minified builds differ from
+npm's files, so their hashes cannot be kept; the browser still checks every file). Nothing is
+downloaded at publish time; a missing or altered vendored file stops it with the file's name.
 
-    python scripts/asv_offline.py .asv/html
+    python scripts/asv_offline.py .asv/html      # make asv-publish runs this
+    python scripts/asv_offline.py --fetch        # maintainers: refetch the pinned files with npm pack
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import json
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
-CACHE = Path.home() / ".cache" / "perfsuite" / "npm"
+VENDOR = Path(__file__).resolve().parent / "asv_vendor"
+MANIFEST = VENDOR / "MANIFEST.json"
 
 # CDN address -> (npm package@version, file inside the package). cdnjs and code.jquery.com
 # addresses are listed; jsDelivr's /npm/ addresses map by their own path.
@@ -36,8 +45,27 @@ KNOWN = {
         ("stupid-table-plugin@1.1.3", "stupidtable.min.js"),
     "https://cdnjs.cloudflare.com/ajax/libs/blueimp-md5/2.19.0/js/md5.min.js": ("blueimp-md5@2.19.0", "js/md5.min.js"),
 }
+# What asv 0.6's pages load through jsDelivr (npm's own files): fetched too by --fetch.
+JSDELIVR_FILES = {
+    "bootstrap@3.1.1": ["dist/css/bootstrap.min.css", "dist/js/bootstrap.min.js"],
+    "flot-orderbars@1.0.0": ["js/jquery.flot.orderBars.js"],
+}
+# The licence each package ships (flot-orderbars ships none: its package.json says MIT).
+LICENCES = {
+    "jquery@3.3.1": "LICENSE.txt", "flot@0.8.3": "LICENSE.txt", "stupid-table-plugin@1.1.3": "LICENSE",
+    "blueimp-md5@2.19.0": "LICENSE.txt", "bootstrap@3.1.1": "LICENSE", "flot-orderbars@1.0.0": "package.json",
+}
 JSDELIVR = re.compile(r"https://cdn\.jsdelivr\.net/npm/((?:@[^/]+/)?[^/@]+@[^/]+)/(.+)")
 TAG = re.compile(r"""<(script|link)\b[^>]*?\b(src|href)="(https://[^"]+)"[^>]*>""")
+
+
+class OfflineError(SystemExit):
+    def __init__(self, message: str) -> None:
+        super().__init__(f"asv_offline: {message}")
+
+
+def sha384(data: bytes) -> str:
+    return "sha384-" + base64.b64encode(hashlib.sha384(data).digest()).decode()
 
 
 def locate(url: str) -> tuple[str, str] | None:
@@ -47,57 +75,118 @@ def locate(url: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
-def fetch(spec: str) -> Path:
-    """The npm tarball of `spec`, from the cache or the registry."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    name, _, version = spec.rpartition("@")
-    tgz = CACHE / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
-    if not tgz.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            raise SystemExit("asv_offline: npm is needed to fetch the site's JavaScript libraries")
-        subprocess.run([npm, "pack", spec, "--pack-destination", str(CACHE)], check=True,
-                       capture_output=True, text=True)
-    return tgz
+def load_manifest(vendor: Path = VENDOR) -> dict:
+    path = vendor / "MANIFEST.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise OfflineError(f"{path} is missing: the vendored JavaScript cannot be checked "
+                           "(restore it from git, or run `python scripts/asv_offline.py --fetch`)") from None
+    except json.JSONDecodeError as exc:
+        raise OfflineError(f"{path} is not valid JSON ({exc})") from None
 
 
-def vendor(site: Path) -> int:
+def shipped(spec: str, inner: str, manifest: dict, vendor: Path = VENDOR) -> tuple[Path, str]:
+    """The vendored file for `inner` of `spec` and its recorded sha384, checked."""
+    entry = manifest.get("packages", {}).get(spec)
+    if entry is None or inner not in entry.get("files", {}):
+        raise OfflineError(f"{spec}/{inner} is not in {vendor / 'MANIFEST.json'}: asv's pages need a file this "
+                           "repository does not ship (a newer asv?); add it with --fetch")
+    path = vendor / spec / inner
+    if not path.is_file():
+        raise OfflineError(f"vendored file {path} is missing (restore it from git, or run "
+                           "`python scripts/asv_offline.py --fetch`)")
+    want, got = entry["files"][inner], sha384(path.read_bytes())
+    if got != want:
+        raise OfflineError(f"vendored file {path} does not match its recorded hash ({got} != {want})")
+    return path, want
+
+
+def vendor(site: Path, vendor_dir: Path = VENDOR) -> int:
     pages = sorted(site.glob("*.html"))
     if not pages:
-        raise SystemExit(f"asv_offline: no HTML pages in {site}; run `asv publish` first")
+        raise OfflineError(f"no HTML pages in {site}; run `asv publish` first")
+    manifest = load_manifest(vendor_dir)
     dest = site / "vendor"
-    dest.mkdir(exist_ok=True)
     replaced = 0
     for page in pages:
         text = page.read_text()
 
         def local(m: re.Match) -> str:
             nonlocal replaced
-            where = locate(m.group(3))
+            url = m.group(3)
+            where = locate(url)
             if where is None:
-                return m.group(0)
+                raise OfflineError(f"{page.name} loads {url}, which no vendored file stands for")
             spec, inner = where
-            target = dest / spec.replace("/", "_") / inner
-            if not target.exists():
-                with tarfile.open(fetch(spec)) as tar:
-                    member = tar.extractfile(f"package/{inner}")
-                    if member is None:
-                        raise SystemExit(f"asv_offline: {spec} has no {inner}")
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(member.read())
+            src, digest = shipped(spec, inner, manifest, vendor_dir)
+            target = dest / spec / inner
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, target)
+            licence = manifest["packages"][spec]["licence"]
+            shutil.copyfile(vendor_dir / spec / licence, dest / spec / Path(licence).name)
             replaced += 1
-            tag = m.group(0).replace(m.group(3), target.relative_to(site).as_posix())
-            # The integrity hashes are those of the CDN's builds, not of npm's files.
-            return re.sub(r'\s(integrity|crossorigin|referrerpolicy)="[^"]*"', "", tag)
+            tag = m.group(0).replace(url, target.relative_to(site).as_posix())
+            # Same origin now: no CORS attributes; the integrity is the shipped file's own.
+            tag = re.sub(r'\s(crossorigin|referrerpolicy)="[^"]*"', "", tag)
+            if re.search(r'\sintegrity="[^"]*"', tag):
+                return re.sub(r'\sintegrity="[^"]*"', f' integrity="{digest}"', tag)
+            return tag.replace(f' {m.group(2)}="', f' integrity="{digest}" {m.group(2)}="', 1)
 
         page.write_text(TAG.sub(local, text))
     return replaced
 
 
+def fetch(vendor_dir: Path = VENDOR) -> None:
+    """Maintainers only (network): the pinned packages from the npm registry with `npm pack`,
+    their needed files and licences into `vendor_dir`, and MANIFEST.json rewritten."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise OfflineError("--fetch needs npm")
+    wanted: dict[str, set[str]] = {}
+    for spec, inner in KNOWN.values():
+        wanted.setdefault(spec, set()).add(inner)
+    for spec, inners in JSDELIVR_FILES.items():
+        wanted.setdefault(spec, set()).update(inners)
+    manifest: dict = {"about": "JavaScript and CSS asv 0.6's pages load from CDNs, pinned from the npm registry "
+                               "for scripts/asv_offline.py; hashes are sha384 of the files as shipped here",
+                      "urls": {url: [spec, inner] for url, (spec, inner) in KNOWN.items()}, "packages": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec, inners in sorted(wanted.items()):
+            res = subprocess.run([npm, "pack", spec, "--json", "--pack-destination", tmp],
+                                 capture_output=True, text=True)
+            if res.returncode != 0:
+                raise OfflineError(f"npm pack {spec} failed: {res.stderr.strip()[-500:]}")
+            info = json.loads(res.stdout)[0]
+            files = {}
+            with tarfile.open(Path(tmp) / info["filename"]) as tar:
+                for inner in sorted(inners | {LICENCES[spec]}):
+                    member = tar.extractfile(f"package/{inner}")
+                    if member is None:
+                        raise OfflineError(f"{spec} has no {inner}")
+                    data = member.read()
+                    out = vendor_dir / spec / inner
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(data)
+                    if inner in inners:
+                        files[inner] = sha384(data)
+            manifest["packages"][spec] = {"licence": LICENCES[spec], "npm_integrity": info["integrity"],
+                                          "files": files}
+    (vendor_dir / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("site", type=Path)
-    n = vendor(p.parse_args().site)
+    p.add_argument("site", type=Path, nargs="?")
+    p.add_argument("--fetch", action="store_true", help="maintainers: refetch the pinned files (needs npm)")
+    args = p.parse_args()
+    if args.fetch:
+        fetch()
+        print(f"asv_offline: vendored files and MANIFEST.json written to {VENDOR}", file=sys.stderr)
+        return
+    if args.site is None:
+        p.error("give the published site's folder (or --fetch)")
+    n = vendor(args.site)
     print(f"asv_offline: {n} external reference(s) now served from vendor/", file=sys.stderr)
 
 

@@ -67,7 +67,9 @@ def test_activation_workload_and_pairing(capsys, tmp_path):
     code = cli.main(["pair", "activation", "--vary", "impl=custom,builtin", "-p", "numel=4096",
                      "-p", "save=input,input+sigmoid", "--budget", "0.3", "--device", "cpu", "--out", str(out)])
     assert code == 0
-    res = json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "perfsuite.pair" and doc["schema_version"] == 1
+    res = doc["results"]
     assert [r["params"]["save"] for r in res] == ["input", "input+sigmoid"]
     # The built-in silu saves its input only: equal bytes when we save the input, double with the sigmoid.
     assert res[0]["saved_ratio"] == 1.0 and res[1]["saved_ratio"] == 2.0

@@ -3,6 +3,7 @@ folder (the `existing` environment: this interpreter, no install), `asv publish`
 published graph page opened in headless Chromium, which must show data points."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,11 @@ def test_published_graph_shows_data_points(tmp_path):
     offline = subprocess.run([sys.executable, str(ROOT / "scripts" / "asv_offline.py"), str(html)],
                              capture_output=True, text=True, timeout=300)
     assert offline.returncode == 0, offline.stderr
+    # Every page loads its scripts from the site itself, each checked by its integrity hash.
+    for page in html.glob("*.html"):
+        tags = re.findall(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"[^\"]*\"[^>]*>", page.read_text())
+        assert not [t for t in tags if "https://" in t], page.name
+        assert all("integrity=\"sha384-" in t for t in tags if "vendor/" in t), page.name
     graphs = list((html / "graphs").rglob("bench_noop.NoopTrack.track_median_s.json"))
     assert graphs, "asv publish wrote no graph data for the benchmark"
     assert any(json.loads(g.read_text()) for g in graphs)

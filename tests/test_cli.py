@@ -137,7 +137,8 @@ def test_peak_then_records_report_peak_fraction(capsys, tmp_path, monkeypatch):
     code, stdout, _ = run(capsys, "--peak-file", str(peak_file), "peak", "--max-time", "0.5")
     assert code == 0 and "matmul fp32" in stdout
     stored = json.loads(peak_file.read_text())
-    (entry,) = stored.values()
+    assert stored["format"] == "perfsuite.peaks"
+    (entry,) = stored["results"].values()
     assert entry["flops_per_s"]["fp32"] > 0 and entry["bytes_per_s"] > 0
     out = tmp_path / "r.json"
     code, _, _ = run(capsys, "--peak-file", str(peak_file), "run", "matmul", "-p", "n=64", *FAST,
@@ -197,9 +198,94 @@ def test_amp_command_reports_a_verdict(capsys, tmp_path):
     out = tmp_path / "amp.json"
     code, stdout, _ = run(capsys, "amp", "autoencoder", "-p", "batch_size=16", "--pairs", "4", "--steps", "6",
                           "--device", "cpu", "--out", str(out))
-    data = json.loads(out.read_text())
-    assert code == (0 if data["accuracy_ok"] else 1)
+    (data,) = json.loads(out.read_text())["results"]
+    assert code == (0 if data["accuracy_ok"] else 3)  # 3: a failed check; 1 is only ever "slower"
     assert "speed-up" in stdout or "diverges" in stdout
     assert data["precision_a"] == "fp32" and data["precision_b"] == "bf16" and len(data["pair_ratios"]) == 4
     code, _, err = run(capsys, "amp", "autoencoder", "--precisions", "fp32", "--device", "cpu")
     assert code == 2 and "--precisions expects two" in err
+
+
+def test_an_internal_error_exits_4_with_the_traceback_in_a_log_not_on_the_console(capsys, tmp_path, monkeypatch):
+    from perfsuite import cli
+
+    def broken(args, console):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setitem(cli.COMMANDS, "env", broken)
+    code, out, err = run(capsys, "env")
+    assert code == cli.EXIT_INTERNAL == 4
+    assert "Traceback" not in out + err and "ZeroDivisionError: a bug" in err
+    (log,) = (tmp_path / ".cache" / "perfsuite" / "logs").glob("perfsuite-crash-*.log")
+    assert str(log) in err.replace("\n", "") and "Traceback" in log.read_text()
+
+
+@pytest.mark.parametrize("flag", [["--max-time", "1"], ["--min-time", "1"], ["--target-ci", "0.05"],
+                                  ["--no-nvtx"], ["matmul"]])
+def test_options_a_suite_would_ignore_are_refused(capsys, tmp_path, flag):
+    code, _, err = run(capsys, "run", "--suite", "ci", "--out", str(tmp_path / "o"), *flag)
+    assert code == 2 and "cannot be combined with --suite/--config" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_suite_overrides_are_parsed_by_each_entrys_own_workload(tmp_path):
+    from perfsuite.errors import ConfigError
+    from perfsuite.suite import load_suite
+
+    path = tmp_path / "mm.yaml"
+    path.write_text("name: mm\nsuites:\n  - name: mm\n    workload: matmul\n    params: {n: [64]}\n")
+    # Other workloads have `dtype` without fp16 or `n` with another minimum: their rules do not apply.
+    suite = load_suite(path, {"dtype": "fp16", "n": "1,2"})
+    assert suite.entries[0].sweep == {"n": [1, 2], "dtype": ["fp16"]}
+    with pytest.raises(ConfigError, match="-p batch_size: no entry"):
+        load_suite(path, {"batch_size": "8"})
+    with pytest.raises(ConfigError, match="-p n=x"):
+        load_suite(path, {"n": "x"})
+
+
+@pytest.mark.parametrize("argv", [
+    ["peak", "--max-time", "0.3", "--device", "cpu"],
+    ["pair", "matmul", "--vary", "n=8,16", "--budget", "0.3", "--device", "cpu", "--out", "{blocker}/p.json"],
+    ["trace", "matmul", "--device", "cpu", "--out-dir", "{blocker}/traces"],
+    ["report", "{results}", "--out-dir", "{blocker}/report"],
+])
+def test_outputs_under_a_regular_file_are_refused_before_measuring(capsys, tmp_path, monkeypatch, argv):
+    """An output path under a regular file used to fail after measuring, losing the measurement."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    results = tmp_path / "r.json"
+    assert run(capsys, "run", "noop", "--max-time", "0.2", "--device", "cpu", "--out", str(results))[0] == 0
+    measured = []
+    monkeypatch.setattr(runner, "measure", lambda *a, **k: measured.append(1) or pytest.fail("measured"))
+    argv = [a.format(blocker=blocker, results=results) for a in argv]
+    if argv[0] == "peak":
+        argv = ["--peak-file", str(blocker / "peak.json")] + argv
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "blocker" in err and not measured
+
+
+def test_run_pins_cpus_and_threads_and_records_them(capsys, tmp_path):
+    import os
+
+    import torch
+
+    one = min(os.sched_getaffinity(0))
+    out = tmp_path / "r.json"
+    code, _, _ = run(capsys, "run", "noop", "--max-time", "0.2", "--device", "cpu", "--cpus", str(one),
+                     "--threads", "1", "--out", str(out))
+    assert code == 0
+    (rec,) = load_records(out)
+    c = rec.conditions
+    assert (c["cpus"], c["pinned"], c["torch_threads"], c["threads_set"]) == ([one], True, 1, True)
+    assert rec.config["cpus"] == [one] and rec.config["threads"] == 1
+    assert os.sched_getaffinity(0) != {one} or len(os.sched_getaffinity(0)) == 1  # put back afterwards
+    assert torch.get_num_threads() >= 1
+
+
+@pytest.mark.parametrize("flag, message", [(["--cpus", "1-0"], "runs backwards"), (["--threads", "0"], ">= 1"),
+                                           (["--processes", "two"], ">= 1")])
+def test_bad_pinning_and_worker_options_are_refused(capsys, flag, message):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "noop", *flag])
+    assert exc.value.code == 2 and message in capsys.readouterr().err

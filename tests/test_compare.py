@@ -61,3 +61,56 @@ def test_environment_mismatch_is_refused_unless_allowed():
     # A different commit or host is what comparisons are for: not a mismatch.
     moved = {**ENV, "git_commit": "abc", "host": "elsewhere", "python": "3.11.9"}
     assert compare_records(base, [make_record(seed=2, env=moved)]).cases
+
+
+# ---- how the two sides were measured (record.conditions) ------------------------------------------
+
+COND = {"processes": 1, "cpus": [0, 1], "pinned": False, "torch_threads": 2, "steal_fraction": 0.0,
+        "others_cpus": 0.1}
+
+
+def _pair(base_cond, new_cond, **kw):
+    return [make_record(seed=1, conditions=base_cond, **kw)], [make_record(seed=2, conditions=new_cond, **kw)]
+
+
+def test_alike_conditions_give_no_warning():
+    (c,) = compare_records(*_pair(COND, dict(COND))).cases
+    assert c.warnings == () and c.basis == "samples"
+
+
+def test_different_thread_counts_are_refused_unless_allowed():
+    base, new = _pair(COND, {**COND, "torch_threads": 1})
+    with pytest.raises(RecordError, match="torch threads: 2 vs 1.*--allow-env-mismatch"):
+        compare_records(base, new)
+    (c,) = compare_records(base, new, allow_env_mismatch=True).cases
+    assert "torch threads: 2 vs 1" in c.warnings[0]  # allowed, but still said
+
+
+def test_processes_cpus_steal_and_load_differences_warn_per_case():
+    new = {**COND, "processes": 5, "cpus": [1], "pinned": True, "steal_fraction": 0.06, "others_cpus": 1.2}
+    (c,) = compare_records(*_pair(COND, new)).cases
+    text = "\n".join(c.warnings)
+    for expected in ("1 vs 5 process(es)", "CPUs [0, 1] vs CPUs [1] (pinned)", "new lost 6.0% of its CPU time",
+                     "1.2 CPU(s) busy while new was timed"):
+        assert expected in text
+    assert c.verdict == "same"  # a warning, not a different verdict
+
+
+def test_records_that_do_not_say_how_they_were_measured_are_named():
+    (c,) = compare_records(*_pair({}, COND)).cases
+    assert "base does not record how it was measured" in c.warnings[0]
+
+
+def test_worker_records_are_compared_on_their_process_medians():
+    from dataclasses import replace
+
+    def worker_record(medians, seed):
+        groups = [_draws(seed + i, n=10, scale=m) for i, m in enumerate(medians)]
+        procs = [{"pid": i, "samples_s": g, "median": float(np.median(g))} for i, g in enumerate(groups)]
+        return replace(make_record(), samples_s=[x for g in groups for x in g], processes=procs,
+                       conditions={**COND, "processes": len(medians)})
+
+    base = worker_record([1.0, 1.02, 0.98, 1.01, 0.99], 10)
+    new = worker_record([1.2, 1.22, 1.18, 1.21, 1.19], 20)
+    (c,) = compare_records([base], [new]).cases
+    assert c.basis == "process medians (5 vs 5)" and c.verdict == "slower" and c.ratio == pytest.approx(1.2, rel=0.02)

@@ -36,3 +36,32 @@ def test_device_resolution():
     if not torch.cuda.is_available():
         with pytest.raises(DeviceUnavailable, match="no CUDA device"):
             resolve_device("cuda:1")
+
+
+@pytest.mark.parametrize("spec", ["cuda:abc", "cuda:-1", "cuda:"])
+def test_a_misspelt_cuda_device_is_bad_input_on_any_machine(spec):
+    from perfsuite.config import resolve_device
+    from perfsuite.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="expected cuda:N"):
+        resolve_device(spec)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"processes": 0}, "processes must be an integer"),
+    ({"processes": 2.5}, "processes must be an integer"),
+    ({"threads": 0}, "threads must be an integer"),
+    ({"threads": True}, "threads must be an integer"),
+    ({"cpus": ()}, "cpus must be a non-empty list"),
+    ({"cpus": (0, 0)}, "cpus must be a non-empty list of distinct"),
+    ({"cpus": (-1,)}, "cpus must be"),
+])
+def test_bad_worker_and_pinning_settings_name_the_field(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**kwargs)
+
+
+def test_worker_and_pinning_settings_default_to_this_process_as_it_is():
+    cfg = RunConfig()
+    assert (cfg.processes, cfg.cpus, cfg.threads) == (1, None, None)
+    assert RunConfig(cpus=[0, 1]).cpus == (0, 1)  # a list (from YAML or JSON) becomes a tuple

@@ -31,3 +31,17 @@ def test_mismatches_ignore_commit_host_and_patch_release():
     b = {**a, "python": "3.11.9", "git_commit": "b", "host": "h2"}
     assert env.mismatches(a, b) == []
     assert env.mismatches(a, {**b, "cpu_model": "Y"}) == ["cpu_model: 'X' vs 'Y'"]
+
+
+def test_fingerprint_holds_what_can_disturb_a_measurement():
+    fp = env.fingerprint()
+    for key in ("cpu_governors", "cpu_turbo", "load_avg", "thread_env", "cpu_affinity", "steal_fraction",
+                "others_cpus", "busy_processes"):
+        assert key in fp
+    assert set(fp["cpu_affinity"]) <= set(range(fp["logical_cores"])) and 0 <= fp["steal_fraction"] <= 1
+
+
+def test_thread_variables_are_collected(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    assert env.collect_threads()["thread_env"] == {"OMP_NUM_THREADS": "3"}

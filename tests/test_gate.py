@@ -29,7 +29,8 @@ class DriftingClock:
 
     def time_block(self, fn, n):
         factor = 1 + self.drift * math.sin(2 * math.pi * self.t / self.period)
-        dt = fn.cost * n * factor * max(0.1, 1 + self.rng.normal(0, self.noise))
+        cost = getattr(fn, "cost", 0.0)  # the calibration reads an empty block first: it costs nothing here
+        dt = cost * n * factor * max(0.1, 1 + self.rng.normal(0, self.noise))
         self.t += dt
         return dt
 
@@ -108,3 +109,126 @@ def test_workload_at_a_revision_builds_beside_the_current_one():
     assert registry.get("matmul").name == "matmul"  # the registry was not disturbed
     with pytest.raises(ConfigError, match="cannot read"):
         workload_at("no-such-revision", "matmul", root.stdout.strip())
+
+
+def _repo_root():
+    import subprocess
+
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if root.returncode != 0:
+        pytest.skip("not inside the git repository")
+    return root.stdout.strip()
+
+
+def test_an_option_like_base_ref_never_reaches_git(tmp_path):
+    from perfsuite.errors import ConfigError
+    from perfsuite.gate_versions import workload_at
+
+    # Where `git show --output=DIR/pwned:perfsuite/workloads/noop.py` would write, made writable.
+    (tmp_path / "pwned:perfsuite" / "workloads").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="--base-ref '--output=.*': not a git revision"):
+        workload_at(f"--output={tmp_path}/pwned", "noop", _repo_root())
+    assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []
+
+
+def test_base_ref_is_resolved_to_a_commit():
+    import subprocess
+
+    from perfsuite.errors import ConfigError
+    from perfsuite.gate_versions import resolve_commit, workload_at
+
+    root = _repo_root()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert resolve_commit("HEAD", root) == head
+    assert workload_at("HEAD", "noop", root).name == "noop"
+    with pytest.raises(ConfigError, match="--base-ref HEAD:perfsuite: cannot read that revision"):
+        resolve_commit("HEAD:perfsuite", root)  # a tree, not a commit
+
+
+# ---- one sequential test over the whole budget (issue 16) -----------------------------------------
+
+def test_alpha_spending_keeps_nearly_all_alpha_for_the_last_look():
+    from perfsuite import sequential
+
+    assert sequential.obf_spent(1.0, 0.01) == pytest.approx(0.01)
+    bounds = sequential.boundaries((0.5, 0.75, 1.0), 0.01)
+    assert sum(bounds) == pytest.approx(0.01)
+    assert bounds[0] < 0.0003 and bounds[-1] > 0.007  # early looks reject only the very clear
+    with pytest.raises(ValueError):
+        sequential.boundaries((0.5, 0.9), 0.01)
+
+
+def test_a_look_decides_slower_not_slower_or_goes_on():
+    from perfsuite.sequential import NOT_SLOWER, SLOWER, decide
+
+    assert decide(1e-5, 1e-4, True, final=False) == SLOWER
+    assert decide(0.2, 1e-4, True, final=False) is None  # promising: keep measuring
+    assert decide(0.2, 1e-4, False, final=False) == NOT_SLOWER  # futility: not even above the threshold
+    assert decide(0.2, 7e-3, True, final=True) == NOT_SLOWER
+
+
+class Build(Work):
+    """A step that counts its calls, so that a test can see which builds the pairs used."""
+
+    def __init__(self, cost):
+        super().__init__(cost)
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+
+
+def test_pairs_rotate_through_every_build_of_each_side():
+    a, b = [Build(0.01) for _ in range(3)], [Build(0.01) for _ in range(3)]
+    run = paired_ratios(a, b, CountingClock(DriftingClock(seed=4)), budget_s=3)
+    assert all(s.calls > 10 for s in a + b)
+    assert len(run.ratios) > 100 and run.decision is None  # no threshold: no test, the budget filled
+
+
+class CountingClock:
+    """Charges each call of a Build through the wrapped fake clock."""
+
+    method = "fake"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def time_block(self, fn, n):
+        for _ in range(n):
+            fn()
+        return self.inner.time_block(fn, n)
+
+    def now(self):
+        return self.inner.now()
+
+
+def test_a_clear_slowdown_stops_early_and_the_whole_budget_serves_one_test():
+    clock = DriftingClock(seed=5)
+    (v,) = run_gate([GateCase("c", Work(0.04), Work(0.04 * 1.30))], clock, budget_s=15)
+    assert v.slower and v.run.looks[-1]["seconds"] < 9 and len(v.run.looks) == 1
+    (v,) = run_gate([GateCase("c", Work(0.04), Work(0.04 * 1.01))], DriftingClock(seed=6), budget_s=15)
+    # A small effect is read at every look and uses the whole budget, not half of it.
+    assert len(v.run.looks) == 3 and len(v.run.ratios) > 150
+
+
+def test_a_faster_new_version_stops_for_futility_at_the_first_look():
+    (v,) = run_gate([GateCase("c", Work(0.04), Work(0.04 * 0.9))], DriftingClock(seed=7), budget_s=15)
+    assert not v.slower and v.run.decision == "not slower" and len(v.run.looks) == 1
+
+
+def test_gate_self_check_runs_on_the_threads_asked_for_and_keeps_each_gates_pairs(tmp_path, capsys):
+    import json
+
+    import torch
+
+    from perfsuite.cli import main
+
+    before = torch.get_num_threads()
+    out = tmp_path / "self.json"
+    assert main(["gate", "matmul", "-p", "n=64", "--device", "cpu", "--slowdown", "0.5", "--trials", "1",
+                 "--max-time", "0.3", "--builds", "2", "--threads", "1", "--json", str(out)]) == 0
+    assert "1 torch thread(s)" in capsys.readouterr().out
+    (res,) = json.loads(out.read_text())["results"]
+    assert res["threads"] == 1 and res["builds"] == 2 and len(res["runs"]) == 1
+    assert len(res["runs"][0]["slow"]["ratios"]) >= 6 and res["runs"][0]["same"]["decision"] is not None
+    assert torch.get_num_threads() == before

@@ -77,3 +77,39 @@ def test_a_results_folder_with_a_corrupt_file_still_loads(tmp_path):
     records, problems = load_many([tmp_path])
     assert len(records) == 2
     assert len(problems) == 1 and "broken.json" in problems[0]
+
+
+def _bad_pytest_benchmark(mutate):
+    doc = _pytest_benchmark_doc(1.0, 0)
+    mutate(doc)
+    return doc
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["benchmarks"][0]["stats"].update(data="x"), "stats.data: expected a non-empty list"),
+    (lambda d: d["benchmarks"][0]["stats"].update(data=[1e-3, "x"]), "'x' is not a non-negative finite number"),
+    (lambda d: d["benchmarks"][0]["stats"].update(iterations="many"), "stats.iterations"),
+    (lambda d: d["benchmarks"][0].update(extra_info=[1]), "extra_info: expected an object"),
+    (lambda d: d["benchmarks"].__setitem__(0, 7), r"benchmarks\[0\]: expected an object"),
+    (lambda d: d.update(machine_info=3), "machine_info: expected an object"),
+])
+def test_malformed_pytest_benchmark_files_are_named_not_tracebacks(tmp_path, mutate, message):
+    path = tmp_path / "pb.json"
+    path.write_text(json.dumps(_bad_pytest_benchmark(mutate)))
+    with pytest.raises(RecordError, match=message):
+        load_records(path)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda row: row.__setitem__(1, 5), "params must be a list of value lists"),
+    (lambda row: row[-1].append(row[-1][0]), "2 parameter combination.s. but 3 sample list"),
+    (lambda row: row.__setitem__(-1, row[-1][:1]), "2 parameter combination.s. but 1 sample list"),
+])
+def test_asv_params_and_sample_lists_must_agree(tmp_path, change, message):
+    doc = _asv_doc(1.0, 0)
+    (name, row), = [(k, v) for k, v in doc["results"].items() if k.split(".")[-1].startswith("time_")][:1]
+    change(row)
+    path = tmp_path / "asv.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(RecordError, match=message):
+        load_records(path)

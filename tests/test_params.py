@@ -53,3 +53,13 @@ def test_resolve_fills_defaults_and_validates():
 def test_invalid_default_is_a_programming_error():
     with pytest.raises(ConfigError):
         Param("n", int, 0, min=1)
+
+
+def test_a_parameter_given_twice_or_a_repeated_value_is_refused():
+    from perfsuite import registry
+
+    w = registry.get("matmul")
+    with pytest.raises(ConfigError, match="'n' is given twice"):
+        parse_assignments(["n=32", "n=48"], w.params, w.name)
+    with pytest.raises(ConfigError, match="value 32 is listed twice"):
+        parse_assignments(["n=32,32"], w.params, w.name)

@@ -14,7 +14,7 @@ def test_benchmark_only_json_carries_perfsuite_metrics(tmp_path):
     res = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/perf", "--benchmark-only", "-q", "-p", "no:cacheprovider",
          "-k", "noop or matmul", f"--benchmark-json={out}", f"--benchmark-storage={tmp_path / 'store'}",
-         "--benchmark-autosave"],
+         "--benchmark-autosave", "--perfsuite-max-time=0.5"],  # short cases: this checks the plumbing
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -77,3 +77,77 @@ def test_foreign_and_incomplete_documents():
 
 def test_schema_version_is_current():
     assert make_record().to_dict()["schema_version"] == SCHEMA_VERSION
+
+
+# ---- where the time went (perfsuite.bound) ----------------------------------------------------
+
+def _cuda(nvml: dict) -> Record:
+    from dataclasses import replace
+
+    return replace(make_record(), device="cuda:0", nvml=nvml)
+
+
+def _nvml_ok(mean: float) -> dict:
+    return {"status": "ok", "n": 40, "interval_s": 0.05, "gpu_util_pct": {"mean": mean, "max": 100.0}}
+
+
+@pytest.mark.parametrize("mean, verdict", [(23.0, "host-bound"), (49.9, "host-bound"), (50.0, "device-bound"),
+                                           (97.0, "device-bound")])
+def test_cuda_verdict_follows_mean_gpu_utilisation(mean, verdict):
+    b = _cuda(_nvml_ok(mean)).bound
+    assert b.verdict == verdict and b.gpu_util_pct == mean
+    assert f"{mean:.0f}%" in b.reason and b.cell() == f"{verdict} ({mean:.0f}% busy)"
+
+
+def test_cuda_without_nvml_is_unknown_with_the_reason():
+    b = _cuda({"status": "unavailable", "reason": "NVML could not start: driver not loaded"}).bound
+    assert b.verdict == "unknown" and b.gpu_util_pct is None
+    assert "driver not loaded" in b.reason and b.cell() == "unknown"
+
+
+def test_an_nvml_summary_without_utilisation_names_the_field():
+    b = _cuda({"status": "ok", "n": 3, "power_w": {"mean": 100.0, "max": 120.0}}).bound
+    assert b.verdict == "unknown" and "gpu_util_pct" in b.reason
+
+
+def test_cpu_records_have_no_verdict_and_it_reaches_the_json():
+    r = make_record()
+    assert r.bound.verdict == "n/a (cpu)" and r.bound.gpu_util_pct is None
+    d = json.loads(_cuda(_nvml_ok(23.0)).to_json())
+    assert d["derived"]["bound"]["verdict"] == "host-bound"
+    assert Record.from_dict(d).bound.verdict == "host-bound"  # recomputed on load, not stored as truth
+
+
+# ---- schema 2: conditions and worker processes ------------------------------------------------
+
+def _two_process_record(**kw):
+    a, b = [1.0e-3, 1.1e-3, 1.05e-3], [2.0e-3, 2.1e-3]
+    procs = [{"pid": 1, "samples_s": a, "median": 1.05e-3}, {"pid": 2, "samples_s": b, "median": 2.05e-3}]
+    from dataclasses import replace
+
+    return replace(make_record(), **{"samples_s": a + b, "processes": procs, "conditions": {"processes": 2}, **kw})
+
+
+def test_version_1_records_read_with_conditions_not_recorded():
+    d = make_record().to_dict()
+    d["schema_version"] = 1
+    del d["conditions"], d["processes"]
+    rec = Record.from_dict(d)
+    assert rec.schema_version == SCHEMA_VERSION == 2
+    assert rec.conditions == {} and rec.processes is None
+
+
+def test_a_worker_record_round_trips_and_takes_its_median_from_the_process_medians():
+    rec = _two_process_record()
+    back = Record.from_dict(json.loads(rec.to_json()))
+    assert back.processes == rec.processes and back.conditions == {"processes": 2}
+    # Pooled, the median would be the third sample (1.1 ms); the process medians say 1.55 ms.
+    assert back.median_s == pytest.approx((1.05e-3 + 2.05e-3) / 2)
+    assert (back.stats.ci_low, back.stats.ci_high) == pytest.approx((1.05e-3, 2.05e-3))  # both process medians
+
+
+def test_worker_samples_must_be_the_pooled_samples():
+    with pytest.raises(RecordError, match="samples_s.*pooled"):
+        _two_process_record(samples_s=[1e-3, 2e-3, 3e-3, 4e-3, 5e-3])
+    with pytest.raises(RecordError, match="processes"):
+        _two_process_record(processes=[{"pid": 1, "samples_s": [1e-3], "median": 1e-3}], samples_s=[1e-3])

@@ -148,3 +148,45 @@ def test_a_slow_first_call_is_recorded_and_does_not_spend_the_budget():
     m = measure(_noop, clock, RunConfig(max_time=2.0))
     assert m.warmup["first_call_s"] == pytest.approx(10.0, rel=0.01)
     assert len(m.samples_s) >= 10 and max(m.samples_s) < 0.011
+
+
+# ---- how a case was measured (record.conditions) ------------------------------------------------
+
+def _toy_workload(seen: list):
+    import torch
+
+    from perfsuite.record import Work
+    from perfsuite.workload import BuiltStep, Workload
+
+    def build(params, device):
+        seen.append(torch.get_num_threads())  # the step is built under the case's settings too
+        return BuiltStep(fn=_noop, work=Work(items_per_step=1, item_unit="calls"))
+
+    return Workload("toy", "a test workload", (), build)
+
+
+def test_run_case_records_its_conditions_and_restores_threads():
+    import os
+
+    import torch
+
+    from perfsuite.runner import run_case
+
+    seen: list = []
+    before = torch.get_num_threads()
+    rec = run_case(_toy_workload(seen), {}, RunConfig(max_time=0.2, threads=1, device="cpu"),
+                   clock=FakeClock(step_s=1e-3, seed=1))
+    c = rec.conditions
+    assert seen == [1] and c["torch_threads"] == 1 and c["threads_set"] is True
+    assert c["processes"] == 1 and c["pinned"] is False and c["cpus"] == sorted(os.sched_getaffinity(0))
+    assert c["timed_wall_s"] > 0 and 0 <= c["steal_fraction"] <= 1 and c["others_cpus"] >= 0
+    assert torch.get_num_threads() == before
+
+
+def test_steal_and_other_load_in_the_timed_region_become_warnings():
+    from perfsuite.runner import measured_conditions
+
+    quiet, warnings = measured_conditions(RunConfig(), {"steal_fraction": 0.001, "others_cpus": 0.1, "wall_s": 1.0})
+    assert warnings == [] and quiet["steal_fraction"] == 0.001
+    _, warnings = measured_conditions(RunConfig(), {"steal_fraction": 0.08, "others_cpus": 1.5, "wall_s": 1.0})
+    assert "steal took 8.0%" in warnings[0] and "kept 1.5 CPU(s) busy" in warnings[1]

@@ -84,3 +84,43 @@ def test_mann_whitney():
     assert stats.mann_whitney_p(a, b) > 0.01
     assert stats.mann_whitney_p(a, c) < 1e-6
     assert stats.mann_whitney_p([1.0] * 5, [1.0] * 5) == 1.0
+
+
+# ---- several processes (stats.process_spread) -----------------------------------------------
+
+def _groups(medians, n=40, sigma=0.01, seed=0):
+    rng = np.random.default_rng(seed)
+    return [list(m * rng.lognormal(0.0, sigma, size=n)) for m in medians]
+
+
+def test_process_spread_splits_between_and_within_process_variance():
+    # Processes 10% apart with 1% jitter inside each: nearly all of a median's variance is between.
+    apart = stats.process_spread(_groups([1.0, 1.1, 0.9, 1.05, 0.95]))
+    assert apart.between_share > 0.95 and apart.between_cv == pytest.approx(0.079, rel=0.1)
+    # Processes alike: what spread there is comes from sampling inside each one.
+    # Averaged over seeds: one draw of 5 variances is itself noisy.
+    alike = [stats.process_spread(_groups([1.0] * 5, sigma=0.05, n=20, seed=s)) for s in range(20)]
+    assert np.mean([a.between_share for a in alike]) < 0.3
+    assert np.mean([a.within_cv for a in alike]) == pytest.approx(0.05 * 1.2533 / 20 ** 0.5, rel=0.2)
+
+
+def test_process_spread_reports_the_median_of_process_medians():
+    # One slow process (as the 320 us one among ~173 us in the peers run) barely moves the median.
+    s = stats.process_spread(_groups([173e-6, 175e-6, 320e-6, 171e-6, 174e-6]))
+    assert s.median == pytest.approx(174e-6, rel=0.01)
+    assert s.ci_high > 250e-6  # ... but it widens the interval: the spread is real
+
+
+@pytest.mark.parametrize("n, method", [(2, "pooled"), (3, "t interval"), (5, "t interval"), (7, "order statistics")])
+def test_process_spread_interval_method_by_count(n, method):
+    meds = [1.0 + 0.01 * i for i in range(n)]
+    s = stats.process_spread(_groups(meds, n=30, sigma=0.001))
+    assert method in s.ci_method
+    assert s.ci_low <= s.median <= s.ci_high
+    if n == 2:  # widened to hold both process medians
+        assert s.ci_low <= min(s.medians) and s.ci_high >= max(s.medians)
+
+
+def test_process_spread_needs_two_processes():
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.process_spread([[1.0, 2.0]])

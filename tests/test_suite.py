@@ -47,6 +47,17 @@ def write(tmp_path, text, name="s.yaml"):
         ("suites: [{workload: noop}, {workload: noop}]\n", "suites[1].name: two suites are named 'noop'"),
         ("suites: [{workload: activation, kind: pair, vary: {impl: [custom]}}]\n", "suites[0].vary.impl"),
         ("max_time: -1\nsuites: [{workload: noop}]\n", "max_time: must be a positive number"),
+        # Names become file names in the output directory: a path or a hidden name is refused.
+        ("suites: [{name: /abs/victim, workload: noop}]\n", "suites[0].name: '/abs/victim' is not a safe file name"),
+        ("suites: [{workload: noop}, {name: ../../x, workload: matmul}]\n", "suites[1].name: '../../x' is not a safe"),
+        ("suites: [{name: a/b, workload: noop}]\n", "suites[0].name: 'a/b' is not a safe file name; allowed: "),
+        ("suites: [{name: .hidden, workload: noop}]\n", "suites[0].name: '.hidden' is not a safe file name"),
+        ("suites: [{name: '', workload: noop}]\n", "suites[0].name: '' is not a safe file name"),
+        (f"suites: [{{name: {'x' * 101}, workload: noop}}]\n", "suites[0].name: 'xxxx"),
+        ("name: ../up\nsuites: [{workload: noop}]\n", "name: '../up' is not a safe file name"),
+        ("suites: [{name: run-config, workload: noop}]\n", "suites[0].name: would write run-config.json"),
+        ("suites: [{name: act, kind: pair, workload: activation, vary: {impl: [custom, builtin]}},"
+         " {name: act.pair, workload: noop}]\n", "suites[1].name: would write act.pair.json"),
     ],
 )
 def test_bad_suite_files_name_the_key_path(tmp_path, text, message):
@@ -66,6 +77,14 @@ def test_cli_refuses_bad_input_before_running_anything(tmp_path, capsys):
     assert "cannot create" in capsys.readouterr().err
     assert cli.main(["run", "--suite", "nonexistent"]) == 2
     assert "shipped: ci, cpu, gpu" in capsys.readouterr().err
+
+
+def test_an_entry_name_cannot_write_outside_the_output_directory(tmp_path, capsys):
+    suite = write(tmp_path, "max_time: 0.1\nsuites: [{name: ../victim, workload: noop}]\n")
+    out = tmp_path / "out"
+    assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 2
+    assert "suites[0].name" in capsys.readouterr().err
+    assert not (tmp_path / "victim.json").exists() and not out.exists()
 
 
 def test_shipped_suites_are_valid_and_cover_every_workload(capsys):
@@ -148,3 +167,43 @@ def test_ci_suite_runs_every_workload_and_reports(tmp_path, capsys):
     for heading in ("## matmul", "## resnet", "## dataloader", "Paired comparisons", "Precision comparisons"):
         assert heading in page
     assert len(list((tmp_path / "rep").glob("*.png"))) >= 8
+
+
+def test_gpu_suite_budget_stays_under_eight_minutes():
+    # `make bench` on the H100 must end within 10 minutes (issue 11): the cases' budgets (cases x
+    # max_time, warm-up included) may take 8, the rest is builds, cold first calls and the peak.
+    suite = load_suite(shipped_suites_dir() / "gpu.yaml")
+    budget = sum(len(e.cases()) * e.max_time for e in suite.entries)
+    assert 0 < budget <= 8 * 60, f"gpu.yaml budgets {budget:.0f} s of cases; keep it under 480 s (see its header)"
+    cases = [(e.workload, c) for e in suite.entries for c in e.cases()]
+    assert {c.get("cuda_graph") for w, c in cases if w == "resnet" and c.get("batch_size") == 128} == {False, True}
+    assert any(w == "qwen" and c.get("batch_size") == 8 for w, c in cases)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("processes: 0\nsuites: [{workload: noop}]\n", "processes: must be a whole number >= 1, got 0"),
+    ("suites: [{workload: noop, processes: many}]\n", "suites[0].processes: must be a whole number >= 1"),
+    ("suites: [{workload: noop, processes: 1000}]\n", "suites[0].processes: must be at most 256"),
+    ("suites: [{name: a, kind: pair, workload: activation, vary: {impl: [custom, builtin]}, processes: 3}]\n",
+     "suites[0].processes: applies to kind run only"),
+])
+def test_bad_processes_keys_name_the_key_path(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_suite(write(tmp_path, text))
+
+
+def test_processes_per_suite_and_per_entry_reach_the_run(tmp_path, capsys, monkeypatch):
+    from perfsuite import workers
+
+    suite = write(tmp_path, "processes: 2\nmax_time: 0.2\nsuites:\n  - {name: a, workload: noop}\n"
+                            "  - {name: b, workload: noop, processes: 1}\n")
+    assert [e.processes for e in load_suite(suite).entries] == [2, 1]
+    seen = []
+    monkeypatch.setattr(workers, "run_in_workers", lambda w, p, cfg, **kw: seen.append(cfg.processes) or
+                        runner.run_case(w, p, cfg, env=kw.get("env")))
+    assert cli.main(["run", "--config", str(suite), "--out", str(tmp_path / "out"), "--threads", "1"]) == 0
+    assert seen == [2]  # entry a only; b measures in this process
+    b = json.loads((tmp_path / "out" / "b.json").read_text())["records"][0]
+    assert b["config"]["threads"] == 1 and b["conditions"]["torch_threads"] == 1
+    assert cli.main(["run", "--config", str(suite), "--out", str(tmp_path / "o2"), "--processes", "3"]) == 2
+    assert "--processes cannot be combined with --suite/--config" in capsys.readouterr().err

@@ -27,13 +27,40 @@ def test_unknown_timing_mode_is_rejected(cuda_available):
         clock_for("cuda:0", "sometimes")
 
 
-def test_cuda_clocks_time_device_work(cuda_available):
+# Device work long enough that the clock, not launch overhead, is what is measured. On the H100
+# the old version (1 vs 8 matmuls of 2048^2, ~0.3 ms each, the first one paying cuBLAS's set-up)
+# measured launch and initialisation costs and failed. A spin kernel of fixed cycles
+# (torch.cuda._sleep) is pure device time; an 8192^2 fp32 matmul (1.1 TFLOP, ~20 ms on an H100)
+# is real work. Launching one takes microseconds: under 0.1% of either.
+SLEEP_CYCLES = 20_000_000  # ~10 ms at 1.4-2 GHz
+
+
+def _device_work(kind: str):
     import torch
 
-    a = torch.randn(2048, 2048, device="cuda:0")
+    if kind == "sleep":
+        if not hasattr(torch.cuda, "_sleep"):
+            pytest.skip(f"torch {torch.__version__} has no torch.cuda._sleep")
+        return lambda: torch.cuda._sleep(SLEEP_CYCLES)
+    a = torch.randn(8192, 8192, device="cuda:0")
+    return lambda: a @ a
+
+
+@pytest.mark.parametrize("kind", ["sleep", "matmul"])
+def test_cuda_clocks_time_device_work(cuda_available, kind):
+    step = _device_work(kind)
     for clock in (CudaEventClock("cuda:0"), CudaSyncWallClock("cuda:0")):
-        t1 = clock.time_block(lambda: a @ a, 1)
-        t8 = clock.time_block(lambda: a @ a, 8)
-        assert t8 > 3 * t1 > 0
+        clock.time_block(step, 1)  # first calls pay one-off costs (cuBLAS handle, workspace, module load)
+        t1 = clock.time_block(step, 1)
+        t4 = clock.time_block(step, 4)
+        # Four times the work reads about four times as long: the clock sees the device work.
+        assert 3.0 < t4 / t1 < 5.5, (clock.method, t1, t4)
+    # The event clock measures the device time the host clock waits for: nearly all of it.
+    event = CudaEventClock("cuda:0").time_block(step, 4)
+    wall = CudaSyncWallClock("cuda:0").time_block(step, 4)
+    assert 0.8 < event / wall < 1.05, (event, wall)
+
+
+def test_cuda_clock_choice(cuda_available):
     assert clock_for("cuda:0").method == "cuda_event"
     assert clock_for("cuda:0", "host").method == "cuda_sync_wall"

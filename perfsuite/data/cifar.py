@@ -2,12 +2,14 @@
 
 The reader is our own rather than `torchvision.datasets.CIFAR10` because that class checks the
 files' MD5 sums against the official release, so it cannot be tested on small data we make;
-the format it reads is the same. The batches are Python pickles, as CIFAR-10 ships them: only
-open folders you trust.
+the format it reads is the same. The batches are Python pickles, as CIFAR-10 ships them, and a
+pickle can name any function to call: they are read with an unpickler that builds only what a
+batch holds (dicts, lists, strings, numbers, numpy arrays) and refuses anything else unrun.
 """
 
 from __future__ import annotations
 
+import codecs
 import pickle
 from pathlib import Path
 
@@ -20,6 +22,40 @@ TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_FILE = "test_batch"
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
+
+
+# The only globals a CIFAR-10 batch refers to: numpy arrays as numpy pickles them (both module
+# spellings: the official files were written by numpy 1's `numpy.core`, numpy 2 writes
+# `numpy._core`; `_frombuffer` is protocol 5's form, `scalar` a numpy number in a list).
+_NUMPY_GLOBALS = {
+    (module, name)
+    for core in ("numpy.core", "numpy._core")
+    for module, name in ((f"{core}.multiarray", "_reconstruct"), (f"{core}.multiarray", "scalar"),
+                         (f"{core}.numeric", "_frombuffer"))
+} | {("numpy", "ndarray"), ("numpy", "dtype")}
+
+
+def _latin1(text: str, encoding: str) -> bytes:
+    # Python 3 pickles bytes at protocols 0-2 as `_codecs.encode(text, "latin1")`; any other
+    # codec is not something a batch needs.
+    if encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"refused _codecs.encode with codec {encoding!r}")
+    return codecs.encode(text, "latin1")
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    """Unpickles a CIFAR-10 batch; any other global (os.system, builtins.eval...) is refused
+    before it is called, so a crafted file cannot run code."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in _NUMPY_GLOBALS:
+            return super().find_class(module, name)
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1
+        raise pickle.UnpicklingError(
+            f"refused global {module}.{name}: a CIFAR-10 batch holds only dicts, lists, strings, "
+            f"numbers and numpy arrays"
+        )
 
 
 def _batch_dir(path: Path) -> Path:
@@ -47,7 +83,7 @@ def read_cifar10(path: str | Path, train: bool = True) -> tuple[np.ndarray, np.n
             continue
         try:
             with open(f, "rb") as fh:
-                entry = pickle.load(fh, encoding="latin1")
+                entry = _BatchUnpickler(fh, encoding="latin1").load()
             data = np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
             lab = np.asarray(entry.get("labels", entry.get("fine_labels")), dtype=np.int64)
         except Exception as exc:  # any unpickling/shape problem means "not CIFAR-10"

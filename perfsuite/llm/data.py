@@ -1,4 +1,4 @@
-"""Texts to classify: a user's CSV (`text`, `label`), or generated review-like texts."""
+"""Texts to classify: a user's CSV (`text`, and `label` or `labels`), or generated review-like texts."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def generated_texts(n: int, seed: int = 0, num_labels: int = 23) -> tuple[list[s
 
 
 def read_csv(path: str, num_labels: int) -> tuple[list[str], list[int]]:
-    """`text` and `label` columns; labels must be integers in [0, num_labels)."""
+    """`text` and `label` columns (`labels`, as Hugging Face datasets name it, is accepted too);
+    labels must be integers in [0, num_labels)."""
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"parameter 'data': {p} does not exist")
@@ -42,16 +43,22 @@ def read_csv(path: str, num_labels: int) -> tuple[list[str], list[int]]:
     try:
         with open(p, newline="") as f:
             reader = csv.DictReader(f)
-            missing = {"text", "label"} - set(reader.fieldnames or [])
+            columns = set(reader.fieldnames or [])
+            found = [c for c in ("label", "labels") if c in columns]
+            missing = sorted(({"text"} - columns) | (set() if found else {"label"}))
             if missing:
-                raise ConfigError(f"parameter 'data': {p} has no {', '.join(sorted(missing))} column "
-                                  f"(columns: {', '.join(reader.fieldnames or [])})")
+                raise ConfigError(f"parameter 'data': {p} has no {' or '.join(missing)} column "
+                                  f"(columns: {', '.join(reader.fieldnames or [])})"
+                                  + ("; the label column may be named label or labels" if not found else ""))
+            if len(found) == 2:
+                raise ConfigError(f"parameter 'data': {p} has both a label and a labels column; keep one")
+            col = found[0]
             for row in reader:
                 line = reader.line_num
                 try:
-                    label = int(row["label"])
+                    label = int(row[col])
                 except (TypeError, ValueError):
-                    raise ConfigError(f"parameter 'data': {p} line {line}: label {row['label']!r} is not an integer") from None
+                    raise ConfigError(f"parameter 'data': {p} line {line}: {col} {row[col]!r} is not an integer") from None
                 if not 0 <= label < num_labels:
                     raise ConfigError(f"parameter 'data': {p} line {line}: label {label} is outside the model's "
                                       f"0..{num_labels - 1}")

@@ -11,12 +11,11 @@ start and end; the synchronisations before and after the step keep other steps' 
 from __future__ import annotations
 
 from perfsuite.measure.nvtx import nvtx_range
+from perfsuite.roofline.metrics import profile_metrics
 
-ROOFLINE_METRICS = (
-    "gpu__time_duration.sum,dram__bytes.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,"
-    "sm__inst_executed_pipe_tensor.sum,"
-    + ",".join(f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "dfh" for op in ("add", "mul", "fma"))
-)
+# Everything `perfsuite roofline` reads, from one list: time, bytes per level, tensor-path FLOPs
+# (sm__ops_path_tensor_src_*), CUDA-core FLOPs, and the peak rates and clocks that give the roofs.
+ROOFLINE_METRICS = ",".join(profile_metrics())
 
 
 def process_range(name: str, cuda: bool):
@@ -26,12 +25,12 @@ def process_range(name: str, cuda: bool):
 
 def nsight_commands(argv: str) -> list[str]:
     return [
-        f"nsys profile --trace=cuda,nvtx,osrt --capture-range=nvtx --nvtx-capture=train_step "
-        f"--capture-range-end=stop -o reports/nsys/step {argv}",
+        (f"nsys profile --trace=cuda,nvtx,osrt --capture-range=nvtx --nvtx-capture=train_step "
+         f"--capture-range-end=stop -o reports/nsys/step {argv}"),
         # A bare range name selects a start/end range; push/pop ranges would need a trailing '/'.
         f"ncu --nvtx --nvtx-include \"train_step\" --metrics {ROOFLINE_METRICS} --export reports/ncu/step {argv}",
         "ncu --import reports/ncu/step.ncu-rep --csv --page details > reports/ncu/step.csv",
-        "perfsuite roofline reports/ncu/step.csv --device A100-SXM4-40GB   # or --peak-compute/--peak-bw",
+        "perfsuite roofline reports/ncu/step.csv   # roofs from the file; else --device NAME or --peak-compute/--peak-bw",
     ]
 
 

@@ -6,6 +6,7 @@ traces stay a few MB even for a 0.5B-parameter model.
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 from dataclasses import dataclass
@@ -37,9 +38,14 @@ def trace_window(step: Callable[[], object], out_dir: Path, label: str, device: 
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     wall = 0.0
+    kwargs = {}
+    # One cycle only (repeat=1); accumulating its events keeps the profiler from warning that it
+    # "clears events at the end of each cycle" (seen on CUDA, where warnings fail the tests).
+    if "acc_events" in inspect.signature(profile.__init__).parameters:
+        kwargs["acc_events"] = True
     with profile(activities=activities, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(trace)), record_shapes=True,
-                 profile_memory=True) as prof:
+                 profile_memory=True, **kwargs) as prof:
         for i in range(wait + warmup + active):
             t0 = time.perf_counter()
             step()

@@ -6,6 +6,20 @@ from perfsuite.record import Record
 from perfsuite.units import fmt_bytes, fmt_rate, fmt_seconds
 
 
+def _peak_cell(r: Record) -> str:
+    frac = r.peak_fraction
+    if frac is None:
+        return "-"
+    roof = (r.peak or {}).get("roof")
+    # Name the roof where it is not the work's own dtype (CUDA fp32 judged against tf32).
+    return f"{frac:.0%}" if roof in (None, r.work.dtype) else f"{frac:.0%} of {roof}"
+
+
+def shows_bound(records: list[Record]) -> bool:
+    """Whether a table needs the host/device-bound column: only CUDA records have a verdict."""
+    return any(r.device.startswith("cuda") for r in records)
+
+
 def record_cells(r: Record) -> dict[str, str]:
     s = r.stats
     mem = r.memory.get("host_peak_delta_bytes")
@@ -18,6 +32,7 @@ def record_cells(r: Record) -> dict[str, str]:
         "n_block": f"{s.n} x {r.block_size}",
         "throughput": fmt_rate(r.throughput, r.throughput_unit),
         "flops": "-" if r.flops_per_s is None else fmt_rate(r.flops_per_s, "FLOP/s"),
-        "peak": "-" if r.peak_fraction is None else f"{r.peak_fraction:.0%}",
+        "peak": _peak_cell(r),
+        "bound": r.bound.cell(),
         "memory": ("-" if mem is None else "+" + fmt_bytes(mem)) + ("" if cuda is None else f" / CUDA {fmt_bytes(cuda)}"),
     }

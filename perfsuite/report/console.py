@@ -8,20 +8,23 @@ from rich.text import Text
 
 from perfsuite.compare import Comparison
 from perfsuite.record import Record
-from perfsuite.report.cells import record_cells
+from perfsuite.report.cells import record_cells, shows_bound
 from perfsuite.units import fmt_seconds
 
 
 def records_table(records: list[Record]) -> Table:
     t = Table(title="perfsuite results", show_lines=False)
-    for col in ("case", "median", "95% CI", "IQR", "n x block", "throughput", "FLOP/s", "of peak",
-                "peak RSS (region)", "ok"):
+    bound = shows_bound(records)  # CPU-only runs get no column of "n/a"
+    cols = ["case", "median", "95% CI", "IQR", "n x block", "throughput", "FLOP/s", "of peak",
+            "peak RSS (region)"] + (["GPU"] if bound else []) + ["ok"]
+    for col in cols:
         t.add_column(col, justify="left" if col == "case" else "right")
     for r in records:
         c = record_cells(r)
         t.add_row(
             Text(r.label()),  # Text: the label's [k=v] must not be read as rich markup
             c["median"], c["ci"], c["iqr"], c["n_block"], c["throughput"], c["flops"], c["peak"], c["memory"],
+            *([c["bound"]] if bound else []),
             "yes" if r.converged and not r.warnings else ("warn" if r.converged else "no"),
         )
     return t
@@ -45,3 +48,12 @@ def print_warnings(console: Console, records: list[Record]) -> None:
     for r in records:
         for w in r.warnings:
             console.print(Text("warning ", style="yellow") + Text(f"{r.label()}: {w}"))
+
+
+def print_bounds(console: Console, records: list[Record]) -> None:
+    """One plain line per CUDA record: where its time went, and on what evidence."""
+    for r in records:
+        b = r.bound
+        if r.device.startswith("cuda"):
+            style = "yellow" if b.verdict in ("host-bound", "unknown") else ""
+            console.print(Text(f"{b.verdict} ", style=style) + Text(f"{r.label()}: {b.reason}"))

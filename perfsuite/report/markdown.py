@@ -6,24 +6,49 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from perfsuite import results
+from perfsuite.bound import where_time_went
 from perfsuite.record import Record
-from perfsuite.report.cells import record_cells
+from perfsuite.report.cells import record_cells, shows_bound
 from perfsuite.report.plots import throughput_figure
 from perfsuite.units import fmt_seconds
 
 
-def _row(r: Record) -> str:
+def _row(r: Record, bound: bool) -> str:
     c = record_cells(r)
     params = ", ".join(f"{k}={v}" for k, v in r.params.items()) or "-"
     conv = "yes" if r.converged else "**no**"
+    gpu = f" {c['bound']} |" if bound else ""
     return (f"| {params} | {c['median']} | {c['ci']} | {c['iqr']} | {c['p90']} | {c['n_block']} | "
-            f"{c['throughput']} | {c['flops']} | {c['peak']} | {c['memory']} | {conv} |")
+            f"{c['throughput']} | {c['flops']} | {c['peak']} | {c['memory']} |{gpu} {conv} |")
+
+
+def _table(recs: list[Record]) -> list[str]:
+    bound = shows_bound(recs)  # CPU-only workloads get no column of "n/a"
+    cols = ["params", "median", "95% CI", "IQR/median", "p90", "n x block", "throughput", "FLOP/s", "of peak",
+            "peak mem"] + (["GPU"] if bound else []) + ["converged"]
+    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols), *[_row(r, bound) for r in recs]]
+
+
+def _notes(recs: list[Record]) -> list[str]:
+    """Where each CUDA record's time went, and why a record with a stored peak has no fraction."""
+    lines = [f"- {r.label()}: **{r.bound.verdict}**: {r.bound.reason}" for r in recs if r.device.startswith("cuda")]
+    lines += [f"- {r.label()}: no fraction of peak: {r.peak['why']}" for r in recs
+              if r.peak and r.peak_fraction is None and r.flops_per_s is not None and r.peak.get("why")]
+    return ["Where the time went, and roofs:", "", *lines, ""] if lines else []
+
+
+def _amp_bound(a: dict, side: str) -> str:
+    """One side's verdict from the comparison's NVML summary (files written before it had none: "-")."""
+    if f"nvml_{side}" not in a:
+        return "-"
+    return where_time_went(a["device"], a[f"nvml_{side}"]).cell()
 
 
 def _amp_section(amp: list[dict]) -> list[str]:
     lines = ["## Precision comparisons (interleaved in one process)", "",
-             "| workload | params | A | B | step A | step B | speed-up (95% CI) | saved-for-backward B/A | final loss A / B | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| workload | params | A | B | step A | step B | speed-up (95% CI) | saved-for-backward B/A | final loss A / B | GPU A / B | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for a in amp:
         ci = a.get("speedup_ci")
         ci_txt = f"{a['speedup']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
@@ -32,7 +57,7 @@ def _amp_section(amp: list[dict]) -> list[str]:
         lines.append(
             f"| {a['workload']} | {a['params']} | {a['precision_a']} | {a['precision_b']} | {fmt_seconds(ta)} | "
             f"{fmt_seconds(tb)} | {ci_txt} | {a['memory_ratio']:.2f} | {a['final_loss_a']:.4g} / {a['final_loss_b']:.4g} | "
-            f"{'ok' if a['accuracy_ok'] else '**diverged**'} |")
+            f"{_amp_bound(a, 'a')} / {_amp_bound(a, 'b')} | {'ok' if a['accuracy_ok'] else '**diverged**'} |")
     return lines + [""]
 
 
@@ -59,6 +84,8 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
     for r in records:
         by_workload[r.workload].append(r)
     env = records[0].env
+    tidy = out_dir / "results.csv"
+    results.frame(records).to_csv(tidy, index=False)
     lines = [
         "# perfsuite report",
         "",
@@ -69,6 +96,8 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
         f"with {env.get('torch_threads')} threads; git {str(env.get('git_commit'))[:10]}"
         + (" (dirty)" if env.get("git_dirty") else ""),
         f"- timing: {records[0].timing_method}; memory: peak RSS of the timed region above its start",
+        f"- every case as one tidy table: [`results.csv`]({tidy.name}) (`perfsuite export csv|parquet` writes "
+        "the same from any results)",
         "",
     ]
     for workload, recs in by_workload.items():
@@ -78,10 +107,9 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
             "",
             f"![{workload} throughput]({fig.name})",
             "",
-            "| params | median | 95% CI | IQR/median | p90 | n x block | throughput | FLOP/s | of peak | peak mem | converged |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
-            *[_row(r) for r in recs],
+            *_table(recs),
             "",
+            *_notes(recs),
         ]
         if workload == "qwen":
             from perfsuite.report.qwen import section as qwen_section
@@ -91,6 +119,10 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
             from perfsuite.report.dataloader import section
 
             lines += section(recs, out_dir)
+        if any("world_size" in r.extra for r in recs):  # ddp, allreduce: scaling and bandwidth
+            from perfsuite.report.distributed import section as distributed_section
+
+            lines += distributed_section(recs)
         warns = [f"- {r.label()}: {w}" for r in recs for w in r.warnings]
         if warns:
             lines += ["Warnings:", "", *warns, ""]

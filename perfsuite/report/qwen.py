@@ -4,31 +4,62 @@ JSON + CSV exports of the table."""
 
 from __future__ import annotations
 
-import csv
-import json
 from collections import defaultdict
 from pathlib import Path
 
 from perfsuite.record import Record
 
 COLUMNS = ("batch_size", "dtype", "shape", "latency_batch_ms", "latency_p90_ms", "latency_p99_ms",
-           "latency_sample_ms", "samples_per_s", "tokens_per_s", "peak_mem_mb", "flops_per_s", "peak_fraction",
-           "padding_fraction", "tokenize_ms")
+           "latency_sample_ms", "samples_per_s", "batches_per_s", "tokens_per_s", "peak_mem_mb",
+           "batch_mem_mb", "flops_per_s", "peak_fraction", "peak_roof", "padding_fraction", "tokenize_ms",
+           "gpu_util_pct", "bound", "params_trainable", "params_frozen", "protocol", "latency_source")
+
+
+def latencies(r: Record) -> tuple[list[float], str, str]:
+    """(seconds per batch, protocol, where they come from). The fixed protocol's own runs when
+    the case asked for it; else the per-batch times of the timed region; else the runner's
+    samples, which are per batch only when its blocks held one call."""
+    from perfsuite.measure.percall import timed_tail
+
+    proto = r.extra.get("protocol") or {"name": "adaptive"}
+    if proto.get("name") == "fixed" and proto.get("latencies_s"):
+        return list(proto["latencies_s"]), f"fixed {proto['warmup_runs']}+{proto['runs']}", "per-batch"
+    per_call = timed_tail(r.extra.get("batch_latencies_s") or [], len(r.samples_s), r.block_size)
+    if per_call:
+        return per_call, "adaptive", "per-batch"
+    return list(r.samples_s), "adaptive", "per-batch" if r.block_size == 1 else f"means of {r.block_size}"
 
 
 def row(r: Record) -> dict:
-    s, p, e = r.stats, r.params, r.extra
+    from perfsuite import stats
+
+    p, e = r.params, r.extra
+    lat, protocol, source = latencies(r)
+    med = stats.median(lat)
     # On CPU the process's peak RSS in the timed region (weights + activations): the growth alone
     # reads 0 whenever the allocator reuses memory freed by an earlier case.
-    mem = r.memory.get("cuda_max_allocated_bytes") or r.memory.get("host_peak_rss_bytes") or 0
+    cuda = r.memory.get("cuda_max_allocated_bytes")
+    mem = cuda or r.memory.get("host_peak_rss_bytes") or 0
+    resident = e.get("model_resident_bytes")
+    bound = r.bound
     return {
         "batch_size": p.get("batch_size"), "dtype": p.get("dtype"), "shape": p.get("shape"),
-        "latency_batch_ms": s.median * 1e3, "latency_p90_ms": s.p90 * 1e3, "latency_p99_ms": s.p99 * 1e3,
-        "latency_sample_ms": s.median * 1e3 / r.work.items_per_step, "samples_per_s": r.throughput,
-        "tokens_per_s": (e.get("tokens_real") or 0) / s.median, "peak_mem_mb": mem / 1e6,
-        "flops_per_s": r.flops_per_s, "peak_fraction": r.peak_fraction,
+        "latency_batch_ms": med * 1e3, "latency_p90_ms": stats.percentile(lat, 90) * 1e3,
+        "latency_p99_ms": stats.percentile(lat, 99) * 1e3,
+        "latency_sample_ms": med * 1e3 / r.work.items_per_step, "samples_per_s": r.work.items_per_step / med,
+        "batches_per_s": 1.0 / med,
+        "tokens_per_s": (e.get("tokens_real") or 0) / med, "peak_mem_mb": mem / 1e6,
+        # The study's "memory used by a batch": CUDA peak allocated minus what the model holds.
+        "batch_mem_mb": None if cuda is None or resident is None else (cuda - resident) / 1e6,
+        "flops_per_s": None if r.work.flops_per_step is None else r.work.flops_per_step / med,
+        # At the latency used here (the record's own is over its block samples).
+        "peak_fraction": None if r.peak_fraction is None else r.peak_fraction * r.stats.median / med,
+        "peak_roof": (r.peak or {}).get("roof"),
         "padding_fraction": e.get("padding_fraction"),
         "tokenize_ms": None if e.get("tokenize_s") is None else e["tokenize_s"] * 1e3,
+        "gpu_util_pct": bound.gpu_util_pct, "bound": bound.verdict,
+        "params_trainable": e.get("parameters_trainable"), "params_frozen": e.get("parameters_frozen"),
+        "protocol": protocol, "latency_source": source,
     }
 
 
@@ -41,8 +72,14 @@ def bottleneck(rows: list[dict], best: dict) -> str:
     """The main limiter at the chosen batch size, then any other finding, from the measured figures."""
     same = sorted((r for r in rows if r["dtype"] == best["dtype"]), key=lambda r: r["batch_size"])
     found = []
+    # An idle GPU outranks every other finding: no kernel-side change helps until the host keeps up.
+    if best.get("bound") == "host-bound":
+        found.append(f"host: the GPU was busy only {best['gpu_util_pct']:.0f}% of the step at batch "
+                     f"{best['batch_size']} (NVML); the CPU cannot launch kernels fast enough (a larger batch, "
+                     "CUDA graphs or torch.compile mean fewer launches per sample)")
     if best.get("peak_fraction") and best["peak_fraction"] >= 0.5:
-        found.append(f"compute: {best['peak_fraction']:.0%} of the measured {best['dtype']} matmul peak at batch "
+        roof = best.get("peak_roof") or best["dtype"]
+        found.append(f"compute: {best['peak_fraction']:.0%} of the measured {roof} matmul peak at batch "
                      f"{best['batch_size']}")
     if best.get("padding_fraction") and best["padding_fraction"] >= 0.3:
         found.append(f"padding: {best['padding_fraction']:.0%} of the tokens computed at batch {best['batch_size']} "
@@ -110,18 +147,20 @@ def heatmap(rows: list[dict], path: Path) -> Path:
 
 
 def section(records: list[Record], out_dir: Path, latency_bound_ms: float | None = None) -> list[str]:
+    import pandas as pd
+
     out_dir = Path(out_dir)
     batch = [r for r in records if r.params.get("scenario", "batch") == "batch"]
     lines = ["### Inference study", ""]
     if batch:
-        rows = sorted((row(r) for r in batch), key=lambda x: (x["dtype"], x["batch_size"]))
+        table = pd.DataFrame([row(r) for r in batch], columns=list(COLUMNS)).sort_values(
+            ["dtype", "batch_size"], kind="stable")
+        table.to_json(out_dir / "qwen-sweep.json", orient="records", indent=1)
+        table.to_csv(out_dir / "qwen-sweep.csv", index=False)
+        rows = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                for r in table.to_dict(orient="records")]
         six = six_panels(rows, out_dir / "qwen-batch-sweep.png")
         heat = heatmap(rows, out_dir / "qwen-heatmap.png")
-        (out_dir / "qwen-sweep.json").write_text(json.dumps(rows, indent=1))
-        with open(out_dir / "qwen-sweep.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
         best = optimal(rows, latency_bound_ms)
         bound = "no latency bound" if latency_bound_ms is None else f"p90 latency <= {latency_bound_ms:g} ms"
         lines += [f"![batch-size sweep]({six.name})", "", f"![normalised metrics]({heat.name})", "",
@@ -130,20 +169,39 @@ def section(records: list[Record], out_dir: Path, latency_bound_ms: float | None
             lines += [f"- no batch size meets {bound}", ""]
         else:
             frac = "" if best["peak_fraction"] is None else f", {best['peak_fraction']:.0%} of peak"
+            if best["gpu_util_pct"] is not None:
+                frac += f", {best['bound']} (GPU busy {best['gpu_util_pct']:.0f}%, NVML)"
+            if best["batch_mem_mb"] is not None:
+                frac += f", {best['batch_mem_mb']:.0f} MB GPU memory above the model's"
             lines += [f"- **optimal batch size: {best['batch_size']} ({best['dtype']})** ({bound}): "
-                      f"{best['samples_per_s']:.1f} samples/s, p90 {best['latency_p90_ms']:.1f} ms{frac}",
+                      f"{best['samples_per_s']:.1f} samples/s, {best['batches_per_s']:.2f} batches/s, "
+                      f"p90 {best['latency_p90_ms']:.1f} ms{frac}",
                       f"- main bottleneck: {bottleneck(rows, best)}", ""]
+    protocols = sorted({latencies(r)[1] for r in records})
+    lines += ["Protocol: " + "; ".join(
+        "adaptive (warm-up until the step time settles, then timed until the median's 95% CI is within "
+        "the target or the budget is spent)" if p == "adaptive" else
+        f"{p} (the week-1 study's: {p.split()[1].replace('+', ' warm-up + ')} measured batches, each "
+        "synchronised and timed on its own)" for p in protocols) + ". Latency percentiles are over "
+        "per-batch times" + ("." if all(latencies(r)[2] == "per-batch" for r in records)
+                             else " where kept; elsewhere over block means (they understate the tails)."), ""]
     for r in records:
         sc = r.params.get("scenario")
         if sc == "singlestream":
-            lines.append(f"- SingleStream ({r.params.get('dtype')}): p90 latency {r.stats.p90 * 1e3:.1f} ms per query, "
-                         f"median {r.stats.median * 1e3:.1f} ms")
+            from perfsuite import stats
+
+            lat = latencies(r)[0]
+            lines.append(f"- SingleStream ({r.params.get('dtype')}): p90 latency {stats.percentile(lat, 90) * 1e3:.1f} ms "
+                         f"per query, median {stats.median(lat) * 1e3:.1f} ms")
         elif sc == "offline":
             lines.append(f"- Offline ({r.params.get('dtype')}, batch {r.params.get('batch_size')}): "
                          f"{r.throughput:.1f} samples/s over {int(r.work.items_per_step)} samples")
     e = records[0].extra
     if "load_s" in e:
-        lines += ["", f"Model: {e['parameters'] / 1e6:.1f} M parameters, {e['size_mb']:.0f} MB, "
+        split = "" if "parameters_trainable" not in e else (
+            f" ({e['parameters_trainable'] / 1e6:.1f} M trainable, {e['parameters_frozen'] / 1e6:.1f} M not)")
+        resident = "" if "model_resident_bytes" not in e else f", {e['model_resident_bytes'] / 1e6:.0f} MB resident on the GPU"
+        lines += ["", f"Model: {e['parameters'] / 1e6:.1f} M parameters{split}, {e['size_mb']:.0f} MB{resident}, "
                       f"built/loaded in {e['load_s']:.1f} s."]
     acc = [r for r in records if "accuracy" in r.extra]
     for r in acc:

@@ -1,27 +1,19 @@
-"""Per-launch roofline figures and their totals, from metrics in base units."""
+"""Roofline points: one per launch, and sums of them per kernel family, per NVTX range and for
+the whole step. Aggregates are sums of FLOPs, bytes and time (never averages of ratios)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfsuite.roofline.ncu import (
-    CYCLES, CYCLES_PER_S, DRAM, DRAM_R, DRAM_W, L1, L2, OPS, PRECISIONS, TENSOR_FLOPS_PER_INST, TENSOR_METRIC,
-    TIME, Launch, NcuCsvError,
-)
-
-# Peak FP32 (non-tensor) TFLOP/s and DRAM GB/s from the vendors' datasheets, for --device.
-KNOWN_DEVICES = {
-    "A100-SXM4-40GB": (19.5, 1555.0), "A100-SXM4-80GB": (19.5, 2039.0), "A100-PCIE-40GB": (19.5, 1555.0),
-    "H100-SXM5-80GB": (66.9, 3350.0), "H100-PCIE-80GB": (51.2, 2000.0), "V100-SXM2-16GB": (15.7, 900.0),
-    "T4": (8.1, 320.0), "L4": (30.3, 300.0), "A10G": (31.2, 600.0), "RTX-4090": (82.6, 1008.0),
-    "RTX-3090": (35.6, 936.0),
-}
+from perfsuite.roofline.metrics import MissingMetric, figures
+from perfsuite.roofline.names import short_name
+from perfsuite.roofline.ncu import Launch, NcuCsvError
 
 
 @dataclass(frozen=True)
 class Point:
-    id: str
+    id: str  # launch ID, or "group", "range", "total"
     kernel: str
     nvtx_range: str
     flops: float
@@ -30,15 +22,39 @@ class Point:
     l1_bytes: float | None
     time_s: float
     dtype: str = ""  # CPU roofline: which matmul peak is this point's roof
+    pipe_flops: dict = field(default_factory=dict)  # GPU: FLOPs per pipe (metrics.PIPES)
+    note: str = ""  # why `flops` is a lower bound; "" when it is exact
+    launches: int = 1
+    tensor_flops: float | None = 0.0  # None: unknown
+
+    @property
+    def exact(self) -> bool:
+        return not self.note
 
     @property
     def intensity(self) -> float | None:
         """FLOP per DRAM byte; None (not infinite) when no byte moved."""
         return self.flops / self.dram_bytes if self.dram_bytes > 0 else None
 
+    def level_intensity(self, nbytes: float | None) -> float | None:
+        return self.flops / nbytes if nbytes else None
+
     @property
     def flop_per_s(self) -> float | None:
         return self.flops / self.time_s if self.time_s > 0 else None
+
+    def pipes(self) -> dict:
+        return self.pipe_flops or ({self.dtype or "fp32": self.flops} if self.flops else {})
+
+    @property
+    def pipe(self) -> str:
+        """The pipe that did most of the FLOPs ("" for none)."""
+        ps = {k: v for k, v in self.pipes().items() if v > 0}
+        return max(ps, key=ps.get) if ps else ""
+
+    @property
+    def short(self) -> str:
+        return self.kernel if self.id == "group" else short_name(self.kernel)
 
     def bound(self, ridge: float) -> str:
         ai = self.intensity
@@ -46,69 +62,56 @@ class Point:
 
 
 def _who(launch: Launch) -> str:
-    return f"launch {launch.id} ({launch.kernel[:60]})"
-
-
-def _metric(launch: Launch, name: str, path: Path) -> float:
-    if name not in launch.metrics:
-        raise NcuCsvError(f"{path}: {_who(launch)} lacks the metric {name}")
-    return launch.metrics[name]
-
-
-def _flops(launch: Launch, path: Path) -> float:
-    total, families = 0.0, 0
-    for p in PRECISIONS:
-        for pre in ("sm", "smsp"):
-            names = [f"{pre}__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for op in OPS]
-            present = [n in launch.metrics for n in names]
-            if any(present):
-                missing = [n for n, ok in zip(names, present) if not ok]
-                if missing:
-                    raise NcuCsvError(f"{path}: {_who(launch)} lacks the metric {missing[0]}")
-                add, mul, fma = (launch.metrics[n] for n in names)
-                total += add + mul + 2 * fma
-                families += 1
-                break
-    if not families:
-        raise NcuCsvError(f"{path}: {_who(launch)} lacks the metric "
-                          "sm__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum (any precision)")
-    return total + launch.metrics.get(TENSOR_METRIC, 0.0) * TENSOR_FLOPS_PER_INST
+    return f"launch {launch.id} ({short_name(launch.kernel)})"
 
 
 def point(launch: Launch, path: Path) -> Point:
-    m = launch.metrics
-    if DRAM in m:
-        dram = m[DRAM]
-    elif DRAM_R in m or DRAM_W in m:
-        dram = _metric(launch, DRAM_R, path) + _metric(launch, DRAM_W, path)
-    else:
-        raise NcuCsvError(f"{path}: {_who(launch)} lacks the metric {DRAM} (or {DRAM_R} + {DRAM_W})")
-    if TIME in m:
-        t = m[TIME]
-    elif CYCLES in m:
-        t = m[CYCLES] / _metric(launch, CYCLES_PER_S, path)
-    else:
-        raise NcuCsvError(f"{path}: {_who(launch)} lacks the metric {TIME} (or {CYCLES} and {CYCLES_PER_S})")
-    return Point(launch.id, launch.kernel, " > ".join(launch.nvtx), _flops(launch, path), dram,
-                 m.get(L2), m.get(L1), t)
+    try:
+        f = figures(launch.metrics)
+    except MissingMetric as exc:
+        raise NcuCsvError(f"{path}: {_who(launch)} lacks the metric {exc.args[0]} "
+                          f"(its rows start at line {launch.line})") from None
+    if f.time_s <= 0:
+        raise NcuCsvError(f"{path}: {_who(launch)} at line {launch.line} took {f.time_s!r} s; a launch takes time")
+    tensor = None if f.tensor == "unknown" else sum(v for k, v in f.pipe_flops.items() if k.startswith("tensor_"))
+    return Point(launch.id, launch.kernel, launch.nvtx, sum(f.pipe_flops.values()), f.dram, f.l2, f.l1, f.time_s,
+                 pipe_flops=f.pipe_flops, note=f.note, tensor_flops=tensor)
 
 
 def _sum_opt(values) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) if vals else None
+    vals = list(values)
+    return None if not vals or any(v is None for v in vals) else sum(vals)
 
 
-def aggregate(points: list[Point], launches: list[Launch], label: str, rng: str = "") -> Point:
-    """Sums of FLOPs, bytes and time (never averages of ratios)."""
-    return Point(label, "", rng, sum(p.flops for p in points), sum(p.dram_bytes for p in points),
+def aggregate(points: list[Point], label: str, rng: str = "", kernel: str = "") -> Point:
+    pipes: dict = {}
+    for p in points:
+        for k, v in p.pipes().items():
+            pipes[k] = pipes.get(k, 0.0) + v
+    notes = [p.note for p in points if p.note]
+    note = (f"lower bound: {len(notes)} of {len(points)} launches have unknown tensor FLOPs" if len(points) > 1
+            else notes[0]) if notes else ""
+    dtypes = {p.dtype for p in points}
+    return Point(label, kernel, rng, sum(p.flops for p in points), sum(p.dram_bytes for p in points),
                  _sum_opt(p.l2_bytes for p in points), _sum_opt(p.l1_bytes for p in points),
-                 sum(p.time_s for p in points))
+                 sum(p.time_s for p in points), dtypes.pop() if len(dtypes) == 1 else "",
+                 pipe_flops=pipes, note=note, launches=sum(p.launches for p in points),
+                 tensor_flops=_sum_opt(p.tensor_flops for p in points))
 
 
 def by_range(points: list[Point], launches: list[Launch]) -> list[Point]:
-    """One row per NVTX range; a launch counts in every range of its push/pop stack."""
+    """One point per NVTX range; a launch counts in every range it is inside."""
     ranges: dict[str, list[Point]] = {}
     for p, launch in zip(points, launches):
-        for name in dict.fromkeys(launch.nvtx):
+        for name in launch.ranges:
             ranges.setdefault(name, []).append(p)
-    return [aggregate(ps, [], "range", name) for name, ps in ranges.items()]
+    return [aggregate(ps, "range", name) for name, ps in ranges.items()]
+
+
+def by_kernel(points: list[Point]) -> list[Point]:
+    """One point per kernel family (short name), the most time first."""
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        groups.setdefault(p.short, []).append(p)
+    out = [aggregate(ps, "group", kernel=name) for name, ps in groups.items()]
+    return sorted(out, key=lambda p: -p.time_s)

@@ -1,77 +1,62 @@
 """Nsight Compute CSV exports, read into one record per kernel launch.
 
-Two layouts:
-- `ncu --import R --csv --page details`: one row per metric; columns `ID`, ..., `Host Name`,
-  [two NVTX columns when the report was taken with --nvtx], `Kernel Name`, ..., `Section Name`,
-  `Metric Name`, `Metric Unit`, `Metric Value`; newer ncu versions add rule columns to the
-  header that the metric rows leave empty, so rows may be shorter than the header.
+Two layouts, told apart by the header:
+- `ncu --import R --csv --page details`: one row per metric; columns `ID`, ..., `Kernel Name`,
+  ..., `Section Name`, `Metric Name`, `Metric Unit`, `Metric Value`; newer ncu versions add rule
+  columns that the metric rows leave empty, so rows may be shorter than the header.
 - `ncu --import R --csv --page raw`: one row per launch, one column per metric, and a second
-  header row with the units.
-`==PROF==` lines around the table are skipped. Every column between `Host Name` and
-`Kernel Name` is taken as an NVTX column; its value is read as the launch's push/pop stack,
-range names separated by ':' (a leading `<...>` domain token is dropped). Errors name the file,
-the 1-based physical line and the column.
+  row with the units.
+Both give the same numbers (the details page rounds its values to fewer digits). `==PROF==`
+lines are skipped, a UTF-8 byte-order mark and CRLF line ends are read normally, and a `.gz`
+file is read decompressed. NVTX columns: perfsuite.roofline.nvtx. Every value the roofline
+uses must be a finite, non-negative number in a unit of its metric's kind (times and clock
+rates above zero); errors name the file, the 1-based physical line, the column and the metric.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfsuite.errors import ConfigError
-from perfsuite.roofline.units import UnitError, parse_number, to_base
-
-PRECISIONS = {"d": "double", "f": "single", "h": "half"}
-OPS = ("add", "mul", "fma")
-# Tensor-core FLOPs: NVIDIA's roofline convention for HMMA, 512 FLOPs per tensor-pipe
-# instruction (Volta/Turing/Ampere FP16); other architectures or data types are not handled.
-TENSOR_METRIC = "sm__inst_executed_pipe_tensor.sum"
-TENSOR_FLOPS_PER_INST = 512.0
-TIME = "gpu__time_duration.sum"
-CYCLES, CYCLES_PER_S = "gpc__cycles_elapsed.max", "gpc__cycles_elapsed.avg.per_second"
-DRAM, DRAM_R, DRAM_W = "dram__bytes.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"
-L2, L1 = "lts__t_bytes.sum", "l1tex__t_bytes.sum"
+from perfsuite.roofline import nvtx
+from perfsuite.roofline.metrics import DEVICE_NAME, WANTED, kind, optional
+from perfsuite.roofline.units import UnitError, read
 
 
 class NcuCsvError(ConfigError):
     pass
 
 
-def flop_metric_names() -> list[str]:
-    return [f"{pre}__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for pre in ("sm", "smsp")
-            for p in PRECISIONS for op in OPS]
-
-
-WANTED = set(flop_metric_names()) | {TENSOR_METRIC, TIME, CYCLES, CYCLES_PER_S, DRAM, DRAM_R, DRAM_W, L2, L1}
-
-
 @dataclass
 class Launch:
     id: str
     kernel: str
-    nvtx: tuple[str, ...] = ()
+    nvtx: str = ""  # the ranges around it, e.g. "train_step > forward"
+    ranges: tuple[str, ...] = ()  # every range it counts in
     metrics: dict[str, float] = field(default_factory=dict)
+    line: int = 0  # where its first row is
+    device: str = ""  # device__attribute_display_name, when the export carries it
 
 
-def _stack(values: list[str]) -> tuple[str, ...]:
-    names: list[str] = []
-    for v in values:
-        parts = [p.strip() for p in v.split(":") if p.strip()]
-        if parts and parts[0].startswith("<") and parts[0].endswith(">"):
-            parts = parts[1:]
-        names.extend(parts)
-    return tuple(names)
+def _text(p: Path) -> str:
+    try:
+        data = p.read_bytes()
+        if p.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        return data.decode("utf-8-sig")  # ncu on Windows, and some editors, write a BOM
+    except FileNotFoundError:
+        raise NcuCsvError(f"{p}: no such file") from None
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise NcuCsvError(f"{p}: cannot read ({exc})") from None
 
 
 def read_ncu_csv(path: str | Path) -> list[Launch]:
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8", errors="strict").splitlines()
-    except FileNotFoundError:
-        raise NcuCsvError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NcuCsvError(f"{p}: cannot read ({exc})") from None
+    lines = _text(p).splitlines()
     table = [(i + 1, line) for i, line in enumerate(lines) if line.strip() and not line.startswith("==")]
     if not table:
         raise NcuCsvError(f"{p}: no CSV table (only ==PROF== lines or nothing)")
@@ -80,56 +65,95 @@ def read_ncu_csv(path: str | Path) -> list[Launch]:
     if "ID" not in header or "Kernel Name" not in header:
         raise NcuCsvError(f"{p} line {header_line}: not an Nsight Compute CSV header (no ID / Kernel Name)")
     col = {name: i for i, name in enumerate(header)}
-    nvtx_cols = list(range(col["Host Name"] + 1, col["Kernel Name"])) if "Host Name" in col else []
-    if "Metric Name" in col and "Metric Value" in col:
-        return _details(p, rows[1:], col, nvtx_cols)
-    return _raw(p, rows[1:], header, col, nvtx_cols)
+    cols = nvtx.columns(header)
+    details = "Metric Name" in col and "Metric Value" in col
+    launches = (_details if details else _raw)(_Ctx(p, header, col, cols), rows[1:])
+    if not launches:
+        raise NcuCsvError(f"{p} line {header_line}: no kernel launch after the header "
+                          f"({'details' if details else 'raw'} page with no data rows)")
+    return launches
 
 
-def _need(p: Path, line: int, row: list[str], col: dict, name: str) -> str:
-    i = col[name]
-    if i >= len(row):
-        raise NcuCsvError(f"{p} line {line}: truncated row, column {i + 1} ({name!r}) is missing")
-    return row[i]
+@dataclass
+class _Ctx:
+    path: Path
+    header: list[str]
+    col: dict
+    nvtx_cols: list
+
+    def need(self, line: int, row: list[str], name: str) -> str:
+        i = self.col[name]
+        if i >= len(row):
+            raise NcuCsvError(f"{self.path} line {line}: truncated row, column {i + 1} ({name!r}) is missing")
+        return row[i]
+
+    def launch(self, line: int, row: list[str]) -> Launch:
+        try:
+            shown, ranges = nvtx.launch_ranges(self.nvtx_cols, row)
+        except ValueError as exc:
+            raise NcuCsvError(f"{self.path} line {line}, NVTX column: {exc}") from None
+        return Launch(self.need(line, row, "ID"), self.need(line, row, "Kernel Name"), shown, ranges, line=line)
+
+    def number(self, line: int, column: int, metric: str, text: str, unit: str) -> float | None:
+        """The value in base units; None for an optional metric shown as "n/a"."""
+        where = f"{self.path} line {line}, column {column} ({metric})"
+        if optional(metric) and text.strip().lower() == "n/a":
+            return None
+        try:
+            value = read(text, unit, kind(metric))
+        except UnitError as exc:
+            raise NcuCsvError(f"{where}: {exc}") from None
+        except ValueError:
+            raise NcuCsvError(f"{where}: {text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise NcuCsvError(f"{where}: {text!r} is not a finite number")
+        if value < 0:
+            raise NcuCsvError(f"{where}: {text!r} is negative; counts, bytes and times cannot be")
+        if value == 0 and kind(metric) in ("time", "freq"):
+            raise NcuCsvError(f"{where}: {text!r} is zero; a launch's time and clock rate are positive")
+        return value
 
 
-def _number(p: Path, line: int, column: int, name: str, text: str, unit: str) -> float:
-    try:
-        return to_base(parse_number(text), unit)
-    except UnitError as exc:
-        raise NcuCsvError(f"{p} line {line}, column {column} ({name}): {exc}") from None
-    except ValueError:
-        raise NcuCsvError(f"{p} line {line}, column {column} ({name}): {text!r} is not a number") from None
-
-
-def _details(p: Path, rows, col, nvtx_cols) -> list[Launch]:
+def _details(ctx: _Ctx, rows) -> list[Launch]:
     launches: dict[str, Launch] = {}
     for line, row in rows:
-        metric = _need(p, line, row, col, "Metric Name")
-        value = _need(p, line, row, col, "Metric Value")
-        lid = _need(p, line, row, col, "ID")
+        metric = ctx.need(line, row, "Metric Name")
+        value = ctx.need(line, row, "Metric Value")
+        lid = ctx.need(line, row, "ID")
         if lid not in launches:
-            launches[lid] = Launch(lid, _need(p, line, row, col, "Kernel Name"),
-                                   _stack([row[i] for i in nvtx_cols if i < len(row)]))
-        if metric in WANTED:
-            unit = row[col["Metric Unit"]] if col.get("Metric Unit", 1 << 30) < len(row) else ""
-            launches[lid].metrics[metric] = _number(p, line, col["Metric Value"] + 1, metric, value, unit)
+            launches[lid] = ctx.launch(line, row)
+        if metric == DEVICE_NAME:
+            launches[lid].device = value
+        elif metric in WANTED:
+            unit_at = ctx.col.get("Metric Unit")
+            unit = row[unit_at] if unit_at is not None and unit_at < len(row) else ""
+            v = ctx.number(line, ctx.col["Metric Value"] + 1, metric, value, unit)
+            if v is not None:
+                launches[lid].metrics[metric] = v
     return list(launches.values())
 
 
-def _raw(p: Path, rows, header, col, nvtx_cols) -> list[Launch]:
-    if not rows:
-        raise NcuCsvError(f"{p}: raw page without its units row")
+def _raw(ctx: _Ctx, rows) -> list[Launch]:
+    first = rows[0][1] if rows else []
+    if not rows or (ctx.col["ID"] < len(first) and first[ctx.col["ID"]].strip()):
+        at = rows[0][0] if rows else "end of file"
+        raise NcuCsvError(f"{ctx.path} line {at}: raw page without its units row (the row after the header)")
     _, units = rows[0]
+    header = ctx.header
+    wanted = [(i, name) for i, name in enumerate(header) if name in WANTED]
+    device_at = ctx.col.get(DEVICE_NAME)
     out = []
     for line, row in rows[1:]:
         if len(row) < len(header):
-            raise NcuCsvError(f"{p} line {line}: truncated row, column {len(row) + 1} "
+            raise NcuCsvError(f"{ctx.path} line {line}: truncated row, column {len(row) + 1} "
                               f"({header[len(row)]!r}) is missing")
-        launch = Launch(row[col["ID"]], row[col["Kernel Name"]], _stack([row[i] for i in nvtx_cols]))
-        for i, name in enumerate(header):
-            if name in WANTED:
-                unit = units[i] if i < len(units) else ""
-                launch.metrics[name] = _number(p, line, i + 1, name, row[i], unit)
+        launch = ctx.launch(line, row)
+        for i, name in wanted:
+            unit = units[i] if i < len(units) else ""
+            v = ctx.number(line, i + 1, name, row[i], unit)
+            if v is not None:
+                launch.metrics[name] = v
+        if device_at is not None:
+            launch.device = row[device_at]
         out.append(launch)
     return out

@@ -19,11 +19,30 @@ import numpy as np
 from perfsuite.errors import PerfsuiteError
 
 FORMAT = "perfsuite.checkpoint"
-VERSION = 1
+# 1: RNG states as tensors (moved by map_location: CUDA states could not be restored on CUDA)
+# 2: RNG states as bytes. Both are read.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 class CheckpointError(PerfsuiteError):
     """A checkpoint file is missing, corrupt, truncated or does not fit the objects."""
+
+
+def _rng_bytes(state) -> bytes:
+    """An RNG state as plain bytes: `torch.load(map_location=...)` moves tensors, never bytes,
+    and the generators accept only CPU ByteTensors back (a CUDA state mapped onto the GPU is
+    refused with "RNG state must be a torch.ByteTensor")."""
+    return state.detach().cpu().contiguous().numpy().tobytes()  # RNG states are uint8 already
+
+
+def _byte_tensor(state):
+    """A CPU ByteTensor from bytes (this version) or from a tensor on any device (version 1 files)."""
+    import torch
+
+    if isinstance(state, (bytes, bytearray)):
+        return torch.frombuffer(bytearray(state), dtype=torch.uint8)
+    return state.detach().to("cpu", torch.uint8).contiguous()
 
 
 def _rng_state() -> dict:
@@ -31,26 +50,32 @@ def _rng_state() -> dict:
 
     np_state = np.random.get_state()
     state = {
-        "torch": torch.get_rng_state(),
-        # numpy's state holds an ndarray, which weights_only loading refuses: store a tensor.
-        "numpy": {"name": np_state[0], "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+        "torch": _rng_bytes(torch.get_rng_state()),
+        # numpy's state holds an ndarray, which weights_only loading refuses: store its bytes.
+        "numpy": {"name": np_state[0], "keys": np_state[1].astype(np.uint32).tobytes(),
                   "pos": int(np_state[2]), "has_gauss": int(np_state[3]), "cached": float(np_state[4])},
         "python": random.getstate(),
     }
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = [_rng_bytes(s) for s in torch.cuda.get_rng_state_all()]
     return state
+
+
+def _numpy_keys(keys) -> np.ndarray:
+    if isinstance(keys, (bytes, bytearray)):
+        return np.frombuffer(bytes(keys), dtype=np.uint32).copy()
+    return keys.detach().cpu().numpy().astype(np.uint32)  # version 1: an int64 tensor
 
 
 def _set_rng_state(state: dict) -> None:
     import torch
 
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(_byte_tensor(state["torch"]))
     n = state["numpy"]
-    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
+    np.random.set_state((n["name"], _numpy_keys(n["keys"]), n["pos"], n["has_gauss"], n["cached"]))
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([_byte_tensor(s) for s in state["cuda"]])
 
 
 @dataclass
@@ -106,8 +131,9 @@ def load_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
         raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a perfsuite checkpoint")
-    if state.get("version") != VERSION:
-        raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, this perfsuite reads {VERSION}")
+    if state.get("version") not in READABLE_VERSIONS:
+        raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, this perfsuite reads "
+                              f"{', '.join(map(str, READABLE_VERSIONS))}")
     for key, obj in (("scheduler", scheduler), ("scaler", scaler)):
         if (state.get(key) is None) != (obj is None):
             raise CheckpointError(f"{path}: checkpoint {'lacks' if obj is not None else 'has'} a {key} state")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from perfsuite.errors import Unsupported
 
@@ -24,6 +24,9 @@ class Precision:
 
     name: str
     device: str
+    # Whether the optimiser has taken a real step yet (a GradScaler skips steps whose gradients
+    # overflowed, which at its initial scale are usually the first few).
+    stepped: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         import torch
@@ -45,14 +48,29 @@ class Precision:
         """Backward, through the loss scaler when there is one."""
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
 
-    def step(self, optimizer) -> None:
-        """Optimiser step; with a scaler, unscaled and skipped on inf/NaN gradients, then rescaled."""
+    def step(self, optimizer) -> bool:
+        """Optimiser step; with a scaler, unscaled and skipped on inf/NaN gradients, then rescaled.
+
+        Returns whether the optimiser stepped, so that an LR scheduler is stepped only after it
+        (stepping it first is what PyTorch warns about in every fp16 run). Until the first real
+        step that is read from the scale (a skipped step halves it): a device sync, but only in
+        the first steps of warm-up. Afterwards a rare skipped step still advances the schedule,
+        as the usual AMP recipe does: checking every step would sync inside the timed region.
+        """
         if self.scaler is None:
             optimizer.step()
-        else:
+            self.stepped = True
+            return True
+        if self.stepped:
             self.scaler.step(optimizer)
             self.scaler.update()
+            return True
+        before = self.scaler.get_scale()
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        self.stepped = self.scaler.get_scale() >= before
+        return self.stepped
 
-    def backward_and_step(self, loss, optimizer) -> None:
+    def backward_and_step(self, loss, optimizer) -> bool:
         self.backward(loss)
-        self.step(optimizer)
+        return self.step(optimizer)

@@ -17,7 +17,8 @@ class TrainingSetup:
     batch: Callable[[int], tuple]  # i -> (x, y): the same i gives the same batch on every run
 
 
-def _batches(batch_size: int, device: str, autoencoder: bool, channels_last: bool = False):
+def synthetic_batches(batch_size: int, device: str, autoencoder: bool, channels_last: bool = False):
+    """i -> (x, y): CIFAR-10-shaped batch i, the same on every run (an autoencoder's target is x)."""
     from perfsuite.data.cifar import synthetic_cifar10, to_tensors
 
     def batch(i: int):
@@ -31,43 +32,27 @@ def _batches(batch_size: int, device: str, autoencoder: bool, channels_last: boo
 def training_setup(workload: str, params: Mapping[str, Any], device: str, seed: int = 0,
                    lr_scale: float = 1.0) -> TrainingSetup:
     """Built with the torch RNG seeded by `seed`: the same seed gives the same initial weights.
-    `lr_scale` exists for tests that need a deliberately broken run."""
+    `lr_scale` exists for tests that need a deliberately broken run. The workload builds its own
+    parts (its `trainer`): this module imports no concrete workload."""
     import torch
 
     from perfsuite import registry
 
-    params = registry.get(workload).resolve(params)
+    w = registry.get(workload)
+    if w.trainer is None:
+        trainers = ", ".join(n for n in registry.names() if registry.get(n).trainer is not None)
+        raise ConfigError(f"workload {workload!r} is not a training workload ({trainers})")
+    params = w.resolve(params)
     torch.manual_seed(seed)
-    if workload == "resnet":
-        from perfsuite.workloads import resnet
-
-        parts = resnet.build_parts(params, device)
-        batch = _batches(params["batch_size"], device, False, params["channels_last"])
-        forward = parts.model
-    elif workload == "autoencoder":
-        import torch.nn.functional as F
-
-        from perfsuite.training.precision import Precision
-        from perfsuite.workloads import autoencoder
-
-        model = autoencoder.build_model(params["variant"]).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        parts = TrainParts(model, lambda recon, x: F.mse_loss(recon.float(), x), opt, None,
-                           Precision(params["precision"], device))
-
-        def forward(x):
-            return model["decoder"](model["encoder"](x))
-
-        batch = _batches(params["batch_size"], device, True)
-    else:
-        raise ConfigError(f"workload {workload!r} is not a training workload (resnet, autoencoder)")
+    setup = w.trainer(params, device)
+    parts = setup.parts
     for group in parts.optimizer.param_groups:
         group["lr"] *= lr_scale
         if "initial_lr" in group:
             group["initial_lr"] *= lr_scale
     if parts.scheduler is not None and lr_scale != 1.0:
         parts.scheduler.base_lrs = [lr * lr_scale for lr in parts.scheduler.base_lrs]
-    return TrainingSetup(parts, forward, batch)
+    return setup
 
 
 def train_losses(setup: TrainingSetup, start: int, stop: int, fixed_batch: bool = False) -> list[float]:

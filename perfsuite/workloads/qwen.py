@@ -4,6 +4,13 @@ scenario=batch: one batch of `batch_size` texts, tokenised beforehand, forward o
 time is stored apart, and end to end). scenario=singlestream: one query at a time, tokenising
 included (MLPerf SingleStream; read its p90). scenario=offline: all `samples` texts in batches,
 tokenising included (MLPerf Offline throughput).
+
+Latency percentiles come from per-batch times (perfsuite/measure/percall.py), stored in the
+record's `extra["batch_latencies_s"]`: the runner's samples are block means when a block holds
+more than one call. `runs=N` (with `warmup_runs`, default 3) asks for the week-1 study's fixed
+protocol instead: after building, `warmup_runs` untimed batches and `runs` batches timed one by
+one (synchronised), stored in `extra["protocol"]` and used by the report in place of the
+adaptive measurement (which the runner still makes; see the README).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import time
 from typing import Any, Mapping
 
 from perfsuite.errors import ConfigError, Unsupported
+from perfsuite.measure.percall import PerCallTimer, fixed_protocol
 from perfsuite.params import Param
 from perfsuite.record import Work
 from perfsuite.registry import register
@@ -34,6 +42,8 @@ def check(params: Mapping[str, Any], device: str) -> None:
         from perfsuite.llm.model import check_checkpoint
 
         check_checkpoint(params["model"])
+    if params["warmup_runs"] is not None and not params["runs"]:
+        raise ConfigError("parameter 'warmup_runs': only with runs=N (the fixed protocol)")
     if params["data"]:
         from pathlib import Path
 
@@ -61,9 +71,15 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     load_s = time.perf_counter() - t0
     cfg = model.config
     n_params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     param_bytes = float(sum(p.numel() * p.element_size() for p in model.parameters()))
-    extra: dict = {"load_s": load_s, "parameters": n_params,
-                   "size_mb": param_bytes / 1e6}
+    extra: dict = {"load_s": load_s, "parameters": n_params, "parameters_trainable": trainable,
+                   "parameters_frozen": n_params - trainable, "size_mb": param_bytes / 1e6}
+    if device.startswith("cuda"):
+        # What the model holds on the GPU before any batch: the study reports the memory a batch
+        # needs on top of it (the record's CUDA peak minus this).
+        torch.cuda.synchronize(device)
+        extra["model_resident_bytes"] = int(torch.cuda.memory_allocated(device))
 
     if params["data"]:
         texts, labels = read_csv(params["data"], cfg.num_labels)
@@ -94,19 +110,22 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
         extra.update(tokenize_s=sorted(tok_times)[2], seq_len_padded=seq, tokens_real=real,
                      tokens_padded=bs * seq, padding_fraction=1 - real / (bs * seq))
 
-        def step():
+        def forward_batch():
             return run(inputs)
 
+        step = PerCallTimer(forward_batch, device)
         work = Work(items_per_step=bs, item_unit="samples", flops_per_step=forward_flops(cfg, bs, seq),
                     flops_method="analytic", bytes_per_step=param_bytes, dtype=params["dtype"])
     elif params["scenario"] == "singlestream":
         queue = {"i": 0}
         lengths = [int(_tokenize(tok, [t], params)["input_ids"].shape[1]) for t in texts]
 
-        def step():
+        def query():
             text = texts[queue["i"] % len(texts)]
             queue["i"] += 1
             return run({k: v.to(device) for k, v in _tokenize(tok, [text], params).items()})
+
+        step = PerCallTimer(query, device)
 
         mean_flops = sum(forward_flops(cfg, 1, s) for s in lengths) / len(lengths)
         extra.update(tokens_real=sum(lengths) / len(lengths))
@@ -124,7 +143,20 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 
         work = Work(items_per_step=len(texts), item_unit="samples", flops_per_step=flops, flops_method="analytic",
                     dtype=params["dtype"])
-    return BuiltStep(fn=step, work=work, extra=lambda: extra)
+    if params["runs"]:
+        warm = 3 if params["warmup_runs"] is None else params["warmup_runs"]
+        lat = fixed_protocol(step, device, warm, params["runs"])
+        extra["protocol"] = {"name": "fixed", "warmup_runs": warm, "runs": params["runs"], "latencies_s": lat}
+    else:
+        extra["protocol"] = {"name": "adaptive"}
+    timer = step if isinstance(step, PerCallTimer) else None
+
+    def collect() -> dict:
+        if timer is None:
+            return extra
+        return {**extra, "batch_latencies_s": [round(t, 9) for t in timer.times()]}
+
+    return BuiltStep(fn=step, work=work, extra=collect)
 
 
 WORKLOAD = register(
@@ -144,6 +176,10 @@ WORKLOAD = register(
             Param("data", str, "", help="CSV with text,label; empty: generated reviews"),
             Param("scenario", str, "batch", choices=("batch", "singlestream", "offline")),
             Param("samples", int, None, min=1, help="generated texts (and offline's total)"),
+            Param("runs", int, None, min=1, max=10_000,
+                  help="fixed protocol: this many measured batches (the study: 10) instead of the adaptive stop"),
+            Param("warmup_runs", int, None, min=0, max=10_000,
+                  help="fixed protocol: untimed batches first (default 3; needs runs)"),
         ),
         builder=build,
         checker=check,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from perfsuite.errors import Unsupported
 from perfsuite.params import Param
 from perfsuite.record import Work
 from perfsuite.registry import register
@@ -47,8 +48,24 @@ def build_parts(params: Mapping[str, Any], device: str) -> TrainParts:
     return TrainParts(model, loss_fn, opt, sched, Precision(params["precision"], device))
 
 
+def training(params: Mapping[str, Any], device: str):
+    """The parts of the step `build` times, with generated CIFAR-10-shaped batches (the AMP
+    comparison, profile-step, trace and the checks build from this)."""
+    from perfsuite.training.setup import TrainingSetup, synthetic_batches
+
+    parts = build_parts(params, device)
+    return TrainingSetup(parts, parts.model,
+                         synthetic_batches(params["batch_size"], device, False, params["channels_last"]))
+
+
 def check(params: Mapping[str, Any], device: str) -> None:
     check_precision(params["precision"], device)
+    if params["cuda_graph"]:
+        from perfsuite.training.graphed import refusal
+
+        reason = refusal(device, params["precision"], params["compile"])
+        if reason:
+            raise Unsupported(reason)
     if params["data"]:
         from perfsuite.data.cifar import _batch_dir
 
@@ -67,20 +84,31 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     # Counted on the eager model: FlopCounterMode does not see inside compiled graphs.
     flops = count_flops(step)
     nbytes = training_bytes(parts.model, step)
+    work = Work(items_per_step=params["batch_size"], item_unit="images", flops_per_step=flops,
+                flops_method="FlopCounterMode", bytes_per_step=nbytes, dtype=params["precision"])
+    if params["cuda_graph"]:
+        from perfsuite.training.graphed import build_graphed_step
+
+        # The same model and batch, captured after a few warm-up steps on a side stream (at
+        # build time, outside the budget); each call replays the whole step. `extra` says what
+        # was captured and whether the LR schedule runs inside the graph.
+        graphed = build_graphed_step(parts.model, parts.loss_fn, parts.optimizer, x, y,
+                                     precision=params["precision"], device=device, base_lr=LR,
+                                     warmup_steps=WARMUP_STEPS, total_steps=TOTAL_STEPS)
+        return BuiltStep(fn=graphed.fn, work=work, teardown=graphed.teardown, extra=lambda: dict(graphed.info))
     if params["compile"]:
         compiled = torch.compile(parts.model)
         # Compiles on its first call (tens of seconds on 2 cores): the runner takes that call
         # outside the case's budget and records it as the cold start.
         step = make_train_step(parts, x, y, forward=compiled)
-    return BuiltStep(fn=step, work=Work(items_per_step=params["batch_size"], item_unit="images",
-                                        flops_per_step=flops, flops_method="FlopCounterMode",
-                                        bytes_per_step=nbytes, dtype=params["precision"]))
+    return BuiltStep(fn=step, work=work)
 
 
 WORKLOAD = register(
     Workload(
         name="resnet",
-        description="ResNet18/34 training step, 10 classes, SGD Nesterov + warm-up/cosine, label smoothing",
+        description="ResNet18/34 training step, 10 classes, SGD Nesterov + warm-up/cosine, label smoothing "
+                    "(cuda_graph=true: the whole step replayed as one captured CUDA graph)",
         params=(
             Param("size", str, "ci", choices=SIZES, help="preset: ci | cpu | gpu"),
             Param("model", str, "resnet18", choices=("resnet18", "resnet34")),
@@ -90,9 +118,12 @@ WORKLOAD = register(
             Param("precision", str, "fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
             Param("channels_last", bool, False),
             Param("compile", bool, False, help="torch.compile the model"),
+            Param("cuda_graph", bool, False,
+                  help="capture the whole step once as a CUDA graph and replay it (CUDA; fp32/bf16, not with compile)"),
             Param("data", str, "", help="CIFAR-10 folder in torchvision's format; empty: generated"),
         ),
         builder=build,
+        trainer=training,
         checker=check,
         presets=PRESETS,
     )

@@ -13,9 +13,8 @@ from perfsuite.config import RunConfig, resolve_device
 from perfsuite.errors import Unsupported
 from perfsuite.measure.memory import HostPeakRSS
 from perfsuite.measure.timing import PerfCounterClock
-from perfsuite.runner import block_size_for, clock_overhead, warm_up
+from perfsuite.runner import calibrate
 
-BUDGET_S = 3.0  # per case, as pytest-benchmark's default max-time is 1 s for tiny steps
 
 
 def test_workload(benchmark, bench_case, request):
@@ -51,11 +50,11 @@ def test_workload(benchmark, bench_case, request):
         return
 
     clock = PerfCounterClock()
-    cfg = RunConfig(max_time=BUDGET_S)
-    overhead = clock_overhead(clock)
-    est = warm_up(step, clock, cfg, overhead)["step_estimate_s"]
-    iterations = block_size_for(est, overhead, cfg.clock_overhead_limit)
-    rounds = max(5, min(10_000, int(BUDGET_S * 0.6 / max(est * iterations, 1e-9))))
+    max_time = request.config.getoption("--perfsuite-max-time")  # seconds per case, as everywhere
+    cfg = RunConfig(max_time=max_time)
+    cal = calibrate([step], clock, cfg)  # perfsuite's own warm-up and block size
+    est, iterations = cal.step_estimate_s, cal.block_size
+    rounds = max(5, min(10_000, int(max_time * 0.6 / max(est * iterations, 1e-9))))
     with HostPeakRSS() as mem:
         benchmark.pedantic(step, rounds=rounds, iterations=iterations, warmup_rounds=0)
     median = benchmark.stats.stats.median

@@ -1,0 +1,13 @@
+"""asv benchmarks of the AMP comparison (`perfsuite amp`): fp32 against bf16/fp16 per training
+workload, interleaved in one process; asv tracks 1/speed-up, the saved-memory ratio and the
+final-loss difference across commits."""
+
+from benchmarks._grids import amp_grid, asv_size
+from benchmarks._suite import make_amp_suite, measure_amp
+
+GRID = amp_grid(asv_size())
+
+
+class AmpTrack(make_amp_suite(GRID)):
+    def setup_cache(self):
+        return measure_amp(GRID, asv_size())

@@ -1,0 +1,23 @@
+"""The kind of workload whose cases run in ranks of their own (ddp, allreduce)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from perfsuite.workload import Workload
+
+
+def launch(*args, **kwargs):
+    from perfsuite.distributed.launch import run_distributed
+
+    return run_distributed(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class DistributedWorkload(Workload):
+    """A Workload whose `builder` runs on every rank (inside perfsuite.distributed.rank) and whose
+    `launcher` starts those ranks: execute.run_cases calls launcher(workload, params, cfg, env=,
+    peak=, measured=, trace_dir=) for its one record instead of measuring in this process."""
+
+    launcher: Callable[..., Any] = launch

@@ -1,0 +1,105 @@
+"""Collective bandwidth: one all_reduce, all_gather or reduce_scatter of `bytes` per step, over
+`world_size` ranks started by torchrun (perfsuite.distributed), as NVIDIA's nccl-tests measure it.
+
+`bytes` is the whole buffer, as nccl-tests' "size" column: all_reduce reduces `bytes` on every
+rank; all_gather gathers `bytes / world_size` from each rank into `bytes`; reduce_scatter reduces
+`bytes` and leaves `bytes / world_size` on each rank (rounded down to whole elements, a multiple
+of world_size; `extra.bytes` is what was moved). With nccl-tests' definitions, over the slowest
+rank's median step time t:
+
+    algbw = bytes / t
+    busbw = algbw x 2(n-1)/n     all_reduce
+    busbw = algbw x (n-1)/n      all_gather, reduce_scatter
+
+so busbw can be compared with the link's bandwidth whatever n is (and with nccl-tests' own
+output). The record's throughput is algbw (work counts bytes per step); `extra` holds both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from perfsuite.distributed.workload import DistributedWorkload
+from perfsuite.params import Param
+from perfsuite.record import Work
+from perfsuite.registry import register
+from perfsuite.workloads.base import DTYPES, BuiltStep, torch_dtype
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter")
+MIN_BYTES, MAX_BYTES = 1 << 10, 1 << 30
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw (doc/PERFORMANCE.md): what each rank's link carries per byte."""
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter"):
+        return (n - 1) / n
+    raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+
+
+def check(params: Mapping[str, Any], device: str) -> None:
+    from perfsuite.distributed.launch import check_world
+
+    check_world(params, device)
+
+
+def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+    """Runs on every rank (perfsuite.distributed.rank), inside the rank's process group."""
+    import torch
+    import torch.distributed as dist
+
+    from perfsuite.distributed.rank import current
+
+    ctx = current()
+    n, op = ctx.world_size, params["op"]
+    dtype = torch_dtype(params["dtype"])
+    elem = torch.empty((), dtype=dtype).element_size()
+    count = params["bytes"] // elem
+    count -= count % n  # all_gather and reduce_scatter split the buffer evenly over the ranks
+    if count == 0:
+        raise ValueError(f"bytes={params['bytes']} holds fewer than {n} {params['dtype']} elements")
+    group = ctx.group
+    # Zeros: a sum of zeros stays finite however many steps run (ones would overflow fp16).
+    full = torch.zeros(count, dtype=dtype, device=ctx.device)
+    part = torch.zeros(count // n, dtype=dtype, device=ctx.device)
+    if op == "all_reduce":
+        def step() -> None:
+            dist.all_reduce(full, group=group)
+    elif op == "all_gather":  # torch 2.14 names it all_gather_single; all_gather_into_tensor before
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+        def step() -> None:
+            gather(full, part, group=group)
+    else:
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+        def step() -> None:
+            scatter(part, full, group=group)
+
+    nbytes = count * elem
+    info = {"op": op, "bytes": nbytes, "requested_bytes": params["bytes"], "elements": count,
+            "bus_factor": bus_factor(op, n)}
+    return BuiltStep(fn=step, work=Work(items_per_step=nbytes, item_unit="B", bytes_per_step=nbytes,
+                                        flops_method="unknown", dtype=params["dtype"]),
+                     extra=lambda: dict(info))
+
+
+WORKLOAD = register(
+    DistributedWorkload(
+        name="allreduce",
+        description="one collective per step (all_reduce | all_gather | reduce_scatter) over world_size ranks "
+                    "(torchrun; gloo on CPU, NCCL on CUDA): algbw and busbw as nccl-tests define them",
+        params=(
+            Param("op", str, "all_reduce", choices=OPS),
+            Param("bytes", int, 1 << 20, min=MIN_BYTES, max=MAX_BYTES, help="whole buffer, 1 KiB .. 1 GiB"),
+            Param("dtype", str, "fp32", choices=DTYPES),
+            Param("world_size", int, 2, min=1, max=4096, help="ranks in all (nnodes x ranks per node)"),
+            Param("nnodes", int, 1, min=1, max=1024,
+                  help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"),
+            Param("backend", str, "auto", choices=("auto", "gloo", "nccl"), help="auto: nccl on CUDA, gloo on CPU"),
+        ),
+        builder=build,
+        checker=check,
+    )
+)

@@ -1,0 +1,140 @@
+"""Data-parallel training: the resnet or autoencoder step in DistributedDataParallel, over
+`world_size` ranks on `nnodes` nodes, started by torchrun (perfsuite.distributed).
+
+A workload of its own rather than a `world_size` parameter of resnet and autoencoder: their
+case keys (every resolved parameter) and stored histories stay as they are, the one launch path
+is chosen by the workload and not by a parameter value, both models are reached through
+perfsuite.training.setup, and world_size=1 (the scaling baseline) is the same DDP code path on
+one rank.
+
+Each rank trains on its own batch (`batch_size` images per rank: batch `rank` of the training
+set-up's generated data) and DDP averages the gradients. One record per case: the slowest
+rank's step time, global throughput (world_size x batch_size images per step), each rank's
+median, the communication share of one profiled step, and scaling efficiency against a
+world_size=1 case of the same run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from perfsuite.distributed.workload import DistributedWorkload
+from perfsuite.errors import ConfigError
+from perfsuite.params import Param
+from perfsuite.record import Work
+from perfsuite.registry import register
+from perfsuite.training.precision import PRECISIONS, check_precision
+from perfsuite.workloads.base import BuiltStep, count_flops, training_bytes
+
+MODELS = {"resnet": ("resnet18", "resnet34"), "autoencoder": ("fc", "conv")}
+BACKENDS = ("auto", "gloo", "nccl")
+
+
+def sub_params(params: Mapping[str, Any]) -> dict:
+    """The parameters of the single-process workload this case trains (its size preset applies)."""
+    model = params["model"]
+    variant = params["variant"] or MODELS[model][0]
+    sub = {"size": params["size"], "precision": params["precision"], "batch_size": params["batch_size"]}
+    sub["model" if model == "resnet" else "variant"] = variant
+    return {k: v for k, v in sub.items() if v is not None}
+
+
+def forward_module(model: str, setup):
+    """The module DDP wraps: the model itself, or for the autoencoder its encoder then decoder
+    (the same parameters the set-up's optimiser holds)."""
+    if model == "resnet":
+        return setup.parts.model
+    from torch import nn
+
+    class EncodeDecode(nn.Module):
+        def __init__(self, inner) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner["decoder"](self.inner["encoder"](x))
+
+    return EncodeDecode(setup.parts.model)
+
+
+def wrap(module, ctx):
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [int(ctx.device.split(":")[1])] if ctx.device.startswith("cuda") else None
+    return DistributedDataParallel(module, device_ids=ids, process_group=ctx.group)
+
+
+def _bucket_view(ddp) -> dict:
+    """DDP's gradient buckets as it reports them (after the first backward has rebuilt them)."""
+    try:
+        data = ddp._get_ddp_logging_data()
+    except Exception:  # noqa: BLE001 - a private API: the record says it is missing, nothing more
+        return {"bucket_cap_bytes": getattr(ddp, "bucket_bytes_cap", None)}
+    sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
+    sizes = [int(s) for s in str(sizes).split(",") if s.strip().isdigit()]
+    return {"bucket_cap_bytes": getattr(ddp, "bucket_bytes_cap", None), "buckets": len(sizes) or None,
+            "bucket_sizes_bytes": sizes or None}
+
+
+def check(params: Mapping[str, Any], device: str) -> None:
+    from perfsuite.distributed.launch import check_world
+
+    model, variant = params["model"], params["variant"]
+    if variant and variant not in MODELS[model]:
+        raise ConfigError(f"parameter 'variant': {variant!r} is not a variant of {model} "
+                          f"({', '.join(MODELS[model])}; empty: {MODELS[model][0]})")
+    check_precision(params["precision"], device)
+    check_world(params, device)
+
+
+def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+    """Runs on every rank (perfsuite.distributed.rank), inside the rank's process group."""
+    from perfsuite.distributed.rank import current
+    from perfsuite.training.setup import training_setup
+    from perfsuite.training.step import make_train_step
+
+    ctx = current()
+    model = params["model"]
+    setup = training_setup(model, sub_params(params), ctx.device)
+    module = forward_module(model, setup)
+    ddp = wrap(module, ctx)
+    x, y = setup.batch(ctx.rank)  # this rank's own batch
+    step = make_train_step(setup.parts, x, y, forward=ddp)
+    w = ctx.world_size
+    batch = int(x.shape[0])
+    # Counted on this rank's step (both run it once, with its collectives, on every rank), for all ranks.
+    flops = count_flops(step) * w
+    nbytes = training_bytes(module, step) * w
+    work = Work(items_per_step=batch * w, item_unit="images", flops_per_step=flops, flops_method="FlopCounterMode",
+                bytes_per_step=nbytes, dtype=params["precision"])
+    ctx.profile_step = lambda phase: make_train_step(setup.parts, x, y, forward=ddp, phase=phase)
+
+    def extra() -> dict:
+        return {"model": model, "variant": params["variant"] or MODELS[model][0], "per_rank_batch": batch,
+                "global_batch": batch * w, **_bucket_view(ddp)}
+
+    return BuiltStep(fn=step, work=work, extra=extra)
+
+
+WORKLOAD = register(
+    DistributedWorkload(
+        name="ddp",
+        description="resnet or autoencoder training step in DistributedDataParallel over world_size ranks "
+                    "(torchrun; gloo on CPU, NCCL on CUDA): slowest rank's step, global throughput, "
+                    "scaling efficiency, communication share",
+        params=(
+            Param("model", str, "resnet", choices=tuple(MODELS), help="the training step: resnet | autoencoder"),
+            Param("variant", str, "", choices=("",) + MODELS["resnet"] + MODELS["autoencoder"],
+                  help="resnet18|resnet34 (resnet), fc|conv (autoencoder); empty: the first"),
+            Param("size", str, "ci", choices=("ci", "cpu", "gpu"), help="the model's size preset (batch per rank)"),
+            Param("batch_size", int, None, min=1, help="images per rank; overrides the size preset"),
+            Param("precision", str, "fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
+            Param("world_size", int, 2, min=1, max=4096, help="ranks in all (nnodes x ranks per node)"),
+            Param("nnodes", int, 1, min=1, max=1024,
+                  help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"),
+            Param("backend", str, "auto", choices=BACKENDS, help="auto: nccl on CUDA, gloo on CPU"),
+        ),
+        builder=build,
+        checker=check,
+    )
+)

@@ -1,0 +1,133 @@
+"""The gate's power against budget and slowdown, from measured A-against-A pairs.
+
+    python scripts/gate_power.py collect --runs 6 --budget 60 --out reports/gate/aa-pairs.json
+    python scripts/gate_power.py curve reports/gate/aa-pairs.json [--selfcheck reports/gate/selfcheck.json]
+
+`collect` gates the unchanged ResNet18 `ci` step against itself as `perfsuite gate` does (fresh
+builds per side rotated, one torch thread, the gate's block size) but fills the whole budget
+with pairs and keeps them in time order. `curve` replays the gate's sequential test
+(perfsuite.sequential, the same looks and alpha) on the first k seconds' worth of each run's
+pairs, with every log ratio shifted by log(1 + s) for an injected slowdown s: the power at
+budget k and slowdown s, and at s = 0 the false-alarm rate. The shift models a slowdown that
+adds the same fraction to every pair, which is what the self-check's padded matmuls do; the
+self-check's measured point is printed beside the curve when given. Rates come with Wilson
+95% intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+BUDGETS = (5, 10, 15, 20, 30, 45, 60)
+SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05)
+
+
+def collect(args) -> None:
+    from perfsuite import gate, registry
+    from perfsuite.env import collect_activity
+    from perfsuite.measure.timing import PerfCounterClock
+    from perfsuite.system import CpuUsage, pinned, read_load_average
+
+    w = registry.get("resnet")
+    clock = PerfCounterClock()
+    runs = []
+    with pinned(None, args.threads), CpuUsage() as usage:
+        before = collect_activity(2.0)
+        for i in range(args.runs):
+            load0 = read_load_average()
+            a = [w.build({"size": "ci"}, "cpu").fn for _ in range(args.builds)]
+            b = [w.build({"size": "ci"}, "cpu").fn for _ in range(args.builds)]
+            t0 = time.perf_counter()
+            run = gate.paired_ratios(a, b, clock, args.budget)
+            runs.append({"ratios": run.ratios, "seconds": time.perf_counter() - t0, "block_size": run.block_size,
+                         "load_before": load0, "load_after": read_load_average()})
+            print(f"run {i}: {len(run.ratios)} pairs, median ratio {run.median:.4f}, load {load0}", file=sys.stderr)
+    doc = {"workload": "resnet[size=ci]", "threads": args.threads, "builds": args.builds, "budget_s": args.budget,
+           "runs": runs, "machine": {"before": before, "whole_run": usage.readings}}
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+
+
+def replay(logs: list[float], shift: float, alpha: float, threshold: float) -> bool:
+    """The gate's sequential decision on these pairs (time order), every log ratio moved by `shift`."""
+    from perfsuite import sequential, stats
+
+    bounds = sequential.boundaries(sequential.LOOKS, alpha)
+    thr = math.log1p(threshold)
+    for k, (frac, bound) in enumerate(zip(sequential.LOOKS, bounds)):
+        seen = [x + shift for x in logs[:max(6, round(frac * len(logs)))]]
+        p = stats.signed_rank_greater(seen, thr)
+        decision = sequential.decide(p, bound, stats.median(seen) > thr, k == len(bounds) - 1)
+        if decision is not None:
+            return decision == sequential.SLOWER
+    return False
+
+
+def curve(args) -> None:
+    from perfsuite.gate import wilson_interval
+
+    doc = json.loads(Path(args.pairs).read_text())
+    runs = doc["runs"]
+    # Pairs per second of budget, as the gate would get them (its warm-up takes WARMUP_SHARE first).
+    from perfsuite.gate import WARMUP_SHARE
+
+    print(f"A-against-A pairs: {len(runs)} runs of {doc['budget_s']:g}s, {doc['builds']} builds per side, "
+          f"{doc['threads']} thread(s); threshold {args.threshold:g}, alpha {args.alpha:g}\n")
+    print("| budget per case | pairs | " + " | ".join(f"+{s:.0%}" if s else "unchanged (false alarms)"
+                                                    for s in SLOWDOWNS) + " |")
+    print("|---|---|" + "---|" * len(SLOWDOWNS))
+    table = {}
+    for budget in BUDGETS:
+        if budget > doc["budget_s"]:
+            continue
+        cells, npairs = [], []
+        for s in SLOWDOWNS:
+            hits = n = 0
+            for r in runs:
+                per_s = len(r["ratios"]) / r["seconds"]
+                k = int(per_s * budget * (1 - WARMUP_SHARE))
+                logs = [math.log(x) for x in r["ratios"]]
+                # Each run gives several independent windows of k pairs when it is long enough.
+                for start in range(0, len(logs) - k + 1, max(k, 1)):
+                    hits += replay(logs[start:start + k], math.log1p(s), args.alpha, args.threshold)
+                    n += 1
+                npairs.append(k)
+            lo, hi = wilson_interval(hits, n)
+            cells.append(f"{hits}/{n} = {hits / n:.0%} ({lo:.0%}-{hi:.0%})")
+            table[(budget, s)] = (hits, n)
+        print(f"| {budget} s | ~{sorted(npairs)[len(npairs) // 2]} | " + " | ".join(cells) + " |")
+    if args.selfcheck:
+        for res in json.loads(Path(args.selfcheck).read_text())["results"]:
+            lo, hi = wilson_interval(res["caught"], res["trials"])
+            flo, fhi = wilson_interval(res["false_alarms"], res["trials"])
+            print(f"\nMeasured self-check ({res['case']}, {res['budget_s']:g}s, injected "
+                  f"{res['fraction_estimated']:.1%}): caught {res['caught']}/{res['trials']} ({lo:.0%}-{hi:.0%}), "
+                  f"false alarms {res['false_alarms']}/{res['trials']} ({flo:.0%}-{fhi:.0%})")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("--runs", type=int, default=6)
+    c.add_argument("--budget", type=float, default=60.0)
+    c.add_argument("--builds", type=int, default=3)
+    c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--out", required=True)
+    v = sub.add_parser("curve")
+    v.add_argument("pairs")
+    v.add_argument("--selfcheck")
+    v.add_argument("--threshold", type=float, default=0.0)
+    v.add_argument("--alpha", type=float, default=0.01)
+    args = p.parse_args()
+    collect(args) if args.cmd == "collect" else curve(args)
+
+
+if __name__ == "__main__":
+    main()

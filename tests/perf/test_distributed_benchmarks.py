@@ -1,0 +1,96 @@
+"""Distributed workloads (ddp, allreduce) in pytest-benchmark, through perfsuite's one case loop.
+
+Their steps run in ranks that torchrun starts (perfsuite.distributed), not in this process, so
+pytest-benchmark cannot time them itself. Each workload's grid (benchmarks/_grids.py) is measured
+once per session with perfsuite.execute.run_cases, exactly as `perfsuite run` and asv's track
+classes do (world_size=1 first, so the others carry their scaling efficiency); each test then
+hands its record to pytest-benchmark through the public per-test timer
+(`@pytest.mark.benchmark(timer=...)`), which replays the record's per-step samples (the slowest
+rank's), so the table shows the record's own median and spread. `extra_info` carries global
+throughput, per-rank medians, scaling efficiency, communication share, algbw and busbw.
+
+`make test` (--benchmark-disable) skips them: every launch starts torch in each rank (about 10 s
+on 2 cores), and tests/test_distributed.py already runs both workloads.
+"""
+
+import pytest
+
+from perfsuite import registry
+from perfsuite.config import RunConfig, resolve_device
+from perfsuite.errors import Unsupported
+
+
+class Replay:
+    """A timer that reads back recorded step times: two calls per round, `s` apart."""
+
+    def __init__(self) -> None:
+        self._times: list[float] = []
+
+    def load(self, samples) -> None:
+        t, times = 0.0, []
+        for s in samples:
+            times += [t, t + s]
+            t += s
+        self._times = times
+
+    def __call__(self) -> float:
+        return self._times.pop(0)
+
+
+REPLAY = Replay()
+_MEASURED: dict = {}
+
+
+def _measured(name: str, size: str, device: str, max_time: float) -> dict:
+    """Every grid case of `name`, measured once in one run_cases call: {params key: record or reason}."""
+    key = (name, size, device)
+    if key not in _MEASURED:
+        from benchmarks._grids import cases
+        from perfsuite.env import fingerprint
+        from perfsuite.execute import Case, Events, run_cases
+
+        got: dict = {}
+
+        class Keep(Events):
+            def done(self, case, record):
+                got[repr(sorted(case.params.items()))] = record
+
+            def failed(self, case, failure):
+                got[repr(sorted(case.params.items()))] = f"failed: {failure['error']}"
+
+            def skipped(self, case, reason):
+                got[repr(sorted(case.params.items()))] = f"skipped: {reason}"
+
+        w = registry.get(name)
+        run_cases([Case(w, c) for c in cases(name, size)], RunConfig(device=device, max_time=max_time), device,
+                  env=fingerprint(), events=Keep())
+        _MEASURED[key] = got
+    return _MEASURED[key]
+
+
+@pytest.mark.benchmark(timer=REPLAY)
+def test_distributed(benchmark, dist_case, request):
+    name, params = dist_case
+    w = registry.get(name)
+    device = resolve_device(request.config.getoption("--perfsuite-device"))
+    try:
+        w.check(params, device)
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+    if benchmark.disabled:
+        pytest.skip("a torchrun launch per case: measured with --benchmark-only; tests/test_distributed.py runs it")
+    size = request.config.getoption("--perfsuite-size")
+    rec = _measured(name, size, device, request.config.getoption("--perfsuite-max-time")).get(
+        repr(sorted(params.items())), "not measured")
+    if isinstance(rec, str):
+        pytest.fail(rec) if rec.startswith("failed") else pytest.skip(rec)
+    benchmark.group = name
+    e = rec.extra
+    benchmark.extra_info.update(
+        params=rec.params, device=rec.device, timing="replayed: the slowest rank's per-step samples",
+        world_size=e["world_size"], rank_medians_s=e["rank_medians_s"], throughput=rec.throughput,
+        throughput_unit=rec.throughput_unit, scaling_efficiency=e.get("scaling_efficiency"),
+        comm_share=(e.get("comm") or {}).get("comm_share"), algbw_Bps=e.get("algbw_Bps"), busbw_Bps=e.get("busbw_Bps"))
+    REPLAY.load(rec.samples_s)
+    benchmark.pedantic(lambda: None, rounds=len(rec.samples_s), iterations=1, warmup_rounds=0)
+    assert benchmark.stats.stats.median == pytest.approx(rec.stats.median, rel=1e-6)

@@ -1,0 +1,106 @@
+"""scripts/asv_offline.py on asv's own page template: offline, integrity kept, clear errors."""
+
+import base64
+import hashlib
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "asv_offline.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("asv_offline", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _asv_page() -> str:
+    asv = pytest.importorskip("asv")
+    return (Path(asv.__file__).parent / "www" / "index.html").read_text()
+
+
+def _site(tmp_path) -> Path:
+    site = tmp_path / "html"
+    site.mkdir()
+    (site / "index.html").write_text(_asv_page())
+    return site
+
+
+def _b64(algo, data):
+    return base64.b64encode(hashlib.new(algo, data).digest()).decode()
+
+
+def test_every_cdn_reference_is_served_from_shipped_files_with_their_integrity(tmp_path, monkeypatch):
+    mod = _module()
+    # Publishing must not reach for npm or the network.
+    original = _asv_page()
+    site = _site(tmp_path)
+    monkeypatch.setattr(mod, "subprocess", types.SimpleNamespace(run=lambda *a, **k: pytest.fail("ran a command")))
+    monkeypatch.setattr(mod.shutil, "which", lambda *a, **k: pytest.fail("asv_offline looked for npm"))
+    n = mod.vendor(site)
+    page = (site / "index.html").read_text()
+    assert n == len(re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="https://', original)) >= 10
+    assert 'href="https://github.com/airspeed-velocity/asv/"' in page  # a plain link stays a link
+    assert "https://" not in " ".join(re.findall(r"<(?:script|link)[^>]*>", page))
+    assert "crossorigin" not in page and "referrerpolicy" not in page
+    tags = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="(vendor/[^"]+)"[^>]*>', page)
+    assert len(tags) == n
+    for tag in re.findall(r'<(?:script|link)\b[^>]*\bvendor/[^>]*>', page):
+        path = re.search(r'(?:src|href)="(vendor/[^"]+)"', tag).group(1)
+        integrity = re.search(r'integrity="([^"]+)"', tag).group(1)
+        assert integrity == "sha384-" + _b64("sha384", (site / path).read_bytes()), path
+        spec = path.split("/")[1]
+        assert list((site / "vendor" / spec).glob("LICENSE*")) or (site / "vendor" / spec / "package.json").exists()
+    # Where asv's page pins npm's own bytes (sha256), the shipped file is those bytes.
+    for url, sha in re.findall(r'(?:src|href)="(https://[^"]+)" integrity="sha256-([^"]+)"', original):
+        spec, inner = mod.locate(url)
+        assert _b64("sha256", (mod.VENDOR / spec / inner).read_bytes()) == sha, url
+
+
+def test_the_manifest_matches_the_shipped_files():
+    mod = _module()
+    manifest = mod.load_manifest()
+    for spec, entry in manifest["packages"].items():
+        assert (mod.VENDOR / spec / entry["licence"]).is_file(), spec
+        assert entry["npm_integrity"].startswith("sha512-")
+        for inner in entry["files"]:
+            mod.shipped(spec, inner, manifest)  # raises on a missing or altered file
+    for spec, inner in mod.KNOWN.values():
+        assert inner in manifest["packages"][spec]["files"]
+
+
+def test_a_missing_or_altered_file_is_named(tmp_path):
+    mod = _module()
+    vendor_dir = tmp_path / "vendor-copy"
+    shutil.copytree(mod.VENDOR, vendor_dir)
+    (vendor_dir / "jquery@3.3.1" / "dist" / "jquery.min.js").unlink()
+    with pytest.raises(SystemExit, match=r"vendored file .*jquery@3.3.1/dist/jquery.min.js is missing"):
+        mod.vendor(_site(tmp_path), vendor_dir)
+    shutil.copy(mod.VENDOR / "jquery@3.3.1" / "dist" / "jquery.min.js", vendor_dir / "jquery@3.3.1" / "dist")
+    with open(vendor_dir / "flot@0.8.3" / "jquery.flot.js", "a") as f:
+        f.write("\n// changed")
+    shutil.rmtree(tmp_path / "html")
+    with pytest.raises(SystemExit, match=r"jquery.flot.js does not match its recorded hash"):
+        mod.vendor(_site(tmp_path), vendor_dir)
+    (vendor_dir / "MANIFEST.json").unlink()
+    with pytest.raises(SystemExit, match="MANIFEST.json is missing"):
+        mod.vendor(tmp_path / "html", vendor_dir)
+
+
+def test_command_line(tmp_path):
+    site = _site(tmp_path)
+    res = subprocess.run([sys.executable, str(SCRIPT), str(site)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "now served from vendor/" in res.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = subprocess.run([sys.executable, str(SCRIPT), str(empty)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "no HTML pages" in res.stderr and "Traceback" not in res.stderr

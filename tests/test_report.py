@@ -1,0 +1,99 @@
+"""Where the time went, and which roof, as the console table, the markdown page and the Qwen
+report show them: hand-built records, no measuring."""
+
+from dataclasses import replace
+
+from records import make_record
+from rich.console import Console
+
+from perfsuite.record import Work
+from perfsuite.report import qwen
+from perfsuite.report.console import print_bounds, records_table
+from perfsuite.report.markdown import write_report
+
+
+def _nvml(mean: float) -> dict:
+    return {"status": "ok", "n": 40, "interval_s": 0.05, "gpu_util_pct": {"mean": mean, "max": 100.0}}
+
+
+def _cuda(mean: float | None, seed: int = 0, **params):
+    nvml = _nvml(mean) if mean is not None else {"status": "unavailable", "reason": "nvidia-ml-py is not installed"}
+    return replace(make_record(seed=seed, params={"n": 256, "dtype": "fp32", **params}), device="cuda:0", nvml=nvml)
+
+
+def _text(renderable) -> str:
+    console = Console(record=True, width=300)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_console_table_shows_each_verdict_for_cuda_records():
+    out = _text(records_table([_cuda(23.0), _cuda(87.0, seed=1), _cuda(None, seed=2)]))
+    assert "GPU" in out
+    assert "host-bound (23% busy)" in out and "device-bound (87% busy)" in out and "unknown" in out
+
+
+def test_console_table_for_cpu_records_has_no_gpu_column():
+    out = _text(records_table([make_record()]))
+    assert "GPU" not in out and "host-bound" not in out and "n/a" not in out
+
+
+def test_print_bounds_gives_cuda_records_a_plain_line_with_the_evidence():
+    console = Console(record=True, width=300)
+    print_bounds(console, [_cuda(23.0), make_record(), _cuda(None, seed=2)])
+    lines = console.export_text().splitlines()
+    assert len(lines) == 2  # the CPU record has no verdict to print
+    assert lines[0].startswith("host-bound matmul[") and "busy 23%" in lines[0]
+    assert lines[1].startswith("unknown ") and "nvidia-ml-py is not installed" in lines[1]
+
+
+def test_console_names_the_roof_when_it_is_not_the_work_dtype():
+    block = {"flops_per_s": 4e12, "dtype": "fp32", "roof": "tf32"}
+    r = replace(_cuda(90.0), peak=block)
+    out = _text(records_table([r]))
+    assert f"{r.peak_fraction:.0%} of tf32" in out
+
+
+def test_markdown_states_where_the_time_went(tmp_path):
+    recs = [_cuda(23.0), _cuda(87.0, seed=1, n=512), _cuda(None, seed=2, n=1024)]
+    page = write_report(recs, tmp_path).read_text()
+    assert "| GPU | converged |" in page
+    assert "| host-bound (23% busy) |" in page and "| device-bound (87% busy) |" in page
+    assert "**host-bound**: the GPU was busy 23%" in page
+    assert "**unknown**: NVML unavailable: nvidia-ml-py is not installed" in page
+    header = next(line for line in page.splitlines() if line.startswith("| params"))
+    row = next(line for line in page.splitlines() if "host-bound (23% busy)" in line)
+    assert header.count("|") == row.count("|")  # the extra column is in the rows too
+
+
+def test_markdown_for_cpu_records_is_unchanged_and_names_a_missing_roof(tmp_path):
+    no_roof = {"flops_per_s": None, "dtype": "fp32", "roof": "fp32",
+               "why": "no fp32 roof in this device's stored peak (fp32 work: the fp32 matmul roof)"}
+    page = write_report([make_record(), make_record(seed=1, params={"n": 512, "dtype": "fp32"}, peak=no_roof)],
+                        tmp_path).read_text()
+    assert "GPU" not in page and "host-bound" not in page
+    assert "no fraction of peak: no fp32 roof in this device's stored peak" in page
+
+
+def test_markdown_amp_rows_carry_each_sides_verdict(tmp_path):
+    amp = {"workload": "resnet", "params": {}, "device": "cuda:0", "precision_a": "fp32", "precision_b": "bf16",
+           "speedup": 1.1, "speedup_ci": [1.0, 1.2], "time_a_s": [0.02, 0.021], "time_b_s": [0.018, 0.019],
+           "memory_ratio": 0.6, "final_loss_a": 1.0, "final_loss_b": 1.01, "accuracy_ok": True,
+           "nvml_a": _nvml(40.0), "nvml_b": _nvml(22.0)}
+    old = {k: v for k, v in amp.items() if not k.startswith("nvml_")}  # written before the verdict existed
+    page = write_report([make_record()], tmp_path, amp=[amp, old]).read_text()
+    assert "| host-bound (40% busy) / host-bound (22% busy) | ok |" in page
+    assert "| - / - | ok |" in page
+
+
+def test_qwen_rows_export_the_verdict_and_a_host_bound_best_batch_says_so_first():
+    recs = [_cuda(23.0, batch_size=bs, dtype="fp16", seed=bs) for bs in (1, 2)]
+    recs = [replace(r, work=Work(items_per_step=r.params["batch_size"], item_unit="samples")) for r in recs]
+    rows = [qwen.row(r) for r in recs]
+    assert set(rows[0]) == set(qwen.COLUMNS)  # the CSV writer needs exactly these
+    assert rows[0]["bound"] == "host-bound" and rows[0]["gpu_util_pct"] == 23.0
+    best = max(rows, key=lambda r: r["samples_per_s"])
+    assert qwen.bottleneck(rows, best).startswith("host: the GPU was busy only 23%")
+    cpu = qwen.row(replace(make_record(params={"batch_size": 1, "dtype": "fp32"})))
+    assert cpu["bound"] == "n/a (cpu)"
+    assert not qwen.bottleneck([cpu], cpu).startswith("host")

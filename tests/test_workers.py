@@ -1,0 +1,138 @@
+"""perfsuite.workers: a case's budget over fresh processes, merged into one record; failures are the case's.
+
+Most tests start workers with "fork" (milliseconds: torch is imported here once, not per worker)
+and fake clocks; one takes the real "spawn" road with a worker body that imports no torch.
+"""
+
+import json
+import os
+
+import pytest
+import torch  # noqa: F401 - imported once here, so that forked workers do not each import it
+from fakeclock import FakeClock
+from records import make_record
+
+from perfsuite import workers
+from perfsuite.config import RunConfig
+from perfsuite.errors import Unsupported
+from perfsuite.execute import Case, run_cases
+from perfsuite.params import Param
+from perfsuite.record import Record, Work
+from perfsuite.storage import ResultsWriter, load_records
+from perfsuite.workload import BuiltStep, Workload
+
+
+def _noop():
+    return None
+
+
+def _build(params, device):
+    if params["x"] == 2:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    if params["x"] == 3:
+        os._exit(7)  # a crash: no exception, no message
+    if params["x"] == 4:
+        raise Unsupported("x=4 needs a package this machine lacks")
+    return BuiltStep(fn=_noop, work=Work(items_per_step=1, item_unit="calls"))
+
+
+TOY = Workload("toy", "a test workload", (Param("x", int, 1),), _build)
+
+
+@pytest.fixture
+def fork(monkeypatch):
+    monkeypatch.setattr(workers, "START_METHOD", "fork")
+
+
+def _child(median_s, seed, **conditions):
+    rec = make_record(median_s=median_s, n=20, seed=seed, sigma=0.01)
+    from dataclasses import replace
+
+    return replace(rec, conditions={"processes": 1, "cpus": [0, 1], "torch_threads": 2, "timed_wall_s": 1.0,
+                                    "steal_fraction": 0.0, "others_cpus": 0.1, **conditions},
+                   config={"clock_overhead_s": 1e-7, "measure_s": 0.8}, warnings=("noisy: IQR is 12% of the median",))
+
+
+def test_merge_keeps_every_process_and_reports_the_median_of_their_medians():
+    children = [_child(1e-3, 0), _child(1.2e-3, 1, steal_fraction=0.09, timed_wall_s=3.0), _child(1.02e-3, 2)]
+    rec = workers.merge(children, [11, 12, 13], RunConfig(max_time=3.0, processes=3))
+    assert [p["pid"] for p in rec.processes] == [11, 12, 13]
+    assert rec.samples_s == tuple(s for c in children for s in c.samples_s)
+    assert rec.median_s == pytest.approx(children[2].median_s)  # the middle process, not the pooled samples
+    assert rec.stats.ci_low < 1.0e-3 and rec.stats.ci_high > 1.2e-3  # the slow process widens the interval
+    c = rec.conditions
+    assert c["processes"] == 3 and c["between_share"] > 0.9 and c["timed_wall_s"] == 5.0
+    assert c["steal_fraction"] == pytest.approx(0.09 * 3 / 5)  # weighted by each process's timed seconds
+    text = "\n".join(rec.warnings)
+    assert "steal took 5.4%" in text and "between processes" in text and "did not converge" in text
+    assert "processes 1,2,3 of 3: noisy" in text  # one line for what every process said
+    back = Record.from_dict(json.loads(rec.to_json()))
+    assert back.median_s == rec.median_s and back.processes == rec.processes
+
+
+def test_describe_says_how_much_is_between_processes():
+    rec = workers.merge([_child(1e-3, 0), _child(1.2e-3, 1)], [1, 2], RunConfig(processes=2))
+    line = workers.describe(rec)
+    assert "2 processes" in line and "between processes" in line and "pooled samples" in line
+    assert workers.describe(make_record()) is None
+
+
+def test_the_budget_is_spread_over_the_workers(fork):
+    clock = FakeClock(step_s=1e-3, noise=0.01, seed=3)
+    rec = workers.run_in_workers(TOY, {"x": 1}, RunConfig(max_time=0.6, processes=3, device="cpu"), clock=clock)
+    assert len(rec.processes) == 3 and len({p["pid"] for p in rec.processes}) == 3
+    assert os.getpid() not in {p["pid"] for p in rec.processes}
+    assert all(p["conditions"]["processes"] == 1 for p in rec.processes)
+    # Each worker measured a third of the budget: its fake clock ran out at about 0.2 s.
+    assert all(p["conditions"]["timed_wall_s"] > 0 for p in rec.processes)
+    assert rec.config["max_time"] == 0.6 and rec.conditions["processes"] == 3
+
+
+@pytest.mark.parametrize("x, kind, message", [
+    (2, "oom", "worker 1/2 (pid"),
+    (3, "error", "exited with code 7 before sending its record"),
+])
+def test_a_worker_failure_is_the_cases_failure_and_the_run_goes_on(fork, tmp_path, x, kind, message):
+    writer = ResultsWriter(tmp_path / "out.json")
+    out = run_cases([Case(TOY, {"x": x}), Case(TOY, {"x": 1})], RunConfig(max_time=0.2, processes=2), "cpu",
+                    writer=writer, env={}, clock=FakeClock(step_s=1e-3, seed=0))
+    (failure,) = out.failures
+    assert failure["kind"] == kind and message in failure["error"] and failure["params"] == {"x": x}
+    assert [r.params["x"] for r in out.records] == [1] and len(load_records(tmp_path / "out.json")) == 1
+
+
+def test_unsupported_in_a_worker_is_a_skip(fork):
+    out = run_cases([Case(TOY, {"x": 4})], RunConfig(max_time=0.2, processes=2), "cpu", env={},
+                    clock=FakeClock(step_s=1e-3, seed=0))
+    assert not out.failures and not out.records and "lacks" in out.unsupported[0][1]
+
+
+def test_spawned_workers_are_fresh_interpreters_that_find_the_workload_by_name():
+    from workerjobs import fake_worker
+
+    from perfsuite import registry
+
+    rec = workers.run_in_workers(registry.get("noop"), {}, RunConfig(max_time=0.4, processes=2),
+                                 clock=FakeClock(step_s=1e-4, noise=0.01, seed=5), target=fake_worker)
+    procs = rec.processes
+    assert [p["conditions"]["found_by_name"] for p in procs] == [True, True]
+    assert [p["conditions"]["share_s"] for p in procs] == [0.2, 0.2] and procs[0]["conditions"]["processes"] == 1
+    assert len({p["pid"] for p in procs} | {os.getpid()}) == 3
+
+
+def test_run_processes_option_measures_in_workers(fork, capsys, tmp_path):
+    from perfsuite.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["run", "noop", "--device", "cpu", "--processes", "2", "--max-time", "0.4", "--out", str(out)]) == 0
+    (rec,) = load_records(out)
+    assert len(rec.processes) == 2 and rec.conditions["processes"] == 2 and rec.config["processes"] == 2
+    assert all(p["pid"] != os.getpid() and len(p["samples_s"]) >= 1 for p in rec.processes)
+    assert "noop[]: 2 processes" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_trace_cannot_be_combined_with_workers(tmp_path):
+    from perfsuite.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--trace"):
+        run_cases([Case(TOY, {"x": 1})], RunConfig(processes=2), "cpu", trace_dir=tmp_path)
