@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="a suite YAML file (see `perfsuite suites`)")
     run.add_argument("--suite", help="a shipped suite by name: ci, cpu, gpu")
     run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
+    run.add_argument("--no-checks", action="store_true",
+                     help="with a suite: skip the correctness checks run before timing (`perfsuite check`)")
     run.add_argument("--trace", type=Path, nargs="?", const=Path("reports") / "traces", default=None, metavar="DIR",
                      help="after measuring, write a torch.profiler trace of one step and a top-operators table "
                           "(default DIR reports/traces)")
@@ -302,6 +304,9 @@ def cmd_run(args, console) -> int:
 
     if args.config or args.suite:
         return _run_suite(args, console)
+    if args.no_checks or args.retry_failed:
+        raise PerfsuiteError(f"{'--no-checks' if args.no_checks else '--retry-failed'} applies to a suite run "
+                             "(--suite or --config)")
     if not args.workload:
         raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
     workload = registry.get(args.workload)
@@ -400,12 +405,16 @@ def _run_suite(args, console) -> int:
         if getattr(args, dest) not in (None, False):
             raise PerfsuiteError(f"{flag} cannot be combined with --suite/--config: the suite file sets it "
                                  "(max_time and processes per suite or per entry); only -p, --device, --out, "
-                                 "--retry-failed, --cpus and --threads apply")
+                                 "--retry-failed, --no-checks, --cpus and --threads apply")
     path = args.config or shipped_suites_dir() / f"{args.suite}.yaml"
     if args.suite and not path.exists():
         names = sorted(p.stem for p in shipped_suites_dir().glob("*.yaml"))
         raise PerfsuiteError(f"--suite {args.suite}: no such suite; shipped: {', '.join(names)}")
     suite = load_suite(path, _overrides(args.param), device=args.device if args.device != "auto" else None)
+    if args.no_checks:
+        from dataclasses import replace
+
+        suite = replace(suite, checks=False)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or suite.output or args.results_dir / f"{suite.name}-{stamp}"
     console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))
@@ -427,8 +436,10 @@ def _run_suite(args, console) -> int:
                            f"{args.tensorboard}"))
     console.print(Text(f"measured {res.measured}, skipped {res.skipped_done} already measured, "
                        f"{res.skipped_failed} failed before (--retry-failed to retry), "
-                       f"{res.unsupported} unsupported here, {res.failed} failed now"))
-    return 3 if res.failed else 0
+                       f"{res.unsupported} unsupported here, {res.failed} failed now"
+                       + (f" ({res.checks_failed} correctness check(s) failed: their workloads were not timed)"
+                          if res.checks_failed else "")))
+    return 3 if res.failed or res.checks_failed else 0
 
 
 def cmd_suites(args, console) -> int:

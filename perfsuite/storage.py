@@ -106,7 +106,7 @@ def dumps(obj, indent: int | None = 1) -> str:
 
 # Every other result perfsuite writes is a versioned document of one kind:
 #   {"format": "perfsuite.KIND", "schema_version": N, "results": [...]}
-# History: 1 - 2026-11: pair, amp, gate, gate-selfcheck, noise-floors, peaks. Files written
+# History: 1 - 2026-11: pair, amp, gate, gate-selfcheck, noise-floors, peaks, checks. Files written
 # before (a bare list for pair/amp/gate, a bare mapping for floors and peaks) are read as
 # version 0.
 DOCUMENT_VERSION = 1
@@ -116,6 +116,7 @@ DOCUMENT_KEYS = {
     "amp": ("workload", "params", "device", "precision_a", "precision_b", "time_a_s", "time_b_s"),
     "gate": ("label", "median_ratio", "slower"),
     "gate-selfcheck": ("case", "caught", "false_alarms", "trials"),
+    "checks": ("workload", "name", "ok", "detail"),
     "noise-floors": (),
     "peaks": (),
 }
@@ -255,20 +256,6 @@ class ResultsWriter:
 
 def _failure_key(f: dict) -> tuple:
     return case_key(f.get("workload"), f.get("params") or {}, f.get("device"))
-
-
-def failure_entry(workload: str, params: dict, device: str, exc: BaseException) -> dict:
-    """What is kept of a case that failed: which case, what kind of failure, and the message."""
-    text = f"{type(exc).__name__}: {exc}".strip()
-    oom = type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text.lower()
-    return {
-        "workload": workload,
-        "params": dict(params),
-        "device": device,
-        "kind": "oom" if oom else "error",
-        "error": text.splitlines()[0][:500] if text else type(exc).__name__,
-        "created": datetime.now(timezone.utc).isoformat(),
-    }
 
 
 def load_records(path: str | os.PathLike) -> list[Record]:

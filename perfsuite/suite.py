@@ -5,6 +5,7 @@
     max_time: 6           # seconds per case (an entry may override)
     processes: 1          # worker processes a case's budget is spread over (an entry may override)
     output: results/cpu   # default output directory (--out overrides)
+    checks: true          # run the workloads' correctness checks before timing (perfsuite check)
     suites:
       - name: matmul
         workload: matmul
@@ -35,7 +36,7 @@ from typing import Any
 
 from perfsuite.errors import ConfigError
 
-TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "suites"}
+TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "suites"}
 ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "processes", "vary", "precisions", "pairs", "steps"}
 KINDS = ("run", "pair", "amp")
 # An entry's name becomes a file name (`<out>/<name>.json`), the suite's a directory name: plain
@@ -70,6 +71,7 @@ class Suite:
     device: str
     output: Path | None
     entries: list[Entry] = field(default_factory=list)
+    checks: bool = True  # correctness checks of its workloads before any is timed
 
 
 def _err(path: str, what: str) -> ConfigError:
@@ -220,9 +222,12 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     if unused:
         raise ConfigError(f"-p {unused[0]}: no entry of suite {path.name} has a workload with that parameter")
     out = doc.get("output")
+    checks = doc.get("checks", True)
+    if not isinstance(checks, bool):
+        raise _err("checks", f"must be true or false, got {checks!r}")
     return Suite(name=str(doc.get("name", path.stem)), path=path,
                  sha256=hashlib.sha256(path.read_bytes()).hexdigest(), device=str(device or doc.get("device", "auto")),
-                 output=Path(out) if out else None, entries=entries)
+                 output=Path(out) if out else None, entries=entries, checks=checks)
 
 
 def _count(value: Any, where: str, least: int) -> int:

@@ -27,6 +27,7 @@ class SuiteOutcome:
     skipped_failed: int = 0
     unsupported: int = 0
     failed: int = 0
+    checks_failed: int = 0  # correctness checks that failed (their workloads were not timed)
 
 
 def prepare_output(out: Path, config: dict) -> None:
@@ -89,6 +90,33 @@ def lock_output(out: Path):
     return fd
 
 
+def run_checks_first(suite: Suite, device: str, console: Console, out: Path) -> tuple[dict[str, str], int]:
+    """The correctness checks of the suite's workloads, before anything is timed: a number from a
+    wrong step is worse than none. Written to `out/checks.json`; returns {workload: why it is
+    not timed} for every workload with a failed check, and how many checks failed."""
+    from perfsuite.checks import checks_for, run_checks
+    from perfsuite.storage import atomic_write_text, document
+
+    names = sorted({e.workload for e in suite.entries if checks_for(e.workload)})
+    if not suite.checks or not names:
+        return {}, 0
+    console.print(Text(f"correctness checks before timing ({', '.join(names)}; `checks: false` in the suite "
+                       "or --no-checks skips them)"), highlight=False)
+
+    def show(res) -> None:
+        console.print(Text(res.line(), style="" if res.ok else "bold red"), highlight=False)
+
+    results = run_checks(names, device, report=show)
+    atomic_write_text(out / "checks.json", document("checks", [
+        {"workload": r.workload, "name": r.name, "ok": r.ok, "detail": r.detail, "seconds": r.seconds,
+         "device": device} for r in results]))
+    refused: dict[str, str] = {}
+    for r in results:
+        if not r.ok:
+            refused.setdefault(r.workload, f"correctness check failed, not timed: {r.name}: {r.detail}")
+    return refused, sum(not r.ok for r in results)
+
+
 def run_suite(suite: Suite, out: Path, console: Console, retry_failed: bool = False,
               peak_file: Path | None = None, events=None, settings: dict | None = None) -> SuiteOutcome:
     """`settings`: RunConfig fields the command line sets for every run entry (cpus, threads)."""
@@ -123,11 +151,16 @@ def _run_entries(suite, out, console, device, unsupported, config, retry_failed,
     env = fingerprint()
     peak = peak_for(peak_file, env, device) if peak_file else None
     outcome = SuiteOutcome()
+    refused, outcome.checks_failed = run_checks_first(suite, device, console, out)
     run_info = {"suite": suite.name, "suite_sha256": suite.sha256, "config_digest": config_digest(config)}
 
     for e in suite.entries:
         w = registry.get(e.workload)
         cases = e.cases()
+        if e.workload in refused:
+            console.print(Text(f"skip {e.name}: {refused[e.workload]}", style="bold red"), highlight=False)
+            outcome.failed += len(cases)
+            continue
         if e.kind == "run":
             writer = ResultsWriter.resume(out / f"{e.name}.json")
             done = {r.case_key() for r in writer.records}

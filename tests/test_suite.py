@@ -207,3 +207,57 @@ def test_processes_per_suite_and_per_entry_reach_the_run(tmp_path, capsys, monke
     assert b["config"]["threads"] == 1 and b["conditions"]["torch_threads"] == 1
     assert cli.main(["run", "--config", str(suite), "--out", str(tmp_path / "o2"), "--processes", "3"]) == 2
     assert "--processes cannot be combined with --suite/--config" in capsys.readouterr().err
+
+
+CHECKED = """
+name: checked
+max_time: 0.3
+suites:
+  - {name: mm, workload: matmul, params: {n: 16}}
+  - {name: noop, workload: noop}
+"""
+
+
+def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 0
+    from perfsuite.storage import load_document
+
+    checks = load_document(out / "checks.json", "checks")
+    # matmul has checks (fp32 and bf16 against float64); noop has none and is not listed.
+    assert {c["workload"] for c in checks} == {"matmul"} and len(checks) == 2 and all(c["ok"] for c in checks)
+    assert "correctness checks before timing (matmul" in capsys.readouterr().out
+    assert len(json.loads((out / "mm.json").read_text())["records"]) == 1
+
+
+def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, monkeypatch):
+    from perfsuite import checks
+
+    def wrong(device):
+        raise checks.CheckFailed("fp32 relative error 3e-01 against float64")
+
+    monkeypatch.setattr(checks, "checks_for", lambda w: [("agrees", wrong)] if w == "matmul" else [])
+    out = tmp_path / "o"
+    assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 3
+    text = capsys.readouterr().out
+    assert "skip mm: correctness check failed, not timed: agrees: fp32 relative error 3e-01" in text
+    assert "1 correctness check(s) failed" in text
+    assert not (out / "mm.json").exists()  # no number from a wrong step ...
+    assert len(json.loads((out / "noop.json").read_text())["records"]) == 1  # ... and the others go on
+    (failed,) = json.loads((out / "checks.json").read_text())["results"]
+    assert failed["ok"] is False and failed["workload"] == "matmul"
+    # Switched off, from the command line or the file, the step is timed and no checks are written.
+    out2 = tmp_path / "o2"
+    assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out2), "--device", "cpu",
+                     "--no-checks"]) == 0
+    assert (out2 / "mm.json").exists() and not (out2 / "checks.json").exists()
+    off = write(tmp_path, CHECKED.replace("max_time: 0.3", "max_time: 0.3\nchecks: false"), "off.yaml")
+    assert cli.main(["run", "--config", str(off), "--out", str(tmp_path / "o3"), "--device", "cpu"]) == 0
+    assert not (tmp_path / "o3" / "checks.json").exists()
+
+
+def test_suite_checks_key_and_flag_are_validated(tmp_path, capsys):
+    with pytest.raises(ConfigError, match="checks: must be true or false, got 'yes'"):
+        load_suite(write(tmp_path, "checks: 'yes'\nsuites: [{workload: noop}]\n"))
+    assert cli.main(["run", "noop", "--no-checks"]) == 2
+    assert "--no-checks applies to a suite run" in capsys.readouterr().err
