@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-BUDGETS = (5, 10, 15, 20, 30, 45, 60)
+BUDGETS = (5, 10, 15, 20, 30, 45, 60, 120)
 SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05)
 
 
@@ -74,15 +74,26 @@ def curve(args) -> None:
 
     doc = json.loads(Path(args.pairs).read_text())
     runs = doc["runs"]
-    # Pairs per second of budget, as the gate would get them (its warm-up takes WARMUP_SHARE first).
-    from perfsuite.gate import WARMUP_SHARE
-
     print(f"A-against-A pairs: {len(runs)} runs of {doc['budget_s']:g}s, {doc['builds']} builds per side, "
-          f"{doc['threads']} thread(s); threshold {args.threshold:g}, alpha {args.alpha:g}\n")
+          f"{doc['threads']} thread(s); alpha {args.alpha:g}")
+    for threshold in args.threshold:
+        print(f"\n### threshold {threshold:g}\n")
+        _table(runs, doc, threshold, args.alpha)
+    if args.selfcheck:
+        for res in json.loads(Path(args.selfcheck).read_text())["results"]:
+            lo, hi = wilson_interval(res["caught"], res["trials"])
+            flo, fhi = wilson_interval(res["false_alarms"], res["trials"])
+            print(f"\nMeasured self-check ({res['case']}, {res['budget_s']:g}s, threshold {res['threshold']:g}, "
+                  f"injected {res['fraction_estimated']:.1%}): caught {res['caught']}/{res['trials']} "
+                  f"({lo:.0%}-{hi:.0%}), false alarms {res['false_alarms']}/{res['trials']} ({flo:.0%}-{fhi:.0%})")
+
+
+def _table(runs: list[dict], doc: dict, threshold: float, alpha: float) -> None:
+    from perfsuite.gate import WARMUP_SHARE, wilson_interval
+
     print("| budget per case | pairs | " + " | ".join(f"+{s:.0%}" if s else "unchanged (false alarms)"
                                                     for s in SLOWDOWNS) + " |")
     print("|---|---|" + "---|" * len(SLOWDOWNS))
-    table = {}
     for budget in BUDGETS:
         if budget > doc["budget_s"]:
             continue
@@ -90,25 +101,18 @@ def curve(args) -> None:
         for s in SLOWDOWNS:
             hits = n = 0
             for r in runs:
+                # Pairs per second of budget, as the gate gets them (its warm-up takes WARMUP_SHARE first).
                 per_s = len(r["ratios"]) / r["seconds"]
                 k = int(per_s * budget * (1 - WARMUP_SHARE))
                 logs = [math.log(x) for x in r["ratios"]]
                 # Each run gives several independent windows of k pairs when it is long enough.
                 for start in range(0, len(logs) - k + 1, max(k, 1)):
-                    hits += replay(logs[start:start + k], math.log1p(s), args.alpha, args.threshold)
+                    hits += replay(logs[start:start + k], math.log1p(s), alpha, threshold)
                     n += 1
                 npairs.append(k)
             lo, hi = wilson_interval(hits, n)
             cells.append(f"{hits}/{n} = {hits / n:.0%} ({lo:.0%}-{hi:.0%})")
-            table[(budget, s)] = (hits, n)
         print(f"| {budget} s | ~{sorted(npairs)[len(npairs) // 2]} | " + " | ".join(cells) + " |")
-    if args.selfcheck:
-        for res in json.loads(Path(args.selfcheck).read_text())["results"]:
-            lo, hi = wilson_interval(res["caught"], res["trials"])
-            flo, fhi = wilson_interval(res["false_alarms"], res["trials"])
-            print(f"\nMeasured self-check ({res['case']}, {res['budget_s']:g}s, injected "
-                  f"{res['fraction_estimated']:.1%}): caught {res['caught']}/{res['trials']} ({lo:.0%}-{hi:.0%}), "
-                  f"false alarms {res['false_alarms']}/{res['trials']} ({flo:.0%}-{fhi:.0%})")
 
 
 def main() -> None:
@@ -123,7 +127,8 @@ def main() -> None:
     v = sub.add_parser("curve")
     v.add_argument("pairs")
     v.add_argument("--selfcheck")
-    v.add_argument("--threshold", type=float, default=0.0)
+    v.add_argument("--threshold", type=lambda t: [float(x) for x in t.split(",")], default=[0.01],
+                   help="the gate's threshold(s), comma-separated (default 0.01, the gate's own)")
     v.add_argument("--alpha", type=float, default=0.01)
     args = p.parse_args()
     collect(args) if args.cmd == "collect" else curve(args)

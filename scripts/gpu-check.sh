@@ -10,10 +10,11 @@
 #   pytest      the rest of the tests                            -> env-pytest.log
 #   peak        perfsuite peak --max-time 6 (as `make bench`)    -> bench.log
 #   graphs      ResNet18 b128 cuda_graph false/true, Qwen b8     -> graphs.log
+#   check       perfsuite check --device cuda (fp16 AMP, resume)  -> crosscheck.log
 #   crosscheck  scripts/cuda_crosscheck.py                       -> crosscheck.log
 #   ncu         profile-step, one step under ncu, roofline       -> ncu.log, step_raw.csv, roofline.png
 #   bench       perfsuite run --suite gpu, timed, then report    -> bench.log
-# "all" (the default) is env,pytest-cuda,peak,graphs,crosscheck,ncu,pytest,bench: the suite comes
+# "all" (the default) is env,pytest-cuda,check,peak,graphs,crosscheck,ncu,pytest,bench: the suite comes
 # last and gets what is left of the time (a partial, resumable run whose pace the log shows).
 # "bench" alone is `make bench` timed in full: env,peak,bench.
 #
@@ -28,7 +29,7 @@ STAGES=${2:-all}
 TOTAL_S=${GPU_CHECK_TOTAL_S:-570}
 START=$(date +%s)
 case $STAGES in
-  all) STAGES=env,pytest-cuda,peak,graphs,crosscheck,ncu,pytest,bench ;;
+  all) STAGES=env,pytest-cuda,check,peak,graphs,crosscheck,ncu,pytest,bench ;;
   bench) STAGES=env,peak,bench ;;
 esac
 mkdir -p "$OUT"
@@ -204,6 +205,12 @@ for s in "${WANT[@]}"; do
     NOTE[graphs]=$(grep -E "speed-up" "$GRAPHLOG" | tail -1 | sed 's/^ *//')
     stage_end graphs ;;
 
+  check)
+    stage_begin check "$(left)" "$CROSSLOG"
+    keep_rc check "$(run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite check --device cuda)"
+    NOTE[check]=$(grep -E "^checks on" "$CROSSLOG" | tail -1)
+    stage_end check ;;
+
   crosscheck)
     stage_begin crosscheck "$(left)" "$CROSSLOG"
     keep_rc crosscheck "$(run "$(cap 90)" "$CROSSLOG" $PY scripts/cuda_crosscheck.py --max-time 3)"
@@ -252,7 +259,7 @@ for s in "${WANT[@]}"; do
     stage_end bench ;;
 
   *)
-    echo "unknown stage '$s' (env, pytest-cuda, pytest, peak, graphs, crosscheck, ncu, bench)" | tee -a "$ENVLOG" ;;
+    echo "unknown stage '$s' (env, pytest-cuda, pytest, check, peak, graphs, crosscheck, ncu, bench)" | tee -a "$ENVLOG" ;;
   esac
 done
 
