@@ -573,10 +573,7 @@ def cmd_report(args, console) -> int:
         if given.is_dir():
             args.amp += sorted(given.rglob("*.amp.json"))
             args.pair += sorted(given.rglob("*.pair.json"))
-    plain = [p for p in args.results if not p.is_dir()] + [
-        f for d in args.results if d.is_dir() for f in sorted(d.rglob("*.json"))
-        if not f.name.endswith((".amp.json", ".pair.json")) and f.name != "run-config.json"]
-    records, problems = load_many(plain)
+    records, problems = load_many(args.results)
     for problem in problems:
         console.print(Text(f"skipped: {problem}", style="yellow"))
     if not records:

@@ -105,7 +105,7 @@ def load(paths: Iterable[str | os.PathLike], skipped: list[str] | None = None):
 
     A file that is not a results file raises RecordError naming it, unless `skipped` is a list:
     then its problem is appended there and the others are read. `perfsuite amp/pair --out` JSON
-    and a suite's run-config.json are not results and are passed over.
+    and a suite's run-config.json and checks.json are not results and are passed over.
     """
     from perfsuite.storage import load_records
 
@@ -127,19 +127,14 @@ def load(paths: Iterable[str | os.PathLike], skipped: list[str] | None = None):
     return frame(records, sources)
 
 
-NOT_RESULTS = (".amp.json", ".pair.json")
-
-
 def result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """The files `paths` name: files as given, folders as every results *.json inside them."""
+    from perfsuite.storage import results_in
+
     out: list[Path] = []
     for given in paths:
         p = Path(given)
-        if p.is_dir():
-            out += [f for f in sorted(p.rglob("*.json"))
-                    if not f.name.endswith(NOT_RESULTS) and f.name != "run-config.json"]
-        else:
-            out.append(p)
+        out += results_in(p) if p.is_dir() else [p]
     return out
 
 

@@ -310,15 +310,27 @@ def _read_records(p: Path) -> tuple[list[Record], list[str]]:
     return out, problems
 
 
+# Files a folder of results also holds that are not results: paired and precision comparisons
+# (read by `report` as documents of their kind) and a suite run's configuration and checks.
+NOT_RESULTS_SUFFIXES = (".amp.json", ".pair.json")
+NOT_RESULTS_NAMES = ("run-config.json", "checks.json")
+
+
+def results_in(folder: Path) -> list[Path]:
+    """The results files in `folder`, recursively: every *.json but the suite's other files."""
+    return [f for f in sorted(Path(folder).rglob("*.json"))
+            if not f.name.endswith(NOT_RESULTS_SUFFIXES) and f.name not in NOT_RESULTS_NAMES]
+
+
 def load_many(paths: Iterable[str | os.PathLike]) -> tuple[list[Record], list[str]]:
-    """Records from files and directories (every *.json inside, recursively). A corrupt or
+    """Records from files and directories (every results *.json inside, recursively). A corrupt or
     foreign file does not stop the others, nor a bad record its file's good ones: each is named
     in the returned problems."""
     records: list[Record] = []
     problems: list[str] = []
     for given in paths:
         p = Path(given)
-        files = sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        files = results_in(p) if p.is_dir() else [p]
         for f in files:
             try:
                 good, bad = _read_records(f)

@@ -228,6 +228,12 @@ def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
     assert {c["workload"] for c in checks} == {"matmul"} and len(checks) == 2 and all(c["ok"] for c in checks)
     assert "correctness checks before timing (matmul" in capsys.readouterr().out
     assert len(json.loads((out / "mm.json").read_text())["records"]) == 1
+    # checks.json sits beside the results and is not one: the readers of a folder pass over it.
+    assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep")]) == 0
+    assert cli.main(["export", "csv", str(out), "--out", str(tmp_path / "t.csv")]) == 0
+    assert cli.main(["export", "tensorboard", str(out), "--logdir", str(tmp_path / "tb")]) == 0
+    assert "skipped" not in capsys.readouterr().out
+    assert len((tmp_path / "t.csv").read_text().splitlines()) == 3  # header, mm, noop
 
 
 def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, monkeypatch):
