@@ -313,13 +313,19 @@ def _read_records(p: Path) -> tuple[list[Record], list[str]]:
 # Files a folder of results also holds that are not results: paired and precision comparisons
 # (read by `report` as documents of their kind) and a suite run's configuration and checks.
 NOT_RESULTS_SUFFIXES = (".amp.json", ".pair.json")
-NOT_RESULTS_NAMES = ("run-config.json", "checks.json")
+SUITE_CONFIG = "run-config.json"
+SUITE_CHECKS = "checks.json"  # only beside a run-config.json: elsewhere the name is the user's
+
+
+def _is_results(f: Path) -> bool:
+    if f.name.endswith(NOT_RESULTS_SUFFIXES) or f.name == SUITE_CONFIG:
+        return False
+    return not (f.name == SUITE_CHECKS and (f.parent / SUITE_CONFIG).exists())
 
 
 def results_in(folder: Path) -> list[Path]:
     """The results files in `folder`, recursively: every *.json but the suite's other files."""
-    return [f for f in sorted(Path(folder).rglob("*.json"))
-            if not f.name.endswith(NOT_RESULTS_SUFFIXES) and f.name not in NOT_RESULTS_NAMES]
+    return [f for f in sorted(Path(folder).rglob("*.json")) if _is_results(f)]
 
 
 def load_many(paths: Iterable[str | os.PathLike]) -> tuple[list[Record], list[str]]:

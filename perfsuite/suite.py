@@ -140,7 +140,7 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
         _safe_name(doc["name"], "name")
     seen: set[str] = set()
     # Output file (lower case: a case-insensitive disk is one file) -> who writes it.
-    files = {"run-config.json": "the run's configuration"}
+    files = {"run-config.json": "the run's configuration", "checks.json": "the correctness checks"}
     entries = []
     for i, raw in enumerate(entries_raw):
         where = f"suites[{i}]"
@@ -250,7 +250,9 @@ def resolved_config(suite: Suite, device: str) -> dict:
     """What will be run, exactly: stored beside the records so a report can say it."""
     from perfsuite import registry
 
-    out = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device, "entries": []}
+    # `checks` too: one folder holds either numbers from checked steps or from unchecked ones.
+    out = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device,
+           "checks": suite.checks, "entries": []}
     for e in suite.entries:
         w = registry.get(e.workload)
         out["entries"].append({"name": e.name, "kind": e.kind, "workload": e.workload, "max_time": e.max_time,

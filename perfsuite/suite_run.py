@@ -157,10 +157,6 @@ def _run_entries(suite, out, console, device, unsupported, config, retry_failed,
     for e in suite.entries:
         w = registry.get(e.workload)
         cases = e.cases()
-        if e.workload in refused:
-            console.print(Text(f"skip {e.name}: {refused[e.workload]}", style="bold red"), highlight=False)
-            outcome.failed += len(cases)
-            continue
         if e.kind == "run":
             writer = ResultsWriter.resume(out / f"{e.name}.json")
             done = {r.case_key() for r in writer.records}
@@ -178,6 +174,9 @@ def _run_entries(suite, out, console, device, unsupported, config, retry_failed,
                     if writer.has_failure(key):
                         writer.drop_failure(key)
                     todo.append(Case(w, case))
+            if e.workload in refused:
+                _refuse(console, e, refused[e.workload], len(todo), len(done), outcome)
+                continue
             cfg = RunConfig(device=device, max_time=e.max_time, processes=e.processes, **settings)
             res = run_cases(todo, cfg, device, writer=writer, env=env,
                             peak=peak, record_config=run_info, events=events or _EntryEvents(console, e.name))
@@ -191,6 +190,13 @@ def _run_entries(suite, out, console, device, unsupported, config, retry_failed,
         results = _resume_entry(path, e.kind)
         done = {json.dumps(r.get("case"), sort_keys=True) for r in results}
         clock = clock_for(device, "host")
+        if e.workload in refused:
+            skip = sum(case_key(w.name, w.resolve(c), device) + (e.name,) in unsupported for c in cases)
+            finished = sum(json.dumps(dict(c), sort_keys=True) in done for c in cases)
+            outcome.unsupported += skip
+            outcome.skipped_done += finished
+            _refuse(console, e, refused[e.workload], len(cases) - skip - finished, finished, outcome)
+            continue
         for case in cases:
             if case_key(w.name, w.resolve(case), device) + (e.name,) in unsupported:
                 outcome.unsupported += 1
@@ -209,6 +215,16 @@ def _run_entries(suite, out, console, device, unsupported, config, retry_failed,
             # Saved after every case: Ctrl-C in the middle of an entry keeps its finished cases.
             atomic_write_text(path, document(e.kind, results))
     return outcome
+
+
+def _refuse(console: Console, e, why: str, todo: int, finished: int, outcome: SuiteOutcome) -> None:
+    """An entry whose workload failed a correctness check: its cases are not timed."""
+    outcome.failed += todo
+    console.print(Text(f"skip {e.name} ({todo} case(s)): {why}", style="bold red"), highlight=False)
+    if finished:
+        console.print(Text(f"warning {e.name}: {finished} case(s) in this folder were measured before its "
+                           "check failed; they stay, but the step they timed may be wrong", style="yellow"),
+                      highlight=False)
 
 
 def _resume_entry(path: Path, kind: str) -> list[dict]:

@@ -234,6 +234,12 @@ def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
     assert cli.main(["export", "tensorboard", str(out), "--logdir", str(tmp_path / "tb")]) == 0
     assert "skipped" not in capsys.readouterr().out
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 3  # header, mm, noop
+    # Outside a suite's folder (no run-config.json beside it) the name is the user's: read.
+    from perfsuite.storage import load_many
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "checks.json").write_text((out / "mm.json").read_text())
+    assert len(load_many([tmp_path / "mine"])[0]) == 1
 
 
 def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, monkeypatch):
@@ -242,21 +248,36 @@ def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, mo
     def wrong(device):
         raise checks.CheckFailed("fp32 relative error 3e-01 against float64")
 
+    real = checks.checks_for
     monkeypatch.setattr(checks, "checks_for", lambda w: [("agrees", wrong)] if w == "matmul" else [])
     out = tmp_path / "o"
     assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 3
     text = capsys.readouterr().out
-    assert "skip mm: correctness check failed, not timed: agrees: fp32 relative error 3e-01" in text
-    assert "1 correctness check(s) failed" in text
-    assert not (out / "mm.json").exists()  # no number from a wrong step ...
+    assert "skip mm (1 case(s)): correctness check failed, not timed: agrees: fp32 relative error 3e-01" in text
+    assert "1 failed now (1 correctness check(s) failed" in text
+    assert not json.loads((out / "mm.json").read_text())["records"]  # no number from a wrong step ...
     assert len(json.loads((out / "noop.json").read_text())["records"]) == 1  # ... and the others go on
     (failed,) = json.loads((out / "checks.json").read_text())["results"]
     assert failed["ok"] is False and failed["workload"] == "matmul"
+    # The check fixed, the same command resumes: only the refused case is measured.
+    monkeypatch.setattr(checks, "checks_for", real)
+    assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 0
+    assert "measured 1, skipped 1 already measured" in capsys.readouterr().out
+    # Broken again after the numbers exist: they stay, counted as measured before, with a warning.
+    monkeypatch.setattr(checks, "checks_for", lambda w: [("agrees", wrong)] if w == "matmul" else [])
+    assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 3
+    text = capsys.readouterr().out
+    assert "skip mm (0 case(s))" in text and "1 case(s) in this folder were measured before its check failed" in text
+    assert "measured 0, skipped 2 already measured" in text and "0 failed now" in text
+    # Checked and unchecked numbers never share a folder.
+    assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu",
+                     "--no-checks"]) == 2
+    assert "holds a run of a different configuration" in capsys.readouterr().err
     # Switched off, from the command line or the file, the step is timed and no checks are written.
     out2 = tmp_path / "o2"
     assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out2), "--device", "cpu",
                      "--no-checks"]) == 0
-    assert (out2 / "mm.json").exists() and not (out2 / "checks.json").exists()
+    assert json.loads((out2 / "mm.json").read_text())["records"] and not (out2 / "checks.json").exists()
     off = write(tmp_path, CHECKED.replace("max_time: 0.3", "max_time: 0.3\nchecks: false"), "off.yaml")
     assert cli.main(["run", "--config", str(off), "--out", str(tmp_path / "o3"), "--device", "cpu"]) == 0
     assert not (tmp_path / "o3" / "checks.json").exists()
@@ -265,5 +286,7 @@ def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, mo
 def test_suite_checks_key_and_flag_are_validated(tmp_path, capsys):
     with pytest.raises(ConfigError, match="checks: must be true or false, got 'yes'"):
         load_suite(write(tmp_path, "checks: 'yes'\nsuites: [{workload: noop}]\n"))
+    with pytest.raises(ConfigError, match=r"suites\[0\].name: would write checks.json, as the correctness checks"):
+        load_suite(write(tmp_path, "suites: [{name: checks, workload: noop}]\n"))
     assert cli.main(["run", "noop", "--no-checks"]) == 2
     assert "--no-checks applies to a suite run" in capsys.readouterr().err
