@@ -128,6 +128,17 @@ def _measure_cases_before_execute(w, cases: list[dict], names: list, device: str
     return out
 
 
+def _cached_case(cache: dict, params) -> dict:
+    """The case's entry from setup_cache's measurements; asv shows NotImplementedError as a skip
+    with its reason (the whole grid unsupported, this case unsupported or failed, not measured)."""
+    if "_skip" in cache:
+        raise NotImplementedError(cache["_skip"])
+    entry = cache.get(_key(params))
+    if entry is None or "_skip" in entry:
+        raise NotImplementedError((entry or {}).get("_skip", "case was not measured"))
+    return entry
+
+
 def make_track_suite(workload: str, grid: dict):
     names = list(grid)
 
@@ -137,12 +148,7 @@ def make_track_suite(workload: str, grid: dict):
         timeout = 900
 
         def setup(self, cache, *params):
-            if "_skip" in cache:
-                raise NotImplementedError(cache["_skip"])
-            rec = cache.get(_key(params))
-            if rec is None or "_skip" in rec:
-                raise NotImplementedError((rec or {}).get("_skip", "case was not measured"))
-            self.record = rec
+            self.record = _cached_case(cache, params)
 
         def track_median_s(self, cache, *params):
             return self.record["derived"]["stats"]["median"]
@@ -264,12 +270,7 @@ def make_amp_suite(grid: dict):
         timeout = 1800
 
         def setup(self, cache, *params):
-            if "_skip" in cache:
-                raise NotImplementedError(cache["_skip"])
-            res = cache.get(_key(params))
-            if res is None or "_skip" in res:
-                raise NotImplementedError((res or {}).get("_skip", "case was not measured"))
-            self.res = res
+            self.res = _cached_case(cache, params)
 
         def track_time_ratio(self, cache, *params):
             """1 / speed-up: the lower precision's step time over fp32's (median of the pairs)."""

@@ -10,36 +10,14 @@ from perfsuite import registry
 from perfsuite.measure.nvtx import CATEGORY_COLORS, Annotator
 from perfsuite.workloads import autoencoder
 
+from nvtx_recording import RecordingNvtx
+
 SMALL = {"batch_size": 8, "val_size": 40, "batches": 2}
-
-
-class Recording:
-    def __init__(self):
-        self.events, self.next = [], 0
-
-    def start_range(self, message, color):
-        self.next += 1
-        self.events.append(("start", message, color))
-        return self.next
-
-    def end_range(self, handle):
-        self.events.append(("end", handle))
-
-    def tree(self):
-        stack, out = [], []
-        for e in self.events:
-            if e[0] == "start":
-                out.append((len(stack), e[1]))
-                stack.append(e)
-            else:
-                stack.pop()
-        assert not stack
-        return out
 
 
 @pytest.fixture
 def recording(monkeypatch):
-    rec = Recording()
+    rec = RecordingNvtx()
     monkeypatch.setattr(autoencoder, "Annotator", lambda enabled: Annotator(enabled=enabled, backend=rec))
     return rec
 

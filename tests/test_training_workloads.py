@@ -13,6 +13,8 @@ from perfsuite.errors import ConfigError, Unsupported
 from perfsuite.measure.nvtx import Annotator
 from perfsuite.workloads.base import count_flops
 
+from nvtx_recording import RecordingNvtx, nesting
+
 
 @pytest.mark.parametrize(
     "name, params",
@@ -105,36 +107,6 @@ def test_a_corrupt_cifar_batch_is_named(tmp_path):
         read_cifar10(root)
 
 
-class RecordingNvtx:
-    def __init__(self):
-        self.events = []
-        self.next = 0
-
-    def start_range(self, message, color):
-        self.next += 1
-        self.events.append(("start", message, color))
-        return self.next
-
-    def end_range(self, handle):
-        self.events.append(("end", handle))
-
-
-def _tree(events):
-    """Nesting as (depth, name) pairs, checking every range is closed in LIFO order."""
-    stack, out, names = [], [], {}
-    n = 0
-    for e in events:
-        if e[0] == "start":
-            n += 1
-            names[n] = e[1]
-            out.append((len(stack), e[1]))
-            stack.append(n)
-        else:
-            assert stack.pop() == e[1]
-    assert not stack
-    return out
-
-
 def test_autoencoder_nvtx_hierarchy_and_colours():
     from perfsuite.data.cifar import load_batch
     from perfsuite.measure.nvtx import CATEGORY_COLORS
@@ -146,7 +118,7 @@ def test_autoencoder_nvtx_hierarchy_and_colours():
     model = parts.model
     batch = load_batch("", 8, "cpu", normalize=False)
     make_step(parts, batch[0], ann)()
-    assert _tree(rec.events) == [
+    assert nesting(rec.events) == [
         (0, "Training Step"), (1, "Data Unpack"), (1, "Memory Ops"), (1, "Forward Pass"), (2, "Encoder Forward"),
         (2, "Decoder Forward"), (1, "Loss Computation"), (1, "Backward Pass"), (1, "Optimizer Step"),
     ]
@@ -160,7 +132,7 @@ def test_autoencoder_nvtx_hierarchy_and_colours():
     rec.next = 0
     labels = torch.randint(0, 10, (8,))
     out = validation_pass(model, batch[0], labels, ann)
-    assert _tree(rec.events) == [(0, "Validation"), (1, "MAR@5 Computation"), (1, "Visualization")]
+    assert nesting(rec.events) == [(0, "Validation"), (1, "MAR@5 Computation"), (1, "Visualization")]
     assert 0.0 <= out["mar"] <= 1.0 and out["grid"].ndim == 3
 
 
