@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3")
     run.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
                      help="torch threads while measuring (torch.set_num_threads); default: torch's own")
+    run.add_argument("--heap", choices=("default", "steady"), default=None,
+                     help="steady: glibc's malloc keeps freed memory, so page faults leave a CPU step's time "
+                          "(process-wide; recorded in each record's conditions); default: malloc as it is")
     run.add_argument("--out", type=Path, help="results file to write (must not exist)")
     run.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
                      help="directory for results when --out is not given (default results/)")
@@ -153,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "others load: it avoids multi-thread barrier stalls)")
     gate.add_argument("--builds", type=int, default=3, metavar="K",
                       help="builds of each side the pairs rotate through, averaging out placement (default 3)")
+    gate.add_argument("--heap", choices=("steady", "default"), default="steady",
+                      help="steady (default): glibc's malloc keeps freed memory, and the builds run until no "
+                           "page faults before the budget (cuts the pair noise ~4x on CPU); default: leave "
+                           "malloc as it is")
     gate.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
                       help="noise floors per case, learned with --learn-floor")
     gate.add_argument("--learn-floor", type=int, default=0, metavar="RUNS",
@@ -227,7 +234,8 @@ def _run_config(args):
 
     given = {"max_time": args.max_time, "min_time": args.min_time, "target_rel_ci": args.target_ci,
              "timing": args.timing, "processes": getattr(args, "processes", None),
-             "cpus": getattr(args, "cpus", None), "threads": getattr(args, "threads", None)}
+             "cpus": getattr(args, "cpus", None), "threads": getattr(args, "threads", None),
+             "heap": getattr(args, "heap", None)}
     # Options left out take RunConfig's defaults (they default to None so a suite run can refuse them).
     return RunConfig(device=args.device, nvtx=not args.no_nvtx, **{k: v for k, v in given.items() if v is not None})
 
@@ -405,7 +413,7 @@ def _run_suite(args, console) -> int:
         if getattr(args, dest) not in (None, False):
             raise PerfsuiteError(f"{flag} cannot be combined with --suite/--config: the suite file sets it "
                                  "(max_time and processes per suite or per entry); only -p, --device, --out, "
-                                 "--retry-failed, --no-checks, --cpus and --threads apply")
+                                 "--retry-failed, --no-checks, --cpus, --threads and --heap apply")
     path = args.config or shipped_suites_dir() / f"{args.suite}.yaml"
     if args.suite and not path.exists():
         names = sorted(p.stem for p in shipped_suites_dir().glob("*.yaml"))
@@ -427,7 +435,8 @@ def _run_suite(args, console) -> int:
         _check_pinning(args.cpus)
         with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
             res = run_suite(suite, out, console, retry_failed=args.retry_failed, peak_file=args.peak_file,
-                            settings={"cpus": args.cpus, "threads": args.threads})
+                            settings={"cpus": args.cpus, "threads": args.threads,
+                                      **({"heap": args.heap} if args.heap else {})})
     except KeyboardInterrupt:
         console.print(Text(f"interrupted: every finished case is in {out}; run the same command to resume"))
         return 130

@@ -105,6 +105,9 @@ def measurement_differences(base: Record, new: Record) -> tuple[list[str], list[
     if cb.get("processes", 1) != cn.get("processes", 1):
         warnings.append(f"measured in {cb.get('processes', 1)} vs {cn.get('processes', 1)} process(es): "
                         "only a multi-process interval includes the between-process spread")
+    if cb.get("heap", "default") != cn.get("heap", "default"):
+        warnings.append(f"heap {cb.get('heap', 'default')} vs {cn.get('heap', 'default')}: page faults are "
+                        "inside one side's step time only")
     if (cb.get("cpus"), cb.get("pinned")) != (cn.get("cpus"), cn.get("pinned")):
         def where(c):
             return f"CPUs {c.get('cpus')}{' (pinned)' if c.get('pinned') else ''}"

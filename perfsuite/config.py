@@ -35,6 +35,9 @@ class RunConfig:
     processes: int = 1  # fresh worker processes the budget is spread over (perfsuite.workers)
     cpus: tuple[int, ...] | None = None  # pin the measuring process to these CPUs (os.sched_setaffinity)
     threads: int | None = None  # torch.set_num_threads for the measurement; None: leave torch's setting
+    # "steady": glibc's malloc keeps freed memory and serves blocks up to 32 MiB from the heap, so
+    # page faults leave a CPU step's time (perfsuite.measure.heap); process-wide once set.
+    heap: str = "default"
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:
@@ -69,6 +72,10 @@ class RunConfig:
             if not (v is None and name == "threads") and (
                     not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_WORKERS):
                 raise ConfigError(f"{name} must be an integer from 1 to {MAX_WORKERS}, got {v!r}")
+        from perfsuite.measure.heap import HEAP_MODES
+
+        if self.heap not in HEAP_MODES:
+            raise ConfigError(f"heap must be one of {', '.join(HEAP_MODES)}, got {self.heap!r}")
         if self.cpus is not None:
             if isinstance(self.cpus, list):
                 object.__setattr__(self, "cpus", tuple(self.cpus))

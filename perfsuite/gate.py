@@ -16,6 +16,13 @@ machine that others load, one thread avoids the barrier stalls of a two-thread s
 second thread another process has displaced; on a quiet one two threads give more pairs
 (reports/gate/README.md). The threshold per case is the larger of the requested effect and the
 case's noise floor, learned from A-against-A runs of the unchanged code.
+
+Page faults were the largest noise left on CPU: glibc hands freed activations and gradients
+back to the kernel and the next step faults them in again (~2,400 faults per ResNet18 pair, a
+per-pair SD of 10-18% against 2-3% without). `perfsuite gate` therefore holds the heap
+(perfsuite.measure.heap, `--heap steady`, the default) and runs the builds, in the pairs'
+order, until they stop faulting before the budget starts; each verdict says how many faults
+per pair were left.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from rich.text import Text
 from perfsuite import sequential, stats
 from perfsuite.errors import PerfsuiteError
 from perfsuite.interleave import interleaved_blocks
+from perfsuite.measure import heap
 from perfsuite.measure.timing import Clock
 
 Step = Callable[[], object]
@@ -44,6 +52,9 @@ ALPHA = 0.01  # false alarms per unchanged case, overall (the sequential test ke
 BUILDS = 3
 WARMUP_SHARE = 0.1  # of the budget, shared by the warm-ups of every build
 MIN_PAIRS = 6
+# With the heap held steady (perfsuite.measure.heap), the builds run in turn before the budget
+# until no page faults: set-up like the builds themselves, at most this long.
+SETTLE_MAX_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,8 @@ class PairedRun:
     looks: tuple = ()  # per look read: pairs so far, p, the look's boundary, seconds
     decision: str | None = None  # sequential.SLOWER / NOT_SLOWER; None when no test was read
     p: float = 1.0  # on the alpha scale: below alpha exactly when the test said slower
+    settle: dict | None = None  # heap.settle's account before the budget; None when the heap is not held
+    faults_per_pair: float = 0.0  # minor page faults per pair while the pairs ran
 
     @property
     def median(self) -> float:
@@ -80,6 +93,12 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     from perfsuite.runner import calibrate
 
     a, b = _builds(step_a), _builds(step_b)
+    # Page faults are the largest noise in a CPU training step's pair ratio; with the heap held,
+    # run the builds until they stop (outside the budget, as set-up), in the pairs' own order
+    # (A B B A per build): whether the heap must grow depends on the order of the calls.
+    order = [s for j in range(max(len(a), len(b)))
+             for s in (a[j % len(a)], b[j % len(b)], b[j % len(b)], a[j % len(a)])]
+    settled = heap.settle(order, clock.now, SETTLE_MAX_S) if heap.state()["heap"] == "steady" else None
     start = clock.now()
     cfg = RunConfig(max_time=budget_s, warmup_min_fraction=0.0, warmup_max_fraction=WARMUP_SHARE / len(a + b))
     cal = calibrate(a + b, clock, cfg, block_s=block_s)
@@ -89,25 +108,35 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     n = max(1, min(cal.block_size, int(block_s / max(slowest, 1e-12))))
     pairs_s = budget_s - (clock.now() - start)
     t0, ratios, read, j = clock.now(), [], [], 0
+    faults = heap.FaultCount()  # around the timed blocks only: a look's lazy scipy import is not the step's
     marks = looks if threshold is not None else (1.0,)
     bounds = sequential.boundaries(marks, alpha)
     decision, p_scaled = None, 1.0
     for k, (frac, bound) in enumerate(zip(marks, bounds)):
         while clock.now() - t0 < frac * pairs_s or len(ratios) < MIN_PAIRS:
             # Two pairs (A B, B A) of one build of each side, then the next builds.
-            ta, tb = interleaved_blocks(a[j % len(a)], b[j % len(b)], clock, n, pairs=2)
+            with faults:
+                ta, tb = interleaved_blocks(a[j % len(a)], b[j % len(b)], clock, n, pairs=2)
             ratios += [y / x for x, y in zip(ta, tb)]
             j += 1
         if threshold is None:
             break
-        logs = [math.log(r) for r in ratios]
-        p = stats.signed_rank_greater(logs, math.log1p(threshold))
-        decision = sequential.decide(p, bound, stats.median(logs) > math.log1p(threshold), k == len(marks) - 1)
+        decision, p = read_look([math.log(r) for r in ratios], threshold, bound, k == len(marks) - 1)
         p_scaled = sequential.p_on_alpha_scale(p, bound, alpha)
         read.append({"pairs": len(ratios), "p": p, "boundary": bound, "seconds": clock.now() - t0})
         if decision is not None:
             break
-    return PairedRun(ratios, n, tuple(read), decision, p_scaled)
+    return PairedRun(ratios, n, tuple(read), decision, p_scaled, settled, faults.count / max(len(ratios), 1))
+
+
+def read_look(logs: list[float], threshold: float, bound: float, final: bool) -> tuple[str | None, float]:
+    """One look of the sequential test on the log ratios so far: (decision or None, p of 'slower
+    than the threshold'). Futility asks the opposite question of the same pairs: are they
+    centred below the threshold?"""
+    thr = math.log1p(threshold)
+    p = stats.signed_rank_greater(logs, thr)
+    p_below = stats.signed_rank_greater([-x for x in logs], -thr)
+    return sequential.decide(p, bound, p_below, final), p
 
 
 def noise_floor(build: Callable[[], Step], clock: Clock, runs: int = 5, budget_s: float = 3.0) -> float:
@@ -142,7 +171,8 @@ class GateVerdict:
         return {
             "label": self.label, "threshold": self.threshold, "median_ratio": self.run.median, "p": self.p,
             "slower": self.slower, "decision": self.run.decision, "pairs": len(self.run.ratios),
-            "looks": list(self.run.looks), "notes": self.notes,
+            "looks": list(self.run.looks), "notes": self.notes, "settle": self.run.settle,
+            "faults_per_pair": self.run.faults_per_pair,
         }
 
 
@@ -209,16 +239,20 @@ def power_and_false_alarms(build: Callable[[], Step], clock: Clock, fraction: fl
     mm = padding_matmul()
     caught = false = 0
     runs = []
-    for _ in range(trials):
-        t0 = clock.now()
-        (v_same,) = run_gate([GateCase("same", *alternate(build, build, builds))], clock, threshold, budget_s)
-        t1 = clock.now()
-        (v_slow,) = run_gate([GateCase("slow", *alternate(build, lambda: slowed(build(), mm, count), builds))],
-                             clock, threshold, budget_s)
-        false += v_same.slower
-        caught += v_slow.slower
-        runs.append({side: {**v.to_dict(), "seconds": dt, "ratios": v.run.ratios}
-                     for side, v, dt in (("same", v_same, t1 - t0), ("slow", v_slow, clock.now() - t1))})
+    for i in range(trials):
+        verdicts, seconds = {}, {}
+        # The slowed gate goes first in even trials: the first gate of a process (a real gate has
+        # only that one) must show its power, and the unchanged one its false alarms, too.
+        order = ("slow", "same") if i % 2 == 0 else ("same", "slow")
+        for side in order:
+            t0 = clock.now()
+            b = (lambda: slowed(build(), mm, count)) if side == "slow" else build
+            (verdicts[side],) = run_gate([GateCase(side, *alternate(build, b, builds))], clock, threshold, budget_s)
+            seconds[side] = clock.now() - t0
+        false += verdicts["same"].slower
+        caught += verdicts["slow"].slower
+        runs.append({side: {**v.to_dict(), "seconds": seconds[side], "ratios": v.run.ratios, "first": side == order[0]}
+                     for side, v in verdicts.items()})
     return {"fraction_requested": fraction, "matmuls_added": count, "fraction_estimated": est,
             "trials": trials, "budget_s": budget_s, "builds": builds, "threshold": threshold,
             "power": caught / trials, "false_alarm_rate": false / trials,
@@ -251,6 +285,10 @@ def gate_command(args, console) -> int:
     new = registry.get(args.workload)
     device = resolve_device(args.device)
     threads = args.threads  # None: torch's own (see the module's docstring for when 1 helps)
+    held = heap.apply(args.heap)  # process-wide; this process only gates
+    if args.heap == "steady" and held["heap"] != "steady":
+        console.print(Text(f"--heap steady: not held ({held['reason']}); page faults stay in the pairs",
+                           style="yellow"))
     with pinned(None, threads):
         return _gate(args, console, new, device, threads)
 
@@ -265,7 +303,8 @@ def _gate(args, console, new, device: str, threads: int | None) -> int:
 
     clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
     how = f"{args.budget:g}s per case, {args.builds} build(s) per side, " + \
-        (f"{threads} torch thread(s)" if threads else "torch's own threads")
+        (f"{threads} torch thread(s)" if threads else "torch's own threads") + \
+        f", heap {heap.state()['heap']}"
     cases = expand_sweep(parse_assignments(args.param, new.params, new.name))
     runnable = []
     for case in cases:
@@ -284,6 +323,7 @@ def _gate(args, console, new, device: str, threads: int | None) -> int:
             res = g.power_and_false_alarms(lambda: new.build(case, device).fn, clock, args.slowdown,
                                            args.trials, args.budget, args.threshold, args.builds)
             res["threads"] = threads
+            res["heap"] = heap.state()
             lo, hi = g.wilson_interval(res["caught"], res["trials"])
             flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
             console.print(Text(

@@ -19,6 +19,9 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       rank_medians_s, ranks (each rank's pid, host, median and samples), comm (the profiled
       step's communication share), scaling (efficiency against world_size=1 of the same run) and,
       for collectives, algbw_Bps and busbw_Bps; `conditions` adds world_size, nnodes, ranks_per_node.
+      Additive, 2026-11-24: `conditions` may carry `heap` ("default" or "steady": glibc's malloc
+      held, perfsuite.measure.heap) and `minor_faults_per_step` in the timed region, and
+      `warmup` a `heap_settle` account; records without them read as heap "default".
 
 A record validates itself when built and never changes afterwards. Derived numbers (median,
 percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:

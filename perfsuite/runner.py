@@ -15,6 +15,7 @@ from typing import Callable, ContextManager
 
 from perfsuite import stats
 from perfsuite.config import RunConfig, resolve_device
+from perfsuite.measure import heap
 from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS
 from perfsuite.measure.nvml import NvmlSampler
 from perfsuite.measure.nvtx import nvtx_range
@@ -196,6 +197,10 @@ def measure(
     # Its time is kept in the record as the cold start.
     with warmup_region():
         first_call_s = clock.time_block(fn, 1)
+        # With the heap held (perfsuite.measure.heap), run until the step stops faulting pages in:
+        # set-up like the first call, bounded by the warm-up's own share of the budget.
+        settled = (heap.settle([fn], clock.now, cfg.warmup_max_fraction * cfg.max_time)
+                   if heap.state()["heap"] == "steady" else None)
     # Set-up garbage is collected before the budget starts: a full collection with torch loaded
     # takes ~0.3 s on a loaded 2-core machine, most of a worker's share of a short budget.
     gc.collect()
@@ -203,6 +208,8 @@ def measure(
     cal = calibrate([fn], clock, cfg, region=warmup_region)
     overhead, warm = cal.clock_overhead_s, cal.warmups[0]
     warm["first_call_s"] = first_call_s
+    if settled is not None:
+        warm["heap_settle"] = settled
     if not warm["settled"]:
         warnings.append(
             f"warm-up did not settle within {cfg.warmup_max_fraction:.0%} of the budget "
@@ -322,13 +329,16 @@ def run_case(
     `cfg.cpus` with `cfg.threads` torch threads when given, for this case only."""
     from perfsuite import system
 
+    heap.apply(cfg.heap)  # process-wide and for good: a process that measures with it keeps it
     with system.pinned(cfg.cpus, cfg.threads):
         return _run_case(workload, params, cfg, env=env, peak=peak, clock=clock, after=after)
 
 
-def measured_conditions(cfg: RunConfig, usage: dict) -> tuple[dict, list[str]]:
+def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | None = None,
+                        steps: int = 0) -> tuple[dict, list[str]]:
     """How a case was measured (the record's `conditions`) and the warnings the timed region's
-    steal and other load call for. `usage` is system.CpuUsage's readings."""
+    steal and other load call for. `usage` is system.CpuUsage's readings; `faults` counted the
+    minor page faults of the `steps` timed steps."""
     import os
 
     import torch
@@ -347,6 +357,8 @@ def measured_conditions(cfg: RunConfig, usage: dict) -> tuple[dict, list[str]]:
         "busy_fraction": usage.get("busy_fraction"),
         "timed_wall_s": usage.get("wall_s"),
         "load_avg": system.read_load_average(),
+        "heap": heap.state()["heap"],
+        "minor_faults_per_step": faults.count / steps if faults is not None and steps else None,
     }
     return cond, conditions_warnings(cond)
 
@@ -382,6 +394,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     nvml = NvmlSampler(index=torch.device(device).index or 0 if is_cuda else None,
                        interval_s=cfg.nvml_interval)
     usage = CpuUsage()
+    faults = heap.FaultCount()
 
     @contextlib.contextmanager
     def timed_region():
@@ -393,6 +406,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
                 stack.enter_context(cuda_mem)
             stack.enter_context(nvml)
             stack.enter_context(usage)  # steal and other load: read from /proc/stat around the blocks
+            stack.enter_context(faults)  # page faults: a fresh zeroed page each, inside the step's time
             yield
 
     extra: dict = {}
@@ -415,7 +429,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     memory = host_mem.to_dict()
     if cuda_mem is not None:
         memory.update(cuda_mem.to_dict())
-    conditions, load_warnings = measured_conditions(cfg, usage.readings)
+    conditions, load_warnings = measured_conditions(cfg, usage.readings, faults, len(m.samples_s) * m.block_size)
     warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings
     nvml_summary = nvml.summary()
     if is_cuda and nvml_summary["status"] != "ok":

@@ -32,38 +32,44 @@ SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05)
 def collect(args) -> None:
     from perfsuite import gate, registry
     from perfsuite.env import collect_activity
+    from perfsuite.measure import heap
     from perfsuite.measure.timing import PerfCounterClock
     from perfsuite.system import CpuUsage, pinned, read_load_average
 
     w = registry.get("resnet")
     clock = PerfCounterClock()
     runs = []
+    held = heap.apply(args.heap)  # as `perfsuite gate` does by default
     with pinned(None, args.threads), CpuUsage() as usage:
         before = collect_activity(2.0)
         for i in range(args.runs):
             load0 = read_load_average()
-            a = [w.build({"size": "ci"}, "cpu").fn for _ in range(args.builds)]
-            b = [w.build({"size": "ci"}, "cpu").fn for _ in range(args.builds)]
+            # Built A B A B ..., as the gate builds them: neither side gets all the later allocations.
+            a, b = gate.alternate(lambda: w.build({"size": "ci"}, "cpu").fn, lambda: w.build({"size": "ci"}, "cpu").fn,
+                                  args.builds)
             t0 = time.perf_counter()
             run = gate.paired_ratios(a, b, clock, args.budget)
-            runs.append({"ratios": run.ratios, "seconds": time.perf_counter() - t0, "block_size": run.block_size,
+            # The budget's seconds: the heap's settling before it is set-up, as in the gate.
+            settle_s = run.settle["seconds"] if run.settle else 0.0
+            runs.append({"ratios": run.ratios, "seconds": time.perf_counter() - t0 - settle_s, "settle": run.settle,
+                         "faults_per_pair": run.faults_per_pair, "block_size": run.block_size,
                          "load_before": load0, "load_after": read_load_average()})
             print(f"run {i}: {len(run.ratios)} pairs, median ratio {run.median:.4f}, load {load0}", file=sys.stderr)
     doc = {"workload": "resnet[size=ci]", "threads": args.threads, "builds": args.builds, "budget_s": args.budget,
+           "heap": held,
            "runs": runs, "machine": {"before": before, "whole_run": usage.readings}}
     Path(args.out).write_text(json.dumps(doc, indent=1))
 
 
 def replay(logs: list[float], shift: float, alpha: float, threshold: float) -> bool:
     """The gate's sequential decision on these pairs (time order), every log ratio moved by `shift`."""
-    from perfsuite import sequential, stats
+    from perfsuite import sequential
+    from perfsuite.gate import MIN_PAIRS, read_look
 
     bounds = sequential.boundaries(sequential.LOOKS, alpha)
-    thr = math.log1p(threshold)
     for k, (frac, bound) in enumerate(zip(sequential.LOOKS, bounds)):
-        seen = [x + shift for x in logs[:max(6, round(frac * len(logs)))]]
-        p = stats.signed_rank_greater(seen, thr)
-        decision = sequential.decide(p, bound, stats.median(seen) > thr, k == len(bounds) - 1)
+        seen = [x + shift for x in logs[:max(MIN_PAIRS, round(frac * len(logs)))]]
+        decision, _ = read_look(seen, threshold, bound, k == len(bounds) - 1)
         if decision is not None:
             return decision == sequential.SLOWER
     return False
@@ -123,6 +129,7 @@ def main() -> None:
     c.add_argument("--budget", type=float, default=60.0)
     c.add_argument("--builds", type=int, default=3)
     c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--heap", choices=("steady", "default"), default="steady")
     c.add_argument("--out", required=True)
     v = sub.add_parser("curve")
     v.add_argument("pairs")

@@ -66,8 +66,10 @@ def _build(params, device):
     return BuiltStep(fn=make_step(params["w"], params["threads"]), work=Work(items_per_step=1, item_unit="steps"))
 
 
-def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2) -> float:
-    """Median seconds per call reported by `tool` in this process (or its workers)."""
+def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2,
+                 heap: str = "default") -> float:
+    """Median seconds per call reported by `tool` in this process (or its workers); `heap` is
+    perfsuite's --heap for the perfsuite tools (the peers have no such setting)."""
     if tool == "perfsuite-workers":
         from perfsuite.config import RunConfig
         from perfsuite.params import Param
@@ -76,7 +78,8 @@ def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS
 
         peer = Workload("peer", "the protocol's W0/W1/W2 step", (Param("w", str, "W1"), Param("threads", int, 2)),
                         _build)
-        rec = run_in_workers(peer, {"w": workload, "threads": threads}, RunConfig(max_time=budget, processes=workers, device="cpu"))
+        rec = run_in_workers(peer, {"w": workload, "threads": threads},
+                             RunConfig(max_time=budget, processes=workers, device="cpu", heap=heap))
         print(json.dumps({"medians": list(rec.spread.medians), "between_share": rec.spread.between_share}),
               file=sys.stderr)
         return rec.median_s
@@ -88,6 +91,9 @@ def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS
 
         # perfsuite-min-time: keep measuring for 60% of the budget even once the CI has converged.
         min_time = 0.6 * budget if tool == "perfsuite-min-time" else 0.0
+        from perfsuite.measure import heap as heap_setting
+
+        heap_setting.apply(heap)
         m = measure(make_step(workload, threads), PerfCounterClock(), RunConfig(max_time=budget, min_time=min_time))
         return median(m.samples_s)
     if tool == "torch.utils.benchmark":
@@ -124,9 +130,10 @@ def _pytest_benchmark(workload: str, budget: float, pedantic: bool = False, thre
         return json.loads(out.read_text())["benchmarks"][0]["stats"]["median"]
 
 
-def fresh_process(tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2) -> float:
+def fresh_process(tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2,
+                  heap: str = "default") -> float:
     res = subprocess.run([sys.executable, __file__, "one", tool, workload, str(budget), "--workers", str(workers),
-                          "--threads", str(threads)],
+                          "--threads", str(threads), "--heap", heap],
                          check=True, capture_output=True, text=True)
     return float(res.stdout.strip().splitlines()[-1])
 
@@ -165,14 +172,15 @@ def cmd_spread(args) -> None:
             for workload in ("W1", "W2"):
                 for tool in args.tools.split(","):
                     load0 = _load()
-                    v = fresh_process(tool, workload, args.budget, args.workers, args.threads)
+                    v = fresh_process(tool, workload, args.budget, args.workers, args.threads, args.heap)
                     loads.append({"run": run, "workload": workload, "tool": tool, "load_before": load0,
                                   "load_after": _load()})
                     results.setdefault(workload, {}).setdefault(tool, []).append(v)
                     print(f"run {run} {workload} {tool}: {v * 1e6:.1f} us (load {load0[0] if load0 else '?'})",
                           file=sys.stderr, flush=True)
     machine = {"wall_s": time.time() - start, "before": before, "whole_run": usage.readings, "loads": loads,
-               "workers": args.workers, "threads": args.threads, "budget_s": args.budget, "runs": args.runs}
+               "workers": args.workers, "threads": args.threads, "budget_s": args.budget, "runs": args.runs,
+               "heap": args.heap}
     if args.out:
         Path(args.out).write_text(json.dumps({"medians": results, "machine": machine}, indent=1))
     one_min = [x["load_before"][0] for x in loads if x["load_before"]]
@@ -201,16 +209,19 @@ def main() -> None:
     s.add_argument("--out")
     s.add_argument("--tools", default=",".join(TOOLS))
     s.add_argument("--workers", type=int, default=WORKERS)
+    s.add_argument("--heap", choices=("default", "steady"), default="default",
+                   help="perfsuite's --heap for the perfsuite tools")
     s.add_argument("--threads", type=int, default=2, help="torch threads in every tool (the protocol: 2)")
     one = sub.add_parser("one")
     one.add_argument("tool")
     one.add_argument("workload")
     one.add_argument("budget", type=float)
     one.add_argument("--workers", type=int, default=WORKERS)
+    one.add_argument("--heap", choices=("default", "steady"), default="default")
     one.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     if args.cmd == "one":
-        print(measure_once(args.tool, args.workload, args.budget, args.workers, args.threads))
+        print(measure_once(args.tool, args.workload, args.budget, args.workers, args.threads, args.heap))
     elif args.cmd == "overhead":
         cmd_overhead(args)
     else:

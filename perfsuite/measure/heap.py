@@ -1,0 +1,131 @@
+"""The C heap held steady, so that page faults stop being part of a CPU step's time.
+
+glibc's malloc serves large blocks (>= 128 KiB at first, a threshold it then moves) with fresh
+mmap()s and gives memory back to the kernel when the top of the heap is free. A training step
+that frees and re-allocates tens of MiB of activations and gradients then pays for new zeroed
+pages on every call: a ResNet18 batch-8 step on one thread took ~2,400 minor page faults per
+A/B pair, and the per-pair time ratio had an SD of 10-18% in the first process-minute, against
+2-3% once no page faulted (measured 2026-11-24, reports/gate/README.md). Where faults come and
+go with what else the heap holds, they are noise, and they differ between two builds and
+between processes.
+
+`hold()` fixes both thresholds with mallopt(3), as MALLOC_MMAP_THRESHOLD_ and
+MALLOC_TRIM_THRESHOLD_ would at start-up: blocks up to 32 MiB (glibc's largest mmap threshold)
+come from the heap and freed memory stays mapped. It is process-wide and cannot be undone
+(glibc stops moving the threshold once it is set), so it is for processes that measure: the
+gate, worker processes, `run --heap steady`. `settle()` then runs the steps until the heap has
+grown to what they need: eight rotations in a row without a single minor fault (three were
+not enough: a ResNet18 gate still faulted in bursts of 9 MiB, one layer-4 weight, afterwards).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import resource
+import sys
+from typing import Callable, Sequence
+
+HEAP_MODES = ("default", "steady")
+MMAP_THRESHOLD = 32 * 1024 * 1024  # the largest glibc accepts on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX)
+TRIM_THRESHOLD = 1 << 30
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # from <malloc.h>
+
+_held: dict | None = None  # what hold() set in this process; None until it has
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far (getrusage): a fresh zeroed page each."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def hold() -> dict:
+    """Fix glibc's mmap and trim thresholds for this process; what was done, for the record.
+    Off glibc (macOS, musl) nothing is changed and the reason is returned."""
+    global _held
+    if _held is not None:
+        return _held
+    if not sys.platform.startswith("linux"):
+        return {"heap": "default", "reason": f"mallopt is glibc's; this is {sys.platform}"}
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError) as exc:
+        return {"heap": "default", "reason": f"no mallopt in this C library ({exc})"}
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # mallopt returns 1 on success, 0 on error.
+    if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1 or mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
+        return {"heap": "default", "reason": "mallopt refused the thresholds"}
+    _held = {"heap": "steady", "mmap_threshold": MMAP_THRESHOLD, "trim_threshold": TRIM_THRESHOLD}
+    return _held
+
+
+RESERVE_BYTES = 256 * 1024 * 1024
+_RESERVE_CHUNK = 16 * 1024 * 1024  # under MMAP_THRESHOLD: from the heap, not a mapping of its own
+
+
+def reserve(nbytes: int = RESERVE_BYTES) -> int:
+    """Grow the held heap by `nbytes` of touched, free memory at its top: later growth (a freed
+    gradient that no longer fits its old hole) is then served without faulting. Only with the
+    heap held (else glibc would trim it straight back). Returns the page faults it took."""
+    if _held is None:
+        return 0
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    libc.free.argtypes, libc.free.restype = [ctypes.c_void_p], None
+    before = minor_faults()
+    chunks = [libc.malloc(_RESERVE_CHUNK) for _ in range(max(1, nbytes // _RESERVE_CHUNK))]
+    for p in chunks:
+        if p:
+            ctypes.memset(p, 0, _RESERVE_CHUNK)  # touch every page now, outside any timed region
+    for p in chunks:
+        if p:
+            libc.free(p)
+    return minor_faults() - before
+
+
+def state() -> dict:
+    """How this process's heap is set: `steady` after hold(), else glibc's own behaviour."""
+    return dict(_held) if _held is not None else {"heap": "default"}
+
+
+def apply(mode: str) -> dict:
+    """`steady`: hold(); `default`: leave malloc alone. Returns the process's heap state."""
+    if mode not in HEAP_MODES:
+        raise ValueError(f"heap must be one of {', '.join(HEAP_MODES)}, got {mode!r}")
+    return hold() if mode == "steady" else state()
+
+
+class FaultCount:
+    """Minor page faults of this process inside the region (an instrument for the timed blocks)."""
+
+    def __init__(self, faults: Callable[[], int] = minor_faults) -> None:
+        self._faults, self._start, self.count = faults, None, 0
+
+    def __enter__(self) -> "FaultCount":
+        self._start = self._faults()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.count += self._faults() - self._start
+
+
+def settle(steps: Sequence[Callable[[], object]], now: Callable[[], float], max_s: float,
+           quiet_rounds: int = 8, max_rounds: int = 500, faults: Callable[[], int] = minor_faults) -> dict:
+    """Call every step in turn until `quiet_rounds` whole rotations cause no minor page fault, or
+    `max_s` (or `max_rounds` rotations) has passed. Returns rotations, seconds, faults seen and
+    whether it settled."""
+    start, rounds, quiet, total = now(), 0, 0, 0
+    while quiet < quiet_rounds and now() - start < max_s and rounds < max_rounds:
+        before = faults()
+        for step in steps:
+            step()
+        new = faults() - before
+        total += new
+        rounds += 1
+        quiet = quiet + 1 if new == 0 else 0
+    # Settled, the heap can still grow in rare bursts (a 9 MiB gradient that no longer fits the hole
+    # it left): a touched reserve at the top serves them without faulting.
+    reserved = reserve()
+    return {"rotations": rounds, "seconds": now() - start, "faults": total, "settled": quiet >= quiet_rounds,
+            "reserve_faults": reserved}
