@@ -433,6 +433,9 @@ def _run_suite(args, console) -> int:
         from perfsuite.system import pinned
 
         _check_pinning(args.cpus)
+        if args.heap:  # process-wide: the pair and amp entries run on it too, not only the run entries
+            from perfsuite.measure import heap
+            heap.apply(args.heap)
         with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
             res = run_suite(suite, out, console, retry_failed=args.retry_failed, peak_file=args.peak_file,
                             settings={"cpus": args.cpus, "threads": args.threads,

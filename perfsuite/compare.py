@@ -107,7 +107,8 @@ def measurement_differences(base: Record, new: Record) -> tuple[list[str], list[
                         "only a multi-process interval includes the between-process spread")
     if cb.get("heap", "default") != cn.get("heap", "default"):
         warnings.append(f"heap {cb.get('heap', 'default')} vs {cn.get('heap', 'default')}: page faults are "
-                        "inside one side's step time only")
+                        "inside one side's step time only, and a held heap keeps freed memory and a 256 MiB "
+                        "reserve resident, so host memory figures differ too")
     if (cb.get("cpus"), cb.get("pinned")) != (cn.get("cpus"), cn.get("pinned")):
         def where(c):
             return f"CPUs {c.get('cpus')}{' (pinned)' if c.get('pinned') else ''}"

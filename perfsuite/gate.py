@@ -353,7 +353,8 @@ def _gate(args, console, new, device: str, threads: int | None) -> int:
     for v in verdicts:
         looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
         console.print(Text(f"{v.label}: median ratio {v.run.median:.3f} over {len(v.run.ratios)} pairs in "
-                           f"{looks['seconds']:.1f}s, look {len(v.run.looks)} of {len(g.sequential.LOOKS)} "
+                           f"{looks['seconds']:.1f}s ({v.run.faults_per_pair:.0f} page faults a pair), "
+                           f"look {len(v.run.looks)} of {len(g.sequential.LOOKS)} "
                            f"(threshold +{v.threshold:.1%}, p={v.p:.2g} on the alpha scale) -> "
                            f"{'SLOWER' if v.slower else 'ok'}{''.join('; ' + n for n in v.notes)}",
                            style="bold red" if v.slower else ""))

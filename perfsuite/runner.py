@@ -210,6 +210,9 @@ def measure(
     warm["first_call_s"] = first_call_s
     if settled is not None:
         warm["heap_settle"] = settled
+        if not settled["settled"]:
+            warnings.append(f"the heap did not settle: {settled['faults']} page faults in {settled['rotations']} "
+                            f"warm-up calls ({settled['seconds']:.1f}s); faults may remain in the samples")
     if not warm["settled"]:
         warnings.append(
             f"warm-up did not settle within {cfg.warmup_max_fraction:.0%} of the budget "
@@ -431,6 +434,9 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
         memory.update(cuda_mem.to_dict())
     conditions, load_warnings = measured_conditions(cfg, usage.readings, faults, len(m.samples_s) * m.block_size)
     warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings
+    if cfg.heap == "steady" and conditions["heap"] != "steady":
+        warnings.append(f"heap steady was asked for but not held ({heap.hold().get('reason')}): "
+                        "page faults stay in the step's time")
     nvml_summary = nvml.summary()
     if is_cuda and nvml_summary["status"] != "ok":
         warnings.append(f"NVML unavailable: {nvml_summary['reason']}")

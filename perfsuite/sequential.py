@@ -40,7 +40,7 @@ def obf_spent(t: float, alpha: float) -> float:
     if not 0 < t <= 1:
         raise ValueError(f"information fraction must be in (0, 1], got {t}")
     z = NormalDist().inv_cdf(1 - alpha / 2)
-    return 2 * (1 - NormalDist().cdf(z / math.sqrt(t)))
+    return 2 * NormalDist().cdf(-z / math.sqrt(t))
 
 
 def boundaries(looks: Sequence[float], alpha: float) -> list[float]:
@@ -51,7 +51,7 @@ def boundaries(looks: Sequence[float], alpha: float) -> list[float]:
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
     z = _z_boundaries(tuple(float(t) for t in looks), float(alpha))
-    return [1 - NormalDist().cdf(c) for c in z]
+    return [NormalDist().cdf(-c) for c in z]  # cdf(-c), not 1 - cdf(c): no underflow for early looks
 
 
 @lru_cache(maxsize=64)
@@ -64,7 +64,7 @@ def _z_boundaries(looks: tuple[float, ...], alpha: float) -> tuple[float, ...]:
     from scipy.special import ndtr
 
     spent = [obf_spent(t, alpha) for t in looks]
-    z = [NormalDist().inv_cdf(1 - spent[0])]
+    z = [-NormalDist().inv_cdf(spent[0])]
     h = 0.005  # grid step in W; 0.002 moves the last boundary by ~1e-5 in p
     # Density of W(t_1) below the first boundary (far below -8 sd nothing is left to count).
     w = np.arange(-8.0 * math.sqrt(looks[-1]), z[0] * math.sqrt(looks[0]), h)

@@ -134,7 +134,8 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
              for r, pid in zip(records, pids)]
     # CPUs and threads as the workers had them; steal and other load over all their timed regions.
     conditions = {**first.conditions, "processes": n,
-                  **{key: _weighted(records, key) for key in ("steal_fraction", "others_cpus", "busy_fraction")},
+                  **{key: _weighted(records, key)
+                     for key in ("steal_fraction", "others_cpus", "busy_fraction", "minor_faults_per_step")},
                   "timed_wall_s": sum(r.conditions.get("timed_wall_s") or 0.0 for r in records),
                   "load_avg": records[-1].conditions.get("load_avg"),
                   "between_share": spread.between_share, "between_cv": spread.between_cv,

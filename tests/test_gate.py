@@ -292,4 +292,6 @@ def test_the_gate_holds_the_heap_settles_the_builds_and_counts_faults_in_the_pai
     assert r["heap"]["heap"] == "steady"
     for side in ("same", "slow"):
         gate_run = r["runs"][0][side]
-        assert gate_run["settle"]["rotations"] >= 1 and gate_run["faults_per_pair"] >= 0
+        # A 64x64 matmul allocates 16 KiB a call: settled at once, and not a fault left in the pairs.
+        assert gate_run["settle"]["settled"] and gate_run["settle"]["rotations"] >= 8
+        assert gate_run["faults_per_pair"] < 1

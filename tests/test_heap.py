@@ -114,15 +114,16 @@ def test_run_with_a_steady_heap_records_it_and_the_faults_it_timed(tmp_path):
 
     (rec,) = load_records(out)
     assert rec.conditions["heap"] == "steady"
-    assert rec.conditions["minor_faults_per_step"] is not None and rec.conditions["minor_faults_per_step"] >= 0
-    assert rec.warmup["heap_settle"]["rotations"] >= 1
+    assert rec.conditions["minor_faults_per_step"] < 1  # settled before the budget: nothing left to fault
+    assert rec.warmup["heap_settle"]["settled"] and rec.warmup["heap_settle"]["reserve_faults"] > 1000
 
 
 def test_a_default_run_records_the_default_heap_and_counts_faults(tmp_path):
     from perfsuite import registry
     from perfsuite.runner import run_case
 
+    if heap.state()["heap"] != "default":
+        pytest.skip("this test process already holds its heap")
     rec = run_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3))
-    assert rec.conditions["heap"] == heap.state()["heap"]
+    assert rec.conditions["heap"] == "default" and "heap_settle" not in rec.warmup
     assert isinstance(rec.conditions["minor_faults_per_step"], float)
-    assert "heap_settle" not in rec.warmup or heap.state()["heap"] == "steady"

@@ -244,7 +244,9 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
 
     global _CURRENT
     workload = load_workload(job["workload"])
-    cfg = _rank_cfg(job, ctx)
+    # No held heap on a rank: settling calls the step until this rank's own faults stop, and a
+    # rank that calls a collective step a different number of times than its peers would hang.
+    cfg = replace(_rank_cfg(job, ctx), heap="default")
     clock = RankClock(clock_for(ctx.device, cfg.timing), ctx.ctrl, on_first=lambda: status.stage("measure"))
     comm: dict = {}
 

@@ -52,10 +52,19 @@ def hold() -> dict:
         mallopt = libc.mallopt
     except (OSError, AttributeError) as exc:
         return {"heap": "default", "reason": f"no mallopt in this C library ({exc})"}
+    # jemalloc or tcmalloc preloaded (LD_PRELOAD, common with PyTorch) serve every malloc: glibc's
+    # thresholds would be set on a heap that torch never uses.
+    in_use = ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value
+    if in_use != ctypes.cast(libc.malloc, ctypes.c_void_p).value:
+        return {"heap": "default", "reason": "malloc is not glibc's here (a preloaded allocator?)"}
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # mallopt returns 1 on success, 0 on error.
-    if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1 or mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
-        return {"heap": "default", "reason": "mallopt refused the thresholds"}
+    if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1:
+        return {"heap": "default", "reason": "mallopt refused the mmap threshold"}
+    if mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
+        # The mmap threshold is already fixed: say so rather than claim glibc's default.
+        _held = {"heap": "partial", "mmap_threshold": MMAP_THRESHOLD, "reason": "mallopt refused the trim threshold"}
+        return _held
     _held = {"heap": "steady", "mmap_threshold": MMAP_THRESHOLD, "trim_threshold": TRIM_THRESHOLD}
     return _held
 
@@ -65,16 +74,18 @@ _RESERVE_CHUNK = 16 * 1024 * 1024  # under MMAP_THRESHOLD: from the heap, not a 
 
 
 def reserve(nbytes: int = RESERVE_BYTES) -> int:
-    """Grow the held heap by `nbytes` of touched, free memory at its top: later growth (a freed
-    gradient that no longer fits its old hole) is then served without faulting. Only with the
-    heap held (else glibc would trim it straight back). Returns the page faults it took."""
-    if _held is None:
+    """Grow the held heap by `nbytes` (whole 16 MiB chunks) of touched, free memory at its top:
+    later growth (a freed gradient that no longer fits its old hole) is then served without
+    faulting. Only with the heap held (else glibc would trim it straight back). Returns the page
+    faults it took: about nbytes / 4 KiB when the reserve was made (if the heap could not grow by
+    brk, glibc maps the chunks instead and unmaps them on free: then no reserve is left)."""
+    if _held is None or _held["heap"] != "steady" or nbytes < _RESERVE_CHUNK:
         return 0
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
     libc.free.argtypes, libc.free.restype = [ctypes.c_void_p], None
     before = minor_faults()
-    chunks = [libc.malloc(_RESERVE_CHUNK) for _ in range(max(1, nbytes // _RESERVE_CHUNK))]
+    chunks = [libc.malloc(_RESERVE_CHUNK) for _ in range(nbytes // _RESERVE_CHUNK)]
     for p in chunks:
         if p:
             ctypes.memset(p, 0, _RESERVE_CHUNK)  # touch every page now, outside any timed region
@@ -85,7 +96,8 @@ def reserve(nbytes: int = RESERVE_BYTES) -> int:
 
 
 def state() -> dict:
-    """How this process's heap is set: `steady` after hold(), else glibc's own behaviour."""
+    """How this process's heap is set: `steady` after hold() (`partial` when glibc took only the mmap
+    threshold), else glibc's own behaviour."""
     return dict(_held) if _held is not None else {"heap": "default"}
 
 
