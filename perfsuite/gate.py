@@ -98,7 +98,7 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     # (A B B A per build): whether the heap must grow depends on the order of the calls.
     order = [s for j in range(max(len(a), len(b)))
              for s in (a[j % len(a)], b[j % len(b)], b[j % len(b)], a[j % len(a)])]
-    settled = heap.settle(order, clock.now, SETTLE_MAX_S) if heap.state()["heap"] == "steady" else None
+    settled = heap.settle(order, clock.now, SETTLE_MAX_S) if heap.held() else None
     start = clock.now()
     cfg = RunConfig(max_time=budget_s, warmup_min_fraction=0.0, warmup_max_fraction=WARMUP_SHARE / len(a + b))
     cal = calibrate(a + b, clock, cfg, block_s=block_s)

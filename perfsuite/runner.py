@@ -199,8 +199,7 @@ def measure(
         first_call_s = clock.time_block(fn, 1)
         # With the heap held (perfsuite.measure.heap), run until the step stops faulting pages in:
         # set-up like the first call, bounded by the warm-up's own share of the budget.
-        settled = (heap.settle([fn], clock.now, cfg.warmup_max_fraction * cfg.max_time)
-                   if heap.state()["heap"] == "steady" else None)
+        settled = heap.settle([fn], clock.now, cfg.warmup_max_fraction * cfg.max_time) if heap.held() else None
     # Set-up garbage is collected before the budget starts: a full collection with torch loaded
     # takes ~0.3 s on a loaded 2-core machine, most of a worker's share of a short budget.
     gc.collect()

@@ -79,7 +79,7 @@ def reserve(nbytes: int = RESERVE_BYTES) -> int:
     faulting. Only with the heap held (else glibc would trim it straight back). Returns the page
     faults it took: about nbytes / 4 KiB when the reserve was made (if the heap could not grow by
     brk, glibc maps the chunks instead and unmaps them on free: then no reserve is left)."""
-    if _held is None or _held["heap"] != "steady" or nbytes < _RESERVE_CHUNK:
+    if not held() or nbytes < _RESERVE_CHUNK:
         return 0
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
@@ -93,6 +93,11 @@ def reserve(nbytes: int = RESERVE_BYTES) -> int:
         if p:
             libc.free(p)
     return minor_faults() - before
+
+
+def held() -> bool:
+    """Whether this process's heap is held steady (both thresholds fixed): settle and reserve then apply."""
+    return _held is not None and _held["heap"] == "steady"
 
 
 def state() -> dict:
