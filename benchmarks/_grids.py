@@ -75,6 +75,18 @@ AMP_GRIDS: dict[str, dict[str, list[Any]]] = {
 }
 
 
+# Worker processes per case (perfsuite.workers, issue 16) for the asv front-end, as suites/cpu.yaml
+# has them: the cases whose history is compared across commits, where one unlucky process's
+# memory layout or placement would otherwise show as a change. Three processes cost ~10 s more per
+# case on 2 cores (start-up and build); the rest keep one.
+PROCESSES: dict[str, int] = {"matmul": 3, "resnet": 3}
+
+
+def worker_processes(workload: str) -> int:
+    # Not named `processes`: asv reads a module-level `processes` as its own setting.
+    return PROCESSES.get(workload, 1)
+
+
 def amp_grid(size: str) -> dict[str, list[Any]]:
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")

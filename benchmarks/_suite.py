@@ -64,10 +64,11 @@ def _check(w, case: dict, device: str) -> None:
         check(case, device)
 
 
-def measure_cases(workload: str, grid: dict, max_time: float) -> dict:
+def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1) -> dict:
     """perfsuite records of every case in `grid`, keyed by parameter values; skips keep reasons.
 
-    The cases go through perfsuite's one case loop (perfsuite.execute), as `perfsuite run` does.
+    The cases go through perfsuite's one case loop (perfsuite.execute), as `perfsuite run` does,
+    each over `processes` fresh worker processes where this commit's perfsuite has them.
     """
     from perfsuite import registry
     from perfsuite.config import RunConfig, resolve_device
@@ -101,11 +102,20 @@ def measure_cases(workload: str, grid: dict, max_time: float) -> dict:
             result[_key(case.params[n] for n in names)] = {"_skip": reason}
 
     try:
-        run_cases([Case(w, c) for c in cases], RunConfig(device=device, max_time=max_time), device,
+        run_cases([Case(w, c) for c in cases], _config(RunConfig, device, max_time, processes), device,
                   env=fingerprint(), events=Keep())
     except PerfsuiteError as exc:  # a grid this commit's workload does not accept
         return {"_skip": str(exc)}
     return result
+
+
+def _config(RunConfig, device: str, max_time: float, processes: int):
+    """RunConfig with worker processes when this commit's RunConfig knows them (older: one process)."""
+    import dataclasses
+
+    if processes > 1 and "processes" in {f.name for f in dataclasses.fields(RunConfig)}:
+        return RunConfig(device=device, max_time=max_time, processes=processes)
+    return RunConfig(device=device, max_time=max_time)
 
 
 def _measure_cases_before_execute(w, cases: list[dict], names: list, device: str, max_time: float) -> dict:

@@ -5,11 +5,17 @@ training step (W2), every tool with the same time budget.
 
     python scripts/peers.py overhead
     python scripts/peers.py spread [--runs 7] [--budget 5] [--workers 4] [--out reports/peers/spread.json]
+    python scripts/peers.py pool reports/peers/spread-a.json reports/peers/spread-b.json
 
 `perfsuite-workers` is perfsuite's worker mode (`--processes N`): the same total budget spread
 over N fresh spawned workers, the reported median the median of their medians. The spread run
 records the machine's load average before and after each measurement and the steal and other
-processes' CPU use over the whole run (perfsuite.system). Writes a markdown table to stdout.
+processes' CPU use over the whole run (perfsuite.system). Around every slot this (long-lived)
+process times the slot's step itself for --probe-s seconds before and after: the machine's speed
+at that moment. The table gives each tool's CV, its ratio to the best other peer's (90% bootstrap
+interval over the runs), its CV once divided by the probe (what the tool adds to the machine's
+drift), and the probe's own CV: the drift floor under every tool's CV in this protocol. Writes a
+markdown table to stdout.
 Takes ~10-15 minutes for `spread` on 2 cores (importing torch in every fresh process dominates).
 """
 
@@ -131,11 +137,170 @@ def _pytest_benchmark(workload: str, budget: float, pedantic: bool = False, thre
 
 
 def fresh_process(tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2,
-                  heap: str = "default") -> float:
+                  heap: str = "default") -> tuple[float, list[float] | None]:
+    """The tool's median in a fresh process, and perfsuite-workers' process medians (else None)."""
     res = subprocess.run([sys.executable, __file__, "one", tool, workload, str(budget), "--workers", str(workers),
                           "--threads", str(threads), "--heap", heap],
                          check=True, capture_output=True, text=True)
-    return float(res.stdout.strip().splitlines()[-1])
+    process_medians = None
+    for line in res.stderr.splitlines():
+        if line.startswith('{"medians"'):
+            process_medians = json.loads(line)["medians"]
+    return float(res.stdout.strip().splitlines()[-1]), process_medians
+
+
+class DriftProbe:
+    """The machine's speed at the moment of a slot: the slot's own step, built once in this
+    (long-lived) parent process and timed call by call for `seconds` just before and just after
+    the tool's fresh process measures. One process and one memory layout for the whole run, so
+    what moves the probe from slot to slot is the machine over time, nothing between processes:
+    its CV over the run is the floor under any tool's CV in this protocol."""
+
+    def __init__(self, workloads, threads: int, seconds: float) -> None:
+        self.steps = {w: make_step(w, threads) for w in workloads}
+        self.seconds = seconds
+
+    def __call__(self, workload: str) -> float:
+        import time
+
+        step, clock = self.steps[workload], time.perf_counter
+        end = clock() + 0.2 * self.seconds  # warm-up: caches, the OpenMP pool
+        while clock() < end:
+            step()
+        times, end = [], clock() + 0.8 * self.seconds
+        while True:
+            t0 = clock()
+            step()
+            t1 = clock()
+            times.append(t1 - t0)
+            if t1 >= end:
+                return statistics.median(times)
+
+
+PEER_TOOLS = ("pytest-benchmark", "torch.utils.benchmark")
+
+
+def _cv(xs) -> float:
+    return statistics.stdev(xs) / statistics.mean(xs)
+
+
+def spread_table(results: dict, probes: dict | None = None, resamples: int = 4000, seed: int = 0) -> list[dict]:
+    """One row per workload and tool: the CV of the reported medians over the runs; the CV left
+    once each value is divided by its slot's probe (the machine's speed then, `probes[w][tool][i]`);
+    the ratio of the tool's CV to the best peer's with a 90% bootstrap interval (runs resampled
+    together, so every tool keeps the same slots); and a `drift floor` row per workload, the
+    probe's own CV, under which no tool's CV can go in this protocol."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for workload, by_tool in results.items():
+        n = min(len(v) for v in by_tool.values())
+        peers = [t for t in by_tool if t in PEER_TOOLS]
+        flat = {t: v[:n] for t, v in by_tool.items()}
+        if probes and workload in probes:
+            # Each tool's slots have their own probe series; the floor is their CVs' mean.
+            series = [probes[workload][t][:n] for t in flat if t in probes[workload]]
+            rows.append({"workload": workload, "tool": "drift floor (probe)",
+                         "median": statistics.median([x for s in series for x in s]),
+                         "cv": statistics.mean(_cv(s) for s in series), "resid_cv": None, "ratio": None,
+                         "ratio_ci": None})
+        boots = []
+        for _ in range(resamples if peers else 0):
+            idx = [rng.randrange(n) for _ in range(n)]
+            cvs = {t: _cv([v[i] for i in idx]) if len(set(idx)) > 1 else float("nan") for t, v in flat.items()}
+            boots.append(cvs)
+        for tool, vals in flat.items():
+            resid = None
+            if probes and workload in probes and tool in probes[workload]:
+                resid = statistics.stdev([math.log(v / p) for v, p in zip(vals, probes[workload][tool][:n])])
+            ratio = ratio_ci = None
+            others = [t for t in peers if t != tool]
+            if others:
+                ratio = _cv(vals) / min(_cv(flat[t]) for t in others)
+                ratio_ci = _ratio_ci(boots, tool, others)
+            rows.append({"workload": workload, "tool": tool, "median": statistics.median(vals), "cv": _cv(vals),
+                         "range": (max(vals) - min(vals)) / statistics.median(vals), "resid_cv": resid,
+                         "ratio": ratio, "ratio_ci": ratio_ci})
+    return rows
+
+
+def _pooled_cv(groups: list[list[float]]) -> float:
+    """SD of log values about each group's own mean, pooled over groups (degrees of freedom
+    n - groups): a CV that no difference between sessions inflates."""
+    import math
+
+    ss = dof = 0.0
+    for g in groups:
+        logs = [math.log(x) for x in g]
+        m = statistics.mean(logs)
+        ss += sum((x - m) ** 2 for x in logs)
+        dof += len(logs) - 1
+    return math.sqrt(ss / dof) if dof > 0 else float("nan")
+
+
+def pooled_table(sessions: list[dict], resamples: int = 4000, seed: int = 0) -> list[dict]:
+    """Several spread runs (each one's `medians`) taken together: per workload and tool, the CV
+    pooled over the runs within each session, and its ratio to the best other peer's with a 90%
+    bootstrap interval (runs resampled within each session, all tools together)."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for workload in sessions[0]:
+        tools = [t for t in sessions[0][workload] if all(t in s.get(workload, {}) for s in sessions)]
+        peers = [t for t in tools if t in PEER_TOOLS]
+        groups = {t: [s[workload][t][:min(len(v) for v in s[workload].values())] for s in sessions] for t in tools}
+        cvs = {t: _pooled_cv(g) for t, g in groups.items()}
+        boots = []
+        for _ in range(resamples if peers else 0):
+            picks = [[rng.randrange(len(g)) for _ in g] for g in groups[tools[0]]]
+            boots.append({t: _pooled_cv([[g[i] for i in idx] for g, idx in zip(groups[t], picks)]) for t in tools})
+        for t in tools:
+            others = [o for o in peers if o != t]
+            ratio = ratio_ci = None
+            if others:
+                ratio = cvs[t] / min(cvs[o] for o in others)
+                ratio_ci = _ratio_ci(boots, t, others)
+            rows.append({"workload": workload, "tool": t, "runs": sum(len(g) for g in groups[t]),
+                         "sessions": len(groups[t]), "cv": cvs[t], "ratio": ratio, "ratio_ci": ratio_ci})
+    return rows
+
+
+def _ratio_text(row: dict) -> str:
+    if row["ratio"] is None:
+        return ""
+    ci = row["ratio_ci"]
+    return f"{row['ratio']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
+
+
+def _ratio_ci(boots: list[dict], tool: str, others: list[str]) -> tuple[float, float] | None:
+    """90% percentile interval of tool's CV over the best other peer's, from bootstrap CVs."""
+    import math
+
+    rs = sorted(b[tool] / min(b[o] for o in others) for b in boots
+                if not any(math.isnan(b[t]) or b[t] == 0 for t in (tool, *others)))
+    return (rs[int(0.05 * len(rs))], rs[int(0.95 * len(rs)) - 1]) if rs else None
+
+
+def format_pooled(rows: list[dict]) -> str:
+    out = ["| workload | tool | runs (sessions) | pooled CV | CV / best other peer's (90% CI) |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        ratio = _ratio_text(r)
+        out.append(f"| {r['workload']} | {r['tool']} | {r['runs']} ({r['sessions']}) | {r['cv']:.1%} | {ratio} |")
+    return "\n".join(out)
+
+
+def format_table(rows: list[dict]) -> str:
+    out = ["| workload | tool | median of medians | CV | CV / best other peer's (90% CI) | CV against the probe |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = _ratio_text(r)
+        resid = "" if r["resid_cv"] is None else f"{r['resid_cv']:.1%}"
+        out.append(f"| {r['workload']} | {r['tool']} | {r['median'] * 1e6:.1f} us | {r['cv']:.1%} | {ratio} | {resid} |")
+    return "\n".join(out)
 
 
 def _load() -> list[float] | None:
@@ -163,7 +328,14 @@ def cmd_spread(args) -> None:
     from perfsuite.system import CpuUsage
 
     results: dict = {}
+    probes: dict = {}
+    process_medians: dict = {}
     loads: list = []
+    if args.heap == "steady":  # the probe's process holds its heap like perfsuite's tools
+        from perfsuite.measure import heap as heap_setting
+
+        heap_setting.apply("steady")
+    probe = DriftProbe(("W1", "W2"), args.threads, args.probe_s) if args.probe_s > 0 else None
     before = collect_activity(2.0)
     start = time.time()
     with CpuUsage() as usage:
@@ -172,29 +344,30 @@ def cmd_spread(args) -> None:
             for workload in ("W1", "W2"):
                 for tool in args.tools.split(","):
                     load0 = _load()
-                    v = fresh_process(tool, workload, args.budget, args.workers, args.threads, args.heap)
+                    p0 = probe(workload) if probe else None
+                    v, medians = fresh_process(tool, workload, args.budget, args.workers, args.threads, args.heap)
+                    if probe:  # the machine's speed around the slot: mean of the probes before and after
+                        probes.setdefault(workload, {}).setdefault(tool, []).append((p0 + probe(workload)) / 2)
                     loads.append({"run": run, "workload": workload, "tool": tool, "load_before": load0,
                                   "load_after": _load()})
                     results.setdefault(workload, {}).setdefault(tool, []).append(v)
+                    if medians:
+                        process_medians.setdefault(workload, {}).setdefault(tool, []).append(medians)
                     print(f"run {run} {workload} {tool}: {v * 1e6:.1f} us (load {load0[0] if load0 else '?'})",
                           file=sys.stderr, flush=True)
     machine = {"wall_s": time.time() - start, "before": before, "whole_run": usage.readings, "loads": loads,
                "workers": args.workers, "threads": args.threads, "budget_s": args.budget, "runs": args.runs,
-               "heap": args.heap}
+               "heap": args.heap, "probe_s": args.probe_s}
     if args.out:
-        Path(args.out).write_text(json.dumps({"medians": results, "machine": machine}, indent=1))
+        Path(args.out).write_text(json.dumps({"medians": results, "probes": probes, "process_medians": process_medians,
+                                              "machine": machine}, indent=1))
     one_min = [x["load_before"][0] for x in loads if x["load_before"]]
     r = usage.readings
     print(f"Machine during the run ({machine['wall_s'] / 60:.1f} min): 1-min load average "
           f"{min(one_min):.2f}-{max(one_min):.2f} (median {statistics.median(one_min):.2f}) on 2 CPUs; "
           f"steal {r.get('steal_fraction', 0):.1%}; this run's own processes and everyone else kept "
           f"{r.get('busy_fraction', 0):.0%} of the CPUs busy.\n")
-    print(f"| workload | tool | median of medians | CV | (max-min)/median |\n|---|---|---|---|---|")
-    for workload, by_tool in results.items():
-        for tool, vals in by_tool.items():
-            med = statistics.median(vals)
-            cv = statistics.stdev(vals) / statistics.mean(vals)
-            print(f"| {workload} | {tool} | {med * 1e6:.1f} us | {cv:.1%} | {(max(vals) - min(vals)) / med:.1%} |")
+    print(format_table(spread_table(results, probes or None)))
 
 
 def main() -> None:
@@ -212,6 +385,10 @@ def main() -> None:
     s.add_argument("--heap", choices=("default", "steady"), default="default",
                    help="perfsuite's --heap for the perfsuite tools")
     s.add_argument("--threads", type=int, default=2, help="torch threads in every tool (the protocol: 2)")
+    s.add_argument("--probe-s", type=float, default=0.6,
+                   help="seconds of each drift probe, before and after every slot, in this process (0: none)")
+    pool = sub.add_parser("pool", help="pool several spread JSON files (sessions) into one table")
+    pool.add_argument("files", nargs="+")
     one = sub.add_parser("one")
     one.add_argument("tool")
     one.add_argument("workload")
@@ -222,6 +399,8 @@ def main() -> None:
     args = p.parse_args()
     if args.cmd == "one":
         print(measure_once(args.tool, args.workload, args.budget, args.workers, args.threads, args.heap))
+    elif args.cmd == "pool":
+        print(format_pooled(pooled_table([json.loads(Path(f).read_text())["medians"] for f in args.files])))
     elif args.cmd == "overhead":
         cmd_overhead(args)
     else:
