@@ -13,9 +13,9 @@ records the machine's load average before and after each measurement and the ste
 processes' CPU use over the whole run (perfsuite.system). Around every slot this (long-lived)
 process times the slot's step itself for --probe-s seconds before and after: the machine's speed
 at that moment. The table gives each tool's CV, its ratio to the best other peer's (90% bootstrap
-interval over the runs), its CV once divided by the probe (what the tool adds to the machine's
-drift), and the probe's own CV: the drift floor under every tool's CV in this protocol. Writes a
-markdown table to stdout.
+interval over the runs), the CV of its values divided by the probe, and the probe's own CV: how
+far the machine moved between slots (timed around the slots, not during them, and with noise of
+its own: an indication, no lower bound). Writes a markdown table to stdout.
 Takes ~10-15 minutes for `spread` on 2 cores (importing torch in every fresh process dominates).
 """
 
@@ -153,8 +153,8 @@ class DriftProbe:
     """The machine's speed at the moment of a slot: the slot's own step, built once in this
     (long-lived) parent process and timed call by call for `seconds` just before and just after
     the tool's fresh process measures. One process and one memory layout for the whole run, so
-    what moves the probe from slot to slot is the machine over time, nothing between processes:
-    its CV over the run is the floor under any tool's CV in this protocol."""
+    what moves the probe from slot to slot is the machine over time (and the probe's own short
+    window), nothing between processes."""
 
     def __init__(self, workloads, threads: int, seconds: float) -> None:
         self.steps = {w: make_step(w, threads) for w in workloads}
@@ -185,24 +185,28 @@ def _cv(xs) -> float:
 
 
 def spread_table(results: dict, probes: dict | None = None, resamples: int = 4000, seed: int = 0) -> list[dict]:
-    """One row per workload and tool: the CV of the reported medians over the runs; the CV left
-    once each value is divided by its slot's probe (the machine's speed then, `probes[w][tool][i]`);
-    the ratio of the tool's CV to the best peer's with a 90% bootstrap interval (runs resampled
-    together, so every tool keeps the same slots); and a `drift floor` row per workload, the
-    probe's own CV, under which no tool's CV can go in this protocol."""
-    import math
+    """One row per workload and tool: the CV of the reported medians over the runs; the CV of
+    each value divided by its slot's probe (the machine's speed around the slot,
+    `probes[w][tool][i]`); the ratio of the tool's CV to the best other peer's with a 90%
+    bootstrap interval (runs resampled together, so every tool keeps the same slots; with 7-10
+    runs that share drift the interval is, if anything, too narrow); and a `probe` row per
+    workload, the mean of the probe series' CVs. The probe is timed around the slot, not during
+    it, and has noise of its own: it shows how far the machine moved, it is no lower bound.
+    Workloads with fewer than two runs are left out (no CV)."""
     import random
 
     rng = random.Random(seed)
     rows = []
     for workload, by_tool in results.items():
         n = min(len(v) for v in by_tool.values())
+        if n < 2:
+            continue
         peers = [t for t in by_tool if t in PEER_TOOLS]
         flat = {t: v[:n] for t, v in by_tool.items()}
         if probes and workload in probes:
-            # Each tool's slots have their own probe series; the floor is their CVs' mean.
+            # Each tool's slots have their own probe series: the row gives their CVs' mean.
             series = [probes[workload][t][:n] for t in flat if t in probes[workload]]
-            rows.append({"workload": workload, "tool": "drift floor (probe)",
+            rows.append({"workload": workload, "tool": "probe (the machine's speed)",
                          "median": statistics.median([x for s in series for x in s]),
                          "cv": statistics.mean(_cv(s) for s in series), "resid_cv": None, "ratio": None,
                          "ratio_ci": None})
@@ -214,7 +218,7 @@ def spread_table(results: dict, probes: dict | None = None, resamples: int = 400
         for tool, vals in flat.items():
             resid = None
             if probes and workload in probes and tool in probes[workload]:
-                resid = statistics.stdev([math.log(v / p) for v, p in zip(vals, probes[workload][tool][:n])])
+                resid = _cv([v / p for v, p in zip(vals, probes[workload][tool][:n])])
             ratio = ratio_ci = None
             others = [t for t in peers if t != tool]
             if others:
@@ -227,16 +231,16 @@ def spread_table(results: dict, probes: dict | None = None, resamples: int = 400
 
 
 def _pooled_cv(groups: list[list[float]]) -> float:
-    """SD of log values about each group's own mean, pooled over groups (degrees of freedom
-    n - groups): a CV that no difference between sessions inflates."""
+    """The CV (SD over mean, as `_cv`) with each group's deviations taken relative to its own
+    mean and pooled over the groups (degrees of freedom n - groups): a difference between
+    sessions does not inflate it. For one group it is `_cv`."""
     import math
 
     ss = dof = 0.0
     for g in groups:
-        logs = [math.log(x) for x in g]
-        m = statistics.mean(logs)
-        ss += sum((x - m) ** 2 for x in logs)
-        dof += len(logs) - 1
+        m = statistics.mean(g)
+        ss += sum((x / m - 1) ** 2 for x in g)
+        dof += len(g) - 1
     return math.sqrt(ss / dof) if dof > 0 else float("nan")
 
 
@@ -248,10 +252,15 @@ def pooled_table(sessions: list[dict], resamples: int = 4000, seed: int = 0) -> 
 
     rng = random.Random(seed)
     rows = []
-    for workload in sessions[0]:
-        tools = [t for t in sessions[0][workload] if all(t in s.get(workload, {}) for s in sessions)]
+    for workload in dict.fromkeys(w for s in sessions for w in s):  # every workload, first-seen order
+        having = [s for s in sessions if workload in s]
+        tools = [t for t in having[0][workload] if all(t in s[workload] for s in having)]
+        dropped = {t for s in having for t in s[workload]} - set(tools)
+        if dropped:  # a missing peer changes what "best other peer" means: say so
+            print(f"{workload}: left out {', '.join(sorted(dropped))} (not in every session)", file=sys.stderr)
+        sessions_w = [{workload: s[workload]} for s in having]
         peers = [t for t in tools if t in PEER_TOOLS]
-        groups = {t: [s[workload][t][:min(len(v) for v in s[workload].values())] for s in sessions] for t in tools}
+        groups = {t: [s[workload][t][:min(len(s[workload][u]) for u in tools)] for s in sessions_w] for t in tools}
         cvs = {t: _pooled_cv(g) for t, g in groups.items()}
         boots = []
         for _ in range(resamples if peers else 0):

@@ -18,7 +18,7 @@ def _drifting(n, drift, noise, seed):
     return [1e-3 * math.exp(d + rng.gauss(0, noise)) for d in drift[:n]]
 
 
-def test_probe_removes_shared_drift_and_floor_reports_it():
+def test_probe_removes_shared_drift_and_reports_the_machines_movement():
     import random
 
     rng = random.Random(1)
@@ -27,20 +27,26 @@ def test_probe_removes_shared_drift_and_floor_reports_it():
     results = {"W1": {"perfsuite-workers": _drifting(n, drift, 0.002, 2),
                       "pytest-benchmark": _drifting(n, drift, 0.03, 3),
                       "torch.utils.benchmark": _drifting(n, drift, 0.05, 4)}}
+    # Each tool's slots have their own probe series: exact for two tools, noisy for the third.
     probes = {"W1": {t: [1e-3 * math.exp(d) for d in drift] for t in results["W1"]}}
+    probes["W1"]["torch.utils.benchmark"] = _drifting(n, drift, 0.02, 9)
     rows = {r["tool"]: r for r in peers.spread_table(results, probes, resamples=500)}
-    floor = rows["drift floor (probe)"]
-    assert floor["cv"] == pytest.approx(peers._cv(probes["W1"]["pytest-benchmark"]))
+    probe = rows["probe (the machine's speed)"]
+    assert probe["cv"] == pytest.approx(sum(peers._cv(s) for s in probes["W1"].values()) / 3)
     # Against the probe only each tool's own noise is left: the quiet tool's 0.2%, the noisy one's ~5%.
     assert rows["perfsuite-workers"]["resid_cv"] < 0.004
     assert 0.03 < rows["torch.utils.benchmark"]["resid_cv"] < 0.08
-    # The raw CVs all carry the drift, so the quiet tool cannot reach half the best peer's there.
-    assert rows["perfsuite-workers"]["cv"] > floor["cv"] * 0.8
     ratio = rows["perfsuite-workers"]["ratio"]
     lo, hi = rows["perfsuite-workers"]["ratio_ci"]
     assert lo <= ratio <= hi
     assert ratio == pytest.approx(rows["perfsuite-workers"]["cv"] / min(rows["pytest-benchmark"]["cv"],
                                                                          rows["torch.utils.benchmark"]["cv"]))
+
+
+def test_spread_table_leaves_out_a_workload_without_two_runs():
+    rows = peers.spread_table({"W1": {"perfsuite": [1.0], "pytest-benchmark": [1.1]},
+                               "W2": {"perfsuite": [1.0, 1.1], "pytest-benchmark": [1.0, 1.3]}}, None, resamples=50)
+    assert {r["workload"] for r in rows} == {"W2"}
 
 
 def test_peer_ratio_uses_the_other_peers_only_and_table_formats():
@@ -53,6 +59,25 @@ def test_peer_ratio_uses_the_other_peers_only_and_table_formats():
                                                               / rows["torch.utils.benchmark"]["cv"])
     text = peers.format_table(list(rows.values()))
     assert text.count("\n") == 4 and "| W2 | perfsuite |" in text
+
+
+def test_pooled_cv_of_one_session_is_the_cv():
+    xs = [1.0, 1.05, 0.97, 1.01, 0.99]
+    assert peers._pooled_cv([xs]) == pytest.approx(peers._cv(xs), rel=1e-12)
+
+
+def test_pooled_table_keeps_tools_in_every_session_and_unequal_lengths(capsys):
+    s1 = {"W1": {"perfsuite": [1.0, 1.1, 0.9], "pytest-benchmark": [1.0, 1.2, 0.8, 1.0],
+                 "torch.utils.benchmark": [1.0, 1.0, 1.1]}}
+    s2 = {"W1": {"perfsuite": [2.0, 2.1, 1.9, 2.0, 2.05], "pytest-benchmark": [2.0, 2.4, 1.6, 2.0, 2.2]},
+          "W2": {"perfsuite": [5.0, 5.5], "pytest-benchmark": [5.0, 6.0]}}
+    rows = peers.pooled_table([s1, s2], resamples=200)
+    w1 = {r["tool"]: r for r in rows if r["workload"] == "W1"}
+    assert set(w1) == {"perfsuite", "pytest-benchmark"}  # torch.utils.benchmark is not in session 2
+    assert "left out torch.utils.benchmark" in capsys.readouterr().err
+    assert w1["perfsuite"]["runs"] == 3 + 5  # each session cut to its shortest tool
+    assert w1["perfsuite"]["cv"] == pytest.approx(peers._pooled_cv([[1.0, 1.1, 0.9], [2.0, 2.1, 1.9, 2.0, 2.05]]))
+    assert {r["workload"] for r in rows} == {"W1", "W2"}  # W2 only in the second session
 
 
 def test_pooled_cv_ignores_a_shift_between_sessions():
