@@ -154,7 +154,8 @@ class DriftProbe:
     (long-lived) parent process and timed call by call for `seconds` just before and just after
     the tool's fresh process measures. One process and one memory layout for the whole run, so
     what moves the probe from slot to slot is the machine over time (and the probe's own short
-    window), nothing between processes."""
+    window), nothing between processes. A plain fixed-window loop, not perfsuite's runner: the
+    probe must not depend on one of the tools it is set beside, nor stop early on convergence."""
 
     def __init__(self, workloads, threads: int, seconds: float) -> None:
         self.steps = {w: make_step(w, threads) for w in workloads}
@@ -193,15 +194,11 @@ def spread_table(results: dict, probes: dict | None = None, resamples: int = 400
     workload, the mean of the probe series' CVs. The probe is timed around the slot, not during
     it, and has noise of its own: it shows how far the machine moved, it is no lower bound.
     Workloads with fewer than two runs are left out (no CV)."""
-    import random
-
-    rng = random.Random(seed)
     rows = []
     for workload, by_tool in results.items():
         n = min(len(v) for v in by_tool.values())
         if n < 2:
             continue
-        peers = [t for t in by_tool if t in PEER_TOOLS]
         flat = {t: v[:n] for t, v in by_tool.items()}
         if probes and workload in probes:
             # Each tool's slots have their own probe series: the row gives their CVs' mean.
@@ -210,20 +207,13 @@ def spread_table(results: dict, probes: dict | None = None, resamples: int = 400
                          "median": statistics.median([x for s in series for x in s]),
                          "cv": statistics.mean(_cv(s) for s in series), "resid_cv": None, "ratio": None,
                          "ratio_ci": None})
-        boots = []
-        for _ in range(resamples if peers else 0):
-            idx = [rng.randrange(n) for _ in range(n)]
-            cvs = {t: _cv([v[i] for i in idx]) if len(set(idx)) > 1 else float("nan") for t, v in flat.items()}
-            boots.append(cvs)
+        # The ratio and its interval: the pooled table of this one session (its pooled CV is the CV).
+        pooled = {r["tool"]: r for r in pooled_table([{workload: flat}], resamples, seed)}
         for tool, vals in flat.items():
             resid = None
             if probes and workload in probes and tool in probes[workload]:
                 resid = _cv([v / p for v, p in zip(vals, probes[workload][tool][:n])])
-            ratio = ratio_ci = None
-            others = [t for t in peers if t != tool]
-            if others:
-                ratio = _cv(vals) / min(_cv(flat[t]) for t in others)
-                ratio_ci = _ratio_ci(boots, tool, others)
+            ratio, ratio_ci = pooled[tool]["ratio"], pooled[tool]["ratio_ci"]
             rows.append({"workload": workload, "tool": tool, "median": statistics.median(vals), "cv": _cv(vals),
                          "range": (max(vals) - min(vals)) / statistics.median(vals), "resid_cv": resid,
                          "ratio": ratio, "ratio_ci": ratio_ci})
@@ -258,9 +248,8 @@ def pooled_table(sessions: list[dict], resamples: int = 4000, seed: int = 0) -> 
         dropped = {t for s in having for t in s[workload]} - set(tools)
         if dropped:  # a missing peer changes what "best other peer" means: say so
             print(f"{workload}: left out {', '.join(sorted(dropped))} (not in every session)", file=sys.stderr)
-        sessions_w = [{workload: s[workload]} for s in having]
         peers = [t for t in tools if t in PEER_TOOLS]
-        groups = {t: [s[workload][t][:min(len(s[workload][u]) for u in tools)] for s in sessions_w] for t in tools}
+        groups = {t: [s[workload][t][:min(len(s[workload][u]) for u in tools)] for s in having] for t in tools}
         cvs = {t: _pooled_cv(g) for t, g in groups.items()}
         boots = []
         for _ in range(resamples if peers else 0):
@@ -288,9 +277,11 @@ def _ratio_ci(boots: list[dict], tool: str, others: list[str]) -> tuple[float, f
     """90% percentile interval of tool's CV over the best other peer's, from bootstrap CVs."""
     import math
 
-    rs = sorted(b[tool] / min(b[o] for o in others) for b in boots
-                if not any(math.isnan(b[t]) or b[t] == 0 for t in (tool, *others)))
-    return (rs[int(0.05 * len(rs))], rs[int(0.95 * len(rs)) - 1]) if rs else None
+    from perfsuite.stats import percentile
+
+    rs = [b[tool] / min(b[o] for o in others) for b in boots
+          if not any(math.isnan(b[t]) or b[t] == 0 for t in (tool, *others))]
+    return (percentile(rs, 5), percentile(rs, 95)) if rs else None
 
 
 def format_pooled(rows: list[dict]) -> str:
