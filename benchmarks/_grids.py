@@ -52,7 +52,7 @@ GRIDS: dict[str, dict[str, dict[str, list[Any]]]] = {
         "gpu": {"size": ["gpu"], "num_workers": [0, 2, 4, 8], "batch_size": [128, 256], "pin_memory": [False, True]},
     },
     # Distributed (perfsuite.distributed): each case is one torchrun launch of its ranks, measured
-    # through perfsuite.execute.run_cases; world_size=1 gives the scaling baseline of the same run.
+    # through perfsuite.run.execute.run_cases; world_size=1 gives the scaling baseline of the same run.
     "ddp": {
         "ci": {"model": ["autoencoder"], "batch_size": [16], "world_size": [1, 2]},
         "cpu": {"model": ["resnet"], "size": ["ci"], "world_size": [1, 2]},
@@ -75,7 +75,7 @@ AMP_GRIDS: dict[str, dict[str, list[Any]]] = {
 }
 
 
-# Worker processes per case (perfsuite.workers, issue 16) for the asv front-end, as suites/cpu.yaml
+# Worker processes per case (perfsuite.measure.workers, issue 16) for the asv front-end, as suites/cpu.yaml
 # has them: the cases whose history is compared across commits, where one unlucky process's
 # memory layout or placement would otherwise show as a change. Three processes cost ~10 s more per
 # case on 2 cores (start-up and build); the rest keep one.

@@ -41,8 +41,8 @@ def _key(values) -> str:
 
 
 def _workload_or_skip(workload: str):
-    from perfsuite import registry
-    from perfsuite.errors import PerfsuiteError
+    from perfsuite.core import registry
+    from perfsuite.core.errors import PerfsuiteError
 
     try:
         return registry.get(workload)
@@ -53,7 +53,7 @@ def _workload_or_skip(workload: str):
 def _errors():
     """(PerfsuiteError, Unsupported) as the installed perfsuite has them: commits older than
     `Unsupported` are benchmarked too (asv runs today's benchmarks on old code)."""
-    from perfsuite import errors
+    from perfsuite.core import errors
 
     return errors.PerfsuiteError, getattr(errors, "Unsupported", errors.PerfsuiteError)
 
@@ -67,12 +67,12 @@ def _check(w, case: dict, device: str) -> None:
 def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1) -> dict:
     """perfsuite records of every case in `grid`, keyed by parameter values; skips keep reasons.
 
-    The cases go through perfsuite's one case loop (perfsuite.execute), as `perfsuite run` does,
+    The cases go through perfsuite's one case loop (perfsuite.run.execute), as `perfsuite run` does,
     each over `processes` fresh worker processes where this commit's perfsuite has them.
     """
-    from perfsuite import registry
-    from perfsuite.config import RunConfig, resolve_device
-    from perfsuite.env import fingerprint
+    from perfsuite.core import registry
+    from perfsuite.core.config import RunConfig, resolve_device
+    from perfsuite.measure.env import fingerprint
 
     PerfsuiteError, _ = _errors()
     names = list(grid)
@@ -85,8 +85,8 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
     for key, values in grid.items():
         cases = [{**c, key: v} for c in cases for v in values]
     try:
-        from perfsuite.execute import Case, Events, run_cases
-    except ImportError:  # a commit older than perfsuite.execute
+        from perfsuite.run.execute import Case, Events, run_cases
+    except ImportError:  # a commit older than perfsuite.run.execute
         return _measure_cases_before_execute(w, cases, names, device, max_time)
 
     result: dict = {}
@@ -119,9 +119,9 @@ def _config(RunConfig, device: str, max_time: float, processes: int):
 
 
 def _measure_cases_before_execute(w, cases: list[dict], names: list, device: str, max_time: float) -> dict:
-    from perfsuite.config import RunConfig
-    from perfsuite.env import fingerprint
-    from perfsuite.runner import run_case
+    from perfsuite.core.config import RunConfig
+    from perfsuite.measure.env import fingerprint
+    from perfsuite.measure.runner import run_case
 
     _, Unsupported = _errors()
     env = fingerprint()
@@ -205,7 +205,7 @@ def make_time_suite(workload: str, grid: dict):
         warmup_time = 0.5
 
         def setup(self, *params):
-            from perfsuite.config import resolve_device
+            from perfsuite.core.config import resolve_device
 
             PerfsuiteError, Unsupported = _errors()
             w = _workload_or_skip(workload)
@@ -238,12 +238,12 @@ def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_
     """`perfsuite amp` of every (workload, precision) in `grid` against fp32, at the `size`
     preset (and `params`, for tests); each comparison's to_dict() keyed by the grid's values, or
     a skip with its reason."""
-    from perfsuite.config import RunConfig, resolve_device
+    from perfsuite.core.config import RunConfig, resolve_device
     from perfsuite.measure.timing import clock_for
 
     PerfsuiteError, Unsupported = _errors()
     try:
-        from perfsuite.training.amp_compare import compare_precisions
+        from perfsuite.compare.amp import compare_precisions
     except ImportError as exc:  # a commit older than the comparison
         return {"_skip": f"no AMP comparison in this commit: {exc}"}
     device = resolve_device("auto")

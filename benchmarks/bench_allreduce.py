@@ -1,7 +1,7 @@
 """asv benchmarks of perfsuite's `allreduce` workload: collectives over torchrun ranks.
 
 Only a track class (the collective runs in ranks perfsuite's launcher starts, through
-measure_cases -> perfsuite.execute.run_cases). asv reads larger as worse, so bus bandwidth is
+measure_cases -> perfsuite.run.execute.run_cases). asv reads larger as worse, so bus bandwidth is
 tracked as its inverse: seconds per GB carried on the bus.
 """
 

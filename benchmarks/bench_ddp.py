@@ -1,7 +1,7 @@
 """asv benchmarks of perfsuite's `ddp` workload: DDP over torchrun ranks (perfsuite.distributed).
 
 Only a track class: the step runs in ranks that perfsuite's launcher starts, through the same
-case loop as `perfsuite run` (measure_cases -> perfsuite.execute.run_cases), so asv cannot time
+case loop as `perfsuite run` (measure_cases -> perfsuite.run.execute.run_cases), so asv cannot time
 it itself. asv reads larger as worse: scaling is tracked as 1 / efficiency (world_size=1: 1).
 """
 

@@ -6,7 +6,7 @@
 `collect` gates the unchanged ResNet18 `ci` step against itself as `perfsuite gate` does (fresh
 builds per side rotated, one torch thread, the gate's block size) but fills the whole budget
 with pairs and keeps them in time order. `curve` replays the gate's sequential test
-(perfsuite.sequential, the same looks and alpha) on the first k seconds' worth of each run's
+(perfsuite.stats.sequential, the same looks and alpha) on the first k seconds' worth of each run's
 pairs, with every log ratio shifted by log(1 + s) for an injected slowdown s: the power at
 budget k and slowdown s, and at s = 0 the false-alarm rate. The shift models a slowdown that
 adds the same fraction to every pair, which is what the self-check's padded matmuls do; the
@@ -30,11 +30,12 @@ SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05)
 
 
 def collect(args) -> None:
-    from perfsuite import gate, registry
-    from perfsuite.env import collect_activity
+    from perfsuite.compare import gate
+    from perfsuite.core import registry
+    from perfsuite.measure.env import collect_activity
     from perfsuite.measure import heap
     from perfsuite.measure.timing import PerfCounterClock
-    from perfsuite.system import CpuUsage, pinned, read_load_average
+    from perfsuite.measure.system import CpuUsage, pinned, read_load_average
 
     w = registry.get("resnet")
     clock = PerfCounterClock()
@@ -63,8 +64,8 @@ def collect(args) -> None:
 
 def replay(logs: list[float], shift: float, alpha: float, threshold: float) -> bool:
     """The gate's sequential decision on these pairs (time order), every log ratio moved by `shift`."""
-    from perfsuite import sequential
-    from perfsuite.gate import MIN_PAIRS, read_look
+    from perfsuite.stats import sequential
+    from perfsuite.compare.gate import MIN_PAIRS, read_look
 
     bounds = sequential.boundaries(sequential.LOOKS, alpha)
     for k, (frac, bound) in enumerate(zip(sequential.LOOKS, bounds)):
@@ -76,7 +77,7 @@ def replay(logs: list[float], shift: float, alpha: float, threshold: float) -> b
 
 
 def curve(args) -> None:
-    from perfsuite.gate import wilson_interval
+    from perfsuite.compare.gate import wilson_interval
 
     doc = json.loads(Path(args.pairs).read_text())
     runs = doc["runs"]
@@ -95,7 +96,7 @@ def curve(args) -> None:
 
 
 def _table(runs: list[dict], doc: dict, threshold: float, alpha: float) -> None:
-    from perfsuite.gate import WARMUP_SHARE, wilson_interval
+    from perfsuite.compare.gate import WARMUP_SHARE, wilson_interval
 
     print("| budget per case | pairs | " + " | ".join(f"+{s:.0%}" if s else "unchanged (false alarms)"
                                                     for s in SLOWDOWNS) + " |")

@@ -1,5 +1,5 @@
 """perfsuite beside pytest-benchmark and torch.utils.benchmark, with the protocol of
-../shared/ANCHORS.md: per-call overhead on an empty function (W0), and the spread of the
+docs/peers.md: per-call overhead on an empty function (W0), and the spread of the
 reported median over 7 fresh processes for a 256x256 matmul (W1) and a ResNet18 batch-8
 training step (W2), every tool with the same time budget.
 
@@ -10,7 +10,7 @@ training step (W2), every tool with the same time budget.
 `perfsuite-workers` is perfsuite's worker mode (`--processes N`): the same total budget spread
 over N fresh spawned workers, the reported median the median of their medians. The spread run
 records the machine's load average before and after each measurement and the steal and other
-processes' CPU use over the whole run (perfsuite.system). Around every slot this (long-lived)
+processes' CPU use over the whole run (perfsuite.measure.system). Around every slot this (long-lived)
 process times the slot's step itself for --probe-s seconds before and after: the machine's speed
 at that moment. The table gives each tool's CV, its ratio to the best other peer's (90% bootstrap
 interval over the runs), the CV of its values divided by the probe, and the probe's own CV: how
@@ -66,8 +66,8 @@ def make_step(workload: str, threads: int = 2):
 
 def _build(params, device):
     """The protocol's step as a perfsuite workload, so that worker processes build it themselves."""
-    from perfsuite.record import Work
-    from perfsuite.workload import BuiltStep
+    from perfsuite.core.record import Work
+    from perfsuite.core.workload import BuiltStep
 
     return BuiltStep(fn=make_step(params["w"], params["threads"]), work=Work(items_per_step=1, item_unit="steps"))
 
@@ -77,10 +77,10 @@ def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS
     """Median seconds per call reported by `tool` in this process (or its workers); `heap` is
     perfsuite's --heap for the perfsuite tools (the peers have no such setting)."""
     if tool == "perfsuite-workers":
-        from perfsuite.config import RunConfig
-        from perfsuite.params import Param
-        from perfsuite.workers import run_in_workers
-        from perfsuite.workload import Workload
+        from perfsuite.core.config import RunConfig
+        from perfsuite.core.params import Param
+        from perfsuite.measure.workers import run_in_workers
+        from perfsuite.core.workload import Workload
 
         peer = Workload("peer", "the protocol's W0/W1/W2 step", (Param("w", str, "W1"), Param("threads", int, 2)),
                         _build)
@@ -90,10 +90,10 @@ def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS
               file=sys.stderr)
         return rec.median_s
     if tool in ("perfsuite", "perfsuite-min-time"):
-        from perfsuite.config import RunConfig
+        from perfsuite.core.config import RunConfig
         from perfsuite.measure.timing import PerfCounterClock
-        from perfsuite.runner import measure
-        from perfsuite.stats import median
+        from perfsuite.measure.runner import measure
+        from perfsuite.stats.summary import median
 
         # perfsuite-min-time: keep measuring for 60% of the budget even once the CI has converged.
         min_time = 0.6 * budget if tool == "perfsuite-min-time" else 0.0
@@ -277,7 +277,7 @@ def _ratio_ci(boots: list[dict], tool: str, others: list[str]) -> tuple[float, f
     """90% percentile interval of tool's CV over the best other peer's, from bootstrap CVs."""
     import math
 
-    from perfsuite.stats import percentile
+    from perfsuite.stats.summary import percentile
 
     rs = [b[tool] / min(b[o] for o in others) for b in boots
           if not any(math.isnan(b[t]) or b[t] == 0 for t in (tool, *others))]
@@ -304,7 +304,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def _load() -> list[float] | None:
-    from perfsuite.system import read_load_average
+    from perfsuite.measure.system import read_load_average
 
     return read_load_average()
 
@@ -324,8 +324,8 @@ def cmd_overhead(args) -> None:
 def cmd_spread(args) -> None:
     import time
 
-    from perfsuite.env import collect_activity
-    from perfsuite.system import CpuUsage
+    from perfsuite.measure.env import collect_activity
+    from perfsuite.measure.system import CpuUsage
 
     results: dict = {}
     probes: dict = {}

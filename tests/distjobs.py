@@ -16,9 +16,9 @@ from pathlib import Path
 
 from perfsuite.distributed import launch
 from perfsuite.distributed.workload import DistributedWorkload
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.workload import BuiltStep
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.workload import BuiltStep
 
 HANG_TIMEOUT_S = 15.0
 WORLD = (Param("world_size", int, 2), Param("nnodes", int, 1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfsuite.record import Record, Work
+from perfsuite.core.record import Record, Work
 
 ENV = {"torch": "2.14.1", "cuda": None, "cudnn": None, "gpu_name": None, "driver": None,
        "cpu_model": "Test CPU", "logical_cores": 2, "torch_threads": 2, "python": "3.11.7"}

@@ -58,7 +58,9 @@ def test_bad_choices():
 def test_activation_workload_and_pairing(capsys, tmp_path):
     import json
 
-    from perfsuite import cli, registry
+    from perfsuite import cli
+
+    from perfsuite.core import registry
 
     w = registry.get("activation")
     for case in ({"fn": "mish", "pass": "forward"}, {"fn": "swish", "dtype": "bf16", "numel": 1024}):

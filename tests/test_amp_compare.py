@@ -3,9 +3,9 @@ import types
 
 import pytest
 
-from perfsuite.config import RunConfig
+from perfsuite.core.config import RunConfig
 from perfsuite.measure.timing import PerfCounterClock
-from perfsuite.training.amp_compare import AmpComparison, compare_precisions, side_utilisation
+from perfsuite.compare.amp import AmpComparison, compare_precisions, side_utilisation
 from perfsuite.training.setup import training_setup
 
 FAST = RunConfig(max_time=1.0)
@@ -49,7 +49,7 @@ def test_same_seed_means_same_initial_weights():
 
 
 def test_fp16_on_cpu_is_refused():
-    from perfsuite.errors import Unsupported
+    from perfsuite.core.errors import Unsupported
 
     with pytest.raises(Unsupported, match="fp16"):
         compare_precisions("resnet", {}, "cpu", PerfCounterClock(), "fp32", "fp16", pairs=2, steps=5, cfg=FAST)

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from perfsuite import registry
+from perfsuite.core import registry
 from perfsuite.measure.nvtx import CATEGORY_COLORS, Annotator
 from perfsuite.workloads import autoencoder
 

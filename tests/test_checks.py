@@ -3,8 +3,10 @@
 import pytest
 import torch
 
-from perfsuite import checks, cli
-from perfsuite.checks import CheckFailed
+from perfsuite.run import checks
+
+from perfsuite import cli
+from perfsuite.run.checks import CheckFailed
 from perfsuite.training.setup import training_setup
 
 
@@ -62,6 +64,6 @@ def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):
 
 
 def test_every_workload_with_checks_exists():
-    from perfsuite import registry
+    from perfsuite.core import registry
 
     assert set(checks._checks()) <= set(registry.names())

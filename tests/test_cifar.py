@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from perfsuite.data.cifar import FOLDER, TRAIN_FILES, read_cifar10, write_cifar10
-from perfsuite.errors import ConfigError
+from perfsuite.core.errors import ConfigError
 
 
 class _Calls:

@@ -4,8 +4,12 @@ import json
 
 import pytest
 
-from perfsuite import cli, registry, runner
-from perfsuite.storage import load_records
+from perfsuite import cli
+
+from perfsuite.core import registry
+
+from perfsuite.measure import runner
+from perfsuite.storage.files import load_records
 
 FAST = ["--max-time", "0.6"]
 
@@ -81,7 +85,7 @@ def test_run_writes_records_and_compare_with_itself_passes(capsys, tmp_path):
 def test_compare_exit_status_gates_on_a_slowdown(capsys, tmp_path):
     from records import make_record
 
-    from perfsuite.storage import ResultsWriter
+    from perfsuite.storage.files import ResultsWriter
 
     base, new = tmp_path / "base.json", tmp_path / "new.json"
     ResultsWriter(base).add(make_record(seed=1))
@@ -101,7 +105,7 @@ def test_compare_exit_status_gates_on_a_slowdown(capsys, tmp_path):
 def test_compare_rejects_corrupt_or_foreign_files(capsys, tmp_path, content, message):
     from records import make_record
 
-    from perfsuite.storage import ResultsWriter
+    from perfsuite.storage.files import ResultsWriter
 
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     ResultsWriter(good).add(make_record())
@@ -129,7 +133,7 @@ def test_ctrl_c_during_a_sweep_keeps_finished_cases(capsys, tmp_path, monkeypatc
 
 
 def test_peak_then_records_report_peak_fraction(capsys, tmp_path, monkeypatch):
-    from perfsuite import peak
+    from perfsuite.run import peak
 
     monkeypatch.setitem(peak.MATMUL_N, "cpu", 128)
     monkeypatch.setitem(peak.COPY_BYTES, "cpu", 4 * 2**20)
@@ -151,7 +155,7 @@ def test_peak_then_records_report_peak_fraction(capsys, tmp_path, monkeypatch):
 def test_report_writes_markdown_and_figures(capsys, tmp_path):
     from records import make_record
 
-    from perfsuite.storage import ResultsWriter
+    from perfsuite.storage.files import ResultsWriter
 
     res = tmp_path / "r.json"
     w = ResultsWriter(res)
@@ -230,8 +234,8 @@ def test_options_a_suite_would_ignore_are_refused(capsys, tmp_path, flag):
 
 
 def test_suite_overrides_are_parsed_by_each_entrys_own_workload(tmp_path):
-    from perfsuite.errors import ConfigError
-    from perfsuite.suite import load_suite
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.run.suite_file import load_suite
 
     path = tmp_path / "mm.yaml"
     path.write_text("name: mm\nsuites:\n  - name: mm\n    workload: matmul\n    params: {n: [64]}\n")

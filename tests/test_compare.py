@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from records import ENV, make_record
 
-from perfsuite.compare import compare_records, compare_samples, verdict
-from perfsuite.errors import RecordError
+from perfsuite.compare.records import compare_records, compare_samples, verdict
+from perfsuite.core.errors import RecordError
 
 
 def _draws(seed, n=80, scale=1.0, sigma=0.04):

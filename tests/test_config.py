@@ -1,7 +1,7 @@
 import pytest
 
-from perfsuite.config import RunConfig, resolve_device
-from perfsuite.errors import ConfigError, DeviceUnavailable
+from perfsuite.core.config import RunConfig, resolve_device
+from perfsuite.core.errors import ConfigError, DeviceUnavailable
 
 
 @pytest.mark.parametrize(
@@ -40,8 +40,8 @@ def test_device_resolution():
 
 @pytest.mark.parametrize("spec", ["cuda:abc", "cuda:-1", "cuda:"])
 def test_a_misspelt_cuda_device_is_bad_input_on_any_machine(spec):
-    from perfsuite.config import resolve_device
-    from perfsuite.errors import ConfigError
+    from perfsuite.core.config import resolve_device
+    from perfsuite.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="expected cuda:N"):
         resolve_device(spec)

@@ -29,7 +29,7 @@ def test_arguments_default_to_every_case_and_refuse_unknown_ones(cc, capsys):
 
 
 def test_cases_are_valid_perfsuite_parameters(cc):
-    from perfsuite import registry
+    from perfsuite.core import registry
 
     for workload, params in cc.CASES.values():
         registry.get(workload).resolve(params)

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from perfsuite import cli, registry
+from perfsuite import cli
+
+from perfsuite.core import registry
 from perfsuite.data.imagefolder import ImageFolderDataset, generated_folder, scan, train_transform
-from perfsuite.errors import ConfigError, Unsupported
+from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.workloads import dataloader
 
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from records import make_record
 
-from perfsuite import registry
-from perfsuite.config import RunConfig
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig
 from perfsuite.distributed import comm, launch
-from perfsuite.errors import ConfigError, Unsupported
-from perfsuite.execute import Case, run_cases
-from perfsuite.record import Record
+from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.run.execute import Case, run_cases
+from perfsuite.core.record import Record
 from perfsuite.workloads.allreduce import bus_factor
 
 TESTS = Path(__file__).parent
@@ -131,7 +131,7 @@ def test_ddp_gradients_equal_one_process_on_the_concatenated_batch():
 
 def test_a_ddp_sweep_gives_one_record_per_case_with_ranks_scaling_and_comm_share(tmp_path):
     from perfsuite.report.markdown import write_report
-    from perfsuite.storage import ResultsWriter, load_records
+    from perfsuite.storage.files import ResultsWriter, load_records
 
     ddp = registry.get("ddp")
     cases = [Case(ddp, {"model": "autoencoder", "batch_size": 8, "world_size": w}) for w in (1, 2)]

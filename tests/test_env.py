@@ -1,6 +1,6 @@
 import subprocess
 
-from perfsuite import env
+from perfsuite.measure import env
 
 
 def test_fingerprint_has_the_named_fields():

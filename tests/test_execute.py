@@ -5,13 +5,13 @@ import json
 import pytest
 from fakeclock import FakeClock
 
-from perfsuite.config import RunConfig
-from perfsuite.errors import ConfigError, PerfsuiteError, Unsupported
-from perfsuite.execute import Case, Events, check_cases, run_cases
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.storage import ResultsWriter, load_records
-from perfsuite.workload import BuiltStep, Workload
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import ConfigError, PerfsuiteError, Unsupported
+from perfsuite.run.execute import Case, Events, check_cases, run_cases
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.storage.files import ResultsWriter, load_records
+from perfsuite.core.workload import BuiltStep, Workload
 
 
 class Broken(PerfsuiteError):

@@ -1,6 +1,6 @@
 import pytest
 
-from perfsuite import registry
+from perfsuite.core import registry
 from benchmarks._grids import SIZES, cases
 
 
@@ -39,7 +39,7 @@ def test_asv_config_falls_back_on_a_runconfig_without_processes():
     from dataclasses import dataclass
 
     from benchmarks._suite import _config
-    from perfsuite.config import RunConfig
+    from perfsuite.core.config import RunConfig
 
     @dataclass
     class OldRunConfig:  # a commit before worker processes

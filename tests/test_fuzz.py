@@ -84,8 +84,8 @@ suite_doc = st.one_of(yaml_value, st.fixed_dictionaries({"suites": st.lists(entr
 def test_any_suite_file_is_valid_or_refused_with_a_config_error(tmp_path_factory, doc):
     """Whatever the YAML holds, loading it gives a suite or a ConfigError naming the key (the CLI
     prints that and exits 2), never another exception."""
-    from perfsuite.errors import ConfigError
-    from perfsuite.suite import load_suite
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.run.suite_file import load_suite
 
     path = tmp_path_factory.mktemp("s") / "suite.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -115,7 +115,7 @@ json_value = st.recursive(
 
 
 def _record_like(draw_value):
-    return st.fixed_dictionaries({"format": st.just("perfsuite.results"),
+    return st.fixed_dictionaries({"format": st.just("perfsuite.storage.table"),
                                   "schema_version": st.one_of(st.just(1), st.integers(), draw_value),
                                   "records": st.one_of(st.lists(draw_value, max_size=3), draw_value)})
 
@@ -169,8 +169,8 @@ def test_a_second_run_into_a_locked_suite_folder_fails_at_once(tmp_path):
     """Two suite runs into one folder measured every case twice; the folder is now locked."""
     import os
 
-    from perfsuite.errors import ConfigError
-    from perfsuite.suite_run import lock_output
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.run.suite import lock_output
 
     held = lock_output(tmp_path)
     try:

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from perfsuite import stats
-from perfsuite.gate import GateCase, noise_floor, paired_ratios, run_gate, wilson_interval
+from perfsuite.stats import summary as stats
+from perfsuite.compare.gate import GateCase, noise_floor, paired_ratios, run_gate, wilson_interval
 
 
 class Work:
@@ -70,12 +70,6 @@ def test_benjamini_hochberg_across_cases():
     assert stats.benjamini_hochberg([]) == []
 
 
-def test_sign_test_exact_values():
-    assert stats.sign_test_greater([2, 2, 2], 1) == pytest.approx(1 / 8)
-    assert stats.sign_test_greater([2, 0, 2, 2], 1) == pytest.approx(5 / 16)
-    assert stats.sign_test_greater([1, 1], 1) == 1.0
-
-
 def test_paired_ratios_cancel_drift():
     clock = DriftingClock(noise=0.0, drift=0.3, seed=2)
     run = paired_ratios(Work(0.01), Work(0.0105), clock, budget_s=20)
@@ -95,9 +89,9 @@ def test_wilson_interval():
 def test_workload_at_a_revision_builds_beside_the_current_one():
     import subprocess
 
-    from perfsuite import registry
-    from perfsuite.errors import ConfigError
-    from perfsuite.gate_versions import workload_at
+    from perfsuite.core import registry
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.compare.revisions import workload_at
 
     root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True)
     if root.returncode != 0:
@@ -121,8 +115,8 @@ def _repo_root():
 
 
 def test_an_option_like_base_ref_never_reaches_git(tmp_path):
-    from perfsuite.errors import ConfigError
-    from perfsuite.gate_versions import workload_at
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.compare.revisions import workload_at
 
     # Where `git show --output=DIR/pwned:perfsuite/workloads/noop.py` would write, made writable.
     (tmp_path / "pwned:perfsuite" / "workloads").mkdir(parents=True)
@@ -134,8 +128,8 @@ def test_an_option_like_base_ref_never_reaches_git(tmp_path):
 def test_base_ref_is_resolved_to_a_commit():
     import subprocess
 
-    from perfsuite.errors import ConfigError
-    from perfsuite.gate_versions import resolve_commit, workload_at
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.compare.revisions import resolve_commit, workload_at
 
     root = _repo_root()
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
@@ -148,7 +142,7 @@ def test_base_ref_is_resolved_to_a_commit():
 # ---- one sequential test over the whole budget (issue 16) -----------------------------------------
 
 def test_alpha_spending_keeps_nearly_all_alpha_for_the_last_look():
-    from perfsuite import sequential
+    from perfsuite.stats import sequential
 
     assert sequential.obf_spent(1.0, 0.01) == pytest.approx(0.01)
     assert sequential.boundaries((1.0,), 0.05) == [pytest.approx(0.05)]  # one look: the plain test
@@ -169,7 +163,7 @@ def test_the_boundaries_hold_the_false_alarm_rate_at_alpha_over_all_looks(alpha)
     boundary is alpha, neither the Bonferroni bound's less nor more."""
     from statistics import NormalDist
 
-    from perfsuite import sequential
+    from perfsuite.stats import sequential
 
     looks = (0.5, 0.75, 1.0)
     z = [NormalDist().inv_cdf(1 - b) for b in sequential.boundaries(looks, alpha)]
@@ -183,7 +177,7 @@ def test_the_boundaries_hold_the_false_alarm_rate_at_alpha_over_all_looks(alpha)
 
 
 def test_a_look_decides_slower_not_slower_or_goes_on():
-    from perfsuite.sequential import NOT_SLOWER, SLOWER, decide
+    from perfsuite.stats.sequential import NOT_SLOWER, SLOWER, decide
 
     assert decide(1e-5, 1e-4, p_below=0.9, final=False) == SLOWER
     assert decide(0.2, 1e-4, p_below=0.5, final=False) is None  # unclear either way: keep measuring
@@ -194,8 +188,8 @@ def test_a_look_decides_slower_not_slower_or_goes_on():
 def test_an_estimate_just_under_the_threshold_is_not_stopped_for_futility():
     """At half the budget a 2.7% slowdown can read 0.8% on this machine's noise: the first
     futility rule stopped such gates; only a change shown below the threshold stops now."""
-    from perfsuite import sequential
-    from perfsuite.gate import read_look
+    from perfsuite.stats import sequential
+    from perfsuite.compare.gate import read_look
 
     rng = np.random.default_rng(0)
     logs = list(rng.normal(0.0, 0.07, 60))

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from perfsuite.config import RunConfig
-from perfsuite.errors import ConfigError
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import ConfigError
 from perfsuite.measure import heap
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
@@ -110,7 +110,7 @@ def test_run_with_a_steady_heap_records_it_and_the_faults_it_timed(tmp_path):
     out = tmp_path / "r.json"
     subprocess.run([sys.executable, "-m", "perfsuite", "run", "matmul", "-p", "n=64", "--device", "cpu",
                     "--max-time", "0.5", "--heap", "steady", "--out", str(out)], check=True, capture_output=True)
-    from perfsuite.storage import load_records
+    from perfsuite.storage.files import load_records
 
     (rec,) = load_records(out)
     assert rec.conditions["heap"] == "steady"
@@ -119,8 +119,8 @@ def test_run_with_a_steady_heap_records_it_and_the_faults_it_timed(tmp_path):
 
 
 def test_a_default_run_records_the_default_heap_and_counts_faults(tmp_path):
-    from perfsuite import registry
-    from perfsuite.runner import run_case
+    from perfsuite.core import registry
+    from perfsuite.measure.runner import run_case
 
     if heap.state()["heap"] != "default":
         pytest.skip("this test process already holds its heap")

@@ -1,7 +1,7 @@
 import pytest
 
-from perfsuite.errors import ConfigError
-from perfsuite.params import Param, expand_sweep, parse_assignments, resolve
+from perfsuite.core.errors import ConfigError
+from perfsuite.core.params import Param, expand_sweep, parse_assignments, resolve
 
 SPECS = (
     Param("n", int, 8, min=1, max=64),
@@ -56,7 +56,7 @@ def test_invalid_default_is_a_programming_error():
 
 
 def test_a_parameter_given_twice_or_a_repeated_value_is_refused():
-    from perfsuite import registry
+    from perfsuite.core import registry
 
     w = registry.get("matmul")
     with pytest.raises(ConfigError, match="'n' is given twice"):

@@ -7,11 +7,14 @@ from dataclasses import replace
 import pytest
 from records import make_record
 
-from perfsuite import peak, registry
-from perfsuite.config import RunConfig
-from perfsuite.errors import RecordError
-from perfsuite.record import Work
-from perfsuite.runner import _peak_for, run_case
+from perfsuite.measure import tf32
+from perfsuite.run import peak
+
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import RecordError
+from perfsuite.core.record import Work
+from perfsuite.measure.runner import _peak_for, run_case
 
 PEAK = {"flops_per_s": {"fp32": 50e12, "tf32": 400e12, "bf16": 800e12, "fp16": 790e12},
         "bytes_per_s": 3e12, "measured": "2026-11-01T00:00:00+00:00"}
@@ -70,7 +73,7 @@ def test_matmul_tf32_restores_the_flag_after_an_error():
 
     before = torch.backends.cuda.matmul.allow_tf32
     with pytest.raises(ZeroDivisionError):
-        with peak.matmul_tf32(not before):
+        with tf32.matmul_tf32(not before):
             assert torch.backends.cuda.matmul.allow_tf32 is (not before)
             1 / 0
     assert torch.backends.cuda.matmul.allow_tf32 is before
@@ -91,7 +94,7 @@ class _StuckMatmul:
 def test_matmul_tf32_refuses_a_flag_that_does_not_change():
     backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=_StuckMatmul()))
     with pytest.raises(RecordError, match="TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"):
-        with peak.matmul_tf32(False, backends):
+        with tf32.matmul_tf32(False, backends):
             pass
 
 
@@ -112,12 +115,12 @@ def _backends(matmul, cudnn):
 
 
 def test_tf32_flags_read_the_legacy_flags_then_the_new_api():
-    assert peak.tf32_flags(_backends(False, True)) == {"matmul": False, "cudnn": True}
+    assert tf32.tf32_flags(_backends(False, True)) == {"matmul": False, "cudnn": True}
     ns = types.SimpleNamespace
     cudnn = _Mixed("none")
     cudnn.conv = _Mixed("ieee")
     mixed = ns(cuda=ns(matmul=_Mixed("tf32")), cudnn=cudnn)
-    assert peak.tf32_flags(mixed) == {"matmul": True, "cudnn": False}
+    assert tf32.tf32_flags(mixed) == {"matmul": True, "cudnn": False}
 
 
 # ---- the roof a record is judged against ------------------------------------------------------

@@ -6,8 +6,10 @@ import json
 import pytest
 import torch
 
-from perfsuite import cli, registry
-from perfsuite.errors import ConfigError, Unsupported
+from perfsuite import cli
+
+from perfsuite.core import registry
+from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.llm.evaluate import f1_scores
 from perfsuite.llm.model import build_model, forward_flops
 from perfsuite.llm.tokenizer import qwen25_tokenizer

@@ -7,11 +7,13 @@ from dataclasses import replace
 import pytest
 from records import make_record
 
-from perfsuite import cli, stats
-from perfsuite.errors import ConfigError
+from perfsuite import cli
+
+from perfsuite.stats import summary as stats
+from perfsuite.core.errors import ConfigError
 from perfsuite.llm.data import read_csv
 from perfsuite.measure.percall import PerCallTimer, fixed_protocol, timed_tail
-from perfsuite.record import Work
+from perfsuite.core.record import Work
 from perfsuite.report import qwen
 
 
@@ -99,7 +101,7 @@ def test_fixed_protocol_end_to_end(tmp_path, capsys):
 
 
 def test_the_tidy_table_takes_the_tails_from_per_batch_times_too():
-    from perfsuite import results
+    from perfsuite.storage import table as results
 
     r = _qwen_record()
     row = results.row(r)

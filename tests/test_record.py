@@ -3,8 +3,8 @@ import json
 import pytest
 from records import make_record
 
-from perfsuite.errors import RecordError
-from perfsuite.record import SCHEMA_VERSION, Record, Work
+from perfsuite.core.errors import RecordError
+from perfsuite.core.record import SCHEMA_VERSION, Record, Work
 
 
 def test_round_trip_preserves_everything():
@@ -79,7 +79,7 @@ def test_schema_version_is_current():
     assert make_record().to_dict()["schema_version"] == SCHEMA_VERSION
 
 
-# ---- where the time went (perfsuite.bound) ----------------------------------------------------
+# ---- where the time went (perfsuite.measure.bound) ----------------------------------------------------
 
 def _cuda(nvml: dict) -> Record:
     from dataclasses import replace

@@ -6,7 +6,7 @@ from dataclasses import replace
 from records import make_record
 from rich.console import Console
 
-from perfsuite.record import Work
+from perfsuite.core.record import Work
 from perfsuite.report import qwen
 from perfsuite.report.console import print_bounds, records_table
 from perfsuite.report.markdown import write_report

@@ -1,4 +1,4 @@
-"""perfsuite.results: stored records as one tidy pandas table, and `perfsuite export csv|parquet`."""
+"""perfsuite.storage.table: stored records as one tidy pandas table, and `perfsuite export csv|parquet`."""
 
 from dataclasses import replace
 
@@ -6,10 +6,12 @@ import pandas as pd
 import pytest
 from records import make_record
 
-from perfsuite import cli, results
-from perfsuite.errors import RecordError
-from perfsuite.record import Work
-from perfsuite.storage import results_document
+from perfsuite import cli
+
+from perfsuite.storage import table as results
+from perfsuite.core.errors import RecordError
+from perfsuite.core.record import Work
+from perfsuite.storage.files import results_document
 
 
 def _save(path, records, failures=()):

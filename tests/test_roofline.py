@@ -19,7 +19,7 @@ from rich.console import Console
 from perfsuite import cli
 from perfsuite.profiling.step_marking import ROOFLINE_METRICS
 from perfsuite.roofline import ceilings, model
-from perfsuite.roofline.command import roofline_command
+from perfsuite.cli.roofline import roofline_command
 from perfsuite.roofline.names import short_name
 from perfsuite.roofline.ncu import NcuCsvError, read_ncu_csv
 from perfsuite.roofline.summary import SUMMARY_COLUMNS, summary_csv
@@ -152,7 +152,7 @@ def test_roof_sources_in_order_and_a_pipe_without_roof_is_not_judged():
 
 
 def test_roofs_from_this_gpus_peak_file(tmp_path, capsys):
-    from perfsuite.peak import save_peak
+    from perfsuite.run.peak import save_peak
 
     entry = {"flops_per_s": {"fp32": 5e13, "tf32": 3e14, "bf16": 6e14, "fp16": 7e14}, "bytes_per_s": 3e12}
     peaks = {"cuda|NVIDIA H100 80GB HBM3": entry, "cpu|Some CPU|threads=2": {"flops_per_s": {"fp32": 1e11}}}
@@ -266,7 +266,7 @@ def _namespace(tmp_path, path, **kw):
 
 @pytest.mark.parametrize("precision, ratio", [("fp32", "1.385"), ("fp16", "1.179")])
 def test_executed_against_model_flops_from_a_record(tmp_path, precision, ratio):
-    from perfsuite.record import Record, Work
+    from perfsuite.core.record import Record, Work
 
     rec = Record(workload="resnet", params={"size": "gpu", "precision": precision}, device="cuda", block_size=1,
                  timing_method="cuda_event", samples_s=[0.01] * 5,
@@ -402,7 +402,7 @@ def test_tensor_flops_unknown_is_said_in_the_output_and_the_summary(tmp_path, ca
 # ---- this CPU ---------------------------------------------------------------------------------
 
 def test_cpu_roofline_from_records(tmp_path, monkeypatch):
-    from perfsuite import peak
+    from perfsuite.run import peak
 
     monkeypatch.setitem(peak.MATMUL_N, "cpu", 128)
     monkeypatch.setitem(peak.COPY_BYTES, "cpu", 4 * 2**20)

@@ -3,9 +3,9 @@ import math
 import pytest
 from fakeclock import FakeClock
 
-from perfsuite import stats
-from perfsuite.config import RunConfig
-from perfsuite.runner import block_size_for, clock_overhead, measure
+from perfsuite.stats import summary as stats
+from perfsuite.core.config import RunConfig
+from perfsuite.measure.runner import block_size_for, clock_overhead, measure
 
 
 def _noop():
@@ -155,8 +155,8 @@ def test_a_slow_first_call_is_recorded_and_does_not_spend_the_budget():
 def _toy_workload(seen: list):
     import torch
 
-    from perfsuite.record import Work
-    from perfsuite.workload import BuiltStep, Workload
+    from perfsuite.core.record import Work
+    from perfsuite.core.workload import BuiltStep, Workload
 
     def build(params, device):
         seen.append(torch.get_num_threads())  # the step is built under the case's settings too
@@ -170,7 +170,7 @@ def test_run_case_records_its_conditions_and_restores_threads():
 
     import torch
 
-    from perfsuite.runner import run_case
+    from perfsuite.measure.runner import run_case
 
     seen: list = []
     before = torch.get_num_threads()
@@ -184,7 +184,7 @@ def test_run_case_records_its_conditions_and_restores_threads():
 
 
 def test_steal_and_other_load_in_the_timed_region_become_warnings():
-    from perfsuite.runner import measured_conditions
+    from perfsuite.measure.runner import measured_conditions
 
     quiet, warnings = measured_conditions(RunConfig(), {"steal_fraction": 0.001, "others_cpus": 0.1, "wall_s": 1.0})
     assert warnings == [] and quiet["steal_fraction"] == 0.001

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from perfsuite import stats
+from perfsuite.stats import summary as stats
 
 
 def test_percentiles_interpolate_linearly():

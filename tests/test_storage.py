@@ -4,8 +4,8 @@ import os
 import pytest
 from records import make_record
 
-from perfsuite import storage
-from perfsuite.errors import ConfigError, RecordError, StorageError
+from perfsuite.storage import files as storage
+from perfsuite.core.errors import ConfigError, RecordError, StorageError
 
 
 def test_writer_saves_after_each_record_and_loads_back(tmp_path):
@@ -82,8 +82,8 @@ def test_new_results_paths_are_unique(tmp_path):
     [
         ("{not json", "not valid JSON \\(line 1, column 2"),
         ('{"hello": 1}', "not a perfsuite, pytest-benchmark or asv results file"),
-        ('{"format": "perfsuite.results", "schema_version": 1, "records": {}}', "'records' must be a list"),
-        ('{"format": "perfsuite.results", "schema_version": 1, "records": [{"schema_version": 1}]}',
+        ('{"format": "perfsuite.storage.table", "schema_version": 1, "records": {}}', "'records' must be a list"),
+        ('{"format": "perfsuite.storage.table", "schema_version": 1, "records": [{"schema_version": 1}]}',
          "record 0: record is missing field"),
     ],
 )

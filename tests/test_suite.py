@@ -4,9 +4,11 @@ import json
 
 import pytest
 
-from perfsuite import cli, runner
-from perfsuite.errors import ConfigError
-from perfsuite.suite import load_suite, shipped_suites_dir
+from perfsuite import cli
+
+from perfsuite.measure import runner
+from perfsuite.core.errors import ConfigError
+from perfsuite.run.suite_file import load_suite, shipped_suites_dir
 from perfsuite.workloads import dataloader
 
 SMALL = """
@@ -88,7 +90,7 @@ def test_an_entry_name_cannot_write_outside_the_output_directory(tmp_path, capsy
 
 
 def test_shipped_suites_are_valid_and_cover_every_workload(capsys):
-    from perfsuite import registry
+    from perfsuite.core import registry
 
     for path in shipped_suites_dir().glob("*.yaml"):
         suite = load_suite(path)
@@ -193,7 +195,7 @@ def test_bad_processes_keys_name_the_key_path(tmp_path, text, message):
 
 
 def test_processes_per_suite_and_per_entry_reach_the_run(tmp_path, capsys, monkeypatch):
-    from perfsuite import workers
+    from perfsuite.measure import workers
 
     suite = write(tmp_path, "processes: 2\nmax_time: 0.2\nsuites:\n  - {name: a, workload: noop}\n"
                             "  - {name: b, workload: noop, processes: 1}\n")
@@ -221,7 +223,7 @@ suites:
 def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
     out = tmp_path / "o"
     assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 0
-    from perfsuite.storage import load_document
+    from perfsuite.storage.files import load_document
 
     checks = load_document(out / "checks.json", "checks")
     # matmul has checks (fp32 and bf16 against float64); noop has none and is not listed.
@@ -235,7 +237,7 @@ def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
     assert "skipped" not in capsys.readouterr().out
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 3  # header, mm, noop
     # Outside a suite's folder (no run-config.json beside it) the name is the user's: read.
-    from perfsuite.storage import load_many
+    from perfsuite.storage.files import load_many
 
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "checks.json").write_text((out / "mm.json").read_text())
@@ -243,7 +245,7 @@ def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
 
 
 def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, monkeypatch):
-    from perfsuite import checks
+    from perfsuite.run import checks
 
     def wrong(device):
         raise checks.CheckFailed("fp32 relative error 3e-01 against float64")

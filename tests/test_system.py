@@ -1,12 +1,12 @@
-"""perfsuite.system: /proc and /sys readers on fake trees, the CPU-usage instrument, pinning, warnings."""
+"""perfsuite.measure.system: /proc and /sys readers on fake trees, the CPU-usage instrument, pinning, warnings."""
 
 import json
 import os
 
 import pytest
 
-from perfsuite import system
-from perfsuite.errors import ConfigError
+from perfsuite.measure import system
+from perfsuite.core.errors import ConfigError
 
 STAT = """cpu  1000 10 200 5000 30 0 5 {steal} 0 0
 cpu0 500 5 100 2500 15 0 2 {steal} 0 0

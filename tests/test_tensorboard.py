@@ -7,8 +7,8 @@ import pytest
 from records import make_record
 
 from perfsuite import cli
-from perfsuite.storage import results_document
-from perfsuite.tb import case_run
+from perfsuite.storage.files import results_document
+from perfsuite.storage.tensorboard import case_run
 
 pytest.importorskip("tensorboard")
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from perfsuite import registry
+from perfsuite.core import registry
 from perfsuite.data.cifar import read_cifar10, write_cifar10
-from perfsuite.errors import ConfigError, Unsupported
+from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.measure.nvtx import Annotator
 from perfsuite.workloads.base import count_flops
 
@@ -447,8 +447,8 @@ def test_cuda_graph_step_replays_trains_and_steps_its_schedule(cuda_available):
 
 
 def test_cuda_graph_record_says_the_step_is_graph_captured(cuda_available):
-    from perfsuite.config import RunConfig
-    from perfsuite.runner import run_case
+    from perfsuite.core.config import RunConfig
+    from perfsuite.measure.runner import run_case
 
     rec = run_case(registry.get("resnet"), {"batch_size": 16, "cuda_graph": True},
                    RunConfig(device="cuda", max_time=1.0))

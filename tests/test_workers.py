@@ -1,4 +1,4 @@
-"""perfsuite.workers: a case's budget over fresh processes, merged into one record; failures are the case's.
+"""perfsuite.measure.workers: a case's budget over fresh processes, merged into one record; failures are the case's.
 
 Most tests start workers with "fork" (milliseconds: torch is imported here once, not per worker)
 and fake clocks; one takes the real "spawn" road with a worker body that imports no torch.
@@ -12,14 +12,14 @@ import torch  # noqa: F401 - imported once here, so that forked workers do not e
 from fakeclock import FakeClock
 from records import make_record
 
-from perfsuite import workers
-from perfsuite.config import RunConfig
-from perfsuite.errors import Unsupported
-from perfsuite.execute import Case, run_cases
-from perfsuite.params import Param
-from perfsuite.record import Record, Work
-from perfsuite.storage import ResultsWriter, load_records
-from perfsuite.workload import BuiltStep, Workload
+from perfsuite.measure import workers
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import Unsupported
+from perfsuite.run.execute import Case, run_cases
+from perfsuite.core.params import Param
+from perfsuite.core.record import Record, Work
+from perfsuite.storage.files import ResultsWriter, load_records
+from perfsuite.core.workload import BuiltStep, Workload
 
 
 def _noop():
@@ -110,7 +110,7 @@ def test_unsupported_in_a_worker_is_a_skip(fork):
 def test_spawned_workers_are_fresh_interpreters_that_find_the_workload_by_name():
     from workerjobs import fake_worker
 
-    from perfsuite import registry
+    from perfsuite.core import registry
 
     rec = workers.run_in_workers(registry.get("noop"), {}, RunConfig(max_time=0.4, processes=2),
                                  clock=FakeClock(step_s=1e-4, noise=0.01, seed=5), target=fake_worker)
@@ -132,7 +132,7 @@ def test_run_processes_option_measures_in_workers(fork, capsys, tmp_path):
 
 
 def test_trace_cannot_be_combined_with_workers(tmp_path):
-    from perfsuite.errors import ConfigError
+    from perfsuite.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--trace"):
         run_cases([Case(TOY, {"x": 1})], RunConfig(processes=2), "cpu", trace_dir=tmp_path)

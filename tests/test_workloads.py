@@ -1,7 +1,7 @@
 import pytest
 
-from perfsuite import registry
-from perfsuite.errors import ConfigError
+from perfsuite.core import registry
+from perfsuite.core.errors import ConfigError
 from perfsuite.workloads.base import count_flops
 
 

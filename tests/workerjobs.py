@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 
-from perfsuite.record import Record, Work
+from perfsuite.core.record import Record, Work
 
 
 def fake_worker(conn, job) -> None:
-    from perfsuite import registry
-    from perfsuite.runner import measure
+    from perfsuite.core import registry
+    from perfsuite.measure.runner import measure
 
     workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
     m = measure(lambda: None, job.clock, job.cfg)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsuite.errors import ConfigError
+from perfsuite.core.errors import ConfigError
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))

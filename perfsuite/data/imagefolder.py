@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsuite.errors import ConfigError
+from perfsuite.core.errors import ConfigError
 
 EXTENSIONS = (".png", ".jpg", ".jpeg")
 

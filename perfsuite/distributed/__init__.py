@@ -1,7 +1,7 @@
 """Distributed cases on PyTorch's own engine: torch.distributed, DDP, torchrun (issue 15).
 
 A distributed workload (`ddp`, `allreduce`) carries a `launcher` (Workload.launcher), which
-perfsuite.execute.run_cases calls instead of the one-process runner:
+perfsuite.run.execute.run_cases calls instead of the one-process runner:
 
 - launch.py, in the process that runs the suite: writes the case as a job file and starts its
   ranks with `python -m torch.distributed.run --standalone --nproc-per-node N -m

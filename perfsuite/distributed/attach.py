@@ -84,7 +84,7 @@ def run_on_world(job: dict) -> dict:
     """Rank 0: run `job` on every rank of the joined world; the case's record as a dict."""
     import torch.distributed as dist
 
-    from perfsuite.distributed.launch import DistributedFailure
+    from perfsuite.distributed.errors import DistributedFailure
 
     dist.broadcast_object_list([job], src=0)
     try:

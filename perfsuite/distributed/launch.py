@@ -31,7 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from perfsuite.errors import ConfigError, Unsupported
+from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.distributed.errors import DistributedFailure
 
 RANK_MODULE = "perfsuite.distributed"  # __main__.py: rank.main
 # Starting the ranks (torchrun, then torch in every rank) and building the step come before the
@@ -43,10 +44,6 @@ TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_
                  "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
                  "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
                  "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS")
-
-
-class DistributedFailure(RuntimeError):
-    """A rank failed, crashed or hung; the message says which, where and why."""
 
 
 def backend_for(params: Mapping[str, Any], device: str) -> str:
@@ -232,9 +229,9 @@ def run_distributed(workload, params: dict, cfg, *, env=None, peak=None, measure
                     clock=None, timeout_s: float | None = None, spec: str | None = None,
                     module: str = RANK_MODULE):
     """The launcher of a distributed workload (Workload.launcher): one record of the case."""
-    from perfsuite.config import resolve_device
+    from perfsuite.core.config import resolve_device
     from perfsuite.distributed.attach import attached_world, run_on_world
-    from perfsuite.record import Record
+    from perfsuite.core.record import Record
 
     if cfg.processes > 1:
         raise ConfigError(f"{workload.name}: --processes {cfg.processes} does not apply: its ranks are its processes")
@@ -264,9 +261,9 @@ def gradient_check(models=("autoencoder", "resnet"), world_size: int = 2, *, dev
     (rank.gradient_check), for each model in one launch: rank 0's findings, one dict per model
     (max_abs_diff, max_rel_diff, and unreduced_max_rel_diff: rank 0's own gradient's distance,
     what a missing reduction would look like)."""
-    from perfsuite import registry
-    from perfsuite.config import RunConfig
-    from perfsuite.workloads.ddp import sub_params
+    from perfsuite.core import registry
+    from perfsuite.core.config import RunConfig
+    from perfsuite.distributed.ddp_model import sub_params
 
     w = registry.get("ddp")
     case = {"world_size": world_size, **params}

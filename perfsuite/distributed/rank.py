@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from perfsuite.errors import Unsupported
+from perfsuite.core.errors import Unsupported
 
 STAGES = ("init", "build", "measure", "profile", "gather", "done")
 
@@ -206,7 +206,7 @@ def load_workload(spec: str):
 
         module, _, attr = spec.partition(":")
         return getattr(importlib.import_module(module), attr)
-    from perfsuite import registry
+    from perfsuite.core import registry
 
     return registry.get(spec)
 
@@ -222,7 +222,7 @@ def scaled_peak(peak: dict | None, devices: int) -> dict | None:
 
 
 def _rank_cfg(job: dict, ctx: RankContext):
-    from perfsuite.config import RunConfig
+    from perfsuite.core.config import RunConfig
 
     cfg = dict(job["cfg"])
     cpus = cfg.get("cpus")
@@ -239,7 +239,7 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
     """Every rank measures; rank 0 returns the case's record as a dict, the others None."""
     import torch.distributed as dist
 
-    from perfsuite import runner
+    from perfsuite.measure import runner
     from perfsuite.measure.timing import clock_for
 
     global _CURRENT
@@ -270,7 +270,7 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
     if len(timed) != k or any(b != n for b, _ in timed):
         raise RuntimeError("the clock's readings do not match the record's timed blocks")
     own = [t / n for _, t in timed]
-    from perfsuite import stats
+    from perfsuite.stats import summary as stats
 
     mine = {"rank": ctx.rank, "local_rank": ctx.local_rank, "node": ctx.node, "host": socket.gethostname(),
             "pid": os.getpid(), "device": ctx.device, "median_s": stats.median(own), "samples_s": own,
@@ -303,7 +303,7 @@ def assemble(rec, ranks: list[dict], ctx: RankContext, devices: int = 1):
     """Rank 0's record of the case, from its own record (readings agreed over the ranks) and
     every rank's own samples: the slowest rank's samples are the case's, each rank's median and
     samples are in `extra`, global throughput follows from `work` (every rank's items)."""
-    from perfsuite import stats
+    from perfsuite.stats import summary as stats
 
     ranks = sorted(ranks, key=lambda r: r["rank"])
     slowest = max(ranks, key=lambda r: r["median_s"])
@@ -328,7 +328,7 @@ def assemble(rec, ranks: list[dict], ctx: RankContext, devices: int = 1):
         extra["comm"] = {**comms[0], "rank_comm_shares": [c.get("comm_share") if c else None for c in comms]}
     # Each rank's CPU reading counts its sibling ranks as "other processes": the load outside the
     # case is rank 0's reading less what its node's other ranks used themselves.
-    from perfsuite.runner import conditions_warnings
+    from perfsuite.measure.runner import conditions_warnings
 
     outside = _outside_load(ranks, ranks[0]["node"])
     load = ("other processes kept", "hypervisor steal")  # said again below, for the case
@@ -377,7 +377,7 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
     import torch.distributed as dist
 
     from perfsuite.training.setup import training_setup
-    from perfsuite.workloads.ddp import forward_module, wrap
+    from perfsuite.distributed.ddp_model import forward_module, wrap
 
     seed = job["cfg"].get("seed", 0)
     out = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from perfsuite.workload import Workload
+from perfsuite.core.workload import Workload
 
 
 def launch(*args, **kwargs):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsuite.errors import ConfigError
+from perfsuite.core.errors import ConfigError
 
 _OPENERS = ["I bought this", "This", "My order", "The product", "Ordered this", "Received it and",
             "After two weeks,", "Honestly,", "For the price,", "Gift for my sister:"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfsuite.errors import ConfigError
+from perfsuite.core.errors import ConfigError
 
 NUM_LABELS = 23
 PAD_TOKEN_ID = 151643

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from perfsuite.errors import ConfigError
+from perfsuite.core.errors import ConfigError
 
 CACHE_DIR = Path.home() / ".cache" / "perfsuite" / "tokenizers"
 # Qwen2.5's special tokens, in id order from 151643 (its tokenizer_config.json lists the same).

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from perfsuite.record import Record
-from perfsuite.units import fmt_bytes, fmt_rate, fmt_seconds
+from perfsuite.core.record import Record
+from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
 
 
 def _peak_cell(r: Record) -> str:

@@ -6,10 +6,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from perfsuite.compare import Comparison
-from perfsuite.record import Record
+from perfsuite.compare.records import Comparison
+from perfsuite.core.record import Record
 from perfsuite.report.cells import record_cells, shows_bound
-from perfsuite.units import fmt_seconds
+from perfsuite.core.units import fmt_seconds
 
 
 def records_table(records: list[Record]) -> Table:

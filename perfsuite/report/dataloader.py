@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from perfsuite.record import Record
+from perfsuite.core.record import Record
 
 KNEE_FRACTION = 0.95  # "within 5% of the best throughput"
 

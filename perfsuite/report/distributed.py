@@ -3,8 +3,8 @@ collective bandwidth (perfsuite.distributed; README "Distributed")."""
 
 from __future__ import annotations
 
-from perfsuite.record import Record
-from perfsuite.units import fmt_bytes, fmt_rate, fmt_seconds
+from perfsuite.core.record import Record
+from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
 
 WORLD_KEYS = ("world_size", "nnodes")
 

@@ -6,12 +6,12 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perfsuite import results
-from perfsuite.bound import where_time_went
-from perfsuite.record import Record
+from perfsuite.storage import table as results
+from perfsuite.measure.bound import where_time_went
+from perfsuite.core.record import Record
 from perfsuite.report.cells import record_cells, shows_bound
 from perfsuite.report.plots import throughput_figure
-from perfsuite.units import fmt_seconds
+from perfsuite.core.units import fmt_seconds
 
 
 def _row(r: Record, bound: bool) -> str:

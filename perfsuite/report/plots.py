@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfsuite.record import Record
+from perfsuite.core.record import Record
 
 
 def throughput_figure(records: list[Record], path: Path) -> Path:

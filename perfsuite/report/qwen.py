@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from perfsuite.record import Record
+from perfsuite.core.record import Record
 
 COLUMNS = ("batch_size", "dtype", "shape", "latency_batch_ms", "latency_p90_ms", "latency_p99_ms",
            "latency_sample_ms", "samples_per_s", "batches_per_s", "tokens_per_s", "peak_mem_mb",
@@ -31,7 +31,7 @@ def latencies(r: Record) -> tuple[list[float], str, str]:
 
 
 def row(r: Record) -> dict:
-    from perfsuite import stats
+    from perfsuite.stats import summary as stats
 
     p, e = r.params, r.extra
     lat, protocol, source = latencies(r)
@@ -188,7 +188,7 @@ def section(records: list[Record], out_dir: Path, latency_bound_ms: float | None
     for r in records:
         sc = r.params.get("scenario")
         if sc == "singlestream":
-            from perfsuite import stats
+            from perfsuite.stats import summary as stats
 
             lat = latencies(r)[0]
             lines.append(f"- SingleStream ({r.params.get('dtype')}): p90 latency {stats.percentile(lat, 90) * 1e3:.1f} ms "

@@ -13,7 +13,7 @@ from pathlib import Path
 from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.metrics import PIPE_LABEL
 from perfsuite.roofline.model import Point
-from perfsuite.units import fmt_rate
+from perfsuite.core.units import fmt_rate
 
 COLORS = {"fp64": "#8c564b", "fp32": "#1f77b4", "fp16": "#17becf", "tensor_fp64": "#bcbd22",
           "tensor_tf32": "#ff7f0e", "tensor_fp16": "#d62728", "tensor_fp8": "#9467bd", "tensor_int8": "#e377c2",

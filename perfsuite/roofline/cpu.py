@@ -11,7 +11,7 @@ The estimate is stored by the workloads that can make it (`work.bytes_per_step`)
 
 from __future__ import annotations
 
-from perfsuite.record import Record
+from perfsuite.core.record import Record
 from perfsuite.roofline.model import Point
 
 

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfsuite.errors import ConfigError
+from perfsuite.core.errors import ConfigError
 from perfsuite.roofline import nvtx
 from perfsuite.roofline.metrics import DEVICE_NAME, WANTED, kind, optional
 from perfsuite.roofline.units import UnitError, read

@@ -16,7 +16,7 @@ from rich.text import Text
 from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.metrics import PIPE_LABEL, PIPES
 from perfsuite.roofline.model import Point
-from perfsuite.units import fmt_rate, fmt_seconds
+from perfsuite.core.units import fmt_rate, fmt_seconds
 
 SUMMARY_COLUMNS = ("id", "kernel", "nvtx_range", "flops", "dram_bytes", "l2_bytes", "l1_bytes", "time_s",
                    "arithmetic_intensity", "flop_per_s", "bound")

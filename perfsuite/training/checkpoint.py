@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsuite.errors import PerfsuiteError
+from perfsuite.core.errors import PerfsuiteError
 
 FORMAT = "perfsuite.checkpoint"
 # 1: RNG states as tensors (moved by map_location: CUDA states could not be restored on CUDA)

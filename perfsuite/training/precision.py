@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from perfsuite.errors import Unsupported
+from perfsuite.core.errors import Unsupported
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from perfsuite.errors import ConfigError
+from perfsuite.core.errors import ConfigError
 from perfsuite.training.step import TrainParts
 
 
@@ -36,7 +36,7 @@ def training_setup(workload: str, params: Mapping[str, Any], device: str, seed: 
     parts (its `trainer`): this module imports no concrete workload."""
     import torch
 
-    from perfsuite import registry
+    from perfsuite.core import registry
 
     w = registry.get(workload)
     if w.trainer is None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from perfsuite.distributed.workload import DistributedWorkload
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.registry import register
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
 from perfsuite.workloads.base import DTYPES, BuiltStep, torch_dtype
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")

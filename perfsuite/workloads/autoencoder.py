@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from perfsuite.measure.nvtx import Annotator
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.registry import register
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.step import TrainParts, make_train_step
 from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes
@@ -141,7 +141,7 @@ def make_step(parts: TrainParts, x, annotator: Annotator, host: HostBatch | None
 def validation_pass(model, images, labels, annotator: Annotator, k: int = 5, host: HostBatch | None = None,
                     save_to=None, precision: Precision | None = None) -> dict:
     """Validation > ([Data Transfer], MAR@k Computation, Visualization): recall of the latent
-    codes (perfsuite.metrics.mar_at_k: 1 is the best) and a grid of 16 images over their
+    codes (perfsuite.training.mar.mar_at_k: 1 is the best) and a grid of 16 images over their
     reconstructions, written to `save_to` (a PNG) when given. With `host`, the images are
     copied from pinned host memory first."""
     import contextlib
@@ -149,7 +149,7 @@ def validation_pass(model, images, labels, annotator: Annotator, k: int = 5, hos
     import torch
     from torchvision.utils import make_grid, save_image
 
-    from perfsuite.metrics import mar_at_k
+    from perfsuite.training.mar import mar_at_k
 
     autocast = precision.autocast if precision is not None else contextlib.nullcontext
     with annotator.range("Validation", "validation"), torch.no_grad():

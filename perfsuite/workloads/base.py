@@ -1,6 +1,6 @@
 """Helpers the concrete workloads share: dtypes, FLOP counting, training-step byte estimates.
 
-The core types (`Workload`, `BuiltStep`) live in perfsuite/workload.py; they are re-exported
+The core types (`Workload`, `BuiltStep`) live in perfsuite/core/workload.py; they are re-exported
 here because workload modules of older revisions (loaded by `perfsuite gate`) import them from
 this module.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from perfsuite.workload import Builder, BuiltStep, Checker, Workload  # noqa: F401 (re-export)
+from perfsuite.core.workload import Builder, BuiltStep, Checker, Workload  # noqa: F401 (re-export)
 
 DTYPES = ("fp32", "bf16", "fp16")
 

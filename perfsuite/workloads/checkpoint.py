@@ -6,9 +6,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.registry import register
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
 from perfsuite.workloads.base import BuiltStep, Workload
 
 

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from perfsuite.errors import ConfigError, Unsupported
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.registry import register
+from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
 from perfsuite.workloads.base import BuiltStep, Workload
 
 CACHE_DIR = Path.home() / ".cache" / "perfsuite" / "datasets"

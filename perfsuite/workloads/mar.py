@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.registry import register
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
 from perfsuite.workloads.base import BuiltStep, Workload
 
 
 def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     import torch
 
-    from perfsuite.metrics import mar_at_k
+    from perfsuite.training.mar import mar_at_k
 
     gen = torch.Generator().manual_seed(0)
     n, dim = params["n"], params["dim"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfsuite.record import Work
-from perfsuite.registry import register
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
 from perfsuite.workloads.base import BuiltStep, Workload
 
 

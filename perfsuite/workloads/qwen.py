@@ -18,11 +18,11 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from perfsuite.errors import ConfigError, Unsupported
+from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.measure.percall import PerCallTimer, fixed_protocol
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.registry import register
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
 from perfsuite.workloads.base import BuiltStep, Workload, torch_dtype
 
 PRESETS = {"ci": {"batch_size": 4, "samples": 32}, "cpu": {"batch_size": 8, "samples": 256},

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfsuite.errors import Unsupported
-from perfsuite.params import Param
-from perfsuite.record import Work
-from perfsuite.registry import register
+from perfsuite.core.errors import Unsupported
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.schedule import sgd_nesterov_with_schedule
 from perfsuite.training.step import TrainParts, make_train_step

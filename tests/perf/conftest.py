@@ -10,14 +10,14 @@ def pytest_addoption(parser):
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    from perfsuite.env import fingerprint
+    from perfsuite.measure.env import fingerprint
 
     machine_info["perfsuite"] = fingerprint()
 
 
 def pytest_generate_tests(metafunc):
     if "bench_case" in metafunc.fixturenames:
-        from perfsuite import registry
+        from perfsuite.core import registry
         from benchmarks._grids import cases
 
         size = metafunc.config.getoption("--perfsuite-size")
@@ -30,7 +30,7 @@ def pytest_generate_tests(metafunc):
                 ids.append(f"{name}[{','.join(f'{k}={v}' for k, v in case.items())}]")
         metafunc.parametrize("bench_case", params, ids=ids)
     if "dist_case" in metafunc.fixturenames:
-        from perfsuite import registry
+        from perfsuite.core import registry
         from benchmarks._grids import cases
 
         size = metafunc.config.getoption("--perfsuite-size")

@@ -8,12 +8,12 @@ ratio of bytes saved for backward; `perfsuite amp` is the interleaved, drift-can
 
 import pytest
 
-from perfsuite import registry
-from perfsuite.config import RunConfig, resolve_device
-from perfsuite.errors import Unsupported
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig, resolve_device
+from perfsuite.core.errors import Unsupported
 from perfsuite.measure.saved import saved_tensor_bytes
 from perfsuite.measure.timing import PerfCounterClock
-from perfsuite.runner import calibrate
+from perfsuite.measure.runner import calibrate
 
 # fp32 first: the lower precisions' ratios read its median.
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -52,7 +52,7 @@ def _timed(benchmark, step, max_time):
 
 def _fp32_median(step) -> float:
     """fp32's median when its test did not run in this session (-k): measured here, briefly."""
-    from perfsuite.stats import median
+    from perfsuite.stats.summary import median
 
     clock = PerfCounterClock()
     cal = calibrate([step], clock, RunConfig(max_time=1.0))

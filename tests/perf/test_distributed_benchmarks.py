@@ -2,7 +2,7 @@
 
 Their steps run in ranks that torchrun starts (perfsuite.distributed), not in this process, so
 pytest-benchmark cannot time them itself. Each workload's grid (benchmarks/_grids.py) is measured
-once per session with perfsuite.execute.run_cases, exactly as `perfsuite run` and asv's track
+once per session with perfsuite.run.execute.run_cases, exactly as `perfsuite run` and asv's track
 classes do (world_size=1 first, so the others carry their scaling efficiency); each test then
 hands its record to pytest-benchmark through the public per-test timer
 (`@pytest.mark.benchmark(timer=...)`), which replays the record's per-step samples (the slowest
@@ -15,9 +15,9 @@ on 2 cores), and tests/test_distributed.py already runs both workloads.
 
 import pytest
 
-from perfsuite import registry
-from perfsuite.config import RunConfig, resolve_device
-from perfsuite.errors import Unsupported
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig, resolve_device
+from perfsuite.core.errors import Unsupported
 
 
 class Replay:
@@ -46,8 +46,8 @@ def _measured(name: str, size: str, device: str, max_time: float) -> dict:
     key = (name, size, device)
     if key not in _MEASURED:
         from benchmarks._grids import cases
-        from perfsuite.env import fingerprint
-        from perfsuite.execute import Case, Events, run_cases
+        from perfsuite.measure.env import fingerprint
+        from perfsuite.run.execute import Case, Events, run_cases
 
         got: dict = {}
 

@@ -8,12 +8,12 @@ iterations come from perfsuite's own calibration, so the clock's cost stays unde
 
 import pytest
 
-from perfsuite import registry
-from perfsuite.config import RunConfig, resolve_device
-from perfsuite.errors import Unsupported
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig, resolve_device
+from perfsuite.core.errors import Unsupported
 from perfsuite.measure.memory import HostPeakRSS
 from perfsuite.measure.timing import PerfCounterClock
-from perfsuite.runner import calibrate
+from perfsuite.measure.runner import calibrate
 
 
 

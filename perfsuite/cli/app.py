@@ -1,0 +1,90 @@
+"""The command line's entry point: parse, dispatch to one module per command, map errors to exit codes.
+
+Exit status, one meaning each: 0 success; 1 a confirmed slowdown (`compare`, `gate`) and nothing
+else; 2 bad input or environment (the message names the file, field or parameter); 3 some cases
+failed (their reasons are stored; `amp` whose precisions disagree); 4 an internal error (a bug:
+the message names a log file with the traceback); 130 interrupted (every case finished before
+Ctrl-C is on disk).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from perfsuite.cli import (
+    amp,
+    check,
+    compare,
+    env,
+    export,
+    gate,
+    listing,
+    pair,
+    peak,
+    profile,
+    report,
+    roofline,
+    run,
+    system,
+)
+from perfsuite.cli.parser import build_parser
+from perfsuite.core.errors import PerfsuiteError
+
+COMMANDS = {
+    "list": listing.cmd_list, "suites": listing.cmd_suites, "env": env.cmd_env, "run": run.cmd_run,
+    "peak": peak.cmd_peak, "compare": compare.cmd_compare, "amp": amp.cmd_amp, "report": report.cmd_report,
+    "gate": gate.gate_command, "pair": pair.pair_command, "roofline": roofline.roofline_command,
+    "profile-step": profile.profile_step_command, "trace": profile.trace_command,
+    "export": export.export_command, "system": system.system_command, "check": check.check_command,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Wide enough for the results table when output is piped (rich assumes 80 columns then).
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+    try:
+        return COMMANDS[args.command](args, console)
+    except PerfsuiteError as exc:
+        err.print(Text("error: ", style="bold red") + Text(str(exc)))
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted", highlight=False)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: no traceback on the console, one in a log file
+        log = _crash_log(exc)
+        err.print(Text("internal error: ", style="bold red") + Text(f"{type(exc).__name__}: {exc}"))
+        err.print(Text(f"this is a perfsuite bug; the traceback is in {log}"))
+        return EXIT_INTERNAL
+
+
+EXIT_INTERNAL = 4
+
+
+def _crash_log(exc: BaseException) -> str:
+    """Write the traceback where the user can find it and attach it to a bug report."""
+    import tempfile
+    import traceback
+    from datetime import datetime, timezone
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    for folder in (Path.home() / ".cache" / "perfsuite" / "logs", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"perfsuite-crash-{stamp}-{os.getpid()}.log"
+            path.write_text(f"perfsuite {' '.join(sys.argv[1:])}\n{text}")
+            return str(path)
+        except OSError:
+            continue
+    return "(no writable log folder; traceback lost)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

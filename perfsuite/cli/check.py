@@ -1,0 +1,29 @@
+"""`perfsuite check`: the workloads' correctness checks."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from perfsuite.run.checks import EXIT_FAILED, CheckResult, checks_for, run_checks
+
+
+def check_command(args, console) -> int:
+    from perfsuite.core import registry
+    from perfsuite.core.config import resolve_device
+
+    device = resolve_device(args.device)
+    names = args.workloads or registry.names()
+    for w in names:
+        registry.get(w)  # bad input (exit 2) before any check runs
+    without = [w for w in names if not checks_for(w)]
+
+    def show(res: CheckResult) -> None:
+        console.print(Text(res.line(), style="" if res.ok else "bold red"))
+
+    results = run_checks([w for w in names if checks_for(w)], device, report=show)
+    for w in without:
+        console.print(Text(f"-     {w}: no correctness checks"))
+    failed = [r for r in results if not r.ok]
+    console.print(Text(f"checks on {device}: {len(results) - len(failed)} ok, {len(failed)} failed",
+                       style="bold red" if failed else "green"))
+    return EXIT_FAILED if failed else 0

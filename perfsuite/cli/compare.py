@@ -1,0 +1,43 @@
+"""`perfsuite compare BASE NEW`: case-by-case verdicts, exit 1 on a slower case."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from perfsuite.core.errors import PerfsuiteError
+
+
+def cmd_compare(args, console) -> int:
+    from perfsuite.compare.records import compare_records
+    from perfsuite.report.console import comparison_table
+    from perfsuite.storage.files import load_records
+
+    base, new = load_records(args.base), load_records(args.new)
+    cmp = compare_records(base, new, threshold=args.threshold, alpha=args.alpha,
+                          allow_env_mismatch=args.allow_env_mismatch)
+    if not cmp.cases:
+        raise PerfsuiteError(f"{args.base} and {args.new} have no case in common")
+    if args.json:
+        from perfsuite.storage.files import dumps
+
+        # Strict JSON: a ratio of infinity or NaN is written as null, which every parser reads.
+        print(dumps({"cases": [c.to_dict() for c in cmp.cases], "only_base": cmp.only_base,
+                          "only_new": cmp.only_new, "regressed": cmp.regressed}, indent=1))
+    else:
+        console.print(comparison_table(cmp))
+        for c in cmp.cases:
+            if c.basis != "samples":
+                console.print(Text(f"{c.label}: compared on {c.basis}"))
+            for w in c.warnings:  # not refused, but the two sides were not measured alike
+                console.print(Text("warning ", style="yellow") + Text(f"{c.label}: {w}"))
+        for label in cmp.only_base:
+            console.print(Text(f"only in base: {label}"))
+        for label in cmp.only_new:
+            console.print(Text(f"only in new: {label}"))
+    if cmp.regressed:
+        # On stderr, so that --json output stays one JSON document.
+        err = Console(stderr=True)
+        err.print(f"[bold red]slower[/] beyond {args.threshold:.0%} (significant at p < {args.alpha})")
+        return 1
+    return 0

@@ -1,0 +1,216 @@
+"""The argument parser of every command, with validators whose messages name the flag."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_RESULTS_DIR = Path("results")
+
+
+DEFAULT_PEAK_FILE = Path.home() / ".cache" / "perfsuite" / "peak.json"
+
+
+def _positive_float(name: str):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expects a number of seconds, got {text!r}") from None
+        if not v > 0 or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
+        return v
+
+    return parse
+
+
+def _count(name: str):
+    def parse(text: str) -> int:
+        if not text.strip().isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{name} expects a whole number >= 1, got {text!r}")
+        return int(text)
+
+    return parse
+
+
+def _cpu_list(text: str) -> tuple[int, ...]:
+    from perfsuite.measure.system import parse_cpus
+
+    try:
+        return parse_cpus(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--cpus: {exc}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="perfsuite", description="Benchmark deep-learning workloads.")
+    p.add_argument("--peak-file", type=Path, default=DEFAULT_PEAK_FILE,
+                   help=f"where machine peaks are stored (default {DEFAULT_PEAK_FILE})")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("list", help="workloads with their parameters, defaults and allowed values")
+    sub.add_parser("env", help="print this machine's environment fingerprint (JSON)")
+    sy = sub.add_parser("system", help="what could disturb measurements here: governor, turbo, load, steal, "
+                                       "busy processes, threads, affinity")
+    sy.add_argument("--window", type=_positive_float("--window"), default=1.0,
+                    help="seconds to watch steal and other processes (default 1)")
+    sy.add_argument("--json", action="store_true", help="readings and warnings as JSON")
+
+    def measuring(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+        sp.add_argument("--max-time", type=_positive_float("--max-time"), default=None,
+                        help="time budget per case in seconds, warm-up included (default 10)")
+        sp.add_argument("--min-time", type=float, default=None,
+                        help="measure at least this long even once converged (default 0)")
+        sp.add_argument("--target-ci", type=_positive_float("--target-ci"), default=None,
+                        help="stop when the median's 95%% CI is within this fraction (default 0.01)")
+        sp.add_argument("--timing", choices=("event", "host"), default=None,
+                        help="CUDA only: device time from events, or host-inclusive sync + wall clock")
+        sp.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
+
+    run = sub.add_parser("run", help="measure a workload (a -p value list sweeps), or a suite file")
+    run.add_argument("workload", nargs="?")
+    run.add_argument("--config", type=Path, help="a suite YAML file (see `perfsuite suites`)")
+    run.add_argument("--suite", help="a shipped suite by name: ci, cpu, gpu")
+    run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
+    run.add_argument("--no-checks", action="store_true",
+                     help="with a suite: skip the correctness checks run before timing (`perfsuite check`)")
+    run.add_argument("--trace", type=Path, nargs="?", const=Path("reports") / "traces", default=None, metavar="DIR",
+                     help="after measuring, write a torch.profiler trace of one step and a top-operators table "
+                          "(default DIR reports/traces)")
+    run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
+    measuring(run)
+    run.add_argument("--processes", type=_count("--processes"), default=None, metavar="N",
+                     help="spread each case's budget over N fresh worker processes; the median and its CI "
+                          "then come from the process medians (default 1: measure in this process)")
+    run.add_argument("--cpus", type=_cpu_list, default=None, metavar="LIST",
+                     help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3")
+    run.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
+                     help="torch threads while measuring (torch.set_num_threads); default: torch's own")
+    run.add_argument("--heap", choices=("default", "steady"), default=None,
+                     help="steady: glibc's malloc keeps freed memory, so page faults leave a CPU step's time "
+                          "(process-wide; recorded in each record's conditions); default: malloc as it is")
+    run.add_argument("--out", type=Path, help="results file to write (must not exist)")
+    run.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
+                     help="directory for results when --out is not given (default results/)")
+    run.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
+                     help="after the run, write its records as TensorBoard event files under DIR")
+
+    sub.add_parser("suites", help="the suite files shipped with perfsuite")
+
+    peak = sub.add_parser("peak", help="measure and store this device's matmul FLOP/s and bandwidth")
+    measuring(peak)
+
+    cmp = sub.add_parser("compare", help="compare two results files case by case")
+    cmp.add_argument("base", type=Path)
+    cmp.add_argument("new", type=Path)
+    cmp.add_argument("--threshold", type=_positive_float("--threshold"), default=0.05,
+                     help="slowdown that fails the comparison, as a fraction (default 0.05)")
+    cmp.add_argument("--alpha", type=_positive_float("--alpha"), default=0.01,
+                     help="significance level of the test (default 0.01)")
+    cmp.add_argument("--allow-env-mismatch", action="store_true",
+                     help="compare records measured in different environments")
+    cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+    amp = sub.add_parser("amp", help="two precisions of a training workload, interleaved: speed-up, memory, loss")
+    amp.add_argument("workload", choices=("resnet", "autoencoder"))
+    amp.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    amp.add_argument("--device", default="auto")
+    amp.add_argument("--precisions", default="fp32,bf16", help="A,B (default fp32,bf16)")
+    amp.add_argument("--pairs", type=int, default=20, help="interleaved A/B block pairs (default 20)")
+    amp.add_argument("--steps", type=int, default=30, help="training steps of the loss check (default 30)")
+    amp.add_argument("--loss-tol", type=_positive_float("--loss-tol"), default=0.05,
+                     help="allowed relative difference of the final losses (default 0.05)")
+    amp.add_argument("--out", type=Path, help="write the comparison as JSON (must not exist)")
+
+    gate = sub.add_parser("gate", help="interleave a workload at a base revision and now; fail on a confirmed slowdown")
+    gate.add_argument("workload")
+    gate.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
+    gate.add_argument("--base-ref", default="HEAD", help="git revision of the baseline workload code (default HEAD)")
+    gate.add_argument("--device", default="auto")
+    # One name for the time a case may take, as on `run`: --max-time (--budget still accepted).
+    gate.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
+                      default=15.0,
+                      help="seconds per case (default 15)")
+    gate.add_argument("--threshold", type=float, default=0.01,
+                      help="smallest slowdown that counts, as a fraction (default 0.01: two builds of the same "
+                           "code can differ by about 1%% through memory placement alone)")
+    gate.add_argument("--fdr", type=_positive_float("--fdr"), default=0.01,
+                      help="false alarms per unchanged case, held across the sequential looks and, by "
+                           "Benjamini-Hochberg, across cases (default 0.01)")
+    gate.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
+                      help="torch threads while gating (default torch's own; 1 on a CPU machine that "
+                           "others load: it avoids multi-thread barrier stalls)")
+    gate.add_argument("--builds", type=int, default=3, metavar="K",
+                      help="builds of each side the pairs rotate through, averaging out placement (default 3)")
+    gate.add_argument("--heap", choices=("steady", "default"), default="steady",
+                      help="steady (default): glibc's malloc keeps freed memory, and the builds run until no "
+                           "page faults before the budget (cuts the pair noise ~4x on CPU); default: leave "
+                           "malloc as it is")
+    gate.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
+                      help="noise floors per case, learned with --learn-floor")
+    gate.add_argument("--learn-floor", type=int, default=0, metavar="RUNS",
+                      help="instead of gating, learn each case's noise floor from RUNS runs of the current code")
+    gate.add_argument("--slowdown", type=float, default=None,
+                      help="self-check: gate current code against itself slowed by this fraction, --trials times")
+    gate.add_argument("--trials", type=int, default=10)
+    gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
+
+    pr = sub.add_parser("pair", help="two values of one parameter, interleaved: time ratio with CI, saved-memory ratio")
+    pr.add_argument("workload")
+    pr.add_argument("--vary", required=True, metavar="KEY=A,B", help="e.g. impl=custom,builtin")
+    pr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
+    pr.add_argument("--device", default="auto")
+    pr.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
+                    default=5.0,
+                    help="seconds per case (default 5)")
+    pr.add_argument("--out", type=Path, help="JSON file to write (must not exist)")
+
+    roof = sub.add_parser("roofline", help="roofline from an Nsight Compute CSV, or this CPU's from stored records")
+    roof.add_argument("csv", type=Path, nargs="?", help="ncu --csv export (--page details or raw)")
+    roof.add_argument("--peak-compute", type=_positive_float("--peak-compute"), help="TFLOP/s")
+    roof.add_argument("--peak-bw", type=_positive_float("--peak-bw"), help="GB/s")
+    roof.add_argument("--device", help="take the peaks from a table of known GPUs")
+    roof.add_argument("--label", default=None, help="chart title")
+    roof.add_argument("--by-range", action="store_true", help="one marker per NVTX range instead of per launch")
+    roof.add_argument("--out", type=Path, help="chart PNG (default reports/roofline/NAME.png)")
+    roof.add_argument("--summary", type=Path, help="summary CSV (default beside the chart)")
+    roof.add_argument("--records", type=Path, nargs="+", help="results files or folders: this CPU's roofline")
+    roof.add_argument("--record", type=Path, nargs="+",
+                      help="perfsuite results of the same step: executed vs model FLOPs and MFU")
+
+    ps = sub.add_parser("profile-step", help="mark one training step with NVTX for Nsight; print the nsys/ncu commands")
+    ps.add_argument("workload", choices=("resnet", "autoencoder"))
+    ps.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    ps.add_argument("--device", default="auto")
+    ps.add_argument("--warmup-iters", type=int, default=5)
+    ps.add_argument("--profile-iter", type=int, default=None, help="index of the marked step (default: right after warm-up)")
+
+    tr = sub.add_parser("trace", help="torch.profiler window of a workload: Chrome trace, top operators, time split")
+    tr.add_argument("workload")
+    tr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    tr.add_argument("--device", default="auto")
+    tr.add_argument("--wait", type=int, default=1)
+    tr.add_argument("--warmup", type=int, default=1)
+    tr.add_argument("--active", type=int, default=2, help="profiled steps (keep it small: traces grow fast)")
+    tr.add_argument("--out-dir", type=Path, default=Path("reports") / "traces")
+
+    rep = sub.add_parser("report", help="markdown report with plots from results files")
+    rep.add_argument("results", type=Path, nargs="+")
+    rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
+    rep.add_argument("--amp", type=Path, action="append", default=[], help="`perfsuite amp --out` JSON to include")
+    rep.add_argument("--pair", type=Path, action="append", default=[], help="`perfsuite pair --out` JSON to include")
+    rep.add_argument("--latency-bound", type=_positive_float("--latency-bound"), default=None, metavar="MS",
+                     help="qwen: the optimal batch size must keep p90 latency within this many ms")
+
+    chk = sub.add_parser("check", help="run the workloads' correctness checks (gradcheck, AMP loss, resume, "
+                                       "early stopping); exit 3 on a failure")
+    chk.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="default: every workload")
+    chk.add_argument("--device", default="cpu", help="cpu (default) | cuda | cuda:N | auto")
+
+    exp = sub.add_parser("export", help="results as a tidy CSV/Parquet table, or TensorBoard event files")
+    exp.add_argument("format", choices=("csv", "parquet", "tensorboard"))
+    exp.add_argument("results", type=Path, nargs="+", help="results files or folders")
+    exp.add_argument("--out", type=Path, help="csv/parquet: the file to write (must not exist)")
+    exp.add_argument("--logdir", type=Path, help="tensorboard: the log directory (one run folder per case)")
+    return p

@@ -1,0 +1,33 @@
+"""`perfsuite peak`: measure and store this device's peak."""
+
+from __future__ import annotations
+
+from perfsuite.cli.run import _run_config
+from perfsuite.core.errors import PerfsuiteError
+
+
+def cmd_peak(args, console) -> int:
+    from perfsuite.core.config import resolve_device
+    from perfsuite.core.units import fmt_rate
+    from perfsuite.measure.env import fingerprint
+    from perfsuite.run.peak import load_peaks, measure_peak, roofs, save_peak
+    from perfsuite.storage.files import writable_dir
+
+    cfg = _run_config(args)
+    device = resolve_device(cfg.device)
+    # The peak file is checked before measuring (a folder it cannot be written to, a corrupt
+    # file it would have to merge with): a finished measurement is never thrown away.
+    writable_dir(args.peak_file.parent, "--peak-file folder")
+    if args.peak_file.exists() and not args.peak_file.is_file():
+        raise PerfsuiteError(f"--peak-file {args.peak_file}: not a file")
+    load_peaks(args.peak_file)
+    env = fingerprint()
+    console.print(f"measuring the peak of {device} (matmul {'/'.join(roofs(device))}, large copy)...",
+                  highlight=False)
+    peak = measure_peak(cfg, env, device)
+    save_peak(args.peak_file, peak)
+    for dtype, v in peak["flops_per_s"].items():
+        console.print(f"  matmul {dtype}: {fmt_rate(v, 'FLOP/s')}", highlight=False)
+    console.print(f"  copy bandwidth: {fmt_rate(peak['bytes_per_s'], 'B/s')}", highlight=False)
+    console.print(f"stored in {args.peak_file}", highlight=False)
+    return 0

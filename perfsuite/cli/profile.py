@@ -1,0 +1,91 @@
+"""`perfsuite profile-step` (one NVTX-marked step for Nsight) and `perfsuite trace` (a torch.profiler window)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.text import Text
+
+from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.params import single_values
+
+
+def profile_step_command(args, console) -> int:
+    import shlex
+
+    import torch
+
+    from perfsuite.core import registry
+    from perfsuite.core.config import resolve_device
+    from perfsuite.profiling.step_marking import nsight_commands, process_range
+    from perfsuite.training.setup import training_setup
+    from perfsuite.training.step import make_train_step
+
+    w = registry.get(args.workload)
+    params = single_values(args.param, w)
+    device = resolve_device(args.device)
+    w.check(params, device)
+    k = args.warmup_iters if args.profile_iter is None else args.profile_iter
+    if args.warmup_iters < 0 or k < args.warmup_iters:
+        raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")
+    cuda = device.startswith("cuda")
+    setup = training_setup(w.name, params, device)
+    x, y = setup.batch(0)
+    plain = make_train_step(setup.parts, x, y, forward=setup.forward)
+    marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    for _ in range(k):
+        plain()
+    sync()  # nothing from the warm-up steps may run inside the marked range
+    with process_range("train_step", cuda):
+        marked()
+        sync()
+    argv = "python -m perfsuite " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "python -m perfsuite profile-step ..."
+    if not cuda:
+        console.print(Text(f"ran {k} warm-up steps and step {k} on {device}: Nsight Systems and Nsight Compute need a "
+                           "CUDA GPU, so no NVTX range was emitted here. On a GPU host:", style="yellow"))
+    else:
+        console.print(Text(f"marked step {k} (train_step > forward, loss, backward, optimizer_step) after {k} warm-up steps"))
+    for line in nsight_commands(argv.replace("--device cpu", "--device cuda")):
+        console.print(Text("  " + line))
+    return 0
+
+
+def trace_command(args, console) -> int:
+    from torch.profiler import record_function
+
+    from perfsuite.core import registry
+    from perfsuite.core.config import resolve_device
+    from perfsuite.profiling.step_marking import split_from_profile
+    from perfsuite.profiling.trace import slug, trace_window
+    from perfsuite.storage.files import atomic_write_text, writable_dir
+
+    w = registry.get(args.workload)
+    params = single_values(args.param, w)
+    writable_dir(args.out_dir, "--out-dir")  # checked before profiling: a trace is not thrown away
+    if min(args.wait, args.warmup) < 0 or not 1 <= args.active <= 10:
+        raise PerfsuiteError("--wait and --warmup must be >= 0, --active between 1 and 10")
+    device = resolve_device(args.device)
+    w.check(params, device)
+    label = f"{w.name}[{','.join(f'{k}={v}' for k, v in w.resolve(params).items())}]"
+    if w.name in ("resnet", "autoencoder"):
+        from perfsuite.training.setup import training_setup
+        from perfsuite.training.step import make_train_step
+
+        setup = training_setup(w.name, params, device)
+        step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward,
+                               phase=lambda n: record_function(f"phase:{n}"))
+    else:
+        step = w.build(params, device).fn
+    t = trace_window(step, args.out_dir, label, device, args.wait, args.warmup, args.active)
+    trace, table = t.trace, t.table
+    split = split_from_profile(t.profile, t.wall_s)
+    split = {k: v / args.active for k, v in split.items()}  # per step
+    atomic_write_text(args.out_dir / f"{slug(label)}.split.json", json.dumps(split, indent=1))
+    console.print(Text(f"trace {trace} ({trace.stat().st_size / 1e6:.1f} MB), top operators {table}"))
+    if w.name in ("resnet", "autoencoder"):
+        parts = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in split.items() if k != "wall")
+        console.print(Text(f"per step ({split['wall'] * 1e3:.1f} ms wall): {parts} (data loading is 0: "
+                           "the step trains on a batch already on the device)"))
+    return 0

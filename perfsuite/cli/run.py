@@ -1,0 +1,204 @@
+"""`perfsuite run`: a workload's sweep or a suite, with progress on the console."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from perfsuite.core.errors import PerfsuiteError
+
+
+def _run_config(args):
+    from perfsuite.core.config import RunConfig
+
+    given = {"max_time": args.max_time, "min_time": args.min_time, "target_rel_ci": args.target_ci,
+             "timing": args.timing, "processes": getattr(args, "processes", None),
+             "cpus": getattr(args, "cpus", None), "threads": getattr(args, "threads", None),
+             "heap": getattr(args, "heap", None)}
+    # Options left out take RunConfig's defaults (they default to None so a suite run can refuse them).
+    return RunConfig(device=args.device, nvtx=not args.no_nvtx, **{k: v for k, v in given.items() if v is not None})
+
+
+class ConsoleEvents:
+    """Prints what happens to each case of a run; a progress bar for sweeps."""
+
+    def __init__(self, console, total: int, progress=None) -> None:
+        self.console, self.total, self.progress = console, total, progress
+        self.task = progress.add_task("", total=total) if progress is not None else None
+
+    def _advance(self) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task)
+
+    def start(self, case) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=case.label)
+        else:
+            self.console.print(Text(case.label))
+
+    def done(self, case, record) -> None:
+        self._advance()
+
+    def failed(self, case, failure) -> None:
+        self.console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
+        self._advance()
+
+    def skipped(self, case, reason) -> None:
+        self.console.print(Text(f"skipped: {case.label}: {reason}", style="yellow"))
+        self._advance()
+
+    def traced(self, case, trace, table) -> None:
+        self.console.print(Text(f"trace: {trace}  top operators: {table}"))
+
+
+def cmd_run(args, console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from perfsuite.core import registry
+    from perfsuite.core.config import resolve_device
+    from perfsuite.core.params import expand_sweep, parse_assignments
+    from perfsuite.measure.env import fingerprint
+    from perfsuite.report.console import print_bounds, print_warnings, records_table
+    from perfsuite.run.execute import Case, check_cases, run_cases
+    from perfsuite.run.peak import peak_for
+    from perfsuite.storage.files import ResultsWriter, new_results_path
+
+    if args.config or args.suite:
+        return _run_suite(args, console)
+    if args.no_checks or args.retry_failed:
+        raise PerfsuiteError(f"{'--no-checks' if args.no_checks else '--retry-failed'} applies to a suite run "
+                             "(--suite or --config)")
+    if not args.workload:
+        raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
+    workload = registry.get(args.workload)
+    cases = [Case(workload, c) for c in expand_sweep(parse_assignments(args.param, workload.params, workload.name))]
+    cfg = _run_config(args)
+    device = resolve_device(cfg.device)
+    _check_pinning(cfg.cpus)
+    # Bad parameters stop here, before anything is measured or written; so does a case asked for
+    # by name that this device cannot run (a suite skips those instead).
+    for i, reason in check_cases(cases, device).items():
+        raise PerfsuiteError(f"{cases[i].label}: {reason}")
+    env = fingerprint()
+    peak = peak_for(args.peak_file, env, device)
+    path = args.out or new_results_path(args.results_dir, workload.name)
+    if args.tensorboard is not None:  # checked before measuring, like the results file
+        from perfsuite.storage.tensorboard import prepare
+        prepare(args.tensorboard)
+    writer = ResultsWriter(path)  # the output is claimed before measuring: a clash fails now, not after
+    console.print(f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each "
+                  f"-> {path}", highlight=False)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True, disable=len(cases) < 2) as progress:
+        out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
+                        events=ConsoleEvents(console, len(cases), progress))
+    if out.interrupted:
+        if not writer.records and not writer.failures:
+            path.unlink(missing_ok=True)  # our own empty claim: leave nothing to trip the next run
+            console.print("interrupted before any case finished; nothing saved", highlight=False)
+        else:
+            console.print(f"interrupted: {len(writer.records)} of {len(cases)} case(s) saved to {path}",
+                          highlight=False)
+        return 130
+    console.print(records_table(writer.records))
+    print_warnings(console, writer.records)
+    print_bounds(console, writer.records)
+    _print_process_spread(console, writer.records)
+    console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)
+    if args.tensorboard is not None:
+        from perfsuite.storage.tensorboard import export_records
+        console.print(f"TensorBoard: {export_records(writer.records, args.tensorboard)} record(s) in "
+                      f"{args.tensorboard}", highlight=False)
+    if writer.failures:
+        console.print(Text(f"{len(writer.failures)} case(s) failed; their reasons are in {path}", style="red"))
+        return 3
+    return 0
+
+
+def _print_process_spread(console, records) -> None:
+    """With --processes: how much of each case's spread is between processes."""
+    from perfsuite.measure.workers import describe
+
+    for rec in records:
+        if line := describe(rec):
+            console.print(Text(line))
+
+
+def _check_pinning(cpus) -> None:
+    """A CPU this process may not use is bad input, found before anything is measured or written."""
+    if cpus:
+        from perfsuite.measure.system import pinned
+
+        with pinned(cpus):
+            pass
+
+
+def _overrides(items: list[str]) -> dict[str, str]:
+    """-p values for a suite, as typed: each entry's own workload parses them (perfsuite.run.suite_file)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise PerfsuiteError(f"-p expects key=value, got {item!r}")
+        if key in out:
+            raise PerfsuiteError(f"-p {key} is given twice; give one list instead (-p {key}=A,B)")
+        out[key] = raw
+    return out
+
+
+SUITE_DECIDES = {"workload": "a workload", "max_time": "--max-time", "min_time": "--min-time",
+                 "target_ci": "--target-ci", "timing": "--timing", "no_nvtx": "--no-nvtx", "trace": "--trace",
+                 "processes": "--processes"}
+
+
+def _run_suite(args, console) -> int:
+    from datetime import datetime, timezone
+
+    from perfsuite.run.suite import run_suite
+    from perfsuite.run.suite_file import load_suite, shipped_suites_dir
+
+    if args.config and args.suite:
+        raise PerfsuiteError("give --config or --suite, not both")
+    for dest, flag in SUITE_DECIDES.items():
+        if getattr(args, dest) not in (None, False):
+            raise PerfsuiteError(f"{flag} cannot be combined with --suite/--config: the suite file sets it "
+                                 "(max_time and processes per suite or per entry); only -p, --device, --out, "
+                                 "--retry-failed, --no-checks, --cpus, --threads and --heap apply")
+    path = args.config or shipped_suites_dir() / f"{args.suite}.yaml"
+    if args.suite and not path.exists():
+        names = sorted(p.stem for p in shipped_suites_dir().glob("*.yaml"))
+        raise PerfsuiteError(f"--suite {args.suite}: no such suite; shipped: {', '.join(names)}")
+    suite = load_suite(path, _overrides(args.param), device=args.device if args.device != "auto" else None)
+    if args.no_checks:
+        from dataclasses import replace
+
+        suite = replace(suite, checks=False)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or suite.output or args.results_dir / f"{suite.name}-{stamp}"
+    console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))
+    try:
+        if args.tensorboard is not None:
+            from perfsuite.storage.tensorboard import export_tensorboard, prepare
+            prepare(args.tensorboard)
+        from perfsuite.measure.system import pinned
+
+        _check_pinning(args.cpus)
+        if args.heap:  # process-wide: the pair and amp entries run on it too, not only the run entries
+            from perfsuite.measure import heap
+            heap.apply(args.heap)
+        with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
+            res = run_suite(suite, out, console, retry_failed=args.retry_failed, peak_file=args.peak_file,
+                            settings={"cpus": args.cpus, "threads": args.threads,
+                                      **({"heap": args.heap} if args.heap else {})})
+    except KeyboardInterrupt:
+        console.print(Text(f"interrupted: every finished case is in {out}; run the same command to resume"))
+        return 130
+    if args.tensorboard is not None:
+        console.print(Text(f"TensorBoard: {export_tensorboard([out], args.tensorboard)[0]} record(s) in "
+                           f"{args.tensorboard}"))
+    console.print(Text(f"measured {res.measured}, skipped {res.skipped_done} already measured, "
+                       f"{res.skipped_failed} failed before (--retry-failed to retry), "
+                       f"{res.unsupported} unsupported here, {res.failed} failed now"
+                       + (f" ({res.checks_failed} correctness check(s) failed: their workloads were not timed)"
+                          if res.checks_failed else "")))
+    return 3 if res.failed or res.checks_failed else 0

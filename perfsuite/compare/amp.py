@@ -1,0 +1,208 @@
+"""Two precisions of one training workload, compared in one process.
+
+Speed: the two steps run interleaved in A B B A order, pair after pair, so machine drift
+(which on shared VMs reaches 10-20% between processes) cancels inside each pair; the speed-up
+is the median of the per-pair time ratios with its distribution-free 95% interval.
+Memory: bytes saved for backward by one step of each (exact on any device), and on CUDA the
+allocator's peak. Where the time went: on CUDA each side's step then runs alone under NVML
+(host-bound when the GPU sits idle most of it). Accuracy: both train from the same initial
+weights on the same batch for N steps; the final losses (mean of the last 5) must agree within
+a relative tolerance. Fitting one fixed batch is a deterministic, well-conditioned target that
+both precisions must reach; on fresh random batches (random labels) the loss of a small-batch
+ResNet wanders chaotically and two healthy runs can differ by 50% (seen here), so a tolerance
+means nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from perfsuite.stats import summary as stats
+from perfsuite.measure.bound import Bound, where_time_went
+from perfsuite.core.config import RunConfig
+from perfsuite.measure.interleave import interleaved_blocks
+from perfsuite.measure.nvml import NvmlSampler
+from perfsuite.measure.saved import saved_tensor_bytes
+from perfsuite.measure.timing import Clock
+from perfsuite.measure.runner import calibrate
+
+# NVML's utilisation is an average over its last sample period (1/6 s to 1 s by board), and the
+# interleaved blocks alternate sides far faster than that: each side is sampled on its own,
+# running alone, after running alone long enough that no reading still averages in the other.
+UTIL_SETTLE_S = 1.0
+UTIL_WINDOW_S = 1.0
+_NOT_SAMPLED = {"status": "unavailable", "reason": "not sampled"}
+
+
+@dataclass(frozen=True)
+class AmpComparison:
+    workload: str
+    params: dict
+    device: str
+    precision_a: str
+    precision_b: str
+    pair_ratios: list[float]  # time_a / time_b per pair: > 1 means b is faster
+    time_a_s: list[float]
+    time_b_s: list[float]
+    speedup: float
+    speedup_ci: tuple[float, float] | None
+    saved_bytes_a: int
+    saved_bytes_b: int
+    cuda_peak_a: int | None
+    cuda_peak_b: int | None
+    final_loss_a: float
+    final_loss_b: float
+    loss_tolerance: float
+    steps: int
+    nvml_a: dict = field(default_factory=lambda: dict(_NOT_SAMPLED))  # NvmlSampler summary of A alone
+    nvml_b: dict = field(default_factory=lambda: dict(_NOT_SAMPLED))
+    # The accuracy check's loss per training step, each side (TensorBoard draws them).
+    losses_a: list[float] = field(default_factory=list)
+    losses_b: list[float] = field(default_factory=list)
+
+    @property
+    def bound_a(self) -> Bound:
+        return where_time_went(self.device, self.nvml_a)
+
+    @property
+    def bound_b(self) -> Bound:
+        return where_time_went(self.device, self.nvml_b)
+
+    def bound_line(self) -> str | None:
+        """Where each side's time went, in one line; None off CUDA, where there is no verdict."""
+        if not self.device.startswith("cuda"):
+            return None
+        return "; ".join(f"{p}: {b.verdict}: {b.reason}"
+                         for p, b in ((self.precision_a, self.bound_a), (self.precision_b, self.bound_b)))
+
+    @property
+    def loss_rel_diff(self) -> float:
+        if not (math.isfinite(self.final_loss_a) and math.isfinite(self.final_loss_b)):
+            return math.inf
+        return abs(self.final_loss_b - self.final_loss_a) / max(abs(self.final_loss_a), 1e-12)
+
+    @property
+    def accuracy_ok(self) -> bool:
+        return self.loss_rel_diff <= self.loss_tolerance
+
+    @property
+    def memory_ratio(self) -> float:
+        return self.saved_bytes_b / self.saved_bytes_a if self.saved_bytes_a else math.nan
+
+    def verdict(self) -> str:
+        ci = "" if self.speedup_ci is None else f" (95% CI {self.speedup_ci[0]:.2f}-{self.speedup_ci[1]:.2f})"
+        if not self.accuracy_ok:
+            return (f"{self.precision_b} diverges from {self.precision_a}: final loss {self.final_loss_b:.4g} vs "
+                    f"{self.final_loss_a:.4g} after {self.steps} steps (tolerance {self.loss_tolerance:.0%})")
+        return (f"speed-up {self.speedup:.2f}x{ci} of {self.precision_b} over {self.precision_a} at equal loss "
+                f"({self.final_loss_b:.4g} vs {self.final_loss_a:.4g}, within {self.loss_tolerance:.0%})")
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d.update(verdict=self.verdict(), accuracy_ok=self.accuracy_ok, memory_ratio=self.memory_ratio,
+                 loss_rel_diff=self.loss_rel_diff, bound_a=self.bound_a.to_dict(), bound_b=self.bound_b.to_dict())
+        return d
+
+
+def interleaved_times(step_a: Callable, step_b: Callable, clock: Clock, pairs: int, cfg: RunConfig):
+    """Warm both, then `pairs` pairs of blocks in A B / B A alternation; per-step seconds each,
+    and the block size used."""
+    n = calibrate([step_a, step_b], clock, cfg).block_size
+    ta, tb = interleaved_blocks(step_a, step_b, clock, n, pairs=pairs)
+    return ta, tb, n
+
+
+def _run_for(step: Callable, clock: Clock, n: int, seconds: float) -> None:
+    start = clock.now()
+    while clock.now() - start < seconds:
+        clock.time_block(step, n)  # blocks as timed: the same synchronisation gaps as the measurement
+
+
+def side_utilisation(step: Callable, clock: Clock, n: int, index: int | None, interval_s: float = 0.05,
+                     settle_s: float = UTIL_SETTLE_S, window_s: float = UTIL_WINDOW_S) -> dict:
+    """NVML summary of GPU `index` while `step` runs alone in blocks of `n`; without NVML (or
+    with `index` None: not CUDA) the sampler's "unavailable" summary, and the step never runs."""
+    sampler = NvmlSampler(index=index, interval_s=interval_s)
+    with sampler:
+        if sampler.reason:  # the sampler could not start: nothing to wait for
+            return sampler.summary()
+        _run_for(step, clock, n, settle_s)
+        sampler.samples.clear()  # these readings still average in what ran before this side
+        _run_for(step, clock, n, window_s)
+    return sampler.summary()
+
+
+def training_losses(workload: str, params: Mapping[str, Any], device: str, precision_a: str, precision_b: str,
+                    steps: int, setup_b: Callable | None = None, seed: int = 1) -> tuple[list[float], list[float]]:
+    """The accuracy half of the comparison: both precisions train from the same initial weights
+    (seed `seed`) on the same fixed batch for `steps` steps; each side's loss per step."""
+    from perfsuite.training.setup import train_losses, training_setup
+
+    build_b = setup_b or (lambda p, d, seed: training_setup(workload, p, d, seed))
+    ra = training_setup(workload, {**params, "precision": precision_a}, device, seed=seed)
+    rb = build_b({**params, "precision": precision_b}, device, seed)
+    return train_losses(ra, 0, steps, fixed_batch=True), train_losses(rb, 0, steps, fixed_batch=True)
+
+
+def final_loss(losses: list[float]) -> float:
+    """What the comparison calls the final loss: the mean of the last 5 steps."""
+    tail = min(5, len(losses))
+    return sum(losses[-tail:]) / tail
+
+
+def compare_precisions(
+    workload: str,
+    params: Mapping[str, Any],
+    device: str,
+    clock: Clock,
+    precision_a: str = "fp32",
+    precision_b: str = "bf16",
+    pairs: int = 20,
+    steps: int = 30,
+    loss_tolerance: float = 0.05,
+    cfg: RunConfig | None = None,
+    setup_b: Callable | None = None,
+) -> AmpComparison:
+    """`setup_b` replaces how run B is built (tests use it to break a run on purpose)."""
+    import torch
+
+    from perfsuite.training.setup import training_setup
+    from perfsuite.training.step import make_train_step
+
+    if pairs < 2 or steps < 5:
+        raise ValueError("need at least 2 pairs and 5 steps")
+    cfg = cfg or RunConfig(max_time=20.0)
+    pa, pb = {**params, "precision": precision_a}, {**params, "precision": precision_b}
+    build_b = setup_b or (lambda p, d, seed: training_setup(workload, p, d, seed))
+
+    # Speed and memory on the fixed first batch.
+    sa, sb = training_setup(workload, pa, device, seed=0), build_b(pb, device, 0)
+    step_a = make_train_step(sa.parts, *sa.batch(0), forward=sa.forward)
+    step_b = make_train_step(sb.parts, *sb.batch(0), forward=sb.forward)
+    saved_a, saved_b = saved_tensor_bytes(step_a), saved_tensor_bytes(step_b)
+    cuda_peaks = [None, None]
+    if device.startswith("cuda"):
+        for i, s in enumerate((step_a, step_b)):
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            s()
+            torch.cuda.synchronize(device)
+            cuda_peaks[i] = torch.cuda.max_memory_allocated(device)
+    ta, tb, n = interleaved_times(step_a, step_b, clock, pairs, cfg)
+    ratios = [a / b for a, b in zip(ta, tb)]
+    index = (torch.device(device).index or 0) if device.startswith("cuda") else None
+    nvml_a, nvml_b = (side_utilisation(s, clock, n, index, cfg.nvml_interval) for s in (step_a, step_b))
+
+    # Accuracy: fresh runs from the same initial weights, fitting the same batch.
+    losses_a, losses_b = training_losses(workload, params, device, precision_a, precision_b, steps, setup_b)
+    return AmpComparison(
+        workload=workload, params=dict(params), device=device, precision_a=precision_a, precision_b=precision_b,
+        pair_ratios=ratios, time_a_s=ta, time_b_s=tb, speedup=stats.median(ratios),
+        speedup_ci=stats.median_ci(ratios), saved_bytes_a=saved_a, saved_bytes_b=saved_b,
+        cuda_peak_a=cuda_peaks[0], cuda_peak_b=cuda_peaks[1],
+        final_loss_a=final_loss(losses_a), final_loss_b=final_loss(losses_b),
+        loss_tolerance=loss_tolerance, steps=steps, nvml_a=nvml_a, nvml_b=nvml_b,
+        losses_a=[float(x) for x in losses_a], losses_b=[float(x) for x in losses_b],
+    )

@@ -1,0 +1,344 @@
+"""A regression gate that can see a few percent on a noisy shared machine.
+
+Separate processes differ by up to +-20% here (docs/peers.md), so the gate never
+compares two runs: it interleaves the two versions of a step in one process, in A B B A
+order, block after block, and judges the per-pair time ratios B/A, in which slow drift
+cancels. The pairs rotate through several builds of each side (BUILDS): two builds of the same
+code differ by a percent or two, and averaging over builds takes that out of the comparison.
+One sequential test (perfsuite.stats.sequential) spends the whole budget: a one-sided Wilcoxon
+signed-rank test on the log ratios against log(1 + threshold), read at half, three quarters
+and all of the budget with O'Brien-Fleming alpha spending, so a clear slowdown stops early and
+the false-alarm rate stays at ALPHA overall; Benjamini-Hochberg then holds it across the cases
+of one gate. (Until issue 16 a first run used half the budget and a confirmation run the other
+half: only half the pairs ever entered one test, and 3% was caught in 11 of 20 trials. A sign
+test before that caught 9 of 20.) `threads` sets torch's threads for the gate: on a 2-core
+machine that others load, one thread avoids the barrier stalls of a two-thread step whose
+second thread another process has displaced; on a quiet one two threads give more pairs
+(reports/gate/README.md). The threshold per case is the larger of the requested effect and the
+case's noise floor, learned from A-against-A runs of the unchanged code.
+
+Page faults were the largest noise left on CPU: glibc hands freed activations and gradients
+back to the kernel and the next step faults them in again (~2,400 faults per ResNet18 pair, a
+per-pair SD of 10-18% against 2-3% without). `perfsuite gate` therefore holds the heap
+(perfsuite.measure.heap, `--heap steady`, the default) and runs the builds, in the pairs'
+order, until they stop faulting before the budget starts; each verdict says how many faults
+per pair were left.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rich.text import Text
+
+from perfsuite.stats import sequential
+
+from perfsuite.stats import summary as stats
+from perfsuite.core.errors import PerfsuiteError
+from perfsuite.measure.interleave import interleaved_blocks
+from perfsuite.measure import heap
+from perfsuite.measure.timing import Clock
+
+Step = Callable[[], object]
+
+
+# Blocks of about this long (a slow step is one call): short, so that drift within a pair stays
+# small and the budget buys many pairs.
+BLOCK_S = 0.01
+ALPHA = 0.01  # false alarms per unchanged case, overall (the sequential test keeps it across looks)
+# Builds of each side the pairs rotate through: two builds of the same code can differ by a
+# percent or two (memory placement, denormals in their random weights), and averaging over
+# builds removes that from the comparison instead of raising the threshold over it.
+BUILDS = 3
+WARMUP_SHARE = 0.1  # of the budget, shared by the warm-ups of every build
+MIN_PAIRS = 6
+# With the heap held steady (perfsuite.measure.heap), the builds run in turn before the budget
+# until no page faults: set-up like the builds themselves, at most this long.
+SETTLE_MAX_S = 10.0
+
+
+@dataclass(frozen=True)
+class PairedRun:
+    ratios: list[float]  # per pair: time_b / time_a
+    block_size: int
+    looks: tuple = ()  # per look read: pairs so far, p, the look's boundary, seconds
+    decision: str | None = None  # sequential.SLOWER / NOT_SLOWER; None when no test was read
+    p: float = 1.0  # on the alpha scale: below alpha exactly when the test said slower
+    settle: dict | None = None  # heap.settle's account before the budget; None when the heap is not held
+    faults_per_pair: float = 0.0  # minor page faults per pair while the pairs ran
+
+    @property
+    def median(self) -> float:
+        return stats.median(self.ratios)
+
+    def p_slower(self, threshold: float) -> float:
+        # Log ratios: a slowdown and the matching speed-up are symmetric around 0.
+        return stats.signed_rank_greater([math.log(r) for r in self.ratios], math.log1p(threshold))
+
+
+def _builds(step) -> list[Step]:
+    return list(step) if isinstance(step, (list, tuple)) else [step]
+
+
+def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float = BLOCK_S, *,
+                  threshold: float | None = None, alpha: float = ALPHA,
+                  looks: tuple[float, ...] = sequential.LOOKS) -> PairedRun:
+    """Interleave A and B (A B, then B A, ...) for `budget_s`, in blocks of about `block_s`; each
+    pair gives one ratio. `step_a`/`step_b` may be lists of builds: the pairs rotate through them.
+
+    All steps are warmed up first by the runner's calibration (together at most WARMUP_SHARE of
+    the budget). With a `threshold`, the sequential test (perfsuite.stats.sequential) is read at each
+    look and the run stops as soon as it decides; without one, the pairs fill the budget."""
+    from perfsuite.core.config import RunConfig
+    from perfsuite.measure.runner import calibrate
+
+    a, b = _builds(step_a), _builds(step_b)
+    # Page faults are the largest noise in a CPU training step's pair ratio; with the heap held,
+    # run the builds until they stop (outside the budget, as set-up), in the pairs' own order
+    # (A B B A per build): whether the heap must grow depends on the order of the calls.
+    order = [s for j in range(max(len(a), len(b)))
+             for s in (a[j % len(a)], b[j % len(b)], b[j % len(b)], a[j % len(a)])]
+    settled = heap.settle(order, clock.now, SETTLE_MAX_S) if heap.held() else None
+    start = clock.now()
+    cfg = RunConfig(max_time=budget_s, warmup_min_fraction=0.0, warmup_max_fraction=WARMUP_SHARE / len(a + b))
+    cal = calibrate(a + b, clock, cfg, block_s=block_s)
+    # Sized on the fastest step; a much slower other side (a self-check's padded step) must not
+    # turn one block into minutes.
+    slowest = max(w["step_estimate_s"] for w in cal.warmups)
+    n = max(1, min(cal.block_size, int(block_s / max(slowest, 1e-12))))
+    pairs_s = budget_s - (clock.now() - start)
+    t0, ratios, read, j = clock.now(), [], [], 0
+    faults = heap.FaultCount()  # around the timed blocks only: a look's lazy scipy import is not the step's
+    marks = looks if threshold is not None else (1.0,)
+    bounds = sequential.boundaries(marks, alpha)
+    decision, p_scaled = None, 1.0
+    for k, (frac, bound) in enumerate(zip(marks, bounds)):
+        while clock.now() - t0 < frac * pairs_s or len(ratios) < MIN_PAIRS:
+            # Two pairs (A B, B A) of one build of each side, then the next builds.
+            with faults:
+                ta, tb = interleaved_blocks(a[j % len(a)], b[j % len(b)], clock, n, pairs=2)
+            ratios += [y / x for x, y in zip(ta, tb)]
+            j += 1
+        if threshold is None:
+            break
+        decision, p = read_look([math.log(r) for r in ratios], threshold, bound, k == len(marks) - 1)
+        p_scaled = sequential.p_on_alpha_scale(p, bound, alpha)
+        read.append({"pairs": len(ratios), "p": p, "boundary": bound, "seconds": clock.now() - t0})
+        if decision is not None:
+            break
+    return PairedRun(ratios, n, tuple(read), decision, p_scaled, settled, faults.count / max(len(ratios), 1))
+
+
+def read_look(logs: list[float], threshold: float, bound: float, final: bool) -> tuple[str | None, float]:
+    """One look of the sequential test on the log ratios so far: (decision or None, p of 'slower
+    than the threshold'). Futility asks the opposite question of the same pairs: are they
+    centred below the threshold?"""
+    thr = math.log1p(threshold)
+    p = stats.signed_rank_greater(logs, thr)
+    p_below = stats.signed_rank_greater([-x for x in logs], -thr)
+    return sequential.decide(p, bound, p_below, final), p
+
+
+def noise_floor(build: Callable[[], Step], clock: Clock, runs: int = 5, budget_s: float = 3.0) -> float:
+    """How far the median pair ratio of the unchanged code against itself strays from 1: the
+    largest |m - 1| over `runs` runs, each of two separate builds (separate builds differ in
+    memory placement, which alone can shift a step by a percent). A gate threshold below
+    this would flag noise."""
+    return max(abs(paired_ratios(build(), build(), clock, budget_s).median - 1.0) for _ in range(runs))
+
+
+@dataclass
+class GateCase:
+    label: str
+    step_a: Step | list[Step]  # the base: one build, or several the pairs rotate through
+    step_b: Step | list[Step]
+    floor: float = 0.0
+
+
+@dataclass
+class GateVerdict:
+    label: str
+    threshold: float
+    run: PairedRun
+    slower: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def p(self) -> float:
+        return self.run.p
+
+    def to_dict(self) -> dict:
+        return {
+            "label": self.label, "threshold": self.threshold, "median_ratio": self.run.median, "p": self.p,
+            "slower": self.slower, "decision": self.run.decision, "pairs": len(self.run.ratios),
+            "looks": list(self.run.looks), "notes": self.notes, "settle": self.run.settle,
+            "faults_per_pair": self.run.faults_per_pair,
+        }
+
+
+def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget_s: float = 15.0,
+             q: float = ALPHA) -> list[GateVerdict]:
+    """Gate every case with one sequential test over its whole budget, then Benjamini-Hochberg at
+    `q` across the cases. `threshold` is the smallest slowdown that counts (0: any)."""
+    if threshold < 0 or budget_s <= 0:
+        raise ValueError("threshold must be >= 0 and budget_s > 0")
+    verdicts = []
+    for c in cases:
+        thr = max(threshold, c.floor)
+        run = paired_ratios(c.step_a, c.step_b, clock, budget_s, threshold=thr, alpha=q)
+        verdicts.append(GateVerdict(c.label, thr, run))
+    for v, rejected in zip(verdicts, stats.benjamini_hochberg([v.p for v in verdicts], q)):
+        v.slower = rejected
+        if v.run.decision == sequential.SLOWER and not rejected:
+            v.notes.append(f"slower by its own test, not after Benjamini-Hochberg across {len(cases)} cases")
+    return verdicts
+
+
+def slowed(step: Step, extra: Step, count: int) -> Step:
+    """`step` followed by `count` calls of `extra`: an injected slowdown for validating gates."""
+    def run():
+        step()
+        for _ in range(count):
+            extra()
+    return run
+
+
+def padding_matmul() -> Step:
+    """One 256x256 matmul on preallocated inputs: the unit of an injected slowdown (ANCHORS' W2+x%)."""
+    import torch
+
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+
+    def mm():
+        torch.mm(a, b)
+
+    return mm
+
+
+def injected_slowdown(step: Step, fraction: float, clock: Clock):
+    """A copy of `step` slower by about `fraction`, padded with 256x256 matmuls.
+    Returns (slowed step, matmuls added, estimated fraction)."""
+    mm = padding_matmul()
+    t_step = stats.median([clock.time_block(step, 1) for _ in range(15)])
+    t_mm = stats.median([clock.time_block(mm, 20) / 20 for _ in range(15)])
+    count = max(1, round(fraction * t_step / t_mm))
+    return slowed(step, mm, count), count, count * t_mm / t_step
+
+
+def alternate(build_a: Callable[[], Step], build_b: Callable[[], Step], k: int) -> tuple[list[Step], list[Step]]:
+    """k builds of each side, made A B A B ...: neither side gets all the later allocations."""
+    pairs = [(build_a(), build_b()) for _ in range(k)]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def power_and_false_alarms(build: Callable[[], Step], clock: Clock, fraction: float, trials: int,
+                           budget_s: float, threshold: float = 0.0, builds: int = BUILDS) -> dict:
+    """Gate `trials` unchanged and `trials` slowed comparisons, each between fresh builds (`builds`
+    per side); the rates the gate achieves, and each gate's pairs for power curves."""
+    _, count, est = injected_slowdown(build(), fraction, clock)
+    mm = padding_matmul()
+    caught = false = 0
+    runs = []
+    for i in range(trials):
+        verdicts, seconds = {}, {}
+        # The slowed gate goes first in even trials: the first gate of a process (a real gate has
+        # only that one) must show its power, and the unchanged one its false alarms, too.
+        order = ("slow", "same") if i % 2 == 0 else ("same", "slow")
+        for side in order:
+            t0 = clock.now()
+            b = (lambda: slowed(build(), mm, count)) if side == "slow" else build
+            (verdicts[side],) = run_gate([GateCase(side, *alternate(build, b, builds))], clock, threshold, budget_s)
+            seconds[side] = clock.now() - t0
+        false += verdicts["same"].slower
+        caught += verdicts["slow"].slower
+        runs.append({side: {**v.to_dict(), "seconds": seconds[side], "ratios": v.run.ratios, "first": side == order[0]}
+                     for side, v in verdicts.items()})
+    return {"fraction_requested": fraction, "matmuls_added": count, "fraction_estimated": est,
+            "trials": trials, "budget_s": budget_s, "builds": builds, "threshold": threshold,
+            "power": caught / trials, "false_alarm_rate": false / trials,
+            "caught": caught, "false_alarms": false, "runs": runs}
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Interval of a rate k/n (Wilson score), for reporting power and false-alarm rates."""
+    if n == 0:
+        return (0.0, 1.0)
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
+
+
+
+
+def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
+    from perfsuite.compare import gate as g
+    from perfsuite.core.errors import Unsupported
+    from perfsuite.compare.revisions import workload_at
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.core.params import expand_sweep, parse_assignments
+    from perfsuite.storage.files import atomic_write_text, document, load_document
+
+    clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
+    how = f"{args.budget:g}s per case, {args.builds} build(s) per side, " + \
+        (f"{threads} torch thread(s)" if threads else "torch's own threads") + \
+        f", heap {heap.state()['heap']}"
+    cases = expand_sweep(parse_assignments(args.param, new.params, new.name))
+    runnable = []
+    for case in cases:
+        try:
+            new.check(case, device)
+            runnable.append(case)
+        except Unsupported as exc:
+            console.print(Text(f"skipped {new.name} {case}: {exc}", style="yellow"))
+    label = lambda case: f"{new.name}[{','.join(f'{k}={v}' for k, v in new.resolve(case).items())}]"  # noqa: E731
+
+    if args.slowdown is not None:
+        if not 0 < args.slowdown < 1 or args.trials < 1:
+            raise PerfsuiteError("--slowdown must be in (0, 1) and --trials >= 1")
+        out = []
+        for case in runnable:
+            res = g.power_and_false_alarms(lambda: new.build(case, device).fn, clock, args.slowdown,
+                                           args.trials, args.budget, args.threshold, args.builds)
+            res["threads"] = threads
+            res["heap"] = heap.state()
+            lo, hi = g.wilson_interval(res["caught"], res["trials"])
+            flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
+            console.print(Text(
+                f"{label(case)}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
+                f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
+                f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {how}"))
+            out.append({"case": label(case), **res})
+        if args.json:
+            atomic_write_text(args.json, document("gate-selfcheck", out))
+        return 0
+
+    floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
+    if args.learn_floor:
+        for case in runnable:
+            floors[label(case)] = g.noise_floor(lambda: new.build(case, device).fn, clock, args.learn_floor,
+                                                args.budget / 3)
+            console.print(Text(f"{label(case)}: noise floor {floors[label(case)]:.2%}"))
+        args.floors.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.floors, document("noise-floors", floors))
+        return 0
+
+    base = workload_at(args.base_ref, args.workload)
+    gate_cases = [g.GateCase(label(c), *g.alternate(lambda: base.build(c, device).fn, lambda: new.build(c, device).fn,
+                                                    args.builds), floors.get(label(c), 0.0))
+                  for c in runnable]
+    verdicts = g.run_gate(gate_cases, clock, args.threshold, args.budget, args.fdr)
+    for v in verdicts:
+        looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
+        console.print(Text(f"{v.label}: median ratio {v.run.median:.3f} over {len(v.run.ratios)} pairs in "
+                           f"{looks['seconds']:.1f}s ({v.run.faults_per_pair:.0f} page faults a pair), "
+                           f"look {len(v.run.looks)} of {len(g.sequential.LOOKS)} "
+                           f"(threshold +{v.threshold:.1%}, p={v.p:.2g} on the alpha scale) -> "
+                           f"{'SLOWER' if v.slower else 'ok'}{''.join('; ' + n for n in v.notes)}",
+                           style="bold red" if v.slower else ""))
+    console.print(Text(how))
+    if args.json:
+        atomic_write_text(args.json, document("gate", [v.to_dict() for v in verdicts]))
+    return 1 if any(v.slower for v in verdicts) else 0

@@ -1,0 +1,54 @@
+"""Two variants of one workload that differ in a single parameter, measured interleaved in one
+process (A B, B A, ...), so drift cancels: the time ratio with its 95% interval, and the ratio
+of bytes autograd saves for backward."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+from perfsuite.stats import summary as stats
+from perfsuite.compare.gate import paired_ratios
+from perfsuite.measure.saved import saved_tensor_bytes
+from perfsuite.measure.timing import Clock
+from perfsuite.core.workload import Workload
+
+
+@dataclass(frozen=True)
+class PairResult:
+    workload: str
+    params: dict  # the shared parameters
+    vary: str
+    a: str
+    b: str
+    ratios: list[float]  # per pair: time_a / time_b
+    saved_bytes_a: int
+    saved_bytes_b: int
+
+    @property
+    def time_ratio(self) -> float:
+        return stats.median(self.ratios)
+
+    @property
+    def time_ratio_ci(self) -> tuple[float, float] | None:
+        return stats.median_ci(self.ratios)
+
+    @property
+    def saved_ratio(self) -> float | None:
+        return self.saved_bytes_a / self.saved_bytes_b if self.saved_bytes_b else None
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d.update(time_ratio=self.time_ratio, time_ratio_ci=self.time_ratio_ci, saved_ratio=self.saved_ratio)
+        return d
+
+
+def pair(workload: Workload, params: dict, vary: str, a, b, device: str, clock: Clock, budget_s: float) -> PairResult:
+    pa, pb = workload.resolve({**params, vary: a}), workload.resolve({**params, vary: b})
+    step_a, step_b = workload.build(pa, device).fn, workload.build(pb, device).fn
+    saved = [saved_tensor_bytes(s) for s in (step_a, step_b)]
+    run = paired_ratios(step_b, step_a, clock, budget_s)  # ratio = time_a / time_b
+    shared = {k: v for k, v in pa.items() if k != vary}
+    return PairResult(workload.name, shared, vary, str(a), str(b), run.ratios, saved[0], saved[1])
+
+

@@ -1,0 +1,149 @@
+"""Workload parameters: their declaration, parsing from `key=value` text and validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from perfsuite.core.errors import ConfigError
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a workload: its type, default and what values it allows."""
+
+    name: str
+    type: type
+    default: Any
+    choices: tuple | None = None
+    min: float | None = None
+    max: float | None = None
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in (int, float, str, bool):
+            raise TypeError(f"param {self.name!r}: unsupported type {self.type!r}")
+        # The default must itself be valid, or `perfsuite list` would advertise a broken value.
+        self.validate(self.default)
+
+    def allowed(self) -> str:
+        """Human-readable description of the values this parameter accepts."""
+        if self.choices is not None:
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        bounds = []
+        if self.min is not None:
+            bounds.append(f">= {self.min}")
+        if self.max is not None:
+            bounds.append(f"<= {self.max}")
+        kind = self.type.__name__
+        return f"{kind} {' and '.join(bounds)}".strip()
+
+    def parse(self, text: str) -> Any:
+        """Convert command-line text to this parameter's type and validate it."""
+        text = text.strip()
+        try:
+            if self.type is bool:
+                low = text.lower()
+                if low in _TRUE:
+                    value: Any = True
+                elif low in _FALSE:
+                    value = False
+                else:
+                    raise ValueError
+            elif self.type is int:
+                value = int(text)
+            elif self.type is float:
+                value = float(text)
+            else:
+                value = text
+        except ValueError:
+            raise ConfigError(
+                f"parameter {self.name!r} expects {self.type.__name__}, got {text!r} "
+                f"(allowed: {self.allowed()})"
+            ) from None
+        return self.validate(value)
+
+    def validate(self, value: Any) -> Any:
+        """Check an already-typed value; return it (ints are accepted for float params).
+
+        A parameter whose default is None takes its value from the workload's `size` preset;
+        None stays allowed for it.
+        """
+        if value is None and self.default is None:
+            return None
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, self.type) or (self.type is int and isinstance(value, bool)):
+            raise ConfigError(
+                f"parameter {self.name!r} expects {self.type.__name__}, got {value!r} "
+                f"(allowed: {self.allowed()})"
+            )
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f"parameter {self.name!r}: {value!r} is not allowed ({self.allowed()})")
+        if self.min is not None and value < self.min:
+            raise ConfigError(f"parameter {self.name!r}: {value!r} is too small ({self.allowed()})")
+        if self.max is not None and value > self.max:
+            raise ConfigError(f"parameter {self.name!r}: {value!r} is too large ({self.allowed()})")
+        return value
+
+
+def resolve(specs: Iterable[Param], given: Mapping[str, Any], workload: str) -> dict[str, Any]:
+    """Fill defaults and validate `given` against `specs`; unknown names are an error."""
+    by_name = {p.name: p for p in specs}
+    unknown = sorted(set(given) - set(by_name))
+    if unknown:
+        raise ConfigError(
+            f"workload {workload!r} has no parameter {unknown[0]!r}; "
+            f"its parameters are: {', '.join(by_name) or '(none)'}"
+        )
+    out = {}
+    for name, spec in by_name.items():
+        out[name] = spec.validate(given[name]) if name in given else spec.default
+    return out
+
+
+def parse_assignments(items: Iterable[str], specs: Iterable[Param], workload: str) -> dict[str, list]:
+    """Parse `-p key=v1,v2` items into {key: [typed values]}; a list of several values sweeps."""
+    by_name = {p.name: p for p in specs}
+    out: dict[str, list] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"-p expects key=value, got {item!r}")
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        if key not in by_name:
+            raise ConfigError(
+                f"workload {workload!r} has no parameter {key!r}; "
+                f"its parameters are: {', '.join(by_name) or '(none)'}"
+            )
+        if key in out:  # `-p n=32 -p n=48`: one of them would be dropped silently
+            raise ConfigError(f"parameter {key!r} is given twice; give one list instead (-p {key}=A,B)")
+        values = [v for v in raw.split(",")]
+        if not raw.strip() or any(not v.strip() for v in values):
+            raise ConfigError(f"parameter {key!r}: empty value in {item!r}")
+        parsed = [by_name[key].parse(v) for v in values]
+        repeated = [v for i, v in enumerate(parsed) if v in parsed[:i]]
+        if repeated:  # `n=32,32` would measure the same case twice
+            raise ConfigError(f"parameter {key!r}: value {repeated[0]!r} is listed twice in {item!r}")
+        out[key] = parsed
+    return out
+
+
+def expand_sweep(values: Mapping[str, list]) -> list[dict[str, Any]]:
+    """Cartesian product of value lists, in the order given (last key varies fastest)."""
+    cases: list[dict[str, Any]] = [{}]
+    for key, options in values.items():
+        cases = [{**case, key: v} for case in cases for v in options]
+    return cases
+
+
+def single_values(params: list[str], workload) -> dict:
+    """`-p` items for a command that measures one case: a value list is an error, not silently cut."""
+    parsed = parse_assignments(params, workload.params, workload.name)
+    many = [k for k, v in parsed.items() if len(v) > 1]
+    if many:
+        raise ConfigError(f"parameter {many[0]!r}: this command takes one value, not a list")
+    return {k: v[0] for k, v in parsed.items()}

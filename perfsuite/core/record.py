@@ -1,0 +1,289 @@
+"""The one result record: what was measured, the raw samples, and everything derived from them.
+
+Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning or appears):
+  1 - 2026-11: first version: spec, raw per-step samples, warm-up, work counts, memory, NVML,
+      environment, machine peak, run configuration, convergence, warnings, and `extra`
+      (workload-specific measurements such as DataLoader start-up).
+      The `peak` block may also carry `roof` (which measured roof applies: on CUDA an fp32 step
+      allowed to run as TF32 is judged against the tf32 roof), `tf32` (the flags read at record
+      time) and `why`; these keys are additive, so older records read as before.
+  2 - 2026-11: `conditions`, how the case was measured: worker processes, CPU affinity and
+      whether it was pinned, torch threads, hypervisor steal and other processes' CPU use in
+      the timed region; `processes`, with --processes N >= 2, each worker's pid, samples and
+      median (`samples_s` is then all of them pooled, and the median and its interval come
+      from the process medians). Version 1 records read as version 2 with empty `conditions`
+      (not recorded) and no `processes`.
+      Distributed cases (workloads ddp and allreduce, perfsuite.distributed) are version-2 records
+      with no new field: `samples_s` are the slowest rank's per-step samples, `work` counts every
+      rank's items (so throughput is global), `extra` holds world_size, nnodes, backend,
+      rank_medians_s, ranks (each rank's pid, host, median and samples), comm (the profiled
+      step's communication share), scaling (efficiency against world_size=1 of the same run) and,
+      for collectives, algbw_Bps and busbw_Bps; `conditions` adds world_size, nnodes, ranks_per_node.
+      Additive, 2026-11-24: `conditions` may carry `heap` ("default" or "steady": glibc's malloc
+      held, perfsuite.measure.heap) and `minor_faults_per_step` in the timed region, and
+      `warmup` a `heap_settle` account; records without them read as heap "default".
+
+A record validates itself when built and never changes afterwards. Derived numbers (median,
+percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:
+the `derived` block in the JSON is a convenience for readers and is recomputed on load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import Any
+
+from perfsuite.stats import summary as stats
+from perfsuite.measure.bound import Bound, where_time_went
+from perfsuite.core.errors import RecordError
+
+SCHEMA_VERSION = 2
+# Versions from_dict accepts; older ones lack fields that read as "not recorded".
+READABLE_VERSIONS = (1, 2)
+RESULTS_FORMAT = "perfsuite.storage.table"
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def case_key(workload: str, params: dict, device: str) -> tuple:
+    """Which case a record, a stored failure or a planned run is: workload, parameters, device."""
+    return (workload, tuple(sorted(params.items())), device)
+
+
+def _need(cond: bool, field_name: str, what: str) -> None:
+    if not cond:
+        raise RecordError(f"record field {field_name!r}: {what}")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one step does: the denominators of throughput and FLOP/s."""
+
+    items_per_step: float
+    item_unit: str
+    flops_per_step: float | None = None
+    flops_method: str = "unknown"  # "analytic", "FlopCounterMode" or "unknown"
+    bytes_per_step: float | None = None
+    dtype: str = "fp32"  # which machine peak applies
+
+    def __post_init__(self) -> None:
+        _need(_is_number(self.items_per_step) and self.items_per_step > 0,
+              "work.items_per_step", f"must be a positive number, got {self.items_per_step!r}")
+        _need(isinstance(self.item_unit, str) and bool(self.item_unit),
+              "work.item_unit", "must be a non-empty string")
+        for name in ("flops_per_step", "bytes_per_step"):
+            v = getattr(self, name)
+            _need(v is None or (_is_number(v) and v >= 0), f"work.{name}",
+                  f"must be a non-negative number or null, got {v!r}")
+
+
+@dataclass(frozen=True)
+class Record:
+    workload: str
+    params: dict
+    device: str
+    timing_method: str
+    block_size: int
+    samples_s: tuple[float, ...]
+    work: Work
+    warmup: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
+    nvml: dict = field(default_factory=lambda: {"status": "unavailable", "reason": "not sampled"})
+    env: dict = field(default_factory=dict)
+    peak: dict | None = None
+    config: dict = field(default_factory=dict)
+    converged: bool = False
+    warnings: tuple[str, ...] = ()
+    extra: dict = field(default_factory=dict)  # workload-specific measurements
+    conditions: dict = field(default_factory=dict)  # how it was measured (schema 2; empty: not recorded)
+    processes: tuple[dict, ...] | None = None  # per worker process, with --processes N >= 2
+    schema_version: int = SCHEMA_VERSION
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    def __post_init__(self) -> None:
+        # Lists from JSON become tuples so the record is immutable all the way down.
+        object.__setattr__(self, "samples_s", tuple(self.samples_s))
+        object.__setattr__(self, "warnings", tuple(self.warnings))
+        _need(self.schema_version == SCHEMA_VERSION, "schema_version",
+              f"this perfsuite reads version {SCHEMA_VERSION}, got {self.schema_version!r}")
+        _need(isinstance(self.workload, str) and bool(self.workload), "workload",
+              "must be a non-empty string")
+        _need(isinstance(self.params, dict), "params", "must be an object")
+        for k, v in self.params.items():
+            _need(isinstance(k, str) and isinstance(v, _SCALARS), f"params.{k}",
+                  f"must be a JSON scalar, got {type(v).__name__}")
+        _need(isinstance(self.device, str) and bool(self.device), "device", "must be a non-empty string")
+        _need(isinstance(self.timing_method, str) and bool(self.timing_method), "timing_method",
+              "must be a non-empty string")
+        _need(isinstance(self.block_size, int) and not isinstance(self.block_size, bool)
+              and self.block_size >= 1, "block_size", f"must be an integer >= 1, got {self.block_size!r}")
+        _need(len(self.samples_s) > 0, "samples_s", "must hold at least one sample")
+        _need(all(_is_number(s) and s > 0 for s in self.samples_s), "samples_s",
+              "every sample must be a positive finite number of seconds")
+        _need(isinstance(self.work, Work), "work", "must be a Work")
+        _need(isinstance(self.converged, bool), "converged", "must be true or false")
+        _need(all(isinstance(w, str) for w in self.warnings), "warnings", "must be strings")
+        for name in ("warmup", "memory", "nvml", "env", "config", "extra"):
+            _need(isinstance(getattr(self, name), dict), name, "must be an object")
+        _need(self.peak is None or isinstance(self.peak, dict), "peak", "must be an object or null")
+        _need(isinstance(self.conditions, dict), "conditions", "must be an object")
+        if self.processes is not None:
+            object.__setattr__(self, "processes", tuple(self.processes))
+            self._check_processes()
+
+    def _check_processes(self) -> None:
+        procs = self.processes
+        _need(len(procs) >= 2 and all(isinstance(p, dict) for p in procs), "processes",
+              "must be a list of at least 2 objects (one per worker process) or null")
+        pooled: list = []
+        for i, p in enumerate(procs):
+            samples = p.get("samples_s")
+            _need(isinstance(samples, (list, tuple)) and len(samples) > 0
+                  and all(_is_number(s) and s > 0 for s in samples), f"processes[{i}].samples_s",
+                  "must be a non-empty list of positive finite seconds")
+            _need(_is_number(p.get("median")), f"processes[{i}].median", "must be a number")
+            pooled.extend(samples)
+        _need(tuple(pooled) == self.samples_s, "samples_s",
+              "must be the processes' samples pooled, in process order")
+
+    # ---- derived ---------------------------------------------------------------------------
+    @cached_property
+    def spread(self) -> stats.ProcessSpread | None:
+        """Between- and within-process spread, for a case measured in worker processes."""
+        if not self.processes:
+            return None
+        return stats.process_spread([p["samples_s"] for p in self.processes])
+
+    @cached_property
+    def stats(self) -> stats.Summary:
+        """Summary of the samples. Measured in worker processes, the median and its interval are
+        those of the process medians (stats.process_spread): they carry the between-process
+        variance that pooled samples would hide."""
+        s = stats.summarize(self.samples_s)
+        if self.spread is None:
+            return s
+        from dataclasses import replace
+
+        return replace(s, median=self.spread.median, ci_low=self.spread.ci_low, ci_high=self.spread.ci_high)
+
+    @property
+    def median_s(self) -> float:
+        return self.stats.median
+
+    @property
+    def throughput(self) -> float:
+        """Items per second at the median step time."""
+        return self.work.items_per_step / self.stats.median
+
+    @property
+    def throughput_unit(self) -> str:
+        return f"{self.work.item_unit}/s"
+
+    @property
+    def flops_per_s(self) -> float | None:
+        if self.work.flops_per_step is None:
+            return None
+        return self.work.flops_per_step / self.stats.median
+
+    @property
+    def peak_fraction(self) -> float | None:
+        """Achieved FLOP/s as a fraction of the measured matmul roof the peak block names (`roof`:
+        the work's dtype, or tf32 for CUDA fp32 work allowed to run as TF32); None without one."""
+        achieved = self.flops_per_s
+        peak = (self.peak or {}).get("flops_per_s")
+        if achieved is None or not peak:
+            return None
+        return achieved / peak
+
+    @property
+    def bound(self) -> Bound:
+        """Where the time went: host-bound / device-bound from NVML on CUDA, n/a elsewhere."""
+        return where_time_went(self.device, self.nvml)
+
+    def case_key(self) -> tuple:
+        """Identity of the measured case: records with equal keys are comparable."""
+        return case_key(self.workload, self.params, self.device)
+
+    def label(self) -> str:
+        ps = ",".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.workload}[{ps}]"
+
+    # ---- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        s = self.stats
+        return {
+            "schema_version": self.schema_version,
+            "id": self.id,
+            "created": self.created,
+            "workload": self.workload,
+            "params": dict(self.params),
+            "device": self.device,
+            "timing_method": self.timing_method,
+            "block_size": self.block_size,
+            "samples_s": list(self.samples_s),
+            "work": dict(self.work.__dict__),
+            "warmup": self.warmup,
+            "memory": self.memory,
+            "nvml": self.nvml,
+            "env": self.env,
+            "peak": self.peak,
+            "config": self.config,
+            "converged": self.converged,
+            "warnings": list(self.warnings),
+            "extra": self.extra,
+            "conditions": self.conditions,
+            "processes": None if self.processes is None else [dict(p) for p in self.processes],
+            "derived": {
+                "stats": s.to_dict(),
+                "throughput": self.throughput,
+                "throughput_unit": self.throughput_unit,
+                "flops_per_s": self.flops_per_s,
+                "peak_fraction": self.peak_fraction,
+                "bound": self.bound.to_dict(),
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Record":
+        if not isinstance(data, dict):
+            raise RecordError(f"a record must be a JSON object, got {type(data).__name__}")
+        if "schema_version" not in data:
+            raise RecordError("not a perfsuite record: no 'schema_version'")
+        data = {k: v for k, v in data.items() if k != "derived"}
+        if data["schema_version"] in READABLE_VERSIONS:
+            # Older versions lack fields; they read as "not recorded" (see the history above).
+            data["schema_version"] = SCHEMA_VERSION
+        required = ("workload", "params", "device", "timing_method", "block_size", "samples_s", "work")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise RecordError(f"record is missing field(s): {', '.join(missing)}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise RecordError(f"record has unknown field(s): {', '.join(unknown)}")
+        work = data["work"]
+        if not isinstance(work, dict):
+            raise RecordError("record field 'work': must be an object")
+        try:
+            data["work"] = Work(**work)
+        except TypeError as exc:
+            raise RecordError(f"record field 'work': {exc}") from None
+        if not isinstance(data["samples_s"], list):
+            raise RecordError("record field 'samples_s': must be a list")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise RecordError(f"record: {exc}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False)

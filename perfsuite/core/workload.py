@@ -1,0 +1,65 @@
+"""The workload interface: a named, parametrised builder of one timed step.
+
+Core types, beside the record: the runner and the registry import them from here, never from
+the concrete workloads in perfsuite/workloads/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from perfsuite.core.params import Param, resolve
+from perfsuite.core.record import Work
+
+
+@dataclass(frozen=True)
+class BuiltStep:
+    """What a workload hands the runner, built outside the timed region.
+
+    `fn` runs one step with everything already on the device; `work` says what one step does.
+    """
+
+    fn: Callable[[], object]
+    work: Work
+    teardown: Callable[[], None] | None = None
+    # Workload-specific measurements, read after the timed region (e.g. DataLoader start-up).
+    extra: Callable[[], dict] | None = None
+
+
+Builder = Callable[[Mapping[str, Any], str], BuiltStep]
+Checker = Callable[[Mapping[str, Any], str], None]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    builder: Builder
+    # Raises perfsuite.core.errors.Unsupported when a case cannot run on a device (checked before
+    # any case of a sweep is measured; asv turns it into a skip).
+    checker: Checker | None = None
+    # Values a `size` preset gives to parameters left unset (default None).
+    presets: Mapping[str, Mapping[str, Any]] | None = None
+    # Training workloads: (resolved params, device) -> perfsuite.training.setup.TrainingSetup,
+    # the parts, forward and batches its timed step is made of. The AMP comparison, profile-step,
+    # trace and the correctness checks build from it, so they all run the step `run` times.
+    trainer: Callable[[Mapping[str, Any], str], Any] | None = None
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults and `size` preset filled in, every value validated; errors name the parameter."""
+        params = resolve(self.params, given, self.name)
+        if self.presets is not None:
+            preset = self.presets[params["size"]]
+            for key, value in preset.items():
+                if params.get(key) is None:
+                    params[key] = value
+        return params
+
+    def check(self, params: Mapping[str, Any], device: str) -> None:
+        if self.checker is not None:
+            self.checker(self.resolve(params), device)
+
+    def build(self, params: Mapping[str, Any], device: str) -> BuiltStep:
+        return self.builder(self.resolve(params), device)

@@ -1,0 +1,173 @@
+"""Environment fingerprint: small `collect_*` functions, each adding what it can see."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+# Keys that must agree for two records to be compared: they change what a step costs.
+# The git commit is deliberately absent - comparing commits is the point.
+COMPARABLE_KEYS = (
+    "torch",
+    "cuda",
+    "cudnn",
+    "gpu_name",
+    "driver",
+    "cpu_model",
+    "logical_cores",
+    "torch_threads",
+    "python",
+)
+
+
+def collect_python() -> dict:
+    return {
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+    }
+
+
+def collect_os() -> dict:
+    return {"os": platform.system(), "os_release": platform.release(), "machine": platform.machine()}
+
+
+def collect_host() -> dict:
+    return {"host": socket.gethostname()}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def collect_cpu() -> dict:
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"cpu_model": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": affinity}
+
+
+def collect_torch() -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {"torch": None}
+    out = {
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "cuda": torch.version.cuda,
+        "cudnn": None,
+        "gpu_name": None,
+        "gpu_count": 0,
+        "driver": None,
+    }
+    if torch.cuda.is_available():
+        out["cudnn"] = torch.backends.cudnn.version()
+        out["gpu_count"] = torch.cuda.device_count()
+        out["gpu_name"] = torch.cuda.get_device_name(0)
+        out["driver"] = _nvidia_driver()
+    return out
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else v
+    except Exception:  # no NVML binding or driver: the driver stays unknown
+        return None
+
+
+def collect_git(cwd: str | os.PathLike | None = None) -> dict:
+    def git(*args: str) -> str | None:
+        try:
+            res = subprocess.run(
+                ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return res.stdout.strip() if res.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"git_commit": None, "git_dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": commit, "git_dirty": bool(status)}
+
+
+def collect_cpu_power() -> dict:
+    """Frequency governors and turbo, where /sys shows them (inside most VMs it does not: None)."""
+    from perfsuite.measure import system
+
+    governors = sorted(set(system.read_governors().values()))
+    return {"cpu_governors": governors or None, "cpu_turbo": system.read_turbo()}
+
+
+def collect_load() -> dict:
+    from perfsuite.measure import system
+
+    return {"load_avg": system.read_load_average()}
+
+
+def collect_threads() -> dict:
+    """Thread settings that change a step's cost: OMP/MKL variables and the CPUs this process may use."""
+    from perfsuite.measure.system import THREAD_VARS
+
+    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"thread_env": {v: os.environ[v] for v in THREAD_VARS if v in os.environ}, "cpu_affinity": affinity}
+
+
+# How long collect_activity watches the machine: long enough for /proc's 10 ms ticks to add up.
+ACTIVITY_WINDOW_S = 0.3
+
+
+def collect_activity(window_s: float = ACTIVITY_WINDOW_S) -> dict:
+    """Hypervisor steal, other processes' CPU use and the busiest of them, over a short window."""
+    from perfsuite.measure import system
+
+    with system.CpuUsage() as usage:
+        busy = system.busy_processes(window_s)
+    r = usage.readings
+    return {"steal_fraction": r.get("steal_fraction"), "others_cpus": r.get("others_cpus"),
+            "busy_processes": busy, "activity_window_s": window_s}
+
+
+COLLECTORS = (collect_python, collect_os, collect_host, collect_cpu, collect_torch, collect_git,
+              collect_cpu_power, collect_load, collect_threads, collect_activity)
+
+
+def fingerprint(cwd: str | os.PathLike | None = None) -> dict:
+    """Everything the collectors see, in one flat dict."""
+    out: dict = {}
+    for collect in COLLECTORS:
+        out.update(collect(cwd) if collect is collect_git else collect())
+    return out
+
+
+def comparable(env: dict) -> dict:
+    """The part of a fingerprint that must match for a comparison to be meaningful."""
+    out = {k: env.get(k) for k in COMPARABLE_KEYS}
+    # Patch releases of Python do not change step costs; major.minor does.
+    if out["python"]:
+        out["python"] = ".".join(str(out["python"]).split(".")[:2])
+    return out
+
+
+def mismatches(a: dict, b: dict) -> list[str]:
+    """Human-readable differences between two fingerprints' comparable parts."""
+    ca, cb = comparable(a), comparable(b)
+    return [f"{k}: {ca[k]!r} vs {cb[k]!r}" for k in COMPARABLE_KEYS if ca[k] != cb[k]]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(fingerprint(), file=sys.stdout)

@@ -1,0 +1,466 @@
+"""warm-up -> calibrate -> timed blocks -> record.
+
+`measure` is the timing algorithm alone: it sees a step, a clock and a config, so tests drive
+it with a fake, seeded clock. `run_case` wraps it with the device, the instruments and the
+record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+from dataclasses import dataclass, field
+from typing import Callable, ContextManager
+
+from perfsuite.stats import summary as stats
+from perfsuite.core.config import RunConfig, resolve_device
+from perfsuite.measure import heap
+from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS
+from perfsuite.measure.nvml import NvmlSampler
+from perfsuite.measure.nvtx import nvtx_range
+from perfsuite.measure.timing import Clock, clock_for
+from perfsuite.core.record import Record
+from perfsuite.core.workload import Workload
+
+# Warm-up grows its block until one block lasts this long, so that settling is judged on
+# readings the clock's own cost does not dominate.
+WARMUP_BLOCK_S = 1e-3
+MAX_BLOCK = 1 << 26
+# Readings of an empty block taken to estimate the clock's own cost (median of these).
+OVERHEAD_READINGS = 25
+# Above this IQR/median the record carries a noise warning (torch.utils.benchmark's habit).
+NOISY_IQR = 0.10
+
+
+def _noop() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    samples_s: list[float]  # per-step seconds, one per timed block
+    block_size: int
+    clock_overhead_s: float
+    warmup: dict
+    converged: bool
+    rel_ci_halfwidth: float
+    measure_s: float
+    warnings: list[str] = field(default_factory=list)
+
+
+def _settled(samples: list[float], window: int, tolerance: float) -> bool:
+    """The last two windows' medians agree within `tolerance`, or within what the noise allows.
+
+    The noise allowance (about two standard errors of the difference of two window medians)
+    keeps a noisy but steady step from spending the whole warm-up budget chasing a tolerance
+    its own jitter cannot meet. The jitter is estimated from successive differences, which a
+    smooth warm-up trend barely moves (a plain IQR would mistake the trend for noise).
+    """
+    if len(samples) < 2 * window:
+        return False
+    recent = samples[-2 * window:]
+    last = stats.median(recent[window:])
+    prev = stats.median(recent[:window])
+    # For iid normal x, median |x_i - x_(i-1)| = 0.954 sigma.
+    sigma = stats.median([abs(b - a) for a, b in zip(recent, recent[1:])]) / 0.954
+    se_median = 1.2533 * sigma / math.sqrt(window)
+    allowance = max(tolerance * last, 2.0 * math.sqrt(2.0) * se_median)
+    return abs(last - prev) <= allowance
+
+
+def _drift_warning(samples: list[float], cfg: RunConfig) -> str | None:
+    """A trend across the timed region (thermal, a neighbour, unfinished warm-up) is reported:
+    the median of the first third against the last third, when beyond the CI target and
+    significant."""
+    if len(samples) < 15:
+        return None
+    k = len(samples) // 3
+    first, last = samples[:k], samples[-k:]
+    change = stats.median(first) / stats.median(last) - 1.0
+    if abs(change) <= max(2 * cfg.target_rel_ci, 0.02):
+        return None
+    p = stats.mann_whitney_p(last, first)
+    if p >= 0.01:
+        return None
+    side = "slower" if change > 0 else "faster"
+    return f"drift: the first third of the samples is {abs(change):.1%} {side} than the last third (p={p:.1g})"
+
+
+def clock_overhead(clock: Clock) -> float:
+    """What the clock adds to one reading: the median reading of an empty block."""
+    return stats.median([clock.time_block(_noop, 0) for _ in range(OVERHEAD_READINGS)])
+
+
+def warm_up(fn: Callable[[], object], clock: Clock, cfg: RunConfig, overhead_s: float = 0.0) -> dict:
+    """Run the step until its time settles or the warm-up budget ends.
+
+    Settled means: at least `warmup_min_fraction` of the budget spent, and the medians of the
+    last two windows of blocks agree within `warmup_tolerance`. The time floor guards against
+    a plateau of a few equally slow first steps (allocator growth, autotuning) that would
+    otherwise look settled.
+    """
+    start = clock.now()
+    budget = cfg.max_time * cfg.warmup_max_fraction
+    floor = cfg.max_time * cfg.warmup_min_fraction
+    n, steps, samples = 1, 0, []
+
+    def per_step(t: float, n: int) -> float:
+        # The clock's own cost is removed so the block size is calibrated on the step alone.
+        return max(t - overhead_s, 0.0) / n
+
+    # Phase 1: grow the block (these first calls also warm caches, allocators and autotuners).
+    while True:
+        t = clock.time_block(fn, n)
+        steps += n
+        if t >= WARMUP_BLOCK_S or n >= MAX_BLOCK or clock.now() - start >= budget:
+            samples.append(per_step(t, n))
+            break
+        n *= 2
+    # Phase 2: fixed block until settled. Slow steps (an epoch of a DataLoader) get smaller
+    # windows, so that two of them fit in the warm-up budget; two blocks a window at least.
+    per_block = max(samples[-1] * n, 1e-12)
+    window = max(2, min(cfg.warmup_window, int(budget / per_block / 2)))
+    settled = False
+    while True:
+        elapsed = clock.now() - start
+        if elapsed >= floor and _settled(samples, window, cfg.warmup_tolerance):
+            settled = True
+            break
+        if elapsed >= budget:
+            break
+        t = clock.time_block(fn, n)
+        steps += n
+        samples.append(per_step(t, n))
+    return {
+        "steps": steps,
+        "block_size": n,
+        "seconds": clock.now() - start,
+        "settled": settled,
+        "samples_s": samples,
+        "window": window,
+        "step_estimate_s": stats.median(samples[-window:]),
+    }
+
+
+def block_size_for(step_s: float, overhead_s: float, limit: float) -> int:
+    """Smallest block whose clock overhead is below `limit` of the block's time."""
+    if overhead_s <= 0:
+        return 1
+    return max(1, min(MAX_BLOCK, math.ceil(overhead_s / (limit * max(step_s, 1e-12)))))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How a step (or the two sides of a paired comparison) will be timed."""
+
+    block_size: int
+    clock_overhead_s: float
+    step_estimate_s: float  # the fastest side's settled step time
+    warmups: tuple[dict, ...]  # one warm-up summary per step
+
+
+def calibrate(
+    fns: list[Callable[[], object]],
+    clock: Clock,
+    cfg: RunConfig,
+    *,
+    block_s: float | None = None,
+    region: Callable[[], ContextManager] = contextlib.nullcontext,
+) -> Calibration:
+    """The one calibration engine (runner, paired comparisons, gate, pytest-benchmark front-end):
+    read the clock's own cost, warm every step up until it settles, then choose one block size
+    for all of them: the smallest whose clock cost stays under `cfg.clock_overhead_limit` of the
+    fastest step's block, or at least `block_s` seconds of it when given (the gate wants blocks
+    of a fixed length, short enough that drift within a pair stays small)."""
+    overhead = clock_overhead(clock)
+    with region():
+        warms = tuple(warm_up(fn, clock, cfg, overhead) for fn in fns)
+    est = min(w["step_estimate_s"] for w in warms)
+    n = block_size_for(est, overhead, cfg.clock_overhead_limit)
+    if block_s is not None:
+        n = max(n, min(MAX_BLOCK, int(block_s / max(est, 1e-12))))
+    return Calibration(block_size=n, clock_overhead_s=overhead, step_estimate_s=est, warmups=warms)
+
+
+def measure(
+    fn: Callable[[], object],
+    clock: Clock,
+    cfg: RunConfig,
+    timed_region: Callable[[], ContextManager] = contextlib.nullcontext,
+    warmup_region: Callable[[], ContextManager] = contextlib.nullcontext,
+) -> Measurement:
+    """The timing algorithm: warm up, size the block, then timed blocks until the CI converges."""
+    warnings: list[str] = []
+    # The first call is taken apart, before the budget starts: it pays one-off costs
+    # (torch.compile, lazy initialisation, first allocations) that can exceed a whole budget.
+    # Its time is kept in the record as the cold start.
+    with warmup_region():
+        first_call_s = clock.time_block(fn, 1)
+        # With the heap held (perfsuite.measure.heap), run until the step stops faulting pages in:
+        # set-up like the first call, bounded by the warm-up's own share of the budget.
+        settled = heap.settle([fn], clock.now, cfg.warmup_max_fraction * cfg.max_time) if heap.held() else None
+    # Set-up garbage is collected before the budget starts: a full collection with torch loaded
+    # takes ~0.3 s on a loaded 2-core machine, most of a worker's share of a short budget.
+    gc.collect()
+    deadline_start = clock.now()
+    cal = calibrate([fn], clock, cfg, region=warmup_region)
+    overhead, warm = cal.clock_overhead_s, cal.warmups[0]
+    warm["first_call_s"] = first_call_s
+    if settled is not None:
+        warm["heap_settle"] = settled
+        if not settled["settled"]:
+            warnings.append(f"the heap did not settle: {settled['faults']} page faults in {settled['rotations']} "
+                            f"warm-up calls ({settled['seconds']:.1f}s); faults may remain in the samples")
+    if not warm["settled"]:
+        warnings.append(
+            f"warm-up did not settle within {cfg.warmup_max_fraction:.0%} of the budget "
+            f"({warm['steps']} steps, {warm['seconds']:.2f}s): early samples may be slow"
+        )
+    step_est, n = cal.step_estimate_s, cal.block_size
+    remaining = cfg.max_time - (clock.now() - deadline_start)
+    # Keep room for min_samples blocks inside the budget, even if that costs clock accuracy.
+    n_cap = max(1, int(remaining / cfg.min_samples / max(step_est, 1e-12))) if remaining > 0 else 1
+    if n > n_cap:
+        n = n_cap
+    share = overhead / (n * step_est) if step_est > 0 else 0.0
+    if share > cfg.clock_overhead_limit:
+        warnings.append(
+            f"clock overhead is {share:.2%} of a block (limit {cfg.clock_overhead_limit:.2%}): "
+            f"the budget leaves no room for larger blocks"
+        )
+
+    samples: list[float] = []
+    hw = math.inf
+    converged = False
+    gc.collect(1)  # warm-up's garbage is young: collected now, cheaply, rather than inside a timed block
+    with timed_region():
+        t0 = clock.now()
+        next_check = cfg.min_samples
+        while True:
+            samples.append(clock.time_block(fn, n) / n)
+            now = clock.now()
+            k = len(samples)
+            if k >= next_check and now - t0 >= cfg.min_time:
+                hw = stats.relative_ci_halfwidth(samples, cfg.confidence)
+                if hw <= cfg.target_rel_ci:
+                    converged = True
+                    break
+                # Re-check after ~5% more samples: sorting every block would cost O(n^2 log n).
+                next_check = k + max(1, k // 20)
+            if now - deadline_start >= cfg.max_time or k >= cfg.max_samples:
+                break
+        measure_s = clock.now() - t0
+    if not converged:
+        hw = stats.relative_ci_halfwidth(samples, cfg.confidence)
+        ci = "undefined (too few samples)" if math.isinf(hw) else f"+-{hw:.2%}"
+        warnings.append(
+            f"did not converge: the {cfg.confidence:.0%} CI of the median is {ci} "
+            f"(target +-{cfg.target_rel_ci:.2%}) after {len(samples)} samples; "
+            f"budget of {cfg.max_time:g}s spent"
+        )
+    drift = _drift_warning(samples, cfg)
+    if drift:
+        warnings.append(drift)
+    if len(samples) >= 4:
+        spread = stats.iqr(samples) / stats.median(samples)
+        if spread > NOISY_IQR:
+            warnings.append(f"noisy: IQR is {spread:.1%} of the median")
+    return Measurement(
+        samples_s=samples,
+        block_size=n,
+        clock_overhead_s=overhead,
+        warmup=warm,
+        converged=converged,
+        rel_ci_halfwidth=hw,
+        measure_s=measure_s,
+        warnings=warnings,
+    )
+
+
+def _peak_for(peak: dict | None, dtype: str, backends=None) -> dict | None:
+    """The record's `peak` block: the measured roof this dtype's kernels ran against, and why.
+
+    On CUDA an fp32 step runs on TF32 tensor cores wherever torch allows it (cuDNN convolutions
+    do by default), so it is judged against the tf32 roof when either flag allows TF32: the
+    flags cannot say which kernels used it, and the higher roof never overstates the fraction.
+    `backends` is torch.backends on CUDA (its flags read now, at record time; tests pass a
+    fake), None elsewhere. A roof this device's stored peak lacks gives no number, and says so.
+    """
+    if not peak:
+        return None
+    roof, tf32 = dtype, None
+    why = f"{dtype} work: the {dtype} matmul roof"
+    if backends is not None and dtype == "fp32":
+        from perfsuite.measure.tf32 import tf32_flags
+
+        tf32 = tf32_flags(backends)
+        allowed = [f"torch.backends.{'cuda.matmul' if k == 'matmul' else 'cudnn'}.allow_tf32"
+                   for k, v in tf32.items() if v]
+        if allowed:
+            roof, why = "tf32", f"fp32 work with {' and '.join(allowed)} on: the tf32 roof"
+        else:
+            why = "fp32 work with TF32 off for matmul and cuDNN: the true fp32 roof"
+    flops = (peak.get("flops_per_s") or {}).get(roof)
+    if not flops:
+        why = f"no {roof} roof in this device's stored peak ({why}); rerun `perfsuite peak` to measure it"
+    block = {
+        "flops_per_s": flops,
+        "dtype": dtype,
+        "roof": roof,
+        "why": why,
+        "bytes_per_s": peak.get("bytes_per_s"),
+        "measured": peak.get("measured"),
+    }
+    if tf32 is not None:
+        block["tf32"] = tf32
+    return block
+
+
+def run_case(
+    workload: Workload,
+    params: dict,
+    cfg: RunConfig,
+    *,
+    env: dict | None = None,
+    peak: dict | None = None,
+    clock: Clock | None = None,
+    after: Callable[[object], None] | None = None,
+) -> Record:
+    """Build the workload's step (untimed), measure it, and return its record; pinned to
+    `cfg.cpus` with `cfg.threads` torch threads when given, for this case only."""
+    from perfsuite.measure import system
+
+    heap.apply(cfg.heap)  # process-wide and for good: a process that measures with it keeps it
+    with system.pinned(cfg.cpus, cfg.threads):
+        return _run_case(workload, params, cfg, env=env, peak=peak, clock=clock, after=after)
+
+
+def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | None = None,
+                        steps: int = 0) -> tuple[dict, list[str]]:
+    """How a case was measured (the record's `conditions`) and the warnings the timed region's
+    steal and other load call for. `usage` is system.CpuUsage's readings; `faults` counted the
+    minor page faults of the `steps` timed steps."""
+    import os
+
+    import torch
+
+    from perfsuite.measure import system
+
+    cond = {
+        "processes": cfg.processes,
+        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "pinned": cfg.cpus is not None,
+        "torch_threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "threads_set": cfg.threads is not None,
+        "steal_fraction": usage.get("steal_fraction"),
+        "others_cpus": usage.get("others_cpus"),
+        "busy_fraction": usage.get("busy_fraction"),
+        "timed_wall_s": usage.get("wall_s"),
+        "load_avg": system.read_load_average(),
+        "heap": heap.state()["heap"],
+        "minor_faults_per_step": faults.count / steps if faults is not None and steps else None,
+    }
+    return cond, conditions_warnings(cond)
+
+
+def conditions_warnings(cond: dict) -> list[str]:
+    """Warnings for the steal and other load a record's `conditions` saw in the timed region."""
+    from perfsuite.measure import system
+
+    warnings = []
+    if (cond.get("steal_fraction") or 0) > system.STEAL_WARN:
+        warnings.append(f"hypervisor steal took {cond['steal_fraction']:.1%} of the CPU time during the timed region")
+    if (cond.get("others_cpus") or 0) > system.OTHERS_WARN_CPUS:
+        warnings.append(f"other processes kept {cond['others_cpus']:.1f} CPU(s) busy during the timed region "
+                        f"(this process may use {len(cond.get('cpus') or [])}): see `perfsuite system`")
+    return warnings
+
+
+def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, clock, after) -> Record:
+    import torch
+
+    from perfsuite.measure.system import CpuUsage
+
+    device = resolve_device(cfg.device)
+    resolved = workload.resolve(params)
+    torch.manual_seed(cfg.seed)
+    built = workload.build(resolved, device)
+    clock = clock or clock_for(device, cfg.timing)
+    is_cuda = device.startswith("cuda")
+    label = f"{workload.name}"
+
+    host_mem = HostPeakRSS()
+    cuda_mem = CudaPeakMemory(device=device) if is_cuda else None
+    nvml = NvmlSampler(index=torch.device(device).index or 0 if is_cuda else None,
+                       interval_s=cfg.nvml_interval)
+    usage = CpuUsage()
+    faults = heap.FaultCount()
+
+    @contextlib.contextmanager
+    def timed_region():
+        # Instruments wrap the timed blocks only: set-up, warm-up and calibration stay outside.
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(nvtx_range(f"{label}/timed", cfg.nvtx))
+            stack.enter_context(host_mem)
+            if cuda_mem is not None:
+                stack.enter_context(cuda_mem)
+            stack.enter_context(nvml)
+            stack.enter_context(usage)  # steal and other load: read from /proc/stat around the blocks
+            stack.enter_context(faults)  # page faults: a fresh zeroed page each, inside the step's time
+            yield
+
+    extra: dict = {}
+    try:
+        m = measure(
+            built.fn,
+            clock,
+            cfg,
+            timed_region=timed_region,
+            warmup_region=lambda: nvtx_range(f"{label}/warmup", cfg.nvtx),
+        )
+        if built.extra is not None:
+            extra = built.extra()
+        if after is not None:  # e.g. a profiler trace of the same built step, after measuring
+            after(built)
+    finally:
+        if built.teardown is not None:
+            built.teardown()
+
+    memory = host_mem.to_dict()
+    if cuda_mem is not None:
+        memory.update(cuda_mem.to_dict())
+    conditions, load_warnings = measured_conditions(cfg, usage.readings, faults, len(m.samples_s) * m.block_size)
+    warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings
+    if cfg.heap == "steady" and conditions["heap"] != "steady":
+        warnings.append(f"heap steady was asked for but not held ({heap.hold().get('reason')}): "
+                        "page faults stay in the step's time")
+    nvml_summary = nvml.summary()
+    if is_cuda and nvml_summary["status"] != "ok":
+        warnings.append(f"NVML unavailable: {nvml_summary['reason']}")
+    peak_rec = _peak_for(peak, built.work.dtype, torch.backends if is_cuda else None)
+    if peak_rec is None and built.work.flops_per_step:
+        warnings.append("no machine peak stored for this device: run `perfsuite peak` for peak fractions")
+    warm = dict(m.warmup)
+    return Record(
+        workload=workload.name,
+        params=resolved,
+        device=device,
+        timing_method=clock.method,
+        block_size=m.block_size,
+        samples_s=m.samples_s,
+        work=built.work,
+        warmup=warm,
+        memory=memory,
+        nvml=nvml_summary,
+        env=env if env is not None else {},
+        peak=peak_rec,
+        config={**cfg.to_dict(), "clock_overhead_s": m.clock_overhead_s,
+                "rel_ci_halfwidth": None if math.isinf(m.rel_ci_halfwidth) else m.rel_ci_halfwidth,
+                "measure_s": m.measure_s},
+        converged=m.converged,
+        warnings=warnings,
+        extra=extra,
+        conditions=conditions,
+    )

@@ -1,0 +1,190 @@
+"""A case's budget spread over N fresh worker processes, as pyperf does it.
+
+The same step measured in two processes differs by more than the samples inside one process
+say (placement on the CPUs, memory layout, neighbours: docs/peers.md), and no loop inside
+one process averages that away. So with `processes = N` each worker is a fresh interpreter
+(multiprocessing "spawn"): it builds the step once and measures 1/N of the budget with the
+normal runner (runner.run_case), and the parent merges the N records into one. That record keeps
+every process's samples and median; its median and interval come from the process medians
+(stats.process_spread), and its `conditions` say how much of the spread is between processes.
+Workers run one after another, never side by side: two at once would compete for the CPUs.
+Process start-up (importing torch) and building the step are outside the budget.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import traceback
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from perfsuite.stats import summary as stats
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.core.record import Record
+from perfsuite.core.workload import Workload
+
+START_METHOD = "spawn"  # a fresh interpreter per worker: new address-space layout, no inherited state
+# A merged record warns when most of a process median's variance is between processes.
+BETWEEN_WARN_SHARE = 0.5
+
+
+class WorkerFailed(RuntimeError):
+    """A worker raised or died; execute.run_cases records it as the case's failure."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one worker needs: picklable, so it crosses into a spawned interpreter."""
+
+    workload: Workload | str  # a registry name when registered (the child looks it up), else the object
+    params: dict
+    cfg: RunConfig  # this worker's share: processes=1, max_time = total / N
+    env: dict | None
+    peak: dict | None
+    clock: Any = None  # tests pass a fake clock; None: the device's clock
+
+
+def worker_main(conn, job: Job) -> None:
+    """Runs in the worker: measure the share with the normal runner, send back the record."""
+    try:
+        from perfsuite.core import registry
+        from perfsuite.measure import runner
+
+        workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
+        rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock)
+        conn.send(("ok", rec.to_dict()))
+    except Unsupported as exc:
+        conn.send(("unsupported", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - the parent makes it the case's failure
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        conn.send(("error", f"{type(exc).__name__}: {exc}{where}"))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C reaches the whole process group: the parent reports it, quietly
+    finally:
+        conn.close()
+
+
+def _portable(workload: Workload) -> Workload | str:
+    from perfsuite.core import registry
+
+    try:
+        if registry.get(workload.name) is workload:
+            return workload.name
+    except ConfigError:
+        pass
+    return workload
+
+
+def _run_worker(ctx, target: Callable, job: Job, label: str) -> tuple[Record, int]:
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(child, job), name=f"perfsuite-{label.replace(' ', '-')}")
+    proc.start()
+    child.close()  # the parent's copy: once the worker exits, recv() ends with EOFError, never hangs
+    try:
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            proc.join()
+            raise WorkerFailed(f"{label} (pid {proc.pid}) exited with code {proc.exitcode} "
+                               "before sending its record") from None
+        proc.join()
+    finally:
+        if proc.is_alive():  # interrupted: do not leave a worker measuring behind us
+            proc.terminate()
+            proc.join()
+        parent.close()
+    if kind == "unsupported":
+        raise Unsupported(payload)
+    if kind != "ok":
+        raise WorkerFailed(f"{label} (pid {proc.pid}): {payload}")
+    return Record.from_dict(payload), proc.pid
+
+
+def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dict | None = None,
+                   peak: dict | None = None, clock=None, target: Callable = worker_main,
+                   start_method: str | None = None) -> Record:
+    """Measure one case in `cfg.processes` fresh workers, one after another; one merged record."""
+    n = cfg.processes
+    share = replace(cfg, processes=1, max_time=cfg.max_time / n, min_time=cfg.min_time / n)
+    job = Job(_portable(workload), dict(params), share, env, peak, clock)
+    ctx = multiprocessing.get_context(start_method or START_METHOD)
+    runs = [_run_worker(ctx, target, job, f"worker {i + 1}/{n}") for i in range(n)]
+    return merge([r for r, _ in runs], [pid for _, pid in runs], cfg)
+
+
+def _weighted(records: list[Record], key: str) -> float | None:
+    """Mean of a per-process reading, weighted by each process's timed seconds."""
+    pairs = [(r.conditions.get(key), r.conditions.get("timed_wall_s") or 0.0) for r in records]
+    pairs = [(v, w) for v, w in pairs if v is not None]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if pairs and total > 0 else None
+
+
+def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
+    """One record from the workers' records: every sample pooled (in process order), each
+    process's samples, median and conditions kept, the median and CI from the process medians."""
+    from perfsuite.measure.runner import conditions_warnings
+
+    n, first = len(records), records[0]
+    spread = stats.process_spread([r.samples_s for r in records], cfg.confidence)
+    procs = [{"pid": pid, "samples_s": list(r.samples_s), "median": r.median_s, "block_size": r.block_size,
+              "converged": r.converged, "warmup_settled": r.warmup.get("settled"),
+              "first_call_s": r.warmup.get("first_call_s"), "conditions": r.conditions, "warnings": list(r.warnings)}
+             for r, pid in zip(records, pids)]
+    # CPUs and threads as the workers had them; steal and other load over all their timed regions.
+    conditions = {**first.conditions, "processes": n,
+                  **{key: _weighted(records, key)
+                     for key in ("steal_fraction", "others_cpus", "busy_fraction", "minor_faults_per_step")},
+                  "timed_wall_s": sum(r.conditions.get("timed_wall_s") or 0.0 for r in records),
+                  "load_avg": records[-1].conditions.get("load_avg"),
+                  "between_share": spread.between_share, "between_cv": spread.between_cv,
+                  "within_cv": spread.within_cv, "ci_method": spread.ci_method}
+    warnings = conditions_warnings(conditions) if first.conditions else []
+    hw = spread.rel_ci_halfwidth
+    converged = hw <= cfg.target_rel_ci
+    if not converged:
+        warnings.append(f"did not converge: the {cfg.confidence:.0%} CI from {n} process medians is +-{hw:.2%} "
+                        f"(target +-{cfg.target_rel_ci:.2%})")
+    if spread.between_share > BETWEEN_WARN_SHARE and spread.between_cv > cfg.target_rel_ci:
+        warnings.append(f"between processes: {spread.between_share:.0%} of a process median's variance "
+                        f"(CV {spread.between_cv:.1%}); more processes narrow the CI, longer ones do not")
+    # Each process's own convergence and load warnings are superseded by the merged ones above.
+    superseded = ("did not converge", "hypervisor steal", "other processes kept")
+    by_text: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        for w in r.warnings:
+            if not w.startswith(superseded):
+                by_text.setdefault(w, []).append(i + 1)
+    for w, which in by_text.items():  # one line for what several processes said alike
+        who = f"process {which[0]}/{n}" if len(which) == 1 else f"processes {','.join(map(str, which))} of {n}"
+        warnings.append(f"{who}: {w}")
+    memory: dict = {}
+    for r in records:  # the largest peak of any process
+        for k, v in r.memory.items():
+            memory[k] = max(memory[k], v) if isinstance(v, (int, float)) and isinstance(memory.get(k), (int, float)) \
+                else memory.get(k, v)
+    overheads = [r.config["clock_overhead_s"] for r in records if r.config.get("clock_overhead_s") is not None]
+    config = {**cfg.to_dict(), "clock_overhead_s": stats.median(overheads) if overheads else None,
+              "rel_ci_halfwidth": hw, "measure_s": sum(r.config.get("measure_s") or 0.0 for r in records)}
+    return Record(workload=first.workload, params=first.params, device=first.device,
+                  timing_method=first.timing_method, block_size=first.block_size,
+                  samples_s=[s for r in records for s in r.samples_s], work=first.work, warmup=first.warmup,
+                  memory=memory, nvml=first.nvml, env=first.env, peak=first.peak, config=config,
+                  converged=converged, warnings=warnings, extra=first.extra, conditions=conditions,
+                  processes=procs)
+
+
+def describe(record: Record) -> str | None:
+    """One console line on a worker record's spread: how much of it is between processes."""
+    from perfsuite.core.units import fmt_seconds
+
+    s = record.spread
+    if s is None:
+        return None
+    return (f"{record.label()}: {len(s.medians)} processes, medians {fmt_seconds(min(s.medians))} to "
+            f"{fmt_seconds(max(s.medians))}; {s.between_share:.0%} of a process median's variance is between "
+            f"processes (CV {s.between_cv:.1%} between, {s.within_cv:.1%} within); "
+            f"median {fmt_seconds(s.median)}, {s.confidence:.0%} CI {fmt_seconds(s.ci_low)} to "
+            f"{fmt_seconds(s.ci_high)} ({s.ci_method})")

@@ -1,0 +1,315 @@
+"""Correctness checks per workload: `perfsuite check [WORKLOAD...]`.
+
+A number from a wrong step is worse than none, so each workload names the checks its step must
+pass; each takes seconds on a CPU:
+
+- activation: the hand-written Swish and Mish (perfsuite/ops/activations.py), both ways of saving
+  for backward: `gradcheck` in float64, and values and gradients against torch's F.silu/F.mish
+  on fresh inputs including |x| up to 1e4 (where a naive exp overflows);
+- autoencoder, resnet: AMP keeps the loss (fp32 and bf16 on CPU, fp16 on CUDA, from the same
+  initial weights on the same batch: final losses within 5%, as `perfsuite amp` checks);
+  interrupt + resume ends bit-exactly where the uninterrupted run ends (losses, weights, the RNG
+  stream, the LR schedule); early stopping on a scripted validation metric stops at the right
+  epoch and the best checkpoint holds the best epoch's weights;
+- checkpoint: resume bit-exactness (its step saves and loads that state);
+- matmul: the product agrees with a float64 reference within the dtype's tolerance;
+- mar: MAR@k is 1 for codes that cluster perfectly by class, and its hand-made example's value.
+
+Each check returns a one-line detail, or raises CheckFailed with what went wrong. The tests call
+the same functions (tests/test_checks.py).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+from perfsuite.core.errors import PerfsuiteError
+
+
+class CheckFailed(AssertionError):
+    """A check ran and its step is wrong; the message says how."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    workload: str
+    name: str
+    ok: bool
+    detail: str
+    seconds: float
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'}  {self.workload}: {self.name}: {self.detail} ({self.seconds:.1f}s)"
+
+
+def _need(cond: bool, what: str) -> None:
+    if not cond:
+        raise CheckFailed(what)
+
+
+# ---- custom autograd ops ----------------------------------------------------------------------
+
+def activation_gradcheck(fn: str, save: str, device: str = "cpu") -> str:
+    import torch
+
+    from perfsuite.ops.activations import activation
+
+    x = torch.randn(64, dtype=torch.float64, device=device, requires_grad=True)
+    try:
+        torch.autograd.gradcheck(activation(fn, "custom", save), (x,))
+    except torch.autograd.gradcheck.GradcheckError as exc:
+        raise CheckFailed(str(exc).splitlines()[0]) from None
+    return "analytical gradient = numerical (float64, 64 points)"
+
+
+ORACLES = {"swish": "silu", "mish": "mish"}
+
+
+def activation_matches_builtin(fn: str, save: str, device: str = "cpu", seed: int = 0) -> str:
+    import torch
+    import torch.nn.functional as F
+
+    from perfsuite.ops.activations import activation
+
+    oracle = getattr(F, ORACLES[fn])
+    g = torch.Generator().manual_seed(seed)
+    x = torch.cat([5 * torch.randn(10_000, generator=g),
+                   torch.tensor([-1e4, -200.0, -90.0, 90.0, 200.0, 1e4])]).to(device)
+    mine, ref = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    y, y_ref = activation(fn, "custom", save)(mine), oracle(ref)
+    gy = torch.randn(y.shape, generator=g).to(device)
+    (y * gy).sum().backward()
+    (y_ref * gy).sum().backward()
+    _need(bool(torch.isfinite(y).all() and torch.isfinite(mine.grad).all()), "non-finite output or gradient")
+    for what, a, b, rtol, atol in (("values", y, y_ref, 1e-5, 1e-6), ("gradients", mine.grad, ref.grad, 1e-4, 1e-5)):
+        try:
+            torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
+        except AssertionError as exc:
+            raise CheckFailed(f"{what} differ from F.{ORACLES[fn]}: " + " ".join(str(exc).split())[:200]) from None
+    return f"values and gradients = F.{ORACLES[fn]} on 10,006 inputs, |x| up to 1e4"
+
+
+# ---- training: AMP, resume, early stopping ----------------------------------------------------
+
+TRAIN_PARAMS = {"autoencoder": {"variant": "conv", "batch_size": 8}, "resnet": {"batch_size": 4}}
+# Training steps of the AMP check and of the resume check: a ResNet step costs ~0.2 s here. The
+# ResNet's loss on its fixed batch falls steeply for ~5 steps and a 5-step mean taken there
+# swings with tiny precision effects (fp32 vs bf16 on this CPU: 4.2% apart after 6 steps, 8.2%
+# after 8, 1.2% after 10 and 12), so the check reads it after the fall.
+AMP_STEPS = {"autoencoder": 10, "resnet": 12}
+RESUME_STEPS = {"autoencoder": 6, "resnet": 4}
+
+
+def amp_loss_agreement(workload: str, device: str = "cpu", steps: int | None = None, tolerance: float = 0.05,
+                       setup_b: Callable | None = None) -> str:
+    from perfsuite.compare.amp import final_loss, training_losses
+
+    steps = steps or AMP_STEPS[workload]
+    low = "fp16" if device.startswith("cuda") else "bf16"
+    la, lb = training_losses(workload, TRAIN_PARAMS[workload], device, "fp32", low, steps, setup_b=setup_b)
+    fa, fb = final_loss(la), final_loss(lb)
+    _need(math.isfinite(fa) and math.isfinite(fb), f"non-finite loss: fp32 {fa}, {low} {fb}")
+    rel = abs(fb - fa) / max(abs(fa), 1e-12)
+    _need(rel <= tolerance, f"{low} reaches {fb:.4g}, fp32 {fa:.4g} after {steps} steps: "
+                            f"{rel:.1%} apart (tolerance {tolerance:.0%})")
+    _need(la[-1] < la[0], f"fp32 did not learn: loss {la[0]:.4g} -> {la[-1]:.4g}")
+    return f"final loss fp32 {fa:.4g} vs {low} {fb:.4g} ({rel:.2%} apart, tolerance {tolerance:.0%})"
+
+
+def _noisy_losses(setup, start: int, stop: int) -> list[float]:
+    """Steps that also draw from the global RNG: the resumed run matches only if the RNG state
+    is restored as well."""
+    import torch
+
+    from perfsuite.training.setup import train_losses
+
+    out = []
+    for i in range(start, stop):
+        torch.randn(3)
+        out += train_losses(setup, i, i + 1)
+    return out
+
+
+def _state(setup) -> dict:
+    p = setup.parts
+    return dict(model=p.model, optimizer=p.optimizer, scheduler=p.scheduler)
+
+
+def resume_bit_exact(workload: str, device: str = "cpu", steps: int | None = None, folder: Path | None = None) -> str:
+    """Run `steps` steps; separately run half, save, disturb every RNG, build with other weights,
+    load and run the rest: the losses, the weights, the RNG stream and the LR must be identical."""
+    import torch
+
+    from perfsuite.training.checkpoint import Progress, load_checkpoint, save_checkpoint
+    from perfsuite.training.setup import training_setup
+
+    steps = steps or RESUME_STEPS[workload]
+    params, half = TRAIN_PARAMS[workload], steps // 2
+    full = training_setup(workload, params, device, seed=0)
+    full_losses = _noisy_losses(full, 0, steps)
+    ref_next = torch.randn(4)
+    first = training_setup(workload, params, device, seed=0)
+    part = _noisy_losses(first, 0, half)
+    with tempfile.TemporaryDirectory(prefix="perfsuite-check-", dir=folder) as tmp:
+        path = Path(tmp) / "ckpt.pt"
+        save_checkpoint(path, progress=Progress(step=half, epoch=0, best_metric=part[-1]), **_state(first))
+        torch.manual_seed(12345)  # disturb the RNG, as a new process would have
+        resumed = training_setup(workload, params, device, seed=99)  # other initial weights
+        progress = load_checkpoint(path, map_location=device, **_state(resumed))
+    _need(progress.step == half and progress.best_metric == part[-1],
+          f"progress came back as step {progress.step}, best {progress.best_metric}")
+    rest = _noisy_losses(resumed, progress.step, steps)
+    if part + rest != full_losses:
+        i = next(i for i, (a, b) in enumerate(zip(part + rest, full_losses)) if a != b)
+        raise CheckFailed(f"step {i}: resumed loss {(part + rest)[i]!r} != uninterrupted {full_losses[i]!r}")
+    for (name, a), (_, b) in zip(full.parts.model.state_dict().items(), resumed.parts.model.state_dict().items()):
+        _need(torch.equal(a, b), f"weight {name} differs after resume")
+    _need(torch.equal(torch.randn(4), ref_next), "the RNG stream differs after resume")
+    if full.parts.scheduler is not None:
+        _need(full.parts.scheduler.get_last_lr() == resumed.parts.scheduler.get_last_lr(), "the LR differs")
+    return f"{steps} steps, interrupted after {half}: losses, weights, RNG and LR identical"
+
+
+# The validation metric of seven epochs, lower is better: epoch 2 is worse once (patience left),
+# epoch 3 is the best; with patience 2, epochs 4 and 5 do not improve, so training stops after
+# epoch 5 and never sees epoch 6's better value.
+SCRIPTED_METRIC = (1.0, 0.8, 0.9, 0.7, 0.75, 0.76, 0.6)
+PATIENCE = 2
+EXPECT_BEST, EXPECT_STOP = 3, 5
+
+
+def early_stopping(workload: str, device: str = "cpu", metric=SCRIPTED_METRIC, folder: Path | None = None) -> str:
+    """One training step per epoch, the scripted metric as validation; the best epoch is saved.
+    Training must stop after EXPECT_STOP, and the saved checkpoint must hold EXPECT_BEST's weights."""
+    import torch
+
+    from perfsuite.training.checkpoint import EarlyStopping, Progress, load_checkpoint, save_checkpoint
+    from perfsuite.training.setup import train_losses, training_setup
+
+    setup = training_setup(workload, TRAIN_PARAMS[workload], device, seed=0)
+    es = EarlyStopping(patience=PATIENCE, mode="min")
+    best_weights, stopped = None, None
+    with tempfile.TemporaryDirectory(prefix="perfsuite-check-", dir=folder) as tmp:
+        path = Path(tmp) / "best.pt"
+        for epoch, value in enumerate(metric):
+            train_losses(setup, epoch, epoch + 1)
+            if es.update(value):
+                save_checkpoint(path, progress=Progress(step=epoch + 1, epoch=epoch, best_metric=value),
+                                **_state(setup))
+                best_weights = {k: v.clone() for k, v in setup.parts.model.state_dict().items()}
+            if es.should_stop:
+                stopped = epoch
+                break
+        _need(stopped == EXPECT_STOP, f"stopped after epoch {stopped}, expected {EXPECT_STOP} "
+                                      f"(patience {PATIENCE}, metric {list(metric)})")
+        restored = training_setup(workload, TRAIN_PARAMS[workload], device, seed=7)
+        progress = load_checkpoint(path, map_location=device, **_state(restored))
+    _need(progress.epoch == EXPECT_BEST and es.best == metric[EXPECT_BEST],
+          f"best checkpoint is epoch {progress.epoch} (metric {progress.best_metric}), expected {EXPECT_BEST}")
+    for k, v in restored.parts.model.state_dict().items():
+        _need(torch.equal(v, best_weights[k]), f"the best checkpoint's {k} is not the best epoch's")
+    return f"stopped after epoch {stopped} (patience {PATIENCE}); best epoch {EXPECT_BEST} restored from its checkpoint"
+
+
+# ---- the rest ---------------------------------------------------------------------------------
+
+MATMUL_TOL = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 2e-3}
+
+
+def matmul_agrees(dtype: str, device: str = "cpu", n: int = 128) -> str:
+    import torch
+
+    from perfsuite.workloads.base import torch_dtype
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g, dtype=torch.float64), torch.randn(n, n, generator=g, dtype=torch.float64)
+    got = torch.mm(a.to(device, torch_dtype(dtype)), b.to(device, torch_dtype(dtype))).double().cpu()
+    ref = a.to(torch_dtype(dtype)).double() @ b.to(torch_dtype(dtype)).double()
+    err = float((got - ref).norm() / ref.norm())
+    _need(err <= MATMUL_TOL[dtype], f"relative error {err:.2e} above {MATMUL_TOL[dtype]:.0e}")
+    return f"{n}x{n} {dtype}: relative error {err:.1e} against float64 (tolerance {MATMUL_TOL[dtype]:.0e})"
+
+
+def mar_perfect_and_example(device: str = "cpu") -> str:
+    import torch
+
+    from perfsuite.training.mar import mar_at_k
+
+    # Ten classes of 100 codes, each class its own direction: every neighbour shares the class.
+    labels = torch.arange(10).repeat_interleave(100)
+    codes = torch.nn.functional.one_hot(labels, 16).float() + 0.01 * torch.randn(1000, 16)
+    perfect = mar_at_k(codes.to(device), labels.to(device), 5)
+    _need(abs(perfect - 1.0) < 1e-6, f"perfectly clustered codes give MAR@5 = {perfect:.4f}, not 1")
+    # Random codes: a neighbour shares the class about one time in ten.
+    chance = mar_at_k(torch.randn(1000, 16).to(device), labels.to(device), 5)
+    _need(0.02 < chance < 0.3, f"random codes give MAR@5 = {chance:.3f}, expected about 0.1")
+    return f"1.0 for perfectly clustered codes, {chance:.2f} for random ones (chance: 0.1)"
+
+
+def _checks() -> dict[str, list[tuple[str, Callable[[str], str]]]]:
+    acts = []
+    for fn in ("swish", "mish"):
+        for save in ("input", "input+sigmoid"):
+            acts.append((f"gradcheck {fn} save={save}", lambda d, fn=fn, save=save: activation_gradcheck(fn, save, d)))
+            acts.append((f"{fn} save={save} = builtin",
+                         lambda d, fn=fn, save=save: activation_matches_builtin(fn, save, d)))
+
+    def training(w):
+        return [("AMP keeps the loss", lambda d: amp_loss_agreement(w, d)),
+                ("resume is bit-exact", lambda d: resume_bit_exact(w, d)),
+                ("early stopping", lambda d: early_stopping(w, d))]
+
+    return {
+        "activation": acts,
+        "autoencoder": training("autoencoder"),
+        "resnet": training("resnet"),
+        "checkpoint": [("resume is bit-exact (resnet)", lambda d: resume_bit_exact("resnet", d))],
+        "matmul": [(f"{dt} = float64 reference", lambda d, dt=dt: matmul_agrees(dt, d))
+                   for dt in ("fp32", "bf16")],
+        "mar": [("MAR@k's best is 1", mar_perfect_and_example)],
+    }
+
+
+def checks_for(workload: str) -> list[tuple[str, Callable[[str], str]]]:
+    return _checks().get(workload, [])
+
+
+def run_checks(workloads: list[str], device: str = "cpu",
+               report: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Every check of `workloads` (unknown names raise PerfsuiteError before anything runs). A
+    check that raises anything is a failure with that message: the step is not to be trusted."""
+    import torch
+
+    from perfsuite.core import registry
+
+    for w in workloads:
+        registry.get(w)  # names the unknown workload
+    out = []
+    for w in workloads:
+        for name, fn in checks_for(w):
+            torch.manual_seed(0)
+            t0 = time.perf_counter()
+            try:
+                detail, ok = fn(device), True
+            except CheckFailed as exc:
+                detail, ok = str(exc), False
+            except PerfsuiteError as exc:
+                detail, ok = f"{type(exc).__name__}: {exc}", False
+            except Exception as exc:  # noqa: BLE001 - a crash in the checked code fails its check
+                detail, ok = f"error: {type(exc).__name__}: {exc}", False
+            res = CheckResult(w, name, ok, detail, time.perf_counter() - t0)
+            out.append(res)
+            if report is not None:
+                report(res)
+    return out
+
+
+EXIT_FAILED = 3
+
+

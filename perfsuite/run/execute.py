@@ -1,0 +1,180 @@
+"""The one place that runs cases: check -> build -> measure -> record -> failure capture -> write.
+
+`perfsuite run` (a workload's sweep or a suite's entries), the asv classes and the
+pytest-benchmark front-end all come through here, so a case is judged the same way whichever
+road it took:
+- every case is checked before any is measured: a bad parameter is bad input (ConfigError,
+  nothing measured), a case this device cannot run is skipped with its reason;
+- a case that fails while building or measuring (out of memory, a crash in the step, a
+  checkpoint that does not load) is recorded as a failure with its reason, and the rest go on:
+  one case never ends a run;
+- each finished case is written before the next starts, so Ctrl-C loses nothing finished.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.core.record import Record, case_key
+from perfsuite.core.workload import Workload
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case to measure: a workload and the parameters the user gave (defaults filled later)."""
+
+    workload: Workload
+    params: Mapping[str, Any]
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        return self.workload.resolve(self.params)
+
+    def key(self, device: str) -> tuple:
+        return case_key(self.workload.name, self.resolved, device)
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload.name}[{','.join(f'{k}={v}' for k, v in self.resolved.items())}]"
+
+
+class Events:
+    """What a front-end hears about a run; the default hears nothing."""
+
+    def start(self, case: Case) -> None: ...
+
+    def done(self, case: Case, record: Record) -> None: ...
+
+    def failed(self, case: Case, failure: dict) -> None: ...
+
+    def skipped(self, case: Case, reason: str) -> None: ...
+
+    def traced(self, case: Case, trace: Path, table: Path) -> None: ...
+
+
+@dataclass
+class Outcome:
+    records: list[Record] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    unsupported: list[tuple[Case, str]] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def check_cases(cases: list[Case], device: str) -> dict[int, str]:
+    """Every case validated before any runs. Bad parameters raise ConfigError (naming the
+    parameter); cases the device cannot run come back as {index: reason}."""
+    unsupported = {}
+    for i, case in enumerate(cases):
+        try:
+            case.workload.check(case.params, device)
+        except Unsupported as exc:
+            unsupported[i] = str(exc)
+    return unsupported
+
+
+def failure_entry(case: Case, device: str, exc: BaseException) -> dict:
+    """What is kept of a case that failed: which case, what kind of failure, the message and
+    where it was raised (the last frame of the traceback)."""
+    from datetime import datetime, timezone
+
+    text = f"{type(exc).__name__}: {exc}".strip()
+    oom = type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text.lower()
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else None
+    return {
+        "workload": case.workload.name,
+        "params": case.resolved,
+        "device": device,
+        "kind": "oom" if oom else "error",
+        "error": text.splitlines()[0][:500] if text else type(exc).__name__,
+        "where": where,
+        "created": datetime.now(timezone.utc).isoformat(),
+    }
+
+
+def _release_device_memory(device: str) -> None:
+    """After a failed case (an OOM above all) the next case starts from an empty cache."""
+    import gc
+
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, writer=None, env: dict | None = None,
+              peak: dict | None = None, events: Events | None = None, trace_dir: Path | None = None,
+              record_config: Mapping[str, Any] | None = None,
+              clock=None) -> Outcome:
+    """Measure `cases` one after another on `device` (already resolved).
+
+    `writer` (a storage.ResultsWriter) receives each record or failure as soon as it exists.
+    `record_config` is merged into each record's `config` (a suite's name and digest).
+    Ctrl-C stops the run and returns with `interrupted` set: everything finished is kept.
+    """
+    from perfsuite.measure import runner
+
+    events = events or Events()
+    cfg = replace(cfg, device=device)
+    if cfg.processes > 1 and trace_dir is not None:
+        raise ConfigError("--trace needs the step in this process; it cannot be combined with --processes > 1")
+    unsupported = check_cases(cases, device)
+    out = Outcome()
+    try:
+        for i, case in enumerate(cases):
+            if i in unsupported:
+                out.unsupported.append((case, unsupported[i]))
+                events.skipped(case, unsupported[i])
+                continue
+            events.start(case)
+            try:
+                after = _tracer(case, trace_dir, device, events) if trace_dir is not None else None
+                launcher = getattr(case.workload, "launcher", None)
+                if launcher is not None:  # distributed: ranks under torchrun, one record (perfsuite.distributed)
+                    rec = launcher(case.workload, dict(case.params), cfg, env=env, peak=peak,
+                                   measured=tuple(out.records), trace_dir=trace_dir)
+                elif cfg.processes > 1:  # the budget spread over fresh worker processes, merged into one record
+                    from perfsuite.measure.workers import run_in_workers
+
+                    rec = run_in_workers(case.workload, dict(case.params), cfg, env=env, peak=peak, clock=clock)
+                else:
+                    rec = runner.run_case(case.workload, dict(case.params), cfg, env=env, peak=peak, after=after,
+                                          clock=clock)
+            except Unsupported as exc:  # found out only while building (e.g. a missing package)
+                out.unsupported.append((case, str(exc)))
+                events.skipped(case, str(exc))
+                continue
+            except Exception as exc:  # noqa: BLE001 - any failure of one case is that case's, not the run's
+                failure = failure_entry(case, device, exc)
+                del exc  # the traceback holds the step's tensors: let them go before the next case
+                _release_device_memory(device)
+                out.failures.append(failure)
+                if writer is not None:
+                    writer.add_failure(failure)
+                events.failed(case, failure)
+                continue
+            if record_config:
+                rec = replace(rec, config={**rec.config, **record_config})
+            out.records.append(rec)
+            if writer is not None:
+                writer.add(rec)
+            events.done(case, rec)
+    except KeyboardInterrupt:
+        out.interrupted = True
+    return out
+
+
+def _tracer(case: Case, trace_dir: Path, device: str, events: Events) -> Callable[[object], None]:
+    """After measuring, a torch.profiler trace of the same built step (`run --trace`)."""
+    def after(built) -> None:
+        from perfsuite.profiling.trace import trace_step
+
+        events.traced(case, *trace_step(built.fn, trace_dir, case.label, device))
+
+    return after

@@ -1,0 +1,116 @@
+"""This device's peak: matmul FLOP/s per roof and memory bandwidth, measured and stored.
+
+Every record then reports achieved FLOP/s as a fraction of this measured peak, not of a
+datasheet number the machine may never reach (shared cloud cores rarely hold turbo clocks).
+Roofs: fp32 and bf16 on CPU; on CUDA also fp16 and tf32 (fp32 inputs on TF32 tensor cores,
+several times the true fp32 rate), because cuDNN runs fp32 convolutions as TF32 by default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import RecordError
+from perfsuite.core.record import Work
+from perfsuite.measure.runner import run_case
+from perfsuite.measure.tf32 import matmul_tf32
+from perfsuite.storage.files import atomic_write_text
+from perfsuite.workloads.base import BuiltStep, Workload
+
+# Big enough to leave caches and reach steady kernel throughput; small enough for 2 CPU cores.
+MATMUL_N = {"cpu": 2048, "cuda": 8192}
+COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
+# CPU fp16 matmul is mostly converted to fp32 and back: no CPU workload runs against that roof.
+PEAK_DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "tf32", "bf16", "fp16")}
+# Which matmul dtype each roof is measured with; tf32 is fp32 data with TF32 allowed.
+_MATMUL_DTYPE = {"tf32": "fp32"}
+
+
+def roofs(device: str) -> tuple[str, ...]:
+    """The roofs `measure_peak` measures on `device` (for the CLI's announcement)."""
+    return PEAK_DTYPES["cuda" if device.startswith("cuda") else "cpu"]
+
+
+def _roof_mode(roof: str, kind: str):
+    """On CUDA the fp32 roof is true fp32 and the tf32 roof TF32, whatever the caller had set."""
+    if kind == "cuda" and roof in ("fp32", "tf32"):
+        return matmul_tf32(roof == "tf32")
+    return contextlib.nullcontext()
+
+
+def device_key(env: dict, device: str) -> str:
+    """Peaks are per device model and thread count: the same cores with fewer threads peak lower."""
+    if device.startswith("cuda"):
+        return f"cuda|{env.get('gpu_name')}"
+    return f"cpu|{env.get('cpu_model')}|threads={env.get('torch_threads')}"
+
+
+def _copy_workload(nbytes: int) -> Workload:
+    def build(params, device) -> BuiltStep:
+        import torch
+
+        src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+        dst = torch.empty_like(src)
+
+        def step() -> None:
+            dst.copy_(src)
+
+        # A copy reads every byte once and writes it once.
+        return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="copies",
+                                             bytes_per_step=2.0 * src.numel() * 4))
+
+    return Workload(name="copy", description="large tensor copy", params=(), builder=build)
+
+
+def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    cfg = replace(cfg, device=device)
+    matmul = registry.get("matmul")
+    flops, records = {}, []
+    for roof in PEAK_DTYPES[kind]:
+        with _roof_mode(roof, kind):
+            rec = run_case(matmul, {"n": MATMUL_N[kind], "dtype": _MATMUL_DTYPE.get(roof, roof)}, cfg, env=env)
+        flops[roof] = rec.flops_per_s
+        records.append(rec)
+    copy = run_case(_copy_workload(COPY_BYTES[kind]), {}, cfg, env=env)
+    records.append(copy)
+    return {
+        "device_key": device_key(env, device),
+        "flops_per_s": flops,
+        "bytes_per_s": copy.work.bytes_per_step / copy.median_s,
+        "measured": datetime.now(timezone.utc).isoformat(),
+        "matmul_n": MATMUL_N[kind],
+        "copy_bytes": COPY_BYTES[kind],
+        "torch": env.get("torch"),
+        "records": [r.id for r in records],
+    }
+
+
+def load_peaks(path: Path) -> dict:
+    """Stored peaks by device key ({} when there is no file yet)."""
+    from perfsuite.storage.files import load_document
+
+    if not path.exists():
+        return {}
+    try:
+        return load_document(path, "peaks")
+    except RecordError as exc:
+        raise RecordError(f"{exc}; delete it and run `perfsuite peak`") from None
+
+
+def save_peak(path: Path, peak: dict) -> None:
+    from perfsuite.storage.files import document
+
+    peaks = load_peaks(path)
+    peaks[peak["device_key"]] = peak
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, document("peaks", peaks))
+
+
+def peak_for(path: Path, env: dict, device: str) -> dict | None:
+    return load_peaks(path).get(device_key(env, device))

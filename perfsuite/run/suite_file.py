@@ -1,0 +1,270 @@
+"""Suite files: YAML runs of several workloads, validated up front, resumable.
+
+    name: cpu
+    device: auto          # auto | cpu | cuda | cuda:N
+    max_time: 6           # seconds per case (an entry may override)
+    processes: 1          # worker processes a case's budget is spread over (an entry may override)
+    output: results/cpu   # default output directory (--out overrides)
+    checks: true          # run the workloads' correctness checks before timing (perfsuite check)
+    suites:
+      - name: matmul
+        workload: matmul
+        params: {n: [256, 1024], dtype: [fp32, bf16]}    # a list sweeps
+      - name: activation-vs-builtin
+        kind: pair                                       # interleaved A/B of one parameter
+        workload: activation
+        vary: {impl: [custom, builtin]}
+        params: {numel: [1048576]}
+      - name: amp
+        kind: amp                                        # fp32 vs bf16 training, interleaved
+        workload: resnet
+        params: {size: ci}
+        precisions: [fp32, bf16]
+
+Every error names its key path (`suites[2].params.batch_size`) and what is allowed, and
+nothing runs until the whole file is valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfsuite.core.errors import ConfigError
+
+TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "suites"}
+ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "processes", "vary", "precisions", "pairs", "steps"}
+KINDS = ("run", "pair", "amp")
+# An entry's name becomes a file name (`<out>/<name>.json`), the suite's a directory name: plain
+# names only, so `/abs/path` or `../x` cannot write outside the output directory, nor `.x` hide.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    kind: str
+    workload: str
+    sweep: dict[str, list]  # param -> values, validated
+    max_time: float
+    vary: tuple[str, list] | None = None
+    precisions: tuple[str, str] = ("fp32", "bf16")
+    pairs: int = 20
+    steps: int = 30
+    processes: int = 1  # kind run only: worker processes per case (perfsuite.measure.workers)
+
+    def cases(self) -> list[dict]:
+        from perfsuite.core.params import expand_sweep
+
+        return expand_sweep(self.sweep)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: Path
+    sha256: str
+    device: str
+    output: Path | None
+    entries: list[Entry] = field(default_factory=list)
+    checks: bool = True  # correctness checks of its workloads before any is timed
+
+
+def _err(path: str, what: str) -> ConfigError:
+    return ConfigError(f"{path}: {what}")
+
+
+def _safe_name(value: Any, path: str) -> str:
+    name = str(value)
+    if not SAFE_NAME.fullmatch(name):
+        raise _err(path, f"{name!r} is not a safe file name; allowed: up to 100 letters, digits, "
+                         "'.', '_' and '-', not starting with '.'")
+    return name
+
+
+def _number(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise _err(path, f"must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def parse_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such suite file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a text file (byte {exc.start} is not UTF-8)") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise ConfigError(f"{path}: malformed YAML at {where}: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: malformed YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply") from None
+    if doc is None:
+        raise ConfigError(f"{path}: the file is empty")
+    return doc
+
+
+def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device: str | None = None) -> Suite:
+    """Parse and validate; `overrides` (from -p, key -> "v1,v2" as typed) replace the file's values
+    in every entry whose workload has the parameter; one that no entry has is an error."""
+    used: set[str] = set()
+    from perfsuite.core import registry
+
+    path = Path(path)
+    doc = parse_yaml(path)
+    if not isinstance(doc, dict):
+        raise _err(str(path), "the top level must be a mapping with a 'suites' list")
+    unknown = sorted(set(doc) - TOP_KEYS)
+    if unknown:
+        raise _err(unknown[0], f"unknown key; allowed: {', '.join(sorted(TOP_KEYS))}")
+    entries_raw = doc.get("suites")
+    if not isinstance(entries_raw, list) or not entries_raw:
+        raise _err("suites", "must be a non-empty list of workloads to run")
+    default_time = _number(doc.get("max_time", 10), "max_time")
+    default_processes = _processes(doc.get("processes", 1), "processes")
+    if "name" in doc:  # also a path: the default output directory is `<results>/<name>-<time>`
+        _safe_name(doc["name"], "name")
+    seen: set[str] = set()
+    # Output file (lower case: a case-insensitive disk is one file) -> who writes it.
+    files = {"run-config.json": "the run's configuration", "checks.json": "the correctness checks"}
+    entries = []
+    for i, raw in enumerate(entries_raw):
+        where = f"suites[{i}]"
+        if not isinstance(raw, dict):
+            raise _err(where, "must be a mapping with at least 'workload'")
+        unknown = sorted(set(raw) - ENTRY_KEYS)
+        if unknown:
+            raise _err(f"{where}.{unknown[0]}", f"unknown key; allowed: {', '.join(sorted(ENTRY_KEYS))}")
+        if "workload" not in raw:
+            raise _err(where, "missing 'workload'")
+        try:
+            w = registry.get(str(raw["workload"]))
+        except ConfigError as exc:
+            raise _err(f"{where}.workload", str(exc)) from None
+        name = _safe_name(raw.get("name", w.name), f"{where}.name")
+        if name in seen:
+            raise _err(f"{where}.name", f"two suites are named {name!r}; names must be unique")
+        seen.add(name)
+        kind = raw.get("kind", "run")
+        if kind not in KINDS:
+            raise _err(f"{where}.kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+        out_file = f"{name}.json" if kind == "run" else f"{name}.{kind}.json"
+        if out_file.lower() in files:
+            raise _err(f"{where}.name", f"would write {out_file}, as {files[out_file.lower()]} does; rename it")
+        files[out_file.lower()] = f"{where}.name"
+        params = raw.get("params", {}) or {}
+        if not isinstance(params, dict):
+            raise _err(f"{where}.params", "must be a mapping of parameter -> value or list of values")
+        specs = {p.name: p for p in w.params}
+        sweep: dict[str, list] = {}
+        for key, value in params.items():
+            ppath = f"{where}.params.{key}"
+            if key not in specs:
+                raise _err(ppath, f"workload {w.name!r} has no such parameter; its parameters: {', '.join(specs)}")
+            values = value if isinstance(value, list) else [value]
+            if not values:
+                raise _err(ppath, "the value list is empty")
+            try:
+                sweep[key] = [specs[key].validate(v) for v in values]
+            except ConfigError as exc:
+                raise _err(ppath, str(exc)) from None
+        for key, text in (overrides or {}).items():
+            if key in specs:  # parsed by this entry's own workload: another's rules do not apply
+                try:
+                    sweep[key] = [specs[key].parse(v) for v in text.split(",")]
+                except ConfigError as exc:
+                    raise ConfigError(f"-p {key}={text}: {exc} (in {where}, workload {w.name!r})") from None
+                used.add(key)
+        vary = None
+        if kind == "pair":
+            v = raw.get("vary")
+            if not (isinstance(v, dict) and len(v) == 1):
+                raise _err(f"{where}.vary", "a pair needs vary: {param: [A, B]}")
+            (vkey, vvals), = v.items()
+            if vkey not in specs or not isinstance(vvals, list) or len(vvals) != 2:
+                raise _err(f"{where}.vary.{vkey}", "must name a parameter of the workload and exactly two values")
+            try:
+                vary = (vkey, [specs[vkey].validate(x) for x in vvals])
+            except ConfigError as exc:
+                raise _err(f"{where}.vary.{vkey}", str(exc)) from None
+        precisions = tuple(raw.get("precisions", ("fp32", "bf16")))
+        if kind == "amp" and (len(precisions) != 2 or any(p not in ("fp32", "bf16", "fp16") for p in precisions)):
+            raise _err(f"{where}.precisions", "must be two of fp32, bf16, fp16")
+        entry = Entry(name=name, kind=kind, workload=w.name, sweep=sweep,
+                      max_time=_number(raw.get("max_time", default_time), f"{where}.max_time"),
+                      vary=vary, precisions=precisions, pairs=_count(raw.get("pairs", 20), f"{where}.pairs", 2),
+                      steps=_count(raw.get("steps", 30), f"{where}.steps", 5),
+                      processes=_processes(raw.get("processes", default_processes), f"{where}.processes"))
+        if "processes" in raw and kind != "run":
+            raise _err(f"{where}.processes", f"applies to kind run only; a {kind} entry interleaves its two "
+                                             "sides in one process")
+        for j, case in enumerate(entry.cases()):
+            try:
+                w.resolve(case)
+            except ConfigError as exc:
+                raise _err(f"{where}.params", str(exc)) from None
+        entries.append(entry)
+    unused = sorted(set(overrides or {}) - used)
+    if unused:
+        raise ConfigError(f"-p {unused[0]}: no entry of suite {path.name} has a workload with that parameter")
+    out = doc.get("output")
+    checks = doc.get("checks", True)
+    if not isinstance(checks, bool):
+        raise _err("checks", f"must be true or false, got {checks!r}")
+    return Suite(name=str(doc.get("name", path.stem)), path=path,
+                 sha256=hashlib.sha256(path.read_bytes()).hexdigest(), device=str(device or doc.get("device", "auto")),
+                 output=Path(out) if out else None, entries=entries, checks=checks)
+
+
+def _count(value: Any, where: str, least: int) -> int:
+    """A whole number of at least `least` (`pairs: many` or `pairs: 0` name the key, not a traceback)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise _err(where, f"must be a whole number >= {least}, got {value!r}")
+    return value
+
+
+def _processes(value: Any, where: str) -> int:
+    from perfsuite.core.config import MAX_WORKERS
+
+    n = _count(value, where, 1)
+    if n > MAX_WORKERS:
+        raise _err(where, f"must be at most {MAX_WORKERS}, got {n}")
+    return n
+
+
+def resolved_config(suite: Suite, device: str) -> dict:
+    """What will be run, exactly: stored beside the records so a report can say it."""
+    from perfsuite.core import registry
+
+    # `checks` too: one folder holds either numbers from checked steps or from unchecked ones.
+    out = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device,
+           "checks": suite.checks, "entries": []}
+    for e in suite.entries:
+        w = registry.get(e.workload)
+        out["entries"].append({"name": e.name, "kind": e.kind, "workload": e.workload, "max_time": e.max_time,
+                               **({"processes": e.processes} if e.processes != 1 else {}),
+                               "vary": list(e.vary) if e.vary else None,
+                               "cases": [w.resolve(c) for c in e.cases()]})
+    return out
+
+
+def config_digest(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def shipped_suites_dir() -> Path:
+    return Path(__file__).resolve().parents[1] / "suites"

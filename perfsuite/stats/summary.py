@@ -1,0 +1,251 @@
+"""Statistics on lists of floats: summaries, the median's confidence interval, comparisons.
+
+Pure functions, no torch. Order statistics are used for the median's interval because step
+times are skewed (a few slow outliers from GC, page faults, other tenants): a normal-theory
+interval would be pulled by them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+def _checked(xs: Sequence[float], what: str = "samples") -> list[float]:
+    if len(xs) == 0:
+        raise ValueError(f"{what}: need at least one value")
+    out = [float(x) for x in xs]
+    if any(not math.isfinite(x) for x in out):
+        raise ValueError(f"{what}: values must be finite")
+    return out
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """q-th percentile (0..100) with linear interpolation between order statistics."""
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must be in [0, 100], got {q}")
+    return float(np.percentile(_checked(xs), q))
+
+
+def median(xs: Sequence[float]) -> float:
+    """The one median of perfsuite (the mean of the two middle values for an even count)."""
+    return float(np.median(_checked(xs)))
+
+
+def iqr(xs: Sequence[float]) -> float:
+    q1, q3 = np.percentile(_checked(xs), [25.0, 75.0])
+    return float(q3 - q1)
+
+
+@lru_cache(maxsize=4096)
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
+    """0-based ranks (lo, hi) of the distribution-free confidence interval of the median.
+
+    The interval [x_(lo), x_(hi)] of the sorted sample covers the true median with probability
+    >= `confidence`: the number of samples below the median is Binomial(n, 1/2), and
+    scipy's quantile test inverts it. None when n is too small for any such interval (n < 6 at 95%).
+    """
+    if n < 1:
+        return None
+    from scipy.stats import quantile_test
+
+    # The test's interval on the ranks 0..n-1 themselves is the pair of order statistics.
+    ci = quantile_test(np.arange(n, dtype=float), q=0.0, p=0.5).confidence_interval(confidence)
+    if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
+        return None
+    return int(ci.low), int(ci.high)
+
+
+def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Distribution-free confidence interval of the median, or None if too few samples."""
+    s = sorted(_checked(xs))
+    ranks = median_ci_ranks(len(s), confidence)
+    if ranks is None:
+        return None
+    return s[ranks[0]], s[ranks[1]]
+
+
+def relative_ci_halfwidth(xs: Sequence[float], confidence: float = 0.95) -> float:
+    """Half the width of the median's CI divided by the median; inf when undefined."""
+    ci = median_ci(xs, confidence)
+    m = median(xs)
+    if ci is None or m <= 0:
+        return math.inf
+    return (ci[1] - ci[0]) / 2.0 / m
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    stdev: float
+    min: float
+    max: float
+    iqr: float
+    p10: float
+    p90: float
+    p99: float
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float = 0.95
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def summarize(xs: Sequence[float], confidence: float = 0.95) -> Summary:
+    vals = _checked(xs)
+    n = len(vals)
+    mean = sum(vals) / n
+    stdev = math.sqrt(sum((x - mean) ** 2 for x in vals) / (n - 1)) if n > 1 else 0.0
+    ci = median_ci(vals, confidence)
+    return Summary(
+        n=n,
+        median=median(vals),
+        mean=mean,
+        stdev=stdev,
+        min=min(vals),
+        max=max(vals),
+        iqr=iqr(vals),
+        p10=percentile(vals, 10),
+        p90=percentile(vals, 90),
+        p99=percentile(vals, 99),
+        ci_low=None if ci is None else ci[0],
+        ci_high=None if ci is None else ci[1],
+        confidence=confidence,
+    )
+
+
+def bootstrap_ratio_ci(
+    base: Sequence[float],
+    new: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of median(new) / median(base)."""
+    b = np.asarray(_checked(base, "base"))
+    w = np.asarray(_checked(new, "new"))
+    rng = np.random.default_rng(seed)
+    mb = np.median(rng.choice(b, size=(resamples, b.size), replace=True), axis=1)
+    mw = np.median(rng.choice(w, size=(resamples, w.size), replace=True), axis=1)
+    ratios = mw / mb
+    alpha = 1 - confidence
+    return float(np.quantile(ratios, alpha / 2)), float(np.quantile(ratios, 1 - alpha / 2))
+
+
+def mann_whitney_p(base: Sequence[float], new: Sequence[float]) -> float:
+    """Two-sided Mann-Whitney U p-value: do the two samples come from one distribution?"""
+    from scipy.stats import mannwhitneyu
+
+    b = _checked(base, "base")
+    w = _checked(new, "new")
+    if len(set(b) | set(w)) == 1:
+        return 1.0  # all equal: no evidence of a difference (scipy would warn)
+    return float(mannwhitneyu(w, b, alternative="two-sided").pvalue)
+
+
+def benjamini_hochberg(pvalues: Sequence[float], q: float = 0.05) -> list[bool]:
+    """Which hypotheses are rejected at false-discovery rate `q` (Benjamini-Hochberg step-up)."""
+    if len(pvalues) == 0:
+        return []
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    from scipy.stats import false_discovery_control
+
+    return [bool(a <= q) for a in false_discovery_control(np.asarray(pvalues, dtype=float), method="bh")]
+
+
+def signed_rank_greater(xs: Sequence[float], above: float) -> float:
+    """One-sided Wilcoxon signed-rank p-value for 'xs are centred above `above`'.
+
+    Far more powerful than the sign test on roughly symmetric data (95% of the t-test's
+    efficiency, against the sign test's 64%), and still free of any normality assumption."""
+    from scipy.stats import wilcoxon
+
+    diffs = [x - above for x in _checked(xs)]
+    if all(d == 0 for d in diffs):
+        return 1.0
+    return float(wilcoxon(diffs, alternative="greater", zero_method="wilcox").pvalue)
+
+
+@dataclass(frozen=True)
+class ProcessSpread:
+    """A case measured in several processes: the reported median and its interval, and how much
+    of the spread of a process's median comes from the process it ran in.
+
+    Variance components of one process's median m_i: Var(m_i) = between + within_i, where
+    within_i = (pi/2) sigma_i^2 / n_i is the sampling variance of a median of n_i samples
+    (sigma_i from the IQR, robust to outliers) and `between` is what differs from process to
+    process (placement, memory layout, neighbours) and no amount of samples inside one removes."""
+
+    medians: tuple[float, ...]
+    median: float  # the median of the process medians: one slow process cannot move it far
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    between_var: float  # variance of a process median that is between processes
+    within_var: float  # mean sampling variance of one process's median
+    confidence: float = 0.95
+
+    @property
+    def between_share(self) -> float:
+        """Fraction of a process median's variance that is between processes (0..1)."""
+        total = self.between_var + self.within_var
+        return self.between_var / total if total > 0 else 0.0
+
+    @property
+    def between_cv(self) -> float:
+        return math.sqrt(self.between_var) / self.median
+
+    @property
+    def within_cv(self) -> float:
+        return math.sqrt(self.within_var) / self.median
+
+    @property
+    def rel_ci_halfwidth(self) -> float:
+        return (self.ci_high - self.ci_low) / 2.0 / self.median
+
+    def to_dict(self) -> dict:
+        return {"medians": list(self.medians), "median": self.median, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "ci_method": self.ci_method, "between_var": self.between_var,
+                "within_var": self.within_var, "between_share": self.between_share,
+                "between_cv": self.between_cv, "within_cv": self.within_cv, "confidence": self.confidence}
+
+
+def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95) -> ProcessSpread:
+    """Summary of a case measured in len(groups) >= 2 processes, one sample list per process.
+
+    The interval: with 6 or more processes, the distribution-free interval of the median of the
+    process medians; with 3 to 5, the t interval of the process medians (mean +- t s/sqrt(N),
+    around their median; too few processes for an order-statistic interval); with 2, the pooled
+    samples' interval of the median widened to include both process medians."""
+    from scipy.stats import t as student_t
+
+    if len(groups) < 2:
+        raise ValueError(f"process_spread needs at least 2 processes, got {len(groups)}")
+    vals = [_checked(g, f"process {i}") for i, g in enumerate(groups)]
+    meds = [median(g) for g in vals]
+    n = len(meds)
+    point = median(meds)
+    mean = sum(meds) / n
+    var_meds = sum((m - mean) ** 2 for m in meds) / (n - 1)
+    # IQR / 1.349 is sigma for normal data; (pi/2) sigma^2 / k is the variance of a median of k.
+    within = sum((math.pi / 2) * (iqr(g) / 1.349) ** 2 / len(g) for g in vals) / n
+    between = max(0.0, var_meds - within)
+    if n >= 6:
+        lo, hi = median_ci(meds, confidence)
+        method = "order statistics of the process medians"
+    elif n >= 3:
+        half = float(student_t.ppf((1 + confidence) / 2, n - 1)) * math.sqrt(var_meds / n)
+        lo, hi = point - half, point + half
+        method = "t interval of the process medians"
+    else:
+        pooled = median_ci([x for g in vals for x in g], confidence) or (min(meds), max(meds))
+        lo, hi = min(pooled[0], *meds), max(pooled[1], *meds)
+        method = "pooled samples, widened to both process medians"
+    return ProcessSpread(tuple(meds), point, max(lo, 0.0), hi, method, between, within, confidence)

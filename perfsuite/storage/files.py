@@ -1,0 +1,348 @@
+"""Atomic save and load of records.
+
+A results file holds the records of one run:
+    {"format": "perfsuite.storage.table", "schema_version": 1, "records": [...]}
+It is rewritten after every finished case (temporary file, fsync, rename), so an interrupted
+sweep keeps each case measured so far and a crash never leaves a half-written file. A run
+creates its file exclusively when it starts, so it refuses a path that already exists: earlier
+results are never overwritten, and two runs given one path cannot both write it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+from perfsuite.core.errors import ConfigError, RecordError, StorageError
+from perfsuite.core.record import READABLE_VERSIONS, RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
+
+
+# A new file, never an existing one (nor a planted symlink), not inherited by child processes.
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def _temp_pattern(path: Path) -> re.Pattern:
+    # Exactly the names _create_temp (and mkstemp before it) gives: `.NAME.` + 8 random
+    # characters + `.tmp`, so that `.run.json.x.12345678.tmp` (run.json.x's) never matches run.json.
+    return re.compile(re.escape(f".{path.name}.") + r"[a-z0-9_]{8}\.tmp")
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new temporary file beside `path`. Created with mode 0666 for the kernel to apply the
+    umask, as for any new file (mkstemp's 0600 made results unreadable to anyone else, and
+    reading the umask means setting it, process-wide, for a moment)."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            return os.open(tmp, _NEW_FILE, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name beside {path}")
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove what a killed writer of `path` left: its own `.NAME.*.tmp` siblings, nothing else."""
+    path = Path(path)
+    pattern = _temp_pattern(path)
+    try:
+        with os.scandir(path.parent) as it:
+            entries = list(it)
+    except OSError:
+        return
+    for entry in entries:
+        if pattern.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass  # gone already, or not ours to remove: leaving it is harmless
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see either the old or the new file, never half."""
+    path = Path(path)
+    try:
+        fd, tmp = _create_temp(path)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        # Includes KeyboardInterrupt: the temporary file must not litter the results folder.
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):  # disk full, a file-size limit, a folder gone: say so plainly
+            raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+
+
+def finite(obj):
+    """`obj` with every NaN or infinity replaced by None: strict JSON, which any parser reads
+    (Python's json writes `NaN`/`Infinity`, which strict parsers refuse)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def dumps(obj, indent: int | None = 1) -> str:
+    """Strict JSON text of `obj` (non-finite numbers become null)."""
+    return json.dumps(finite(obj), indent=indent, allow_nan=False)
+
+
+# Every other result perfsuite writes is a versioned document of one kind:
+#   {"format": "perfsuite.KIND", "schema_version": N, "results": [...]}
+# History: 1 - 2026-11: pair, amp, gate, gate-selfcheck, noise-floors, peaks, checks. Files written
+# before (a bare list for pair/amp/gate, a bare mapping for floors and peaks) are read as
+# version 0.
+DOCUMENT_VERSION = 1
+# What each kind's results must hold, checked on load so a report never meets a stray shape.
+DOCUMENT_KEYS = {
+    "pair": ("workload", "params", "a", "b", "ratios"),
+    "amp": ("workload", "params", "device", "precision_a", "precision_b", "time_a_s", "time_b_s"),
+    "gate": ("label", "median_ratio", "slower"),
+    "gate-selfcheck": ("case", "caught", "false_alarms", "trials"),
+    "checks": ("workload", "name", "ok", "detail"),
+    "noise-floors": (),
+    "peaks": (),
+}
+
+
+def document(kind: str, results) -> str:
+    """The text of a versioned document of `kind` (strict JSON)."""
+    if kind not in DOCUMENT_KEYS:
+        raise ValueError(f"unknown document kind {kind!r}")
+    return dumps({"format": f"perfsuite.{kind}", "schema_version": DOCUMENT_VERSION, "results": results})
+
+
+def load_document(path: str | os.PathLike, kind: str):
+    """The results of a document of `kind`, validated; errors name the file and what is wrong."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise RecordError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{p}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise RecordError(f"{p}: JSON nested too deeply") from None
+    many = kind not in ("noise-floors", "peaks")
+    if isinstance(doc, dict) and "format" in doc:
+        if doc.get("format") != f"perfsuite.{kind}":
+            raise RecordError(f"{p}: a {doc.get('format')!r} document, expected 'perfsuite.{kind}'")
+        if doc.get("schema_version") != DOCUMENT_VERSION:
+            raise RecordError(f"{p}: {kind} schema_version {doc.get('schema_version')!r}; "
+                              f"this perfsuite reads {DOCUMENT_VERSION}")
+        results = doc.get("results")
+    else:
+        results = doc  # version 0: the bare results
+    if many:
+        results = [results] if kind == "amp" and isinstance(results, dict) else results
+        if not isinstance(results, list):
+            raise RecordError(f"{p}: {kind} results must be a list")
+        for i, r in enumerate(results):
+            missing = [k for k in DOCUMENT_KEYS[kind] if not isinstance(r, dict) or k not in r]
+            if missing:
+                raise RecordError(f"{p}: {kind} result {i}: missing {', '.join(missing)}")
+    elif not isinstance(results, dict):
+        raise RecordError(f"{p}: {kind} must be a mapping")
+    return results
+
+
+def results_document(records: Iterable[Record], failures: Iterable[dict] = ()) -> str:
+    doc = {
+        "format": RESULTS_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "records": [r.to_dict() for r in records],
+        "failures": list(failures),
+    }
+    return json.dumps(doc, indent=1, allow_nan=False)
+
+
+def new_results_path(results_dir: Path, label: str) -> Path:
+    """A fresh file name in `results_dir`: UTC time, a slug of `label`, and a random suffix."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")[:60] or "run"
+    return Path(results_dir) / f"{stamp}-{slug}-{uuid.uuid4().hex[:6]}.json"
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """Create `path` if needed; a clear error when it cannot be created or written to."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {what} {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"{what} {path} is not writable")
+    return path
+
+
+class ResultsWriter:
+    """Accumulates a run's records in one file, saved atomically after each record."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        writable_dir(self.path.parent, "results directory")
+        self.records: list[Record] = []
+        self.failures: list[dict] = []
+        # Claimed now, exclusively: of two runs started on one path the second fails here,
+        # instead of both running and the later rename discarding the other's records.
+        try:
+            fd = os.open(self.path, _NEW_FILE, 0o666)
+        except FileExistsError:
+            raise ConfigError(f"--out {self.path}: file exists (earlier results, or another run's now); "
+                              "refusing to overwrite earlier results") from None
+        except OSError as exc:
+            raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(results_document([], []))
+        except BaseException:
+            os.unlink(self.path)  # a half-written claim would read as a corrupt results file
+            raise
+        remove_stale_temps(self.path)  # only after the claim: a live writer's are not ours
+
+    @classmethod
+    def resume(cls, path: Path) -> "ResultsWriter":
+        """Continue a run's own file (a resumed sweep): its records and failures are kept."""
+        path = Path(path)
+        if not path.exists():
+            return cls(path)
+        records = load_records(path)
+        try:
+            failures = json.loads(path.read_text()).get("failures", [])
+        except (OSError, json.JSONDecodeError, AttributeError):
+            failures = []
+        w = cls.__new__(cls)
+        w.path, w.records, w.failures = path, records, list(failures)
+        remove_stale_temps(path)
+        return w
+
+    def has_failure(self, key: tuple) -> bool:
+        return any(_failure_key(f) == key for f in self.failures)
+
+    def drop_failure(self, key: tuple) -> None:
+        self.failures = [f for f in self.failures if _failure_key(f) != key]
+        self._save()
+
+    def add(self, record: Record) -> None:
+        self.records.append(record)
+        self._save()
+
+    def add_failure(self, failure: dict) -> None:
+        self.failures.append(failure)
+        self._save()
+
+    def _save(self) -> None:
+        atomic_write_text(self.path, results_document(self.records, self.failures))
+
+
+def _failure_key(f: dict) -> tuple:
+    return case_key(f.get("workload"), f.get("params") or {}, f.get("device"))
+
+
+def load_records(path: str | os.PathLike) -> list[Record]:
+    """Records from a results file (or a single bare record); errors name the file and the fault."""
+    records, problems = _read_records(Path(path))
+    if problems:
+        raise RecordError(problems[0])
+    return records
+
+
+def _read_records(p: Path) -> tuple[list[Record], list[str]]:
+    """The file's valid records and, one line each, what was wrong with the others. A file that
+    cannot be read as a whole raises RecordError."""
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise RecordError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{p}: cannot read: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise RecordError(f"{p}: JSON nested too deeply to be a results file") from None
+    from perfsuite.storage import importers
+
+    if importers.is_pytest_benchmark(doc):
+        return importers.from_pytest_benchmark(doc, p), []
+    if importers.is_asv_result(doc):
+        return importers.from_asv(doc, p), []
+    if isinstance(doc, dict) and doc.get("format") == RESULTS_FORMAT:
+        version = doc.get("schema_version")
+        if version not in READABLE_VERSIONS:  # a file from a newer perfsuite, or not one at all
+            raise RecordError(f"{p}: results schema_version {version!r}; this perfsuite reads "
+                              f"{', '.join(map(str, READABLE_VERSIONS))}")
+        raw = doc.get("records")
+        if not isinstance(raw, list):
+            raise RecordError(f"{p}: 'records' must be a list")
+    elif isinstance(doc, dict) and "schema_version" in doc and "workload" in doc:
+        raw = [doc]
+    else:
+        raise RecordError(f"{p}: not a perfsuite, pytest-benchmark or asv results file")
+    out, problems = [], []
+    for i, item in enumerate(raw):
+        try:
+            out.append(Record.from_dict(item))
+        except RecordError as exc:  # one bad record does not take its file's good ones with it
+            problems.append(f"{p}: record {i}: {exc}")
+        except RecursionError:
+            problems.append(f"{p}: record {i}: nested too deeply")
+    return out, problems
+
+
+# Files a folder of results also holds that are not results: paired and precision comparisons
+# (read by `report` as documents of their kind) and a suite run's configuration and checks.
+NOT_RESULTS_SUFFIXES = (".amp.json", ".pair.json")
+SUITE_CONFIG = "run-config.json"
+SUITE_CHECKS = "checks.json"  # only beside a run-config.json: elsewhere the name is the user's
+
+
+def _is_results(f: Path) -> bool:
+    if f.name.endswith(NOT_RESULTS_SUFFIXES) or f.name == SUITE_CONFIG:
+        return False
+    return not (f.name == SUITE_CHECKS and (f.parent / SUITE_CONFIG).exists())
+
+
+def results_in(folder: Path) -> list[Path]:
+    """The results files in `folder`, recursively: every *.json but the suite's other files."""
+    return [f for f in sorted(Path(folder).rglob("*.json")) if _is_results(f)]
+
+
+def load_many(paths: Iterable[str | os.PathLike]) -> tuple[list[Record], list[str]]:
+    """Records from files and directories (every results *.json inside, recursively). A corrupt or
+    foreign file does not stop the others, nor a bad record its file's good ones: each is named
+    in the returned problems."""
+    records: list[Record] = []
+    problems: list[str] = []
+    for given in paths:
+        p = Path(given)
+        files = results_in(p) if p.is_dir() else [p]
+        for f in files:
+            try:
+                good, bad = _read_records(f)
+            except RecordError as exc:
+                problems.append(str(exc))
+                continue
+            records.extend(good)
+            problems.extend(bad)
+    return records, problems
