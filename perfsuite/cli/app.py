@@ -33,6 +33,7 @@ from perfsuite.cli import (
     system,
 )
 from perfsuite.cli.parser import build_parser
+from perfsuite.core.discover import discover
 from perfsuite.core.errors import PerfsuiteError
 
 COMMANDS = {
@@ -44,12 +45,18 @@ COMMANDS = {
 }
 
 
+# Commands that name workloads: the user's own are discovered before they run.
+WORKLOAD_COMMANDS = {"list", "run", "check", "gate", "pair", "amp", "trace", "profile-step", "peak"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Wide enough for the results table when output is piped (rich assumes 80 columns then).
     console = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
     try:
+        if args.command in WORKLOAD_COMMANDS:
+            discover(args.workload_paths)
         return COMMANDS[args.command](args, console)
     except PerfsuiteError as exc:
         err.print(Text("error: ", style="bold red") + Text(str(exc)))

@@ -13,11 +13,14 @@ def cmd_list(args, console) -> int:
         t.add_column(col)
     for name in registry.names():
         w = registry.get(name)
+        # A user's workload says where it is declared, so two projects' names are told apart.
+        about = w.description + (f" ({w.source})" if w.source else "")
         if not w.params:
-            t.add_row(name, "-", "-", "-", w.description)
+            t.add_row(name, "-", "-", "-", about)
+        sweep = w.sweep or {}
         for i, p in enumerate(w.params):
-            t.add_row(name if i == 0 else "", p.name, str(p.default), p.allowed(),
-                      w.description if i == 0 else p.help)
+            default = ",".join(map(str, sweep[p.name])) + " (sweep)" if p.name in sweep else str(p.default)
+            t.add_row(name if i == 0 else "", p.name, default, p.allowed(), about if i == 0 else p.help)
     console.print(t)
     return 0
 

@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfsuite", description="Benchmark deep-learning workloads.")
     p.add_argument("--peak-file", type=Path, default=DEFAULT_PEAK_FILE,
                    help=f"where machine peaks are stored (default {DEFAULT_PEAK_FILE})")
+    p.add_argument("--workloads", dest="workload_paths", action="append", type=Path, default=[], metavar="PATH",
+                   help="a file or folder of your own workloads (@perfsuite.workload); repeatable. "
+                        "[tool.perfsuite] workloads in pyproject.toml are found without it")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("list", help="workloads with their parameters, defaults and allowed values")

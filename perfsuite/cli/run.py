@@ -70,7 +70,8 @@ def cmd_run(args, console) -> int:
     if not args.workload:
         raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
     workload = registry.get(args.workload)
-    cases = [Case(workload, c) for c in expand_sweep(parse_assignments(args.param, workload.params, workload.name))]
+    cases = [Case(workload, c) for c in expand_sweep(workload.default_sweep(
+        parse_assignments(args.param, workload.params, workload.name)))]
     cfg = _run_config(args)
     device = resolve_device(cfg.device)
     _check_pinning(cfg.cpus)

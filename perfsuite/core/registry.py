@@ -19,7 +19,9 @@ def register(workload: Workload) -> Workload:
         _capture.append(workload)
         return workload
     if workload.name in _REGISTRY:
-        raise ValueError(f"workload {workload.name!r} is registered twice")
+        first = _REGISTRY[workload.name].source or "perfsuite's built-in workloads"
+        raise ConfigError(f"workload {workload.name!r} is declared twice: in {first} and in "
+                          f"{workload.source or 'perfsuite'}; rename one of them")
     _REGISTRY[workload.name] = workload
     return workload
 
@@ -29,11 +31,15 @@ def _load_builtin() -> None:
     if not _loaded:
         _loaded = True
         import importlib
+        import pkgutil
 
-        from perfsuite.workloads import BUILTIN_MODULES
+        import perfsuite.workloads as folder
 
-        for module in BUILTIN_MODULES:  # each module registers its workload on import
-            importlib.import_module(f"perfsuite.workloads.{module}")
+        # The built-ins are a folder of workload files like a user's: every module in it is
+        # imported and registers what it declares; adding a workload is adding a file.
+        for info in sorted(pkgutil.iter_modules(folder.__path__), key=lambda m: m.name):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"perfsuite.workloads.{info.name}")
 
 
 def names() -> list[str]:

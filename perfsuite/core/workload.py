@@ -46,6 +46,17 @@ class Workload:
     # the parts, forward and batches its timed step is made of. The AMP comparison, profile-step,
     # trace and the correctness checks build from it, so they all run the step `run` times.
     trainer: Callable[[Mapping[str, Any], str], Any] | None = None
+    # The default sweep: parameters whose declared default is a list of values (user workloads
+    # declared with @perfsuite.workload); a case not given a value for one runs each of them.
+    sweep: Mapping[str, tuple] | None = None
+    # Where the workload was declared ("file:line"), to name both places when two share a name.
+    source: str = ""
+    # A user workload's own correctness check: (resolved params, device) -> None, raises on failure.
+    user_check: Checker | None = None
+
+    def default_sweep(self, given: Mapping[str, list]) -> dict[str, list]:
+        """`given` value lists, with the default sweep filled in for parameters not given."""
+        return {**{k: list(v) for k, v in (self.sweep or {}).items() if k not in given}, **given}
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults and `size` preset filled in, every value validated; errors name the parameter."""

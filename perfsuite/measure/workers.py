@@ -43,14 +43,22 @@ class Job:
     env: dict | None
     peak: dict | None
     clock: Any = None  # tests pass a fake clock; None: the device's clock
+    # The user's workload files loaded in the parent: a fresh interpreter loads them again, so
+    # that a user workload is found by name there as it is here.
+    load: tuple[str, ...] = ()
 
 
 def worker_main(conn, job: Job) -> None:
     """Runs in the worker: measure the share with the normal runner, send back the record."""
     try:
+        from pathlib import Path
+
         from perfsuite.core import registry
+        from perfsuite.core.discover import load_file
         from perfsuite.measure import runner
 
+        for path in job.load:
+            load_file(Path(path))
         workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
         rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock)
         conn.send(("ok", rec.to_dict()))
@@ -108,7 +116,9 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
     """Measure one case in `cfg.processes` fresh workers, one after another; one merged record."""
     n = cfg.processes
     share = replace(cfg, processes=1, max_time=cfg.max_time / n, min_time=cfg.min_time / n)
-    job = Job(_portable(workload), dict(params), share, env, peak, clock)
+    from perfsuite.core.discover import loaded_paths
+
+    job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths())
     ctx = multiprocessing.get_context(start_method or START_METHOD)
     runs = [_run_worker(ctx, target, job, f"worker {i + 1}/{n}") for i in range(n)]
     return merge([r for r, _ in runs], [pid for _, pid in runs], cfg)

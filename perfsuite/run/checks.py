@@ -277,7 +277,19 @@ def _checks() -> dict[str, list[tuple[str, Callable[[str], str]]]]:
 
 
 def checks_for(workload: str) -> list[tuple[str, Callable[[str], str]]]:
-    return _checks().get(workload, [])
+    from perfsuite.core import registry
+
+    found = list(_checks().get(workload, []))
+    w = registry.get(workload)
+    if w.user_check is not None:  # a user workload's own check= (perfsuite.workload)
+        found.append(("its own check at the default case", lambda device: _user_check(w, device)))
+    return found
+
+
+def _user_check(w, device: str) -> str:
+    params = w.resolve({})
+    w.user_check(params, device)
+    return f"passed ({', '.join(f'{k}={v}' for k, v in params.items())})"
 
 
 def run_checks(workloads: list[str], device: str = "cpu",

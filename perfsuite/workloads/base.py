@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from perfsuite.core.workload import Builder, BuiltStep, Checker, Workload  # noqa: F401 (re-export)
+from perfsuite.measure.flops import count_flops  # noqa: F401 (re-export for the workload modules)
 
 DTYPES = ("fp32", "bf16", "fp16")
 
@@ -18,15 +19,6 @@ def torch_dtype(name: str):
     import torch
 
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
-
-
-def count_flops(fn: Callable[[], object]) -> float:
-    """FLOPs of one call of `fn`, counted by torch's FlopCounterMode (runs `fn` once)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return float(counter.get_total_flops())
 
 
 def training_bytes(model, step: Callable[[], object]) -> float:

@@ -1,0 +1,1 @@
+"""The user's own package (a stand-in for a real project)."""

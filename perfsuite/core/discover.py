@@ -1,0 +1,155 @@
+"""Finding the user's workloads: `[tool.perfsuite]` in their pyproject.toml, `--workloads PATH`
+and the `perfsuite.workloads` entry-point group (a package shipping workloads).
+
+A workload file is imported under a private module name, with its project's root first on
+sys.path so that it can `from myproj.model import Net` as the user's own code does. Importing
+it registers its `@perfsuite.workload` functions. What was loaded is remembered
+(`loaded_paths`) so that worker processes and the gate's sides load the same files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+
+from perfsuite.core.errors import ConfigError
+
+KNOWN_KEYS = {"workloads": "files or folders of workload modules, relative to pyproject.toml"}
+ENTRY_POINT_GROUP = "perfsuite.workloads"
+
+_loaded: dict[Path, str] = {}  # resolved file -> module name
+_entry_points_loaded = False
+
+
+class WorkloadFileError(ConfigError):
+    """A user's workload file failed to import; the message carries their traceback."""
+
+
+def find_project(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` that has a [tool.perfsuite] table."""
+    import tomllib
+
+    for folder in [start.resolve(), *start.resolve().parents]:
+        f = folder / "pyproject.toml"
+        if f.is_file():
+            try:
+                doc = tomllib.loads(f.read_text())
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(f"{f}: not a readable TOML file ({exc})") from None
+            if "perfsuite" in doc.get("tool", {}):
+                return f
+            return None  # the nearest project decides; a parent's configuration is not ours
+    return None
+
+
+def project_paths(pyproject: Path) -> list[Path]:
+    """The workload paths `[tool.perfsuite]` names, checked: unknown keys and missing paths are errors."""
+    import tomllib
+
+    table = tomllib.loads(pyproject.read_text())["tool"]["perfsuite"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: [tool.perfsuite] must be a table")
+    unknown = sorted(set(table) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(f"{pyproject}: [tool.perfsuite] has no key {unknown[0]!r}; known keys: "
+                          + ", ".join(f"{k} ({v})" for k, v in KNOWN_KEYS.items()))
+    paths = table.get("workloads", [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
+        raise ConfigError(f"{pyproject}: [tool.perfsuite] workloads must be a list of paths, got {paths!r}")
+    return [pyproject.parent / p for p in paths]
+
+
+def workload_files(path: Path) -> list[Path]:
+    """A file itself, or a folder's *.py files (recursively, private `_*.py` and tests left out)."""
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*.py") if not p.name.startswith("_")
+                      and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    raise ConfigError(f"workload path {path} does not exist")
+
+
+def _project_root(file: Path) -> Path:
+    """The folder holding the nearest pyproject.toml (or .git) above the file; else its own folder."""
+    for folder in file.parents:
+        if (folder / "pyproject.toml").exists() or (folder / ".git").exists():
+            return folder
+    return file.parent
+
+
+def load_file(file: Path) -> str:
+    """Import one workload file (once); its workloads register. Errors name the file and line."""
+    file = file.resolve()
+    if file in _loaded:
+        return _loaded[file]
+    name = f"_perfsuite_workloads.{file.stem}_{hashlib.sha1(str(file).encode()).hexdigest()[:8]}"
+    root = str(_project_root(file))
+    if root not in sys.path:
+        sys.path.insert(0, root)  # the user's own package imports as it does in their code
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{file}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    _loaded[file] = name
+    try:
+        spec.loader.exec_module(module)
+    except ConfigError:
+        raise  # a declaration error (bad parameter, name clash): already names the workload
+    except BaseException as exc:
+        del sys.modules[name]
+        del _loaded[file]
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(file)]
+        line = frames[-1].lineno if frames else (getattr(exc, "lineno", None) or "?")
+        user_tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        raise WorkloadFileError(f"workload file {file}, line {line}: {type(exc).__name__}: {exc}\n{user_tb}") from None
+    return name
+
+
+def load_entry_points() -> list[str]:
+    """Modules named in the `perfsuite.workloads` entry-point group of installed packages."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return []
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    out = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value.split(":")[0].startswith("perfsuite.workloads"):
+            continue  # perfsuite's own: the registry loads its folder the same way, from source too
+        try:
+            ep.load()
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the package's code: name it, show its error
+            raise WorkloadFileError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
+                                    f"failed to load: {type(exc).__name__}: {exc}") from None
+        out.append(ep.value)
+    return out
+
+
+def discover(paths: list[str | Path] = (), start: Path | None = None) -> list[Path]:
+    """Load every workload the user configured: `paths` (from --workloads), [tool.perfsuite] of
+    the project around `start` (default: the current folder) and installed entry points."""
+    files: list[Path] = []
+    for p in paths:
+        files += workload_files(Path(p))
+    project = find_project(start or Path.cwd())
+    if project is not None:
+        for p in project_paths(project):
+            files += workload_files(p)
+    for f in files:
+        load_file(f)
+    load_entry_points()
+    return files
+
+
+def loaded_paths() -> tuple[str, ...]:
+    """The workload files loaded in this process, for a worker or a gate side to load again."""
+    return tuple(str(f) for f in _loaded)

@@ -1,0 +1,154 @@
+"""Declaring a workload in the user's own code: `@perfsuite.workload` and `perfsuite.Step`.
+
+    @perfsuite.workload(params={"batch_size": [32, 128], "width": 256})
+    def tiny_mlp(batch_size: int, width: int, device: str):
+        ...build the model and the batch (outside the timed region)...
+        return perfsuite.Step(step, items=batch_size, unit="samples")
+
+A list is the parameter's default sweep (its first value the default of a single case); a
+scalar is its default; `perfsuite.param(...)` adds choices and bounds. The decorated function
+becomes a `Workload` in the registry, the same type the built-in workloads are, so every
+front-end (run, check, pair, gate, suites, workers, asv, pytest) measures it the same way.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from perfsuite.core.errors import ConfigError
+from perfsuite.core.params import Param
+from perfsuite.core.record import Work
+from perfsuite.core.registry import register
+from perfsuite.core.workload import BuiltStep, Workload
+
+_TYPES = (bool, int, float, str)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the user's workload and what it does; built outside the timed region.
+
+    `items` per step (samples, tokens...) in `unit`; `flops` and `bytes` per step when known
+    (FLOPs are otherwise counted once at build time with torch's FlopCounterMode); `dtype` names
+    the precision whose peak the FLOP/s are judged against; `teardown` runs after measuring.
+    """
+
+    fn: Callable[[], object]
+    items: float
+    unit: str = "items"
+    flops: float | None = None
+    bytes: float | None = None
+    dtype: str = "fp32"
+    teardown: Callable[[], None] | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise ConfigError(f"Step: the step must be callable, got {type(self.fn).__name__}")
+        for name in ("items", "flops", "bytes"):
+            v = getattr(self, name)
+            if v is None and name != "items":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ConfigError(f"Step: {name} must be a positive number, got {v!r}")
+
+
+def param(default: Any, *, choices: tuple | list | None = None, min: float | None = None,
+          max: float | None = None, help: str = "") -> "ParamSpec":
+    """A parameter with choices or bounds: `params={"n": perfsuite.param([256, 1024], min=1)}`."""
+    return ParamSpec(default, tuple(choices) if choices is not None else None, min, max, help)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    default: Any
+    choices: tuple | None = None
+    min: float | None = None
+    max: float | None = None
+    help: str = ""
+
+
+def _param(workload: str, name: str, spec: Any) -> tuple[Param, tuple | None]:
+    """The declared parameter and its default sweep (None for a single default)."""
+    if not isinstance(spec, ParamSpec):
+        spec = ParamSpec(spec)
+    values = list(spec.default) if isinstance(spec.default, (list, tuple)) else [spec.default]
+    if not values:
+        raise ConfigError(f"workload {workload!r}, parameter {name!r}: an empty list has no default")
+    kind = type(values[0])
+    if kind not in _TYPES or any(type(v) is not kind and not (kind is float and type(v) is int) for v in values):
+        raise ConfigError(f"workload {workload!r}, parameter {name!r}: default {spec.default!r} is not "
+                          "a bool, int, float or str (or a list of one of them)")
+    try:
+        p = Param(name, kind, values[0], choices=spec.choices, min=spec.min, max=spec.max, help=spec.help)
+        for v in values[1:]:
+            p.validate(v)
+    except ConfigError as exc:
+        raise ConfigError(f"workload {workload!r}: {exc}") from None
+    return p, (tuple(values) if len(values) > 1 else None)
+
+
+def _built(workload: str, made: Any, device: str, fn: Callable) -> BuiltStep:
+    if isinstance(made, BuiltStep):
+        return made
+    if not isinstance(made, Step):
+        raise ConfigError(f"workload {workload!r}: {fn.__qualname__} must return perfsuite.Step(...), "
+                          f"got {type(made).__name__}")
+    flops, method = made.flops, "user"
+    if flops is None:
+        # Counted once, here at build time and outside any timed region, by running one step
+        # under torch's FLOP counter (matmuls, convolutions, attention; elementwise ops count 0).
+        from perfsuite.measure.flops import count_flops
+
+        flops, method = count_flops(made.fn), "FlopCounterMode"
+    return BuiltStep(fn=made.fn, teardown=made.teardown, work=Work(
+        items_per_step=float(made.items), item_unit=made.unit, flops_per_step=flops or None,
+        flops_method=method if flops else None, bytes_per_step=made.bytes, dtype=made.dtype))
+
+
+def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = None, name: str | None = None,
+             check: Callable[..., Any] | None = None, description: str | None = None):
+    """Register the decorated builder `fn(**params, device) -> perfsuite.Step` as a workload.
+
+    `check`, when given, is called as `check(**params, device=device)` by `perfsuite check` and
+    before a suite measures; it raises (an AssertionError, say) when the step computes the wrong
+    thing.
+    """
+    def wrap(fn: Callable) -> Callable:
+        wname = name or fn.__name__
+        sig = inspect.signature(fn)
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        declared = dict(params or {})
+        if "device" in declared:
+            raise ConfigError(f"workload {wname!r}: 'device' is passed in by perfsuite, not a parameter")
+        for pname in list(declared) + ["device"]:
+            if pname not in sig.parameters and not accepts_any:
+                raise ConfigError(f"workload {wname!r}: {fn.__qualname__} does not accept parameter {pname!r}")
+        missing = [p.name for p in sig.parameters.values() if p.name not in declared and p.name != "device"
+                   and p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        if missing:
+            raise ConfigError(f"workload {wname!r}: parameter {missing[0]!r} of {fn.__qualname__} has no "
+                              "declared value (add it to params=)")
+        specs, sweep = [], {}
+        for pname, spec in declared.items():
+            p, values = _param(wname, pname, spec)
+            specs.append(p)
+            if values:
+                sweep[pname] = values
+
+        def build(resolved: Mapping[str, Any], device: str) -> BuiltStep:
+            return _built(wname, fn(**resolved, device=device), device, fn)
+
+        checks = None
+        if check is not None:
+            checks = (lambda resolved, device: check(**resolved, device=device))
+        source = inspect.getsourcefile(fn) or "?"
+        line = inspect.getsourcelines(fn)[1] if source != "?" else 0
+        doc = description or inspect.getdoc(fn) or ""
+        register(Workload(name=wname, description=doc.strip().splitlines()[0] if doc else "", params=tuple(specs),
+                          builder=build, sweep=sweep or None, source=f"{source}:{line}", user_check=checks))
+        return fn
+
+    return wrap(fn) if fn is not None else wrap
