@@ -1,18 +1,16 @@
 """pytest-benchmark front-end: options and perfsuite's fingerprint in machine_info."""
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser, pluginmanager):
     parser.addoption("--perfsuite-size", default="ci", choices=("ci", "cpu", "gpu"),
                      help="workload size of the benchmark tests (default ci)")
-    parser.addoption("--perfsuite-device", default="auto", help="auto | cpu | cuda | cuda:N")
-    parser.addoption("--perfsuite-max-time", type=float, default=3.0,
-                     help="seconds per benchmark case, calibration included (default 3)")
+    # perfsuite's pytest plugin (perfsuite/frontends/pytest_plugin.py) adds the device and budget
+    # options when perfsuite is installed; from a source tree on PYTHONPATH it is not, so add them.
+    if not pluginmanager.has_plugin("perfsuite"):
+        from perfsuite.frontends import pytest_plugin
 
-
-def pytest_benchmark_update_machine_info(config, machine_info):
-    from perfsuite.measure.env import fingerprint
-
-    machine_info["perfsuite"] = fingerprint()
+        pluginmanager.register(pytest_plugin, "perfsuite")
+        pytest_plugin.add_options(parser)
 
 
 def pytest_generate_tests(metafunc):

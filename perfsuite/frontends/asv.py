@@ -1,0 +1,381 @@
+"""Builds asv benchmark classes for a perfsuite workload. No measuring logic lives here.
+
+Two classes per workload, because asv gives them different lives:
+- `...Track`: `setup_cache` (defined in each bench module: asv keys the cache by the source
+  line of `setup_cache`, so a shared definition would make every workload share one cache)
+  runs perfsuite's runner once per case and keeps the records; the `track_*` methods only
+  read them. One measured run feeds all tracked metrics.
+- `...Time`: `time_step` is asv's own timing of the same step (asv insists on timing
+  `time_*` itself). It is a re-run, kept cheap with few repeats; `setup` builds the step
+  outside timing, and on CUDA the `timer` synchronises the device.
+
+asv reads a larger number as worse. So no throughput or FLOP/s is tracked as such (a drop
+would be shown as an improvement); their inverses are: seconds per item and seconds per
+TFLOP, which rise when throughput falls.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+
+# This file also runs against perfsuite as installed at older commits (benchmarks/_suite.py loads
+# it by path for `asv run` over history): modules are looked up where this version keeps them,
+# then where commits before the package layout of 2026-11-25 kept them.
+_BEFORE_LAYOUT = {"perfsuite.core.registry": "perfsuite.registry", "perfsuite.core.errors": "perfsuite.errors",
+                  "perfsuite.core.config": "perfsuite.config", "perfsuite.measure.env": "perfsuite.env",
+                  "perfsuite.run.execute": "perfsuite.execute", "perfsuite.measure.runner": "perfsuite.runner",
+                  "perfsuite.compare.amp": "perfsuite.training.amp_compare"}
+
+
+def _module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        if name not in _BEFORE_LAYOUT:
+            raise
+        return importlib.import_module(_BEFORE_LAYOUT[name])
+
+_CUDA = None
+
+
+def device_timer() -> float:
+    """perf_counter that first waits for queued CUDA work, so asv's clock sees device time."""
+    global _CUDA
+    if _CUDA is None:
+        import torch
+
+        _CUDA = torch.cuda.is_available()
+    if _CUDA:
+        import torch
+
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def _key(values) -> str:
+    return repr(tuple(values))
+
+
+def _workload_or_skip(workload: str):
+    registry = _module("perfsuite.core.registry")
+    PerfsuiteError = _module("perfsuite.core.errors").PerfsuiteError
+
+    try:
+        return registry.get(workload)
+    except PerfsuiteError as exc:  # an older commit without this workload
+        raise NotImplementedError(str(exc)) from None
+
+
+def _errors():
+    """(PerfsuiteError, Unsupported) as the installed perfsuite has them: commits older than
+    `Unsupported` are benchmarked too (asv runs today's benchmarks on old code)."""
+    errors = _module("perfsuite.core.errors")
+
+    return errors.PerfsuiteError, getattr(errors, "Unsupported", errors.PerfsuiteError)
+
+
+def _check(w, case: dict, device: str) -> None:
+    check = getattr(w, "check", None)  # older Workloads had no check()
+    if check is not None:
+        check(case, device)
+
+
+def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1) -> dict:
+    """perfsuite records of every case in `grid`, keyed by parameter values; skips keep reasons.
+
+    The cases go through perfsuite's one case loop (perfsuite.run.execute), as `perfsuite run` does,
+    each over `processes` fresh worker processes where this commit's perfsuite has them.
+    """
+    registry = _module("perfsuite.core.registry")
+    RunConfig = _module("perfsuite.core.config").RunConfig
+    resolve_device = _module("perfsuite.core.config").resolve_device
+    fingerprint = _module("perfsuite.measure.env").fingerprint
+
+    PerfsuiteError, _ = _errors()
+    names = list(grid)
+    try:
+        w = registry.get(workload)
+    except PerfsuiteError as exc:
+        return {"_skip": str(exc)}
+    device = resolve_device("auto")
+    cases: list[dict] = [{}]
+    for key, values in grid.items():
+        cases = [{**c, key: v} for c in cases for v in values]
+    try:
+        Case = _module("perfsuite.run.execute").Case
+        Events = _module("perfsuite.run.execute").Events
+        run_cases = _module("perfsuite.run.execute").run_cases
+    except ImportError:  # a commit older than perfsuite.run.execute
+        return _measure_cases_before_execute(w, cases, names, device, max_time)
+
+    result: dict = {}
+
+    class Keep(Events):  # keyed by the grid's own values, as asv passes them to setup()
+        def done(self, case, record):
+            result[_key(case.params[n] for n in names)] = record.to_dict()
+
+        def failed(self, case, failure):  # a failed case becomes a skip with its reason; the rest go on
+            result[_key(case.params[n] for n in names)] = {"_skip": f"failed: {failure['error']}"}
+
+        def skipped(self, case, reason):
+            result[_key(case.params[n] for n in names)] = {"_skip": reason}
+
+    try:
+        run_cases([Case(w, c) for c in cases], _config(RunConfig, device, max_time, processes), device,
+                  env=fingerprint(), events=Keep())
+    except PerfsuiteError as exc:  # a grid this commit's workload does not accept
+        return {"_skip": str(exc)}
+    return result
+
+
+def _config(RunConfig, device: str, max_time: float, processes: int):
+    """RunConfig with worker processes when this commit's RunConfig knows them (older: one process)."""
+    import dataclasses
+
+    if processes > 1 and "processes" in {f.name for f in dataclasses.fields(RunConfig)}:
+        return RunConfig(device=device, max_time=max_time, processes=processes)
+    return RunConfig(device=device, max_time=max_time)
+
+
+def _measure_cases_before_execute(w, cases: list[dict], names: list, device: str, max_time: float) -> dict:
+    RunConfig = _module("perfsuite.core.config").RunConfig
+    fingerprint = _module("perfsuite.measure.env").fingerprint
+    run_case = _module("perfsuite.measure.runner").run_case
+
+    _, Unsupported = _errors()
+    env = fingerprint()
+    out: dict = {}
+    for case in cases:
+        key = _key(case[n] for n in names)
+        try:
+            _check(w, case, device)
+            out[key] = run_case(w, case, RunConfig(device=device, max_time=max_time), env=env).to_dict()
+        except Unsupported as exc:
+            out[key] = {"_skip": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            out[key] = {"_skip": f"failed: {type(exc).__name__}: {exc}"}
+    return out
+
+
+def _cached_case(cache: dict, params) -> dict:
+    """The case's entry from setup_cache's measurements; asv shows NotImplementedError as a skip
+    with its reason (the whole grid unsupported, this case unsupported or failed, not measured)."""
+    if "_skip" in cache:
+        raise NotImplementedError(cache["_skip"])
+    entry = cache.get(_key(params))
+    if entry is None or "_skip" in entry:
+        raise NotImplementedError((entry or {}).get("_skip", "case was not measured"))
+    return entry
+
+
+def make_track_suite(workload: str, grid: dict):
+    names = list(grid)
+
+    class Track:
+        param_names = names
+        params = [grid[n] for n in names]
+        timeout = 900
+
+        def setup(self, cache, *params):
+            self.record = _cached_case(cache, params)
+
+        def track_median_s(self, cache, *params):
+            return self.record["derived"]["stats"]["median"]
+
+        track_median_s.unit = "seconds"
+
+        def track_seconds_per_item(self, cache, *params):
+            return self.record["derived"]["stats"]["median"] / self.record["work"]["items_per_step"]
+
+        track_seconds_per_item.unit = "seconds/item"
+
+        def track_seconds_per_tflop(self, cache, *params):
+            flops = self.record["work"]["flops_per_step"]
+            return math.nan if not flops else self.record["derived"]["stats"]["median"] / (flops / 1e12)
+
+        track_seconds_per_tflop.unit = "s/TFLOP"
+
+        def track_peak_rss(self, cache, *params):
+            # The process's peak resident memory during the timed region. Its growth over the
+            # region's start (the record's host_peak_delta_bytes) is often 0 or a few KiB, and
+            # asv would call 0 -> 8 KiB a regression (seen with `make regress`).
+            return self.record["memory"].get("host_peak_rss_bytes")
+
+        track_peak_rss.unit = "bytes"
+
+        def track_cuda_max_allocated(self, cache, *params):
+            v = self.record["memory"].get("cuda_max_allocated_bytes")
+            return math.nan if v is None else v
+
+        track_cuda_max_allocated.unit = "bytes"
+
+    return Track
+
+
+def make_time_suite(workload: str, grid: dict):
+    names = list(grid)
+
+    class Time:
+        param_names = names
+        params = [grid[n] for n in names]
+        timer = staticmethod(device_timer)
+        timeout = 600
+        repeat = (1, 5, 2.0)  # a cheap re-run: the tracked median comes from perfsuite's run
+        warmup_time = 0.5
+
+        def setup(self, *params):
+            resolve_device = _module("perfsuite.core.config").resolve_device
+
+            PerfsuiteError, Unsupported = _errors()
+            w = _workload_or_skip(workload)
+            case = dict(zip(names, params))
+            device = resolve_device("auto")
+            try:
+                _check(w, case, device)
+                self.built = w.build(case, device)
+            except (Unsupported, PerfsuiteError, ImportError) as exc:
+                raise NotImplementedError(f"{type(exc).__name__}: {exc}") from None
+
+        def teardown(self, *params):
+            if getattr(self, "built", None) is not None and self.built.teardown is not None:
+                self.built.teardown()
+
+        def time_step(self, *params):
+            self.built.fn()
+
+    return Time
+
+
+# ---- AMP: fp32 against a lower precision, interleaved in one process ------------------------------
+
+AMP_PAIRS = 10
+AMP_STEPS = 20
+
+
+def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_STEPS, max_time: float = 5.0,
+                params: dict | None = None) -> dict:
+    """`perfsuite amp` of every (workload, precision) in `grid` against fp32, at the `size`
+    preset (and `params`, for tests); each comparison's to_dict() keyed by the grid's values, or
+    a skip with its reason."""
+    RunConfig = _module("perfsuite.core.config").RunConfig
+    resolve_device = _module("perfsuite.core.config").resolve_device
+    clock_for = _module("perfsuite.measure.timing").clock_for
+
+    PerfsuiteError, Unsupported = _errors()
+    try:
+        compare_precisions = _module("perfsuite.compare.amp").compare_precisions
+    except ImportError as exc:  # a commit older than the comparison
+        return {"_skip": f"no AMP comparison in this commit: {exc}"}
+    device = resolve_device("auto")
+    out: dict = {}
+    for workload in grid["workload"]:
+        for precision in grid["precision"]:
+            key = _key((workload, precision))
+            try:
+                w = _workload_or_skip(workload)
+                case = {"size": size, **(params or {})}
+                for p in ("fp32", precision):
+                    _check(w, {**case, "precision": p}, device)
+                res = compare_precisions(workload, case, device, clock_for(device), "fp32", precision,
+                                         pairs=pairs, steps=steps, cfg=RunConfig(device=device, max_time=max_time))
+                out[key] = res.to_dict()
+            except (Unsupported, NotImplementedError) as exc:
+                out[key] = {"_skip": str(exc)}
+            except PerfsuiteError as exc:
+                out[key] = {"_skip": f"{type(exc).__name__}: {exc}"}
+            except Exception as exc:  # noqa: BLE001 - a failed case is a skip with its reason
+                out[key] = {"_skip": f"failed: {type(exc).__name__}: {exc}"}
+    return out
+
+
+def make_amp_suite(grid: dict):
+    """asv reads larger as worse, so each number is one whose rise is bad: the low precision's
+    step time as a fraction of fp32's (1 / speed-up), the bytes it saves for backward as a
+    fraction of fp32's, and how far apart the two final losses are."""
+    names = list(grid)
+
+    class AmpTrack:
+        param_names = names
+        params = [grid[n] for n in names]
+        timeout = 1800
+
+        def setup(self, cache, *params):
+            self.res = _cached_case(cache, params)
+
+        def track_time_ratio(self, cache, *params):
+            """1 / speed-up: the lower precision's step time over fp32's (median of the pairs)."""
+            return 1.0 / self.res["speedup"]
+
+        track_time_ratio.unit = "low/fp32 time"
+
+        def track_saved_memory_ratio(self, cache, *params):
+            return self.res["memory_ratio"]
+
+        track_saved_memory_ratio.unit = "low/fp32 bytes"
+
+        def track_final_loss_rel_diff(self, cache, *params):
+            v = self.res["loss_rel_diff"]
+            return math.nan if v is None or math.isinf(v) else v
+
+        track_final_loss_rel_diff.unit = "relative"
+
+    return AmpTrack
+
+
+# ---- the user's own workloads: `from perfsuite.frontends.asv import expose; expose(globals())` ------
+
+def _user_workloads(start) -> list:
+    from pathlib import Path
+
+    registry = _module("perfsuite.core.registry")
+    _module("perfsuite.core.discover").discover(start=Path(start))
+    return [registry.get(n) for n in registry.names() if registry.get(n).source]
+
+
+def _user_grid(w) -> dict:
+    """asv's parameters of a user workload: its default sweep (the other parameters keep their defaults)."""
+    return {k: list(v) for k, v in (w.sweep or {}).items()}
+
+
+def _measure_user_workloads(self):
+    """One measured run of every user workload's default sweep. asv keys a setup_cache by its
+    source line, so this one function is every exposed class's setup_cache: measured once, shared."""
+    import os
+
+    return {w.name: measure_cases(w.name, _user_grid(w), max_time=_MAX_TIME, processes=_PROCESSES)
+            for w in _user_workloads(os.environ.get("PERFSUITE_ASV_START", os.getcwd()))}
+
+
+_MAX_TIME = 5.0
+_PROCESSES = 1
+
+
+def expose(namespace: dict, max_time: float = 5.0, processes: int = 1) -> list[str]:
+    """Define, in an asv benchmark module's `namespace`, a `<Name>Track` (perfsuite's median,
+    seconds per item and per TFLOP, peak memory) and a `<Name>Time` (asv's own timing of the
+    step) for every workload of the project around that module; returns the class names."""
+    import os
+    from pathlib import Path
+
+    global _MAX_TIME, _PROCESSES
+    _MAX_TIME, _PROCESSES = max_time, processes
+    start = Path(namespace.get("__file__", os.getcwd())).resolve().parent
+    os.environ.setdefault("PERFSUITE_ASV_START", str(start))  # setup_cache runs in a fresh process
+    made = []
+    for w in _user_workloads(start):
+        grid = _user_grid(w)
+        stem = "".join(part[:1].upper() + part[1:] for part in w.name.replace("-", "_").split("_"))
+        track_base = make_track_suite(w.name, grid)
+
+        def setup(self, cache, *params, _name=w.name, _base=track_base):
+            _base.setup(self, cache.get(_name, {"_skip": f"{_name} was not measured"}), *params)
+
+        body = {"__module__": namespace.get("__name__", __name__), "setup": setup,
+                "setup_cache": _measure_user_workloads}
+        namespace[f"{stem}Track"] = type(f"{stem}Track", (track_base,), body)
+        namespace[f"{stem}Time"] = type(f"{stem}Time", (make_time_suite(w.name, grid),),
+                                        {"__module__": body["__module__"]})
+        made += [f"{stem}Track", f"{stem}Time"]
+    return made
