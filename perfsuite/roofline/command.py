@@ -119,6 +119,9 @@ def _ncu(args, console) -> int:
         [f"{PIPE_LABEL.get(k, k)} {fmt_rate(v, 'FLOP/s')} ({roofs.source.get(k, '')})"
          for k, v in roofs.compute.items() if k in ran]
         + [f"{k.upper()} {fmt_rate(v, 'B/s')} ({roofs.source.get(k, '')})" for k, v in roofs.memory.items()])))
+    for pipe, note in roofs.notes.items():
+        if pipe in ran:
+            console.print(Text(note, style="yellow"))
     missing = roofs.missing(points)
     if missing:
         console.print(Text(f"no roof for {', '.join(PIPE_LABEL.get(m, m) for m in missing)}: kernels that used it "
