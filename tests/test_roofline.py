@@ -498,3 +498,26 @@ def test_cli_prints_the_dense_tensor_roof_and_notes_an_unchecked_one(tmp_path, c
     assert cli.main(pf + ["roofline", str(NCU / "handmade_raw_peaks.csv"), "--out", str(tmp_path / "m.png")]) == 0
     out = capsys.readouterr().out.replace("\n", "")
     assert "FP16/BF16 tensor roof from the file unchecked (no CC column in the file)" in out
+
+
+def test_ranges_with_unknown_tensor_flops_say_their_share_of_the_roof_is_unknown(tmp_path, capsys):
+    """Issue 23, item 13: a lower-bound FLOP count gives a lower-bound compute floor, so the
+    limiter and the share of the roof are unknown; printing '% of roof (dram)' claimed both."""
+    rows = _rows(NCU / "resnet18_fp16_raw.csv.gz")
+    # The same real step profiled without the sm__ops_path_tensor_src_* metrics (the columns renamed away).
+    rows[0] = [f"not_asked_{c}" if c.startswith("sm__ops_path_tensor_src_") else c for c in rows[0]]
+    path = tmp_path / "no_ops_path.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    assert cli.main(["--peak-file", str(tmp_path / "none.json"), "roofline", str(path), "--device", "H100-SXM5-80GB",
+                     "--out", str(tmp_path / "r.png")]) == 0
+    out = capsys.readouterr().out
+    ranges = [line for line in out.splitlines() if line.strip().startswith("range ")]
+    assert len(ranges) == 5
+    for line in ranges:
+        if "≥" in line:  # tensor FLOPs unknown in this range
+            assert "% of roof unknown (tensor FLOPs unknown)" in line and "% of roof (" not in line
+    assert any("≥" in line for line in ranges) and any("≥" not in line for line in ranges)  # loss has no tensor work
+    summary = {r["nvtx_range"]: r for r in csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text()))
+               if r["id"] == "range"}
+    assert summary["train_step"]["pct_of_roof"] == "" and summary["train_step"]["limiter"] == ""

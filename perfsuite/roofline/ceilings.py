@@ -85,6 +85,10 @@ class Ceilings:
             bound = "memory" if p.dram_bytes > 0 else ""
         else:
             bound = "" if (roof is None or not dram or ai is None) else ("compute" if ai >= roof / dram else "memory")
+        if not p.exact:
+            # Tensor FLOPs unknown: the compute floor is a lower bound, so neither the limiter nor
+            # the share of the roof is known. Only "compute" survives a higher FLOP count.
+            return Verdict(roof, None, None, "", bound if bound == "compute" else "")
         if not floors:
             return Verdict(roof, None, None, "", bound)
         limiter = max(floors, key=floors.get)
