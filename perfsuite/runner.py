@@ -288,8 +288,12 @@ def fp32_kernels(workload: Workload, params: dict) -> str | None:
     """Which kernels carry the workload's fp32 FLOPs with these resolved parameters: "matmul",
     "conv", or None where the workload does not say (Workload.fp32_kernels)."""
     kernels = workload.fp32_kernels
-    if callable(kernels):
-        kernels = kernels(params)
+    if isinstance(kernels, tuple):  # (parameter name, {its value: kernels})
+        name, by_value = kernels
+        kernels = by_value.get(params.get(name))
+        if kernels is None:
+            raise ValueError(f"workload {workload.name!r}: fp32_kernels declares no kernels for "
+                             f"{name}={params.get(name)!r}")
     if kernels is not None and kernels not in _TF32_FLAG:
         raise ValueError(f"workload {workload.name!r}: fp32_kernels must be one of "
                          f"{', '.join(map(repr, _TF32_FLAG))} or None, got {kernels!r}")

@@ -48,9 +48,10 @@ class Workload:
     trainer: Callable[[Mapping[str, Any], str], Any] | None = None
     # Which kernels carry an fp32 step's FLOPs on CUDA, so which TF32 flag sets the roof it is
     # judged against: "matmul" (cuBLAS, torch.backends.cuda.matmul.allow_tf32, off by default)
-    # or "conv" (cuDNN, torch.backends.cudnn.allow_tf32, on by default); or a function of the
-    # resolved parameters giving one. None: undeclared (the tf32 roof when either flag allows it).
-    fp32_kernels: str | Callable[[Mapping[str, Any]], str] | None = None
+    # or "conv" (cuDNN, torch.backends.cudnn.allow_tf32, on by default); or (parameter name,
+    # {its value: one of those}) where a parameter decides (a tuple, not a function: workloads
+    # cross into worker processes pickled). None: undeclared (tf32 roof when either flag allows it).
+    fp32_kernels: str | tuple[str, Mapping[Any, str]] | None = None
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults and `size` preset filled in, every value validated; errors name the parameter."""

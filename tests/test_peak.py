@@ -222,3 +222,15 @@ def test_run_case_passes_the_workloads_declaration_to_the_roof_choice(monkeypatc
     monkeypatch.setattr(runner, "_peak_for", lambda *a: seen.append(a) or real(*a))
     run_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3), peak=PEAK)
     assert seen[0][1:] == ("fp32", None, "matmul")
+
+
+def test_a_parameter_dependent_declaration_names_a_value_it_lacks_and_pickles():
+    import pickle
+
+    from perfsuite.runner import fp32_kernels
+
+    w = registry.get("autoencoder")
+    assert pickle.loads(pickle.dumps(replace(w, description="a copy"))).fp32_kernels == w.fp32_kernels
+    odd = replace(w, fp32_kernels=("variant", {"fc": "matmul"}))
+    with pytest.raises(ValueError, match="no kernels for variant='conv'"):
+        fp32_kernels(odd, odd.resolve({"variant": "conv"}))
