@@ -61,3 +61,110 @@ def test_cpu_device_is_not_sampled():
     with NvmlSampler(index=None) as s:
         pass
     assert s.summary() == {"status": "unavailable", "reason": "not a CUDA device"}
+
+
+# ---- which GPU NVML reads under CUDA_VISIBLE_DEVICES (issue 23, item 6) -----------------------
+# As seen on the H100 (torch 2.11): torch's uuid is a torch._C._CUuuid whose str() is the dashed
+# hex without a prefix and whose `bytes` are the raw 16 bytes; NVML spells it 'GPU-…'.
+UUIDS = ["eab43309-aa90-8814-01b8-57c04c1f359b", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+         "11111111-2222-3333-4444-555555555555", "deadbeef-0000-4000-8000-00000000cafe"]
+
+
+class FakeCUuuid:
+    """torch._C._CUuuid's two members (the class cannot be built from Python)."""
+
+    def __init__(self, dashed):
+        self._dashed = dashed
+
+    @property
+    def bytes(self):
+        return bytes.fromhex(self._dashed.replace("-", ""))
+
+    def __str__(self):
+        return self._dashed
+
+
+def _machine(monkeypatch, visible, by_uuid=True, uuid_as_bytes=False, torch_uuid=True):
+    """A 4-GPU machine (NVML sees all four; GPU i reports i*10 % busy) where torch, under
+    CUDA_VISIBLE_DEVICES=`visible`, numbers the visible ones from 0."""
+    import torch
+
+    m = _fake_pynvml()
+    spell = [("GPU-" + u).encode() if uuid_as_bytes else "GPU-" + u for u in UUIDS]
+    m.nvmlDeviceGetCount = lambda: len(UUIDS)
+    m.nvmlDeviceGetHandleByIndex = lambda i: ("handle", UUIDS[i]) if 0 <= i < len(UUIDS) else (_ for _ in ()).throw(
+        RuntimeError("Invalid Argument"))
+    m.nvmlDeviceGetUUID = lambda h: spell[UUIDS.index(h[1])]
+
+    def by_uuid_lookup(uuid):
+        if not by_uuid or not isinstance(uuid, str) or uuid[4:] not in UUIDS:
+            raise RuntimeError("Not Found")
+        return ("handle", uuid[4:])
+
+    m.nvmlDeviceGetHandleByUUID = by_uuid_lookup
+    m.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=10 * UUIDS.index(h[1]), memory=0)
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(map(str, visible)))
+    props = [types.SimpleNamespace(**({"uuid": FakeCUuuid(UUIDS[v])} if torch_uuid else {})) for v in visible]
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props[i])
+
+
+def _busy(index):
+    import time
+
+    with NvmlSampler(index=index, interval_s=0.002) as s:
+        time.sleep(0.02)
+    return s.summary()
+
+
+def test_uuid_spellings_normalise_to_the_same_32_hex_digits():
+    from perfsuite.measure.nvml import normalise_uuid
+
+    want = "eab43309aa90881401b857c04c1f359b"
+    assert normalise_uuid("GPU-eab43309-aa90-8814-01b8-57c04c1f359b") == want  # NVML, as on the H100
+    assert normalise_uuid(b"GPU-EAB43309-AA90-8814-01B8-57C04C1F359B") == want  # older pynvml: bytes
+    assert normalise_uuid(FakeCUuuid("eab43309-aa90-8814-01b8-57c04c1f359b")) == want  # torch's _CUuuid
+    assert normalise_uuid(types.SimpleNamespace(bytes=bytes.fromhex(want))) == want
+    assert normalise_uuid("eab43309-aa90-8814") is None and normalise_uuid("GPU-not-a-uuid") is None
+
+
+def test_torchs_device_is_found_in_nvml_by_uuid_not_by_index(monkeypatch):
+    _machine(monkeypatch, visible=[2, 3])
+    s = _busy(0)  # torch's cuda:0 is the machine's GPU 2: NVML's device 0 is another GPU
+    assert s["gpu_util_pct"]["max"] == 20.0
+    assert s["gpu"] == {"uuid": "GPU-" + UUIDS[2], "matched_by": "uuid"}
+    assert _busy(1)["gpu_util_pct"]["max"] == 30.0
+
+
+def test_a_pynvml_whose_lookup_fails_is_scanned_by_normalised_uuid(monkeypatch):
+    _machine(monkeypatch, visible=[3, 1], by_uuid=False, uuid_as_bytes=True)
+    s = _busy(0)
+    assert s["gpu_util_pct"]["max"] == 30.0 and s["gpu"]["matched_by"] == "uuid"
+
+
+def test_without_a_torch_uuid_nvml_is_read_by_index_and_the_summary_says_so(monkeypatch):
+    _machine(monkeypatch, visible=[2, 3], torch_uuid=False)
+    s = _busy(0)
+    assert s["gpu_util_pct"]["max"] == 0.0  # NVML's device 0: the wrong GPU, and said
+    assert s["gpu"]["matched_by"] == "index" and s["gpu"]["nvml_index"] == 0
+    assert "carry no UUID" in s["gpu"]["note"] and "CUDA_VISIBLE_DEVICES" in s["gpu"]["note"]
+    assert "'2,3'" in s["gpu"]["note"]
+
+
+def test_a_uuid_nvml_does_not_know_falls_back_to_the_index_with_a_note(monkeypatch):
+    import torch
+
+    _machine(monkeypatch, visible=[1])
+    mig = FakeCUuuid("99999999-8888-7777-6666-555555555555")  # e.g. a MIG instance's own UUID
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(uuid=mig))
+    s = _busy(0)
+    assert s["gpu"]["matched_by"] == "index" and "no NVML device has torch's UUID GPU-99999999" in s["gpu"]["note"]
+
+
+def test_the_amp_comparison_samples_the_same_gpu_as_torch(monkeypatch):
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.training.amp_compare import side_utilisation
+
+    _machine(monkeypatch, visible=[3])
+    s = side_utilisation(lambda: None, clock_for("cpu", "auto"), 1, 0, interval_s=0.002, settle_s=0.0, window_s=0.02)
+    assert s["gpu_util_pct"]["max"] == 30.0 and s["gpu"]["matched_by"] == "uuid"

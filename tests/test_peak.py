@@ -165,3 +165,75 @@ def test_a_cpu_run_records_the_fp32_roof_and_no_tf32_flags(tf32_on):
     rec = run_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3), peak=PEAK)
     assert rec.peak["roof"] == "fp32" and "tf32" not in rec.peak
     assert rec.peak_fraction == pytest.approx(rec.flops_per_s / 50e12)
+
+
+# ---- the flag that governs the work's kernels (issue 23, item 3) -----------------------------
+# torch's defaults on CUDA: matmul.allow_tf32 False, cudnn.allow_tf32 True (seen on the H100).
+
+def test_fp32_matmul_work_follows_the_matmul_flag_not_cudnns():
+    """A cuBLAS fp32 matmul with TF32 off runs on CUDA cores: the H100 run of the unfixed code
+    judged it against the tf32 roof (401.5 TFLOP/s where fp32 was 51.7) because cuDNN's flag was on."""
+    block = _peak_for(PEAK, "fp32", _backends(matmul=False, cudnn=True), kernels="matmul")
+    assert block["roof"] == "fp32" and block["flops_per_s"] == 50e12
+    assert block["tf32"] == {"matmul": False, "cudnn": True} and block["kernels"] == "matmul"
+    assert "cuda.matmul.allow_tf32 off" in block["why"] and "cudnn" not in block["why"]
+    on = _peak_for(PEAK, "fp32", _backends(matmul=True, cudnn=False), kernels="matmul")
+    assert on["roof"] == "tf32" and on["flops_per_s"] == 400e12
+
+
+def test_fp32_conv_work_follows_the_cudnn_flag_not_matmuls():
+    block = _peak_for(PEAK, "fp32", _backends(matmul=False, cudnn=True), kernels="conv")
+    assert block["roof"] == "tf32" and block["kernels"] == "conv" and "cudnn.allow_tf32 on" in block["why"]
+    off = _peak_for(PEAK, "fp32", _backends(matmul=True, cudnn=False), kernels="conv")
+    assert off["roof"] == "fp32" and off["tf32"] == {"matmul": True, "cudnn": False}
+
+
+def test_undeclared_fp32_work_keeps_the_higher_roof_when_either_flag_allows_tf32():
+    block = _peak_for(PEAK, "fp32", _backends(matmul=True, cudnn=False))
+    assert block["roof"] == "tf32" and block["kernels"] is None and "undeclared" in block["why"]
+
+
+@pytest.mark.parametrize("name, params, kernels", [
+    ("matmul", {}, "matmul"),
+    ("qwen", {}, "matmul"),
+    ("resnet", {}, "conv"),
+    ("autoencoder", {"variant": "fc"}, "matmul"),
+    ("autoencoder", {"variant": "conv"}, "conv"),
+])
+def test_workloads_declare_which_kernels_carry_their_fp32_flops(name, params, kernels):
+    from perfsuite.runner import fp32_kernels
+
+    w = registry.get(name)
+    assert fp32_kernels(w, w.resolve(params)) == kernels
+
+
+def test_a_bad_kernels_declaration_is_refused_naming_the_workload():
+    from perfsuite.runner import fp32_kernels
+
+    w = replace(registry.get("matmul"), fp32_kernels="gemm")
+    with pytest.raises(ValueError, match="'matmul'.*fp32_kernels.*'gemm'"):
+        fp32_kernels(w, w.resolve({}))
+
+
+def test_run_case_passes_the_workloads_declaration_to_the_roof_choice(monkeypatch):
+    """On CPU the flags are not read; the declaration still reaches the roof choice, which on
+    CUDA picks the roof from it (the calls above)."""
+    from perfsuite import runner
+
+    seen = []
+    real = runner._peak_for
+    monkeypatch.setattr(runner, "_peak_for", lambda *a: seen.append(a) or real(*a))
+    run_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3), peak=PEAK)
+    assert seen[0][1:] == ("fp32", None, "matmul")
+
+
+def test_a_parameter_dependent_declaration_names_a_value_it_lacks_and_pickles():
+    import pickle
+
+    from perfsuite.runner import fp32_kernels
+
+    w = registry.get("autoencoder")
+    assert pickle.loads(pickle.dumps(replace(w, description="a copy"))).fp32_kernels == w.fp32_kernels
+    odd = replace(w, fp32_kernels=("variant", {"fc": "matmul"}))
+    with pytest.raises(ValueError, match="no kernels for variant='conv'"):
+        fp32_kernels(odd, odd.resolve({"variant": "conv"}))

@@ -424,3 +424,100 @@ def test_summary_uses_each_points_own_roof():
     rows = list(csv.DictReader(io.StringIO(summary_csv(pts, roofs))))
     assert [r["bound"] for r in rows] == ["compute", "memory"]  # AI 25 against ridges 10 and 50
     assert [r["roof_flop_per_s"] for r in rows] == ["40.0", "200.0"]
+
+
+# ---- the file's tensor roofs against the dense rate (issue 23, item 4) -------------------------
+# A raw export taken on an H100 80GB HBM3 (2026-11-25, torch 2.11, Nsight Compute 2025.3.1,
+# --clock-control none) with profile-step's metric list, peaks included: see tests/data/ncu/README.md.
+H100_PEAKS = NCU / "h100_resnet18_fp32_step_raw_peaks.csv.gz"
+H100_SMS, H100_TENSOR_CLOCK = 132, 1.83e9  # the datasheet's tensor figures are at 1830 MHz
+
+
+def _h100_file_roofs():
+    launches = read_ncu_csv(H100_PEAKS)
+    hz = max(l.metrics["sm__cycles_elapsed.avg.per_second"] for l in launches)
+    return launches, hz
+
+
+def test_h100_file_tensor_roofs_are_halved_to_the_dense_rate():
+    launches, hz = _h100_file_roofs()
+    raw = launches[0].metrics
+    # What the file says, per SM per cycle: TF32 4096, FP16/BF16 8192, FP8/INT8 16384, FP64 256.
+    assert raw["sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained"] == 4096 * H100_SMS
+    assert raw["sm__ops_path_tensor_src_fp16.sum.peak_sustained"] == 8192 * H100_SMS
+    assert raw["device__attribute_multiprocessor_count"] == H100_SMS and launches[0].cc == "9.0"
+    roofs = ceilings.from_file(launches)
+    per_sm_cycle = {p: roofs.compute[p] / (H100_SMS * hz) for p in roofs.compute if p.startswith("tensor_")}
+    # The dense rates of the H100 whitepaper: halved where the file gave twice them, FP64 as given.
+    assert per_sm_cycle == {"tensor_fp64": 256, "tensor_tf32": 2048, "tensor_fp16": 4096,
+                            "tensor_fp8": 8192, "tensor_int8": 8192}
+    # At the datasheet's 1830 MHz the dense roofs are its 494.7 and 989.4 TFLOP/s (not 1077 / 2153 at 1.996 GHz).
+    for pipe in ("tensor_tf32", "tensor_fp16"):
+        assert roofs.compute[pipe] / hz * H100_TENSOR_CLOCK == pytest.approx(H100[pipe], rel=1e-3)
+        assert "÷2" in roofs.source[pipe] and "sparse" in roofs.source[pipe]
+    assert roofs.source["tensor_fp64"] == "file" and not roofs.notes
+    assert roofs.compute["fp32"] == 16896 * 2 * hz  # CUDA-core roofs are untouched
+    # A TF32 kernel at the full dense rate is at 100% of its roof, not 50%.
+    p = model.Point("0", "k", "", 1e12, 1.0, None, None, 1e12 / (2048 * H100_SMS * hz), pipe_flops={"tensor_tf32": 1e12})
+    assert roofs.judge(p).pct == pytest.approx(100.0)
+
+
+def test_without_the_sm_count_the_ffma_peak_counts_the_sms():
+    """The details page carries only the metrics asked for: no device attributes."""
+    launches, _ = _h100_file_roofs()
+    full = ceilings.from_file(launches)
+    for l in launches:
+        del l.metrics["device__attribute_multiprocessor_count"]
+    assert ceilings.from_file(launches).compute == full.compute
+
+
+def test_a_dense_rate_is_kept_and_an_odd_or_unknown_one_is_noted():
+    launches, hz = _h100_file_roofs()
+    tf32 = "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained"
+    for l in launches:  # a file that already gives the dense rate
+        l.metrics[tf32] = 2048 * H100_SMS
+    roofs = ceilings.from_file(launches)
+    assert roofs.compute["tensor_tf32"] == 2048 * H100_SMS * hz and roofs.source["tensor_tf32"] == "file"
+    for l in launches:  # neither 1x nor 2x: kept as given, and said
+        l.metrics[tf32] = 3000 * H100_SMS
+    roofs = ceilings.from_file(launches)
+    assert roofs.compute["tensor_tf32"] == 3000 * H100_SMS * hz and roofs.source["tensor_tf32"] == "file, unchecked"
+    assert "3000 FLOP per SM per cycle" in roofs.notes["tensor_tf32"] and "2048 dense" in roofs.notes["tensor_tf32"]
+    for l in launches:  # a GPU whose dense rates are not in the table
+        l.cc = "8.9"
+    roofs = ceilings.from_file(launches)
+    assert roofs.source["tensor_fp16"] == "file, unchecked" and "compute capability 8.9" in roofs.notes["tensor_fp16"]
+
+
+def test_cli_prints_the_dense_tensor_roof_and_notes_an_unchecked_one(tmp_path, capsys):
+    pf = ["--peak-file", str(tmp_path / "none.json")]
+    assert cli.main(pf + ["roofline", str(H100_PEAKS), "--out", str(tmp_path / "h.png")]) == 0
+    out = capsys.readouterr().out.replace("\n", "")
+    assert re.search(r"TF32 tensor 539\.\d TFLOP/s \(file ÷2", out) and "unchecked" not in out
+    # The hand-made file has no CC column: its tensor roof is used as given, with a note.
+    assert cli.main(pf + ["roofline", str(NCU / "handmade_raw_peaks.csv"), "--out", str(tmp_path / "m.png")]) == 0
+    out = capsys.readouterr().out.replace("\n", "")
+    assert "FP16/BF16 tensor roof from the file unchecked (no CC column in the file)" in out
+
+
+def test_ranges_with_unknown_tensor_flops_say_their_share_of_the_roof_is_unknown(tmp_path, capsys):
+    """Issue 23, item 13: a lower-bound FLOP count gives a lower-bound compute floor, so the
+    limiter and the share of the roof are unknown; printing '% of roof (dram)' claimed both."""
+    rows = _rows(NCU / "resnet18_fp16_raw.csv.gz")
+    # The same real step profiled without the sm__ops_path_tensor_src_* metrics (the columns renamed away).
+    rows[0] = [f"not_asked_{c}" if c.startswith("sm__ops_path_tensor_src_") else c for c in rows[0]]
+    path = tmp_path / "no_ops_path.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    assert cli.main(["--peak-file", str(tmp_path / "none.json"), "roofline", str(path), "--device", "H100-SXM5-80GB",
+                     "--out", str(tmp_path / "r.png")]) == 0
+    out = capsys.readouterr().out
+    ranges = [line for line in out.splitlines() if line.strip().startswith("range ")]
+    assert len(ranges) == 5
+    for line in ranges:
+        if "≥" in line:  # tensor FLOPs unknown in this range
+            assert "% of roof unknown (tensor FLOPs unknown)" in line and "% of roof (" not in line
+    assert any("≥" in line for line in ranges) and any("≥" not in line for line in ranges)  # loss has no tensor work
+    summary = {r["nvtx_range"]: r for r in csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text()))
+               if r["id"] == "range"}
+    assert summary["train_step"]["pct_of_roof"] == "" and summary["train_step"]["limiter"] == ""

@@ -48,7 +48,7 @@ def profile_step_command(args, console) -> int:
     else:
         console.print(Text(f"marked step {k} (train_step > forward, loss, backward, optimizer_step) after {k} warm-up steps"))
     for line in nsight_commands(argv.replace("--device cpu", "--device cuda")):
-        console.print(Text("  " + line))
+        console.print(Text("  " + line), soft_wrap=True)  # unwrapped: a command to copy, not prose
     return 0
 
 

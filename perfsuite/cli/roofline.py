@@ -119,6 +119,9 @@ def _ncu(args, console) -> int:
         [f"{PIPE_LABEL.get(k, k)} {fmt_rate(v, 'FLOP/s')} ({roofs.source.get(k, '')})"
          for k, v in roofs.compute.items() if k in ran]
         + [f"{k.upper()} {fmt_rate(v, 'B/s')} ({roofs.source.get(k, '')})" for k, v in roofs.memory.items()])))
+    for pipe, note in roofs.notes.items():
+        if pipe in ran:
+            console.print(Text(note, style="yellow"))
     missing = roofs.missing(points)
     if missing:
         console.print(Text(f"no roof for {', '.join(PIPE_LABEL.get(m, m) for m in missing)}: kernels that used it "
@@ -128,7 +131,8 @@ def _ncu(args, console) -> int:
         v = roofs.judge(r)
         console.print(Text(f"  range {r.nvtx_range}: {r.launches} launches, {fmt_seconds(r.time_s)}, "
                            f"{'≥' if not r.exact else ''}{r.flops:.4g} FLOPs, {fmt_rate(r.flop_per_s or 0.0, 'FLOP/s')}"
-                           + (f", {v.pct:.1f}% of roof ({v.limiter})" if v.pct is not None else "")))
+                           + (f", {v.pct:.1f}% of roof ({v.limiter})" if v.pct is not None
+                              else "" if r.exact else ", % of roof unknown (tensor FLOPs unknown)")))
     if record:
         _print_model(console, record, total, roofs)
 

@@ -54,6 +54,13 @@ class Workload:
     # A user workload's own correctness check: (resolved params, device) -> None, raises on failure.
     user_check: Checker | None = None
 
+    # Which kernels carry an fp32 step's FLOPs on CUDA, so which TF32 flag sets the roof it is
+    # judged against: "matmul" (cuBLAS, torch.backends.cuda.matmul.allow_tf32, off by default)
+    # or "conv" (cuDNN, torch.backends.cudnn.allow_tf32, on by default); or (parameter name,
+    # {its value: one of those}) where a parameter decides (a tuple, not a function: workloads
+    # cross into worker processes pickled). None: undeclared (tf32 roof when either flag allows it).
+    fp32_kernels: str | tuple[str, Mapping[Any, str]] | None = None
+
     def default_sweep(self, given: Mapping[str, list]) -> dict[str, list]:
         """`given` value lists, with the default sweep filled in for parameters not given."""
         return {**{k: list(v) for k, v in (self.sweep or {}).items() if k not in given}, **given}

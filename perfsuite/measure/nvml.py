@@ -2,10 +2,18 @@
 
 Sampling runs only while the timed region runs. Without NVML (no `nvidia-ml-py`, no driver,
 no such device) the summary says "unavailable" with the reason; nothing fails.
+
+Which GPU: the sampler is given torch's CUDA index, and NVML numbers every GPU of the machine
+whatever CUDA_VISIBLE_DEVICES hides or reorders (torch's cuda:0 under CUDA_VISIBLE_DEVICES=2 is
+NVML's device 2). So the device is found by its UUID, the one name both agree on; only where
+torch gives no UUID, or NVML knows none like it, is NVML's device of the same index read, and
+the summary's `gpu` block says so.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -41,15 +49,80 @@ def _read(nvml, handle) -> dict:
     }
 
 
+def normalise_uuid(value) -> str | None:
+    """A GPU UUID as its 32 lower-case hex digits, however it is spelled; None if it is not one.
+
+    NVML gives 'GPU-eab43309-aa90-8814-01b8-57c04c1f359b' (bytes from older pynvml); torch gives
+    a torch._C._CUuuid, whose str() is the dashed hex without the prefix and whose `bytes` are
+    the 16 raw bytes."""
+    raw = getattr(value, "bytes", None)
+    if isinstance(raw, (bytes, bytearray)) and len(raw) == 16:
+        return bytes(raw).hex()
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("ascii", errors="replace")
+    if not isinstance(value, str):
+        value = str(value) if value is not None else ""
+    digits = re.sub(r"^(gpu|mig)-", "", value.strip().lower()).replace("-", "")
+    return digits if re.fullmatch(r"[0-9a-f]{32}", digits) else None
+
+
+def _nvml_spelling(hex32: str) -> str:
+    h = hex32
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def torch_uuid(index: int) -> tuple[str | None, str]:
+    """torch's UUID of CUDA device `index` as 32 hex digits, or None and why there is none."""
+    try:
+        import torch
+
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    except Exception as exc:  # no CUDA build, no driver, no such device
+        return None, f"torch gave no properties for CUDA device {index} ({exc})"
+    if uuid is None:
+        return None, "this torch's device properties carry no UUID"
+    hex32 = normalise_uuid(uuid)
+    return (hex32, "") if hex32 else (None, f"torch's UUID {str(uuid)!r} is not 32 hex digits")
+
+
+def nvml_handle(nvml, index: int) -> tuple[object, dict]:
+    """NVML's handle of torch's CUDA device `index`, and a record of how it was found: by UUID
+    (NVML's own lookup, else a scan of NVML's devices comparing normalised UUIDs, for a pynvml
+    whose lookup wants another spelling), else by NVML index with a note. Raises what NVML
+    raises when not even the index names a device."""
+    hex32, why = torch_uuid(index)
+    if hex32:
+        uuid = _nvml_spelling(hex32)
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(uuid), {"uuid": uuid, "matched_by": "uuid"}
+        except Exception:
+            pass
+        try:
+            for i in range(nvml.nvmlDeviceGetCount()):
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
+                if normalise_uuid(nvml.nvmlDeviceGetUUID(handle)) == hex32:
+                    return handle, {"uuid": uuid, "matched_by": "uuid"}
+        except Exception as exc:
+            why = f"NVML could not list its devices ({exc})"
+        else:
+            why = f"no NVML device has torch's UUID {uuid}"
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    note = (f"NVML device {index} read by index: {why}; NVML ignores CUDA_VISIBLE_DEVICES"
+            + (f" (set to {visible!r}), so this may be another GPU than torch's" if visible is not None else ""))
+    return handle, {"nvml_index": index, "matched_by": "index", "note": note}
+
+
 @dataclass
 class NvmlSampler:
-    """Context manager sampling GPU `index` every `interval_s` seconds."""
+    """Context manager sampling torch's CUDA device `index` every `interval_s` seconds."""
 
     index: int | None = 0
     interval_s: float = 0.05
     enabled: bool = True
     samples: list[dict] = field(default_factory=list)
     reason: str = ""
+    gpu: dict = field(default_factory=dict)  # which NVML device was read, and how it was found
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -62,7 +135,7 @@ class NvmlSampler:
             self.reason = why
             return self
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(self.index)
+            handle, self.gpu = nvml_handle(nvml, self.index)
         except Exception as exc:
             self.reason = f"NVML has no device {self.index}: {exc}"
             return self
@@ -88,7 +161,7 @@ class NvmlSampler:
     def summary(self) -> dict:
         if not self.samples:
             return {"status": "unavailable", "reason": self.reason or "no samples taken"}
-        out: dict = {"status": "ok", "n": len(self.samples), "interval_s": self.interval_s}
+        out: dict = {"status": "ok", "n": len(self.samples), "interval_s": self.interval_s, "gpu": dict(self.gpu)}
         for name in FIELDS:
             vals = [s[name] for s in self.samples if s[name] is not None]
             if vals:

@@ -278,14 +278,41 @@ def measure(
     )
 
 
-def _peak_for(peak: dict | None, dtype: str, backends=None) -> dict | None:
+# Which torch flag lets each declared kind of fp32 kernel run as TF32 (keys of peak.tf32_flags).
+_TF32_FLAG = {"matmul": "matmul", "conv": "cudnn"}
+_FLAG_NAME = {"matmul": "torch.backends.cuda.matmul.allow_tf32", "cudnn": "torch.backends.cudnn.allow_tf32"}
+_KERNEL_LIB = {"matmul": "cuBLAS", "conv": "cuDNN"}
+
+
+def fp32_kernels(workload: Workload, params: dict) -> str | None:
+    """Which kernels carry the workload's fp32 FLOPs with these resolved parameters: "matmul",
+    "conv", or None where the workload does not say (Workload.fp32_kernels)."""
+    kernels = workload.fp32_kernels
+    if isinstance(kernels, tuple):  # (parameter name, {its value: kernels})
+        name, by_value = kernels
+        kernels = by_value.get(params.get(name))
+        if kernels is None:
+            raise ValueError(f"workload {workload.name!r}: fp32_kernels declares no kernels for "
+                             f"{name}={params.get(name)!r}")
+    if kernels is not None and kernels not in _TF32_FLAG:
+        raise ValueError(f"workload {workload.name!r}: fp32_kernels must be one of "
+                         f"{', '.join(map(repr, _TF32_FLAG))} or None, got {kernels!r}")
+    return kernels
+
+
+def _peak_for(peak: dict | None, dtype: str, backends=None, kernels: str | None = None) -> dict | None:
     """The record's `peak` block: the measured roof this dtype's kernels ran against, and why.
 
-    On CUDA an fp32 step runs on TF32 tensor cores wherever torch allows it (cuDNN convolutions
-    do by default), so it is judged against the tf32 roof when either flag allows TF32: the
-    flags cannot say which kernels used it, and the higher roof never overstates the fraction.
-    `backends` is torch.backends on CUDA (its flags read now, at record time; tests pass a
-    fake), None elsewhere. A roof this device's stored peak lacks gives no number, and says so.
+    On CUDA an fp32 step runs on TF32 tensor cores only where the flag of the library running
+    its kernels allows it: cuBLAS matmuls follow torch.backends.cuda.matmul.allow_tf32 (off by
+    default), cuDNN convolutions torch.backends.cudnn.allow_tf32 (on by default). `kernels` is
+    the workload's declaration ("matmul" or "conv"), so the roof follows that one flag: a plain
+    fp32 matmul judged against the tf32 roof would show ~8x too low a fraction. Undeclared work
+    (None) is judged against tf32 when either flag allows it: the flags cannot say which kernels
+    used it, and the higher roof never overstates the fraction. Both flags and the declaration
+    are recorded. `backends` is torch.backends on CUDA (its flags read now, at record time;
+    tests pass a fake), None elsewhere. A roof this device's stored peak lacks gives no number,
+    and says so.
     """
     if not peak:
         return None
@@ -295,12 +322,15 @@ def _peak_for(peak: dict | None, dtype: str, backends=None) -> dict | None:
         from perfsuite.measure.tf32 import tf32_flags
 
         tf32 = tf32_flags(backends)
-        allowed = [f"torch.backends.{'cuda.matmul' if k == 'matmul' else 'cudnn'}.allow_tf32"
-                   for k, v in tf32.items() if v]
-        if allowed:
-            roof, why = "tf32", f"fp32 work with {' and '.join(allowed)} on: the tf32 roof"
+        if kernels is None:
+            governing, what = ("matmul", "cudnn"), "fp32 work of undeclared kernels"
         else:
-            why = "fp32 work with TF32 off for matmul and cuDNN: the true fp32 roof"
+            governing, what = (_TF32_FLAG[kernels],), f"fp32 {kernels} work ({_KERNEL_LIB[kernels]})"
+        allowed = [_FLAG_NAME[k] for k in governing if tf32[k]]
+        if allowed:
+            roof, why = "tf32", f"{what} with {' and '.join(allowed)} on: the tf32 roof"
+        else:
+            why = f"{what} with {' and '.join(_FLAG_NAME[k] for k in governing)} off: the true fp32 roof"
     flops = (peak.get("flops_per_s") or {}).get(roof)
     if not flops:
         why = f"no {roof} roof in this device's stored peak ({why}); rerun `perfsuite peak` to measure it"
@@ -314,6 +344,7 @@ def _peak_for(peak: dict | None, dtype: str, backends=None) -> dict | None:
     }
     if tf32 is not None:
         block["tf32"] = tf32
+        block["kernels"] = kernels
     return block
 
 
@@ -385,6 +416,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
 
     device = resolve_device(cfg.device)
     resolved = workload.resolve(params)
+    kernels = fp32_kernels(workload, resolved)  # before measuring: a bad declaration fails fast
     torch.manual_seed(cfg.seed)
     built = workload.build(resolved, device)
     clock = clock or clock_for(device, cfg.timing)
@@ -439,7 +471,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     nvml_summary = nvml.summary()
     if is_cuda and nvml_summary["status"] != "ok":
         warnings.append(f"NVML unavailable: {nvml_summary['reason']}")
-    peak_rec = _peak_for(peak, built.work.dtype, torch.backends if is_cuda else None)
+    peak_rec = _peak_for(peak, built.work.dtype, torch.backends if is_cuda else None, kernels)
     if peak_rec is None and built.work.flops_per_step:
         warnings.append("no machine peak stored for this device: run `perfsuite peak` for peak fractions")
     warm = dict(m.warmup)

@@ -28,7 +28,10 @@ def nsight_commands(argv: str) -> list[str]:
         (f"nsys profile --trace=cuda,nvtx,osrt --capture-range=nvtx --nvtx-capture=train_step "
          f"--capture-range-end=stop -o reports/nsys/step {argv}"),
         # A bare range name selects a start/end range; push/pop ranges would need a trailing '/'.
-        f"ncu --nvtx --nvtx-include \"train_step\" --metrics {ROOFLINE_METRICS} --export reports/ncu/step {argv}",
+        # --clock-control none: by default ncu locks the clocks to base, so its times (and the
+        # FLOP/s and % of roof from them) disagree with perfsuite's, measured at the clocks it ran at.
+        (f"ncu --clock-control none --nvtx --nvtx-include \"train_step\" --metrics {ROOFLINE_METRICS} "
+         f"--export reports/ncu/step {argv}"),
         "ncu --import reports/ncu/step.ncu-rep --csv --page details > reports/ncu/step.csv",
         "perfsuite roofline reports/ncu/step.csv   # roofs from the file; else --device NAME or --peak-compute/--peak-bw",
     ]

@@ -7,6 +7,15 @@ says), the file (ncu's `…peak_sustained` rates times the highest clock seen, a
 Compute's own roofline sections compute them), the `--device` datasheet table, this GPU's
 `perfsuite peak` record (measured matmul rates and copy bandwidth).
 
+The file's tensor rates are checked against the dense rate per SM of its compute capability
+(devices.DENSE_TENSOR_PER_SM_CYCLE): on an H100 (Nsight Compute 2025.3) the
+`sm__ops_path_tensor_src_*.sum.peak_sustained` of TF32, FP16/BF16, FP8 and INT8 are twice the
+dense rate (the 2:4-sparse one: 4096 TF32 FLOP per SM per cycle where the datasheet's 494.7
+TFLOP/s is 2048), FP64's is not; the ops-path counts are dense FLOPs, so against those roofs
+a kernel at full tensor rate showed 50% of its roof. Twice the dense rate is halved (and the
+source says so); a rate that matches neither, or a GPU without a known dense rate, is kept
+and noted as unchecked.
+
 A point whose work ran on several pipes is judged against the roof of that mix: the least
 time its FLOPs could take is Σ FLOPs_pipe / peak_pipe, so its roof is Σ FLOPs / that time;
 for single-pipe work this is that pipe's peak. Attainable time also has one floor per memory
@@ -19,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from perfsuite.roofline.metrics import PEAK_COMPUTE, PEAK_MEMORY, SM_HZ
+from perfsuite.roofline.metrics import PEAK_COMPUTE, PEAK_MEMORY, PIPE_LABEL, SM_COUNT, SM_HZ
 
 LEVELS = ("dram", "l2", "l1")
 
@@ -38,6 +47,7 @@ class Ceilings:
     compute: dict = field(default_factory=dict)  # pipe -> FLOP/s; "*" = every pipe
     memory: dict = field(default_factory=dict)  # level -> B/s
     source: dict = field(default_factory=dict)  # pipe or level -> where it came from
+    notes: dict = field(default_factory=dict)  # pipe -> why its roof may be off (shown where it ran)
 
     def pipe_roof(self, pipe: str) -> float | None:
         return self.compute.get("*") or self.compute.get(pipe)
@@ -75,6 +85,10 @@ class Ceilings:
             bound = "memory" if p.dram_bytes > 0 else ""
         else:
             bound = "" if (roof is None or not dram or ai is None) else ("compute" if ai >= roof / dram else "memory")
+        if not p.exact:
+            # Tensor FLOPs unknown: the compute floor is a lower bound, so neither the limiter nor
+            # the share of the roof is known. Only "compute" survives a higher FLOP count.
+            return Verdict(roof, None, None, "", bound if bound == "compute" else "")
         if not floors:
             return Verdict(roof, None, None, "", bound)
         limiter = max(floors, key=floors.get)
@@ -94,6 +108,8 @@ def merge(*sources: Ceilings) -> Ceilings:
         for key, v in c.compute.items():
             if v and key not in out.compute:
                 out.compute[key], out.source[key] = v, c.source.get(key, "")
+                if key in c.notes:
+                    out.notes[key] = c.notes[key]
         for key, v in c.memory.items():
             if v and key not in out.memory:
                 out.memory[key], out.source[key] = v, c.source.get(key, "")
@@ -115,7 +131,51 @@ def from_file(launches) -> Ceilings:
         v = best(per_cycle, hz)
         if v:
             out.memory[level], out.source[level] = v, "file"
+    _check_tensor(out, launches)
     return out
+
+
+# How far a file's rate per SM may sit from 1x or 2x the dense rate and still count as it: the
+# rates are integers per SM per cycle, so anything but an exact multiple is another rate.
+_RATIO_TOLERANCE = 0.01
+_FFMA_PEAK = PEAK_COMPUTE["fp32"][0][0]
+
+
+def _check_tensor(out: Ceilings, launches) -> None:
+    """Halve the file's tensor roofs that are twice the dense rate of its GPU; note the ones
+    that cannot be checked (see the module docstring)."""
+    from perfsuite.roofline.devices import DENSE_TENSOR_PER_SM_CYCLE
+
+    tensor = [pipe for pipe in out.compute if pipe.startswith("tensor_")]
+    if not tensor:
+        return
+    cc = next((l.cc for l in launches if l.cc), "")
+    dense, lanes = DENSE_TENSOR_PER_SM_CYCLE.get(cc, ({}, 0))
+    sms = max((l.metrics[SM_COUNT] for l in launches if SM_COUNT in l.metrics), default=0.0)
+    if not sms and lanes:  # the file's own FP32 peak is its SMs x FP32 lanes per cycle
+        sms = max((l.metrics[_FFMA_PEAK] for l in launches if _FFMA_PEAK in l.metrics), default=0.0) / lanes
+    for pipe in tensor:
+        label = PIPE_LABEL.get(pipe, pipe)
+        if not cc or pipe not in dense or not sms:
+            if not cc:
+                why = "no CC column in the file"
+            elif pipe not in dense:
+                why = f"no dense {label} rate known for compute capability {cc}"
+            else:
+                why = "no SM count (device__attribute_multiprocessor_count or the FFMA peak)"
+            out.source[pipe] = "file, unchecked"
+            out.notes[pipe] = (f"{label} roof from the file unchecked ({why}): Nsight Compute's tensor peaks were twice "
+                               "the dense rate on an H100; check it against the datasheet, or give --peak-compute")
+            continue
+        per_cycle = max(l.metrics[m] * mult for m, mult in PEAK_COMPUTE[pipe] for l in launches if m in l.metrics)
+        ratio = per_cycle / sms / dense[pipe]
+        if abs(ratio - 2.0) <= 2.0 * _RATIO_TOLERANCE:
+            out.compute[pipe] /= 2.0
+            out.source[pipe] = "file ÷2: ncu's rate is the 2:4-sparse one"
+        elif abs(ratio - 1.0) > _RATIO_TOLERANCE:
+            out.source[pipe] = "file, unchecked"
+            out.notes[pipe] = (f"{label} roof from the file is {per_cycle / sms:.0f} FLOP per SM per cycle where compute "
+                               f"capability {cc} does {dense[pipe]} dense: kept as given, unchecked")
 
 
 def from_device(name: str) -> Ceilings:

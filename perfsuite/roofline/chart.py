@@ -83,7 +83,8 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
                 ax.scatter(ai, p.flop_per_s, s=25, marker=marker, facecolors="none",
                            edgecolors=COLORS.get(p.pipe, "grey"), zorder=4)
         v = ceilings.judge(p)
-        judged = f", {v.pct:.0f}% of roof ({v.limiter})" if v.pct is not None else ""
+        judged = (f", {v.pct:.0f}% of roof ({v.limiter})" if v.pct is not None
+                  else "" if p.exact else ", % of roof unknown")
         key.append(f"{i:>2}  {_label(p)[:46]}\n     {100 * p.time_s / total_time:.1f}% of time, "
                    f"{PIPE_LABEL.get(p.pipe, p.pipe)}{judged}{'' if p.exact else ', FLOPs: lower bound'}")
     if total is not None and total.intensity and total.flop_per_s:

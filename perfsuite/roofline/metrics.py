@@ -61,7 +61,10 @@ def profile_metrics() -> list[str]:
     return [TIME, DRAM, L2, L1, *TENSOR, TENSOR_INST, *flop_metric_names(("sm",)), *peaks, *mem, SM_HZ]
 
 
-WANTED = (set(flop_metric_names()) | set(TENSOR) | {TENSOR_INST, TIME, DRAM, DRAM_R, DRAM_W, L2, L1}
+# The raw page carries the SM count among the device attributes; it is not asked for (the
+# details page lacks it), so a file's tensor ceilings are checked with it only where present.
+SM_COUNT = "device__attribute_multiprocessor_count"
+WANTED = (set(flop_metric_names()) | set(TENSOR) | {TENSOR_INST, TIME, DRAM, DRAM_R, DRAM_W, L2, L1, SM_COUNT}
           | {m for pair in CYCLE_PAIRS for m in pair} | set(profile_metrics()))
 DEVICE_NAME = "device__attribute_display_name"
 
@@ -70,7 +73,7 @@ def optional(metric: str) -> bool:
     """Metrics a file may lack, or show as "n/a" (ncu's word for a counter this GPU does not
     have): ceilings and clocks, and the tensor counters, whose absence is reported, not fatal."""
     ceiling = metric.endswith((".peak_sustained", ".per_second")) and metric != SM_HZ  # SM_HZ may time a launch
-    return ceiling or metric in TENSOR or metric == TENSOR_INST
+    return ceiling or metric in TENSOR or metric == TENSOR_INST or metric == SM_COUNT
 
 
 def kind(metric: str) -> str:

@@ -40,6 +40,7 @@ class Launch:
     metrics: dict[str, float] = field(default_factory=dict)
     line: int = 0  # where its first row is
     device: str = ""  # device__attribute_display_name, when the export carries it
+    cc: str = ""  # compute capability ("9.0"), from the CC column both pages carry
 
 
 def _text(p: Path) -> str:
@@ -92,7 +93,9 @@ class _Ctx:
             shown, ranges = nvtx.launch_ranges(self.nvtx_cols, row)
         except ValueError as exc:
             raise NcuCsvError(f"{self.path} line {line}, NVTX column: {exc}") from None
-        return Launch(self.need(line, row, "ID"), self.need(line, row, "Kernel Name"), shown, ranges, line=line)
+        cc_at = self.col.get("CC")
+        cc = row[cc_at].strip() if cc_at is not None and cc_at < len(row) else ""
+        return Launch(self.need(line, row, "ID"), self.need(line, row, "Kernel Name"), shown, ranges, line=line, cc=cc)
 
     def number(self, line: int, column: int, metric: str, text: str, unit: str) -> float | None:
         """The value in base units; None for an optional metric shown as "n/a"."""

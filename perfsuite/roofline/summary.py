@@ -66,5 +66,6 @@ def top_table(groups: list[Point], ceilings: Ceilings, total_time: float, n: int
         flops = ("≥" if not p.exact else "") + _num(p.flops)
         t.add_row(str(i), Text(p.kernel), str(p.launches), fmt_seconds(p.time_s), f"{100 * p.time_s / total_time:.1f}%",
                   flops, _num(p.intensity), fmt_rate(p.flop_per_s or 0.0, "FLOP/s"),
-                  PIPE_LABEL.get(p.pipe, p.pipe) or "none", _num(v.pct, ".1f"), v.limiter or "-")
+                  PIPE_LABEL.get(p.pipe, p.pipe) or "none", _num(v.pct, ".1f") if p.exact else "unknown",
+                  v.limiter or "-")
     return t

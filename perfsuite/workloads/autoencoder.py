@@ -259,6 +259,7 @@ WORKLOAD = register(
         ),
         builder=build,
         trainer=training,
+        fp32_kernels=("variant", {"fc": "matmul", "conv": "conv"}),  # conv: ~78% of its FLOPs in convolutions
         checker=check,
         presets=PRESETS,
     )

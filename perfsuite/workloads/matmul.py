@@ -50,5 +50,6 @@ WORKLOAD = register(
             Param("dtype", str, "fp32", choices=DTYPES, help="element type"),
         ),
         builder=build,
+        fp32_kernels="matmul",  # cuBLAS: its TF32 flag sets the fp32 roof
     )
 )

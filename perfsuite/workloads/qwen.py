@@ -182,6 +182,7 @@ WORKLOAD = register(
                   help="fixed protocol: untimed batches first (default 3; needs runs)"),
         ),
         builder=build,
+        fp32_kernels="matmul",  # every projection and attention product is a cuBLAS matmul
         checker=check,
         presets=PRESETS,
     )
