@@ -86,25 +86,6 @@ def test_wilson_interval():
     assert hi == 1.0 and 0.65 < lo < 0.75
 
 
-def test_workload_at_a_revision_builds_beside_the_current_one():
-    import subprocess
-
-    from perfsuite.core import registry
-    from perfsuite.core.errors import ConfigError
-    from perfsuite.compare.revisions import workload_at
-
-    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if root.returncode != 0:
-        pytest.skip("not inside the git repository")
-    old = workload_at("HEAD", "matmul", root.stdout.strip())
-    assert old is not registry.get("matmul") and old.name == "matmul"
-    built = old.build({"n": 16}, "cpu")
-    built.fn()
-    assert registry.get("matmul").name == "matmul"  # the registry was not disturbed
-    with pytest.raises(ConfigError, match="cannot read"):
-        workload_at("no-such-revision", "matmul", root.stdout.strip())
-
-
 def _repo_root():
     import subprocess
 

@@ -163,7 +163,7 @@ def test_a_uuid_nvml_does_not_know_falls_back_to_the_index_with_a_note(monkeypat
 
 def test_the_amp_comparison_samples_the_same_gpu_as_torch(monkeypatch):
     from perfsuite.measure.timing import clock_for
-    from perfsuite.training.amp_compare import side_utilisation
+    from perfsuite.compare.amp import side_utilisation
 
     _machine(monkeypatch, visible=[3])
     s = side_utilisation(lambda: None, clock_for("cpu", "auto"), 1, 0, interval_s=0.002, settle_s=0.0, window_s=0.02)

@@ -201,14 +201,14 @@ def test_undeclared_fp32_work_keeps_the_higher_roof_when_either_flag_allows_tf32
     ("autoencoder", {"variant": "conv"}, "conv"),
 ])
 def test_workloads_declare_which_kernels_carry_their_fp32_flops(name, params, kernels):
-    from perfsuite.runner import fp32_kernels
+    from perfsuite.measure.runner import fp32_kernels
 
     w = registry.get(name)
     assert fp32_kernels(w, w.resolve(params)) == kernels
 
 
 def test_a_bad_kernels_declaration_is_refused_naming_the_workload():
-    from perfsuite.runner import fp32_kernels
+    from perfsuite.measure.runner import fp32_kernels
 
     w = replace(registry.get("matmul"), fp32_kernels="gemm")
     with pytest.raises(ValueError, match="'matmul'.*fp32_kernels.*'gemm'"):
@@ -218,7 +218,7 @@ def test_a_bad_kernels_declaration_is_refused_naming_the_workload():
 def test_run_case_passes_the_workloads_declaration_to_the_roof_choice(monkeypatch):
     """On CPU the flags are not read; the declaration still reaches the roof choice, which on
     CUDA picks the roof from it (the calls above)."""
-    from perfsuite import runner
+    from perfsuite.measure import runner
 
     seen = []
     real = runner._peak_for
@@ -230,7 +230,7 @@ def test_run_case_passes_the_workloads_declaration_to_the_roof_choice(monkeypatc
 def test_a_parameter_dependent_declaration_names_a_value_it_lacks_and_pickles():
     import pickle
 
-    from perfsuite.runner import fp32_kernels
+    from perfsuite.measure.runner import fp32_kernels
 
     w = registry.get("autoencoder")
     assert pickle.loads(pickle.dumps(replace(w, description="a copy"))).fp32_kernels == w.fp32_kernels

@@ -129,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     gate = sub.add_parser("gate", help="interleave a workload at a base revision and now; fail on a confirmed slowdown")
     gate.add_argument("workload")
     gate.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
-    gate.add_argument("--base-ref", default="HEAD", help="git revision of the baseline workload code (default HEAD)")
+    gate.add_argument("--base", "--base-ref", dest="base_ref", default="HEAD",
+                      help="git revision of the baseline workload code (default HEAD); each side runs in a "
+                           "process of its own, the base in a temporary worktree")
     gate.add_argument("--device", default="auto")
     # One name for the time a case may take, as on `run`: --max-time (--budget still accepted).
     gate.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),

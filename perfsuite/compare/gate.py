@@ -28,7 +28,7 @@ per pair were left.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from rich.text import Text
@@ -273,10 +273,52 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 
+def gate_sides(new, cases: list[dict], label, args, device: str, threads: int | None, floors: dict) -> list[GateVerdict]:
+    """Gate each case of `new` at `args.base_ref` against the working tree, each side in a process
+    of its own in its own checkout (perfsuite.compare.sides); every case's sides are started,
+    gated and stopped before the next case's."""
+    from perfsuite.compare import sides
+    from perfsuite.measure.timing import clock_for
+
+    file_now = sides.workload_file(new.source, new.name)
+    repo = sides.git_root(file_now.parent)
+    commit = sides.resolve_commit(args.base_ref, repo)
+    clock = sides.SideClock(clock_for(device, "host"))
+    out: list[GateVerdict] = []
+    with sides.worktree(repo, commit) as base_root:
+        file_base = sides.file_in(repo, base_root, file_now)
+        if not file_base.exists():
+            raise PerfsuiteError(f"--base {args.base_ref}: {file_base.relative_to(base_root)} does not exist at "
+                                 "that revision")
+        gate_cases = []
+        running: list = []
+        try:
+            for c in cases:
+                params = new.resolve(c)
+                # Started A B in turn, so neither side gets all the later allocations of the machine.
+                base = sides.Side(f"base {args.base_ref}", file_base, new.name, params, device, args.builds,
+                                  args.heap, threads)
+                running.append(base)
+                now = sides.Side("working tree", file_now, new.name, params, device, args.builds, args.heap,
+                                 threads)
+                running.append(now)
+                gate_cases.append(GateCase(label(c), base.steps, now.steps, floors.get(label(c), 0.0)))
+                (v,) = run_gate([gate_cases[-1]], clock, args.threshold, args.budget, args.fdr)
+                # The faults that matter happen in the sides' timed blocks, not in this process.
+                v.run = replace(v.run, faults_per_pair=(base.faults + now.faults) / max(len(v.run.ratios), 1))
+                out.append(v)
+                for s in (base, now):
+                    s.close()
+                running.clear()
+        finally:
+            for s in running:
+                s.close()
+    return out
+
+
 def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     from perfsuite.compare import gate as g
     from perfsuite.core.errors import Unsupported
-    from perfsuite.compare.revisions import workload_at
     from perfsuite.measure.timing import clock_for
     from perfsuite.core.params import expand_sweep, parse_assignments
     from perfsuite.storage.files import atomic_write_text, document, load_document
@@ -325,11 +367,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
         atomic_write_text(args.floors, document("noise-floors", floors))
         return 0
 
-    base = workload_at(args.base_ref, args.workload)
-    gate_cases = [g.GateCase(label(c), *g.alternate(lambda: base.build(c, device).fn, lambda: new.build(c, device).fn,
-                                                    args.builds), floors.get(label(c), 0.0))
-                  for c in runnable]
-    verdicts = g.run_gate(gate_cases, clock, args.threshold, args.budget, args.fdr)
+    verdicts = gate_sides(new, runnable, label, args, device, threads, floors)
     for v in verdicts:
         looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
         console.print(Text(f"{v.label}: median ratio {v.run.median:.3f} over {len(v.run.ratios)} pairs in "

@@ -1,0 +1,169 @@
+"""The two sides of a gate as processes of their own, each in its own checkout, driven in turn.
+
+A base revision is checked out in a temporary git worktree (removed afterwards, also after
+Ctrl-C); each side's workload file is loaded in its own interpreter (perfsuite.compare.side_worker)
+with that checkout first on sys.path, so `from myproj.model import Net` imports the revision
+it belongs to. The parent asks one side, then the other, to time a block of calls; each side
+times its own block with its own clock, so the pipe's latency is never part of a step's time,
+and while one side runs the other waits on its pipe. perfsuite's own workloads take the same
+road: their file in the base checkout is loaded beside the current perfsuite core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import perfsuite
+from perfsuite.core.errors import ConfigError
+from perfsuite.measure.timing import Clock
+
+
+class SideFailed(ConfigError):
+    """A side could not build or run its step; the message carries its error."""
+
+
+def git_root(path: Path) -> Path:
+    res = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise ConfigError(f"{path}: not inside a git repository ({res.stderr.strip()})")
+    return Path(res.stdout.strip())
+
+
+def resolve_commit(rev: str, repo: Path) -> str:
+    """The commit `rev` names; an option-like value never reaches git as an option."""
+    if not rev or rev.startswith("-"):
+        raise ConfigError(f"--base {rev!r}: not a git revision (a revision cannot start with '-')")
+    res = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+                         cwd=repo, capture_output=True, text=True)
+    if res.returncode != 0 or not res.stdout.strip():
+        raise ConfigError(f"--base {rev}: no such commit in {repo}")
+    return res.stdout.strip()
+
+
+@contextlib.contextmanager
+def worktree(repo: Path, commit: str):
+    """A detached checkout of `commit`, removed on the way out whatever happens."""
+    folder = Path(tempfile.mkdtemp(prefix="perfsuite-base-"))
+    path = folder / "tree"
+    res = subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), commit], cwd=repo,
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise ConfigError(f"cannot check out {commit[:12]} in a worktree: {res.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=repo, capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True)
+
+
+def workload_file(source: str, name: str) -> Path:
+    """The file a workload is declared in: a user's `file:line`, or perfsuite's own module."""
+    if source:
+        return Path(source.rsplit(":", 1)[0]).resolve()
+    return Path(perfsuite.__file__).resolve().parent / "workloads" / f"{name}.py"
+
+
+def file_in(root_now: Path, root_base: Path, file: Path) -> Path:
+    """The same file in the base checkout; refused when it is not in the repository."""
+    try:
+        rel = file.resolve().relative_to(root_now.resolve())
+    except ValueError:
+        raise ConfigError(f"{file} is not inside the repository {root_now}: the gate compares revisions of "
+                          "that repository's code") from None
+    return root_base / rel
+
+
+class Side:
+    """A side process holding `builds` builds of one case; `steps` call into it."""
+
+    def __init__(self, label: str, file: Path, workload: str, params: dict, device: str, builds: int,
+                 heap: str = "default", threads: int | None = None) -> None:
+        self.label = label
+        r_parent, w_child = os.pipe()
+        r_child, w_parent = os.pipe()
+        env = dict(os.environ, PERFSUITE_SIDE_FDS=f"{r_child},{w_child}",
+                   # the current perfsuite core, whichever checkout the side's workload file is in
+                   PYTHONPATH=os.pathsep.join([str(Path(perfsuite.__file__).resolve().parents[1]),
+                                               os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+        self.proc = subprocess.Popen([sys.executable, "-m", "perfsuite.compare.side_worker"],
+                                     pass_fds=(r_child, w_child), env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=file.parent)
+        os.close(r_child)
+        os.close(w_child)
+        self._out = os.fdopen(w_parent, "w")
+        self._in = os.fdopen(r_parent, "r")
+        self._send({"files": [str(file)], "workload": workload, "params": params, "device": device,
+                    "builds": builds, "heap": heap, "threads": threads})
+        self.work = self._receive()["work"]
+        self.steps = [RemoteStep(self, j) for j in range(builds)]
+        self.faults = 0  # minor page faults inside this side's timed blocks
+
+    def _send(self, obj: dict) -> None:
+        self._out.write(json.dumps(obj) + "\n")
+        self._out.flush()
+
+    def _receive(self) -> dict:
+        line = self._in.readline()
+        if not line:
+            self.proc.wait()
+            err = self.proc.stderr.read().decode(errors="replace")[-3000:] if self.proc.stderr else ""
+            raise SideFailed(f"{self.label}: the side process ended (exit {self.proc.returncode}):\n{err}")
+        msg = json.loads(line)
+        if "error" in msg:
+            raise SideFailed(f"{self.label}: {msg['error']}\n{msg.get('traceback', '')}")
+        return msg
+
+    def request(self, obj: dict) -> dict:
+        self._send(obj)
+        return self._receive()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._send({"op": "quit"})
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self._in, self._out, self.proc.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                f.close()
+
+
+class RemoteStep:
+    """One build in a side process: calling it runs one step there (untimed)."""
+
+    def __init__(self, side: Side, build: int) -> None:
+        self.side, self.build = side, build
+
+    def __call__(self) -> None:
+        self.side.request({"op": "call", "build": self.build})
+
+    def time(self, n: int) -> float:
+        answer = self.side.request({"op": "time", "build": self.build, "n": n})
+        self.side.faults += answer.get("faults", 0)
+        return answer["s"]
+
+
+class SideClock:
+    """The gate's clock over side processes: a remote step's block is timed where it runs."""
+
+    def __init__(self, local: Clock) -> None:
+        self.local = local
+
+    def time_block(self, fn, n: int) -> float:
+        if isinstance(fn, RemoteStep):
+            return fn.time(n)
+        return self.local.time_block(fn, n)
+
+    def now(self) -> float:
+        return self.local.now()
