@@ -1,5 +1,7 @@
 """`perfsuite check`: each check passes on the real code and fails on a broken one."""
 
+import re
+
 import pytest
 import torch
 
@@ -50,6 +52,41 @@ def test_amp_check_fails_when_the_low_precision_run_diverges():
 
     with pytest.raises(CheckFailed, match="bf16 reaches .* apart"):
         checks.amp_loss_agreement("autoencoder", steps=6, setup_b=broken)
+
+
+@pytest.fixture
+def fp16_on_cpu(monkeypatch):
+    """fp16 training as on CUDA, emulated on CPU: autocast to float16 and a GradScaler("cpu")
+    with the CUDA scaler's defaults (initial scale 65536). perfsuite refuses fp16 off CUDA; the
+    emulation lifts only that refusal."""
+    from perfsuite.training import precision
+
+    monkeypatch.setattr(precision, "check_precision", lambda p, d: None)
+
+
+def test_amp_check_compares_fp16_at_equal_applied_steps(fp16_on_cpu):
+    """On an H100 the ResNet's AMP check failed ("fp16 reaches 0.5721, fp32 0.7152 after 12
+    steps: 20.0% apart") and the suite refused every ResNet entry: fp16's GradScaler skips its
+    first steps (inf gradients at scale 65536), so after 12 steps fp16 had applied fewer updates.
+    On CPU the same emulated run skipped 4 and ended 17.9% apart; compared at 12 applied steps
+    each, the two agree."""
+    detail = checks.amp_loss_agreement("resnet", low="fp16")
+    skipped = re.search(r"GradScaler skipped (\d+) more", detail)
+    assert skipped and int(skipped.group(1)) >= 1, detail  # the emulation does reproduce the skips
+    assert "after 12 applied steps" in detail
+
+
+def test_amp_check_fails_when_fp16_overflows_at_every_scale(fp16_on_cpu):
+    """Skipped steps are forgiven only while the scale falls to 1: gradients that overflow even
+    unscaled are divergence, and the check must end (not loop) and say so."""
+    def overflowing(params, device, seed):
+        setup = training_setup("autoencoder", params, device, seed)
+        loss_fn = setup.parts.loss_fn
+        setup.parts.loss_fn = lambda out, x: loss_fn(out, x) * float("inf")
+        return setup
+
+    with pytest.raises(CheckFailed, match=r"fp16: the GradScaler skipped 18 steps .* overflow even unscaled"):
+        checks.amp_loss_agreement("autoencoder", steps=3, setup_b=overflowing, low="fp16")
 
 
 def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):
