@@ -22,9 +22,13 @@ the same functions (tests/test_checks.py).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import re
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -189,9 +193,88 @@ def _state(setup) -> dict:
     return dict(model=p.model, optimizer=p.optimizer, scheduler=p.scheduler)
 
 
+# torch's alert for an op without a deterministic kernel when warn_only is set (ATen's
+# Context::alertNotDeterministic): "<op> does not have a deterministic implementation, but ...".
+_NOT_DETERMINISTIC = re.compile(r"^(\S+) does not have a deterministic implementation")
+# cuBLAS's documented settings for reproducible results; torch refuses cuBLAS calls under
+# deterministic mode without one of them (CUDA >= 10.2).
+CUBLAS_DETERMINISTIC = ":4096:8"
+
+
+def _nondeterministic_ops(caught) -> list[str]:
+    """The ops named by torch's not-deterministic alerts among the recorded warnings, in order."""
+    names = [m.group(1) for w in caught if (m := _NOT_DETERMINISTIC.match(str(w.message)))]
+    return list(dict.fromkeys(names))
+
+
+@contextlib.contextmanager
+def deterministic_kernels():
+    """Deterministic kernels for the duration of a check, everything restored afterwards.
+
+    On an H100 the autoencoder's resume check failed with "weight encoder.0.weight differs after
+    resume" while all six losses matched bit for bit: the state came back (a lost optimiser
+    state or LR moves the losses), but some kernel summed in another order. Reading the step:
+    Adam's foreach update is elementwise and restored exactly (its `step` comes back on the GPU
+    through map_location, but is read with .item(), the same number); MSE and the linears are
+    deterministic on one stream; what is not is cuDNN's convolution backward, which by default
+    may pick weight-gradient algorithms that accumulate with atomics (the first conv, 3 input
+    channels and a 16x16 output, reduces 2,048 products per weight), so two identical runs
+    differ in the last bits, and Adam's division by sqrt(v) carries that into the weights
+    (encoder.0.weight is simply the first tensor compared). ResNet's run passed, but nothing
+    guaranteed its algorithms either. This is the cause by reading; a GPU run must confirm it.
+
+    `torch.use_deterministic_algorithms(True)` makes convolutions and transposed convolutions
+    on CUDA use deterministic algorithms (torch's documentation lists them); cudnn.benchmark
+    off keeps the choice from depending on timing. `warn_only`: an op with no deterministic
+    kernel warns instead of raising (ResNet's cross-entropy runs nll_loss, on torch's list of
+    ops that would raise on CUDA); the context yields a function naming the ops that warned so
+    far, and the check then compares within a stated tolerance instead of bit for bit.
+
+    CUBLAS_WORKSPACE_CONFIG is set when unset, because torch refuses cuBLAS calls under
+    deterministic mode without it. cuBLAS reads it when its workspace is first made, so in a
+    process that already used cuBLAS it only satisfies torch's test; that is enough here: the
+    check runs on one stream, where cuBLAS is reproducible by NVIDIA's documentation (the
+    setting is about work spread over streams)."""
+    import torch
+
+    cudnn = torch.backends.cudnn
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             cudnn.benchmark, cudnn.deterministic, os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    try:
+        if saved[4] is None:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        cudnn.benchmark, cudnn.deterministic = False, True
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield lambda: _nondeterministic_ops(caught)
+        for w in caught:
+            if not _NOT_DETERMINISTIC.match(str(w.message)):  # not ours to swallow
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        cudnn.benchmark, cudnn.deterministic = saved[2], saved[3]
+        if saved[4] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+
+
+# Where an op without a deterministic kernel ran, the resumed run is compared within these
+# (torch.testing's float32 defaults: an ulp-level difference in a summation order passes, a lost
+# optimiser state or learning rate moves the weights by far more after one step).
+RESUME_RTOL, RESUME_ATOL = 1.3e-6, 1e-5
+
+
 def resume_bit_exact(workload: str, device: str = "cpu", steps: int | None = None, folder: Path | None = None) -> str:
     """Run `steps` steps; separately run half, save, disturb every RNG, build with other weights,
-    load and run the rest: the losses, the weights, the RNG stream and the LR must be identical."""
+    load and run the rest: the losses, the weights, the RNG stream and the LR must be identical.
+    Both runs use deterministic kernels (`deterministic_kernels`): bit-exactness is a property of
+    the saved state only when the kernels are."""
+    with deterministic_kernels() as nondeterministic:
+        return _resume(workload, device, steps, folder, nondeterministic)
+
+
+def _resume(workload: str, device: str, steps: int | None, folder: Path | None,
+            nondeterministic: Callable[[], list[str]]) -> str:
     import torch
 
     from perfsuite.training.checkpoint import Progress, load_checkpoint, save_checkpoint
@@ -213,15 +296,28 @@ def resume_bit_exact(workload: str, device: str = "cpu", steps: int | None = Non
     _need(progress.step == half and progress.best_metric == part[-1],
           f"progress came back as step {progress.step}, best {progress.best_metric}")
     rest = _noisy_losses(resumed, progress.step, steps)
-    if part + rest != full_losses:
-        i = next(i for i, (a, b) in enumerate(zip(part + rest, full_losses)) if a != b)
-        raise CheckFailed(f"step {i}: resumed loss {(part + rest)[i]!r} != uninterrupted {full_losses[i]!r}")
+    # With an op that has no deterministic kernel, exact equality cannot be asked of the kernels.
+    ops = nondeterministic()
+    exact = not ops
+    within = "" if exact else f" (beyond rtol {RESUME_RTOL:g}, atol {RESUME_ATOL:g})"
+
+    def same(a, b) -> bool:
+        if exact:
+            return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+        return torch.allclose(torch.as_tensor(a), torch.as_tensor(b), rtol=RESUME_RTOL, atol=RESUME_ATOL)
+
+    resumed_losses = part + rest
+    for i, (a, b) in enumerate(zip(resumed_losses, full_losses)):
+        _need(same(a, b), f"step {i}: resumed loss {a!r} != uninterrupted {b!r}" + within)
     for (name, a), (_, b) in zip(full.parts.model.state_dict().items(), resumed.parts.model.state_dict().items()):
-        _need(torch.equal(a, b), f"weight {name} differs after resume")
+        _need(same(a, b), f"weight {name} differs after resume" + within)
     _need(torch.equal(torch.randn(4), ref_next), "the RNG stream differs after resume")
     if full.parts.scheduler is not None:
         _need(full.parts.scheduler.get_last_lr() == resumed.parts.scheduler.get_last_lr(), "the LR differs")
-    return f"{steps} steps, interrupted after {half}: losses, weights, RNG and LR identical"
+    if exact:
+        return f"{steps} steps, interrupted after {half}: losses, weights, RNG and LR identical (deterministic kernels)"
+    return (f"{steps} steps, interrupted after {half}: RNG and LR identical, losses and weights within rtol "
+            f"{RESUME_RTOL:g}, atol {RESUME_ATOL:g} ({', '.join(ops)}: no deterministic kernel on {device})")
 
 
 # The validation metric of seven epochs, lower is better: epoch 2 is worse once (patience left),

@@ -1,5 +1,7 @@
 """`perfsuite check`: each check passes on the real code and fails on a broken one."""
 
+import math
+import os
 import re
 
 import pytest
@@ -102,3 +104,65 @@ def test_every_workload_with_checks_exists():
     from perfsuite import registry
 
     assert set(checks._checks()) <= set(registry.names())
+
+
+def _summation_order_noise(g):
+    """A weight gradient as a kernel that accumulates with atomics computes it: the same sum in
+    another order, so the last bit of about half the elements differs from run to run (seeded
+    from os.urandom: nothing the check seeds can make it repeat)."""
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
+    flip = torch.rand(g.shape, generator=gen) < 0.5
+    return torch.where(flip, torch.nextafter(g, torch.full_like(g, math.inf)), g)
+
+
+def _with_first_conv_grad(monkeypatch, hook):
+    """The autoencoder's training parts with `hook` on its first conv's weight gradient."""
+    from perfsuite.workloads import autoencoder
+
+    build = autoencoder.build_parts
+
+    def build_parts(params, device):
+        parts = build(params, device)
+        parts.model["encoder"][0].weight.register_hook(hook)
+        return parts
+
+    monkeypatch.setattr(autoencoder, "build_parts", build_parts)
+
+
+def test_resume_check_runs_on_deterministic_kernels_and_restores_the_settings(tmp_path, monkeypatch):
+    """On an H100: "FAIL autoencoder: resume is bit-exact: weight encoder.0.weight differs after
+    resume" with every loss equal. Emulated: the first conv's weight gradient is summed in a
+    run-dependent order unless deterministic algorithms are on (as cuDNN's convolution backward
+    is, by torch's documentation of use_deterministic_algorithms). The check must turn them on,
+    and give back the caller's settings afterwards."""
+    def conv_wgrad(g):
+        return g if torch.are_deterministic_algorithms_enabled() else _summation_order_noise(g)
+
+    _with_first_conv_grad(monkeypatch, conv_wgrad)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    torch.backends.cudnn.benchmark = True  # a user's setting; restored by the finally below
+    try:
+        detail = checks.resume_bit_exact("autoencoder", folder=tmp_path)
+        assert "identical (deterministic kernels)" in detail
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.benchmark and not torch.backends.cudnn.deterministic
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    finally:
+        torch.backends.cudnn.benchmark = False
+
+
+def test_resume_check_without_a_deterministic_kernel_compares_within_a_tolerance(tmp_path, monkeypatch):
+    """An op with no deterministic kernel (torch warns under warn_only: here a real one, put_)
+    cannot be asked for bit-exactness: the check says which op and compares within its stated
+    tolerance, which still catches an optimiser state that was not restored."""
+    def no_deterministic_kernel(g):
+        torch.zeros(1).put_(torch.tensor([0]), torch.tensor([1.0]))  # torch's alert: "put_ does not have ..."
+        return _summation_order_noise(g)
+
+    _with_first_conv_grad(monkeypatch, no_deterministic_kernel)
+    detail = checks.resume_bit_exact("autoencoder", folder=tmp_path)
+    assert "losses and weights within rtol 1.3e-06, atol 1e-05 (put_: no deterministic kernel on cpu)" in detail
+
+    monkeypatch.setattr(torch.optim.Adam, "load_state_dict", lambda self, state: None)
+    with pytest.raises(CheckFailed, match=r"differs after resume \(beyond rtol|resumed loss .* \(beyond rtol"):
+        checks.resume_bit_exact("autoencoder", folder=tmp_path)
