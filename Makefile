@@ -8,6 +8,13 @@ DEPS := $(VENV)/.deps-installed
 # torch/torchvision versions this project is developed on; pip takes them from this
 # machine's disk. pyproject.toml declares the compatible ranges.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+# Which torch the venv gets (scripts/venv_torch.py decides, when the venv is created):
+# system = the system Python's torch, seen through --system-site-packages, nothing downloaded;
+# pinned = TORCH_PINS; auto = system when that torch is a CUDA/ROCm build in pyproject's range
+# (GPU machines carry their own, often without network), pinned otherwise. To change it later:
+# make clean-venv, then make setup TORCH=...
+TORCH ?= auto
+CONSTRAINTS := $(VENV)/constraints.txt
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 BENCH_TIME ?= 6
 
@@ -16,12 +23,14 @@ BENCH_TIME ?= 6
 setup: $(DEPS)
 
 $(PY):
-	$(PYTHON) -m venv $(VENV_ARGS) $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PYTHON) scripts/venv_torch.py --venv $(VENV) --torch "$(TORCH)" --pins "$(TORCH_PINS)" --venv-args "$(VENV_ARGS)"
 
+# The torch chosen above is a constraint of every install, so no extra replaces it. A venv made
+# before constraints.txt existed gets TORCH_PINS, as it always did. (Tested in the shell, not
+# with $(wildcard): make caches directory listings and may not see a file made during the run.)
 $(DEPS): pyproject.toml | $(PY)
-	$(if $(TORCH_PINS),$(PY) -m pip install --quiet $(TORCH_PINS))
-	$(PY) -m pip install --quiet -e ".[vision,gpu,report,llm,dev]"
+	$(if $(TORCH_PINS),test -f $(CONSTRAINTS) || $(PY) -m pip install --quiet $(TORCH_PINS))
+	$(PY) -m pip install --quiet $$(test -f $(CONSTRAINTS) && echo -c $(CONSTRAINTS)) -e ".[vision,gpu,report,llm,dev]"
 	touch $(DEPS)
 
 # Debian's Chromium, for the test that opens the published asv site; without root or apt the
@@ -61,13 +70,19 @@ regress: $(DEPS)
 # The main job: the default suite for this machine, ending in a report under reports/.
 OUT := results/bench-$(STAMP)
 REPORT := reports/bench-$(STAMP)
+# A failed correctness check (or case) makes `perfsuite run` exit 3 after measuring everything
+# else: the report and the export still cover what was measured, and make then exits 3, so the
+# failure is not lost. Other statuses (2: bad input, 130: interrupted) stop here.
 bench: $(DEPS)
 	$(PY) -m perfsuite peak --max-time $(BENCH_TIME)
 	@# The suite that fits this machine: gpu.yaml with CUDA, cpu.yaml without.
-	$(PY) -m perfsuite run --suite $$($(PY) -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')") \
-		--out $(OUT)
-	$(PY) -m perfsuite report $(OUT) --out-dir $(REPORT)
-	$(PY) -m perfsuite export tensorboard $(OUT) --logdir reports/tensorboard
+	@suite=$$($(PY) -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')") || exit; \
+	run=0; set -x; $(PY) -m perfsuite run --suite $$suite --out $(OUT) || run=$$?; { set +x; } 2>/dev/null; \
+	case $$run in 0) ;; 3) echo "make bench: perfsuite run exited 3 (see above); reporting what it measured";; \
+		*) exit $$run;; esac; \
+	set -x; $(PY) -m perfsuite report $(OUT) --out-dir $(REPORT) && \
+	$(PY) -m perfsuite export tensorboard $(OUT) --logdir reports/tensorboard || exit; \
+	{ set +x; } 2>/dev/null; exit $$run
 
 clean-venv:
 	rm -rf $(VENV)

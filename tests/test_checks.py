@@ -1,5 +1,9 @@
 """`perfsuite check`: each check passes on the real code and fails on a broken one."""
 
+import math
+import os
+import re
+
 import pytest
 import torch
 
@@ -54,6 +58,41 @@ def test_amp_check_fails_when_the_low_precision_run_diverges():
         checks.amp_loss_agreement("autoencoder", steps=6, setup_b=broken)
 
 
+@pytest.fixture
+def fp16_on_cpu(monkeypatch):
+    """fp16 training as on CUDA, emulated on CPU: autocast to float16 and a GradScaler("cpu")
+    with the CUDA scaler's defaults (initial scale 65536). perfsuite refuses fp16 off CUDA; the
+    emulation lifts only that refusal."""
+    from perfsuite.training import precision
+
+    monkeypatch.setattr(precision, "check_precision", lambda p, d: None)
+
+
+def test_amp_check_compares_fp16_at_equal_applied_steps(fp16_on_cpu):
+    """On an H100 the ResNet's AMP check failed ("fp16 reaches 0.5721, fp32 0.7152 after 12
+    steps: 20.0% apart") and the suite refused every ResNet entry: fp16's GradScaler skips its
+    first steps (inf gradients at scale 65536), so after 12 steps fp16 had applied fewer updates.
+    On CPU the same emulated run skipped 4 and ended 17.9% apart; compared at 12 applied steps
+    each, the two agree."""
+    detail = checks.amp_loss_agreement("resnet", low="fp16")
+    skipped = re.search(r"GradScaler skipped (\d+) more", detail)
+    assert skipped and int(skipped.group(1)) >= 1, detail  # the emulation does reproduce the skips
+    assert "after 12 applied steps" in detail
+
+
+def test_amp_check_fails_when_fp16_overflows_at_every_scale(fp16_on_cpu):
+    """Skipped steps are forgiven only while the scale falls to 1: gradients that overflow even
+    unscaled are divergence, and the check must end (not loop) and say so."""
+    def overflowing(params, device, seed):
+        setup = training_setup("autoencoder", params, device, seed)
+        loss_fn = setup.parts.loss_fn
+        setup.parts.loss_fn = lambda out, x: loss_fn(out, x) * float("inf")
+        return setup
+
+    with pytest.raises(CheckFailed, match=r"fp16: the GradScaler skipped 18 steps .* overflow even unscaled"):
+        checks.amp_loss_agreement("autoencoder", steps=3, setup_b=overflowing, low="fp16")
+
+
 def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):
     from perfsuite.training import checkpoint
 
@@ -67,3 +106,65 @@ def test_every_workload_with_checks_exists():
     from perfsuite.core import registry
 
     assert set(checks._checks()) <= set(registry.names())
+
+
+def _summation_order_noise(g):
+    """A weight gradient as a kernel that accumulates with atomics computes it: the same sum in
+    another order, so the last bit of about half the elements differs from run to run (seeded
+    from os.urandom: nothing the check seeds can make it repeat)."""
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
+    flip = torch.rand(g.shape, generator=gen) < 0.5
+    return torch.where(flip, torch.nextafter(g, torch.full_like(g, math.inf)), g)
+
+
+def _with_first_conv_grad(monkeypatch, hook):
+    """The autoencoder's training parts with `hook` on its first conv's weight gradient."""
+    from perfsuite.workloads import autoencoder
+
+    build = autoencoder.build_parts
+
+    def build_parts(params, device):
+        parts = build(params, device)
+        parts.model["encoder"][0].weight.register_hook(hook)
+        return parts
+
+    monkeypatch.setattr(autoencoder, "build_parts", build_parts)
+
+
+def test_resume_check_runs_on_deterministic_kernels_and_restores_the_settings(tmp_path, monkeypatch):
+    """On an H100: "FAIL autoencoder: resume is bit-exact: weight encoder.0.weight differs after
+    resume" with every loss equal. Emulated: the first conv's weight gradient is summed in a
+    run-dependent order unless deterministic algorithms are on (as cuDNN's convolution backward
+    is, by torch's documentation of use_deterministic_algorithms). The check must turn them on,
+    and give back the caller's settings afterwards."""
+    def conv_wgrad(g):
+        return g if torch.are_deterministic_algorithms_enabled() else _summation_order_noise(g)
+
+    _with_first_conv_grad(monkeypatch, conv_wgrad)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    torch.backends.cudnn.benchmark = True  # a user's setting; restored by the finally below
+    try:
+        detail = checks.resume_bit_exact("autoencoder", folder=tmp_path)
+        assert "identical (deterministic kernels)" in detail
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.benchmark and not torch.backends.cudnn.deterministic
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    finally:
+        torch.backends.cudnn.benchmark = False
+
+
+def test_resume_check_without_a_deterministic_kernel_compares_within_a_tolerance(tmp_path, monkeypatch):
+    """An op with no deterministic kernel (torch warns under warn_only: here a real one, put_)
+    cannot be asked for bit-exactness: the check says which op and compares within its stated
+    tolerance, which still catches an optimiser state that was not restored."""
+    def no_deterministic_kernel(g):
+        torch.zeros(1).put_(torch.tensor([0]), torch.tensor([1.0]))  # torch's alert: "put_ does not have ..."
+        return _summation_order_noise(g)
+
+    _with_first_conv_grad(monkeypatch, no_deterministic_kernel)
+    detail = checks.resume_bit_exact("autoencoder", folder=tmp_path)
+    assert "losses and weights within rtol 1.3e-06, atol 1e-05 (put_: no deterministic kernel on cpu)" in detail
+
+    monkeypatch.setattr(torch.optim.Adam, "load_state_dict", lambda self, state: None)
+    with pytest.raises(CheckFailed, match=r"differs after resume \(beyond rtol|resumed loss .* \(beyond rtol"):
+        checks.resume_bit_exact("autoencoder", folder=tmp_path)

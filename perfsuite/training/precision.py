@@ -35,7 +35,9 @@ class Precision:
         self.device_type = "cuda" if self.device.startswith("cuda") else "cpu"
         self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.name)
         # fp16 gradients underflow without loss scaling; bf16 has fp32's exponent range and does not.
-        self.scaler = torch.amp.GradScaler("cuda") if self.name == "fp16" else None
+        # The scaler of this device's type: "cuda" on a CPU device would warn and disable itself
+        # (fp16 on CPU is refused above, but the checks' tests emulate fp16 training on CPU).
+        self.scaler = torch.amp.GradScaler(self.device_type) if self.name == "fp16" else None
 
     def autocast(self):
         if self.dtype is None:

@@ -1,0 +1,154 @@
+"""Which torch `make setup` gives the venv (scripts/venv_torch.py), and what `make bench` does
+when the suite run fails a check. No GPU and no network here: the system Python's torch is a
+fake package on PYTHONPATH, and make runs its real recipes on a fake venv interpreter."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import venv_torch  # noqa: E402
+from venv_torch import Probe, Refused  # noqa: E402
+
+PINS = ["torch==2.14.1", "torchvision==0.29.1"]
+SPEC = ">=2.4,<2.15"
+H100 = Probe(torch="2.11.0+cu130", cuda="13.0", torchvision="0.26.0+cu130")  # what the H100 machine had
+
+
+def _plan(choice, found):
+    return venv_torch.plan(choice, found, PINS, Path("/x/.venv"), "/usr/bin/python3", [], SPEC)
+
+
+def test_auto_keeps_the_systems_cuda_torch():
+    """On the H100 a fresh `make bench` would have installed torch 2.14.1 over its 2.11+cu130."""
+    p = _plan("auto", H100)
+    assert p.mode == "system"
+    assert p.commands == [["/usr/bin/python3", "-m", "venv", "--system-site-packages", "/x/.venv"]]
+    assert not any("torch==2.14.1" in c for cmd in p.commands for c in cmd)  # nothing about torch installed
+    # pip later sees the installed versions as the only acceptable ones: no extra replaces them.
+    assert p.constraints == ["torch==2.11.0+cu130", "torchvision==0.26.0+cu130"]
+    assert _plan("auto", Probe(torch="6.2.0", hip="6.2")).mode == "pinned"  # out of range: pinned
+    assert _plan("auto", Probe(torch="2.6.0+rocm6.2", hip="6.2")).mode == "system"
+
+
+@pytest.mark.parametrize("found, why", [
+    (Probe(why_not="ModuleNotFoundError: No module named 'torch'"), "no torch in the system Python"),
+    (Probe(torch="2.14.1+cpu"), "a CPU-only build), not a GPU build: installing torch==2.14.1"),
+    (Probe(torch="2.16.0", cuda="13.0"), "outside this project's torch>=2.4,<2.15"),
+])
+def test_auto_pins_otherwise_and_says_why(found, why):
+    p = _plan("auto", found)
+    assert p.mode == "pinned" and why in p.why
+    assert p.commands[0] == ["/usr/bin/python3", "-m", "venv", "/x/.venv"]
+    assert p.commands[-1] == ["/x/.venv/bin/python", "-m", "pip", "install", "--quiet", *PINS]
+    assert p.constraints == PINS
+
+
+def test_the_user_chooses():
+    assert _plan("pinned", H100).mode == "pinned"
+    assert _plan("system", Probe(torch="2.14.1+cpu")).mode == "system"  # a CPU torch, if the user says so
+    with pytest.raises(Refused, match="TORCH=system: no torch in the system Python .*use TORCH=pinned"):
+        _plan("system", Probe(why_not="ModuleNotFoundError"))
+    with pytest.raises(Refused, match=r"TORCH=system: the system Python's torch 2.3.1 \(CUDA 12.1\) is outside"):
+        _plan("system", Probe(torch="2.3.1", cuda="12.1"))
+    with pytest.raises(Refused, match="TORCH='gpu': choose one of auto, system, pinned"):
+        _plan("gpu", H100)
+    with pytest.raises(Refused, match="TORCH_PINS is empty"):
+        venv_torch.plan("auto", Probe(), [], Path("v"), "py", [], SPEC)
+
+
+def test_versions_against_pyprojects_range():
+    assert venv_torch.torch_range() == SPEC  # read from this checkout's pyproject.toml
+    assert venv_torch.satisfies("2.11.0+cu130", SPEC) and venv_torch.satisfies("2.14.1", SPEC)
+    assert not venv_torch.satisfies("2.15.0", SPEC) and not venv_torch.satisfies("2.3.1", SPEC)
+    assert venv_torch.satisfies("2.15.0.dev20260101", ">=2.4")
+    with pytest.raises(ValueError, match="unsupported version specifier '~=2.4'"):
+        venv_torch.satisfies("2.5", "~=2.4")
+
+
+def _fake_system_torch(tmp_path, version="2.11.0+cu130", cuda="'13.0'"):
+    pkg = tmp_path / "site" / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"__version__ = {version!r}\nfrom . import version\n")
+    (pkg / "version.py").write_text(f"cuda = {cuda}\nhip = None\n")
+    return tmp_path / "site"
+
+
+def test_the_script_probes_the_interpreter_that_runs_it(tmp_path):
+    """The real probe, in a real process, on a fake CUDA torch; --dry-run changes nothing."""
+    site = _fake_system_torch(tmp_path)
+    venv = tmp_path / "venv"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "venv_torch.py"), "--venv", str(venv),
+                          "--pins", " ".join(PINS), "--dry-run"], check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "venv_torch: system torch: TORCH=auto: the system Python's torch 2.11.0+cu130 (CUDA 13.0), kept" in res.stdout
+    assert f"-m venv --system-site-packages {venv}" in res.stdout and "pip install" not in res.stdout
+    assert "constraints.txt: torch==2.11.0+cu130" in res.stdout and not venv.exists()
+
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "venv_torch.py"), "--venv", str(venv),
+                          "--torch", "system", "--dry-run"], check=False, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(_fake_system_torch(tmp_path / "old", "2.3.1"))})
+    assert res.returncode == 2 and "outside this project's torch>=2.4,<2.15" in res.stderr
+
+
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
+
+
+@needs_make
+def test_make_setup_passes_the_choice_to_the_script(tmp_path):
+    venv = tmp_path / "venv"
+    res = subprocess.run(["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}", "TORCH=system"],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert f'python3 scripts/venv_torch.py --venv {venv} --torch "system" --pins "{" ".join(PINS)}"' in res.stdout
+    assert "test -f" in res.stdout and f"-c {venv}/constraints.txt" in res.stdout
+
+
+FAKE_PYTHON = """#!/bin/bash
+# The venv's python as make bench calls it: every call logged; `perfsuite run` measures nothing
+# but exits with $RUN_STATUS, as a suite whose correctness check failed does (3).
+echo "$*" >> "$LOG"
+case "$*" in
+  "-c "*) echo cpu ;;
+  *"perfsuite run "*) mkdir -p "$OUT_DIR"; exit "$RUN_STATUS" ;;
+esac
+exit 0
+"""
+
+
+def _fake_venv(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    py = venv / "bin" / "python"
+    py.write_text(FAKE_PYTHON)
+    py.chmod(0o755)
+    (venv / ".deps-installed").touch()  # newer than pyproject.toml: no install
+    return venv
+
+
+@needs_make
+@pytest.mark.parametrize("status, reported", [(0, True), (3, True), (2, False)])
+def test_make_bench_reports_what_was_measured_when_a_check_failed(tmp_path, status, reported):
+    """A failed correctness check made `perfsuite run` exit 3 and make stopped before the report:
+    a first GPU run ended with no report at all. Now the report and export run, then make exits
+    with the run's status; other failures (2: bad input) still stop at once."""
+    venv, log, out = _fake_venv(tmp_path), tmp_path / "calls.log", tmp_path / "out"
+    env = {**os.environ, "LOG": str(log), "OUT_DIR": str(out), "RUN_STATUS": str(status)}
+    res = subprocess.run(["make", "-C", str(ROOT), "bench", f"VENV={venv}", f"OUT={out}", f"REPORT={tmp_path}/rep"],
+                         check=False, capture_output=True, text=True, env=env, timeout=60)
+    calls = log.read_text().splitlines()
+    assert calls[0] == "-m perfsuite peak --max-time 6"
+    assert f"-m perfsuite run --suite cpu --out {out}" in calls
+    assert (f"-m perfsuite report {out} --out-dir {tmp_path}/rep" in calls) == reported, calls
+    assert (f"-m perfsuite export tensorboard {out} --logdir reports/tensorboard" in calls) == reported
+    assert res.returncode == (2 if status else 0), res.stdout + res.stderr  # make's own status: 2 on failure
+    assert ("perfsuite run exited 3 (see above); reporting what it measured" in res.stdout) == (status == 3)
+    if status:
+        assert f"Error {status}" in res.stderr  # make names the recipe's status: the failure is not lost
