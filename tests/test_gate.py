@@ -2,6 +2,7 @@ import math
 
 import numpy as np
 import pytest
+from pathlib import Path
 
 from perfsuite.stats import summary as stats
 from perfsuite.compare.gate import GateCase, noise_floor, paired_ratios, run_gate, wilson_interval
@@ -96,28 +97,43 @@ def _repo_root():
 
 
 def test_an_option_like_base_ref_never_reaches_git(tmp_path):
+    from perfsuite.compare.sides import resolve_commit
     from perfsuite.core.errors import ConfigError
-    from perfsuite.compare.revisions import workload_at
 
-    # Where `git show --output=DIR/pwned:perfsuite/workloads/noop.py` would write, made writable.
+    # Where `git worktree add --output=...`-style options would write, made writable.
     (tmp_path / "pwned:perfsuite" / "workloads").mkdir(parents=True)
-    with pytest.raises(ConfigError, match="--base-ref '--output=.*': not a git revision"):
-        workload_at(f"--output={tmp_path}/pwned", "noop", _repo_root())
+    with pytest.raises(ConfigError, match="--base '--output=.*': not a git revision"):
+        resolve_commit(f"--output={tmp_path}/pwned", Path(_repo_root()))
     assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []
 
 
 def test_base_ref_is_resolved_to_a_commit():
     import subprocess
 
+    from perfsuite.compare.sides import resolve_commit
     from perfsuite.core.errors import ConfigError
-    from perfsuite.compare.revisions import resolve_commit, workload_at
 
-    root = _repo_root()
+    root = Path(_repo_root())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     assert resolve_commit("HEAD", root) == head
-    assert workload_at("HEAD", "noop", root).name == "noop"
-    with pytest.raises(ConfigError, match="--base-ref HEAD:perfsuite: cannot read that revision"):
+    with pytest.raises(ConfigError, match="--base HEAD:perfsuite: no such commit"):
         resolve_commit("HEAD:perfsuite", root)  # a tree, not a commit
+
+
+def test_perfsuites_own_workload_is_gated_from_a_worktree_and_the_worktree_is_removed(capsys):
+    """The built-in workloads take the user's road: the base side loads its file from a worktree."""
+    import subprocess
+
+    from perfsuite.cli import main
+
+    root = Path(_repo_root())
+    before = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
+    code = main(["gate", "noop", "--base", "HEAD", "--device", "cpu", "--max-time", "0.5", "--builds", "1",
+                 "--heap", "default", "--threads", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "noop[]: median ratio" in out and "pairs" in out
+    after = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
+    assert after == before  # the base checkout is gone
 
 
 # ---- one sequential test over the whole budget (issue 16) -----------------------------------------
