@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
     run.add_argument("--no-checks", action="store_true",
                      help="with a suite: skip the correctness checks run before timing (`perfsuite check`)")
+    run.add_argument("--plan", action="store_true",
+                     help="with a suite: print every step of `make bench` with it (peak, checks, cases, report), "
+                          "its budget and estimated overhead, and the total; nothing is measured")
     run.add_argument("--trace", type=Path, nargs="?", const=Path("reports") / "traces", default=None, metavar="DIR",
                      help="after measuring, write a torch.profiler trace of one step and a top-operators table "
                           "(default DIR reports/traces)")
@@ -312,8 +315,9 @@ def cmd_run(args, console) -> int:
 
     if args.config or args.suite:
         return _run_suite(args, console)
-    if args.no_checks or args.retry_failed:
-        raise PerfsuiteError(f"{'--no-checks' if args.no_checks else '--retry-failed'} applies to a suite run "
+    if args.no_checks or args.retry_failed or args.plan:
+        flag = "--no-checks" if args.no_checks else "--retry-failed" if args.retry_failed else "--plan"
+        raise PerfsuiteError(f"{flag} applies to a suite run "
                              "(--suite or --config)")
     if not args.workload:
         raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
@@ -423,6 +427,11 @@ def _run_suite(args, console) -> int:
         from dataclasses import replace
 
         suite = replace(suite, checks=False)
+    if args.plan:  # before any output folder, lock or device: a plan runs on any machine
+        from perfsuite.suite import format_plan, plan_suite
+
+        console.print(Text(format_plan(suite, *plan_suite(suite))), highlight=False)
+        return 0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or suite.output or args.results_dir / f"{suite.name}-{stamp}"
     console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))
