@@ -11,6 +11,7 @@ from perfsuite.workloads import dataloader
 
 SMALL = """
 name: small
+device: cpu
 max_time: 0.4
 suites:
   - {name: mm, workload: matmul, params: {n: [16, 24, 32]}}
