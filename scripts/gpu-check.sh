@@ -6,6 +6,8 @@
 #
 # STAGES, comma-separated, run in the order given:
 #   env         date, GPU, driver, torch, git                    -> env-pytest.log (top)
+#   heap        can glibc's heap be held here, and if not why:   -> env-pytest.log
+#               LD_PRELOAD, GLIBC_TUNABLES, MALLOC_*, glibc, the library serving malloc
 #   pytest-cuda the test files with CUDA paths, verbose          -> env-pytest.log
 #   pytest      the rest of the tests                            -> env-pytest.log
 #   peak        perfsuite peak --max-time 6 (as `make bench`)    -> bench.log
@@ -13,10 +15,12 @@
 #   check       perfsuite check --device cuda (fp16 AMP, resume)  -> crosscheck.log
 #   crosscheck  scripts/cuda_crosscheck.py                       -> crosscheck.log
 #   ncu         profile-step, one step under ncu, roofline       -> ncu.log, step_raw.csv, roofline.png
+#   plan        perfsuite run --suite gpu --plan (nothing measured) -> bench.log
 #   bench       perfsuite run --suite gpu, timed, then report    -> bench.log
-# "all" (the default) is env,pytest-cuda,check,peak,graphs,crosscheck,ncu,pytest,bench: the suite comes
-# last and gets what is left of the time (a partial, resumable run whose pace the log shows).
-# "bench" alone is `make bench` timed in full: env,peak,bench.
+# "all" (the default) is env,heap,pytest-cuda,check,peak,graphs,crosscheck,ncu,pytest,plan,bench: the
+# suite comes last and gets what is left of the time (a partial, resumable run whose pace the log
+# shows). "bench" alone is `make bench` timed in full: env,plan,peak,bench; its summary sets the
+# suite's wall time beside the plan's total.
 #
 # Every stage has a time limit and writes its own log; a stage that fails or runs out of time
 # does not stop the next. The whole script ends within GPU_CHECK_TOTAL_S (default 570 s; the
@@ -29,8 +33,8 @@ STAGES=${2:-all}
 TOTAL_S=${GPU_CHECK_TOTAL_S:-570}
 START=$(date +%s)
 case $STAGES in
-  all) STAGES=env,pytest-cuda,check,peak,graphs,crosscheck,ncu,pytest,bench ;;
-  bench) STAGES=env,peak,bench ;;
+  all) STAGES=env,heap,pytest-cuda,check,peak,graphs,crosscheck,ncu,pytest,plan,bench ;;
+  bench) STAGES=env,plan,peak,bench ;;
 esac
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -166,6 +170,24 @@ for s in "${WANT[@]}"; do
     NOTE[env]=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
     stage_end env ;;
 
+  heap)
+    # Issue 23: on the H100 machine of 2026-11-25 `--heap steady` was refused ('default'); the
+    # probe says why (a preloaded allocator, glibc refusing mallopt) and the tests skip with it.
+    stage_begin heap "$(left)" "$ENVLOG"
+    {
+      echo "LD_PRELOAD='${LD_PRELOAD:-}' GLIBC_TUNABLES='${GLIBC_TUNABLES:-}' $(env | grep '^MALLOC_' | tr '\n' ' ')"
+      echo "$(ldd --version 2>&1 | head -1); /etc/ld.so.preload: $(cat /etc/ld.so.preload 2>/dev/null | tr '\n' ' ')"
+    } >> "$ENVLOG" 2>&1
+    keep_rc heap "$(run "$(cap 30)" "$ENVLOG" $PY -m perfsuite.measure.heap)"
+    NOTE[heap]=$(grep -E '^\{"env"' "$ENVLOG" | tail -1 | $PY -c "import json, sys; d = json.loads(sys.stdin.read() or '{}'); h = d.get('hold', {}); print(h.get('heap'), '-', h.get('reason', 'held'), '| malloc from', d.get('malloc_from'))" 2>&1)
+    stage_end heap ;;
+
+  plan)
+    stage_begin plan "$(left)" "$BENCHLOG"
+    keep_rc plan "$(run "$(cap 30)" "$BENCHLOG" env COLUMNS=200 $PY -m perfsuite run --suite gpu --plan)"
+    NOTE[plan]="gpu.yaml with make bench plans to $(grep -E '^total: ' "$BENCHLOG" | tail -1 | cut -d' ' -f2-)"
+    stage_end plan ;;
+
   pytest-cuda|pytest)
     stage_begin "$s" "$(left)" "$ENVLOG"
     ARGS=(-v -rfE -p no:cacheprovider -W ignore::DeprecationWarning)
@@ -255,11 +277,13 @@ for s in "${WANT[@]}"; do
       { TIMEFORMAT="report wall %R s"; time { run "$(cap 60)" "$BENCHLOG" $PY -m perfsuite report "$R" --out-dir "$W/report" > /dev/null; }; } 2>> "$BENCHLOG"
     fi
     NOTE[bench]="$(grep -E '^suite wall' "$BENCHLOG" | tail -1); $($PY "$W/progress.py" "$R")"
+    PLANNED=$(grep -E '^total: ' "$BENCHLOG" | tail -1 | cut -d' ' -f2-)
+    [[ -n $PLANNED ]] && NOTE[bench]+="; plan: $PLANNED with peak and report"
     [[ $rc == 124 ]] && NOTE[bench]+=" (time limit: run stage 'bench' alone for the full timing)"
     stage_end bench ;;
 
   *)
-    echo "unknown stage '$s' (env, pytest-cuda, pytest, check, peak, graphs, crosscheck, ncu, bench)" | tee -a "$ENVLOG" ;;
+    echo "unknown stage '$s' (env, heap, pytest-cuda, pytest, check, peak, graphs, crosscheck, ncu, plan, bench)" | tee -a "$ENVLOG" ;;
   esac
 done
 

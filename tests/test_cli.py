@@ -71,7 +71,7 @@ def test_non_positive_budget_is_rejected(capsys, budget):
 
 def test_run_writes_records_and_compare_with_itself_passes(capsys, tmp_path):
     out = tmp_path / "a.json"
-    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=32,64", *FAST, "--out", str(out))
+    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=32,64", *FAST, "--device", "cpu", "--out", str(out))
     assert code == 0
     recs = load_records(out)
     assert [r.params["n"] for r in recs] == [32, 64]
@@ -126,7 +126,7 @@ def test_ctrl_c_during_a_sweep_keeps_finished_cases(capsys, tmp_path, monkeypatc
 
     monkeypatch.setattr(runner, "run_case", interrupt_on_third)
     out = tmp_path / "sweep.json"
-    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=16,24,32,48", *FAST, "--out", str(out))
+    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=16,24,32,48", *FAST, "--device", "cpu", "--out", str(out))
     assert code == 130
     assert "2 of 4 case(s) saved" in stdout
     assert [r.params["n"] for r in load_records(out)] == [16, 24]
@@ -181,7 +181,7 @@ def test_a_failing_case_is_recorded_and_the_sweep_goes_on(capsys, tmp_path, monk
 
     monkeypatch.setattr(runner, "run_case", oom_at_n24)
     out = tmp_path / "sweep.json"
-    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=16,24,32", *FAST, "--out", str(out))
+    code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=16,24,32", *FAST, "--device", "cpu", "--out", str(out))
     assert code == 3 and "1 case(s) failed" in stdout
     assert [r.params["n"] for r in load_records(out)] == [16, 32]
     (failure,) = json.loads(out.read_text())["failures"]
@@ -189,11 +189,9 @@ def test_a_failing_case_is_recorded_and_the_sweep_goes_on(capsys, tmp_path, monk
 
 
 def test_fp16_training_on_cpu_is_refused_before_anything_runs(capsys, tmp_path):
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("fp16 is allowed on a GPU machine")
-    code, _, err = run(capsys, "run", "resnet", "-p", "precision=fp32,fp16", "--results-dir", str(tmp_path))
+    # --device cpu: on a GPU machine `auto` is CUDA, where fp16 is allowed
+    code, _, err = run(capsys, "run", "resnet", "-p", "precision=fp32,fp16", "--device", "cpu",
+                       "--results-dir", str(tmp_path))
     assert code == 2 and "fp16 training needs CUDA" in err
     assert not list(tmp_path.iterdir())
 

@@ -3,6 +3,7 @@ setting carried into a record. hold() is process-wide and for good, so every tes
 heap does it in a fresh process."""
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,7 +14,10 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
 from perfsuite.measure import heap
 
+from heaphold import require_a_holdable_heap
+
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
+
 
 # 180 MiB of new 9 MiB tensors (ResNet18's largest gradient) in a process whose heap is held, with
 # and without a reserve made first: the reserve's touched pages serve them without faulting.
@@ -35,6 +39,7 @@ def _grow(mode: str) -> dict:
 
 @linux_only
 def test_a_held_heap_with_a_reserve_grows_without_faulting():
+    require_a_holdable_heap()
     bare, reserved = _grow("none"), _grow("reserve")
     assert reserved["held"]["heap"] == "steady" and reserved["held"]["mmap_threshold"] == 32 * 2**20
     pages = 180 * 2**20 // 4096
@@ -107,9 +112,10 @@ def test_heap_mode_is_validated_where_it_is_given():
 
 @linux_only
 def test_run_with_a_steady_heap_records_it_and_the_faults_it_timed(tmp_path):
+    require_a_holdable_heap()
     out = tmp_path / "r.json"
     subprocess.run([sys.executable, "-m", "perfsuite", "run", "matmul", "-p", "n=64", "--device", "cpu",
-                    "--max-time", "0.5", "--heap", "steady", "--out", str(out)], check=True, capture_output=True)
+                    "--max-time", "2", "--heap", "steady", "--out", str(out)], check=True, capture_output=True)
     from perfsuite.storage.files import load_records
 
     (rec,) = load_records(out)
@@ -127,3 +133,90 @@ def test_a_default_run_records_the_default_heap_and_counts_faults(tmp_path):
     rec = run_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3))
     assert rec.conditions["heap"] == "default" and "heap_settle" not in rec.warmup
     assert isinstance(rec.conditions["minor_faults_per_step"], float)
+
+
+# Two stand-in allocators for LD_PRELOAD, built with the C compiler at test time: one that wraps
+# malloc and passes every call on to glibc (as profilers and sandboxes do: glibc's heap still
+# serves the process), one that serves malloc itself from its own mapping (as jemalloc does).
+FORWARD_C = r"""
+#include <stddef.h>
+extern void *__libc_malloc(size_t); extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t); extern void *__libc_realloc(void *, size_t);
+void *malloc(size_t n) { return __libc_malloc(n); }
+void free(void *p) { __libc_free(p); }
+void *calloc(size_t a, size_t b) { return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
+"""
+OWN_HEAP_C = r"""
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+static char *top, *end;
+static void *grab(size_t n, size_t align) {
+  if (!top) { top = mmap(0, (size_t)8 << 30, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                         -1, 0);
+              if (top == MAP_FAILED) { top = 0; return 0; } end = top + ((size_t)8 << 30); }
+  if (align < 16) align = 16;
+  char *p = (char *)((((size_t)top + 16) + align - 1) & ~(align - 1));
+  if (p + n > end) return 0;
+  ((size_t *)p)[-1] = n; top = p + n; return p;
+}
+void *malloc(size_t n) { return grab(n, 16); }
+void free(void *p) { (void)p; }
+void *calloc(size_t a, size_t b) { return grab(a * b, 16); }
+void *realloc(void *p, size_t n) {
+  void *q = grab(n, 16); if (p && q) { size_t o = ((size_t *)p)[-1]; memcpy(q, p, o < n ? o : n); } return q; }
+void *memalign(size_t a, size_t n) { return grab(n, a); }
+void *aligned_alloc(size_t a, size_t n) { return grab(n, a); }
+int posix_memalign(void **r, size_t a, size_t n) { *r = grab(n, a); return *r ? 0 : 12; }
+void *valloc(size_t n) { return grab(n, 4096); }
+size_t malloc_usable_size(void *p) { return p ? ((size_t *)p)[-1] : 0; }
+"""
+
+
+def _preload(tmp_path, name: str, source: str) -> str:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a stand-in allocator for LD_PRELOAD")
+    src, lib = tmp_path / f"{name}.c", tmp_path / f"lib{name}.so"
+    src.write_text(source)
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(lib), str(src)], check=True, capture_output=True)
+    return str(lib)
+
+
+def _hold_under(lib: str) -> dict:
+    import os
+
+    code = "import json; from perfsuite.measure import heap; print(json.dumps({'hold': heap.hold(), **heap.probe()}))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         env={**os.environ, "LD_PRELOAD": lib})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@linux_only
+def test_an_interposer_that_passes_malloc_to_glibc_still_gets_a_held_heap(tmp_path):
+    """Comparing malloc's address with glibc's refused this: glibc's heap serves every block."""
+    require_a_holdable_heap()
+    res = _hold_under(_preload(tmp_path, "forward", FORWARD_C))
+    assert res["malloc_from"].endswith("libforward.so") and res["glibc_serves_malloc"] is True
+    assert res["hold"]["heap"] == "steady"
+
+
+@linux_only
+def test_another_allocator_is_named_in_the_refusal_and_in_the_record(tmp_path):
+    lib = _preload(tmp_path, "ownheap", OWN_HEAP_C)
+    res = _hold_under(lib)
+    assert res["glibc_serves_malloc"] is False and res["malloc_from"] == lib
+    assert res["hold"]["heap"] == "default" and lib in res["hold"]["reason"]
+    assert res["state"] == res["hold"]  # kept: the records after it carry the reason
+    import os
+
+    out = tmp_path / "r.json"
+    subprocess.run([sys.executable, "-m", "perfsuite", "run", "noop", "--device", "cpu", "--max-time", "0.3",
+                    "--heap", "steady", "--out", str(out)], check=True, capture_output=True,
+                   env={**os.environ, "LD_PRELOAD": lib})
+    from perfsuite.storage.files import load_records
+
+    (rec,) = load_records(out)
+    assert rec.conditions["heap"] == "default" and lib in rec.conditions["heap_reason"]
+    assert any("heap steady was asked for but not held" in w and lib in w for w in rec.warnings)

@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
     run.add_argument("--no-checks", action="store_true",
                      help="with a suite: skip the correctness checks run before timing (`perfsuite check`)")
+    run.add_argument("--plan", action="store_true",
+                     help="with a suite: print every step of `make bench` with it (peak, checks, cases, report), "
+                          "its budget and estimated overhead, and the total; nothing is measured")
     run.add_argument("--trace", type=Path, nargs="?", const=Path("reports") / "traces", default=None, metavar="DIR",
                      help="after measuring, write a torch.profiler trace of one step and a top-operators table "
                           "(default DIR reports/traces)")

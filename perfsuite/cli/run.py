@@ -64,9 +64,9 @@ def cmd_run(args, console) -> int:
 
     if args.config or args.suite:
         return _run_suite(args, console)
-    if args.no_checks or args.retry_failed:
-        raise PerfsuiteError(f"{'--no-checks' if args.no_checks else '--retry-failed'} applies to a suite run "
-                             "(--suite or --config)")
+    if args.no_checks or args.retry_failed or args.plan:
+        flag = "--no-checks" if args.no_checks else "--retry-failed" if args.retry_failed else "--plan"
+        raise PerfsuiteError(f"{flag} applies to a suite run (--suite or --config)")
     if not args.workload:
         raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
     workload = registry.get(args.workload)
@@ -174,6 +174,11 @@ def _run_suite(args, console) -> int:
         from dataclasses import replace
 
         suite = replace(suite, checks=False)
+    if args.plan:  # before any output folder, lock or device: a plan runs on any machine
+        from perfsuite.run.suite_file import format_plan, plan_suite
+
+        console.print(Text(format_plan(suite, *plan_suite(suite))), highlight=False)
+        return 0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or suite.output or args.results_dir / f"{suite.name}-{stamp}"
     console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))

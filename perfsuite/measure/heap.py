@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import resource
 import sys
 from typing import Callable, Sequence
@@ -41,32 +42,116 @@ def minor_faults() -> int:
 
 def hold() -> dict:
     """Fix glibc's mmap and trim thresholds for this process; what was done, for the record.
-    Off glibc (macOS, musl) nothing is changed and the reason is returned."""
+    Where it cannot be done (off glibc, another allocator serving malloc, mallopt refusing) nothing
+    is changed and the record says why: `reason`, and `probe()`'s facts about this host."""
     global _held
     if _held is not None:
-        return _held
+        return dict(_held)
     if not sys.platform.startswith("linux"):
-        return {"heap": "default", "reason": f"mallopt is glibc's; this is {sys.platform}"}
+        return _refuse(f"mallopt is glibc's; this is {sys.platform}")
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError) as exc:
-        return {"heap": "default", "reason": f"no mallopt in this C library ({exc})"}
+        return _refuse(f"no mallopt in this C library ({exc})")
     # jemalloc or tcmalloc preloaded (LD_PRELOAD, common with PyTorch) serve every malloc: glibc's
-    # thresholds would be set on a heap that torch never uses.
-    in_use = ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value
-    if in_use != ctypes.cast(libc.malloc, ctypes.c_void_p).value:
-        return {"heap": "default", "reason": "malloc is not glibc's here (a preloaded allocator?)"}
+    # thresholds would be set on a heap that torch never uses. Asked of glibc itself (its counters
+    # grow by a block the process's malloc hands out), not by comparing addresses: an interposer
+    # that wraps malloc and passes it on to glibc (a profiler, a sandbox) still uses glibc's heap.
+    serves = _glibc_serves_malloc(libc)
+    if serves is False:
+        return _refuse(f"malloc is not glibc's here: it comes from {_malloc_owner() or 'an unknown library'} "
+                       f"(LD_PRELOAD={os.environ.get('LD_PRELOAD', '')!r})")
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    # mallopt returns 1 on success, 0 on error.
+    # mallopt returns 1 on success, 0 on error (glibc refuses an mmap threshold above half its
+    # largest heap, which glibc.malloc.hugetlb=2 in GLIBC_TUNABLES makes 4 MiB).
     if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1:
-        return {"heap": "default", "reason": "mallopt refused the mmap threshold"}
+        return _refuse(f"mallopt refused the mmap threshold {MMAP_THRESHOLD} (glibc {_glibc_version(libc)}, "
+                       f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r})")
     if mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
         # The mmap threshold is already fixed: say so rather than claim glibc's default.
         _held = {"heap": "partial", "mmap_threshold": MMAP_THRESHOLD, "reason": "mallopt refused the trim threshold"}
-        return _held
+        return dict(_held)
     _held = {"heap": "steady", "mmap_threshold": MMAP_THRESHOLD, "trim_threshold": TRIM_THRESHOLD}
-    return _held
+    return dict(_held)
+
+
+def _refuse(reason: str) -> dict:
+    """Holding is refused for good in this process (the C library will not change): kept, so that
+    state() and every record after it carry the reason, and hold() does not ask again."""
+    global _held
+    _held = {"heap": "default", "reason": reason}
+    return dict(_held)
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def _glibc_serves_malloc(libc, nbytes: int = 1 << 20) -> bool | None:
+    """Whether the process's malloc (the symbol every library resolves) allocates from glibc's
+    heap: glibc's own mallinfo2 must count a fresh block of `nbytes` (in the heap or mapped). None
+    where glibc has no mallinfo2 (before 2.33): then only the addresses can be compared."""
+    info = getattr(libc, "mallinfo2", None)
+    if info is None:
+        return ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value == \
+            ctypes.cast(libc.malloc, ctypes.c_void_p).value
+    info.argtypes, info.restype = [], _Mallinfo2
+    process = ctypes.CDLL(None)  # the global scope: LD_PRELOAD first, as every caller of malloc sees it
+    malloc, free = process.malloc, process.free
+    malloc.argtypes, malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    free.argtypes, free.restype = [ctypes.c_void_p], None
+    before = info()
+    block = malloc(nbytes)
+    after = info()
+    free(block)
+    used = lambda m: m.uordblks + m.hblkhd  # noqa: E731 - in-use bytes, heap and mapped
+    return used(after) - used(before) >= nbytes
+
+
+def _malloc_owner() -> str | None:
+    """The file of the library whose malloc the process uses (dladdr), e.g. libjemalloc.so.2."""
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+    try:
+        process = ctypes.CDLL(None)
+        dladdr = process.dladdr
+    except (OSError, AttributeError):
+        return None
+    dladdr.argtypes, dladdr.restype = [ctypes.c_void_p, ctypes.POINTER(DlInfo)], ctypes.c_int
+    info = DlInfo()
+    if not dladdr(ctypes.cast(process.malloc, ctypes.c_void_p), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return info.dli_fname.decode(errors="replace")
+
+
+def _glibc_version(libc) -> str:
+    try:
+        fn = libc.gnu_get_libc_version
+    except AttributeError:
+        return "unknown"
+    fn.argtypes, fn.restype = [], ctypes.c_char_p
+    return fn().decode()
+
+
+def probe() -> dict:
+    """This host's facts that decide whether the heap can be held: the C library, the library
+    that serves malloc, the environment that can change either, and this process's heap state."""
+    facts = {"platform": sys.platform, "state": state(),
+             "env": {k: v for k, v in os.environ.items()
+                     if k in ("LD_PRELOAD", "GLIBC_TUNABLES") or k.startswith("MALLOC_")}}
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        except OSError as exc:
+            return {**facts, "libc": f"not loadable ({exc})"}
+        facts.update(glibc=_glibc_version(libc), malloc_from=_malloc_owner(),
+                     glibc_serves_malloc=_glibc_serves_malloc(libc))
+    return facts
 
 
 RESERVE_BYTES = 256 * 1024 * 1024
@@ -102,7 +187,7 @@ def held() -> bool:
 
 def state() -> dict:
     """How this process's heap is set: `steady` after hold() (`partial` when glibc took only the mmap
-    threshold), else glibc's own behaviour."""
+    threshold), else glibc's own behaviour (with the `reason` when hold() was refused)."""
     return dict(_held) if _held is not None else {"heap": "default"}
 
 
@@ -146,3 +231,12 @@ def settle(steps: Sequence[Callable[[], object]], now: Callable[[], float], max_
     reserved = reserve()
     return {"rotations": rounds, "seconds": now() - start, "faults": total, "settled": quiet >= quiet_rounds,
             "reserve_faults": reserved}
+
+
+if __name__ == "__main__":  # the probe for a GPU machine: python -m perfsuite.measure.heap
+    import json
+
+    import torch  # noqa: F401 - as in a measuring process: whatever torch loads is loaded
+
+    held = hold()
+    print(json.dumps({"hold": held, **probe()}, sort_keys=True))

@@ -391,6 +391,7 @@ def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | N
         "timed_wall_s": usage.get("wall_s"),
         "load_avg": system.read_load_average(),
         "heap": heap.state()["heap"],
+        "heap_reason": heap.state().get("reason"),  # why steady was not held (e.g. a preloaded allocator)
         "minor_faults_per_step": faults.count / steps if faults is not None and steps else None,
     }
     return cond, conditions_warnings(cond)

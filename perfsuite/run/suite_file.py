@@ -267,4 +267,121 @@ def config_digest(config: dict) -> str:
 
 
 def shipped_suites_dir() -> Path:
-    return Path(__file__).resolve().parents[1] / "suites"
+    return Path(__file__).resolve().parents[2] / "suites"
+
+
+# --- `perfsuite run --suite NAME --plan`: what a suite (and `make bench` around it) will cost -------
+#
+# A case's max_time bounds its warm-up and timed blocks; everything else is set-up whose cost is
+# estimated here, per device kind, in seconds. The figures come from runs, not from the budgets:
+# H100 (scripts/gpu-check.sh, 2026-11-25, torch 2.11): `perfsuite check --device cuda` took 16 s
+# wall with its per-check seconds (activation 3.6, autoencoder 3.2, resnet 2.6, checkpoint 1.3),
+# `perfsuite peak --max-time 6` 12 s, two ResNet18 b128 cases at 6 s 13 s including start-up,
+# six run_case calls at 3 s about 20 s (builds under 1 s), and one Qwen 0.5B case at 5 s took
+# 15-35 s (the model is randomly initialised on the host in fp32 before it is moved). CPU: on the
+# 2-core development machine (shared, 2026-11-25) a Qwen 0.5B build took 35 s and its first call
+# 5 s, `import torch` in a fresh worker 3-8 s, a torchrun launch ~10 s (cpu.yaml). They are
+# estimates: the plan says so, and its budget column is the part that is a bound.
+PLAN_START_S = {"cpu": 4.0, "cuda": 6.0}      # one perfsuite process: interpreter, torch, CUDA context
+PLAN_WORKER_S = {"cpu": 5.0, "cuda": 8.0}     # one fresh worker process (processes > 1), before its build
+PLAN_LAUNCH_S = {"cpu": 10.0, "cuda": 15.0}   # one torchrun launch (distributed workloads), ranks included
+PLAN_BUILD_S = {  # one case's build and cold first call, by workload; "*" for the rest
+    "cpu": {"*": 1.0, "resnet": 2.0, "qwen": 30.0, "dataloader": 2.0},
+    "cuda": {"*": 1.0, "matmul": 0.5, "resnet": 1.5, "qwen": 25.0, "dataloader": 2.0},
+}
+PLAN_ONCE_S = {"dataloader": 10.0}            # once per suite: the generated image folder
+PLAN_AMP_FIXED_S = 20.0                       # amp_compare's interleaved pairs: RunConfig(max_time=20)
+PLAN_AMP_LOSSES_S = {"cpu": 15.0, "cuda": 5.0}  # its two fresh accuracy runs (2 x steps steps)
+PLAN_CHECK_S = {  # `perfsuite check` per workload (a suite runs them before timing)
+    "cpu": {"*": 2.0, "activation": 4.0, "autoencoder": 4.0, "resnet": 6.0},
+    "cuda": {"*": 0.5, "activation": 3.6, "autoencoder": 3.2, "resnet": 2.6, "checkpoint": 1.3},
+}
+PLAN_REPORT_S = {"cpu": 25.0, "cuda": 25.0}   # `perfsuite report` and `export tensorboard`, two processes
+BENCH_PEAK_MAX_TIME = 6.0                     # the Makefile's BENCH_TIME: `perfsuite peak --max-time 6`
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    what: str
+    cases: int
+    budget_s: float    # max_time bounds (warm-up + timed blocks): a bound
+    overhead_s: float  # builds, processes, launches, checks, report: an estimate
+
+    @property
+    def total_s(self) -> float:
+        return self.budget_s + self.overhead_s
+
+
+def _kind(device: str) -> str:
+    """The device kind a plan is costed for; `auto` is what this machine would run."""
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
+    """Every step of running `suite` (with `bench`: as `make bench` does, with `perfsuite peak`
+    before it and the report after), with its cases, the bound its budgets set and its estimated
+    overhead. Nothing is built or measured. Every case is counted, also those a machine will skip
+    (world_size 2 on one GPU): the plan is for the machine that runs them all."""
+    from perfsuite.core import registry
+    from perfsuite.run.checks import checks_for
+    from perfsuite.run.peak import PEAK_DTYPES
+
+    kind = _kind(suite.device)
+    build = lambda w: PLAN_BUILD_S[kind].get(w, PLAN_BUILD_S[kind]["*"])  # noqa: E731
+    lines = []
+    if bench:
+        n = len(PEAK_DTYPES[kind]) + 1  # one matmul per roof and the copy
+        lines.append(PlanLine("perfsuite peak (make bench)", n, n * BENCH_PEAK_MAX_TIME,
+                              PLAN_START_S[kind] + n * build("matmul")))
+    lines.append(PlanLine("perfsuite run: start-up", 0, 0.0, PLAN_START_S[kind]))
+    checked = sorted({e.workload for e in suite.entries if checks_for(e.workload)})
+    if suite.checks and checked:
+        lines.append(PlanLine(f"checks ({', '.join(checked)})", 0, 0.0,
+                              sum(PLAN_CHECK_S[kind].get(w, PLAN_CHECK_S[kind]["*"]) for w in checked)))
+    once = set()
+    for e in suite.entries:
+        n = len(e.cases())
+        extra = 0.0
+        if e.workload in PLAN_ONCE_S and e.workload not in once:
+            once.add(e.workload)
+            extra = PLAN_ONCE_S[e.workload]
+        if e.kind == "pair":  # both sides built; the budget holds the interleaved pairs
+            lines.append(PlanLine(f"{e.name} (pair)", n, n * e.max_time, extra + n * 2 * build(e.workload)))
+        elif e.kind == "amp":  # a fixed comparison: its max_time does not apply
+            lines.append(PlanLine(f"{e.name} (amp)", n, n * PLAN_AMP_FIXED_S,
+                                  extra + n * (2 * build(e.workload) + PLAN_AMP_LOSSES_S[kind])))
+        elif getattr(registry.get(e.workload), "launcher", None) is not None:
+            lines.append(PlanLine(f"{e.name} (torchrun)", n, n * e.max_time, extra + n * PLAN_LAUNCH_S[kind]))
+        elif e.processes > 1:  # the budget spread over the workers; each starts and builds
+            lines.append(PlanLine(f"{e.name} ({e.processes} processes)", n, n * e.max_time,
+                                  extra + n * e.processes * (PLAN_WORKER_S[kind] + build(e.workload))))
+        else:
+            lines.append(PlanLine(e.name, n, n * e.max_time, extra + n * build(e.workload)))
+    if bench:
+        lines.append(PlanLine("report and export (make bench)", 0, 0.0, PLAN_REPORT_S[kind]))
+    return kind, lines
+
+
+def plan_total_s(lines: list[PlanLine]) -> float:
+    return sum(line.total_s for line in lines)
+
+
+def format_plan(suite: Suite, kind: str, lines: list[PlanLine]) -> str:
+    """The plan as text, ending with `total: N s` (N rounded up: a budget is not undercut)."""
+    import math
+
+    width = max(len(line.what) for line in lines)
+    out = [f"plan for suite {suite.name} on {kind} (nothing measured: budgets are bounds, overheads estimates)",
+           f"{'step':<{width}}  cases  budget s  overhead s  total s"]
+    for line in lines:
+        out.append(f"{line.what:<{width}}  {line.cases or '':>5}  {line.budget_s:>8.0f}  {line.overhead_s:>10.0f}"
+                   f"  {line.total_s:>7.0f}")
+    budget = sum(line.budget_s for line in lines)
+    total = plan_total_s(lines)
+    out.append(f"budgets {budget:.0f} s + overheads {total - budget:.0f} s ({total / 60:.1f} min)")
+    out.append(f"total: {math.ceil(total)} s")
+    return "\n".join(out)
