@@ -326,7 +326,7 @@ def cmd_run(args, console) -> int:
     # by name that this device cannot run (a suite skips those instead).
     for i, reason in check_cases(cases, device).items():
         raise PerfsuiteError(f"{cases[i].label}: {reason}")
-    env = fingerprint()
+    env = fingerprint(device=device)
     peak = peak_for(args.peak_file, env, device)
     path = args.out or new_results_path(args.results_dir, workload.name)
     if args.tensorboard is not None:  # checked before measuring, like the results file
@@ -488,7 +488,7 @@ def cmd_peak(args, console) -> int:
     if args.peak_file.exists() and not args.peak_file.is_file():
         raise PerfsuiteError(f"--peak-file {args.peak_file}: not a file")
     load_peaks(args.peak_file)
-    env = fingerprint()
+    env = fingerprint(device=device)
     console.print(f"measuring the peak of {device} (matmul {'/'.join(roofs(device))}, large copy)...",
                   highlight=False)
     peak = measure_peak(cfg, env, device)
