@@ -166,13 +166,15 @@ class FakeCuda:
     """Stands in for torch.cuda in `graphed.capture`: records the calls in order; the "graph"
     context runs the body eagerly (on CPU) and `replay` only counts. Streams and memory
     counters belong to the current device (0 until `device(i)` is entered), as torch.cuda's
-    do; the "capture" reserves `pool_bytes` on the current device."""
+    do; the "capture" reserves `pool_bytes` on the current device. `cached` bytes are reserved
+    but free: `empty_cache` gives them back, as torch.cuda.graph does when it starts."""
 
-    def __init__(self, params=(), pool_bytes=0):
+    def __init__(self, params=(), pool_bytes=0, cached=None):
         self.events = []
         self.params = list(params)
         self.devices = [0]
-        self.reserved = {}
+        self.reserved = dict(cached or {})
+        self.cached = dict(cached or {})
         self.pool_bytes = pool_bytes
         self.peak_resets = []
         fake = self
@@ -218,6 +220,10 @@ class FakeCuda:
     def memory_reserved(self, device=None):
         return self.reserved.get(self._index(device), 0)
 
+    def empty_cache(self):
+        dev = self.devices[-1]
+        self.reserved[dev] = self.reserved.get(dev, 0) - self.cached.pop(dev, 0)
+
     def reset_peak_memory_stats(self, device=None):
         self.peak_resets.append(self._index(device))
 
@@ -232,6 +238,7 @@ class FakeCuda:
 
     @contextlib.contextmanager
     def graph(self, g, stream=None):
+        self.empty_cache()
         grads_none = all(p.grad is None for p in self.params)
         self.events.append(("enter_graph", grads_none))
         g.capture_device = stream.device if stream is not None else None
@@ -465,7 +472,9 @@ def test_the_capture_happens_on_the_steps_device(index):
     from perfsuite.training.graphed import capture, prepare
 
     parts = _tiny_parts()
-    cuda = FakeCuda(parts.model.parameters(), pool_bytes=7 << 20)
+    want = 0 if index is None else index
+    # 5 MiB cached on the step's device, freed when the capture starts: not part of the pool.
+    cuda = FakeCuda(parts.model.parameters(), pool_bytes=7 << 20, cached={want: 5 << 20})
     cuda.devices = [0]  # torch.cuda's current device at start
     seen = []
 
@@ -477,7 +486,6 @@ def test_the_capture_happens_on_the_steps_device(index):
                                   precision="fp32", device="cpu", base_lr=0.1, warmup_steps=2, total_steps=6,
                                   schedule_in_graph=True)
     graph, _, memory = capture(body, zero_grad, 2, cuda, device=index)
-    want = 0 if index is None else index
     assert seen == [want] * 3  # two warm-up steps and the capture
     assert graph.capture_device == want and cuda.peak_resets == [want]
     assert cuda.devices == [0]  # the caller's current device is given back

@@ -170,7 +170,9 @@ def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_it
         cuda.current_stream().wait_stream(side)
         zero_grad()  # .grad is None: backward in the graph allocates it from the graph's pool
         # Everything allocated during capture comes from the graph's new private pool, so the
-        # reserved memory grows by exactly the pool's segments.
+        # reserved memory grows by exactly the pool's segments. `torch.cuda.graph` empties the
+        # allocator's cache as it starts: emptied first, what it frees is not taken off the pool.
+        cuda.empty_cache()
         reserved_before = cuda.memory_reserved(device)
         cuda.reset_peak_memory_stats(device)
         graph = cuda.CUDAGraph()
