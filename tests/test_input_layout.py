@@ -14,7 +14,12 @@ import pytest
 import torch
 
 from perfsuite import registry
-from perfsuite.data.cifar import load_batch, synthetic_cifar10, to_tensors, write_cifar10
+from perfsuite.data.cifar import (
+    load_batch,
+    synthetic_cifar10,
+    to_tensors,
+    write_cifar10,
+)
 
 # Workloads whose inputs are not images, and why; every other workload has a case below.
 NO_IMAGE_INPUT = {
@@ -69,12 +74,11 @@ def model_inputs():
 @pytest.mark.parametrize("normalize", [False, True])
 def test_to_tensors_gives_the_asked_layout(channels_last, normalize):
     images, labels = synthetic_cifar10(4)
-    x, y = to_tensors(images, labels, "cpu", normalize=normalize, channels_last=channels_last)
+    x, _ = to_tensors(images, labels, "cpu", normalize=normalize, channels_last=channels_last)
     assert x.shape == (4, 3, 32, 32) and layout(x) == expected(channels_last)
     # The same pixels either way: only the strides differ.
     other, _ = to_tensors(images, labels, "cpu", normalize=normalize, channels_last=not channels_last)
     assert torch.equal(x, other)
-    assert torch.equal(x[1, 2, 5, 7], other[1, 2, 5, 7])
     want = images[1, 5, 7, 2] / 255.0
     if normalize:
         want = (want - 0.4465) / 0.2616
