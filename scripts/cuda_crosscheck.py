@@ -118,7 +118,25 @@ def _iqr_fraction(xs: list[float]) -> float | None:
     return (q[2] - q[0]) / statistics.median(xs)
 
 
+def on_device(device: str):
+    """`torch.cuda.device(N)` for "cuda:N": the events, `synchronize()` and `empty_cache()` here
+    and the runner's own clocks act on the *current* device, which stays 0 otherwise. A CPU
+    device (the tests) changes nothing."""
+    import contextlib
+
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return contextlib.nullcontext()
+    return torch.cuda.device(torch.device(device))
+
+
 def run(args: argparse.Namespace) -> list[dict]:
+    with on_device(args.device):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> list[dict]:
     import torch
 
     from perfsuite.core import registry

@@ -117,3 +117,35 @@ def test_knee_is_the_cheapest_within_five_percent():
     recs = [rec(0, 2.0), rec(1, 1.04), rec(2, 1.0), rec(4, 1.01)]
     best, k = knee(recs)
     assert best.params["num_workers"] == 2 and k.params["num_workers"] == 1
+
+
+def _copies_to_other_devices(fn):
+    """The `.to(device)` copies `fn` makes to a device other than the CPU, as (device, non_blocking)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Copies(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.ops.aten._to_copy.default and kwargs.get("device") not in (None, torch.device("cpu")):
+                seen.append((str(kwargs["device"]), kwargs.get("non_blocking", False)))
+            return func(*args, **kwargs)
+
+    with Copies():
+        fn()
+    return seen
+
+
+def test_off_the_cpu_loading_a_batch_includes_its_copy_to_the_device(cache):
+    """`mode=load` on a GPU measured only decoding and (with pin_memory) pinning, never the copy
+    that pinning exists to speed up. The `meta` device stands in for CUDA here: any device
+    but the CPU needs the batch copied, and a copy to `meta` runs on a CPU-only machine."""
+    w = registry.get("dataloader")
+    built = w.build({"images": 8, "batch_size": 4}, "meta")
+    # Every batch of the epoch, images and labels, copied asynchronously (as the train mode does).
+    assert _copies_to_other_devices(built.fn) == [("meta", True)] * 4
+    assert built.extra()["host_to_device_copy"] is True
+    on_cpu = w.build({"images": 8, "batch_size": 4}, "cpu")
+    assert _copies_to_other_devices(on_cpu.fn) == [] and on_cpu.extra()["host_to_device_copy"] is False

@@ -21,7 +21,7 @@ def cmd_peak(args, console) -> int:
     if args.peak_file.exists() and not args.peak_file.is_file():
         raise PerfsuiteError(f"--peak-file {args.peak_file}: not a file")
     load_peaks(args.peak_file)
-    env = fingerprint()
+    env = fingerprint(device=device)
     console.print(f"measuring the peak of {device} (matmul {'/'.join(roofs(device))}, large copy)...",
                   highlight=False)
     peak = measure_peak(cfg, env, device)

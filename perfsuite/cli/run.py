@@ -79,7 +79,7 @@ def cmd_run(args, console) -> int:
     # by name that this device cannot run (a suite skips those instead).
     for i, reason in check_cases(cases, device).items():
         raise PerfsuiteError(f"{cases[i].label}: {reason}")
-    env = fingerprint()
+    env = fingerprint(device=device)
     peak = peak_for(args.peak_file, env, device)
     path = args.out or new_results_path(args.results_dir, workload.name)
     if args.tensorboard is not None:  # checked before measuring, like the results file

@@ -118,15 +118,25 @@ def synthetic_cifar10(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def to_tensors(images: np.ndarray, labels: np.ndarray, device: str, normalize: bool = True,
                channels_last: bool = False):
-    """uint8 NHWC -> float NCHW on `device` (normalised with CIFAR-10's statistics, or in [0, 1])."""
+    """uint8 NHWC -> float NCHW on `device` (normalised with CIFAR-10's statistics, or in [0, 1]).
+
+    The memory layout is what `channels_last` says: False gives contiguous NCHW, True NCHW
+    with channels-last strides. Permuting the NHWC array to NCHW only changes the strides, so
+    the permuted view *is* channels-last; without a copy, `channels_last=false` would hand
+    NHWC data to the model, and a GPU sweep over `channels_last` would compare NHWC kernels
+    with NHWC kernels plus conversions (the H100 fixture taken with false shows only `nhwc`
+    convolutions and 52 `direct_copy` kernels). The copy is made on the uint8 batch, the
+    smallest form, and every later op (float, normalisation, `.to`) keeps the layout.
+    """
     import torch
 
-    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).contiguous(memory_format=layout)
+    x = x.float().div_(255.0)
     if normalize:
         x = (x - torch.tensor(MEAN).view(1, 3, 1, 1)) / torch.tensor(STD).view(1, 3, 1, 1)
-    x = x.to(device)
-    if channels_last:
-        x = x.contiguous(memory_format=torch.channels_last)
+    # Free when the layout is already right; it guards against an op above changing it.
+    x = x.to(device).contiguous(memory_format=layout)
     return x, torch.from_numpy(labels).long().to(device)
 
 

@@ -54,7 +54,10 @@ def collect_cpu() -> dict:
     return {"cpu_model": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": affinity}
 
 
-def collect_torch() -> dict:
+def collect_torch(device: str | None = None) -> dict:
+    """torch's versions and, with CUDA, the GPU `device` names ("cuda:1" -> GPU 1; "cuda", a CPU
+    device or None -> the current GPU): its name keys the stored peaks and comparisons, so
+    it must be the GPU the run measures, not GPU 0 whatever `--device` said."""
     try:
         import torch
     except ImportError:
@@ -66,15 +69,26 @@ def collect_torch() -> dict:
         "cuda": torch.version.cuda,
         "cudnn": None,
         "gpu_name": None,
+        "gpu_index": None,
         "gpu_count": 0,
         "driver": None,
     }
     if torch.cuda.is_available():
         out["cudnn"] = torch.backends.cudnn.version()
         out["gpu_count"] = torch.cuda.device_count()
-        out["gpu_name"] = torch.cuda.get_device_name(0)
+        index = _gpu_index(torch, device)
+        out["gpu_index"] = index
+        out["gpu_name"] = torch.cuda.get_device_name(index)
         out["driver"] = _nvidia_driver()
     return out
+
+
+def _gpu_index(torch, device: str | None) -> int:
+    if device is not None and str(device).startswith("cuda"):
+        index = torch.device(device).index
+        if index is not None:
+            return index
+    return torch.cuda.current_device()
 
 
 def _nvidia_driver() -> str | None:
@@ -146,11 +160,16 @@ COLLECTORS = (collect_python, collect_os, collect_host, collect_cpu, collect_tor
               collect_cpu_power, collect_load, collect_threads, collect_activity)
 
 
-def fingerprint(cwd: str | os.PathLike | None = None) -> dict:
-    """Everything the collectors see, in one flat dict."""
+def fingerprint(cwd: str | os.PathLike | None = None, device: str | None = None) -> dict:
+    """Everything the collectors see, in one flat dict; `device` is the run's (see collect_torch)."""
     out: dict = {}
     for collect in COLLECTORS:
-        out.update(collect(cwd) if collect is collect_git else collect())
+        if collect is collect_git:
+            out.update(collect(cwd))
+        elif collect is collect_torch:
+            out.update(collect(device))
+        else:
+            out.update(collect())
     return out
 
 

@@ -33,10 +33,14 @@ class PerCallTimer:
         if self.cuda:
             import torch
 
+            # On the step's device: `Event.record()` without a stream records on the *current*
+            # device's stream (device 0 unless changed), so with `cuda:1` the events would time
+            # device 0's idle stream instead of the step.
+            stream = torch.cuda.current_stream(self.device)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+            start.record(stream)
             out = self.fn()
-            end.record()
+            end.record(stream)
             self._events.append((start, end))
             return out
         t0 = time.perf_counter()

@@ -148,7 +148,7 @@ def _run_entries(suite, out, console, device, unsupported, config, retry_failed,
     from perfsuite.storage.files import ResultsWriter, atomic_write_text, document
     from perfsuite.compare.amp import compare_precisions
 
-    env = fingerprint()
+    env = fingerprint(device=device)
     peak = peak_for(peak_file, env, device) if peak_file else None
     outcome = SuiteOutcome()
     refused, outcome.checks_failed = run_checks_first(suite, device, console, out)

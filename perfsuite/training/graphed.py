@@ -17,7 +17,16 @@ The capture follows PyTorch's whole-network recipe (docs: "CUDA Graphs", whole-n
   a Python float into `param_groups`, which a captured kernel would never see again. Where
   torch has no fused SGD with a tensor lr, the lr stays constant and the schedule is left out
   of the graph; `info` says which happened (it goes into the record's `extra`);
-- bf16 autocast with its weight-cast cache off (cached casts would outlive the capture).
+- bf16 autocast with its weight-cast cache off (cached casts would outlive the capture);
+- everything under `torch.cuda.device(<the step's device>)`: streams, the capture stream and
+  the memory counters belong to the *current* device, which is device 0 whatever `cuda:N` the
+  tensors are on (and torch.cuda.graph's default capture stream is created once per process,
+  on whichever device was current then, so the capture passes its own).
+
+Memory: the graph's private pool holds the step's activations, allocated once at capture; a
+replay makes no allocator calls, so the timed region's `cuda_max_allocated_bytes` leaves them
+out. The pool's size (what the capture added to the reserved memory) and the captured step's
+own allocated peak go into `info` (the record's `extra`).
 
 Refused (`refusal`): a CPU device, compile=true (torch.compile has its own CUDA graphs, mode
 "reduce-overhead"), fp16 (the GradScaler's inf/NaN check and scale update read the device).
@@ -138,8 +147,9 @@ def step_body(model, loss_fn, optimizer, schedule: DeviceSchedule | None, x, y, 
 
 
 def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_iters: int = WARMUP_ITERS,
-            cuda=None) -> tuple[Any, object]:
-    """Warm up on a side stream, then capture one call of `body`; returns (graph, its output).
+            cuda=None, device=None) -> tuple[Any, object, dict]:
+    """Warm up on a side stream, then capture one call of `body` on `device` (an index; None:
+    the current device); returns (graph, its output, the capture's memory figures).
 
     `cuda` is `torch.cuda` (tests pass a fake that records what is called, in what order)."""
     if cuda is None:
@@ -148,18 +158,29 @@ def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_it
         cuda = torch.cuda
     if warmup_iters < 1:
         raise ValueError(f"need at least one warm-up iteration before capture, got {warmup_iters}")
-    side = cuda.Stream()
-    side.wait_stream(cuda.current_stream())
-    with cuda.stream(side):
-        for _ in range(warmup_iters):
-            zero_grad()
-            body()
-    cuda.current_stream().wait_stream(side)
-    zero_grad()  # .grad is None: backward in the graph allocates it from the graph's pool
-    graph = cuda.CUDAGraph()
-    with cuda.graph(graph):
-        out = body()
-    return graph, out
+    # Streams, the current stream and the memory counters are per device: the current one
+    # unless named, so all of it happens with the step's device current.
+    with cuda.device(device):
+        side = cuda.Stream()
+        side.wait_stream(cuda.current_stream())
+        with cuda.stream(side):
+            for _ in range(warmup_iters):
+                zero_grad()
+                body()
+        cuda.current_stream().wait_stream(side)
+        zero_grad()  # .grad is None: backward in the graph allocates it from the graph's pool
+        # Everything allocated during capture comes from the graph's new private pool, so the
+        # reserved memory grows by exactly the pool's segments. `torch.cuda.graph` empties the
+        # allocator's cache as it starts: emptied first, what it frees is not taken off the pool.
+        cuda.empty_cache()
+        reserved_before = cuda.memory_reserved(device)
+        cuda.reset_peak_memory_stats(device)
+        graph = cuda.CUDAGraph()
+        with cuda.graph(graph, stream=cuda.Stream()):
+            out = body()
+        memory = {"graph_pool_bytes": cuda.memory_reserved(device) - reserved_before,
+                  "graph_capture_peak_allocated_bytes": cuda.max_memory_allocated(device)}
+    return graph, out, memory
 
 
 @dataclass
@@ -232,7 +253,15 @@ def build_graphed_step(model, loss_fn, like_optimizer, x, y, *, precision: str, 
     body, zero_grad, opt, schedule, info = prepare(model, loss_fn, like_optimizer, x, y, precision=precision, device=device,
                                           base_lr=base_lr, warmup_steps=warmup_steps, total_steps=total_steps,
                                           schedule_in_graph=schedule_in_graph)
-    graph, loss = capture(body, zero_grad, warmup_iters, cuda)
+    # "cuda:N" -> N; plain "cuda" (and a test's CPU device with a fake `cuda`) -> the current device.
+    dev = torch.device(device)
+    index = dev.index if dev.type == "cuda" else None
+    graph, loss, memory = capture(body, zero_grad, warmup_iters, cuda, device=index)
     info["graph_warmup_iters"] = warmup_iters
+    info.update(memory)
+    info["graph_memory_note"] = (
+        "cuda_max_allocated_bytes of the timed region leaves out the step's activations: they live in the "
+        "CUDA graph's private pool, allocated once at capture (graph_pool_bytes, counted in "
+        "cuda_max_reserved_bytes); graph_capture_peak_allocated_bytes is the captured step's own peak")
     return GraphedStep(graph=graph, loss=loss, info=info, schedule=schedule,
                        keepalive=(model, loss_fn, opt, x, y, body, zero_grad))
