@@ -86,7 +86,7 @@ def records(path):
             doc = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(doc, dict) and doc.get("format") == "perfsuite.storage.table":
+        if isinstance(doc, dict) and doc.get("format") == "perfsuite.results":
             yield f, doc.get("records", []), doc.get("failures", [])
         elif isinstance(doc, list):  # pair / amp results of a suite
             for r in doc:

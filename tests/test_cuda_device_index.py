@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from perfsuite import env
+from perfsuite.measure import env
 from perfsuite.measure.percall import PerCallTimer
 
 

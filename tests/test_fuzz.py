@@ -115,7 +115,7 @@ json_value = st.recursive(
 
 
 def _record_like(draw_value):
-    return st.fixed_dictionaries({"format": st.just("perfsuite.storage.table"),
+    return st.fixed_dictionaries({"format": st.just("perfsuite.results"),
                                   "schema_version": st.one_of(st.just(1), st.integers(), draw_value),
                                   "records": st.one_of(st.lists(draw_value, max_size=3), draw_value)})
 

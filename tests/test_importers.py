@@ -73,7 +73,7 @@ def test_asv_results_with_samples(tmp_path):
 def test_a_results_folder_with_a_corrupt_file_still_loads(tmp_path):
     ResultsWriter(tmp_path / "a.json").add(make_record(seed=1))
     ResultsWriter(tmp_path / "sub" / "b.json").add(make_record(seed=2))
-    (tmp_path / "broken.json").write_text('{"format": "perfsuite.storage.table", "records": [')
+    (tmp_path / "broken.json").write_text('{"format": "perfsuite.results", "records": [')
     records, problems = load_many([tmp_path])
     assert len(records) == 2
     assert len(problems) == 1 and "broken.json" in problems[0]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from perfsuite import registry
+from perfsuite.core import registry
 from perfsuite.data.cifar import (
     load_batch,
     synthetic_cifar10,

@@ -82,8 +82,8 @@ def test_new_results_paths_are_unique(tmp_path):
     [
         ("{not json", "not valid JSON \\(line 1, column 2"),
         ('{"hello": 1}', "not a perfsuite, pytest-benchmark or asv results file"),
-        ('{"format": "perfsuite.storage.table", "schema_version": 1, "records": {}}', "'records' must be a list"),
-        ('{"format": "perfsuite.storage.table", "schema_version": 1, "records": [{"schema_version": 1}]}',
+        ('{"format": "perfsuite.results", "schema_version": 1, "records": {}}', "'records' must be a list"),
+        ('{"format": "perfsuite.results", "schema_version": 1, "records": [{"schema_version": 1}]}',
          "record 0: record is missing field"),
     ],
 )

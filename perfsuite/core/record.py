@@ -45,7 +45,7 @@ from perfsuite.core.errors import RecordError
 SCHEMA_VERSION = 2
 # Versions from_dict accepts; older ones lack fields that read as "not recorded".
 READABLE_VERSIONS = (1, 2)
-RESULTS_FORMAT = "perfsuite.storage.table"
+RESULTS_FORMAT = "perfsuite.results"
 
 _SCALARS = (str, int, float, bool, type(None))
 

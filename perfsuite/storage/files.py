@@ -1,7 +1,7 @@
 """Atomic save and load of records.
 
 A results file holds the records of one run:
-    {"format": "perfsuite.storage.table", "schema_version": 1, "records": [...]}
+    {"format": "perfsuite.results", "schema_version": 1, "records": [...]}
 It is rewritten after every finished case (temporary file, fsync, rename), so an interrupted
 sweep keeps each case measured so far and a crash never leaves a half-written file. A run
 creates its file exclusively when it starts, so it refuses a path that already exists: earlier
