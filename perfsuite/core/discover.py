@@ -137,6 +137,9 @@ def load_entry_points() -> list[str]:
 def discover(paths: list[str | Path] = (), start: Path | None = None) -> list[Path]:
     """Load every workload the user configured: `paths` (from --workloads), [tool.perfsuite] of
     the project around `start` (default: the current folder) and installed entry points."""
+    from perfsuite.core import registry
+
+    registry.names()  # the built-ins first: a user's clashing name is then the one named second
     files: list[Path] = []
     for p in paths:
         files += workload_files(Path(p))

@@ -93,8 +93,21 @@ def failure_entry(case: Case, device: str, exc: BaseException) -> dict:
         "kind": "oom" if oom else "error",
         "error": text.splitlines()[0][:500] if text else type(exc).__name__,
         "where": where,
+        # The traceback from the first frame outside perfsuite on: for a user workload that is
+        # their own code, which they need to see to fix it (perfsuite's frames above it are noise).
+        "traceback": "".join(traceback.format_list(_from_user_code(frames)))[-4000:] or None,
         "created": datetime.now(timezone.utc).isoformat(),
     }
+
+
+def _from_user_code(frames: list) -> list:
+    import perfsuite
+
+    ours = str(Path(perfsuite.__file__).resolve().parent)
+    for i, f in enumerate(frames):
+        if not str(Path(f.filename).resolve()).startswith(ours) and "importlib" not in f.filename:
+            return frames[i:]
+    return frames[-3:]
 
 
 def _release_device_memory(device: str) -> None:

@@ -1,0 +1,207 @@
+"""The user's own model, measured (issue 21): examples/my-project copied into a temporary git
+repository and driven as a user would, through every front-end; and bad declarations."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "my-project"
+GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+
+
+def _env() -> dict:
+    # perfsuite from this checkout, whether or not it is installed; one thread keeps the runs calm.
+    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+
+def _plugin() -> list[str]:
+    """`-p` for perfsuite's pytest plugin where it is not installed (a source tree on PYTHONPATH)."""
+    from importlib.metadata import entry_points
+
+    installed = any(ep.value == "perfsuite.frontends.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return [] if installed else ["-p", "perfsuite.frontends.pytest_plugin"]
+
+
+def perfsuite(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=cwd, env=_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """examples/my-project as a fresh git repository with one commit."""
+    root = tmp_path / "my-project"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "the project"], cwd=root, check=True)
+    return root
+
+
+def commit(root: Path, message: str) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-qm", message], cwd=root, check=True)
+
+
+def test_list_run_and_check_find_the_users_workload_from_pyproject(project):
+    res = perfsuite(project, "list")
+    assert res.returncode == 0, res.stderr
+    assert "tiny_mlp" in res.stdout and "32,128 (sweep)" in res.stdout and "A two-layer MLP" in res.stdout
+    assert "resnet" in res.stdout  # beside the built-ins
+
+    out = project / "r.json"
+    res = perfsuite(project, "run", "tiny_mlp", "--device", "cpu", "--max-time", "0.5", "--out", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    recs = json.loads(out.read_text())["records"]
+    assert [r["params"]["batch_size"] for r in recs] == [32, 128]  # the default sweep
+    for r in recs:  # FLOPs for free: counted once at build time
+        assert r["work"]["flops_method"] == "FlopCounterMode"
+        # 2 FLOPs a multiply-add; forward both layers, backward both weight gradients and the second
+        # layer's input gradient (the batch needs none): 2 b (2 x 256*256 + 3 x 256*10)
+        b = r["params"]["batch_size"]
+        assert r["work"]["flops_per_step"] == 2 * b * (2 * 256 * 256 + 3 * 256 * 10)
+        assert r["work"]["items_per_step"] == r["params"]["batch_size"] and r["work"]["item_unit"] == "samples"
+
+    res = perfsuite(project, "check", "tiny_mlp", "--device", "cpu")
+    assert res.returncode == 0 and "ok    tiny_mlp: its own check" in res.stdout, res.stdout + res.stderr
+
+
+def test_worker_processes_load_the_users_files_too(project):
+    out = project / "w.json"
+    res = perfsuite(project, "run", "tiny_mlp", "-p", "batch_size=32", "--processes", "2", "--device", "cpu",
+                    "--max-time", "1", "--out", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    (rec,) = json.loads(out.read_text())["records"]
+    assert rec["conditions"]["processes"] == 2  # merged from two fresh interpreters that loaded bench/tiny_mlp.py
+
+
+def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(project):
+    model = project / "myproj" / "model.py"
+    model.write_text(model.read_text().replace(
+        "        return self.body(x)",
+        "        y = self.body(x)\n        for _ in range(3):  # extra work: a slower forward\n"
+        "            y = y + 0.0 * torch.tanh(x @ x.T).sum()\n        return y"))
+    commit(project, "a slower forward")
+    args = ("gate", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--max-time", "3", "--builds", "2",
+            "--threads", "1")
+    slower = perfsuite(project, *args, "--base", "HEAD~1")
+    assert slower.returncode == 1, slower.stdout + slower.stderr
+    assert "SLOWER" in slower.stdout
+
+    (project / "NOTES.md").write_text("a change that does not touch the step\n")
+    commit(project, "notes")
+    same = perfsuite(project, *args, "--base", "HEAD~1")
+    assert same.returncode == 0, same.stdout + same.stderr
+    listed = subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True, text=True).stdout
+    assert len(listed.strip().splitlines()) == 1  # the base checkouts are gone
+
+
+def test_pytest_collects_one_benchmark_per_case_without_a_test_file(project):
+    smoke = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-disable", "-q", "-p", "no:cacheprovider",
+                            *_plugin()], cwd=project, env=_env(),
+                           capture_output=True, text=True, timeout=300)
+    assert smoke.returncode == 0 and "2 passed" in smoke.stdout, smoke.stdout + smoke.stderr
+    out = project / "bench.json"
+    timed = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-only", "-q", "-p", "no:cacheprovider",
+                            *_plugin(), "--perfsuite-max-time", "0.3",
+                            "--perfsuite-device", "cpu", f"--benchmark-json={out}"],
+                           cwd=project, env=_env(), capture_output=True, text=True, timeout=300)
+    assert timed.returncode == 0, timed.stdout + timed.stderr
+    benches = json.loads(out.read_text())["benchmarks"]
+    assert sorted(b["name"] for b in benches) == ["test_tiny_mlp[batch_size=128]", "test_tiny_mlp[batch_size=32]"]
+    for b in benches:
+        assert b["extra_info"]["flops_per_s"] > 0 and b["extra_info"]["throughput_unit"] == "samples/s"
+
+
+@pytest.mark.slow
+def test_asv_tracks_the_users_workloads(project):
+    asv = shutil.which("asv", path=str(Path(sys.executable).parent)) or shutil.which("asv")
+    if asv is None:
+        pytest.skip("asv is not installed in this environment")
+    subprocess.run([asv, "machine", "--yes"], cwd=project, env=_env(), capture_output=True, timeout=120)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    # --python=same saves its results only when told which commit they belong to.
+    res = subprocess.run([asv, "run", "--python=same", "--quick", "--show-stderr", "--set-commit-hash", head],
+                         cwd=project, env=_env(),
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    (result,) = [p for p in (project / ".asv" / "results").rglob("*.json")
+                 if p.name not in ("machine.json", "benchmarks.json")]
+    doc = json.loads(result.read_text())
+    medians = doc["results"]["bench_workloads.TinyMlpTrack.track_median_s"]
+    assert all(v > 0 for v in medians[0])  # one value per batch size of the default sweep
+    assert "bench_workloads.TinyMlpTime.time_step" in doc["results"]
+
+
+# ---- bad declarations -----------------------------------------------------------------------------
+
+def _project_with(tmp_path: Path, source: str, config: str = 'workloads = ["bench"]') -> Path:
+    (tmp_path / "pyproject.toml").write_text(f"[tool.perfsuite]\n{config}\n")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "mine.py").write_text(source)
+    return tmp_path
+
+
+def test_a_workload_file_that_fails_to_import_names_the_file_and_line(tmp_path):
+    root = _project_with(tmp_path, "import perfsuite\n\nx = 1\nraise ValueError('my own bug')\n")
+    res = perfsuite(root, "list")
+    assert res.returncode == 2
+    assert f"{root / 'bench' / 'mine.py'}, line 4: ValueError: my own bug" in res.stderr
+    assert "Traceback" in res.stderr  # the user's own traceback is shown: it is their code
+
+
+def test_a_name_that_clashes_with_a_builtin_names_both_places(tmp_path):
+    root = _project_with(tmp_path, "import perfsuite\n\n@perfsuite.workload(params={})\n"
+                                   "def matmul(device):\n    pass\n")
+    res = perfsuite(root, "list")
+    assert res.returncode == 2 and "'matmul' is declared twice" in res.stderr
+    assert "in perfsuite's built-in workloads and in " in res.stderr and "mine.py:3" in res.stderr
+
+
+@pytest.mark.parametrize("source, message", [
+    ("@perfsuite.workload(params={'n': 4})\ndef w(device):\n    pass\n", "does not accept parameter 'n'"),
+    ("@perfsuite.workload(params={'n': {1: 2}})\ndef w(n, device):\n    pass\n", "parameter 'n': default"),
+    ("@perfsuite.workload(params={})\ndef w(n, device):\n    pass\n", "parameter 'n' of w has no declared value"),
+    ("@perfsuite.workload(params={'n': [1, 'a']})\ndef w(n, device):\n    pass\n", "parameter 'n'"),
+])
+def test_a_bad_declaration_is_exit_2_naming_the_workload_and_the_parameter(tmp_path, source, message):
+    root = _project_with(tmp_path, "import perfsuite\n\n" + source)
+    res = perfsuite(root, "list")
+    assert res.returncode == 2 and "workload 'w'" in res.stderr and message in res.stderr, res.stderr
+
+
+def test_an_unknown_tool_perfsuite_key_is_an_error(tmp_path):
+    root = _project_with(tmp_path, "", config='workloads = ["bench"]\nworkload = ["typo"]')
+    res = perfsuite(root, "list")
+    assert res.returncode == 2 and "no key 'workload'" in res.stderr and "known keys: workloads" in res.stderr
+
+
+def test_a_step_that_raises_is_a_recorded_failure_with_the_users_traceback(tmp_path):
+    root = _project_with(tmp_path, (
+        "import perfsuite\n\n@perfsuite.workload(params={'n': [1, 2]})\ndef w(n, device):\n"
+        "    def step():\n        if n == 2:\n            raise RuntimeError('my step broke')\n"
+        "    return perfsuite.Step(step, items=n)\n"))
+    out = root / "r.json"
+    res = perfsuite(root, "run", "w", "--device", "cpu", "--max-time", "0.3", "--out", str(out))
+    assert res.returncode == 3, res.stdout + res.stderr
+    doc = json.loads(out.read_text())
+    assert [r["params"]["n"] for r in doc["records"]] == [1]  # the run went on and kept the good case
+    (failure,) = doc["failures"]
+    assert failure["error"] == "RuntimeError: my step broke"
+    assert "mine.py\", line 7, in step" in failure["traceback"]
+
+
+def test_workloads_from_the_command_line_without_a_pyproject(tmp_path):
+    (tmp_path / "w.py").write_text("import perfsuite\n\n@perfsuite.workload(params={'n': 3})\ndef cli_only(n, device):\n"
+                                   "    '''Found by --workloads.'''\n    return perfsuite.Step(lambda: None, items=n)\n")
+    res = perfsuite(tmp_path, "--workloads", str(tmp_path / "w.py"), "list")
+    assert res.returncode == 0 and "cli_only" in res.stdout and "Found by --workloads" in res.stdout
+    assert "cli_only" not in perfsuite(tmp_path, "list").stdout
