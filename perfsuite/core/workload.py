@@ -46,6 +46,9 @@ class Workload:
     # the parts, forward and batches its timed step is made of. The AMP comparison, profile-step,
     # trace and the correctness checks build from it, so they all run the step `run` times.
     trainer: Callable[[Mapping[str, Any], str], Any] | None = None
+    # The most builds of the step the runner may hold at once and rotate (RunConfig.builds); 1 for
+    # a step that owns something only one of may exist (ranks of a process group, a large model).
+    max_builds: int | None = None
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults and `size` preset filled in, every value validated; errors name the parameter."""
