@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from records import ENV, make_record
+from records import ENV, make_build_record, make_record
 
 from perfsuite.compare.records import compare_records, compare_samples, verdict
 from perfsuite.core.errors import RecordError
@@ -74,8 +74,17 @@ def _pair(base_cond, new_cond, **kw):
 
 
 def test_alike_conditions_give_no_warning():
+    base = [make_build_record([1e-3, 1.01e-3, 0.99e-3], seed=1, conditions=COND)]
+    new = [make_build_record([1e-3, 1.01e-3, 0.99e-3], seed=2, conditions=dict(COND))]
+    (c,) = compare_records(base, new).cases
+    assert c.warnings == () and c.basis == "build medians (3 vs 3)"
+
+
+def test_records_of_one_build_are_compared_on_samples_and_say_so():
     (c,) = compare_records(*_pair(COND, dict(COND))).cases
-    assert c.warnings == () and c.basis == "samples"
+    assert c.basis == "samples"
+    assert c.warnings == ("base and new were measured in one build in one process: the verdict rests on samples "
+                          "that cannot see the variation between runs",)
 
 
 def test_different_thread_counts_are_refused_unless_allowed():
