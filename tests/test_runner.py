@@ -202,3 +202,46 @@ def test_steal_and_other_load_in_the_timed_region_become_warnings():
     assert warnings == [] and quiet["steal_fraction"] == 0.001
     _, warnings = measured_conditions(RunConfig(), {"steal_fraction": 0.08, "others_cpus": 1.5, "wall_s": 1.0})
     assert "steal took 8.0%" in warnings[0] and "kept 1.5 CPU(s) busy" in warnings[1]
+
+
+# ---- builds that differ in speed (issue 26) -----------------------------------------------------
+
+def test_builds_that_differ_in_speed_give_an_interval_that_covers_the_spread_between_runs():
+    # Each simulated run's builds are 5% apart (SD); one build's samples say +-1%. The interval must
+    # come from the builds: it holds every build's median and the true median of all runs.
+    from fakeclock import build_spread_case
+
+    from perfsuite.measure.runner import run_case
+
+    cfg = RunConfig(max_time=1.0, device="cpu")
+    covered = 0
+    for seed in range(20):
+        workload, clock = build_spread_case(seed)
+        rec = run_case(workload, {}, cfg, clock=clock)
+        assert len(rec.builds) == cfg.builds and rec.conditions["builds"] == cfg.builds
+        medians = [b["median"] for b in rec.builds]
+        assert rec.stats.ci_low <= min(medians) and rec.stats.ci_high >= max(medians)
+        assert rec.config["rel_ci_halfwidth"] >= (rec.stats.ci_high - rec.stats.ci_low) / 2 / rec.median_s * 0.999
+        covered += rec.stats.ci_low <= 1e-3 <= rec.stats.ci_high
+    assert covered >= 18
+
+
+def test_one_build_is_still_possible_and_keeps_the_old_record_shape():
+    from fakeclock import build_spread_case
+
+    from perfsuite.measure.runner import run_case
+
+    workload, clock = build_spread_case(0)
+    rec = run_case(workload, {}, RunConfig(max_time=0.5, device="cpu", builds=1), clock=clock)
+    assert rec.builds is None and rec.conditions["builds"] == 1
+
+
+def test_builds_share_the_warm_up_and_the_budget():
+    fns = [lambda: None for _ in range(3)]
+    clock = FakeClock(step_s=1e-3, noise=0.01, seed=3)
+    cfg = RunConfig(max_time=2.0)
+    m = measure(fns, clock, cfg)
+    assert [len(g) >= cfg.min_samples for g in m.builds_s] == [True] * 3
+    assert m.warmup["seconds"] <= cfg.warmup_max_fraction * cfg.max_time + 0.01
+    assert clock.now() <= cfg.max_time + 0.05  # the budget holds with three builds too
+    assert sorted(m.samples_s) == sorted(x for g in m.builds_s for x in g)

@@ -5,7 +5,7 @@ two resnet runs of the same code were called `slower` in 2 of 6 pairs). So a cas
 each record's independent units, the medians of its worker processes or else of the builds of
 the step it rotated (record.units()), not on its pooled samples:
 
-- the ratio is that of the units' geometric means new/base, with Welch's t interval and test on
+- the ratio is that of the units' geometric means new/base, with a two-sample t interval and test on
   their logs (stats.log_ratio_test): the interval widens when either side's builds disagree;
 - the *noise band* is what two separate runs of unchanged code differ by: twice the SD of the
   difference of two units (each side's log SD of its units, in quadrature), or the case's noise

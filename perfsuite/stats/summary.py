@@ -256,10 +256,11 @@ def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
 
 def log_ratio_test(base: Sequence[float], new: Sequence[float],
                    confidence: float = 0.95) -> tuple[float, tuple[float, float], float]:
-    """Welch's t on the logs of two small sets of independent units (build or process medians):
-    (ratio of their geometric means new/base, its `confidence` interval, two-sided p). Logs, so
-    that a slowdown and the matching speed-up are symmetric; Welch, so that one side's spread
-    need not equal the other's. A side whose units all agree contributes no variance."""
+    """Student's two-sample t on the logs of two small sets of independent units (build or process
+    medians): (ratio of their geometric means new/base, its `confidence` interval, two-sided p).
+    Logs, so that a slowdown and the matching speed-up are symmetric. The variance is pooled: under
+    the null hypothesis (unchanged code, one machine) both sides' units spread alike, and with
+    three units a side Welch's degrees of freedom (down to 2) would leave no power for any change."""
     from scipy.stats import t as student_t
 
     lb = np.log(np.asarray(_checked(base, "base"), dtype=float))
@@ -267,12 +268,11 @@ def log_ratio_test(base: Sequence[float], new: Sequence[float],
     if lb.size < 2 or ln.size < 2:
         raise ValueError(f"log_ratio_test needs at least 2 units a side, got {lb.size} and {ln.size}")
     diff = float(ln.mean() - lb.mean())
-    vb, vn = float(lb.var(ddof=1)) / lb.size, float(ln.var(ddof=1)) / ln.size
-    se = math.sqrt(vb + vn)
+    df = lb.size + ln.size - 2
+    pooled = (float(lb.var(ddof=1)) * (lb.size - 1) + float(ln.var(ddof=1)) * (ln.size - 1)) / df
+    se = math.sqrt(pooled * (1 / lb.size + 1 / ln.size))
     if se == 0.0:
         return math.exp(diff), (math.exp(diff), math.exp(diff)), 1.0 if diff == 0.0 else 0.0
-    # Welch-Satterthwaite degrees of freedom.
-    df = (vb + vn) ** 2 / ((vb ** 2 / (lb.size - 1) if vb else 0.0) + (vn ** 2 / (ln.size - 1) if vn else 0.0))
     half = float(student_t.ppf((1 + confidence) / 2, df)) * se
     p = float(2 * student_t.sf(abs(diff) / se, df))
     return math.exp(diff), (math.exp(diff - half), math.exp(diff + half)), p
