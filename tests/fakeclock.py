@@ -11,13 +11,14 @@ class FakeClock:
 
     Cold start, two shapes: a plateau (the first `cold_steps` steps take `cold_factor` x), or
     a decay (step i takes 1 + (decay_factor - 1) * decay**i times as long). Time advances only
-    when blocks run, plus `bookkeeping_s` per reading."""
+    when blocks run, plus `bookkeeping_s` per reading. `speed(fn)` scales the time of one callable
+    (builds of a step that differ in speed)."""
 
     method = "fake"
 
     def __init__(self, step_s: float, sync_s: float = 0.0, noise: float = 0.0, seed: int = 0,
                  cold_steps: int = 0, cold_factor: float = 1.0, decay_factor: float = 1.0,
-                 decay: float = 0.0, bookkeeping_s: float = 1e-6) -> None:
+                 decay: float = 0.0, bookkeeping_s: float = 1e-6, speed=None) -> None:
         self.step_s = step_s
         self.sync_s = sync_s
         self.noise = noise
@@ -27,6 +28,9 @@ class FakeClock:
         self.decay_factor = decay_factor
         self.decay = decay
         self.bookkeeping_s = bookkeeping_s
+        # speed(fn) -> a factor on the step time of that callable: builds of one step that run at
+        # different speeds (where their memory landed), as separate runs do.
+        self.speed = speed
         self.t = 0.0
         self.steps_run = 0
         self.readings = 0
@@ -39,6 +43,8 @@ class FakeClock:
             # Closed form of sum_{k=i}^{i+n-1} decay**k.
             geo = self.decay**self.steps_run * (1 - self.decay**n) / (1 - self.decay)
             work += (self.decay_factor - 1.0) * geo * self.step_s
+        if self.speed is not None:
+            work *= self.speed(fn)
         if self.noise and n:
             work *= max(0.05, 1.0 + self.rng.normal(0.0, self.noise))
         reading = work + self.sync_s
@@ -49,3 +55,25 @@ class FakeClock:
 
     def now(self) -> float:
         return self.t
+
+
+def build_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, noise: float = 0.01):
+    """One simulated fresh run of a toy workload: every build of its step that the runner makes
+    runs at its own speed, a factor drawn lognormal(0, `spread`) (median 1) when it is built, as
+    builds in separate runs differ (where their memory landed). Returns (workload, clock); the
+    step's true median over runs is `step_s`."""
+    from perfsuite.core.record import Work
+    from perfsuite.core.workload import BuiltStep, Workload
+
+    rng = np.random.default_rng(seed)
+    factors: dict = {}
+
+    def build(params, device):
+        def step():
+            return None
+
+        factors[step] = float(rng.lognormal(0.0, spread))
+        return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="calls"))
+
+    clock = FakeClock(step_s=step_s, noise=noise, seed=seed, speed=lambda fn: factors.get(fn, 1.0))
+    return Workload("toy", "builds that differ in speed", (), build), clock

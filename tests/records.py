@@ -26,3 +26,13 @@ def make_record(median_s: float = 1e-3, n: int = 60, seed: int = 0, sigma: float
         converged=True,
         **kw,
     )
+
+
+def make_build_record(medians: list[float], n: int = 20, seed: int = 0, sigma: float = 0.01, **kw) -> Record:
+    """A record of len(medians) builds of the step, build i's samples centred on medians[i]."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(seed)
+    groups = [[float(x) for x in m * rng.lognormal(0.0, sigma, size=n)] for m in medians]
+    builds = [{"samples_s": g, "median": float(np.median(g)), "process": 0} for g in groups]
+    return replace(make_record(seed=seed, **kw), samples_s=[x for g in groups for x in g], builds=builds)

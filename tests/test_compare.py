@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from records import ENV, make_record
+from records import ENV, make_build_record, make_record
 
 from perfsuite.compare.records import compare_records, compare_samples, verdict
 from perfsuite.core.errors import RecordError
@@ -74,8 +74,17 @@ def _pair(base_cond, new_cond, **kw):
 
 
 def test_alike_conditions_give_no_warning():
+    base = [make_build_record([1e-3, 1.01e-3, 0.99e-3], seed=1, conditions=COND)]
+    new = [make_build_record([1e-3, 1.01e-3, 0.99e-3], seed=2, conditions=dict(COND))]
+    (c,) = compare_records(base, new).cases
+    assert c.warnings == () and c.basis == "build medians (3 vs 3)"
+
+
+def test_records_of_one_build_are_compared_on_samples_and_say_so():
     (c,) = compare_records(*_pair(COND, dict(COND))).cases
-    assert c.warnings == () and c.basis == "samples"
+    assert c.basis == "samples"
+    assert c.warnings == ("base and new were measured in one build in one process: the verdict rests on samples "
+                          "that cannot see the variation between runs",)
 
 
 def test_different_thread_counts_are_refused_unless_allowed():
@@ -114,3 +123,48 @@ def test_worker_records_are_compared_on_their_process_medians():
     new = worker_record([1.2, 1.22, 1.18, 1.21, 1.19], 20)
     (c,) = compare_records([base], [new]).cases
     assert c.basis == "process medians (5 vs 5)" and c.verdict == "slower" and c.ratio == pytest.approx(1.2, rel=0.02)
+
+
+# ---- two runs of one step whose builds differ in speed (issue 26) ---------------------------------
+
+def _fake_run(seed, slower=1.0):
+    from fakeclock import build_spread_case
+
+    from perfsuite.core.config import RunConfig
+    from perfsuite.measure.runner import run_case
+
+    workload, clock = build_spread_case(seed, step_s=1e-3 * slower)
+    return run_case(workload, {}, RunConfig(max_time=1.0, device="cpu"), clock=clock)
+
+
+def test_two_runs_of_the_same_step_are_not_called_slower():
+    # Builds 5% apart (SD) in every run: two runs' medians differ by several percent, which one
+    # build's samples (+-1%) would call a significant slowdown.
+    verdicts = [compare_records([_fake_run(2 * i)], [_fake_run(2 * i + 1)]).cases[0] for i in range(10)]
+    assert all(c.verdict != "slower" for c in verdicts)
+    assert all(c.basis == "build medians (3 vs 3)" and c.noise > 0.03 for c in verdicts)
+
+
+def test_a_large_real_slowdown_between_such_runs_is_slower():
+    verdicts = [compare_records([_fake_run(2 * i)], [_fake_run(2 * i + 1, slower=1.5)]).cases[0]
+                for i in range(10)]
+    assert [c.verdict for c in verdicts] == ["slower"] * 10
+    assert all(c.ratio == pytest.approx(1.5, rel=0.15) for c in verdicts)
+
+
+def test_a_learned_floor_widens_the_noise_band():
+    base, new = [_fake_run(0)], [_fake_run(1, slower=1.5)]
+    (c,) = compare_records(base, new, floors={"toy[]": 0.6}).cases
+    assert c.noise == 0.6 and c.verdict == "noisy"
+
+
+def test_noise_band_and_the_unit_test():
+    from perfsuite.compare.records import compare_units, noise_band
+
+    assert noise_band(None, None, 0.02) == 0.02
+    assert noise_band([1.0, 1.0], [1.0, 1.0]) == 0.0
+    # One side without units borrows the other's spread for both.
+    assert noise_band([0.95, 1.0, 1.05], None) == pytest.approx(noise_band([0.95, 1.0, 1.05], [0.95, 1.0, 1.05]))
+    c = compare_units("case", [1.0, 1.01, 0.99], [1.2, 1.21, 1.19])
+    assert c.verdict == "slower" and c.ratio == pytest.approx(1.2, rel=0.01) and c.ci_low > 1.1
+    assert compare_units("case", [1.0, 1.01, 0.99], [1.0, 0.99, 1.01]).verdict == "same"

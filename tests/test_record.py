@@ -5,6 +5,7 @@ from records import make_record
 
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import SCHEMA_VERSION, Record, Work
+from perfsuite.stats import summary as stats
 
 
 def test_round_trip_preserves_everything():
@@ -131,10 +132,34 @@ def _two_process_record(**kw):
 def test_version_1_records_read_with_conditions_not_recorded():
     d = make_record().to_dict()
     d["schema_version"] = 1
-    del d["conditions"], d["processes"]
+    del d["conditions"], d["processes"], d["builds"]
     rec = Record.from_dict(d)
-    assert rec.schema_version == SCHEMA_VERSION == 2
-    assert rec.conditions == {} and rec.processes is None
+    assert rec.schema_version == SCHEMA_VERSION == 3
+    assert rec.conditions == {} and rec.processes is None and rec.builds is None
+
+
+def test_version_2_records_read_as_one_build_with_the_pooled_interval():
+    d = make_record().to_dict()
+    d["schema_version"] = 2
+    del d["builds"]
+    rec = Record.from_dict(d)
+    assert rec.builds is None and rec.between is None and rec.units() is None
+    assert (rec.stats.ci_low, rec.stats.ci_high) == stats.median_ci(rec.samples_s)
+
+
+def test_a_record_of_several_builds_takes_its_median_and_interval_from_the_build_medians():
+    from dataclasses import replace
+
+    a, b, c = ([m * (1 + 0.001 * i) for i in range(20)] for m in (1.0e-3, 1.1e-3, 1.2e-3))
+    builds = [{"samples_s": g, "median": stats.median(g), "process": 0} for g in (a, b, c)]
+    rec = replace(make_record(), samples_s=a + b + c, builds=builds)
+    assert rec.median_s == pytest.approx(stats.median(b))
+    # The three builds disagree by 10%: the interval spans them, the pooled samples' would not.
+    assert rec.stats.ci_low < stats.median(a) and rec.stats.ci_high > stats.median(c)
+    assert rec.units() == [g["median"] for g in builds]
+    assert Record.from_dict(rec.to_dict()).builds == rec.builds
+    with pytest.raises(RecordError, match="builds"):
+        replace(rec, samples_s=a + c + b)
 
 
 def test_a_worker_record_round_trips_and_takes_its_median_from_the_process_medians():

@@ -1,4 +1,5 @@
-"""`perfsuite compare BASE NEW`: case-by-case verdicts, exit 1 on a slower case."""
+"""`perfsuite compare BASE NEW`: case-by-case verdicts against the noise between runs, exit 1 on a
+slower case."""
 
 from __future__ import annotations
 
@@ -14,8 +15,13 @@ def cmd_compare(args, console) -> int:
     from perfsuite.storage.files import load_records
 
     base, new = load_records(args.base), load_records(args.new)
+    floors = None
+    if args.floors is not None and args.floors.exists():
+        from perfsuite.storage.files import load_document
+
+        floors = load_document(args.floors, "noise-floors")
     cmp = compare_records(base, new, threshold=args.threshold, alpha=args.alpha,
-                          allow_env_mismatch=args.allow_env_mismatch)
+                          allow_env_mismatch=args.allow_env_mismatch, floors=floors)
     if not cmp.cases:
         raise PerfsuiteError(f"{args.base} and {args.new} have no case in common")
     if args.json:
@@ -38,6 +44,7 @@ def cmd_compare(args, console) -> int:
     if cmp.regressed:
         # On stderr, so that --json output stays one JSON document.
         err = Console(stderr=True)
-        err.print(f"[bold red]slower[/] beyond {args.threshold:.0%} (significant at p < {args.alpha})")
+        err.print(f"[bold red]slower[/] beyond {args.threshold:.0%} and the noise between runs "
+                  f"(significant at p < {args.alpha})")
         return 1
     return 0

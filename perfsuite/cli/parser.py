@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--min-time", type=float, default=None,
                         help="measure at least this long even once converged (default 0)")
         sp.add_argument("--target-ci", type=_positive_float("--target-ci"), default=None,
-                        help="stop when the median's 95%% CI is within this fraction (default 0.01)")
+                        help="stop when the median's 95%% CI is within this fraction, once half the budget "
+                             "has passed (default 0.01)")
         sp.add_argument("--timing", choices=("event", "host"), default=None,
                         help="CUDA only: device time from events, or host-inclusive sync + wall clock")
         sp.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--processes", type=_count("--processes"), default=None, metavar="N",
                      help="spread each case's budget over N fresh worker processes; the median and its CI "
                           "then come from the process medians (default 1: measure in this process)")
+    run.add_argument("--builds", type=_count("--builds"), default=None, metavar="N",
+                     help="builds of the step rotated in each measuring process; the median and its CI come "
+                          "from their medians (default 3; 1: one build, the interval of its samples alone)")
     run.add_argument("--cpus", type=_cpu_list, default=None, metavar="LIST",
                      help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3")
     run.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
@@ -116,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="significance level of the test (default 0.01)")
     cmp.add_argument("--allow-env-mismatch", action="store_true",
                      help="compare records measured in different environments")
+    cmp.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
+                     help="noise floors per case, learned with `gate --learn-floor`, used when the file exists")
     cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
     amp = sub.add_parser("amp", help="two precisions of a training workload, interleaved: speed-up, memory, loss")

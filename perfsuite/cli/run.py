@@ -12,6 +12,7 @@ def _run_config(args):
 
     given = {"max_time": args.max_time, "min_time": args.min_time, "target_rel_ci": args.target_ci,
              "timing": args.timing, "processes": getattr(args, "processes", None),
+             "builds": getattr(args, "builds", None),
              "cpus": getattr(args, "cpus", None), "threads": getattr(args, "threads", None),
              "heap": getattr(args, "heap", None)}
     # Options left out take RunConfig's defaults (they default to None so a suite run can refuse them).
@@ -149,7 +150,7 @@ def _overrides(items: list[str]) -> dict[str, str]:
 
 SUITE_DECIDES = {"workload": "a workload", "max_time": "--max-time", "min_time": "--min-time",
                  "target_ci": "--target-ci", "timing": "--timing", "no_nvtx": "--no-nvtx", "trace": "--trace",
-                 "processes": "--processes"}
+                 "processes": "--processes", "builds": "--builds"}
 
 
 def _run_suite(args, console) -> int:

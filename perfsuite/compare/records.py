@@ -1,13 +1,23 @@
 """Compare two sets of records case by case: ratio, its interval, a test, and a verdict.
 
-Rule: a case is *slower* when the ratio of medians new/base exceeds 1 + threshold, the
-bootstrap interval of that ratio lies wholly above 1, and the Mann-Whitney U test on the raw
-samples gives p < alpha. *faster* is the mirror image. A change beyond the threshold that the
-samples cannot support is *noisy*; anything else is *same*.
+Separate runs of unchanged code differ by more than the samples inside one run say (issue 26:
+two resnet runs of the same code were called `slower` in 2 of 6 pairs). So a case is judged on
+each record's independent units, the medians of its worker processes or else of the builds of
+the step it rotated (record.units()), not on its pooled samples:
 
-Records measured in worker processes (`--processes`) on both sides are compared on their
-process medians, the independent units, rather than on pooled samples whose spread hides the
-between-process variance.
+- the ratio is that of the units' geometric means new/base, with a two-sample t interval and test on
+  their logs (stats.log_ratio_test): the interval widens when either side's builds disagree;
+- the *noise band* is what two separate runs of unchanged code differ by: twice the SD of the
+  difference of two units (each side's log SD of its units, in quadrature), or the case's noise
+  floor learned by `perfsuite gate --learn-floor` when that is larger;
+- *slower* when the ratio exceeds 1 + threshold and 1 + noise band, the interval lies wholly
+  above 1 and p < alpha; *faster* is the mirror image; a change beyond the threshold that the
+  units or the noise band cannot support is *noisy*; anything else is *same*.
+
+Records with one build in one process (versions 1 and 2) have no units: they are compared on
+their raw samples as before (bootstrap interval of the ratio of medians, Mann-Whitney U), with
+the noise band of whichever side has units, and a warning that the verdict cannot see the
+variation between runs.
 
 How the two sides were measured (record.conditions) is judged too. Different torch thread
 counts refuse the comparison, like a different torch (`--allow-env-mismatch` overrides): the
@@ -19,6 +29,7 @@ that does not say how it was measured (schema 1).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from perfsuite.measure import env as envmod
@@ -40,19 +51,51 @@ class CaseComparison:
     p_value: float
     verdict: str
     warnings: tuple[str, ...] = ()  # why the two sides may not be comparable
-    basis: str = "samples"  # what was compared: raw samples, or process medians (N vs M)
+    basis: str = "samples"  # what was compared: raw samples, or process/build medians (N vs M)
+    noise: float = 0.0  # the noise band: what separate runs of unchanged code differ by, as a fraction
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, alpha: float) -> str:
+def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, alpha: float,
+            noise: float = 0.0) -> str:
+    """`threshold` is the smallest change that matters; `noise` the band separate runs of
+    unchanged code stay within: a change inside it is `noisy` however significant."""
     significant = p < alpha and (ci[0] > 1.0 or ci[1] < 1.0)
     if ratio > 1.0 + threshold:
-        return "slower" if significant and ci[0] > 1.0 else "noisy"
+        return "slower" if significant and ci[0] > 1.0 and ratio > 1.0 + noise else "noisy"
     if ratio < 1.0 / (1.0 + threshold):
-        return "faster" if significant and ci[1] < 1.0 else "noisy"
+        return "faster" if significant and ci[1] < 1.0 and ratio < 1.0 / (1.0 + noise) else "noisy"
     return "same"
+
+
+def _log_sd(units: list[float] | None) -> float | None:
+    if not units or len(units) < 2:
+        return None
+    logs = [math.log(u) for u in units]
+    mean = sum(logs) / len(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+
+
+def noise_band(base_units: list[float] | None, new_units: list[float] | None, floor: float = 0.0) -> float:
+    """What two separate runs of unchanged code differ by, as a fraction: exp(2 sd) - 1, with sd
+    the SD of the log difference of one unit of each side (a side without units borrows the
+    other's spread), never below a learned noise `floor`."""
+    sds = [sd for sd in (_log_sd(base_units), _log_sd(new_units)) if sd is not None]
+    if not sds:
+        return floor
+    var = sum(sd ** 2 for sd in sds) * (2 / len(sds))
+    return max(floor, math.exp(2.0 * math.sqrt(var)) - 1.0)
+
+
+def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
+                  alpha: float = 0.01, floor: float = 0.0) -> CaseComparison:
+    """Two records' units (process or build medians, two or more a side) compared."""
+    ratio, ci, p = stats.log_ratio_test(base, new)
+    noise = noise_band(base, new, floor)
+    return CaseComparison(label, stats.median(base), stats.median(new), ratio, ci[0], ci[1], p,
+                          verdict(ratio, ci, p, threshold, alpha, noise), noise=noise)
 
 
 def compare_samples(
@@ -62,12 +105,15 @@ def compare_samples(
     threshold: float = 0.05,
     alpha: float = 0.01,
     seed: int = 0,
+    noise: float = 0.0,
 ) -> CaseComparison:
+    """Raw samples compared (records without units): bootstrap interval, Mann-Whitney U."""
     mb, mn = stats.median(base), stats.median(new)
     ratio = mn / mb
     ci = stats.bootstrap_ratio_ci(base, new, seed=seed)
     p = stats.mann_whitney_p(base, new)
-    return CaseComparison(label, mb, mn, ratio, ci[0], ci[1], p, verdict(ratio, ci, p, threshold, alpha))
+    return CaseComparison(label, mb, mn, ratio, ci[0], ci[1], p, verdict(ratio, ci, p, threshold, alpha, noise),
+                          noise=noise)
 
 
 @dataclass(frozen=True)
@@ -122,8 +168,10 @@ def compare_records(
     threshold: float = 0.05,
     alpha: float = 0.01,
     allow_env_mismatch: bool = False,
+    floors: dict[str, float] | None = None,
 ) -> Comparison:
-    """Match records by case (workload, params, device) and compare each pair."""
+    """Match records by case (workload, params, device) and compare each pair. `floors` are
+    learned noise floors by case label (`perfsuite gate --learn-floor`), fractions."""
     if threshold <= 0:
         raise RecordError(f"threshold must be positive, got {threshold}")
     # With repeated cases in one file, the last record of a case wins (a re-measure).
@@ -141,13 +189,21 @@ def compare_records(
                     "pass --allow-env-mismatch to compare anyway"
                 )
         warnings = refusals + warnings  # allowed, but still said
-        basis = "samples"
-        if rb.processes and rn.processes:
-            basis = f"process medians ({len(rb.processes)} vs {len(rn.processes)})"
-            base_s, new_s = [p["median"] for p in rb.processes], [p["median"] for p in rn.processes]
+        floor = (floors or {}).get(rn.label(), 0.0)
+        ub, un = rb.units(), rn.units()
+        if ub and un:
+            kinds = [f"{'process' if r.processes else 'build'} medians" for r in (rb, rn)]
+            basis = f"{kinds[0]} ({len(ub)} vs {len(un)})" if kinds[0] == kinds[1] else \
+                f"{kinds[0]} ({len(ub)}) vs {kinds[1]} ({len(un)})"
+            c = compare_units(rn.label(), ub, un, threshold, alpha, floor)
         else:
-            base_s, new_s = list(rb.samples_s), list(rn.samples_s)
-        c = compare_samples(rn.label(), base_s, new_s, threshold, alpha)
+            basis = "samples"
+            missing = [name for name, u in (("base", ub), ("new", un)) if not u]
+            warnings.append(f"{' and '.join(missing)} {'were' if len(missing) == 2 else 'was'} measured in one build "
+                            "in one process: the verdict rests "
+                            "on samples that cannot see the variation between runs")
+            c = compare_samples(rn.label(), list(rb.samples_s), list(rn.samples_s), threshold, alpha,
+                                noise=noise_band(ub, un, floor))
         cases.append(replace(c, warnings=tuple(warnings), basis=basis))
     return Comparison(
         cases=cases,

@@ -19,6 +19,12 @@ class RunConfig:
     device: str = "auto"
     max_time: float = 10.0  # seconds per case, warm-up included
     min_time: float = 0.0  # measure at least this long even when the CI has converged
+    # The CI may stop the timing only once this share of max_time (warm-up included) has passed:
+    # a few milliseconds of one process's samples cannot see the variation between runs.
+    min_fraction: float = 0.5
+    # Builds of the step rotated inside the process (perfsuite.measure.runner): the interval comes
+    # from how much they disagree. A workload may allow fewer (Workload.max_builds).
+    builds: int = 3
     target_rel_ci: float = 0.01  # stop when the median's 95% CI is within +-1% of the median
     confidence: float = 0.95
     min_samples: int = 10
@@ -53,13 +59,15 @@ class RunConfig:
             raise ConfigError(f"min_time ({self.min_time}) must not exceed max_time ({self.max_time})")
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be between 0 and 1, got {self.confidence!r}")
+        if not isinstance(self.min_fraction, (int, float)) or not 0 <= self.min_fraction <= 1:
+            raise ConfigError(f"min_fraction must be between 0 and 1, got {self.min_fraction!r}")
         if not 0 < self.warmup_max_fraction < 1:
             raise ConfigError(f"warmup_max_fraction must be between 0 and 1, got {self.warmup_max_fraction!r}")
         if not 0 <= self.warmup_min_fraction <= self.warmup_max_fraction:
             raise ConfigError(
                 f"warmup_min_fraction must be between 0 and warmup_max_fraction, got {self.warmup_min_fraction!r}"
             )
-        for name in ("min_samples", "max_samples", "warmup_window"):
+        for name in ("min_samples", "max_samples", "warmup_window", "builds"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {v!r}")

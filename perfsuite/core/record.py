@@ -22,6 +22,11 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       Additive, 2026-11-24: `conditions` may carry `heap` ("default" or "steady": glibc's malloc
       held, perfsuite.measure.heap) and `minor_faults_per_step` in the timed region, and
       `warmup` a `heap_settle` account; records without them read as heap "default".
+  3 - 2026-11: `builds`, the builds of the step rotated inside the measuring process (issue 26):
+      each build's samples, median and the worker process it ran in (0 in a one-process run);
+      `samples_s` is then all of them pooled in build order, and without `processes` the median
+      and its interval come from the build medians. Versions 1 and 2 read as version 3 with no
+      `builds` (one build: the interval is that of the pooled samples, as they were measured).
 
 A record validates itself when built and never changes afterwards. Derived numbers (median,
 percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:
@@ -42,9 +47,9 @@ from perfsuite.stats import summary as stats
 from perfsuite.measure.bound import Bound, where_time_went
 from perfsuite.core.errors import RecordError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Versions from_dict accepts; older ones lack fields that read as "not recorded".
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 RESULTS_FORMAT = "perfsuite.results"
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -106,6 +111,7 @@ class Record:
     extra: dict = field(default_factory=dict)  # workload-specific measurements
     conditions: dict = field(default_factory=dict)  # how it was measured (schema 2; empty: not recorded)
     processes: tuple[dict, ...] | None = None  # per worker process, with --processes N >= 2
+    builds: tuple[dict, ...] | None = None  # per build of the step, with 2 or more (schema 3)
     schema_version: int = SCHEMA_VERSION
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
@@ -139,22 +145,24 @@ class Record:
         _need(isinstance(self.conditions, dict), "conditions", "must be an object")
         if self.processes is not None:
             object.__setattr__(self, "processes", tuple(self.processes))
-            self._check_processes()
+            self._check_groups("processes", "worker process")
+        if self.builds is not None:
+            object.__setattr__(self, "builds", tuple(self.builds))
+            self._check_groups("builds", "build of the step")
 
-    def _check_processes(self) -> None:
-        procs = self.processes
-        _need(len(procs) >= 2 and all(isinstance(p, dict) for p in procs), "processes",
-              "must be a list of at least 2 objects (one per worker process) or null")
+    def _check_groups(self, name: str, one: str) -> None:
+        groups = getattr(self, name)
+        _need(len(groups) >= 2 and all(isinstance(p, dict) for p in groups), name,
+              f"must be a list of at least 2 objects (one per {one}) or null")
         pooled: list = []
-        for i, p in enumerate(procs):
+        for i, p in enumerate(groups):
             samples = p.get("samples_s")
             _need(isinstance(samples, (list, tuple)) and len(samples) > 0
-                  and all(_is_number(s) and s > 0 for s in samples), f"processes[{i}].samples_s",
+                  and all(_is_number(s) and s > 0 for s in samples), f"{name}[{i}].samples_s",
                   "must be a non-empty list of positive finite seconds")
-            _need(_is_number(p.get("median")), f"processes[{i}].median", "must be a number")
+            _need(_is_number(p.get("median")), f"{name}[{i}].median", "must be a number")
             pooled.extend(samples)
-        _need(tuple(pooled) == self.samples_s, "samples_s",
-              "must be the processes' samples pooled, in process order")
+        _need(tuple(pooled) == self.samples_s, "samples_s", f"must be the {name}' samples pooled, in order")
 
     # ---- derived ---------------------------------------------------------------------------
     @cached_property
@@ -165,16 +173,38 @@ class Record:
         return stats.process_spread([p["samples_s"] for p in self.processes])
 
     @cached_property
+    def build_spread(self) -> stats.ProcessSpread | None:
+        """Between- and within-build spread, for a case measured in several builds of its step."""
+        if not self.builds:
+            return None
+        return stats.process_spread([b["samples_s"] for b in self.builds], unit="build")
+
+    @property
+    def between(self) -> stats.ProcessSpread | None:
+        """The spread the record's interval comes from: between processes when measured in several,
+        else between builds; None for one build in one process (a version 1 or 2 record)."""
+        return self.spread if self.spread is not None else self.build_spread
+
+    def units(self) -> list[float] | None:
+        """The record's independent units for comparisons: process medians, else build medians."""
+        if self.processes:
+            return [p["median"] for p in self.processes]
+        if self.builds:
+            return [b["median"] for b in self.builds]
+        return None
+
+    @cached_property
     def stats(self) -> stats.Summary:
-        """Summary of the samples. Measured in worker processes, the median and its interval are
-        those of the process medians (stats.process_spread): they carry the between-process
-        variance that pooled samples would hide."""
+        """Summary of the samples. Measured in worker processes or several builds, the median and
+        its interval are those of the process (else build) medians (stats.process_spread): they
+        carry the between-run variance that pooled samples would hide."""
         s = stats.summarize(self.samples_s)
-        if self.spread is None:
+        spread = self.between
+        if spread is None:
             return s
         from dataclasses import replace
 
-        return replace(s, median=self.spread.median, ci_low=self.spread.ci_low, ci_high=self.spread.ci_high)
+        return replace(s, median=spread.median, ci_low=spread.ci_low, ci_high=spread.ci_high)
 
     @property
     def median_s(self) -> float:
@@ -243,6 +273,7 @@ class Record:
             "extra": self.extra,
             "conditions": self.conditions,
             "processes": None if self.processes is None else [dict(p) for p in self.processes],
+            "builds": None if self.builds is None else [dict(b) for b in self.builds],
             "derived": {
                 "stats": s.to_dict(),
                 "throughput": self.throughput,

@@ -61,6 +61,10 @@ class Workload:
     # cross into worker processes pickled). None: undeclared (tf32 roof when either flag allows it).
     fp32_kernels: str | tuple[str, Mapping[Any, str]] | None = None
 
+    # The most builds of the step the runner may hold at once and rotate (RunConfig.builds); 1 for
+    # a step that owns something only one of may exist (ranks of a process group, a large model).
+    max_builds: int | None = None
+
     def default_sweep(self, given: Mapping[str, list]) -> dict[str, list]:
         """`given` value lists, with the default sweep filled in for parameters not given."""
         return {**{k: list(v) for k, v in (self.sweep or {}).items() if k not in given}, **given}

@@ -21,3 +21,5 @@ class DistributedWorkload(Workload):
     peak=, measured=, trace_dir=) for its one record instead of measuring in this process."""
 
     launcher: Callable[..., Any] = launch
+    # Every rank builds one step: builds rotated in lockstep would multiply the process groups' models.
+    max_builds: int | None = 1

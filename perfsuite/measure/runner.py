@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, ContextManager
 
 from perfsuite.stats import summary as stats
@@ -31,6 +31,10 @@ MAX_BLOCK = 1 << 26
 OVERHEAD_READINGS = 25
 # Above this IQR/median the record carries a noise warning (torch.utils.benchmark's habit).
 NOISY_IQR = 0.10
+# With several builds, each build's turn runs blocks for at least this long before the next
+# build's: a fast step keeps its caches warm across a turn (one call each, a 256x256 matmul would
+# be timed with the other builds' tensors in its cache), and drift within a round stays small.
+TURN_S = 0.01
 
 
 def _noop() -> None:
@@ -39,7 +43,7 @@ def _noop() -> None:
 
 @dataclass(frozen=True)
 class Measurement:
-    samples_s: list[float]  # per-step seconds, one per timed block
+    samples_s: list[float]  # per-step seconds, one per timed block, pooled in build order
     block_size: int
     clock_overhead_s: float
     warmup: dict
@@ -47,7 +51,7 @@ class Measurement:
     rel_ci_halfwidth: float
     measure_s: float
     warnings: list[str] = field(default_factory=list)
-
+    builds_s: list[list[float]] = field(default_factory=list)  # each build's samples, in time order
 
 def _settled(samples: list[float], window: int, tolerance: float) -> bool:
     """The last two windows' medians agree within `tolerance`, or within what the noise allows.
@@ -183,30 +187,59 @@ def calibrate(
     return Calibration(block_size=n, clock_overhead_s=overhead, step_estimate_s=est, warmups=warms)
 
 
+def _interval(groups: list[list[float]], confidence: float) -> float:
+    """Relative half-width of the reported interval: from the build medians when there are several
+    builds (stats.process_spread), never narrower than the pooled samples' own interval."""
+    pooled = [x for g in groups for x in g]
+    hw = stats.relative_ci_halfwidth(pooled, confidence)
+    if len(groups) < 2 or any(not g for g in groups):
+        return hw
+    return max(hw, stats.process_spread(groups, confidence, unit="build").rel_ci_halfwidth)
+
+
 def measure(
-    fn: Callable[[], object],
+    fn: Callable[[], object] | list[Callable[[], object]],
     clock: Clock,
     cfg: RunConfig,
     timed_region: Callable[[], ContextManager] = contextlib.nullcontext,
     warmup_region: Callable[[], ContextManager] = contextlib.nullcontext,
 ) -> Measurement:
-    """The timing algorithm: warm up, size the block, then timed blocks until the CI converges."""
+    """The timing algorithm: warm up, size the block, then timed blocks until the CI converges.
+
+    `fn` may be several builds of the step (run_case makes cfg.builds of them): they are warmed up
+    together and then take turns, in a rotating order, and the interval comes from how much their
+    medians disagree, which is what a separate run (new allocations, new weights) would see and
+    one build's samples cannot. The CI may stop the timing only after `cfg.min_fraction` of the
+    budget (and `cfg.min_time` of timing)."""
+    fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
+    k = len(fns)
     warnings: list[str] = []
     # The first call is taken apart, before the budget starts: it pays one-off costs
     # (torch.compile, lazy initialisation, first allocations) that can exceed a whole budget.
     # Its time is kept in the record as the cold start.
     with warmup_region():
-        first_call_s = clock.time_block(fn, 1)
+        first_call_s = clock.time_block(fns[0], 1)
+        for other in fns[1:]:
+            clock.time_block(other, 1)
         # With the heap held (perfsuite.measure.heap), run until the step stops faulting pages in:
         # set-up like the first call, bounded by the warm-up's own share of the budget.
-        settled = heap.settle([fn], clock.now, cfg.warmup_max_fraction * cfg.max_time) if heap.held() else None
+        settled = heap.settle(fns, clock.now, cfg.warmup_max_fraction * cfg.max_time) if heap.held() else None
     # Set-up garbage is collected before the budget starts: a full collection with torch loaded
     # takes ~0.3 s on a loaded 2-core machine, most of a worker's share of a short budget.
     gc.collect()
     deadline_start = clock.now()
-    cal = calibrate([fn], clock, cfg, region=warmup_region)
-    overhead, warm = cal.clock_overhead_s, cal.warmups[0]
+    # The builds share the warm-up's share of the budget, as the gate's do.
+    warm_cfg = replace(cfg, warmup_min_fraction=cfg.warmup_min_fraction / k,
+                       warmup_max_fraction=cfg.warmup_max_fraction / k)
+    cal = calibrate(fns, clock, warm_cfg, region=warmup_region)
+    overhead, warm = cal.clock_overhead_s, dict(cal.warmups[0])
     warm["first_call_s"] = first_call_s
+    if k > 1:
+        warm["steps"] = sum(w["steps"] for w in cal.warmups)
+        warm["seconds"] = sum(w["seconds"] for w in cal.warmups)
+        warm["settled"] = all(w["settled"] for w in cal.warmups)
+        warm["builds"] = [{key: w[key] for key in ("steps", "seconds", "settled", "step_estimate_s")}
+                          for w in cal.warmups]
     if settled is not None:
         warm["heap_settle"] = settled
         if not settled["settled"]:
@@ -219,8 +252,8 @@ def measure(
         )
     step_est, n = cal.step_estimate_s, cal.block_size
     remaining = cfg.max_time - (clock.now() - deadline_start)
-    # Keep room for min_samples blocks inside the budget, even if that costs clock accuracy.
-    n_cap = max(1, int(remaining / cfg.min_samples / max(step_est, 1e-12))) if remaining > 0 else 1
+    # Keep room for min_samples blocks of every build inside the budget, even if that costs clock accuracy.
+    n_cap = max(1, int(remaining / (cfg.min_samples * k) / max(step_est, 1e-12))) if remaining > 0 else 1
     if n > n_cap:
         n = n_cap
     share = overhead / (n * step_est) if step_est > 0 else 0.0
@@ -229,37 +262,58 @@ def measure(
             f"clock overhead is {share:.2%} of a block (limit {cfg.clock_overhead_limit:.2%}): "
             f"the budget leaves no room for larger blocks"
         )
+    # Blocks per turn: one build runs this many blocks before the next build takes over.
+    per_turn = 1 if k == 1 else max(1, int(TURN_S / max(n * step_est, 1e-12)))
+    may_stop_at = max(cfg.min_fraction * cfg.max_time, 0.0)
 
-    samples: list[float] = []
+    groups: list[list[float]] = [[] for _ in fns]
+    timeline: list[float] = []  # every sample in time order, for the drift test
     hw = math.inf
     converged = False
     gc.collect(1)  # warm-up's garbage is young: collected now, cheaply, rather than inside a timed block
     with timed_region():
         t0 = clock.now()
-        next_check = cfg.min_samples
-        while True:
-            samples.append(clock.time_block(fn, n) / n)
+        next_check = cfg.min_samples * k
+        rnd = 0
+        done = False
+        while not done:
+            # A rotating order (A B C, B C A, C A B, ...): no build always runs first or after the same one.
+            for j in range(k):
+                i = (rnd + j) % k
+                for _ in range(per_turn):
+                    x = clock.time_block(fns[i], n) / n
+                    groups[i].append(x)
+                    timeline.append(x)
+                now = clock.now()
+                total = len(timeline)
+                if now - deadline_start >= cfg.max_time or total >= cfg.max_samples:
+                    done = True
+                    break
+            rnd += 1
+            if done:
+                break
+            total = len(timeline)
             now = clock.now()
-            k = len(samples)
-            if k >= next_check and now - t0 >= cfg.min_time:
-                hw = stats.relative_ci_halfwidth(samples, cfg.confidence)
+            if total >= next_check and now - t0 >= cfg.min_time and now - deadline_start >= may_stop_at:
+                hw = _interval(groups, cfg.confidence)
                 if hw <= cfg.target_rel_ci:
                     converged = True
                     break
                 # Re-check after ~5% more samples: sorting every block would cost O(n^2 log n).
-                next_check = k + max(1, k // 20)
-            if now - deadline_start >= cfg.max_time or k >= cfg.max_samples:
-                break
+                next_check = total + max(1, total // 20)
         measure_s = clock.now() - t0
+    groups = [g for g in groups if g]  # a budget that ran out mid-round can leave a build without samples
+    samples = [x for g in groups for x in g]
     if not converged:
-        hw = stats.relative_ci_halfwidth(samples, cfg.confidence)
+        hw = _interval(groups, cfg.confidence)
         ci = "undefined (too few samples)" if math.isinf(hw) else f"+-{hw:.2%}"
+        basis = f"from {len(groups)} builds' medians" if len(groups) > 1 else "of the median"
         warnings.append(
-            f"did not converge: the {cfg.confidence:.0%} CI of the median is {ci} "
+            f"did not converge: the {cfg.confidence:.0%} CI {basis} is {ci} "
             f"(target +-{cfg.target_rel_ci:.2%}) after {len(samples)} samples; "
             f"budget of {cfg.max_time:g}s spent"
         )
-    drift = _drift_warning(samples, cfg)
+    drift = _drift_warning(timeline, cfg)
     if drift:
         warnings.append(drift)
     if len(samples) >= 4:
@@ -275,6 +329,7 @@ def measure(
         rel_ci_halfwidth=hw,
         measure_s=measure_s,
         warnings=warnings,
+        builds_s=groups,
     )
 
 
@@ -418,8 +473,20 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     device = resolve_device(cfg.device)
     resolved = workload.resolve(params)
     kernels = fp32_kernels(workload, resolved)  # before measuring: a bad declaration fails fast
-    torch.manual_seed(cfg.seed)
-    built = workload.build(resolved, device)
+    count = min(cfg.builds, workload.max_builds or cfg.builds)
+    builds = []
+    try:
+        for _ in range(count):
+            # Each build from the same seed, as a separate run would make it: builds then differ as
+            # separate runs do (where their memory lands), not in their random weights.
+            torch.manual_seed(cfg.seed)
+            builds.append(workload.build(resolved, device))
+    except BaseException:
+        for b in builds:
+            if b.teardown is not None:
+                b.teardown()
+        raise
+    built = builds[0]
     clock = clock or clock_for(device, cfg.timing)
     is_cuda = device.startswith("cuda")
     label = f"{workload.name}"
@@ -447,7 +514,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     extra: dict = {}
     try:
         m = measure(
-            built.fn,
+            [b.fn for b in builds] if len(builds) > 1 else built.fn,
             clock,
             cfg,
             timed_region=timed_region,
@@ -458,13 +525,15 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
         if after is not None:  # e.g. a profiler trace of the same built step, after measuring
             after(built)
     finally:
-        if built.teardown is not None:
-            built.teardown()
+        for b in builds:
+            if b.teardown is not None:
+                b.teardown()
 
     memory = host_mem.to_dict()
     if cuda_mem is not None:
         memory.update(cuda_mem.to_dict())
     conditions, load_warnings = measured_conditions(cfg, usage.readings, faults, len(m.samples_s) * m.block_size)
+    conditions["builds"] = len(m.builds_s)
     warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings
     if cfg.heap == "steady" and conditions["heap"] != "steady":
         warnings.append(f"heap steady was asked for but not held ({heap.hold().get('reason')}): "
@@ -496,4 +565,6 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
         warnings=warnings,
         extra=extra,
         conditions=conditions,
+        builds=[{"samples_s": g, "median": stats.median(g), "process": 0} for g in m.builds_s]
+        if len(m.builds_s) > 1 else None,
     )

@@ -151,6 +151,11 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
                   "load_avg": records[-1].conditions.get("load_avg"),
                   "between_share": spread.between_share, "between_cv": spread.between_cv,
                   "within_cv": spread.within_cv, "ci_method": spread.ci_method}
+    # Every process's builds, tagged with the process they ran in (a process measured in one build
+    # counts as one); `samples_s` pooled in process order is then their samples pooled in order.
+    builds = [{**b, "process": i} for i, r in enumerate(records)
+              for b in (r.builds or [{"samples_s": list(r.samples_s), "median": r.median_s}])]
+    conditions["builds"] = len(builds)
     warnings = conditions_warnings(conditions) if first.conditions else []
     hw = spread.rel_ci_halfwidth
     converged = hw <= cfg.target_rel_ci
@@ -183,7 +188,7 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
                   samples_s=[s for r in records for s in r.samples_s], work=first.work, warmup=first.warmup,
                   memory=memory, nvml=first.nvml, env=first.env, peak=first.peak, config=config,
                   converged=converged, warnings=warnings, extra=first.extra, conditions=conditions,
-                  processes=procs)
+                  processes=procs, builds=builds if len(builds) > len(records) else None)
 
 
 def describe(record: Record) -> str | None:

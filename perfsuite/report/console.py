@@ -35,11 +35,12 @@ _STYLE = {"slower": "bold red", "faster": "green", "same": "", "noisy": "yellow"
 
 def comparison_table(cmp: Comparison) -> Table:
     t = Table(title="perfsuite compare (new / base)")
-    for col in ("case", "base", "new", "ratio", "95% CI", "p", "verdict"):
+    for col in ("case", "base", "new", "ratio", "95% CI", "noise", "p", "verdict"):
         t.add_column(col, justify="left" if col == "case" else "right")
     for c in cmp.cases:
+        # noise: what separate runs of unchanged code differ by (compare.records.noise_band)
         t.add_row(Text(c.label), fmt_seconds(c.base_median_s), fmt_seconds(c.new_median_s), f"{c.ratio:.3f}",
-                  f"{c.ci_low:.3f}..{c.ci_high:.3f}", f"{c.p_value:.2g}",
+                  f"{c.ci_low:.3f}..{c.ci_high:.3f}", f"±{c.noise:.1%}" if c.noise else "-", f"{c.p_value:.2g}",
                   f"[{_STYLE[c.verdict]}]{c.verdict}[/]" if _STYLE[c.verdict] else c.verdict)
     return t
 

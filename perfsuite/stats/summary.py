@@ -217,8 +217,11 @@ class ProcessSpread:
                 "between_cv": self.between_cv, "within_cv": self.within_cv, "confidence": self.confidence}
 
 
-def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95) -> ProcessSpread:
-    """Summary of a case measured in len(groups) >= 2 processes, one sample list per process.
+def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
+                   unit: str = "process") -> ProcessSpread:
+    """Summary of a case measured in len(groups) >= 2 processes, one sample list per process
+    (or, with `unit="build"`, in several builds of the step rotated inside one process: the same
+    variance components, one level down).
 
     The interval: with 6 or more processes, the distribution-free interval of the median of the
     process medians; with 3 to 5, the t interval of the process medians (mean +- t s/sqrt(N),
@@ -227,8 +230,8 @@ def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95) 
     from scipy.stats import t as student_t
 
     if len(groups) < 2:
-        raise ValueError(f"process_spread needs at least 2 processes, got {len(groups)}")
-    vals = [_checked(g, f"process {i}") for i, g in enumerate(groups)]
+        raise ValueError(f"process_spread needs at least 2 groups (one per {unit}), got {len(groups)}")
+    vals = [_checked(g, f"{unit} {i}") for i, g in enumerate(groups)]
     meds = [median(g) for g in vals]
     n = len(meds)
     point = median(meds)
@@ -239,13 +242,37 @@ def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95) 
     between = max(0.0, var_meds - within)
     if n >= 6:
         lo, hi = median_ci(meds, confidence)
-        method = "order statistics of the process medians"
+        method = f"order statistics of the {unit} medians"
     elif n >= 3:
         half = float(student_t.ppf((1 + confidence) / 2, n - 1)) * math.sqrt(var_meds / n)
         lo, hi = point - half, point + half
-        method = "t interval of the process medians"
+        method = f"t interval of the {unit} medians"
     else:
         pooled = median_ci([x for g in vals for x in g], confidence) or (min(meds), max(meds))
         lo, hi = min(pooled[0], *meds), max(pooled[1], *meds)
-        method = "pooled samples, widened to both process medians"
+        method = f"pooled samples, widened to both {unit} medians"
     return ProcessSpread(tuple(meds), point, max(lo, 0.0), hi, method, between, within, confidence)
+
+
+def log_ratio_test(base: Sequence[float], new: Sequence[float],
+                   confidence: float = 0.95) -> tuple[float, tuple[float, float], float]:
+    """Student's two-sample t on the logs of two small sets of independent units (build or process
+    medians): (ratio of their geometric means new/base, its `confidence` interval, two-sided p).
+    Logs, so that a slowdown and the matching speed-up are symmetric. The variance is pooled: under
+    the null hypothesis (unchanged code, one machine) both sides' units spread alike, and with
+    three units a side Welch's degrees of freedom (down to 2) would leave no power for any change."""
+    from scipy.stats import t as student_t
+
+    lb = np.log(np.asarray(_checked(base, "base"), dtype=float))
+    ln = np.log(np.asarray(_checked(new, "new"), dtype=float))
+    if lb.size < 2 or ln.size < 2:
+        raise ValueError(f"log_ratio_test needs at least 2 units a side, got {lb.size} and {ln.size}")
+    diff = float(ln.mean() - lb.mean())
+    df = lb.size + ln.size - 2
+    pooled = (float(lb.var(ddof=1)) * (lb.size - 1) + float(ln.var(ddof=1)) * (ln.size - 1)) / df
+    se = math.sqrt(pooled * (1 / lb.size + 1 / ln.size))
+    if se == 0.0:
+        return math.exp(diff), (math.exp(diff), math.exp(diff)), 1.0 if diff == 0.0 else 0.0
+    half = float(student_t.ppf((1 + confidence) / 2, df)) * se
+    p = float(2 * student_t.sf(abs(diff) / se, df))
+    return math.exp(diff), (math.exp(diff - half), math.exp(diff + half)), p

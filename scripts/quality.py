@@ -1,0 +1,210 @@
+"""Do perfsuite's numbers hold across runs? The measurement of issue 26, rerun from scratch.
+
+For each case (`matmul n=256`, `resnet size=ci batch_size=8`), with perfsuite's defaults on the CPU:
+
+1. `--runs` fresh processes measure the case (the road `perfsuite run` takes: execute.run_cases
+   with the default RunConfig); the share of their reported intervals that contain the median of
+   all the runs' medians (goal >= 90%), and the spread of those medians (CV, range/median);
+2. pytest-benchmark measures the same step in as many fresh processes at the same budget
+   (scripts/peers.py's W1 and W2, built like the two cases), for the spread beside perfsuite's;
+3. `--runs` more fresh runs of the unchanged code and `--runs` with a 10% slowdown injected (the
+   step followed by square matmuls, as the gate's self-check pads it, smaller ones for a fast step),
+   each compared with one run of step 1 by `perfsuite compare`'s rule (compare.records): how often
+   unchanged code is called `slower` (goal <= 1 in 20) and how often the slowdown is (goal >= 18 in 20).
+
+Runs of every kind are interleaved (base, unchanged, slowed, pytest-benchmark, then the next
+index), so that the machine's drift reaches them alike. Raw results go to OUT/quality.json and a
+summary to OUT/README.md. Numbers mean something only on a quiet machine: `perfsuite system`
+first. Each run pays Python and torch start-up (2-7 s here) on top of its budget; with the
+defaults (20 runs, 10 s budgets) the whole takes about 45 minutes.
+
+    python scripts/quality.py [--runs 20] [--max-time SECONDS] [--out reports/quality]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = {  # name: (workload, params, the peers' workload for pytest-benchmark)
+    "matmul n=256": ("matmul", {"n": 256}, "W1"),
+    "resnet size=ci batch_size=8": ("resnet", {"size": "ci", "batch_size": 8}, "W2"),
+}
+SLOWDOWN = 0.10
+
+
+def _padding(size: int):
+    """One size x size matmul on preallocated inputs: the unit of an injected slowdown."""
+    import torch
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    return lambda: torch.mm(a, b)
+
+
+def _build_wrapped(workload, size: int, count: int):
+    """The workload with `count` size x size matmuls after each step (0: unchanged), same case key."""
+    from dataclasses import replace
+
+    from perfsuite.compare.gate import slowed
+
+    if count == 0:
+        return workload
+
+    def build(params, device):
+        built = workload.builder(params, device)
+        return replace(built, fn=slowed(built.fn, _padding(size), count))
+
+    return replace(workload, builder=build)
+
+
+def child(args) -> None:
+    """One fresh run, in its own process: the case measured with the default RunConfig."""
+    from perfsuite.core import registry
+    from perfsuite.core.config import RunConfig
+    from perfsuite.measure.env import fingerprint
+    from perfsuite.run.execute import Case, run_cases
+    from perfsuite.storage.files import ResultsWriter
+
+    name, params, _ = CASES[args.case]
+    size, count = (int(x) for x in args.pad.split(":"))
+    workload = _build_wrapped(registry.get(name), size, count)
+    cfg = RunConfig(device="cpu", **({"max_time": args.max_time} if args.max_time else {}))
+    out = run_cases([Case(workload, params)], cfg, "cpu", writer=ResultsWriter(Path(args.record)), env=fingerprint())
+    if out.failures:
+        raise SystemExit(f"{args.case}: {out.failures[0]['error']}")
+
+
+def _fresh_run(case: str, record: Path, max_time: float | None, pad: str = "256:0"):
+    from perfsuite.storage.files import load_records
+
+    cmd = [sys.executable, str(Path(__file__).resolve()), "_child", case, "--record", str(record),
+           "--pad", pad] + (["--max-time", str(max_time)] if max_time else [])
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+    (rec,) = load_records(record)
+    return rec
+
+
+def _pad_for(case: str) -> tuple[str, float]:
+    """The padding that makes the step about SLOWDOWN slower, measured once here: the largest
+    matmul (256, 128, 64 or 32 square) of which it takes at least 4, so that the step's own size
+    does not round the slowdown far off (one 256x256 matmul is all of `matmul n=256`).
+    Returns ("SIZE:COUNT", the estimated slowdown)."""
+    from perfsuite.core import registry
+    from perfsuite.measure.timing import PerfCounterClock
+    from perfsuite.stats import summary as stats
+
+    clock = PerfCounterClock()
+    name, params, _ = CASES[case]
+    w = registry.get(name)
+    step = w.build(w.resolve(params), "cpu").fn
+    for _ in range(20):
+        step()
+    t_step = stats.median([clock.time_block(step, 1) for _ in range(31)])
+    for size in (256, 128, 64, 32):
+        mm = _padding(size)
+        t_mm = stats.median([clock.time_block(mm, 20) / 20 for _ in range(15)])
+        count = round(SLOWDOWN * t_step / t_mm)
+        if count >= 4 or size == 32:
+            count = max(1, count)
+            return f"{size}:{count}", count * t_mm / t_step
+    raise AssertionError("unreachable")
+
+
+def _spread(medians: list[float]) -> dict:
+    from perfsuite.stats import summary as stats
+
+    m = stats.median(medians)
+    mean = sum(medians) / len(medians)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in medians) / (len(medians) - 1)) if len(medians) > 1 else 0.0
+    return {"median_of_medians": m, "cv": sd / mean, "range_over_median": (max(medians) - min(medians)) / m}
+
+
+def measure_case(case: str, runs: int, max_time: float | None, tmp: Path) -> dict:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from peers import _pytest_benchmark
+
+    from perfsuite.compare.records import compare_records
+    from perfsuite.core.config import RunConfig
+
+    budget = max_time or RunConfig().max_time
+    pad, est = _pad_for(case)
+    base, same, slow, pyb = [], [], [], []
+    for i in range(runs):
+        print(f"{case}: run {i + 1}/{runs}", flush=True)
+        base.append(_fresh_run(case, tmp / f"{case}-base-{i}.json", max_time))
+        same.append(_fresh_run(case, tmp / f"{case}-same-{i}.json", max_time))
+        slow.append(_fresh_run(case, tmp / f"{case}-slow-{i}.json", max_time, pad))
+        pyb.append(_pytest_benchmark(CASES[case][2], budget))
+    medians = [r.median_s for r in base]
+    center = _spread(medians)["median_of_medians"]
+    # A run too short for any interval (a tiny --max-time) counts as not covering.
+    covered = sum(r.stats.ci_low is not None and r.stats.ci_low <= center <= r.stats.ci_high for r in base)
+    verdicts = {kind: [compare_records([b], [n]).cases[0] for b, n in zip(base, news)]
+                for kind, news in (("unchanged", same), ("slowed", slow))}
+    return {
+        "case": case, "runs": runs, "budget_s": budget, "padding": pad, "slowdown_estimated": est,
+        "perfsuite": {**_spread(medians), "covered": covered,
+                      "intervals": [[r.stats.ci_low, r.stats.ci_high] for r in base], "medians": medians,
+                      "measure_s": [r.config.get("measure_s") for r in base],
+                      "builds": [r.conditions.get("builds") for r in base]},
+        "pytest_benchmark": {**_spread(pyb), "medians": pyb},
+        "compare": {kind: {"slower": sum(c.verdict == "slower" for c in cs),
+                           "verdicts": [c.verdict for c in cs], "ratios": [c.ratio for c in cs],
+                           "noise": [c.noise for c in cs]} for kind, cs in verdicts.items()},
+    }
+
+
+def summary(results: list[dict]) -> str:
+    lines = ["# Numbers that hold across runs (issue 26)", "",
+             "Written by `python scripts/quality.py`; raw numbers in `quality.json`.", "",
+             "| case | runs | budget | intervals covering the median of medians | perfsuite CV / range | "
+             "pytest-benchmark CV / range | unchanged called slower | +10% called slower |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        p, b, c = r["perfsuite"], r["pytest_benchmark"], r["compare"]
+        lines.append(f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s | {p['covered']}/{r['runs']} | "
+                     f"{p['cv']:.1%} / {p['range_over_median']:.1%} | {b['cv']:.1%} / {b['range_over_median']:.1%} | "
+                     f"{c['unchanged']['slower']}/{r['runs']} | {c['slowed']['slower']}/{r['runs']} "
+                     f"(injected {r['slowdown_estimated']:.1%}) |")
+    lines += ["", "Goals: >= 90% of intervals cover the median of medians; unchanged code called slower "
+              "<= 1 in 20; the 10% slowdown called slower >= 18 in 20."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd")
+    one = sub.add_parser("_child", help=argparse.SUPPRESS)
+    one.add_argument("case", choices=sorted(CASES))
+    one.add_argument("--record", required=True)
+    one.add_argument("--pad", default="256:0", help="SIZE:COUNT matmuls after each step")
+    one.add_argument("--max-time", type=float, default=None)
+    ap.add_argument("--runs", type=int, default=20, help="fresh runs of each kind per case (default 20)")
+    ap.add_argument("--max-time", type=float, default=None,
+                    help="budget per run in seconds (default: perfsuite's own, 10 s); pytest-benchmark gets the same")
+    ap.add_argument("--cases", nargs="*", default=sorted(CASES), choices=sorted(CASES))
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "quality")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))  # this checkout's perfsuite, in the parent as in the runs it starts
+    if args.cmd == "_child":
+        return child(args)
+    if args.runs < 2:
+        raise SystemExit("--runs must be at least 2")
+    with tempfile.TemporaryDirectory() as d:
+        results = [measure_case(case, args.runs, args.max_time, Path(d)) for case in args.cases]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "quality.json").write_text(json.dumps(results, indent=1))
+    (args.out / "README.md").write_text(summary(results))
+    print(summary(results))
+
+
+if __name__ == "__main__":
+    main()
