@@ -124,7 +124,8 @@ def crosscheck():
 
 
 def test_the_crosscheck_builds_times_and_runs_on_the_named_device(crosscheck, fake_cuda, monkeypatch):
-    from perfsuite import registry, runner
+    from perfsuite.core import registry
+    from perfsuite.measure import runner
 
     seen = []
 
