@@ -11,6 +11,8 @@
 #   pytest-cuda the test files with CUDA paths, verbose          -> env-pytest.log
 #   pytest      the rest of the tests                            -> env-pytest.log
 #   peak        perfsuite peak --max-time 6 (as `make bench`)    -> bench.log
+#   roofs       fp32 matmul and ResNet records: roof, kernels, flags -> crosscheck.log
+#   user        examples/my-project's workload run and gated on CUDA -> crosscheck.log
 #   graphs      ResNet18 b128 cuda_graph false/true, Qwen b8     -> graphs.log
 #   check       perfsuite check --device cuda (fp16 AMP, resume)  -> crosscheck.log
 #   crosscheck  scripts/cuda_crosscheck.py                       -> crosscheck.log
@@ -33,7 +35,7 @@ STAGES=${2:-all}
 TOTAL_S=${GPU_CHECK_TOTAL_S:-570}
 START=$(date +%s)
 case $STAGES in
-  all) STAGES=env,heap,pytest-cuda,check,peak,graphs,crosscheck,ncu,pytest,plan,bench ;;
+  all) STAGES=env,heap,pytest-cuda,check,peak,roofs,user,graphs,crosscheck,ncu,pytest,plan,bench ;;
   bench) STAGES=env,plan,peak,bench ;;
 esac
 mkdir -p "$OUT"
@@ -170,6 +172,40 @@ for s in "${WANT[@]}"; do
     NOTE[env]=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
     stage_end env ;;
 
+  roofs)
+    # Issue 23 item 3: an fp32 matmul record is judged against the fp32 roof (cuBLAS TF32 off), a
+    # ResNet fp32 record against TF32 (cuDNN TF32 on); both flags and the kernels are in the record.
+    stage_begin roofs "$(left)" "$CROSSLOG"
+    keep_rc roofs "$(run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite run matmul -p n=4096 -p dtype=fp32 --device cuda \
+      --max-time 3 --out "$W/roof-matmul.json")"
+    keep_rc roofs "$(run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite run resnet -p size=gpu -p batch_size=128 --device cuda \
+      --max-time 3 --out "$W/roof-resnet.json")"
+    $PY - "$W" >> "$CROSSLOG" 2>&1 <<'PYEOF'
+import json, sys
+from pathlib import Path
+for f in ("roof-matmul.json", "roof-resnet.json"):
+    p = Path(sys.argv[1]) / f
+    if p.exists():
+        for r in json.loads(p.read_text())["records"]:
+            peak = r.get("peak") or {}
+            print(f"{f}: roof {peak.get('roof')} kernels {peak.get('kernels')} tf32 flags {peak.get('tf32')} "
+                  f"peak {peak.get('flops_per_s')} extra {sorted((r.get('extra') or {}).keys())}")
+PYEOF
+    NOTE[roofs]=$(grep -E "^roof-" "$CROSSLOG" | sed 's/ extra.*//' | tr '\n' ';')
+    stage_end roofs ;;
+
+  user)
+    # Issue 21 on CUDA: the example project's own workload, run and gated (each side a process).
+    stage_begin user "$(left)" "$CROSSLOG"
+    U=$W/my-project; cp -r examples/my-project "$U" && (cd "$U" && git init -q -b main && git add -A && \
+      git -c user.email=g@x -c user.name=g commit -qm init)
+    keep_rc user "$(cd "$U" && run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite run tiny_mlp --device cuda --max-time 2 \
+      --out "$W/user.json")"
+    keep_rc user "$(cd "$U" && run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite gate tiny_mlp -p batch_size=32 --base HEAD \
+      --device cuda --max-time 4 --builds 2)"
+    NOTE[user]=$(grep -E "median ratio|saved" "$CROSSLOG" | tail -2 | cut -c1-120 | tr '\n' ';')
+    stage_end user ;;
+
   heap)
     # Issue 23: on the H100 machine of 2026-11-25 `--heap steady` was refused ('default'); the
     # probe says why (a preloaded allocator, glibc refusing mallopt) and the tests skip with it.
@@ -194,9 +230,11 @@ for s in "${WANT[@]}"; do
     $PY -c "import pytest_timeout" 2> /dev/null && ARGS+=(--timeout 120)
     $PY -c "import pytest_benchmark" 2> /dev/null && ARGS+=(--benchmark-disable)
     CUDA_TESTS=(tests/test_timing.py tests/test_training_workloads.py tests/test_crosscheck.py tests/test_memory.py
-                tests/test_nvml.py tests/test_nvtx.py tests/test_profiling.py tests/test_runner.py)
+                tests/test_nvml.py tests/test_nvtx.py tests/test_profiling.py tests/test_runner.py
+                tests/test_cuda_device_index.py tests/test_input_layout.py tests/test_checks.py tests/test_peak.py
+                tests/test_cli.py tests/test_step_marking.py tests/test_heap.py tests/perf/test_amp_benchmarks.py)
     if [[ $s == pytest-cuda ]]; then
-      rc=$(run "$(cap 110)" "$ENVLOG" $PY -m pytest "${ARGS[@]}" "${CUDA_TESTS[@]}")
+      rc=$(run "$(cap 200)" "$ENVLOG" $PY -m pytest "${ARGS[@]}" "${CUDA_TESTS[@]}")
     else
       IGN=(); for f in "${CUDA_TESTS[@]}"; do IGN+=(--ignore="$f"); done
       rc=$(run "$(cap 240)" "$ENVLOG" $PY -m pytest "${ARGS[@]}" tests "${IGN[@]}")
