@@ -5,12 +5,12 @@ def pytest_addoption(parser, pluginmanager):
     parser.addoption("--perfsuite-size", default="ci", choices=("ci", "cpu", "gpu"),
                      help="workload size of the benchmark tests (default ci)")
     # perfsuite's pytest plugin (perfsuite/frontends/pytest_plugin.py) adds the device and budget
-    # options when perfsuite is installed; from a source tree on PYTHONPATH it is not, so add them.
+    # options when perfsuite is installed; from a source tree on PYTHONPATH it is not, so register it
+    # here (pytest_addoption is a historic hook: a plugin registered now still adds its options).
     if not pluginmanager.has_plugin("perfsuite"):
         from perfsuite.frontends import pytest_plugin
 
         pluginmanager.register(pytest_plugin, "perfsuite")
-        pytest_plugin.add_options(parser)
 
 
 def pytest_generate_tests(metafunc):
