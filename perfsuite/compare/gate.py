@@ -141,14 +141,6 @@ def read_look(logs: list[float], threshold: float, bound: float, final: bool) ->
     return sequential.decide(p, bound, p_below, final), p
 
 
-def noise_floor(build: Callable[[], Step], clock: Clock, runs: int = 5, budget_s: float = 3.0) -> float:
-    """How far the median pair ratio of the unchanged code against itself strays from 1: the
-    largest |m - 1| over `runs` runs, each of two separate builds (separate builds differ in
-    memory placement, which alone can shift a step by a percent). A gate threshold below
-    this would flag noise."""
-    return max(abs(paired_ratios(build(), build(), clock, budget_s).median - 1.0) for _ in range(runs))
-
-
 @dataclass
 class GateCase:
     label: str
@@ -184,15 +176,21 @@ def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget
     `q` across the cases. `threshold` is the smallest slowdown that counts (0: any)."""
     if threshold < 0 or budget_s <= 0:
         raise ValueError("threshold must be >= 0 and budget_s > 0")
-    verdicts = []
-    for c in cases:
-        thr = max(threshold, c.floor)
-        run = paired_ratios(c.step_a, c.step_b, clock, budget_s, threshold=thr, alpha=q)
-        verdicts.append(GateVerdict(c.label, thr, run))
+    return across_cases([gate_case(c, clock, threshold, budget_s, q) for c in cases], q)
+
+
+def gate_case(c: GateCase, clock: Clock, threshold: float, budget_s: float, q: float = ALPHA) -> GateVerdict:
+    """One case's sequential test; `slower` is decided across cases by `across_cases`."""
+    thr = max(threshold, c.floor)
+    return GateVerdict(c.label, thr, paired_ratios(c.step_a, c.step_b, clock, budget_s, threshold=thr, alpha=q))
+
+
+def across_cases(verdicts: list[GateVerdict], q: float = ALPHA) -> list[GateVerdict]:
+    """Benjamini-Hochberg at `q` over the cases' p values: the false-alarm rate holds for the gate."""
     for v, rejected in zip(verdicts, stats.benjamini_hochberg([v.p for v in verdicts], q)):
         v.slower = rejected
         if v.run.decision == sequential.SLOWER and not rejected:
-            v.notes.append(f"slower by its own test, not after Benjamini-Hochberg across {len(cases)} cases")
+            v.notes.append(f"slower by its own test, not after Benjamini-Hochberg across {len(verdicts)} cases")
     return verdicts
 
 
@@ -273,10 +271,24 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 
+def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, device: str, k: int, heap_mode: str,
+                    threads: int | None, running: list) -> tuple[list, list]:
+    """k processes for each side, started A B A B ...; each holds one build. Two processes of the
+    same code differ by a few percent (where their memory lands), so the pairs rotate through k
+    of each, as the in-process gate rotates through builds."""
+    a, b = [], []
+    for _ in range(k):
+        for f, label, into in ((file_a, labels[0], a), (file_b, labels[1], b)):
+            s = sides.Side(label, f, name, params, device, 1, heap_mode, threads)
+            running.append(s)
+            into.append(s)
+    return a, b
+
+
 def gate_sides(new, cases: list[dict], label, args, device: str, threads: int | None, floors: dict) -> list[GateVerdict]:
-    """Gate each case of `new` at `args.base_ref` against the working tree, each side in a process
-    of its own in its own checkout (perfsuite.compare.sides); every case's sides are started,
-    gated and stopped before the next case's."""
+    """Gate each case of `new` at `args.base_ref` against the working tree, each side in processes
+    of its own in its own checkout (perfsuite.compare.sides); every case's processes are started,
+    gated and stopped before the next case's; Benjamini-Hochberg then runs across the cases."""
     from perfsuite.compare import sides
     from perfsuite.measure.timing import clock_for
 
@@ -290,30 +302,47 @@ def gate_sides(new, cases: list[dict], label, args, device: str, threads: int | 
         if not file_base.exists():
             raise PerfsuiteError(f"--base {args.base_ref}: {file_base.relative_to(base_root)} does not exist at "
                                  "that revision")
-        gate_cases = []
         running: list = []
         try:
             for c in cases:
-                params = new.resolve(c)
-                # Started A B in turn, so neither side gets all the later allocations of the machine.
-                base = sides.Side(f"base {args.base_ref}", file_base, new.name, params, device, args.builds,
-                                  args.heap, threads)
-                running.append(base)
-                now = sides.Side("working tree", file_now, new.name, params, device, args.builds, args.heap,
-                                 threads)
-                running.append(now)
-                gate_cases.append(GateCase(label(c), base.steps, now.steps, floors.get(label(c), 0.0)))
-                (v,) = run_gate([gate_cases[-1]], clock, args.threshold, args.budget, args.fdr)
+                base, now = _side_processes(sides, file_base, file_now, (f"base {args.base_ref}", "working tree"),
+                                            new.name, new.resolve(c), device, args.builds, args.heap, threads,
+                                            running)
+                v = gate_case(GateCase(label(c), [s.steps[0] for s in base], [s.steps[0] for s in now],
+                                       floors.get(label(c), 0.0)), clock, args.threshold, args.budget, args.fdr)
                 # The faults that matter happen in the sides' timed blocks, not in this process.
-                v.run = replace(v.run, faults_per_pair=(base.faults + now.faults) / max(len(v.run.ratios), 1))
+                v.run = replace(v.run, faults_per_pair=sum(s.faults for s in running) / max(len(v.run.ratios), 1))
                 out.append(v)
-                for s in (base, now):
+                for s in running:
                     s.close()
                 running.clear()
         finally:
             for s in running:
                 s.close()
-    return out
+    return across_cases(out, args.fdr)
+
+
+def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds: int, heap_mode: str,
+                threads: int | None) -> float:
+    """The noise floor as the gate sees it: the working tree against itself, each side in fresh
+    processes (so the floor holds the difference between processes), the largest |median - 1|."""
+    from perfsuite.compare import sides
+    from perfsuite.measure.timing import clock_for
+
+    file_now = sides.workload_file(new.source, new.name)
+    clock = sides.SideClock(clock_for(device, "host"))
+    worst = 0.0
+    for _ in range(runs):
+        running: list = []
+        try:
+            a, b = _side_processes(sides, file_now, file_now, ("A", "A'"), new.name, new.resolve(case), device,
+                                   builds, heap_mode, threads, running)
+            run = paired_ratios([s.steps[0] for s in a], [s.steps[0] for s in b], clock, budget_s)
+            worst = max(worst, abs(run.median - 1.0))
+        finally:
+            for s in running:
+                s.close()
+    return worst
 
 
 def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
@@ -360,8 +389,8 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
     if args.learn_floor:
         for case in runnable:
-            floors[label(case)] = g.noise_floor(lambda: new.build(case, device).fn, clock, args.learn_floor,
-                                                args.budget / 3)
+            floors[label(case)] = g.floor_sides(new, case, device, args.learn_floor, args.budget / 3, args.builds,
+                                                args.heap, threads)
             console.print(Text(f"{label(case)}: noise floor {floors[label(case)]:.2%}"))
         args.floors.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.floors, document("noise-floors", floors))

@@ -101,9 +101,13 @@ class Side:
         os.close(w_child)
         self._out = os.fdopen(w_parent, "w")
         self._in = os.fdopen(r_parent, "r")
-        self._send({"files": [str(file)], "workload": workload, "params": params, "device": device,
-                    "builds": builds, "heap": heap, "threads": threads})
-        self.work = self._receive()["work"]
+        try:
+            self._send({"files": [str(file)], "workload": workload, "params": params, "device": device,
+                        "builds": builds, "heap": heap, "threads": threads})
+            self.work = self._receive()["work"]
+        except BaseException:
+            self.close()  # a side that failed to build leaves no process or pipe behind
+            raise
         self.steps = [RemoteStep(self, j) for j in range(builds)]
         self.faults = 0  # minor page faults inside this side's timed blocks
 
