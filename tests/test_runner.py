@@ -5,7 +5,7 @@ from fakeclock import FakeClock
 
 from perfsuite.stats import summary as stats
 from perfsuite.core.config import RunConfig
-from perfsuite.measure.runner import block_size_for, clock_overhead, measure
+from perfsuite.measure.runner import block_size_for, clock_overhead, measure, run_case
 
 
 def _noop():
@@ -245,3 +245,52 @@ def test_builds_share_the_warm_up_and_the_budget():
     assert m.warmup["seconds"] <= cfg.warmup_max_fraction * cfg.max_time + 0.01
     assert clock.now() <= cfg.max_time + 0.05  # the budget holds with three builds too
     assert sorted(m.samples_s) == sorted(x for g in m.builds_s for x in g)
+
+
+def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
+    """Three builds alive would count three models' weights and state: the memory instruments wrap
+    steps of the first build only, after the other builds are torn down."""
+    from perfsuite.core.record import Work
+    from perfsuite.core.workload import BuiltStep, Workload
+    from perfsuite.measure import runner
+
+    alive, torn, calls_measured = set(), [], []
+    measuring = [False]
+
+    class Instrument:  # stands in for HostPeakRSS: notes which builds run while it is open
+        warnings: list = []
+
+        def __enter__(self):
+            measuring[0] = True
+            calls_measured.append(("open", frozenset(alive)))
+            return self
+
+        def __exit__(self, *exc):
+            measuring[0] = False
+
+        def to_dict(self):
+            return {}
+
+    def build(params, device):
+        i = len(torn) + len(alive)
+        alive.add(i)
+
+        def step():
+            if measuring[0]:
+                calls_measured.append(i)
+
+        def teardown():
+            alive.discard(i)
+            torn.append(i)
+
+        return BuiltStep(fn=step, work=Work(items_per_step=1.0, item_unit="steps"), teardown=teardown)
+
+    monkeypatch.setattr(runner, "HostPeakRSS", Instrument)
+    w = Workload("three", "", (), build)
+    rec = run_case(w, {}, RunConfig(max_time=0.3, device="cpu", builds=3, heap="default"),
+                   clock=FakeClock(step_s=1e-4, seed=1))
+    assert rec.conditions["builds"] == 3
+    (opened,) = [c for c in calls_measured if isinstance(c, tuple)]
+    assert opened == ("open", frozenset({0}))  # builds 1 and 2 were gone before memory was read
+    assert {c for c in calls_measured if not isinstance(c, tuple)} == {0}
+    assert sorted(torn) == [0, 1, 2]  # and every build is torn down in the end
