@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from pathlib import Path
 
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
@@ -193,10 +194,20 @@ def _hold_under(lib: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def require_dladdr_names_malloc_library() -> None:
+    """Where python is a non-PIE executable that takes malloc's address, the symbol resolves to the
+    executable's own PLT entry and dladdr names the executable, whatever library is behind it
+    (seen on the H100 host, /opt/torch/.venv/bin/python3): the library cannot be named there."""
+    owner = _hold_under("")["malloc_from"] or ""
+    if Path(owner).resolve() == Path(sys.executable).resolve() or Path(owner).name.startswith("python"):
+        pytest.skip(f"dladdr names the executable ({owner}) for malloc on this host, not the library serving it")
+
+
 @linux_only
 def test_an_interposer_that_passes_malloc_to_glibc_still_gets_a_held_heap(tmp_path):
     """Comparing malloc's address with glibc's refused this: glibc's heap serves every block."""
     require_a_holdable_heap()
+    require_dladdr_names_malloc_library()
     res = _hold_under(_preload(tmp_path, "forward", FORWARD_C))
     assert res["malloc_from"].endswith("libforward.so") and res["glibc_serves_malloc"] is True
     assert res["hold"]["heap"] == "steady"
@@ -204,6 +215,7 @@ def test_an_interposer_that_passes_malloc_to_glibc_still_gets_a_held_heap(tmp_pa
 
 @linux_only
 def test_another_allocator_is_named_in_the_refusal_and_in_the_record(tmp_path):
+    require_dladdr_names_malloc_library()
     lib = _preload(tmp_path, "ownheap", OWN_HEAP_C)
     res = _hold_under(lib)
     assert res["glibc_serves_malloc"] is False and res["malloc_from"] == lib

