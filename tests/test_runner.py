@@ -254,7 +254,10 @@ def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
     from perfsuite.core.workload import BuiltStep, Workload
     from perfsuite.measure import runner
 
-    alive, torn, calls_measured = set(), [], []
+    import gc
+    import weakref
+
+    alive, torn, calls_measured, models = set(), [], [], []
     measuring = [False]
 
     class Instrument:  # stands in for HostPeakRSS: notes which builds run while it is open
@@ -262,7 +265,8 @@ def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
 
         def __enter__(self):
             measuring[0] = True
-            calls_measured.append(("open", frozenset(alive)))
+            gc.collect()
+            calls_measured.append(("open", frozenset(alive), tuple(m() is not None for m in models)))
             return self
 
         def __exit__(self, *exc):
@@ -271,11 +275,16 @@ def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
         def to_dict(self):
             return {}
 
+    class Model:  # what a build holds: its memory must be gone, not only torn down
+        pass
+
     def build(params, device):
         i = len(torn) + len(alive)
         alive.add(i)
+        model = Model()
+        models.append(weakref.ref(model))
 
-        def step():
+        def step(model=model):
             if measuring[0]:
                 calls_measured.append(i)
 
@@ -291,6 +300,7 @@ def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
                    clock=FakeClock(step_s=1e-4, seed=1))
     assert rec.conditions["builds"] == 3
     (opened,) = [c for c in calls_measured if isinstance(c, tuple)]
-    assert opened == ("open", frozenset({0}))  # builds 1 and 2 were gone before memory was read
+    # builds 1 and 2 were torn down and freed (no name kept them) before memory was read
+    assert opened == ("open", frozenset({0}), (True, False, False))
     assert {c for c in calls_measured if not isinstance(c, tuple)} == {0}
     assert sorted(torn) == [0, 1, 2]  # and every build is torn down in the end

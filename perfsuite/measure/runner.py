@@ -529,10 +529,10 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
             # The memory of the step is one build's: with the other builds alive, their weights,
             # optimiser state and caches would count too. So they go first, then the instruments
             # wrap a few steps of the remaining build (as many calls as one timed block).
-            for b in builds[1:]:
-                if b.teardown is not None:
-                    b.teardown()
-            del builds[1:]
+            while len(builds) > 1:  # popped, so no name (a loop variable) keeps a build alive
+                if builds[-1].teardown is not None:
+                    builds[-1].teardown()
+                builds.pop()
             gc.collect()
             if is_cuda:
                 torch.cuda.empty_cache()
