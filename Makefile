@@ -18,7 +18,7 @@ CONSTRAINTS := $(VENV)/constraints.txt
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 BENCH_TIME ?= 6
 
-.PHONY: test bench setup clean-venv chromium asv-run asv-publish regress bench-pytest
+.PHONY: test test-fast bench setup clean-venv chromium asv-run asv-publish regress bench-pytest
 
 setup: $(DEPS)
 
@@ -43,6 +43,10 @@ chromium:
 # Benchmarks run once each, untimed, as a smoke test; `make bench-pytest` measures them.
 test: $(DEPS) chromium
 	$(PY) -m pytest --benchmark-disable
+
+# The fast tier, for while you work (under 2 minutes on 2 cores): every test not marked slow.
+test-fast: $(DEPS)
+	$(PY) -m pytest --benchmark-disable -m "not slow" -q
 
 bench-pytest: $(DEPS)
 	$(PY) -m pytest tests/perf --benchmark-only --benchmark-autosave

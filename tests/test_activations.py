@@ -55,6 +55,7 @@ def test_bad_choices():
         activation("swish", "custom", "everything")
 
 
+@pytest.mark.slow
 def test_activation_workload_and_pairing(capsys, tmp_path):
     import json
 

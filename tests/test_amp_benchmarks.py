@@ -43,6 +43,7 @@ def test_bench_amp_module_defines_the_class():
     assert hasattr(bench.AmpTrack, "setup_cache") and bench.GRID["workload"] == ["autoencoder", "resnet"]
 
 
+@pytest.mark.slow
 def test_pytest_benchmark_shows_both_precisions_and_the_ratio(tmp_path):
     out = tmp_path / "amp.json"
     res = subprocess.run(

@@ -12,6 +12,7 @@ FAST = RunConfig(max_time=1.0)
 PARAMS = {"variant": "fc", "batch_size": 16}
 
 
+@pytest.mark.slow
 def test_bf16_keeps_the_loss_and_reports_speed_and_memory():
     res = compare_precisions("autoencoder", PARAMS, "cpu", PerfCounterClock(), "fp32", "bf16",
                              pairs=6, steps=10, cfg=FAST)
@@ -29,6 +30,7 @@ def test_bf16_keeps_the_loss_and_reports_speed_and_memory():
     assert res.final_loss_a == pytest.approx(sum(res.losses_a[-5:]) / 5)
 
 
+@pytest.mark.slow
 def test_a_deliberately_broken_run_is_flagged():
     def broken(params, device, seed):
         return training_setup("autoencoder", params, device, seed, lr_scale=300.0)

@@ -17,6 +17,7 @@ def _kw(setup):
 
 
 @pytest.mark.parametrize("workload", ["resnet", "autoencoder"])
+@pytest.mark.slow
 def test_resume_is_bit_exact(tmp_path, workload):
     # The same check `perfsuite check` runs: losses, weights, the RNG stream and the LR schedule
     # of an interrupted and resumed run equal the uninterrupted run's (CheckFailed otherwise).

@@ -68,6 +68,7 @@ def fp16_on_cpu(monkeypatch):
     monkeypatch.setattr(precision, "check_precision", lambda p, d: None)
 
 
+@pytest.mark.slow
 def test_amp_check_compares_fp16_at_equal_applied_steps(fp16_on_cpu):
     """On an H100 the ResNet's AMP check failed ("fp16 reaches 0.5721, fp32 0.7152 after 12
     steps: 20.0% apart") and the suite refused every ResNet entry: fp16's GradScaler skips its
@@ -80,6 +81,7 @@ def test_amp_check_compares_fp16_at_equal_applied_steps(fp16_on_cpu):
     assert "after 12 applied steps" in detail
 
 
+@pytest.mark.slow
 def test_amp_check_fails_when_fp16_overflows_at_every_scale(fp16_on_cpu):
     """Skipped steps are forgiven only while the scale falls to 1: gradients that overflow even
     unscaled are divergence, and the check must end (not loop) and say so."""

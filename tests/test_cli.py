@@ -69,6 +69,7 @@ def test_non_positive_budget_is_rejected(capsys, budget):
     assert "--max-time" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_run_writes_records_and_compare_with_itself_passes(capsys, tmp_path):
     out = tmp_path / "a.json"
     code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=32,64", *FAST, "--device", "cpu", "--out", str(out))
@@ -114,6 +115,7 @@ def test_compare_rejects_corrupt_or_foreign_files(capsys, tmp_path, content, mes
     assert code == 2 and str(bad) in err and message in err
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_sweep_keeps_finished_cases(capsys, tmp_path, monkeypatch):
     real = runner.run_case
     calls = []
@@ -132,6 +134,7 @@ def test_ctrl_c_during_a_sweep_keeps_finished_cases(capsys, tmp_path, monkeypatc
     assert [r.params["n"] for r in load_records(out)] == [16, 24]
 
 
+@pytest.mark.slow
 def test_peak_then_records_report_peak_fraction(capsys, tmp_path, monkeypatch):
     from perfsuite.run import peak
 
@@ -169,6 +172,7 @@ def test_report_writes_markdown_and_figures(capsys, tmp_path):
     assert (tmp_path / "rep" / "matmul.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_a_failing_case_is_recorded_and_the_sweep_goes_on(capsys, tmp_path, monkeypatch):
     import torch
 
@@ -196,6 +200,7 @@ def test_fp16_training_on_cpu_is_refused_before_anything_runs(capsys, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_amp_command_reports_a_verdict(capsys, tmp_path):
     out = tmp_path / "amp.json"
     code, stdout, _ = run(capsys, "amp", "autoencoder", "-p", "batch_size=16", "--pairs", "4", "--steps", "6",

@@ -137,6 +137,7 @@ def _fake_run(seed, slower=1.0):
     return run_case(workload, {}, RunConfig(max_time=1.0, device="cpu"), clock=clock)
 
 
+@pytest.mark.slow
 def test_two_runs_of_the_same_step_are_not_called_slower():
     # Builds 5% apart (SD) in every run: two runs' medians differ by several percent, which one
     # build's samples (+-1%) would call a significant slowdown.
@@ -145,6 +146,7 @@ def test_two_runs_of_the_same_step_are_not_called_slower():
     assert all(c.basis == "build medians (3 vs 3)" and c.noise > 0.03 for c in verdicts)
 
 
+@pytest.mark.slow
 def test_a_large_real_slowdown_between_such_runs_is_slower():
     verdicts = [compare_records([_fake_run(2 * i)], [_fake_run(2 * i + 1, slower=1.5)]).cases[0]
                 for i in range(10)]

@@ -92,6 +92,7 @@ def test_train_mode_reports_how_long_the_model_waits(cache):
     assert 0.0 < built.extra()["data_wait_fraction"] < 1.0
 
 
+@pytest.mark.slow
 def test_sweep_writes_report_with_knee_and_plot(cache, tmp_path, capsys):
     out = tmp_path / "dl.json"
     code = cli.main(["run", "dataloader", "-p", "images=64", "-p", "num_workers=0,1", "-p", "batch_size=16,32",

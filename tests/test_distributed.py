@@ -120,6 +120,7 @@ def test_scaling_pairs_a_case_with_the_one_rank_case_of_its_run_and_the_report_s
 
 # ---- launched: 2 gloo ranks ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ddp_gradients_equal_one_process_on_the_concatenated_batch():
     found = launch.gradient_check(("autoencoder", "resnet"), 2, batch_size=4)
     assert [f["model"] for f in found] == ["autoencoder", "resnet"]
@@ -129,6 +130,7 @@ def test_ddp_gradients_equal_one_process_on_the_concatenated_batch():
         assert f["unreduced_max_rel_diff"] > 1e-2, f  # and the check can tell a missing reduction
 
 
+@pytest.mark.slow
 def test_a_ddp_sweep_gives_one_record_per_case_with_ranks_scaling_and_comm_share(tmp_path):
     from perfsuite.report.markdown import write_report
     from perfsuite.storage.files import ResultsWriter, load_records
@@ -158,6 +160,7 @@ def test_a_ddp_sweep_gives_one_record_per_case_with_ranks_scaling_and_comm_share
     assert "### Scaling over ranks" in page and f"{e['scaling_efficiency']:.0%}" in page
 
 
+@pytest.mark.slow
 def test_allreduce_reports_algbw_and_busbw_with_nccl_tests_definitions():
     w = registry.get("allreduce")
     out = run_cases([Case(w, {"op": "reduce_scatter", "bytes": 4098, "world_size": 2})], RunConfig(max_time=0.3),
@@ -171,6 +174,7 @@ def test_allreduce_reports_algbw_and_busbw_with_nccl_tests_definitions():
     assert "comm" not in e and e["world_size"] == 2
 
 
+@pytest.mark.slow
 def test_a_rank_that_raises_or_hangs_is_the_cases_recorded_failure(tmp_path, ranks_find_tests, monkeypatch):
     from distjobs import FLAKY, HANG_TIMEOUT_S, HANGING
 
@@ -189,6 +193,7 @@ def test_a_rank_that_raises_or_hangs_is_the_cases_recorded_failure(tmp_path, ran
         assert not stat.exists() or stat.read_text().split(")")[-1].split()[0] == "Z", pid
 
 
+@pytest.mark.slow
 def test_two_nodes_on_one_machine_run_the_same_suite_file(tmp_path):
     """Two torchrun invocations, one rank each, meeting at a c10d rendezvous: what `srun torchrun`
     does on a cluster. The rank that becomes 0 runs the suite and writes every result."""

@@ -39,6 +39,7 @@ def _run(cases, tmp_path, events=None):
     return writer, run_cases(cases, CFG, "cpu", writer=writer, env={}, events=events, clock=clock)
 
 
+@pytest.mark.slow
 def test_a_perfsuite_error_in_one_case_is_its_failure_and_the_run_goes_on(tmp_path):
     """On an H100 a checkpoint case raised a perfsuite error and the whole gpu suite stopped."""
     def behaviour(x):

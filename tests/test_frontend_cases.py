@@ -51,6 +51,7 @@ def test_asv_config_falls_back_on_a_runconfig_without_processes():
     assert _config(RunConfig, "cpu", 2.0, 1).processes == 1
 
 
+@pytest.mark.slow
 def test_asv_measure_cases_spreads_a_case_over_worker_processes():
     # The asv Track's setup_cache path: one matmul case in two fresh workers, merged into one record.
     from benchmarks._suite import measure_cases

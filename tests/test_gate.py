@@ -125,6 +125,7 @@ def test_base_ref_is_resolved_to_a_commit():
         resolve_commit("HEAD:perfsuite", root)  # a tree, not a commit
 
 
+@pytest.mark.slow
 def test_perfsuites_own_workload_is_gated_from_a_worktree_and_the_worktree_is_removed(capsys):
     """The built-in workloads take the user's road: the base side loads its file from a worktree."""
     import subprocess
@@ -276,6 +277,7 @@ def test_gate_self_check_runs_on_the_threads_asked_for_and_keeps_each_gates_pair
 
 
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
+@pytest.mark.slow
 def test_the_gate_holds_the_heap_settles_the_builds_and_counts_faults_in_the_pairs(tmp_path):
     """In a fresh process: holding the heap is process-wide and for good (perfsuite.measure.heap)."""
     import json

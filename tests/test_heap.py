@@ -39,6 +39,7 @@ def _grow(mode: str) -> dict:
 
 
 @linux_only
+@pytest.mark.slow
 def test_a_held_heap_with_a_reserve_grows_without_faulting():
     require_a_holdable_heap()
     bare, reserved = _grow("none"), _grow("reserve")
@@ -112,6 +113,7 @@ def test_heap_mode_is_validated_where_it_is_given():
 
 
 @linux_only
+@pytest.mark.slow
 def test_run_with_a_steady_heap_records_it_and_the_faults_it_timed(tmp_path):
     require_a_holdable_heap()
     out = tmp_path / "r.json"
@@ -214,6 +216,7 @@ def test_an_interposer_that_passes_malloc_to_glibc_still_gets_a_held_heap(tmp_pa
 
 
 @linux_only
+@pytest.mark.slow
 def test_another_allocator_is_named_in_the_refusal_and_in_the_record(tmp_path):
     require_dladdr_names_malloc_library()
     lib = _preload(tmp_path, "ownheap", OWN_HEAP_C)

@@ -54,6 +54,7 @@ def profiled(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
     return res
 
 
+@pytest.mark.slow
 def test_trace_writes_chrome_json_top_ops_and_split(tmp_path):
     profiled("trace", "autoencoder", "-p", "batch_size=4", "--device", "cpu", "--out-dir", str(tmp_path),
              "--active", "1")

@@ -1,6 +1,7 @@
 """`pytest --benchmark-only` on the workload benchmarks: JSON output carries perfsuite's
 metrics in extra_info and its fingerprint in machine_info."""
 
+import pytest
 import json
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_benchmark_only_json_carries_perfsuite_metrics(tmp_path):
     out = tmp_path / "bench.json"
     res = subprocess.run(

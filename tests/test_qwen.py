@@ -28,6 +28,7 @@ def tok():
     return qwen25_tokenizer()
 
 
+@pytest.mark.slow
 def test_tokenizer_gives_the_real_qwen25_ids(tok):
     assert tok("Hello world!")["input_ids"] == [9707, 1879, 0]
     assert tok.pad_token_id == 151643
@@ -35,6 +36,7 @@ def test_tokenizer_gives_the_real_qwen25_ids(tok):
 
 
 @pytest.mark.parametrize("bs, padding", [(1, "longest"), (4, "longest"), (3, "fixed")])
+@pytest.mark.slow
 def test_analytic_flops_match_the_counter(bs, padding):
     # Eager attention: its matmuls are visible to FlopCounterMode (CPU SDPA kernels are not counted).
     built = registry.get("qwen").build({**TINY, "attn": "eager", "batch_size": bs, "padding": padding,
@@ -42,6 +44,7 @@ def test_analytic_flops_match_the_counter(bs, padding):
     assert count_flops(built.fn) == pytest.approx(built.work.flops_per_step, rel=0.02)
 
 
+@pytest.mark.slow
 def test_batch_step_and_extras():
     built = registry.get("qwen").build({**TINY, "batch_size": 4}, "cpu")
     logits = built.fn()
@@ -61,12 +64,14 @@ def test_flops_grow_with_the_padded_length():
 
 
 @pytest.mark.parametrize("scenario", ["singlestream", "offline"])
+@pytest.mark.slow
 def test_mlperf_scenarios_step(scenario):
     built = registry.get("qwen").build({**TINY, "scenario": scenario, "samples": 8, "batch_size": 4}, "cpu")
     built.fn()
     assert built.work.items_per_step == (1 if scenario == "singlestream" else 8)
 
 
+@pytest.mark.slow
 def test_local_checkpoint_with_labelled_csv(tmp_path, tok):
     model = build_model("tiny", "sdpa", torch.float32, "cpu")
     model.save_pretrained(tmp_path / "ckpt")
@@ -110,6 +115,7 @@ def test_bad_input_is_named(tmp_path):
         read_csv(str(bad), 23)
 
 
+@pytest.mark.slow
 def test_sweep_report_and_trace(tmp_path, capsys):
     out = tmp_path / "q.json"
     # On the machine's device (CUDA where there is one), with torch.profiler in a process of its own:

@@ -79,6 +79,7 @@ def test_the_fixed_protocol_replaces_the_adaptive_numbers_and_memory_above_the_m
     assert row["batch_mem_mb"] == pytest.approx(500.0) and set(row) == set(qwen.COLUMNS)
 
 
+@pytest.mark.slow
 def test_fixed_protocol_end_to_end(tmp_path, capsys):
     out = tmp_path / "q.json"
     code = cli.main(["run", "qwen", "-p", "shape=tiny", "-p", "batch_size=2", "-p", "runs=10", "-p", "warmup_runs=3",

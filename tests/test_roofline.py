@@ -265,6 +265,7 @@ def _namespace(tmp_path, path, **kw):
 
 
 @pytest.mark.parametrize("precision, ratio", [("fp32", "1.385"), ("fp16", "1.179")])
+@pytest.mark.slow
 def test_executed_against_model_flops_from_a_record(tmp_path, precision, ratio):
     from perfsuite.core.record import Record, Work
 
@@ -401,6 +402,7 @@ def test_tensor_flops_unknown_is_said_in_the_output_and_the_summary(tmp_path, ca
 
 # ---- this CPU ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cpu_roofline_from_records(tmp_path, monkeypatch):
     from perfsuite.run import peak
 

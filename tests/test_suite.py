@@ -101,6 +101,7 @@ def test_shipped_suites_are_valid_and_cover_every_workload(capsys):
     assert all(name in out for name in ("ci", "cpu", "gpu"))
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes_measuring_each_case_once(tmp_path, capsys, monkeypatch):
     suite = write(tmp_path, SMALL)
     out = tmp_path / "out"
@@ -126,6 +127,7 @@ def test_interrupted_sweep_resumes_measuring_each_case_once(tmp_path, capsys, mo
     assert rec["config"]["suite"] == "small" and rec["config"]["suite_sha256"] == cfg["sha256"]
 
 
+@pytest.mark.slow
 def test_a_different_configuration_is_refused_in_the_same_directory(tmp_path, capsys):
     out = tmp_path / "out"
     assert cli.main(["run", "--config", str(write(tmp_path, SMALL)), "--out", str(out)]) == 0
@@ -134,6 +136,7 @@ def test_a_different_configuration_is_refused_in_the_same_directory(tmp_path, ca
     assert "different configuration" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_failed_cases_are_kept_and_retried_only_when_asked(tmp_path, capsys, monkeypatch):
     suite = write(tmp_path, SMALL)
     out = tmp_path / "out"
@@ -156,6 +159,7 @@ def test_failed_cases_are_kept_and_retried_only_when_asked(tmp_path, capsys, mon
     assert doc["failures"] == [] and sorted(r["params"]["n"] for r in doc["records"]) == [16, 24, 32]
 
 
+@pytest.mark.slow
 def test_ci_suite_runs_every_workload_and_reports(tmp_path, capsys):
     out = tmp_path / "ci"
     code = cli.main(["run", "--suite", "ci", "--out", str(out), "--device", "cpu"])
@@ -245,6 +249,7 @@ def test_bad_processes_keys_name_the_key_path(tmp_path, text, message):
         load_suite(write(tmp_path, text))
 
 
+@pytest.mark.slow
 def test_processes_per_suite_and_per_entry_reach_the_run(tmp_path, capsys, monkeypatch):
     from perfsuite.measure import workers
 
@@ -271,6 +276,7 @@ suites:
 """
 
 
+@pytest.mark.slow
 def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
     out = tmp_path / "o"
     assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 0
@@ -295,6 +301,7 @@ def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
     assert len(load_many([tmp_path / "mine"])[0]) == 1
 
 
+@pytest.mark.slow
 def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, monkeypatch):
     from perfsuite.run import checks
 

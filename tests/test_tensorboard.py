@@ -79,6 +79,7 @@ def test_amp_comparison_gives_loss_curves(tmp_path):
     assert _scalars(bf16, "amp/speedup") == [(0, pytest.approx(1.3))]
 
 
+@pytest.mark.slow
 def test_run_with_tensorboard_exports_after_the_run(tmp_path, capsys):
     logdir = tmp_path / "tb"
     code = cli.main(["run", "noop", "--device", "cpu", "--max-time", "0.3", "--out", str(tmp_path / "r.json"),

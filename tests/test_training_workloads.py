@@ -144,6 +144,7 @@ def test_disabled_annotator_emits_nothing():
     assert rec.events == []
 
 
+@pytest.mark.slow
 def test_compiled_resnet_steps_and_keeps_the_eager_flop_count():
     # torch.compile on CPU takes ~30-40 s here: the one test that pays it. What it tests is the
     # CPU build (device="cpu" below, explicitly); on the GPU host the same CPU compile took over

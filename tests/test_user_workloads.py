@@ -51,6 +51,7 @@ def commit(root: Path, message: str) -> None:
     subprocess.run([*GIT, "commit", "-qm", message], cwd=root, check=True)
 
 
+@pytest.mark.slow
 def test_list_run_and_check_find_the_users_workload_from_pyproject(project):
     res = perfsuite(project, "list")
     assert res.returncode == 0, res.stderr
@@ -74,6 +75,7 @@ def test_list_run_and_check_find_the_users_workload_from_pyproject(project):
     assert res.returncode == 0 and "ok    tiny_mlp: its own check" in res.stdout, res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_worker_processes_load_the_users_files_too(project):
     out = project / "w.json"
     res = perfsuite(project, "run", "tiny_mlp", "-p", "batch_size=32", "--processes", "2", "--device", "cpu",
@@ -83,6 +85,7 @@ def test_worker_processes_load_the_users_files_too(project):
     assert rec["conditions"]["processes"] == 2  # merged from two fresh interpreters that loaded bench/tiny_mlp.py
 
 
+@pytest.mark.slow
 def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(project):
     model = project / "myproj" / "model.py"
     model.write_text(model.read_text().replace(
@@ -104,6 +107,7 @@ def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(pr
     assert len(listed.strip().splitlines()) == 1  # the base checkouts are gone
 
 
+@pytest.mark.slow
 def test_pytest_collects_one_benchmark_per_case_without_a_test_file(project):
     smoke = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-disable", "-q", "-p", "no:cacheprovider",
                             *_plugin()], cwd=project, env=_env(),
@@ -184,6 +188,7 @@ def test_an_unknown_tool_perfsuite_key_is_an_error(tmp_path):
     assert res.returncode == 2 and "no key 'workload'" in res.stderr and "known keys: workloads" in res.stderr
 
 
+@pytest.mark.slow
 def test_a_step_that_raises_is_a_recorded_failure_with_the_users_traceback(tmp_path):
     root = _project_with(tmp_path, (
         "import perfsuite\n\n@perfsuite.workload(params={'n': [1, 2]})\ndef w(n, device):\n"
@@ -205,3 +210,22 @@ def test_workloads_from_the_command_line_without_a_pyproject(tmp_path):
     res = perfsuite(tmp_path, "--workloads", str(tmp_path / "w.py"), "list")
     assert res.returncode == 0 and "cli_only" in res.stdout and "Found by --workloads" in res.stdout
     assert "cli_only" not in perfsuite(tmp_path, "list").stdout
+
+
+@pytest.mark.slow
+def test_pair_trace_profile_step_compare_and_report_work_on_it(project):
+    res = perfsuite(project, "pair", "tiny_mlp", "--vary", "width=64,128", "-p", "batch_size=32", "--device", "cpu",
+                    "--max-time", "0.5")
+    assert res.returncode == 0 and "time 64/128" in res.stdout, res.stdout + res.stderr
+    res = perfsuite(project, "profile-step", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu",
+                    "--warmup-iters", "1")
+    assert res.returncode == 0 and "profile-step tiny_mlp" in res.stdout, res.stdout + res.stderr  # the ncu line
+    res = perfsuite(project, "trace", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu")
+    assert res.returncode == 0 and "top operators" in res.stdout, res.stdout + res.stderr
+    out = project / "r.json"
+    assert perfsuite(project, "run", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--max-time", "0.5",
+                     "--out", str(out)).returncode == 0
+    res = perfsuite(project, "compare", str(out), str(out))
+    assert res.returncode == 0 and "tiny_mlp" in res.stdout, res.stdout + res.stderr
+    res = perfsuite(project, "report", str(out), "--out-dir", str(project / "rep"))
+    assert res.returncode == 0 and "tiny_mlp" in (project / "rep" / "summary.md").read_text()

@@ -77,6 +77,7 @@ def test_describe_says_how_much_is_between_processes():
     assert workers.describe(make_record()) is None
 
 
+@pytest.mark.slow
 def test_the_budget_is_spread_over_the_workers(fork):
     clock = FakeClock(step_s=1e-3, noise=0.01, seed=3)
     rec = workers.run_in_workers(TOY, {"x": 1}, RunConfig(max_time=0.6, processes=3, device="cpu"), clock=clock)
@@ -92,6 +93,7 @@ def test_the_budget_is_spread_over_the_workers(fork):
     (2, "oom", "worker 1/2 (pid"),
     (3, "error", "exited with code 7 before sending its record"),
 ])
+@pytest.mark.slow
 def test_a_worker_failure_is_the_cases_failure_and_the_run_goes_on(fork, tmp_path, x, kind, message):
     writer = ResultsWriter(tmp_path / "out.json")
     out = run_cases([Case(TOY, {"x": x}), Case(TOY, {"x": 1})], RunConfig(max_time=0.2, processes=2), "cpu",
@@ -107,6 +109,7 @@ def test_unsupported_in_a_worker_is_a_skip(fork):
     assert not out.failures and not out.records and "lacks" in out.unsupported[0][1]
 
 
+@pytest.mark.slow
 def test_spawned_workers_are_fresh_interpreters_that_find_the_workload_by_name():
     from workerjobs import fake_worker
 
@@ -120,6 +123,7 @@ def test_spawned_workers_are_fresh_interpreters_that_find_the_workload_by_name()
     assert len({p["pid"] for p in procs} | {os.getpid()}) == 3
 
 
+@pytest.mark.slow
 def test_run_processes_option_measures_in_workers(fork, capsys, tmp_path):
     from perfsuite.cli import main
 

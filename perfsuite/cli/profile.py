@@ -30,10 +30,14 @@ def profile_step_command(args, console) -> int:
     if args.warmup_iters < 0 or k < args.warmup_iters:
         raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")
     cuda = device.startswith("cuda")
-    setup = training_setup(w.name, params, device)
-    x, y = setup.batch(0)
-    plain = make_train_step(setup.parts, x, y, forward=setup.forward)
-    marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
+    if w.trainer is not None:  # a training step: forward, loss, backward, optimizer_step marked inside it
+        setup = training_setup(w.name, params, device)
+        x, y = setup.batch(0)
+        plain = make_train_step(setup.parts, x, y, forward=setup.forward)
+        marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
+    else:  # any other step (a user's): the whole step is the one range
+        built = w.build(params, device)
+        plain = marked = built.fn
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     for _ in range(k):
         plain()
@@ -46,7 +50,8 @@ def profile_step_command(args, console) -> int:
         console.print(Text(f"ran {k} warm-up steps and step {k} on {device}: Nsight Systems and Nsight Compute need a "
                            "CUDA GPU, so no NVTX range was emitted here. On a GPU host:", style="yellow"))
     else:
-        console.print(Text(f"marked step {k} (train_step > forward, loss, backward, optimizer_step) after {k} warm-up steps"))
+        inside = " > forward, loss, backward, optimizer_step" if w.trainer is not None else ""
+        console.print(Text(f"marked step {k} (train_step{inside}) after {k} warm-up steps"))
     for line in nsight_commands(argv.replace("--device cpu", "--device cuda")):
         console.print(Text("  " + line), soft_wrap=True)  # unwrapped: a command to copy, not prose
     return 0

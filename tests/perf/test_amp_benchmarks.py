@@ -61,6 +61,7 @@ def _fp32_median(step) -> float:
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("workload", ["autoencoder", "resnet"])
+@pytest.mark.slow
 def test_amp(benchmark, workload, precision, request):
     size = request.config.getoption("--perfsuite-size")
     device = resolve_device(request.config.getoption("--perfsuite-device"))

@@ -6,10 +6,13 @@ pytest-benchmark's wall clock sees the device work (host-inclusive timing). Roun
 iterations come from perfsuite's own calibration, so the clock's cost stays under 0.1%.
 """
 
+import pytest
+
 from perfsuite.core import registry
 from perfsuite.frontends.pytest_plugin import benchmark_case
 
 
+@pytest.mark.slow
 def test_workload(benchmark, bench_case, request):
     name, params = bench_case
     benchmark_case(benchmark, registry.get(name), params, request)
