@@ -97,6 +97,7 @@ def curve(args) -> None:
 
 def _table(runs: list[dict], doc: dict, threshold: float, alpha: float) -> None:
     from perfsuite.compare.gate import WARMUP_SHARE, wilson_interval
+    from perfsuite.stats import summary as stats
 
     print("| budget per case | pairs | " + " | ".join(f"+{s:.0%}" if s else "unchanged (false alarms)"
                                                     for s in SLOWDOWNS) + " |")
@@ -119,7 +120,7 @@ def _table(runs: list[dict], doc: dict, threshold: float, alpha: float) -> None:
                 npairs.append(k)
             lo, hi = wilson_interval(hits, n)
             cells.append(f"{hits}/{n} = {hits / n:.0%} ({lo:.0%}-{hi:.0%})")
-        print(f"| {budget} s | ~{sorted(npairs)[len(npairs) // 2]} | " + " | ".join(cells) + " |")
+        print(f"| {budget} s | ~{stats.median(npairs):.0f} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from perfsuite.compare.gate import gate_revisions
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.measure import heap
 
@@ -30,3 +29,69 @@ def gate_command(args, console) -> int:
                            style="yellow"))
     with pinned(None, threads):
         return gate_revisions(args, console, new, device, threads)
+
+
+def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
+    from perfsuite.compare import gate as g
+    from perfsuite.core.errors import Unsupported
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.core.params import expand_sweep, parse_assignments
+    from perfsuite.storage.files import atomic_write_text, document, load_document
+
+    clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
+    how = f"{args.budget:g}s per case, {args.builds} build(s) per side, " + \
+        (f"{threads} torch thread(s)" if threads else "torch's own threads") + \
+        f", heap {heap.state()['heap']}"
+    cases = expand_sweep(parse_assignments(args.param, new.params, new.name))
+    runnable = []
+    for case in cases:
+        try:
+            new.check(case, device)
+            runnable.append(case)
+        except Unsupported as exc:
+            console.print(Text(f"skipped {new.name} {case}: {exc}", style="yellow"))
+    label = lambda case: f"{new.name}[{','.join(f'{k}={v}' for k, v in new.resolve(case).items())}]"  # noqa: E731
+
+    if args.slowdown is not None:
+        if not 0 < args.slowdown < 1 or args.trials < 1:
+            raise PerfsuiteError("--slowdown must be in (0, 1) and --trials >= 1")
+        out = []
+        for case in runnable:
+            res = g.power_and_false_alarms(lambda: new.build(case, device).fn, clock, args.slowdown,
+                                           args.trials, args.budget, args.threshold, args.builds)
+            res["threads"] = threads
+            res["heap"] = heap.state()
+            lo, hi = g.wilson_interval(res["caught"], res["trials"])
+            flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
+            console.print(Text(
+                f"{label(case)}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
+                f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
+                f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {how}"))
+            out.append({"case": label(case), **res})
+        if args.json:
+            atomic_write_text(args.json, document("gate-selfcheck", out))
+        return 0
+
+    floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
+    if args.learn_floor:
+        for case in runnable:
+            floors[label(case)] = g.floor_sides(new, case, device, args.learn_floor, args.budget / 3, args.builds,
+                                                args.heap, threads)
+            console.print(Text(f"{label(case)}: noise floor {floors[label(case)]:.2%}"))
+        args.floors.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.floors, document("noise-floors", floors))
+        return 0
+
+    verdicts = g.gate_sides(new, runnable, label, args, device, threads, floors)
+    for v in verdicts:
+        looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
+        console.print(Text(f"{v.label}: median ratio {v.run.median:.3f} over {len(v.run.ratios)} pairs in "
+                           f"{looks['seconds']:.1f}s ({v.run.faults_per_pair:.0f} page faults a pair), "
+                           f"look {len(v.run.looks)} of {len(g.sequential.LOOKS)} "
+                           f"(threshold +{v.threshold:.1%}, p={v.p:.2g} on the alpha scale) -> "
+                           f"{'SLOWER' if v.slower else 'ok'}{''.join('; ' + n for n in v.notes)}",
+                           style="bold red" if v.slower else ""))
+    console.print(Text(how))
+    if args.json:
+        atomic_write_text(args.json, document("gate", [v.to_dict() for v in verdicts]))
+    return 1 if any(v.slower for v in verdicts) else 0

@@ -6,6 +6,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from perfsuite.stats import summary as stats
 from perfsuite.storage import table as results
 from perfsuite.measure.bound import where_time_went
 from perfsuite.core.record import Record
@@ -52,8 +53,8 @@ def _amp_section(amp: list[dict]) -> list[str]:
     for a in amp:
         ci = a.get("speedup_ci")
         ci_txt = f"{a['speedup']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
-        ta = sorted(a["time_a_s"])[len(a["time_a_s"]) // 2]
-        tb = sorted(a["time_b_s"])[len(a["time_b_s"]) // 2]
+        ta = stats.median(a["time_a_s"])
+        tb = stats.median(a["time_b_s"])
         lines.append(
             f"| {a['workload']} | {a['params']} | {a['precision_a']} | {a['precision_b']} | {fmt_seconds(ta)} | "
             f"{fmt_seconds(tb)} | {ci_txt} | {a['memory_ratio']:.2f} | {a['final_loss_a']:.4g} / {a['final_loss_b']:.4g} | "

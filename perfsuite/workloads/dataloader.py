@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from perfsuite.stats import summary as stats
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
@@ -116,7 +117,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     def extra_metrics() -> dict:
         out = dict(extra)
         if waits:
-            out["data_wait_fraction"] = sorted(waits)[len(waits) // 2]
+            out["data_wait_fraction"] = stats.median(waits)
         return out
 
     return BuiltStep(fn=step, work=Work(items_per_step=len(ds), item_unit="images"), extra=extra_metrics)
