@@ -229,3 +229,14 @@ def test_pair_trace_profile_step_compare_and_report_work_on_it(project):
     assert res.returncode == 0 and "tiny_mlp" in res.stdout, res.stdout + res.stderr
     res = perfsuite(project, "report", str(out), "--out-dir", str(project / "rep"))
     assert res.returncode == 0 and "tiny_mlp" in (project / "rep" / "summary.md").read_text()
+
+
+def test_a_suite_file_in_the_users_repository_names_the_workload_and_runs_its_check(project):
+    (project / "mine.yaml").write_text("name: mine\ndevice: cpu\nmax_time: 0.5\nsuites:\n"
+                                       "  - workload: tiny_mlp\n    params: {batch_size: [32]}\n")
+    out = project / "suite-out"
+    res = perfsuite(project, "run", "--config", "mine.yaml", "--out", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ok    tiny_mlp: its own check" in res.stdout  # checked before it was timed
+    (rec,) = json.loads((out / "tiny_mlp.json").read_text())["records"]
+    assert rec["params"] == {"batch_size": 32, "width": 256}
