@@ -99,8 +99,8 @@ def test_without_nvml_the_side_is_not_run(monkeypatch, index, fail_init):
 
 def _cuda_comparison(nvml_a, nvml_b) -> AmpComparison:
     return AmpComparison(workload="resnet", params={}, device="cuda:0", precision_a="fp32", precision_b="bf16",
-                         pair_ratios=[1.1, 1.2], time_a_s=[0.02, 0.02], time_b_s=[0.018, 0.017], speedup=1.15,
-                         speedup_ci=None, saved_bytes_a=100, saved_bytes_b=60, cuda_peak_a=None, cuda_peak_b=None,
+                         pair_ratios=[1.1, 1.2], time_a_s=[0.02, 0.02], time_b_s=[0.018, 0.017],
+                         saved_bytes_a=100, saved_bytes_b=60, cuda_peak_a=None, cuda_peak_b=None,
                          final_loss_a=1.0, final_loss_b=1.0, loss_tolerance=0.05, steps=10,
                          nvml_a=nvml_a, nvml_b=nvml_b)
 
@@ -118,3 +118,14 @@ def test_a_cuda_comparison_gives_each_sides_verdict():
     assert d["bound_b"]["gpu_util_pct"] == 23.0 and d["nvml_a"]["gpu_util_pct"]["mean"] == 81.0
     unsampled = _cuda_comparison({"status": "unavailable", "reason": "NVML could not start: no driver"}, _ok(60.0))
     assert unsampled.bound_a.verdict == "unknown" and "no driver" in unsampled.bound_line()
+
+
+def test_an_amp_comparison_round_trips_and_recomputes_what_it_derives():
+    import json
+
+    c = _cuda_comparison({"status": "unavailable", "reason": "test"}, {"status": "unavailable", "reason": "test"})
+    d = json.loads(json.dumps(c.to_dict()))
+    assert d["speedup"] == pytest.approx(1.15)  # the median of the pairs, written for readers
+    d["speedup"] = 99.0  # a stored derived number is never believed: it is recomputed from the pairs
+    back = AmpComparison.from_dict(d)
+    assert back == c and back.speedup == pytest.approx(1.15)

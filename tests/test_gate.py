@@ -301,3 +301,30 @@ def test_the_gate_holds_the_heap_settles_the_builds_and_counts_faults_in_the_pai
         # A 64x64 matmul allocates 16 KiB a call: settled at once, and not a fault left in the pairs.
         assert gate_run["settle"]["settled"] and gate_run["settle"]["rotations"] >= 8
         assert gate_run["faults_per_pair"] < 1
+
+
+def test_a_gate_verdict_round_trips_with_its_pairs():
+    import json
+
+    from perfsuite.compare.gate import GateVerdict
+
+    (v,) = run_gate([GateCase("c", Work(0.04), Work(0.04 * 1.10))], DriftingClock(seed=11), threshold=0.01, budget_s=5)
+    d = json.loads(json.dumps(v.to_dict()))
+    back = GateVerdict.from_dict(d)
+    assert back.run.ratios == v.run.ratios and back.run.median == v.run.median and back.slower == v.slower
+    assert back.to_dict() == d
+    with pytest.raises(ValueError, match="without its pairs"):
+        GateVerdict.from_dict({k: x for k, x in d.items() if k != "ratios"})
+
+
+def test_a_pair_result_round_trips_and_recomputes_its_ratio():
+    import json
+
+    from perfsuite.compare.pair import PairResult
+
+    r = PairResult("activation", {"numel": 4096}, "impl", "custom", "builtin", [1.2, 1.3, 1.25], 100, 50)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["time_ratio"] == pytest.approx(1.25)
+    d["time_ratio"] = 7.0  # a stored derived number is not believed
+    back = PairResult.from_dict(d)
+    assert back == r and back.time_ratio == pytest.approx(1.25) and back.saved_ratio == 2.0

@@ -46,8 +46,6 @@ class AmpComparison:
     pair_ratios: list[float]  # time_a / time_b per pair: > 1 means b is faster
     time_a_s: list[float]
     time_b_s: list[float]
-    speedup: float
-    speedup_ci: tuple[float, float] | None
     saved_bytes_a: int
     saved_bytes_b: int
     cuda_peak_a: int | None
@@ -99,9 +97,27 @@ class AmpComparison:
         return (f"speed-up {self.speedup:.2f}x{ci} of {self.precision_b} over {self.precision_a} at equal loss "
                 f"({self.final_loss_b:.4g} vs {self.final_loss_a:.4g}, within {self.loss_tolerance:.0%})")
 
+    @property
+    def speedup(self) -> float:
+        """Median of the per-pair time ratios A/B: computed from the raw pairs, never stored alone."""
+        return stats.median(self.pair_ratios)
+
+    @property
+    def speedup_ci(self) -> tuple[float, float] | None:
+        return stats.median_ci(self.pair_ratios)
+
+    DERIVED = ("speedup", "speedup_ci", "verdict", "accuracy_ok", "memory_ratio", "loss_rel_diff", "bound_a", "bound_b")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AmpComparison":
+        """Back from to_dict(): the raw fields; derived numbers are recomputed, not read."""
+        raw = {k: v for k, v in d.items() if k not in cls.DERIVED}
+        return cls(**raw)
+
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
-        d.update(verdict=self.verdict(), accuracy_ok=self.accuracy_ok, memory_ratio=self.memory_ratio,
+        d.update(speedup=self.speedup, speedup_ci=self.speedup_ci,
+                 verdict=self.verdict(), accuracy_ok=self.accuracy_ok, memory_ratio=self.memory_ratio,
                  loss_rel_diff=self.loss_rel_diff, bound_a=self.bound_a.to_dict(), bound_b=self.bound_b.to_dict())
         return d
 
@@ -199,8 +215,7 @@ def compare_precisions(
     losses_a, losses_b = training_losses(workload, params, device, precision_a, precision_b, steps, setup_b)
     return AmpComparison(
         workload=workload, params=dict(params), device=device, precision_a=precision_a, precision_b=precision_b,
-        pair_ratios=ratios, time_a_s=ta, time_b_s=tb, speedup=stats.median(ratios),
-        speedup_ci=stats.median_ci(ratios), saved_bytes_a=saved_a, saved_bytes_b=saved_b,
+        pair_ratios=ratios, time_a_s=ta, time_b_s=tb, saved_bytes_a=saved_a, saved_bytes_b=saved_b,
         cuda_peak_a=cuda_peaks[0], cuda_peak_b=cuda_peaks[1],
         final_loss_a=final_loss(losses_a), final_loss_b=final_loss(losses_b),
         loss_tolerance=loss_tolerance, steps=steps, nvml_a=nvml_a, nvml_b=nvml_b,

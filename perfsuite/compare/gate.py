@@ -165,7 +165,19 @@ class GateVerdict:
             "slower": self.slower, "decision": self.run.decision, "pairs": len(self.run.ratios),
             "looks": list(self.run.looks), "notes": self.notes, "settle": self.run.settle,
             "faults_per_pair": self.run.faults_per_pair,
+            # The raw pairs: the median and every other figure are recomputed from them on load.
+            "ratios": list(self.run.ratios), "block_size": self.run.block_size,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GateVerdict":
+        """Back from to_dict() (gate documents written before the pairs were kept cannot be: they
+        hold only the median)."""
+        if "ratios" not in d:
+            raise ValueError(f"gate verdict {d.get('label')!r}: written without its pairs (an older document)")
+        run = PairedRun(list(d["ratios"]), int(d["block_size"]), tuple(d.get("looks", ())), d.get("decision"),
+                        float(d["p"]), d.get("settle"), float(d.get("faults_per_pair", 0.0)))
+        return cls(d["label"], float(d["threshold"]), run, bool(d["slower"]), list(d.get("notes", [])))
 
 
 def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget_s: float = 15.0,

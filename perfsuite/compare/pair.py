@@ -37,6 +37,13 @@ class PairResult:
     def saved_ratio(self) -> float | None:
         return self.saved_bytes_a / self.saved_bytes_b if self.saved_bytes_b else None
 
+    DERIVED = ("time_ratio", "time_ratio_ci", "saved_ratio")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PairResult":
+        """Back from to_dict(): the raw fields; derived numbers are recomputed, not read."""
+        return cls(**{k: v for k, v in d.items() if k not in cls.DERIVED})
+
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d.update(time_ratio=self.time_ratio, time_ratio_ci=self.time_ratio_ci, saved_ratio=self.saved_ratio)
