@@ -240,3 +240,46 @@ def test_a_suite_file_in_the_users_repository_names_the_workload_and_runs_its_ch
     assert "ok    tiny_mlp: its own check" in res.stdout  # checked before it was timed
     (rec,) = json.loads((out / "tiny_mlp.json").read_text())["records"]
     assert rec["params"] == {"batch_size": 32, "width": 256}
+
+
+def test_the_gate_refuses_a_base_side_that_imports_the_project_from_elsewhere(project, tmp_path):
+    """An installed copy of the project (editable or not) would make the 'base' run other code than
+    the base revision's: the side checks where its own packages came from."""
+    elsewhere = tmp_path / "site"
+    shutil.copytree(project / "myproj", elsewhere / "myproj")
+    bench = project / "bench" / "tiny_mlp.py"
+    bench.write_text(f"import sys\nsys.path.insert(0, {str(elsewhere)!r})  # a stand-in for an installed copy\n"
+                     + bench.read_text())
+    commit(project, "an installed copy shadows the checkout")
+    res = perfsuite(project, "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD", "--device", "cpu",
+                    "--max-time", "1", "--builds", "1", "--threads", "1")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "imported myproj from" in res.stderr and str(elsewhere) in res.stderr
+    listed = subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True, text=True).stdout
+    assert len(listed.strip().splitlines()) == 1  # nothing left behind on the way out
+
+
+def test_a_step_that_prints_every_call_does_not_hang_the_gate(project):
+    bench = project / "bench" / "tiny_mlp.py"
+    bench.write_text(bench.read_text().replace("        opt.step()\n",
+                                               "        opt.step()\n        print('loss line ' * 40)\n"))
+    commit(project, "a chatty step")
+    res = perfsuite(project, "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD", "--device", "cpu",
+                    "--max-time", "1", "--builds", "1", "--threads", "1", timeout=180)
+    assert res.returncode in (0, 1) and "median ratio" in res.stdout, res.stdout + res.stderr
+
+
+def test_the_pytest_plugin_stays_out_of_projects_that_are_not_its_own(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.other]\nx = 1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pyproject.toml").write_text("this is { not toml\n")  # a fixture of someone's
+    (tmp_path / "test_x.py").write_text("def test_x():\n    assert True\n")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin()], cwd=tmp_path,
+                         env=_env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "1 passed" in res.stdout, res.stdout + res.stderr
+
+
+def test_without_pytest_benchmark_the_plugin_says_what_is_missing(project):
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+                          *_plugin()], cwd=project, env=_env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "need pytest-benchmark" in res.stdout + res.stderr

@@ -23,8 +23,10 @@ def gate_command(args, console) -> int:
     new = registry.get(args.workload)
     device = resolve_device(args.device)
     threads = args.threads  # None: torch's own (see the module's docstring for when 1 helps)
-    held = heap.apply(args.heap)  # process-wide; this process only gates
-    if args.heap == "steady" and held["heap"] != "steady":
+    # The self-check times both arms in this process, so this process holds the heap; otherwise
+    # the sides hold their own (perfsuite.compare.side_worker) and this one only drives them.
+    held = heap.apply(args.heap if args.slowdown is not None else "default")
+    if args.slowdown is not None and args.heap == "steady" and held["heap"] != "steady":
         console.print(Text(f"--heap steady: not held ({held['reason']}); page faults stay in the pairs",
                            style="yellow"))
     with pinned(None, threads):
@@ -39,9 +41,10 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     from perfsuite.storage.files import atomic_write_text, document, load_document
 
     clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
-    how = f"{args.budget:g}s per case, {args.builds} build(s) per side, " + \
-        (f"{threads} torch thread(s)" if threads else "torch's own threads") + \
-        f", heap {heap.state()['heap']}"
+    in_process = args.slowdown is not None  # the self-check times both arms here; a gate drives side processes
+    how = (f"{args.budget:g}s per case, {args.builds} " + ("build(s)" if in_process else "process(es)") + " per side, "
+           + (f"{threads} torch thread(s)" if threads else "torch's own threads")
+           + (f", heap {heap.state()['heap']}" if in_process else f", heap {args.heap} in each side process"))
     cases = expand_sweep(parse_assignments(args.param, new.params, new.name))
     runnable = []
     for case in cases:

@@ -283,13 +283,14 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, device: str, k: int, heap_mode: str,
                     threads: int | None, running: list) -> tuple[list, list]:
-    """k processes for each side, started A B A B ...; each holds one build. Two processes of the
+    """k processes for each side, started A B A B ...; each holds one build. `file_a`, `file_b`:
+    (workload file, the checkout its project's code must come from, or None). Two processes of the
     same code differ by a few percent (where their memory lands), so the pairs rotate through k
     of each, as the in-process gate rotates through builds."""
     a, b = [], []
     for _ in range(k):
-        for f, label, into in ((file_a, labels[0], a), (file_b, labels[1], b)):
-            s = sides.Side(label, f, name, params, device, 1, heap_mode, threads)
+        for (f, root), label, into in ((file_a, labels[0], a), (file_b, labels[1], b)):
+            s = sides.Side(label, f, name, params, device, 1, heap_mode, threads, root)
             running.append(s)
             into.append(s)
     return a, b
@@ -315,7 +316,11 @@ def gate_sides(new, cases: list[dict], label, args, device: str, threads: int | 
         running: list = []
         try:
             for c in cases:
-                base, now = _side_processes(sides, file_base, file_now, (f"base {args.base_ref}", "working tree"),
+                # A user's project must import its own code from each side's checkout; perfsuite's own
+                # workloads run, by design, beside the current perfsuite core (no check).
+                user = bool(new.source)
+                base, now = _side_processes(sides, (file_base, base_root if user else None),
+                                            (file_now, repo if user else None), (f"base {args.base_ref}", "working tree"),
                                             new.name, new.resolve(c), device, args.builds, args.heap, threads,
                                             running)
                 v = gate_case(GateCase(label(c), [s.steps[0] for s in base], [s.steps[0] for s in now],
@@ -345,7 +350,8 @@ def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds
     for _ in range(runs):
         running: list = []
         try:
-            a, b = _side_processes(sides, file_now, file_now, ("A", "A'"), new.name, new.resolve(case), device,
+            a, b = _side_processes(sides, (file_now, None), (file_now, None), ("A", "A'"), new.name,
+                                   new.resolve(case), device,
                                    builds, heap_mode, threads, running)
             run = paired_ratios([s.steps[0] for s in a], [s.steps[0] for s in b], clock, budget_s)
             worst = max(worst, abs(run.median - 1.0))

@@ -42,6 +42,22 @@ def build_side(files: list[str], name: str, params: dict, device: str, builds: i
     return w, [w.build(params, device) for _ in range(builds)]
 
 
+def foreign_imports(root: Path) -> list[str]:
+    """The checkout's own top-level packages (in root or root/src) that this process imported from
+    somewhere else: an editable or a regular install would make the base side run the working
+    tree's code (or an installed copy) while claiming to be the base revision."""
+    out = []
+    for base in (root, root / "src"):
+        if not base.is_dir():
+            continue
+        for pkg in base.iterdir():
+            mod = sys.modules.get(pkg.name) if (pkg / "__init__.py").exists() else None
+            where = getattr(mod, "__file__", None)
+            if where and root.resolve() not in Path(where).resolve().parents:
+                out.append(f"{pkg.name} from {where}")
+    return out
+
+
 def serve(inp, out, job: dict) -> int:
     from perfsuite.measure import heap
     from perfsuite.measure.system import pinned
@@ -53,6 +69,13 @@ def serve(inp, out, job: dict) -> int:
             w, built = build_side(job["files"], job["workload"], job["params"], job["device"], job["builds"])
         except Exception as exc:  # noqa: BLE001 - the side's own code: its error goes back to the gate
             _answer(out, {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+            return 1
+        foreign = foreign_imports(Path(job["root"])) if job.get("root") else []
+        if foreign:
+            _answer(out, {"error": f"this side must run the code of {job['root']}, but it imported "
+                                   f"{'; '.join(foreign)} (an installed copy of the project: an editable "
+                                   "install or a regular one shadows the checkout; uninstall it, or gate "
+                                   "from an environment without it)"})
             return 1
         steps = [b.fn for b in built]
         clock = clock_for(job["device"], "host")  # host-inclusive, as the in-process gate times

@@ -86,7 +86,8 @@ class Side:
     """A side process holding `builds` builds of one case; `steps` call into it."""
 
     def __init__(self, label: str, file: Path, workload: str, params: dict, device: str, builds: int,
-                 heap: str = "default", threads: int | None = None) -> None:
+                 heap: str = "default", threads: int | None = None, root: Path | None = None) -> None:
+        """`root`: the checkout this side's code must come from (checked once it is built)."""
         self.label = label
         r_parent, w_child = os.pipe()
         r_child, w_parent = os.pipe()
@@ -94,16 +95,22 @@ class Side:
                    # the current perfsuite core, whichever checkout the side's workload file is in
                    PYTHONPATH=os.pathsep.join([str(Path(perfsuite.__file__).resolve().parents[1]),
                                                os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-        self.proc = subprocess.Popen([sys.executable, "-m", "perfsuite.compare.side_worker"],
+        # The side's output (the user's prints included) goes to a file, never a pipe nobody reads
+        # while the gate runs: a step that prints every call would fill a pipe and hang the gate.
+        self._log = tempfile.TemporaryFile()
+        # -P: the working folder is not put first on sys.path, so a workload folder's file named
+        # like a standard module (bench/types.py) shadows nothing; the user's own folder stays the cwd.
+        safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+        self.proc = subprocess.Popen([sys.executable, *safe_path, "-m", "perfsuite.compare.side_worker"],
                                      pass_fds=(r_child, w_child), env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=file.parent)
+                                     stdout=self._log, stderr=self._log)
         os.close(r_child)
         os.close(w_child)
         self._out = os.fdopen(w_parent, "w")
         self._in = os.fdopen(r_parent, "r")
         try:
             self._send({"files": [str(file)], "workload": workload, "params": params, "device": device,
-                        "builds": builds, "heap": heap, "threads": threads})
+                        "builds": builds, "heap": heap, "threads": threads, "root": str(root) if root else None})
             self.work = self._receive()["work"]
         except BaseException:
             self.close()  # a side that failed to build leaves no process or pipe behind
@@ -119,12 +126,19 @@ class Side:
         line = self._in.readline()
         if not line:
             self.proc.wait()
-            err = self.proc.stderr.read().decode(errors="replace")[-3000:] if self.proc.stderr else ""
-            raise SideFailed(f"{self.label}: the side process ended (exit {self.proc.returncode}):\n{err}")
+            raise SideFailed(f"{self.label}: the side process ended (exit {self.proc.returncode}):\n{self.output()}")
         msg = json.loads(line)
         if "error" in msg:
             raise SideFailed(f"{self.label}: {msg['error']}\n{msg.get('traceback', '')}")
         return msg
+
+    def output(self, limit: int = 3000) -> str:
+        """The end of what the side printed (its errors, the user's prints)."""
+        try:
+            self._log.seek(0)
+            return self._log.read().decode(errors="replace")[-limit:]
+        except (OSError, ValueError):
+            return ""
 
     def request(self, obj: dict) -> dict:
         self._send(obj)
@@ -138,7 +152,7 @@ class Side:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        for f in (self._in, self._out, self.proc.stderr):
+        for f in (self._in, self._out, self._log):
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 f.close()
 

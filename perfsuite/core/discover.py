@@ -36,7 +36,7 @@ def find_project(start: Path) -> Path | None:
         f = folder / "pyproject.toml"
         if f.is_file():
             try:
-                doc = tomllib.loads(f.read_text())
+                doc = tomllib.loads(f.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"{f}: not a readable TOML file ({exc})") from None
             if "perfsuite" in doc.get("tool", {}):
@@ -86,9 +86,10 @@ def load_file(file: Path) -> str:
     if file in _loaded:
         return _loaded[file]
     name = f"_perfsuite_workloads.{file.stem}_{hashlib.sha1(str(file).encode()).hexdigest()[:8]}"
-    root = str(_project_root(file))
-    if root not in sys.path:
-        sys.path.insert(0, root)  # the user's own package imports as it does in their code
+    root = _project_root(file)
+    for folder in (root / "src", root):  # a src/ layout's packages, then the root's
+        if folder.is_dir() and str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))  # the user's own package imports as it does in their code
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise ConfigError(f"{file}: not a Python module")

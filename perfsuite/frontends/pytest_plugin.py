@@ -28,6 +28,7 @@ def pytest_addoption(parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: without it installed, nothing to update
 def pytest_benchmark_update_machine_info(config, machine_info) -> None:
     from perfsuite.measure.env import fingerprint
 
@@ -107,17 +108,33 @@ class UserWorkloads(pytest.Module):
 
     def _getobj(self):
         from perfsuite.core import registry
-        from perfsuite.core.discover import discover
+        from perfsuite.core.discover import discover, project_paths
 
+        if not self.config.pluginmanager.has_plugin("benchmark"):  # pytest-benchmark, by its entry-point name
+            raise self.CollectError("perfsuite's workloads need pytest-benchmark (pip install pytest-benchmark)")
         discover(start=self.path.parent)
-        return _tests_for([registry.get(n) for n in registry.names() if registry.get(n).source])
+        # This project's workloads only: not an installed package's, nor another project's.
+        roots = [p.resolve() for p in project_paths(self.path)]
+        mine = [registry.get(n) for n in registry.names()
+                if registry.get(n).source and _under(registry.get(n).source.rsplit(":", 1)[0], roots)]
+        return _tests_for(mine)
+
+
+def _under(file: str, roots: list[Path]) -> bool:
+    f = Path(file).resolve()
+    return any(f == r or r in f.parents for r in roots)
 
 
 def pytest_collect_file(file_path: Path, parent):
     if file_path.name != "pyproject.toml":
         return None
     from perfsuite.core.discover import find_project
+    from perfsuite.core.errors import ConfigError
 
-    if find_project(file_path.parent) != file_path:
+    try:
+        project = find_project(file_path.parent)
+    except ConfigError:
+        return None  # someone else's broken pyproject.toml (a template, a fixture): not ours to judge
+    if project is None or project.resolve() != file_path.resolve():
         return None  # no [tool.perfsuite] here: the plugin stays out of the way
     return UserWorkloads.from_parent(parent, path=file_path)

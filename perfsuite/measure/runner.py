@@ -529,10 +529,11 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
             # The memory of the step is one build's: with the other builds alive, their weights,
             # optimiser state and caches would count too. So they go first, then the instruments
             # wrap a few steps of the remaining build (as many calls as one timed block).
-            while len(builds) > 1:  # popped, so no name (a loop variable) keeps a build alive
-                if builds[-1].teardown is not None:
-                    builds[-1].teardown()
-                builds.pop()
+            while len(builds) > 1:  # popped first (a teardown that raises is not retried), and no
+                extra_build = builds.pop()  # name is left holding it (a loop variable kept one alive)
+                if extra_build.teardown is not None:
+                    extra_build.teardown()
+                del extra_build
             gc.collect()
             if is_cuda:
                 torch.cuda.empty_cache()

@@ -54,11 +54,12 @@ def worker_main(conn, job: Job) -> None:
         from pathlib import Path
 
         from perfsuite.core import registry
-        from perfsuite.core.discover import load_file
+        from perfsuite.core.discover import load_entry_points, load_file
         from perfsuite.measure import runner
 
         for path in job.load:
             load_file(Path(path))
+        load_entry_points()  # a package's workloads, as the parent found them
         workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
         rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock)
         conn.send(("ok", rec.to_dict()))

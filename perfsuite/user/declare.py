@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -51,7 +52,7 @@ class Step:
             v = getattr(self, name)
             if v is None and name != "items":
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
                 raise ConfigError(f"Step: {name} must be a positive number, got {v!r}")
 
 
@@ -102,7 +103,10 @@ def _built(workload: str, made: Any, device: str, fn: Callable) -> BuiltStep:
         # under torch's FLOP counter (matmuls, convolutions, attention; elementwise ops count 0).
         from perfsuite.measure.flops import count_flops
 
-        flops, method = count_flops(made.fn), "FlopCounterMode"
+        try:
+            flops, method = count_flops(made.fn), "FlopCounterMode"
+        except Exception:  # noqa: BLE001 - an op the counter cannot follow: no FLOP/s, still a measurement
+            flops, method = None, None
     return BuiltStep(fn=made.fn, teardown=made.teardown, work=Work(
         items_per_step=float(made.items), item_unit=made.unit, flops_per_step=flops or None,
         flops_method=method if flops else None, bytes_per_step=made.bytes, dtype=made.dtype))
