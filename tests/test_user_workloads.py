@@ -283,3 +283,13 @@ def test_without_pytest_benchmark_the_plugin_says_what_is_missing(project):
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
                           *_plugin()], cwd=project, env=_env(), capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "need pytest-benchmark" in res.stdout + res.stderr
+
+
+def test_a_workload_folder_leaves_out_tests_conftest_and_environments(tmp_path):
+    from perfsuite.core.discover import workload_files
+
+    for rel in ("a.py", "sub/b.py", "_private.py", "test_a.py", "conftest.py", "setup.py", "venv/lib/x.py",
+                ".hidden/y.py", "_helpers/z.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert [p.relative_to(tmp_path).as_posix() for p in workload_files(tmp_path)] == ["a.py", "sub/b.py"]

@@ -63,12 +63,22 @@ def project_paths(pyproject: Path) -> list[Path]:
 
 
 def workload_files(path: Path) -> list[Path]:
-    """A file itself, or a folder's *.py files (recursively, private `_*.py` and tests left out)."""
+    """A file itself, or a folder's *.py files (recursively; private `_*`, `test_*.py`, conftest.py,
+    setup.py and hidden, private or environment folders left out)."""
     if path.is_file():
         return [path]
     if path.is_dir():
-        return sorted(p for p in path.rglob("*.py") if not p.name.startswith("_")
-                      and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        # Workload files only: not tests, conftest or set-up scripts, nor what hides in private,
+        # hidden or environment folders (a venv inside the project would be thousands of modules).
+        skip_names = {"conftest.py", "setup.py"}
+        skip_dirs = {"venv", "node_modules", "__pycache__", "site-packages"}
+
+        def wanted(p: Path) -> bool:
+            parts = p.relative_to(path).parts
+            return (not p.name.startswith(("_", "test_")) and p.name not in skip_names
+                    and not any(d.startswith((".", "_")) or d in skip_dirs for d in parts[:-1]))
+
+        return sorted(p for p in path.rglob("*.py") if wanted(p))
     raise ConfigError(f"workload path {path} does not exist")
 
 
@@ -99,6 +109,8 @@ def load_file(file: Path) -> str:
     try:
         spec.loader.exec_module(module)
     except ConfigError:
+        del sys.modules[name]  # nothing half-loaded stays behind
+        del _loaded[file]
         raise  # a declaration error (bad parameter, name clash): already names the workload
     except BaseException as exc:
         del sys.modules[name]

@@ -377,6 +377,8 @@ def expose(namespace: dict, max_time: float = 5.0, processes: int = 1) -> list[s
     for w in _user_workloads(start):
         grid = _user_grid(w)
         stem = "".join(part[:1].upper() + part[1:] for part in w.name.replace("-", "_").split("_"))
+        if f"{stem}Track" in made:  # `my-model` and `my_model` would share a class silently
+            raise ValueError(f"workloads {w.name!r} and another both become asv class {stem}Track: rename one")
         track_base = make_track_suite(w.name, grid)
 
         def setup(self, cache, *params, _name=w.name, _base=track_base):
