@@ -273,7 +273,7 @@ def test_the_pytest_plugin_stays_out_of_projects_that_are_not_its_own(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.other]\nx = 1\n")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "pyproject.toml").write_text("this is { not toml\n")  # a fixture of someone's
-    (tmp_path / "test_x.py").write_text("def test_x():\n    assert True\n")
+    (tmp_path / "test_x.py").write_text("def test_x():\n    assert sum([1, 1]) == 2\n")
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin()], cwd=tmp_path,
                          env=_env(), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "1 passed" in res.stdout, res.stdout + res.stderr
