@@ -16,32 +16,31 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from perfsuite.cli import (
-    amp,
-    check,
-    compare,
-    env,
-    export,
-    gate,
-    listing,
-    pair,
-    peak,
-    profile,
-    report,
-    roofline,
-    run,
-    system,
-)
+# Each command's function from its own module (not through the perfsuite.cli package, which
+# imports this module: that would be an import cycle).
+from perfsuite.cli.amp import cmd_amp
+from perfsuite.cli.check import check_command
+from perfsuite.cli.compare import cmd_compare
+from perfsuite.cli.env import cmd_env
+from perfsuite.cli.export import export_command
+from perfsuite.cli.gate import gate_command
+from perfsuite.cli.listing import cmd_list, cmd_suites
+from perfsuite.cli.pair import pair_command
+from perfsuite.cli.peak import cmd_peak
+from perfsuite.cli.profile import profile_step_command, trace_command
+from perfsuite.cli.report import cmd_report
+from perfsuite.cli.roofline import roofline_command
+from perfsuite.cli.run import cmd_run
+from perfsuite.cli.system import system_command
 from perfsuite.cli.parser import build_parser
 from perfsuite.core.discover import discover
 from perfsuite.core.errors import PerfsuiteError
 
 COMMANDS = {
-    "list": listing.cmd_list, "suites": listing.cmd_suites, "env": env.cmd_env, "run": run.cmd_run,
-    "peak": peak.cmd_peak, "compare": compare.cmd_compare, "amp": amp.cmd_amp, "report": report.cmd_report,
-    "gate": gate.gate_command, "pair": pair.pair_command, "roofline": roofline.roofline_command,
-    "profile-step": profile.profile_step_command, "trace": profile.trace_command,
-    "export": export.export_command, "system": system.system_command, "check": check.check_command,
+    "list": cmd_list, "suites": cmd_suites, "env": cmd_env, "run": cmd_run, "peak": cmd_peak,
+    "compare": cmd_compare, "amp": cmd_amp, "report": cmd_report, "gate": gate_command, "pair": pair_command,
+    "roofline": roofline_command, "profile-step": profile_step_command, "trace": trace_command,
+    "export": export_command, "system": system_command, "check": check_command,
 }
 
 

@@ -166,6 +166,22 @@ def discover(paths: list[str | Path] = (), start: Path | None = None) -> list[Pa
     return files
 
 
+def project_workloads(pyproject: Path | None) -> list:
+    """The registered workloads declared in the files the project's [tool.perfsuite] names (not an
+    installed package's, nor another project's): what the pytest plugin and asv's expose offer."""
+    from perfsuite.core import registry
+
+    roots = [p.resolve() for p in project_paths(pyproject)] if pyproject is not None else []
+
+    def declared_here(w) -> bool:
+        if not w.source:
+            return False
+        f = Path(w.source.rsplit(":", 1)[0]).resolve()
+        return any(f == r or r in f.parents for r in roots)
+
+    return [w for w in map(registry.get, registry.names()) if declared_here(w)]
+
+
 def loaded_paths() -> tuple[str, ...]:
     """The workload files loaded in this process, for a worker or a gate side to load again."""
     return tuple(str(f) for f in _loaded)

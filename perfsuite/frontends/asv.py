@@ -327,21 +327,12 @@ def make_amp_suite(grid: dict):
 # ---- the user's own workloads: `from perfsuite.frontends.asv import expose; expose(globals())` ------
 
 def _user_workloads(start) -> list:
-    """The workloads declared by the files the project around `start` names (not an installed
-    package's, nor another project's)."""
+    """The workloads declared by the files the project around `start` names."""
     from pathlib import Path
 
-    registry = _module("perfsuite.core.registry")
     discover = _module("perfsuite.core.discover")
     discover.discover(start=Path(start))
-    project = discover.find_project(Path(start))
-    roots = [p.resolve() for p in discover.project_paths(project)] if project else []
-
-    def mine(w) -> bool:
-        f = Path(w.source.rsplit(":", 1)[0]).resolve() if w.source else None
-        return f is not None and any(f == r or r in f.parents for r in roots)
-
-    return [registry.get(n) for n in registry.names() if mine(registry.get(n))]
+    return discover.project_workloads(discover.find_project(Path(start)))
 
 
 def _user_grid(w) -> dict:

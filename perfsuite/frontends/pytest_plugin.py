@@ -107,22 +107,12 @@ class UserWorkloads(pytest.Module):
     """The project's workloads as a test module, collected from its pyproject.toml."""
 
     def _getobj(self):
-        from perfsuite.core import registry
-        from perfsuite.core.discover import discover, project_paths
+        from perfsuite.core.discover import discover, project_workloads
 
         if not self.config.pluginmanager.has_plugin("benchmark"):  # pytest-benchmark, by its entry-point name
             raise self.CollectError("perfsuite's workloads need pytest-benchmark (pip install pytest-benchmark)")
         discover(start=self.path.parent)
-        # This project's workloads only: not an installed package's, nor another project's.
-        roots = [p.resolve() for p in project_paths(self.path)]
-        mine = [registry.get(n) for n in registry.names()
-                if registry.get(n).source and _under(registry.get(n).source.rsplit(":", 1)[0], roots)]
-        return _tests_for(mine)
-
-
-def _under(file: str, roots: list[Path]) -> bool:
-    f = Path(file).resolve()
-    return any(f == r or r in f.parents for r in roots)
+        return _tests_for(project_workloads(self.path))
 
 
 def pytest_collect_file(file_path: Path, parent):
