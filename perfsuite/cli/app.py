@@ -1,10 +1,10 @@
 """The command line's entry point: parse, dispatch to one module per command, map errors to exit codes.
 
-Exit status, one meaning each: 0 success; 1 a confirmed slowdown (`compare`, `gate`) and nothing
-else; 2 bad input or environment (the message names the file, field or parameter); 3 some cases
-failed (their reasons are stored; `amp` whose precisions disagree); 4 an internal error (a bug:
-the message names a log file with the traceback); 130 interrupted (every case finished before
-Ctrl-C is on disk).
+Exit status, one meaning each: 0 success; 1 a confirmed slowdown (`compare`, `gate`, `bisect`
+naming a commit) and nothing else; 2 bad input or environment (the message names the file, field
+or parameter); 3 some cases failed (their reasons are stored; `amp` whose precisions disagree);
+4 an internal error (a bug: the message names a log file with the traceback); 130 interrupted
+(every case finished before Ctrl-C is on disk).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from rich.text import Text
 # Each command's function from its own module (not through the perfsuite.cli package, which
 # imports this module: that would be an import cycle).
 from perfsuite.cli.amp import cmd_amp
+from perfsuite.cli.bisect import bisect_command
 from perfsuite.cli.check import check_command
 from perfsuite.cli.compare import cmd_compare
 from perfsuite.cli.env import cmd_env
@@ -32,6 +33,7 @@ from perfsuite.cli.report import cmd_report
 from perfsuite.cli.roofline import roofline_command
 from perfsuite.cli.run import cmd_run
 from perfsuite.cli.system import system_command
+from perfsuite.cli.why import why_command
 from perfsuite.cli.parser import build_parser
 from perfsuite.core.discover import discover
 from perfsuite.core.errors import PerfsuiteError
@@ -41,11 +43,12 @@ COMMANDS = {
     "compare": cmd_compare, "amp": cmd_amp, "report": cmd_report, "gate": gate_command, "pair": pair_command,
     "roofline": roofline_command, "profile-step": profile_step_command, "trace": trace_command,
     "export": export_command, "system": system_command, "check": check_command,
+    "bisect": bisect_command, "why": why_command,
 }
 
 
 # Commands that name workloads: the user's own are discovered before they run.
-WORKLOAD_COMMANDS = {"list", "run", "check", "gate", "pair", "amp", "trace", "profile-step", "peak"}
+WORKLOAD_COMMANDS = {"list", "run", "check", "gate", "pair", "amp", "trace", "profile-step", "peak", "bisect", "why"}
 
 
 def main(argv: list[str] | None = None) -> int:

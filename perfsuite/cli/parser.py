@@ -42,6 +42,52 @@ def _cpu_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"--cpus: {exc}") from None
 
 
+def bisect_and_why(sub) -> None:
+    """`perfsuite bisect` (which commit made it slower) and `perfsuite why` (which operators changed)."""
+    bi = sub.add_parser("bisect", help="find the first-parent commit between --good and --bad that made a workload "
+                                       "slower; exit 1 when it names one")
+    bi.add_argument("workload")
+    bi.add_argument("--good", required=True, metavar="REV", help="a revision that is not slow")
+    bi.add_argument("--bad", required=True, metavar="REV", help="a later revision that is slower (checked first)")
+    bi.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    bi.add_argument("--device", default="auto")
+    bi.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
+                    default=15.0, help="seconds per probe, as the gate's --max-time (default 15)")
+    bi.add_argument("--threshold", type=float, default=0.01,
+                    help="smallest slowdown that counts, as the gate's (default 0.01)")
+    bi.add_argument("--fdr", type=_positive_float("--fdr"), default=0.01,
+                    help="false alarms per probe of an unchanged commit (default 0.01)")
+    bi.add_argument("--builds", type=_count("--builds"), default=3, metavar="K",
+                    help="processes per side in each probe, as the gate's (default 3)")
+    bi.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
+                    help="torch threads in the sides (default torch's own; 1 on a loaded CPU machine)")
+    bi.add_argument("--heap", choices=("steady", "default"), default="steady", help="as the gate's (default steady)")
+    bi.add_argument("--log", type=Path, default=None,
+                    help="the log of probes, resumed when it exists (default .perfsuite/bisect/WORKLOAD-GOOD-BAD.json)")
+    bi.add_argument("--no-why", action="store_true", help="do not profile the commit it names")
+    why_options(bi)
+
+    wy = sub.add_parser("why", help="which operators changed between two sides: a differential torch.profiler "
+                                    "table, sorted by their share of the step-time difference, and peak memory")
+    wy.add_argument("workload")
+    side = wy.add_mutually_exclusive_group(required=True)
+    side.add_argument("--base", dest="base_ref", metavar="REV", help="the workload at REV (A) against the working tree (B)")
+    side.add_argument("--vary", metavar="KEY=A,B", help="two values of one parameter, e.g. impl=custom,builtin")
+    wy.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    wy.add_argument("--device", default="auto")
+    wy.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
+                    help="torch threads in the sides (default torch's own)")
+    wy.add_argument("--json", type=Path, help="write the comparison as JSON (must not exist)")
+    why_options(wy)
+
+
+def why_options(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--steps", type=_count("--steps"), default=5, help="profiled steps per window (default 5)")
+    sp.add_argument("--rounds", type=_count("--rounds"), default=4,
+                    help="profiler windows per side, alternating which side goes first (default 4)")
+    sp.add_argument("--top", type=_count("--top"), default=20, help="operators listed (default 20)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfsuite", description="Benchmark deep-learning workloads.")
     p.add_argument("--peak-file", type=Path, default=DEFAULT_PEAK_FILE,
@@ -172,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--trials", type=int, default=10)
     gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
 
+    bisect_and_why(sub)
+
     pr = sub.add_parser("pair", help="two values of one parameter, interleaved: time ratio with CI, saved-memory ratio")
     pr.add_argument("workload")
     pr.add_argument("--vary", required=True, metavar="KEY=A,B", help="e.g. impl=custom,builtin")
@@ -217,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
     rep.add_argument("--amp", type=Path, action="append", default=[], help="`perfsuite amp --out` JSON to include")
     rep.add_argument("--pair", type=Path, action="append", default=[], help="`perfsuite pair --out` JSON to include")
+    rep.add_argument("--why", type=Path, action="append", default=[],
+                     help="`perfsuite why --json` JSON to include (also found among the results given)")
     rep.add_argument("--latency-bound", type=_positive_float("--latency-bound"), default=None, metavar="MS",
                      help="qwen: the optimal batch size must keep p90 latency within this many ms")
 

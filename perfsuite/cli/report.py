@@ -17,19 +17,41 @@ def cmd_report(args, console) -> int:
         if given.is_dir():
             args.amp += sorted(given.rglob("*.amp.json"))
             args.pair += sorted(given.rglob("*.pair.json"))
-    records, problems = load_many(args.results)
+            args.why += sorted(given.rglob("*.why.json"))
+    # A why document given among the results is a section of the report, not a results file.
+    args.why += [f for f in args.results if f.is_file() and _is_why(f)]
+    inputs = [f for f in args.results if f not in args.why]
+    records, problems = load_many(inputs) if inputs else ([], [])
     for problem in problems:
         console.print(Text(f"skipped: {problem}", style="yellow"))
-    if not records:
-        raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
-    amp, pairs = [], []
-    for kind, paths, into in (("amp", args.amp, amp), ("pair", args.pair, pairs)):
+    amp, pairs, why = [], [], []
+    for kind, paths, into in (("amp", args.amp, amp), ("pair", args.pair, pairs), ("why", args.why, why)):
         for path in paths:
             try:
                 into.extend(load_document(path, kind))
             except PerfsuiteError as exc:  # like a bad results file: named, the report goes on
                 console.print(Text(f"skipped: {exc}", style="yellow"))
+    if not records and why:  # differential profiles alone
+        from perfsuite.report.why import write_page
+
+        page = write_page(why, args.out_dir, args.results)
+        console.print(f"report written to {page}", highlight=False)
+        return 0
+    if not records:
+        raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
     page = write_report(records, args.out_dir, sources=args.results, amp=amp, pairs=pairs,
-                        latency_bound_ms=args.latency_bound)
+                        latency_bound_ms=args.latency_bound, why=why)
     console.print(f"report written to {page}", highlight=False)
     return 0
+
+
+def _is_why(path) -> bool:
+    """Whether a file is a `perfsuite why` document (by its format field; anything else is left to
+    the results loader, which names what is wrong with it)."""
+    import json
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == "perfsuite.why"

@@ -4,7 +4,9 @@ Two revisions of the user's code cannot share one interpreter's module table (bo
 `myproj.model`), so the gate runs each side here, in its own checkout, and drives the two in
 alternation (perfsuite.compare.sides). This process builds the side's workload from the files
 it is given (under registry capture: its names never clash with the registry's), holds the
-heap, and answers requests on a private pipe: call a build once, or time n calls of it.
+heap, and answers requests on a private pipe: call a build once, time n calls of it, or (for
+`perfsuite why`) profile a window of its steps and read one step's peak memory
+(perfsuite.profiling.ops), outside any timed block.
 
 Requests and answers are JSON lines on the file descriptors given by PERFSUITE_SIDE_FDS; the
 user's own prints go to stderr, never into the protocol.
@@ -94,6 +96,15 @@ def serve(inp, out, job: dict) -> int:
                     before = heap.minor_faults()
                     s = clock.time_block(steps[req["build"]], req["n"])
                     _answer(out, {"s": s, "faults": heap.minor_faults() - before})
+                elif op == "profile":
+                    from perfsuite.profiling.ops import profile_ops
+
+                    ops = profile_ops(steps[req["build"]], req["steps"], job["device"], req.get("warmup", 1))
+                    _answer(out, {"ops": ops})
+                elif op == "memory":
+                    from perfsuite.profiling.ops import step_peak_memory
+
+                    _answer(out, {"memory": step_peak_memory(steps[req["build"]], job["device"])})
                 elif op == "quit":
                     break
                 else:

@@ -42,14 +42,14 @@ def git_root(path: Path) -> Path:
     return Path(res.stdout.strip())
 
 
-def resolve_commit(rev: str, repo: Path) -> str:
-    """The commit `rev` names; an option-like value never reaches git as an option."""
+def resolve_commit(rev: str, repo: Path, flag: str = "--base") -> str:
+    """The commit `rev` (given as `flag`) names; an option-like value never reaches git as an option."""
     if not rev or rev.startswith("-"):
-        raise ConfigError(f"--base {rev!r}: not a git revision (a revision cannot start with '-')")
+        raise ConfigError(f"{flag} {rev!r}: not a git revision (a revision cannot start with '-')")
     res = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
                          cwd=repo, capture_output=True, text=True)
     if res.returncode != 0 or not res.stdout.strip():
-        raise ConfigError(f"--base {rev}: no such commit in {repo}")
+        raise ConfigError(f"{flag} {rev}: no such commit in {repo}")
     return res.stdout.strip()
 
 

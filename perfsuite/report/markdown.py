@@ -78,7 +78,7 @@ def _pair_section(pairs: list[dict]) -> list[str]:
 
 def write_report(records: list[Record], out_dir: Path, sources: list[Path] | None = None,
                  amp: list[dict] | None = None, pairs: list[dict] | None = None,
-                 latency_bound_ms: float | None = None) -> Path:
+                 latency_bound_ms: float | None = None, why: list[dict] | None = None) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     by_workload: dict[str, list[Record]] = defaultdict(list)
@@ -131,6 +131,10 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
         lines += _amp_section(amp)
     if pairs:
         lines += _pair_section(pairs)
+    if why:  # differential profiles (perfsuite why, bisect)
+        from perfsuite.report.why import section as why_section
+
+        lines += why_section(why)
     page = out_dir / "summary.md"
     page.write_text("\n".join(lines))
     return page

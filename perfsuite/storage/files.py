@@ -108,7 +108,8 @@ def dumps(obj, indent: int | None = 1) -> str:
 #   {"format": "perfsuite.KIND", "schema_version": N, "results": [...]}
 # History: 1 - 2026-11: pair, amp, gate, gate-selfcheck, noise-floors, peaks, checks. Files written
 # before (a bare list for pair/amp/gate, a bare mapping for floors and peaks) are read as
-# version 0.
+# version 0. 2026-11-25: bisect (one bisection's log of probes) and why (differential profiles),
+# new kinds at version 1.
 DOCUMENT_VERSION = 1
 # What each kind's results must hold, checked on load so a report never meets a stray shape.
 DOCUMENT_KEYS = {
@@ -119,6 +120,8 @@ DOCUMENT_KEYS = {
     "checks": ("workload", "name", "ok", "detail"),
     "noise-floors": (),
     "peaks": (),
+    "bisect": ("workload", "params", "device", "good", "commits", "probes"),
+    "why": ("workload", "device", "how", "a", "b", "steps", "rounds"),
 }
 
 
@@ -388,9 +391,9 @@ def _read_records(p: Path) -> tuple[list[Record], list[str]]:
     return out, problems
 
 
-# Files a folder of results also holds that are not results: paired and precision comparisons
-# (read by `report` as documents of their kind) and a suite run's configuration and checks.
-NOT_RESULTS_SUFFIXES = (".amp.json", ".pair.json")
+# Files a folder of results also holds that are not results: paired and precision comparisons,
+# differential profiles and bisection logs (read by `report` as documents of their kind) and a suite run's configuration and checks.
+NOT_RESULTS_SUFFIXES = (".amp.json", ".pair.json", ".why.json", ".bisect.json")
 SUITE_CONFIG = "run-config.json"
 SUITE_CHECKS = "checks.json"  # only beside a run-config.json: elsewhere the name is the user's
 

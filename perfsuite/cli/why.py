@@ -1,0 +1,90 @@
+"""`perfsuite why`: which operators changed between two sides, as a console table (and JSON)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from perfsuite.core.errors import ConfigError
+from perfsuite.core.units import fmt_bytes, fmt_seconds
+
+
+def why_command(args, console) -> int:
+    from perfsuite.compare.why_sides import why_revision, why_vary
+    from perfsuite.core import registry
+    from perfsuite.core.config import resolve_device
+    from perfsuite.core.params import parse_assignments, single_values
+    from perfsuite.storage.files import atomic_write_text, document, writable_dir
+
+    w = registry.get(args.workload)
+    params = single_values(args.param, w)
+    if args.json is not None:  # checked before profiling: a finished comparison is not thrown away
+        if args.json.exists():
+            raise ConfigError(f"--json {args.json}: file exists; refusing to overwrite")
+        writable_dir(args.json.parent, "--json folder")
+    device = resolve_device(args.device)
+    kw = dict(threads=args.threads, steps=args.steps, rounds=args.rounds, top=args.top)
+    if args.vary is not None:
+        (key, values), = parse_assignments([args.vary], w.params, w.name).items()
+        if len(values) != 2:
+            raise ConfigError(f"--vary expects exactly two values of {key!r}, got {len(values)}")
+        if key in params:
+            raise ConfigError(f"parameter {key!r} is given both by --vary and -p")
+        for v in values:
+            w.check({**params, key: v}, device)
+        result = why_vary(w, params, key, values[0], values[1], device, **kw)
+    else:
+        w.check(params, device)
+        result = why_revision(w, params, args.base_ref, device, **kw)
+    print_why(result, console)
+    if args.json is not None:
+        atomic_write_text(args.json, document("why", [result.to_dict()]))
+        console.print(Text(f"written to {args.json}"))
+    return 0
+
+
+def _us(x: float) -> str:
+    return fmt_seconds(x * 1e-6)
+
+
+def _signed_us(x: float) -> str:
+    return ("+" if x >= 0 else "-") + _us(abs(x))
+
+
+def _signed_bytes(x: float) -> str:
+    return ("+" if x >= 0 else "-") + fmt_bytes(abs(x))
+
+
+def print_why(r, console) -> None:
+    """The differential profile: step times, the operators table, what it explains, memory."""
+    a, b = r.a, r.b
+    ta, tb = a.median_step_s, b.median_step_s
+    console.print(Text(f"{r.workload} ({r.how}, {r.device}): A = {a.label}, B = {b.label}", style="bold"))
+    console.print(Text(f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
+                       f"B - A {_signed_us(r.measured_delta_us)} ({tb / ta - 1:+.1%})"))
+    what = "self CUDA time" if r.metric == "self_device_us" else "self CPU time"
+    t = Table(title=f"operators per step, by their share of the difference ({what}; "
+                    f"{r.rounds} windows of {r.steps} steps per side)", title_justify="left")
+    for col in ("operator", "input shapes", "A", "B", "B - A", "calls A/B", "alloc B - A", ""):
+        t.add_column(col, justify="left" if col in ("operator", "input shapes", "") else "right")
+    for row in r.listed:
+        calls = f"{row.value(row.a, 'calls'):g}/{row.value(row.b, 'calls'):g}"
+        t.add_row(row.name, row.shapes, _us(row.value(row.a, r.metric)), _us(row.value(row.b, r.metric)),
+                  _signed_us(row.delta_us), calls, _signed_bytes(row.delta_bytes) if row.delta_bytes else "",
+                  row.mark)
+    console.print(t)
+    listed = sum(row.delta_us for row in r.listed)
+    explained = "" if r.explained is None else f": explained {r.explained:.0%}"
+    console.print(Text(f"listed differences {_signed_us(listed)} against the measured {_signed_us(r.measured_delta_us)}"
+                       f"{explained}"))
+    mem = r.memory_delta_bytes
+    key = "cuda_peak_delta_bytes" if r.device.startswith("cuda") else "host_peak_delta_bytes"
+    where = "CUDA max allocated" if r.device.startswith("cuda") else "host RSS"
+    if mem is not None:
+        console.print(Text(f"peak memory of a step ({where} above its start): A {fmt_bytes(a.memory[key])}, "
+                           f"B {fmt_bytes(b.memory[key])}, B - A {_signed_bytes(mem)}"))
+    grew = [f"{row.name} {row.shapes} {_signed_bytes(row.delta_bytes)}" for row in r.grew[:5]]
+    if grew:
+        console.print(Text("operators whose allocations grew: " + "; ".join(grew)))
+    for note in r.notes + a.memory.get("warnings", []):
+        console.print(Text(f"note: {note}", style="yellow"))

@@ -1,0 +1,94 @@
+"""Bisect's contact with git and the gate: the first-parent commits between two revisions, and a
+prober that measures one commit against the good revision.
+
+Each probe is the gate itself (perfsuite.compare.gate.gate_checkouts): the good revision and the
+candidate, each checked out in a temporary git worktree and run in side processes of their own,
+interleaved, judged by the gate's sequential test; one case, so its own test decides. The good
+revision's worktree is made once and kept for the whole bisection; a candidate's lives for its
+probe. A candidate whose workload file is missing, or whose side fails to build or run, is
+skipped with that error, as `git bisect skip` would be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+
+from perfsuite.compare import sides
+from perfsuite.compare.bisect import SAME, SKIPPED, SLOWER, Commit, Probe
+from perfsuite.core.errors import ConfigError
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+
+
+def subject(repo: Path, sha: str) -> str:
+    return _git(repo, "log", "-1", "--format=%s", sha).stdout.strip()
+
+
+def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
+    """The commits after `good` up to `bad` on bad's first-parent line, oldest first. Errors (exit 2)
+    when good is bad, not an ancestor of bad, or not on its first-parent line."""
+    if good == bad:
+        raise ConfigError(f"--good and --bad are the same commit ({good[:12]}): nothing to bisect")
+    if _git(repo, "merge-base", "--is-ancestor", good, bad).returncode != 0:
+        raise ConfigError(f"--good {good[:12]} is not an ancestor of --bad {bad[:12]}: bisect looks for the "
+                          "commit that made bad slower than an earlier good")
+    res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", bad)
+    if res.returncode != 0:
+        raise ConfigError(f"cannot read the history of {bad[:12]}: {res.stderr.strip()}")
+    out = []
+    for line in res.stdout.splitlines():
+        sha, _, subj = line.partition("\0")
+        if sha == good:
+            return out[::-1]
+        out.append(Commit(sha, subj))
+    raise ConfigError(f"--good {good[:12]} is an ancestor of --bad {bad[:12]} but not on its first-parent line "
+                      "(it was merged in from a side branch): give the merge's first parent instead")
+
+
+def exists_at(repo: Path, sha: str, rel: Path) -> bool:
+    return _git(repo, "cat-file", "-e", f"{sha}:{rel.as_posix()}").returncode == 0
+
+
+class Prober:
+    """Measures a commit against `good` with the gate; a context manager holding good's worktree."""
+
+    def __init__(self, workload, params: dict, repo: Path, rel_file: Path, good: str, device: str, *,
+                 budget_s: float, builds: int, threshold: float, threads: int | None, heap: str = "steady",
+                 fdr: float | None = None) -> None:
+        self.workload, self.params, self.repo, self.rel, self.good = workload, params, repo, rel_file, good
+        self.device, self.budget_s, self.builds, self.threshold = device, budget_s, builds, threshold
+        self.threads, self.heap, self.fdr = threads, heap, fdr
+        self.user = bool(workload.source)  # perfsuite's own workloads run beside the current core
+        self._stack = contextlib.ExitStack()
+        self.good_root: Path | None = None
+
+    def __enter__(self) -> "Prober":
+        self.good_root = self._stack.enter_context(sides.worktree(self.repo, self.good))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def __call__(self, commit: Commit) -> Probe:
+        from perfsuite.compare.gate import ALPHA, across_cases, gate_checkouts
+
+        t0 = time.monotonic()
+        if not exists_at(self.repo, commit.sha, self.rel):
+            return Probe(commit.sha, SKIPPED, error=f"{self.rel} does not exist at this commit")
+        with sides.worktree(self.repo, commit.sha) as root:
+            try:
+                v = gate_checkouts(self.workload.name, self.params, self.workload.name,
+                                   (self.good_root / self.rel, self.good_root if self.user else None),
+                                   (root / self.rel, root if self.user else None),
+                                   (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.device,
+                                   self.builds, self.heap, self.threads, self.threshold, self.budget_s, 0.0,
+                                   self.fdr or ALPHA)
+            except sides.SideFailed as exc:
+                return Probe(commit.sha, SKIPPED, error=str(exc).strip()[:4000], seconds=time.monotonic() - t0)
+        (v,) = across_cases([v], self.fdr or ALPHA)
+        return Probe(commit.sha, SLOWER if v.slower else SAME, v.to_dict(), seconds=time.monotonic() - t0)

@@ -1,0 +1,83 @@
+"""One side's operators: a torch.profiler window over a few steps, aggregated per step, and the
+peak memory of one step. Runs where the step lives (a side process of `perfsuite why`).
+
+The profiler's own aggregation does the work: `key_averages(group_by_input_shape=True)` groups
+by operator name and input shapes, so `aten::mm` on two shapes stays two rows. Self times (the
+operator's own time, children excluded) add up to the step without double counting, which is
+what a difference between two sides must be made of. Memory is `profile_memory`'s self figure:
+bytes the operator allocated less what it freed, net; a positive change is an operator that now
+keeps more.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+# Pseudo-events of the profiler, not operators of the step.
+_NOT_OPERATORS = ("[memory]", "ProfilerStep")
+
+
+def profile_ops(step: Callable[[], object], steps: int, device: str = "cpu", warmup: int = 1) -> list[dict]:
+    """Operators of `steps` profiled steps after `warmup` unprofiled ones, per step: name,
+    input shapes, calls, self CPU and device time (us), self CPU and device memory (bytes)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    cuda = device.startswith("cuda")
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    for _ in range(warmup):
+        step()
+    sync()  # nothing queued before the window may land inside it
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    kwargs = {}
+    if "acc_events" in inspect.signature(profile.__init__).parameters:
+        kwargs["acc_events"] = True  # one window, no schedule: nothing to clear between cycles
+    with profile(activities=activities, record_shapes=True, profile_memory=True, **kwargs) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+    rows = []
+    for e in prof.key_averages(group_by_input_shape=True):
+        if e.key.startswith(_NOT_OPERATORS):
+            continue
+        rows.append({
+            "name": e.key,
+            "shapes": str(e.input_shapes or []),
+            "calls": e.count / steps,
+            "self_cpu_us": e.self_cpu_time_total / steps,
+            "self_device_us": _attr(e, "self_device_time_total", "self_cuda_time_total") / steps,
+            "self_cpu_bytes": e.self_cpu_memory_usage / steps,
+            "self_device_bytes": _attr(e, "self_device_memory_usage", "self_cuda_memory_usage") / steps,
+        })
+    return rows
+
+
+def _attr(event, new: str, old: str) -> float:
+    # torch renamed cuda_* to device_* (2.4); the old names warn, and warnings fail our tests.
+    return float(getattr(event, new) if hasattr(event, new) else getattr(event, old, 0.0) or 0.0)
+
+
+def step_peak_memory(step: Callable[[], object], device: str = "cpu") -> dict:
+    """Peak memory of one step, as a record's memory is read (perfsuite.measure.memory): host RSS
+    of the region above its start; on CUDA the caching allocator's max allocated."""
+    from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS
+
+    cuda = device.startswith("cuda")
+    step()  # one warm step first: the first call's lazy allocations are set-up, not the step
+    host = HostPeakRSS()
+    gpu = CudaPeakMemory(device=device) if cuda else None
+    with host:
+        if gpu is None:
+            step()
+        else:
+            with gpu:
+                step()
+    out = {**host.to_dict(), "warnings": list(host.warnings)}
+    if gpu is not None:
+        out.update(gpu.to_dict())
+        # What the step itself allocated above what was live before it.
+        out["cuda_peak_delta_bytes"] = max(0, (gpu.max_allocated or 0) - (gpu.allocated_before or 0))
+    return out
