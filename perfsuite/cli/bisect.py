@@ -103,6 +103,12 @@ def _logged(state, probe, log: Path, console) -> None:
     what = probe.outcome if probe.outcome != "skipped" else f"skipped ({probe.error.splitlines()[0]})"
     console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {c.subject}: {what}"
                        + (f", {_effect(probe)}" if probe.verdict else "") + f" [{probe.seconds:.0f}s]"))
+    threshold = (probe.verdict or {}).get("threshold", 0.0)
+    if probe.outcome == "same" and probe.median_ratio is not None and probe.median_ratio > 1 + threshold:
+        # The gate's test could not tell with so few pairs; the bisection goes on as if not slower.
+        console.print(Text(f"  undecided rather than the same: the median is above the threshold "
+                           f"(+{threshold:.0%}) but {len(probe.ratios)} pairs could not show it; a longer "
+                           "--max-time gives the test more pairs", style="yellow"))
 
 
 def _effect(probe) -> str:

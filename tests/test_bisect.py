@@ -1,0 +1,299 @@
+"""Bisect (issue 24): the bisection logic against a fake prober (no timing), the git history it
+walks, bad input, and — slow — whole bisections of a temporary git repository made from
+examples/my-project whose history holds a known slower commit and a commit that does not build."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfsuite.compare.bisect import (FOUND, NOT_SLOWER, SAME, SKIPPED, SLOWER, Bisection, Commit, Probe,
+                                      run_bisection)
+from perfsuite.core.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "my-project"
+GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+
+
+def history(n: int) -> tuple[Commit, list[Commit]]:
+    return Commit("g" * 40, "good"), [Commit(f"{i:040d}", f"commit {i}") for i in range(n)]
+
+
+class FakeProber:
+    """Commits from `first_slower` on are slower; `broken` ones fail to build. Counts its probes."""
+
+    def __init__(self, commits: list[Commit], first_slower: int | None, broken: set[int] = frozenset()):
+        self.index = {c.sha: i for i, c in enumerate(commits)}
+        self.first_slower, self.broken, self.asked = first_slower, broken, []
+
+    def __call__(self, c: Commit) -> Probe:
+        i = self.index[c.sha]
+        self.asked.append(i)
+        if i in self.broken:
+            return Probe(c.sha, SKIPPED, error="ModuleNotFoundError: no module named 'myproj.model'")
+        slower = self.first_slower is not None and i >= self.first_slower
+        ratios = [1.3 if slower else 1.0] * 8
+        return Probe(c.sha, SLOWER if slower else SAME, {"ratios": ratios, "slower": slower})
+
+
+@pytest.mark.parametrize("first", range(16))
+def test_bisection_names_the_first_slower_commit_wherever_it_is(first):
+    good, commits = history(16)
+    state = Bisection("w", {}, "cpu", good, commits)
+    prober = FakeProber(commits, first)
+    answer = run_bisection(state, prober)
+    assert answer.state == FOUND and answer.commit == commits[first]
+    assert answer.probe.median_ratio == pytest.approx(1.3)
+    assert prober.asked[0] == 15  # bad is confirmed first
+    assert len(prober.asked) == len(set(prober.asked)) <= 1 + 4  # log2(16) probes after the confirmation
+
+
+def test_a_bad_that_is_not_slower_ends_after_one_probe():
+    good, commits = history(16)
+    prober = FakeProber(commits, None)
+    answer = run_bisection(Bisection("w", {}, "cpu", good, commits), prober)
+    assert answer.state == NOT_SLOWER and answer.commit is None and prober.asked == [15]
+
+
+def test_a_commit_that_does_not_build_is_skipped_and_named():
+    good, commits = history(16)
+    prober = FakeProber(commits, 11, broken={7})
+    answer = run_bisection(Bisection("w", {}, "cpu", good, commits), prober)
+    assert 7 in prober.asked and answer.commit == commits[11]
+    assert [c for c, _ in answer.skipped] == [commits[7]] and "myproj.model" in answer.skipped[0][1]
+    assert answer.could_also_be == ()  # 7 lies below a commit that was measured not slower
+
+
+def test_a_skipped_commit_right_before_the_first_slower_could_be_the_first():
+    good, commits = history(8)
+    answer = run_bisection(Bisection("w", {}, "cpu", good, commits), FakeProber(commits, 4, broken={3}))
+    assert answer.commit == commits[4] and answer.could_also_be == (commits[3],)
+
+
+def test_bad_that_cannot_be_measured_is_an_error():
+    good, commits = history(4)
+    with pytest.raises(ConfigError, match="--bad .*could not be measured"):
+        run_bisection(Bisection("w", {}, "cpu", good, commits), FakeProber(commits, 2, broken={3}))
+
+
+def test_an_interrupted_bisection_resumes_from_its_log_without_probing_again(tmp_path):
+    from perfsuite.storage.files import atomic_write_text, document, load_document
+
+    good, commits = history(16)
+    log = tmp_path / "b.bisect.json"
+    state = Bisection("w", {"n": 1}, "cpu", good, commits, {"max_time": 2.0})
+    first = FakeProber(commits, 5)
+
+    def interrupted(c):
+        if len(first.asked) == 2:
+            raise KeyboardInterrupt
+        return first(c)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_bisection(state, interrupted, lambda s, p: atomic_write_text(log, document("bisect", [s.to_dict()])))
+    (stored,) = load_document(log, "bisect")
+    resumed = Bisection.from_dict(stored)
+    assert resumed.same_question(state) and len(resumed.probes) == 2
+    assert resumed.probes[0].median_ratio == pytest.approx(1.3)  # recomputed from the stored pairs
+    second = FakeProber(commits, 5)
+    answer = run_bisection(resumed, second)
+    assert answer.commit == commits[5] and not set(second.asked) & set(first.asked)
+    other = Bisection("w", {"n": 2}, "cpu", good, commits, {"max_time": 2.0})
+    assert not other.same_question(resumed)
+
+
+def test_probe_outcomes_are_checked():
+    with pytest.raises(ValueError, match="outcome"):
+        Probe("a" * 40, "faster")
+
+
+# --- the git history it walks (git only, fast) ---------------------------------------------------
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "r"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    for i in range(4):
+        (root / "f.txt").write_text(str(i))
+        _git(root, "add", "-A")
+        _git(root, "commit", "-qm", f"c{i}")
+    return root
+
+
+def test_first_parent_commits_oldest_first_and_bad_input(repo):
+    from perfsuite.compare.bisect_probe import exists_at, first_parent_commits
+    from perfsuite.compare.sides import resolve_commit
+
+    shas = _git(repo, "rev-list", "--reverse", "HEAD").split()
+    commits = first_parent_commits(repo, shas[0], shas[3])
+    assert [c.sha for c in commits] == shas[1:] and [c.subject for c in commits] == ["c1", "c2", "c3"]
+    with pytest.raises(ConfigError, match="--good nosuch: no such commit"):
+        resolve_commit("nosuch", repo, "--good")
+    with pytest.raises(ConfigError, match="not an ancestor"):
+        first_parent_commits(repo, shas[3], shas[1])
+    with pytest.raises(ConfigError, match="same commit"):
+        first_parent_commits(repo, shas[2], shas[2])
+    assert exists_at(repo, shas[0], Path("f.txt")) and not exists_at(repo, shas[0], Path("bench/x.py"))
+
+
+def test_a_good_merged_in_from_a_side_branch_is_refused(repo):
+    from perfsuite.compare.bisect_probe import first_parent_commits
+
+    _git(repo, "checkout", "-q", "-b", "side", "HEAD~2")
+    (repo / "g.txt").write_text("side")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "side")
+    side = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "merge", "-q", "--no-ff", "-m", "merge", "side")
+    with pytest.raises(ConfigError, match="first-parent"):
+        first_parent_commits(repo, side, _git(repo, "rev-parse", "HEAD"))
+
+
+# --- whole bisections (slow) ---------------------------------------------------------------------
+
+
+def _env() -> dict:
+    # perfsuite from this checkout whether or not another copy is installed; unbuffered so a
+    # probe's line is seen as it is printed.
+    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def perfsuite(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=cwd, env=_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _commit(root: Path, message: str) -> str:
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", message)
+    return _git(root, "rev-parse", "HEAD")
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "my-project"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
+    _git(root, "init", "-q", "-b", "main")
+    _commit(root, "the project")
+    return root
+
+
+# The slower commit: a tanh over a million elements in every forward (several times the step).
+SLOW_INIT = "        super().__init__()\n"
+SLOW_INIT_NEW = SLOW_INIT + "        self.scratch = torch.randn(1 << 20)\n"
+SLOW_FWD = "        return self.body(x)"
+SLOW_FWD_NEW = "        torch.tanh(self.scratch, out=self.scratch)\n        return self.body(x)"
+ARGS = ("-p", "batch_size=32", "--device", "cpu", "--max-time", "3", "--builds", "1", "--threads", "1",
+        # Far above what two processes of the same code differ by; far below the tanh's slowdown.
+        "--threshold", "0.5", "--steps", "2", "--rounds", "2")
+
+
+def _history(root: Path, n: int, slower_at: int | None, broken_at: int | None = None) -> list[str]:
+    """n commits after the project's first; commit `slower_at` (0-based) adds the tanh, commit
+    `broken_at` breaks the model's import and the next one mends it."""
+    model = root / "myproj" / "model.py"
+    shas = []
+    for i in range(n):
+        if i == slower_at:
+            model.write_text(model.read_text().replace(SLOW_INIT, SLOW_INIT_NEW).replace(SLOW_FWD, SLOW_FWD_NEW))
+            message = "model: scratch tanh in forward"
+        elif i == broken_at:
+            model.write_text(model.read_text() + "\nimport no_such_module_here\n")
+            message = "model: import a module that does not exist"
+        elif broken_at is not None and i == broken_at + 1:
+            model.write_text(model.read_text().replace("\nimport no_such_module_here\n", ""))
+            message = "model: mend the import"
+        else:
+            (root / "NOTES.md").write_text(f"note {i}\n")
+            message = f"notes {i}"
+        shas.append(_commit(root, message))
+    return shas
+
+
+def _worktrees(root: Path) -> int:
+    return len(_git(root, "worktree", "list").splitlines())
+
+
+@pytest.mark.slow
+def test_bisect_names_the_slower_commit_skips_the_broken_one_resumes_after_ctrl_c_and_says_why(tmp_path):
+    root = _project(tmp_path)
+    good = _git(root, "rev-parse", "HEAD")
+    shas = _history(root, 16, slower_at=11, broken_at=7)
+    log = tmp_path / "b.bisect.json"
+    argv = [sys.executable, "-m", "perfsuite", "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", *ARGS,
+            "--log", str(log)]
+    # Ctrl-C after the second probe, as a terminal sends it: to the whole process group.
+    proc = subprocess.Popen(argv, cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("probe 2:"):
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    rest, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + rest + err
+    assert _worktrees(root) == 1  # the checkouts are gone after Ctrl-C too
+    assert len(json.loads(log.read_text())["results"][0]["probes"]) == 2
+
+    res = perfsuite(root, *argv[3:])
+    out = res.stdout
+    assert res.returncode == 1, out + res.stderr
+    assert "resuming from" in out and "2 probe(s) already done" in out
+    assert f"first slower commit: {shas[11][:12]} model: scratch tanh in forward" in out
+    assert f"skipped {shas[7][:12]} model: import a module that does not exist" in out
+    assert _worktrees(root) == 1
+    doc = json.loads(log.read_text())
+    assert doc["format"] == "perfsuite.bisect" and doc["results"][0]["answer"]["commit"]["sha"] == shas[11]
+    probed = [p["sha"] for p in doc["results"][0]["probes"]]
+    assert len(probed) == len(set(probed))  # nothing probed twice across the interruption
+    why = json.loads(log.with_name("b.why.json").read_text())["results"][0]
+    first = why["rows"][0]
+    assert first["name"] == "aten::tanh" and first["mark"] == "new", why["rows"][:3]
+
+
+@pytest.mark.slow
+def test_bisect_of_a_history_without_a_slowdown_says_so_and_exits_0(tmp_path):
+    root = _project(tmp_path)
+    good = _git(root, "rev-parse", "HEAD")
+    _history(root, 4, slower_at=None)
+    res = perfsuite(root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", *ARGS, "--log",
+                    str(tmp_path / "b.json"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "is not slower than --good" in res.stdout and "probe 1:" in res.stdout and "probe 2:" not in res.stdout
+    assert _worktrees(root) == 1
+
+
+@pytest.mark.slow
+def test_bisect_bad_input_is_exit_2_naming_what_is_wrong(tmp_path):
+    root = _project(tmp_path)
+    first = _git(root, "rev-parse", "HEAD")
+    _history(root, 2, slower_at=None)
+    (root / "bench" / "later.py").write_text(
+        "import perfsuite\n\n\n@perfsuite.workload(params={'n': 4})\ndef later(n: int, device: str):\n"
+        "    return perfsuite.Step(lambda: None, items=n)\n")
+    _commit(root, "a workload added later")
+    cases = [
+        (("tiny_mlp", "--good", "nosuch", "--bad", "HEAD"), "--good nosuch: no such commit"),
+        (("tiny_mlp", "--good", "HEAD", "--bad", "HEAD~2"), "is not an ancestor of --bad"),
+        (("later", "--good", first, "--bad", "HEAD"), "bench/later.py (workload 'later') does not exist at that revision"),
+        (("tiny_mlp", "--good", "HEAD~1", "--bad", "HEAD", "-p", "batch_size=1,2"), "takes one value"),
+    ]
+    for args, message in cases:
+        res = perfsuite(root, "bisect", *args, "--device", "cpu", timeout=120)
+        assert res.returncode == 2 and message in res.stderr, (args, res.stdout, res.stderr)
+    assert _worktrees(root) == 1

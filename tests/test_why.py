@@ -1,0 +1,130 @@
+"""`perfsuite why` (issue 24): alignment and the explained share against known rows, the
+interleaving of the sides with fake sides (no timing), one real profiler window, and — slow —
+the built-in activation's custom autograd Function against torch's built-in, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfsuite.compare.why import GONE, NEW, ProfiledSide, WhyResult, WhySide, align, merge_rounds, why
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def op(name, us, calls=1, shapes="[[4]]", nbytes=0.0):
+    return {"name": name, "shapes": shapes, "calls": calls, "self_cpu_us": us, "self_device_us": 0.0,
+            "self_cpu_bytes": nbytes, "self_device_bytes": 0.0}
+
+
+def test_rows_align_by_name_and_shapes_sorted_by_their_share_of_the_difference():
+    a = [op("aten::mm", 100), op("aten::relu", 10), op("aten::mm", 5, shapes="[[2]]")]
+    b = [op("aten::mm", 101), op("aten::tanh", 50, nbytes=64), op("aten::mm", 5, shapes="[[2]]")]
+    rows = align(a, b, "self_cpu_us", direction=+1)
+    assert [(r.name, r.shapes, r.mark) for r in rows][:2] == [("aten::tanh", "[[4]]", NEW), ("aten::mm", "[[4]]", "")]
+    assert rows[-1].name == "aten::relu" and rows[-1].mark == GONE and rows[-1].delta_us == -10
+    # A speed-up lists what got faster first.
+    assert align(a, b, "self_cpu_us", direction=-1)[0].name == "aten::relu"
+
+
+def test_explained_share_memory_and_round_trip():
+    a = WhySide("A", {"n": 1}, [op("aten::mm", 100), op("aten::relu", 10)], [200e-6] * 5,
+                {"host_peak_delta_bytes": 1000})
+    b = WhySide("B", {"n": 1}, [op("aten::mm", 100), op("aten::tanh", 80, nbytes=4096)], [300e-6] * 5,
+                {"host_peak_delta_bytes": 5096})
+    r = WhyResult("w", "cpu", "--vary n=1,2", a, b, steps=5, rounds=4)
+    assert r.measured_delta_us == pytest.approx(100)
+    assert r.explained == pytest.approx((80 - 10) / 100)
+    assert r.memory_delta_bytes == 4096 and [g.name for g in r.grew] == ["aten::tanh"]
+    back = WhyResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back.to_dict() == r.to_dict()
+    from perfsuite.storage.files import atomic_write_text, document, load_document
+
+    # Through the versioned document too.
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"why-{os.getpid()}.why.json"
+    try:
+        atomic_write_text(path, document("why", [r.to_dict()]))
+        assert WhyResult.from_dict(load_document(path, "why")[0]).explained == pytest.approx(0.7)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def test_rounds_are_averaged_and_an_op_missing_from_a_window_counts_zero_there():
+    merged = {o["name"]: o for o in merge_rounds([[op("x", 10), op("y", 4)], [op("x", 20)]])}
+    assert merged["x"]["self_cpu_us"] == 15 and merged["y"]["self_cpu_us"] == 2 and merged["y"]["calls"] == 0.5
+
+
+class FakeSide(ProfiledSide):
+    """Canned operators and a step time; logs the order of its requests."""
+
+    def __init__(self, label, ops, step_s, log, clock):
+        self.label, self.params, self.ops, self.step_s, self.log, self.clock = label, {}, ops, step_s, log, clock
+
+    def profile(self, steps):
+        self.log.append(("profile", self.label))
+        return self.ops
+
+    def time(self, n):
+        self.log.append(("time", self.label))
+        self.clock[0] += self.step_s * n
+        return self.step_s * n
+
+    def memory(self):
+        return {"host_peak_delta_bytes": 0}
+
+
+def test_the_sides_are_profiled_and_timed_interleaved_a_b_then_b_a():
+    log, clock = [], [0.0]
+    a = FakeSide("A", [op("aten::mm", 100)], 1e-3, log, clock)
+    b = FakeSide("B", [op("aten::mm", 100), op("aten::tanh", 30)], 1.03e-3, log, clock)
+    r = why("w", "cpu", "test", a, b, lambda: clock[0], steps=2, rounds=4)
+    profiles = [who for what, who in log if what == "profile"]
+    assert profiles == ["A", "B", "B", "A", "A", "B", "B", "A"]
+    timed = [who for what, who in log if what == "time"][2:]  # after one step of each to size blocks
+    assert timed[:4] == ["A", "B", "B", "A"] and len(timed) % 2 == 0
+    assert r.listed[0].name == "aten::tanh" and r.explained == pytest.approx(1.0)
+    assert r.notes == []  # a 3% difference is not called noise
+
+
+def test_profile_ops_counts_one_steps_operators():
+    import torch
+
+    from perfsuite.profiling.ops import profile_ops
+
+    x = torch.randn(64, 64)
+
+    def step():
+        torch.tanh(x @ x)
+
+    rows = {r["name"]: r for r in profile_ops(step, steps=3)}
+    assert rows["aten::tanh"]["calls"] == 1 and rows["aten::mm"]["calls"] == 1
+    assert rows["aten::tanh"]["shapes"] == "[[64, 64]]" and rows["aten::tanh"]["self_cpu_bytes"] == 64 * 64 * 4
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(tmp_path):
+    out = tmp_path / "a.why.json"
+    res = subprocess.run([sys.executable, "-m", "perfsuite", "why", "activation", "--vary", "impl=custom,builtin",
+                          "-p", "numel=65536", "--device", "cpu", "--threads", "1", "--steps", "3", "--rounds", "2",
+                          "--json", str(out)], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "explained" in res.stdout and "_SwishInput" in res.stdout
+    (doc,) = json.loads(out.read_text())["results"]
+    marks = {r["name"]: r["mark"] for r in doc["rows"]}
+    # The hand-written autograd Function's forward and backward run on A only; torch's silu on B only.
+    assert marks["_SwishInput"] == GONE and marks["_SwishInputBackward"] == GONE
+    assert marks["aten::silu"] == NEW and marks["aten::silu_backward"] == NEW
+    rep = subprocess.run([sys.executable, "-m", "perfsuite", "report", str(out), "--out-dir", str(tmp_path / "rep")],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    page = (tmp_path / "rep" / "summary.md").read_text()
+    assert "## Why: operators that changed" in page and "`aten::silu`" in page
