@@ -81,8 +81,8 @@ def print_why(r, console) -> None:
     key = "cuda_peak_delta_bytes" if r.device.startswith("cuda") else "host_peak_delta_bytes"
     where = "CUDA max allocated" if r.device.startswith("cuda") else "host RSS"
     if mem is not None:
-        console.print(Text(f"peak memory of a step ({where} above its start): A {fmt_bytes(a.memory[key])}, "
-                           f"B {fmt_bytes(b.memory[key])}, B - A {_signed_bytes(mem)}"))
+        console.print(Text(f"peak memory of a step ({where} above its start): A {fmt_bytes(a.memory[key])}; "
+                           f"B {fmt_bytes(b.memory[key])}; B - A {_signed_bytes(mem)}"))
     grew = [f"{row.name} {row.shapes} {_signed_bytes(row.delta_bytes)}" for row in r.grew[:5]]
     if grew:
         console.print(Text("operators whose allocations grew: " + "; ".join(grew)))
