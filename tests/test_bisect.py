@@ -297,3 +297,17 @@ def test_bisect_bad_input_is_exit_2_naming_what_is_wrong(tmp_path):
         res = perfsuite(root, "bisect", *args, "--device", "cpu", timeout=120)
         assert res.returncode == 2 and message in res.stderr, (args, res.stdout, res.stderr)
     assert _worktrees(root) == 1
+
+
+def test_a_stored_bisection_log_comes_back_with_the_same_answer():
+    from perfsuite.storage.files import load_document
+
+    # Written by `perfsuite bisect` on the slow test's 16-commit history (a tanh at commit 11, a
+    # broken import at commit 7), kept to fail here when a change stops reading it.
+    (d,) = load_document(Path(__file__).parent / "data" / "stored" / "bisect-doc1.json", "bisect")
+    state = Bisection.from_dict(d)
+    assert state.next_commit() is None
+    answer = state.answer()
+    assert answer.to_dict() == d["answer"]
+    assert answer.commit.subject == "model: scratch tanh in forward" and answer.probe.median_ratio > 2
+    assert [c.subject for c, _ in answer.skipped] == ["model: import a module that does not exist"]

@@ -128,3 +128,42 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
     assert rep.returncode == 0, rep.stdout + rep.stderr
     page = (tmp_path / "rep" / "summary.md").read_text()
     assert "## Why: operators that changed" in page and "`aten::silu`" in page
+
+
+def test_a_stored_why_document_comes_back_with_the_same_rows():
+    from perfsuite.storage.files import load_document
+
+    # Written by bisect's why on the slow test's history: good against the commit adding a tanh.
+    (d,) = load_document(REPO / "tests" / "data" / "stored" / "why-doc1.json", "why")
+    r = WhyResult.from_dict(d)
+    assert r.to_dict() == d  # rows, explained share and memory recomputed from the sides as stored
+    assert r.listed[0].name == "aten::tanh" and r.listed[0].mark == NEW
+
+
+@pytest.mark.slow
+def test_why_base_lists_the_new_operator_of_a_users_commit_first_and_bad_input_is_exit_2(tmp_path):
+    from test_bisect import SLOW_FWD, SLOW_FWD_NEW, SLOW_INIT, SLOW_INIT_NEW, _commit, _project, _worktrees
+
+    root = _project(tmp_path)
+    model = root / "myproj" / "model.py"
+    model.write_text(model.read_text().replace(SLOW_INIT, SLOW_INIT_NEW).replace(SLOW_FWD, SLOW_FWD_NEW))
+    _commit(root, "a tanh in forward")
+
+    def why_cli(*args):
+        return subprocess.run([sys.executable, "-m", "perfsuite", "why", "tiny_mlp", "-p", "batch_size=32",
+                               "--device", "cpu", "--threads", "1", "--steps", "2", "--rounds", "2", *args],
+                              cwd=root, env=_env(), capture_output=True, text=True, timeout=300)
+
+    out = tmp_path / "t.why.json"
+    res = why_cli("--base", "HEAD~1", "--json", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    (doc,) = json.loads(out.read_text())["results"]
+    assert doc["rows"][0]["name"] == "aten::tanh" and doc["rows"][0]["mark"] == NEW, doc["rows"][:3]
+    assert doc["a"]["label"] == "base HEAD~1" and doc["b"]["label"] == "working tree"
+    assert _worktrees(root) == 1
+    for args, message in ((("--base", "nosuch"), "--base nosuch: no such commit"),
+                          (("--base", "HEAD", "--vary", "width=128,256"), "not allowed with argument"),
+                          (("--vary", "width=128"), "exactly two values"),
+                          (("--base", "HEAD", "--json", str(out)), "file exists")):
+        res = why_cli(*args)
+        assert res.returncode == 2 and message in res.stderr, (args, res.stderr)

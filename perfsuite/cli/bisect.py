@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.core.errors import ConfigError
+from perfsuite.core.errors import ConfigError, PerfsuiteError
 
 
 def bisect_command(args, console) -> int:
@@ -100,7 +100,7 @@ def _save(state, log: Path, answer=None) -> None:
 def _logged(state, probe, log: Path, console) -> None:
     _save(state, log)
     c = next(c for c in state.commits if c.sha == probe.sha)
-    what = probe.outcome if probe.outcome != "skipped" else f"skipped ({probe.error.splitlines()[0]})"
+    what = probe.outcome if probe.outcome != "skipped" else f"skipped ({(probe.error.splitlines() or [''])[0]})"
     console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {c.subject}: {what}"
                        + (f", {_effect(probe)}" if probe.verdict else "") + f" [{probe.seconds:.0f}s]"))
     threshold = (probe.verdict or {}).get("threshold", 0.0)
@@ -125,8 +125,12 @@ def _why(w, params, repo, rel, good, named, device, args, log: Path, console) ->
     from perfsuite.compare.why_sides import why_commits
     from perfsuite.storage.files import atomic_write_text, document
 
-    result = why_commits(w, params, repo, rel, good, named, device, threads=args.threads, steps=args.steps,
-                         rounds=args.rounds, top=args.top)
+    try:
+        result = why_commits(w, params, repo, rel, good, named, device, threads=args.threads, steps=args.steps,
+                             rounds=args.rounds, top=args.top)
+    except PerfsuiteError as exc:  # the commit is named and logged already: its exit status stands
+        console.print(Text(f"why could not profile the two sides: {exc}", style="yellow"))
+        return
     print_why(result, console)
     out = log.with_name(log.name.removesuffix(".json").removesuffix(".bisect") + ".why.json")
     atomic_write_text(out, document("why", [result.to_dict()]))
