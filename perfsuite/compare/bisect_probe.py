@@ -1,9 +1,11 @@
 """Bisect's contact with git and the gate: the first-parent commits between two revisions, and a
 prober that measures one commit against the good revision.
 
-Each probe is the gate itself (perfsuite.compare.gate.gate_checkouts): the good revision and the
-candidate, each checked out in a temporary git worktree and run in side processes of their own,
-interleaved, judged by the gate's sequential test; one case, so its own test decides. The good
+Each probe is the gate itself: the gate's two arms (perfsuite.compare.gate.GateArms) through the
+one case loop (perfsuite.run.execute.run_cases), with the good revision as the base arm and the
+candidate as the new one, each checked out in a temporary git worktree and run in side processes
+of their own, interleaved, judged by the gate's sequential test; one case, so its own test (and
+Benjamini-Hochberg over one p value) decides. The good
 revision's worktree is made once and kept for the whole bisection; a candidate's lives for its
 probe. A candidate whose workload file is missing, or whose side fails to build or run, is
 skipped with that error, as `git bisect skip` would be.
@@ -75,20 +77,30 @@ class Prober:
         self._stack.close()
 
     def __call__(self, commit: Commit) -> Probe:
-        from perfsuite.compare.gate import ALPHA, across_cases, gate_checkouts
+        from perfsuite.compare.gate import ALPHA, GateArms, across_cases
+        from perfsuite.core.case import Case
+        from perfsuite.core.config import RunConfig
+        from perfsuite.measure.timing import clock_for
+        from perfsuite.run.execute import run_cases
 
         t0 = time.monotonic()
         if not exists_at(self.repo, commit.sha, self.rel):
             return Probe(commit.sha, SKIPPED, error=f"{self.rel} does not exist at this commit")
+        fdr = self.fdr or ALPHA
         with sides.worktree(self.repo, commit.sha) as root:
-            try:
-                v = gate_checkouts(self.workload.name, self.params, self.workload.name,
-                                   (self.good_root / self.rel, self.good_root if self.user else None),
-                                   (root / self.rel, root if self.user else None),
-                                   (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.device,
-                                   self.builds, self.heap, self.threads, self.threshold, self.budget_s, 0.0,
-                                   self.fdr or ALPHA)
-            except sides.SideFailed as exc:
-                return Probe(commit.sha, SKIPPED, error=str(exc).strip()[:4000], seconds=time.monotonic() - t0)
-        (v,) = across_cases([v], self.fdr or ALPHA)
-        return Probe(commit.sha, SLOWER if v.slower else SAME, v.to_dict(), seconds=time.monotonic() - t0)
+            arms = GateArms((self.good_root / self.rel, self.good_root if self.user else None),
+                            (root / self.rel, root if self.user else None),
+                            (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.builds, self.heap,
+                            self.threads, self.threshold, fdr, sides.SideClock(clock_for(self.device, "host")))
+            out = run_cases([Case(self.workload, self.params)], RunConfig(device=self.device, max_time=self.budget_s),
+                            self.device, measure=arms)
+        if out.interrupted:  # the case loop keeps what finished; a bisection stops at Ctrl-C
+            raise KeyboardInterrupt
+        seconds = time.monotonic() - t0
+        if out.failures:  # a side that did not build or run: skipped, with its error
+            f = out.failures[0]
+            return Probe(commit.sha, SKIPPED, error=(f.get("error") or "failed")[:4000], seconds=seconds)
+        if out.unsupported:
+            raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
+        (v,) = across_cases(out.records, fdr)
+        return Probe(commit.sha, SLOWER if v.slower else SAME, v.to_dict(), seconds=seconds)

@@ -3,15 +3,21 @@
 Two revisions of one package cannot share an interpreter's module table, so each side runs in a
 side process of its own (perfsuite.compare.sides), as the gate's do; `--vary` takes the same
 road with one file and two parameter sets, so both modes profile and time alike. The side
-processes answer the "profile" and "memory" requests of perfsuite.compare.side_worker.
+processes answer the "profile" and "memory" requests of perfsuite.compare.side_worker. A
+comparison is one case measured through the one case loop (perfsuite.run.execute.run_cases)
+with `WhyArms` as its Measure.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perfsuite.compare import sides
 from perfsuite.compare.why import TOP, ProfiledSide, WhyResult, why
+from perfsuite.core.case import Case, Context, Measure
+from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
 
 
@@ -31,58 +37,94 @@ class ProcessSide(ProfiledSide):
         return self.side.request({"op": "memory", "build": 0})["memory"]
 
 
-def why_checkouts(name: str, how: str, side_a: tuple, side_b: tuple, device: str, *, threads: int | None = None,
-                  steps: int = 5, rounds: int = 4, top: int = TOP) -> WhyResult:
-    """`side_a`, `side_b`: (label, workload file, the checkout its project's code must come from or
-    None, resolved params). One process each, started, profiled, timed and stopped here."""
-    from perfsuite.measure.timing import clock_for
+@dataclass(frozen=True)
+class WhyArms(Measure):
+    """A case measured as a differential profile: side A and side B, each (label, workload file,
+    the checkout its project's code must come from or None), one process each; `vary`
+    (key, a, b) gives the sides two values of one parameter, else both take the case's."""
 
-    running: list[sides.Side] = []
-    try:
-        built = []
-        for label, file, root, params in (side_a, side_b):
-            # The heap as malloc keeps it: a held heap would hide the step's memory from its peak RSS.
-            s = sides.Side(label, file, name, params, device, 1, "default", threads, root)
-            running.append(s)
-            built.append(ProcessSide(s, params))
-        return why(name, device, how, built[0], built[1], clock_for(device, "host").now, steps, rounds, top)
-    finally:
-        for s in running:
-            s.close()
+    side_a: tuple
+    side_b: tuple
+    how: str
+    vary: tuple | None = None
+    threads: int | None = None
+    steps: int = 5
+    rounds: int = 4
+    top: int = TOP
+    kind = "why"
+
+    def variants(self, case: Case) -> list[dict]:
+        if self.vary is None:
+            return [dict(case.params)]
+        key, a, b = self.vary
+        return [{**case.params, key: a}, {**case.params, key: b}]
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> WhyResult:
+        from perfsuite.measure.timing import clock_for
+
+        params = [case.workload.resolve(v) for v in self.variants(case)]
+        if len(params) == 1:  # two revisions: both sides take the case's parameters
+            params *= 2
+        running: list[sides.Side] = []
+        try:
+            built = []
+            for (label, file, root), p in zip((self.side_a, self.side_b), params):
+                # The heap as malloc keeps it: a held heap would hide the step's memory from its peak RSS.
+                s = sides.Side(label, file, case.workload.name, p, cfg.device, 1, "default", self.threads, root)
+                running.append(s)
+                built.append(ProcessSide(s, p))
+            return why(case.workload.name, cfg.device, self.how, built[0], built[1], clock_for(cfg.device, "host").now,
+                       self.steps, self.rounds, self.top)
+        finally:
+            for s in running:
+                s.close()
 
 
-def why_revision(workload, params: dict, base_ref: str, device: str, **kw) -> WhyResult:
+def compare(workload, params: dict, arms: WhyArms, device: str) -> WhyResult:
+    """One comparison through the case loop; a side that fails is an error naming it (exit 2)."""
+    from perfsuite.run.execute import run_cases
+
+    out = run_cases([Case(workload, params)], RunConfig(device=device), device, measure=arms)
+    if out.interrupted:
+        raise KeyboardInterrupt
+    if out.unsupported:
+        raise ConfigError(f"{workload.name}: {out.unsupported[0][1]}")
+    if out.failures:
+        raise ConfigError(f"why {workload.name}: {out.failures[0]['error']}")
+    return out.records[0]
+
+
+def why_revision(workload, params: dict, base_ref: str, device: str, **kw: Any) -> WhyResult:
     """The workload at `base_ref` (A, from a temporary worktree) against the working tree (B)."""
     file_now = sides.workload_file(workload.source, workload.name)
     repo = sides.git_root(file_now.parent)
     commit = sides.resolve_commit(base_ref, repo)
-    resolved = workload.resolve(params)
     user = bool(workload.source)  # perfsuite's own workloads run beside the current core (docs/gate.md)
     with sides.worktree(repo, commit) as base_root:
         file_base = sides.file_in(repo, base_root, file_now)
         if not file_base.exists():
             raise ConfigError(f"--base {base_ref}: {file_base.relative_to(base_root)} does not exist at that "
                               "revision")
-        return why_checkouts(workload.name, f"--base {base_ref}",
-                             (f"base {base_ref}", file_base, base_root if user else None, resolved),
-                             ("working tree", file_now, repo if user else None, resolved), device, **kw)
+        arms = WhyArms((f"base {base_ref}", file_base, base_root if user else None),
+                       ("working tree", file_now, repo if user else None), f"--base {base_ref}", **kw)
+        return compare(workload, params, arms, device)
 
 
 def why_commits(workload, params: dict, repo: Path, rel_file: Path, commit_a: str, commit_b: str, device: str,
-                **kw) -> WhyResult:
+                **kw: Any) -> WhyResult:
     """Two commits of the workload's repository, each from its own temporary worktree (bisect's
     good revision against the commit it named)."""
-    resolved = workload.resolve(params)
     user = bool(workload.source)
     with sides.worktree(repo, commit_a) as root_a, sides.worktree(repo, commit_b) as root_b:
-        return why_checkouts(workload.name, f"{commit_a[:12]}..{commit_b[:12]}",
-                             (commit_a[:12], root_a / rel_file, root_a if user else None, resolved),
-                             (commit_b[:12], root_b / rel_file, root_b if user else None, resolved), device, **kw)
+        arms = WhyArms((commit_a[:12], root_a / rel_file, root_a if user else None),
+                       (commit_b[:12], root_b / rel_file, root_b if user else None),
+                       f"{commit_a[:12]}..{commit_b[:12]}", **kw)
+        return compare(workload, params, arms, device)
 
 
-def why_vary(workload, params: dict, key: str, a, b, device: str, **kw) -> WhyResult:
+def why_vary(workload, params: dict, key: str, a, b, device: str, **kw: Any) -> WhyResult:
     """Two values of one parameter of the working tree's workload."""
     file_now = sides.workload_file(workload.source, workload.name)
-    pa, pb = workload.resolve({**params, key: a}), workload.resolve({**params, key: b})
-    return why_checkouts(workload.name, f"--vary {key}={a},{b}", (f"{key}={a}", file_now, None, pa),
-                         (f"{key}={b}", file_now, None, pb), device, **kw)
+    arms = WhyArms((f"{key}={a}", file_now, None), (f"{key}={b}", file_now, None), f"--vary {key}={a},{b}",
+                   vary=(key, a, b), **kw)
+    return compare(workload, params, arms, device)
