@@ -63,7 +63,8 @@ def bisect_and_why(sub) -> None:
                     help="torch threads in the sides (default torch's own; 1 on a loaded CPU machine)")
     bi.add_argument("--heap", choices=("steady", "default"), default="steady", help="as the gate's (default steady)")
     bi.add_argument("--log", type=Path, default=None,
-                    help="the log of probes, resumed when it exists (default .perfsuite/bisect/WORKLOAD-GOOD-BAD.json)")
+                    help="the log of probes, resumed when it exists "
+                         "(default .perfsuite/bisect/WORKLOAD-GOOD-BAD.bisect.json)")
     bi.add_argument("--no-why", action="store_true", help="do not profile the commit it names")
     why_options(bi)
 

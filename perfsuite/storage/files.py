@@ -391,8 +391,9 @@ def _read_records(p: Path) -> tuple[list[Record], list[str]]:
     return out, problems
 
 
-# Files a folder of results also holds that are not results: paired and precision comparisons,
-# differential profiles and bisection logs (read by `report` as documents of their kind) and a suite run's configuration and checks.
+# Files a folder of results also holds that are not results: paired and precision comparisons and
+# differential profiles (read by `report` as documents of their kind), bisection logs, and a suite
+# run's configuration and checks.
 NOT_RESULTS_SUFFIXES = (".amp.json", ".pair.json", ".why.json", ".bisect.json")
 SUITE_CONFIG = "run-config.json"
 SUITE_CHECKS = "checks.json"  # only beside a run-config.json: elsewhere the name is the user's
