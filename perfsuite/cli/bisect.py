@@ -43,7 +43,7 @@ def bisect_command(args, console) -> int:
     log = args.log or Path(".perfsuite") / "bisect" / f"{w.name}-{good[:10]}-{bad[:10]}.bisect.json"
     _resume(state, log, console)
 
-    probes = max(1, math.ceil(math.log2(len(commits) + 1)))
+    probes = math.ceil(math.log2(len(commits)))  # bad is known slower once confirmed: halve the rest
     console.print(Text(f"bisecting {len(commits)} first-parent commit(s) of {repo} after {good[:12]} up to "
                        f"{bad[:12]}: about {probes} probe(s) after confirming --bad, {args.budget:g}s each plus "
                        f"start-up; log {log}"))
