@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
+from perfsuite.run.checks import need
 from perfsuite.workloads.base import BuiltStep, Workload
 
 
@@ -28,6 +29,46 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
                                         flops_method="analytic"))
 
 
+def mar_perfect_and_example(device: str = "cpu") -> str:
+    import torch
+
+    from perfsuite.training.mar import mar_at_k
+
+    # Ten classes of 100 codes, each class its own direction: every neighbour shares the class.
+    labels = torch.arange(10).repeat_interleave(100)
+    codes = torch.nn.functional.one_hot(labels, 16).float() + 0.01 * torch.randn(1000, 16)
+    perfect = mar_at_k(codes.to(device), labels.to(device), 5)
+    need(abs(perfect - 1.0) < 1e-6, f"perfectly clustered codes give MAR@5 = {perfect:.4f}, not 1")
+    # Random codes: a neighbour shares the class about one time in ten.
+    chance = mar_at_k(torch.randn(1000, 16).to(device), labels.to(device), 5)
+    need(0.02 < chance < 0.3, f"random codes give MAR@5 = {chance:.3f}, expected about 0.1")
+    return f"1.0 for perfectly clustered codes, {chance:.2f} for random ones (chance: 0.1)"
+
+
+def _checks() -> dict[str, list[tuple[str, Callable[[str], str]]]]:
+    acts = []
+    for fn in ("swish", "mish"):
+        for save in ("input", "input+sigmoid"):
+            acts.append((f"gradcheck {fn} save={save}", lambda d, fn=fn, save=save: activation_gradcheck(fn, save, d)))
+            acts.append((f"{fn} save={save} = builtin",
+                         lambda d, fn=fn, save=save: activation_matches_builtin(fn, save, d)))
+
+    def training(w):
+        return [("AMP keeps the loss", lambda d: amp_loss_agreement(w, d)),
+                ("resume is bit-exact", lambda d: resume_bit_exact(w, d)),
+                ("early stopping", lambda d: early_stopping(w, d))]
+
+    return {
+        "activation": acts,
+        "autoencoder": training("autoencoder"),
+        "resnet": training("resnet"),
+        "checkpoint": [("resume is bit-exact (resnet)", lambda d: resume_bit_exact("resnet", d))],
+        "matmul": [(f"{dt} = float64 reference", lambda d, dt=dt: matmul_agrees(dt, d))
+                   for dt in ("fp32", "bf16")],
+        "mar": [("MAR@k's best is 1", mar_perfect_and_example)],
+    }
+
+
 WORKLOAD = register(
     Workload(
         name="mar",
@@ -39,5 +80,7 @@ WORKLOAD = register(
             Param("k", int, 5, min=1),
         ),
         builder=build,
+        checks={"MAR@k's best is 1": mar_perfect_and_example},
+        grids={"ci": {"n": [1000]}, "cpu": {"n": [1000, 10000]}, "gpu": {"n": [1000, 10000]}},
     )
 )
