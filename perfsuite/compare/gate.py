@@ -318,7 +318,7 @@ def gate_sides(new, cases: list[dict], label, args, device: str, threads: int | 
             for c in cases:
                 # A user's project must import its own code from each side's checkout; perfsuite's own
                 # workloads run, by design, beside the current perfsuite core (no check).
-                user = bool(new.source)
+                user = not new.builtin
                 base, now = _side_processes(sides, (file_base, base_root if user else None),
                                             (file_now, repo if user else None), (f"base {args.base_ref}", "working tree"),
                                             new.name, new.resolve(c), device, args.builds, args.heap, threads,

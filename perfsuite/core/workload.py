@@ -7,6 +7,7 @@ the concrete workloads in perfsuite/workloads/.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from perfsuite.core.errors import ConfigError
@@ -105,6 +106,14 @@ class Workload:
         if unknown:
             raise ConfigError(f"workload {self.name!r}: asv has no key {unknown[0]!r}; known keys: "
                               + ", ".join(f"{k} ({v})" for k, v in ASV_KEYS.items()))
+
+    @property
+    def builtin(self) -> bool:
+        """One of perfsuite's own: declared in a file of perfsuite/workloads/ (the same API and
+        discovery as a user's, but not the user's code: the gate runs it beside the current core)."""
+        if not self.source:
+            return True
+        return Path(self.source.rsplit(":", 1)[0]).resolve().parent == Path(__file__).resolve().parents[1] / "workloads"
 
     def grid(self, size: str = "ci") -> dict[str, list]:
         """The front-ends' parameter grid at `size`: the declared one ("ci" when that size has
