@@ -30,6 +30,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 
 
 def mar_perfect_and_example(device: str = "cpu") -> str:
+    """MAR@k is 1 for codes that cluster perfectly by class, and about chance for random ones."""
     import torch
 
     from perfsuite.training.mar import mar_at_k
@@ -43,30 +44,6 @@ def mar_perfect_and_example(device: str = "cpu") -> str:
     chance = mar_at_k(torch.randn(1000, 16).to(device), labels.to(device), 5)
     need(0.02 < chance < 0.3, f"random codes give MAR@5 = {chance:.3f}, expected about 0.1")
     return f"1.0 for perfectly clustered codes, {chance:.2f} for random ones (chance: 0.1)"
-
-
-def _checks() -> dict[str, list[tuple[str, Callable[[str], str]]]]:
-    acts = []
-    for fn in ("swish", "mish"):
-        for save in ("input", "input+sigmoid"):
-            acts.append((f"gradcheck {fn} save={save}", lambda d, fn=fn, save=save: activation_gradcheck(fn, save, d)))
-            acts.append((f"{fn} save={save} = builtin",
-                         lambda d, fn=fn, save=save: activation_matches_builtin(fn, save, d)))
-
-    def training(w):
-        return [("AMP keeps the loss", lambda d: amp_loss_agreement(w, d)),
-                ("resume is bit-exact", lambda d: resume_bit_exact(w, d)),
-                ("early stopping", lambda d: early_stopping(w, d))]
-
-    return {
-        "activation": acts,
-        "autoencoder": training("autoencoder"),
-        "resnet": training("resnet"),
-        "checkpoint": [("resume is bit-exact (resnet)", lambda d: resume_bit_exact("resnet", d))],
-        "matmul": [(f"{dt} = float64 reference", lambda d, dt=dt: matmul_agrees(dt, d))
-                   for dt in ("fp32", "bf16")],
-        "mar": [("MAR@k's best is 1", mar_perfect_and_example)],
-    }
 
 
 WORKLOAD = register(

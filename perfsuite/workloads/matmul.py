@@ -46,6 +46,7 @@ MATMUL_TOL = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 2e-3}
 
 
 def matmul_agrees(dtype: str, device: str = "cpu", n: int = 128) -> str:
+    """The product agrees with a float64 reference within the dtype's tolerance."""
     import torch
 
     g = torch.Generator().manual_seed(0)
