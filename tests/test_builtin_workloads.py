@@ -144,3 +144,15 @@ def test_the_declaration_reaches_every_place_in_process():
     assert w.builtin and w.report is not None and w.grid("ci")["shape"] == ["tiny"]
     assert [n for n, _ in checks_for("matmul")] == ["fp32 = float64 reference", "bf16 = float64 reference"]
     assert registry.get("resnet").asv == {"processes": 3, "amp": True}
+
+
+def test_asv_reads_the_working_trees_declarations_whichever_perfsuite_is_installed(tree):
+    """asv runs today's benchmarks against perfsuite as installed at an older commit: the grids
+    come from the working tree (here the copy, which has square.py) in a fresh interpreter, not
+    from the perfsuite this process imported (this checkout's, which has no square)."""
+    from benchmarks import _suite
+
+    here = _suite._asv.declared("ci")
+    there = _suite._asv.declarations(tree, "ci")
+    assert "square" not in here and there["square"]["grid"] == {"n": [16, 32]}
+    assert there["resnet"] == here["resnet"] and there["resnet"]["processes"] == 3
