@@ -192,6 +192,16 @@ def test_a_name_that_clashes_with_a_builtin_names_both_places(tmp_path):
     ("@perfsuite.workload(params={'n': {1: 2}})\ndef w(n, device):\n    pass\n", "parameter 'n': default"),
     ("@perfsuite.workload(params={})\ndef w(n, device):\n    pass\n", "parameter 'n' of w has no declared value"),
     ("@perfsuite.workload(params={'n': [1, 'a']})\ndef w(n, device):\n    pass\n", "parameter 'n'"),
+    ("@perfsuite.workload(params={'n': 4}, grids={'ci': {'m': [1]}})\ndef w(n, device):\n    pass\n",
+     "grids['ci'] names parameter 'm'"),
+    ("@perfsuite.workload(params={'n': 4}, grids={'ci': {'n': ['a']}})\ndef w(n, device):\n    pass\n",
+     "grids['ci']: parameter 'n' expects int"),
+    ("@perfsuite.workload(params={'n': 4}, grids={'huge': {}})\ndef w(n, device):\n    pass\n",
+     "grids has no size 'huge'"),
+    ("@perfsuite.workload(params={'n': 4}, asv={'proceses': 2})\ndef w(n, device):\n    pass\n",
+     "asv has no key 'proceses'"),
+    ("@perfsuite.workload(params={'n': 4}, checks={'agrees': 3})\ndef w(n, device):\n    pass\n",
+     "check 'agrees' is not callable"),
 ])
 def test_a_bad_declaration_is_exit_2_naming_the_workload_and_the_parameter(tmp_path, source, message):
     root = _project_with(tmp_path, "import perfsuite\n\n" + source)

@@ -19,7 +19,10 @@ def register(workload: Workload) -> Workload:
         _capture.append(workload)
         return workload
     if workload.name in _REGISTRY:
-        first = _REGISTRY[workload.name].source or "perfsuite's built-in workloads"
+        earlier = _REGISTRY[workload.name]
+        first = earlier.source
+        if earlier.builtin:
+            first = "perfsuite's built-in workloads" + (f" ({earlier.source})" if earlier.source else "")
         raise ConfigError(f"workload {workload.name!r} is declared twice: in {first} and in "
                           f"{workload.source or 'perfsuite'}; rename one of them")
     _REGISTRY[workload.name] = workload
