@@ -18,7 +18,8 @@ def test_bf16_keeps_the_loss_and_reports_speed_and_memory():
                              pairs=6, steps=10, cfg=FAST)
     assert res.accuracy_ok, res.verdict()
     assert res.verdict().startswith("speed-up ")
-    assert len(res.pair_ratios) == 6 and res.speedup > 0
+    # up to 6 pairs within max_time (at least 2): the comparison honours its budget
+    assert 2 <= len(res.pair_ratios) <= 6 and res.speedup > 0
     # bf16 autocast saves half-width activations for backward.
     assert 0 < res.memory_ratio < 1.0
     # On CPU nothing is sampled and there is no host/device verdict.

@@ -32,5 +32,16 @@ def test_pairs_alternate_order_and_count():
 def test_budget_with_a_minimum_of_pairs():
     ta, _ = interleaved_blocks(a, b, FakeClock(step_s=1.0), 1, budget_s=0.5)
     assert len(ta) == 6
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValueError, match="pairs, budget_s or both"):
         interleaved_blocks(a, b, FakeClock(step_s=1.0), 1)
+
+
+def test_pairs_capped_by_the_budget():
+    """Both given (an amp entry's pairs within its max_time): whichever ends first, at least
+    min_pairs; each pair costs 2 s on this clock."""
+    ta, _ = interleaved_blocks(a, b, FakeClock(step_s=1.0), 1, pairs=20, budget_s=7.0, min_pairs=2)
+    assert len(ta) == 4
+    ta, _ = interleaved_blocks(a, b, FakeClock(step_s=1.0), 1, pairs=3, budget_s=100.0, min_pairs=2)
+    assert len(ta) == 3
+    ta, _ = interleaved_blocks(a, b, FakeClock(step_s=1.0), 1, pairs=20, budget_s=0.0, min_pairs=2)
+    assert len(ta) == 2

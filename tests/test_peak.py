@@ -14,6 +14,7 @@ from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Work
+from perfsuite.measure import runner
 from perfsuite.measure.runner import _peak_for, run_case
 
 PEAK = {"flops_per_s": {"fp32": 50e12, "tf32": 400e12, "bf16": 800e12, "fp16": 790e12},
@@ -48,7 +49,7 @@ def test_cuda_peak_has_four_roofs_with_tf32_forced_per_roof(monkeypatch, tf32_on
     import torch
 
     seen = []
-    monkeypatch.setattr(peak, "run_case", _fake_run_case(seen))
+    monkeypatch.setattr(runner, "run_case", _fake_run_case(seen))
     p = peak.measure_peak(RunConfig(), {"gpu_name": "Fake H100"}, "cuda:0")
     assert list(p["flops_per_s"]) == ["fp32", "tf32", "bf16", "fp16"] == list(peak.roofs("cuda:0"))
     matmuls = [(params["dtype"], tf32) for name, params, tf32 in seen if name == "matmul"]
@@ -62,7 +63,7 @@ def test_cuda_peak_has_four_roofs_with_tf32_forced_per_roof(monkeypatch, tf32_on
 
 def test_cpu_peak_is_fp32_and_bf16_and_leaves_tf32_alone(monkeypatch, tf32_on):
     seen = []
-    monkeypatch.setattr(peak, "run_case", _fake_run_case(seen))
+    monkeypatch.setattr(runner, "run_case", _fake_run_case(seen))
     p = peak.measure_peak(RunConfig(), {"cpu_model": "Test CPU", "torch_threads": 2}, "cpu")
     assert list(p["flops_per_s"]) == ["fp32", "bf16"] == list(peak.roofs("cpu"))
     assert all(tf32 is True for _, _, tf32 in seen)

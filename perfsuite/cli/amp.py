@@ -8,14 +8,14 @@ from perfsuite.core.errors import PerfsuiteError
 
 
 def cmd_amp(args, console) -> int:
-    from perfsuite.compare.amp import compare_precisions
+    from perfsuite.compare.amp import Amp
     from perfsuite.core import registry
-    from perfsuite.core.config import resolve_device
+    from perfsuite.core.config import RunConfig, resolve_device
     from perfsuite.core.params import single_values
     from perfsuite.core.units import fmt_bytes, fmt_seconds
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.run.execute import Case, Events, run_cases
     from perfsuite.stats.summary import median
-    from perfsuite.storage.files import atomic_write_text, document
+    from perfsuite.storage.files import DocumentWriter
 
     workload = registry.get(args.workload)
     if workload.trainer is None:  # the comparison trains from the workload's declared trainer
@@ -29,22 +29,32 @@ def cmd_amp(args, console) -> int:
         raise PerfsuiteError(f"--precisions expects two of fp32, bf16, fp16, got {args.precisions!r}")
     if args.pairs < 2 or args.steps < 5:
         raise PerfsuiteError("--pairs must be >= 2 and --steps >= 5")
-    if args.out is not None and args.out.exists():
-        raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
     device = resolve_device(args.device)
-    for p in precisions:
-        workload.check({**given, "precision": p}, device)
+    case = Case(workload, given)
+    measure = Amp(precisions[0], precisions[1], pairs=args.pairs, steps=args.steps, loss_tolerance=args.loss_tol)
+    for variant in measure.variants(case):
+        workload.check(variant, device)
+    writer = DocumentWriter(args.out, "amp") if args.out is not None else None
     console.print(f"{workload.name} {given or ''} on {device}: {precisions[0]} vs {precisions[1]}, "
-                  f"{args.pairs} interleaved pairs, {args.steps}-step loss check", highlight=False)
-    res = compare_precisions(workload.name, given, device, clock_for(device), precisions[0], precisions[1],
-                             pairs=args.pairs, steps=args.steps, loss_tolerance=args.loss_tol)
-    console.print(Text(f"  step time: {fmt_seconds(median(res.time_a_s))} ({res.precision_a}) vs "
-                       f"{fmt_seconds(median(res.time_b_s))} ({res.precision_b})"))
-    console.print(Text(f"  saved for backward: {fmt_bytes(res.saved_bytes_a)} vs {fmt_bytes(res.saved_bytes_b)} "
-                       f"(ratio {res.memory_ratio:.2f})"))
-    console.print(Text("  " + res.verdict(), style="green" if res.accuracy_ok else "bold red"))
-    if line := res.bound_line():
-        console.print(Text("  where the time went: " + line))
-    if args.out is not None:
-        atomic_write_text(args.out, document("amp", [res.to_dict()]))
-    return 0 if res.accuracy_ok else 3  # a case that failed its check, not a slowdown
+                  f"up to {args.pairs} interleaved pairs in {args.max_time:g}s, {args.steps}-step loss check",
+                  highlight=False)
+
+    class Show(Events):
+        def done(self, case, res) -> None:
+            console.print(Text(f"  step time: {fmt_seconds(median(res.time_a_s))} ({res.precision_a}) vs "
+                               f"{fmt_seconds(median(res.time_b_s))} ({res.precision_b})"))
+            console.print(Text(f"  saved for backward: {fmt_bytes(res.saved_bytes_a)} vs "
+                               f"{fmt_bytes(res.saved_bytes_b)} (ratio {res.memory_ratio:.2f})"))
+            console.print(Text("  " + res.verdict(), style="green" if res.accuracy_ok else "bold red"))
+            if line := res.bound_line():
+                console.print(Text("  where the time went: " + line))
+
+        def failed(self, case, failure) -> None:
+            console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
+
+    out = run_cases([case], RunConfig(device=device, max_time=args.max_time), device, measure=measure,
+                    writer=writer, events=Show())
+    if out.interrupted:
+        return 130
+    # A comparison that failed, or whose accuracy check failed: a failed case, not a slowdown.
+    return 0 if out.records and all(r.accuracy_ok for r in out.records) else 3

@@ -33,60 +33,83 @@ def gate_command(args, console) -> int:
         return gate_revisions(args, console, new, device, threads)
 
 
+class _GateEvents:
+    """Prints what happens to each gated case; the verdicts themselves come after
+    Benjamini-Hochberg has run across the cases."""
+
+    def __init__(self, console, done=None) -> None:
+        self.console, self.on_done = console, done
+
+    def start(self, case) -> None:
+        pass
+
+    def done(self, case, result) -> None:
+        if self.on_done is not None:
+            self.on_done(case, result)
+
+    def failed(self, case, failure) -> None:
+        self.console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
+
+    def skipped(self, case, reason) -> None:
+        self.console.print(Text(f"skipped {case.label}: {reason}", style="yellow"))
+
+    def traced(self, case, trace, table) -> None:
+        pass
+
+
 def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
+    """Every case through the one case loop (perfsuite.run.execute.run_cases): the self-check,
+    learning floors or the gate itself are only what one case measures."""
     from perfsuite.compare import gate as g
-    from perfsuite.core.errors import Unsupported
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.core.config import RunConfig
     from perfsuite.core.params import expand_sweep, parse_assignments
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.run.execute import Case, run_cases
     from perfsuite.storage.files import atomic_write_text, document, load_document
 
-    clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
     in_process = args.slowdown is not None  # the self-check times both arms here; a gate drives side processes
     how = (f"{args.budget:g}s per case, {args.builds} " + ("build(s)" if in_process else "process(es)") + " per side, "
            + (f"{threads} torch thread(s)" if threads else "torch's own threads")
            + (f", heap {heap.state()['heap']}" if in_process else f", heap {args.heap} in each side process"))
-    cases = expand_sweep(parse_assignments(args.param, new.params, new.name))
-    runnable = []
-    for case in cases:
-        try:
-            new.check(case, device)
-            runnable.append(case)
-        except Unsupported as exc:
-            console.print(Text(f"skipped {new.name} {case}: {exc}", style="yellow"))
-    label = lambda case: f"{new.name}[{','.join(f'{k}={v}' for k, v in new.resolve(case).items())}]"  # noqa: E731
+    cases = [Case(new, c) for c in expand_sweep(parse_assignments(args.param, new.params, new.name))]
 
     if args.slowdown is not None:
         if not 0 < args.slowdown < 1 or args.trials < 1:
             raise PerfsuiteError("--slowdown must be in (0, 1) and --trials >= 1")
-        out = []
-        for case in runnable:
-            res = g.power_and_false_alarms(lambda: new.build(case, device).fn, clock, args.slowdown,
-                                           args.trials, args.budget, args.threshold, args.builds)
+        clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
+
+        def show(case, res) -> None:
             res["threads"] = threads
             res["heap"] = heap.state()
             lo, hi = g.wilson_interval(res["caught"], res["trials"])
             flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
             console.print(Text(
-                f"{label(case)}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
+                f"{case.label}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
                 f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
                 f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {how}"))
-            out.append({"case": label(case), **res})
+
+        measure = g.SelfCheck(args.slowdown, args.trials, args.threshold, args.builds, clock)
+        out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
+                        events=_GateEvents(console, show))
         if args.json:
-            atomic_write_text(args.json, document("gate-selfcheck", out))
-        return 0
+            atomic_write_text(args.json, document("gate-selfcheck", out.records, out.failures))
+        return _ended(out, 0)
 
     floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
     if args.learn_floor:
-        for case in runnable:
-            floors[label(case)] = g.floor_sides(new, case, device, args.learn_floor, args.budget / 3, args.builds,
-                                                args.heap, threads)
-            console.print(Text(f"{label(case)}: noise floor {floors[label(case)]:.2%}"))
+        def learned(case, floor) -> None:
+            floors[case.label] = floor
+            console.print(Text(f"{case.label}: noise floor {floor:.2%}"))
+
+        measure = g.NoiseFloor(args.learn_floor, args.builds, args.heap, threads)
+        out = run_cases(cases, RunConfig(device=device, max_time=args.budget / 3), device, measure=measure,
+                        events=_GateEvents(console, learned))
         args.floors.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.floors, document("noise-floors", floors))
-        return 0
+        return _ended(out, 0)
 
-    verdicts = g.gate_sides(new, runnable, label, args, device, threads, floors)
-    for v in verdicts:
+    out = g.gate_sides(new, [c.params for c in cases], args, device, threads, floors, events=_GateEvents(console))
+    for v in out.records:
         looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
         console.print(Text(f"{v.label}: median ratio {v.run.median:.3f} over {len(v.run.ratios)} pairs in "
                            f"{looks['seconds']:.1f}s ({v.run.faults_per_pair:.0f} page faults a pair), "
@@ -96,5 +119,12 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
                            style="bold red" if v.slower else ""))
     console.print(Text(how))
     if args.json:
-        atomic_write_text(args.json, document("gate", [v.to_dict() for v in verdicts]))
-    return 1 if any(v.slower for v in verdicts) else 0
+        atomic_write_text(args.json, document("gate", [v.to_dict() for v in out.records], out.failures))
+    return _ended(out, 1 if any(v.slower for v in out.records) else 0)
+
+
+def _ended(out, code: int) -> int:
+    """Ctrl-C: 130; a confirmed slowdown: 1; else a case that failed: 3 (it was not gated)."""
+    if out.interrupted:
+        return 130
+    return code or (3 if out.failures else 0)

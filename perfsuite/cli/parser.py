@@ -129,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     amp.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     amp.add_argument("--device", default="auto")
     amp.add_argument("--precisions", default="fp32,bf16", help="A,B (default fp32,bf16)")
-    amp.add_argument("--pairs", type=int, default=20, help="interleaved A/B block pairs (default 20)")
+    amp.add_argument("--pairs", type=int, default=20, help="interleaved A/B block pairs, at most (default 20)")
+    amp.add_argument("--max-time", type=_positive_float("--max-time"), default=20.0,
+                     help="seconds for warm-up and the interleaved pairs (at least 2 pairs; default 20)")
     amp.add_argument("--steps", type=int, default=30, help="training steps of the loss check (default 30)")
     amp.add_argument("--loss-tol", type=_positive_float("--loss-tol"), default=0.05,
                      help="allowed relative difference of the final losses (default 0.05)")

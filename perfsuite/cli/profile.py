@@ -14,12 +14,12 @@ from perfsuite.core.params import single_values
 def profile_step_command(args, console) -> int:
     import shlex
 
-    import torch
 
     from perfsuite.core import registry
     from perfsuite.core.config import resolve_device
     from perfsuite.profiling.step_marking import nsight_commands, process_range
     from perfsuite.training.setup import training_setup
+    from perfsuite.measure.timing import synchronize
     from perfsuite.training.step import make_train_step
 
     w = registry.get(args.workload)
@@ -38,7 +38,7 @@ def profile_step_command(args, console) -> int:
     else:  # any other step (a user's): the whole step is the one range
         built = w.build(params, device)
         plain = marked = built.fn
-    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    sync = lambda: synchronize(device)  # noqa: E731
     for _ in range(k):
         plain()
     sync()  # nothing from the warm-up steps may run inside the marked range

@@ -51,6 +51,75 @@ class ConsoleEvents:
         self.console.print(Text(f"trace: {trace}  top operators: {table}"))
 
 
+class ConsoleSuiteEvents:
+    """Prints a suite's progress: its correctness checks, each entry's cases, what was refused."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+
+    def checks_started(self, workloads: list[str]) -> None:
+        self.console.print(Text(f"correctness checks before timing ({', '.join(workloads)}; `checks: false` in the "
+                                "suite or --no-checks skips them)"), highlight=False)
+
+    def check_done(self, result) -> None:
+        self.console.print(Text(result.line(), style="" if result.ok else "bold red"), highlight=False)
+
+    def refused(self, entry: str, why: str, todo: int, finished: int) -> None:
+        self.console.print(Text(f"skip {entry} ({todo} case(s)): {why}", style="bold red"), highlight=False)
+        if finished:
+            self.console.print(Text(f"warning {entry}: {finished} case(s) in this folder were measured before its "
+                                    "check failed; they stay, but the step they timed may be wrong", style="yellow"),
+                               highlight=False)
+
+    def entry_started(self, entry: str, kind: str, todo: int) -> None:
+        pass
+
+    def case_events(self, entry: str):
+        return _EntryEvents(self.console, entry)
+
+
+class _EntryEvents:
+    """One suite entry's cases, each line prefixed with the entry's name."""
+
+    def __init__(self, console, entry: str) -> None:
+        self.console, self.entry = console, entry
+
+    def start(self, case) -> None:
+        self.console.print(Text(f"{self.entry}: {case.label}"), highlight=False)
+
+    def done(self, case, result) -> None:
+        from perfsuite.core.record import Record
+        from perfsuite.measure.workers import describe
+
+        if isinstance(result, Record):
+            line = describe(result)  # a case measured in worker processes: its between-process spread
+        else:
+            line = _comparison_line(result)
+        if line:
+            self.console.print(Text(f"{self.entry}: {line}"), highlight=False)
+
+    def failed(self, case, failure) -> None:
+        self.console.print(Text(f"failed {self.entry} {case.label}: {failure['error']}", style="red"))
+
+    def skipped(self, case, reason) -> None:
+        self.console.print(Text(f"skip {self.entry} {case.label}: {reason}", style="yellow"))
+
+    def traced(self, case, trace, table) -> None:
+        pass
+
+
+def _comparison_line(result) -> str | None:
+    """One line for a pair or a precision comparison."""
+    if hasattr(result, "time_ratio"):
+        ci = result.time_ratio_ci
+        ci_txt = "" if ci is None else f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
+        saved = "" if result.saved_ratio is None else f"; saved for backward {result.a}/{result.b} = {result.saved_ratio:.2f}"
+        return f"time {result.a}/{result.b} = {result.time_ratio:.3f}{ci_txt} over {len(result.ratios)} pairs{saved}"
+    if hasattr(result, "verdict"):
+        return result.verdict()
+    return None
+
+
 def cmd_run(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -194,7 +263,8 @@ def _run_suite(args, console) -> int:
             from perfsuite.measure import heap
             heap.apply(args.heap)
         with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
-            res = run_suite(suite, out, console, retry_failed=args.retry_failed, peak_file=args.peak_file,
+            res = run_suite(suite, out, ConsoleSuiteEvents(console), retry_failed=args.retry_failed,
+                            peak_file=args.peak_file,
                             settings={"cpus": args.cpus, "threads": args.threads,
                                       **({"heap": args.heap} if args.heap else {})})
     except KeyboardInterrupt:

@@ -16,16 +16,17 @@ means nothing.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
 from perfsuite.stats import summary as stats
 from perfsuite.measure.bound import Bound, where_time_went
+from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.measure.interleave import interleaved_blocks
 from perfsuite.measure.nvml import NvmlSampler
 from perfsuite.measure.saved import saved_tensor_bytes
-from perfsuite.measure.timing import Clock
+from perfsuite.measure.timing import Clock, clock_for
 from perfsuite.measure.runner import calibrate
 
 # NVML's utilisation is an average over its last sample period (1/6 s to 1 s by board), and the
@@ -111,8 +112,7 @@ class AmpComparison:
     @classmethod
     def from_dict(cls, d: dict) -> "AmpComparison":
         """Back from to_dict(): the raw fields; derived numbers are recomputed, not read."""
-        raw = {k: v for k, v in d.items() if k not in cls.DERIVED}
-        return cls(**raw)
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -123,10 +123,13 @@ class AmpComparison:
 
 
 def interleaved_times(step_a: Callable, step_b: Callable, clock: Clock, pairs: int, cfg: RunConfig):
-    """Warm both, then `pairs` pairs of blocks in A B / B A alternation; per-step seconds each,
-    and the block size used."""
+    """Warm both, then up to `pairs` pairs of blocks in A B / B A alternation, within
+    `cfg.max_time` from the start of warm-up (at least 2 pairs); per-step seconds each, and the
+    block size used."""
+    start = clock.now()
     n = calibrate([step_a, step_b], clock, cfg).block_size
-    ta, tb = interleaved_blocks(step_a, step_b, clock, n, pairs=pairs)
+    left = max(cfg.max_time - (clock.now() - start), 0.0)
+    ta, tb = interleaved_blocks(step_a, step_b, clock, n, pairs=pairs, budget_s=left, min_pairs=2)
     return ta, tb, n
 
 
@@ -221,3 +224,24 @@ def compare_precisions(
         loss_tolerance=loss_tolerance, steps=steps, nvml_a=nvml_a, nvml_b=nvml_b,
         losses_a=[float(x) for x in losses_a], losses_b=[float(x) for x in losses_b],
     )
+
+
+@dataclass(frozen=True)
+class Amp(Measure):
+    """A case measured as a precision comparison (perfsuite.run.execute.run_cases checks both
+    precisions before anything runs; the case's max_time bounds the interleaved pairs)."""
+
+    precision_a: str
+    precision_b: str
+    pairs: int = 20
+    steps: int = 30
+    loss_tolerance: float = 0.05
+    kind = "amp"
+
+    def variants(self, case: Case) -> list[dict]:
+        return [{**case.params, "precision": p} for p in (self.precision_a, self.precision_b)]
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> AmpComparison:
+        return compare_precisions(case.workload.name, dict(case.params), cfg.device, ctx.clock or clock_for(cfg.device),
+                                  self.precision_a, self.precision_b, pairs=self.pairs, steps=self.steps,
+                                  loss_tolerance=self.loss_tolerance, cfg=cfg)

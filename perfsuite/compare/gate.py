@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 from perfsuite.stats import sequential
 
 from perfsuite.stats import summary as stats
+from perfsuite.core.case import Case, Context, Measure
+from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.measure.interleave import interleaved_blocks
 from perfsuite.measure import heap
@@ -296,45 +298,101 @@ def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, devi
     return a, b
 
 
-def gate_sides(new, cases: list[dict], label, args, device: str, threads: int | None, floors: dict) -> list[GateVerdict]:
-    """Gate each case of `new` at `args.base_ref` against the working tree, each side in processes
-    of its own in its own checkout (perfsuite.compare.sides); every case's processes are started,
-    gated and stopped before the next case's; Benjamini-Hochberg then runs across the cases."""
+@dataclass(frozen=True)
+class GateArms(Measure):
+    """A case measured as the gate's two arms: the workload from the base revision's checkout and
+    from the working tree, each side in `builds` processes of its own (perfsuite.compare.sides),
+    started, gated for the case's budget and stopped before the next case's."""
+
+    file_base: Any  # (workload file, the checkout its project's code comes from, or None)
+    file_now: Any
+    labels: tuple[str, str]
+    builds: int
+    heap_mode: str
+    threads: int | None
+    threshold: float
+    fdr: float
+    clock: Clock
+    floors: dict = field(default_factory=dict)
+    kind = "gate"
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> GateVerdict:
+        from perfsuite.compare import sides
+
+        running: list = []
+        try:
+            base, now = _side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
+                                        case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running)
+            v = gate_case(GateCase(case.label, [s.steps[0] for s in base], [s.steps[0] for s in now],
+                                   self.floors.get(case.label, 0.0)), self.clock, self.threshold, cfg.max_time, self.fdr)
+            # The faults that matter happen in the sides' timed blocks, not in this process.
+            v.run = replace(v.run, faults_per_pair=sum(s.faults for s in running) / max(len(v.run.ratios), 1))
+            return v
+        finally:
+            for s in running:
+                s.close()
+
+
+def gate_sides(new, cases: list[dict], args, device: str, threads: int | None, floors: dict, events=None):
+    """Gate each case of `new` at `args.base_ref` against the working tree through the one case
+    loop (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across
+    the cases that were gated. Returns run_cases' Outcome: `records` holds the verdicts, a case
+    whose side failed to build or crashed is in `failures`."""
     from perfsuite.compare import sides
     from perfsuite.measure.timing import clock_for
+    from perfsuite.run.execute import run_cases
 
     file_now = sides.workload_file(new.source, new.name)
     repo = sides.git_root(file_now.parent)
     commit = sides.resolve_commit(args.base_ref, repo)
-    clock = sides.SideClock(clock_for(device, "host"))
-    out: list[GateVerdict] = []
     with sides.worktree(repo, commit) as base_root:
         file_base = sides.file_in(repo, base_root, file_now)
         if not file_base.exists():
             raise PerfsuiteError(f"--base {args.base_ref}: {file_base.relative_to(base_root)} does not exist at "
                                  "that revision")
-        running: list = []
-        try:
-            for c in cases:
-                # A user's project must import its own code from each side's checkout; perfsuite's own
-                # workloads run, by design, beside the current perfsuite core (no check).
-                user = not new.builtin
-                base, now = _side_processes(sides, (file_base, base_root if user else None),
-                                            (file_now, repo if user else None), (f"base {args.base_ref}", "working tree"),
-                                            new.name, new.resolve(c), device, args.builds, args.heap, threads,
-                                            running)
-                v = gate_case(GateCase(label(c), [s.steps[0] for s in base], [s.steps[0] for s in now],
-                                       floors.get(label(c), 0.0)), clock, args.threshold, args.budget, args.fdr)
-                # The faults that matter happen in the sides' timed blocks, not in this process.
-                v.run = replace(v.run, faults_per_pair=sum(s.faults for s in running) / max(len(v.run.ratios), 1))
-                out.append(v)
-                for s in running:
-                    s.close()
-                running.clear()
-        finally:
-            for s in running:
-                s.close()
-    return across_cases(out, args.fdr)
+        # A user's project must import its own code from each side's checkout; perfsuite's own
+        # workloads run, by design, beside the current perfsuite core (no check).
+        user = not new.builtin
+        arms = GateArms((file_base, base_root if user else None), (file_now, repo if user else None),
+                        (f"base {args.base_ref}", "working tree"), args.builds, args.heap, threads, args.threshold,
+                        args.fdr, sides.SideClock(clock_for(device, "host")), floors)
+        out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=args.budget), device,
+                        measure=arms, events=events)
+    across_cases(out.records, args.fdr)
+    return out
+
+
+@dataclass(frozen=True)
+class SelfCheck(Measure):
+    """A case measured as the gate's self-check: its power against an injected slowdown and its
+    false alarms on unchanged code, both arms in this process (power_and_false_alarms)."""
+
+    fraction: float
+    trials: int
+    threshold: float
+    builds: int
+    clock: Clock
+    kind = "gate-selfcheck"
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> dict:
+        res = power_and_false_alarms(lambda: case.workload.build(dict(case.params), cfg.device).fn, self.clock,
+                                     self.fraction, self.trials, cfg.max_time, self.threshold, self.builds)
+        return {"case": case.label, **res}
+
+
+@dataclass(frozen=True)
+class NoiseFloor(Measure):
+    """A case measured as its noise floor: the working tree against itself (floor_sides)."""
+
+    runs: int
+    builds: int
+    heap_mode: str
+    threads: int | None
+    kind = "noise-floors"
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> float:
+        return floor_sides(case.workload, dict(case.params), cfg.device, self.runs, cfg.max_time, self.builds,
+                           self.heap_mode, self.threads)
 
 
 def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds: int, heap_mode: str,

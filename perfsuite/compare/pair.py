@@ -4,14 +4,16 @@ of bytes autograd saves for backward."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
-
-from perfsuite.stats import summary as stats
 from perfsuite.compare.gate import paired_ratios
-from perfsuite.measure.saved import saved_tensor_bytes
-from perfsuite.measure.timing import Clock
+from perfsuite.core.case import Case, Context, Measure
+from perfsuite.core.config import RunConfig
 from perfsuite.core.workload import Workload
+from perfsuite.measure.saved import saved_tensor_bytes
+from perfsuite.measure.timing import Clock, clock_for
+from perfsuite.stats import summary as stats
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,9 @@ class PairResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PairResult":
-        """Back from to_dict(): the raw fields; derived numbers are recomputed, not read."""
-        return cls(**{k: v for k, v in d.items() if k not in cls.DERIVED})
+        """Back from to_dict(): the raw fields; derived numbers are recomputed, not read (a suite's
+        document adds the case and the suite's name beside them)."""
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -59,3 +62,21 @@ def pair(workload: Workload, params: dict, vary: str, a, b, device: str, clock: 
     return PairResult(workload.name, shared, vary, str(a), str(b), run.ratios, saved[0], saved[1])
 
 
+
+
+@dataclass(frozen=True)
+class Pair(Measure):
+    """A case measured as a pair: `vary` at `a` against `b`, interleaved for the case's budget
+    (perfsuite.run.execute.run_cases checks both variants before anything runs)."""
+
+    vary: str
+    a: Any
+    b: Any
+    kind = "pair"
+
+    def variants(self, case: Case) -> list[dict]:
+        return [{**case.params, self.vary: self.a}, {**case.params, self.vary: self.b}]
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> PairResult:
+        clock = ctx.clock or clock_for(cfg.device, "host")
+        return pair(case.workload, dict(case.params), self.vary, self.a, self.b, cfg.device, clock, cfg.max_time)

@@ -134,10 +134,9 @@ def parse_assignments(items: Iterable[str], specs: Iterable[Param], workload: st
 
 def expand_sweep(values: Mapping[str, list]) -> list[dict[str, Any]]:
     """Cartesian product of value lists, in the order given (last key varies fastest)."""
-    cases: list[dict[str, Any]] = [{}]
-    for key, options in values.items():
-        cases = [{**case, key: v} for case in cases for v in options]
-    return cases
+    import itertools
+
+    return [dict(zip(values, combo)) for combo in itertools.product(*values.values())]
 
 
 def single_values(params: list[str], workload) -> dict:

@@ -26,7 +26,7 @@ import time
 _BEFORE_LAYOUT = {"perfsuite.core.registry": "perfsuite.registry", "perfsuite.core.errors": "perfsuite.errors",
                   "perfsuite.core.config": "perfsuite.config", "perfsuite.measure.env": "perfsuite.env",
                   "perfsuite.run.execute": "perfsuite.execute", "perfsuite.measure.runner": "perfsuite.runner",
-                  "perfsuite.compare.amp": "perfsuite.training.amp_compare"}
+                  "perfsuite.compare.amp": "perfsuite.training.amp_compare", "perfsuite.core.params": "perfsuite.params"}
 
 
 def _module(name: str):
@@ -37,20 +37,23 @@ def _module(name: str):
             raise
         return importlib.import_module(_BEFORE_LAYOUT[name])
 
-_CUDA = None
+_SYNC = None
 
 
 def device_timer() -> float:
-    """perf_counter that first waits for queued CUDA work, so asv's clock sees device time."""
-    global _CUDA
-    if _CUDA is None:
-        import torch
+    """perf_counter that first waits for queued device work (perfsuite.measure.timing.synchronize),
+    so asv's clock sees device time."""
+    global _SYNC
+    if _SYNC is None:
+        device = _module("perfsuite.core.config").resolve_device("auto")
+        timing = _module("perfsuite.measure.timing")
+        if hasattr(timing, "synchronize"):
+            _SYNC = lambda: timing.synchronize(device)  # noqa: E731
+        else:  # a commit older than timing.synchronize: the same wait, spelled out
+            import torch
 
-        _CUDA = torch.cuda.is_available()
-    if _CUDA:
-        import torch
-
-        torch.cuda.synchronize()
+            _SYNC = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    _SYNC()
     return time.perf_counter()
 
 
@@ -100,15 +103,13 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
     except PerfsuiteError as exc:
         return {"_skip": str(exc)}
     device = resolve_device("auto")
-    cases: list[dict] = [{}]
-    for key, values in grid.items():
-        cases = [{**c, key: v} for c in cases for v in values]
+    cases = _module("perfsuite.core.params").expand_sweep(grid)
     try:
         Case = _module("perfsuite.run.execute").Case
         Events = _module("perfsuite.run.execute").Events
         run_cases = _module("perfsuite.run.execute").run_cases
-    except ImportError:  # a commit older than perfsuite.run.execute
-        return _measure_cases_before_execute(w, cases, names, device, max_time)
+    except ImportError as exc:  # a commit older than the one case loop: nothing comparable to measure
+        return {"_skip": f"this commit predates perfsuite's one case loop: {exc}"}
 
     result: dict = {}
 
@@ -137,26 +138,6 @@ def _config(RunConfig, device: str, max_time: float, processes: int):
     if processes > 1 and "processes" in {f.name for f in dataclasses.fields(RunConfig)}:
         return RunConfig(device=device, max_time=max_time, processes=processes)
     return RunConfig(device=device, max_time=max_time)
-
-
-def _measure_cases_before_execute(w, cases: list[dict], names: list, device: str, max_time: float) -> dict:
-    RunConfig = _module("perfsuite.core.config").RunConfig
-    fingerprint = _module("perfsuite.measure.env").fingerprint
-    run_case = _module("perfsuite.measure.runner").run_case
-
-    _, Unsupported = _errors()
-    env = fingerprint()
-    out: dict = {}
-    for case in cases:
-        key = _key(case[n] for n in names)
-        try:
-            _check(w, case, device)
-            out[key] = run_case(w, case, RunConfig(device=device, max_time=max_time), env=env).to_dict()
-        except Unsupported as exc:
-            out[key] = {"_skip": str(exc)}
-        except Exception as exc:  # noqa: BLE001
-            out[key] = {"_skip": f"failed: {type(exc).__name__}: {exc}"}
-    return out
 
 
 def _cached_case(cache: dict, params) -> dict:
@@ -257,36 +238,47 @@ AMP_STEPS = 20
 def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_STEPS, max_time: float = 5.0,
                 params: dict | None = None) -> dict:
     """`perfsuite amp` of every (workload, precision) in `grid` against fp32, at the `size`
-    preset (and `params`, for tests); each comparison's to_dict() keyed by the grid's values, or
-    a skip with its reason."""
+    preset (and `params`, for tests), through perfsuite's one case loop (run_cases measuring
+    compare.amp.Amp); each comparison's to_dict() keyed by the grid's values, or a skip with its
+    reason."""
     RunConfig = _module("perfsuite.core.config").RunConfig
     resolve_device = _module("perfsuite.core.config").resolve_device
-    clock_for = _module("perfsuite.measure.timing").clock_for
 
-    PerfsuiteError, Unsupported = _errors()
+    PerfsuiteError, _ = _errors()
     try:
-        compare_precisions = _module("perfsuite.compare.amp").compare_precisions
-    except ImportError as exc:  # a commit older than the comparison
-        return {"_skip": f"no AMP comparison in this commit: {exc}"}
+        execute = _module("perfsuite.run.execute")
+        Amp = _module("perfsuite.compare.amp").Amp
+    except (ImportError, AttributeError) as exc:  # a commit older than the comparison in the case loop
+        return {"_skip": f"no AMP comparison through the case loop in this commit: {exc}"}
     device = resolve_device("auto")
     out: dict = {}
-    for workload in grid["workload"]:
-        for precision in grid["precision"]:
-            key = _key((workload, precision))
+    for precision in grid["precision"]:
+        cases, keys = [], {}
+        for workload in grid["workload"]:
             try:
                 w = _workload_or_skip(workload)
-                case = {"size": size, **(params or {})}
-                for p in ("fp32", precision):
-                    _check(w, {**case, "precision": p}, device)
-                res = compare_precisions(workload, case, device, clock_for(device), "fp32", precision,
-                                         pairs=pairs, steps=steps, cfg=RunConfig(device=device, max_time=max_time))
-                out[key] = res.to_dict()
-            except (Unsupported, NotImplementedError) as exc:
-                out[key] = {"_skip": str(exc)}
-            except PerfsuiteError as exc:
-                out[key] = {"_skip": f"{type(exc).__name__}: {exc}"}
-            except Exception as exc:  # noqa: BLE001 - a failed case is a skip with its reason
-                out[key] = {"_skip": f"failed: {type(exc).__name__}: {exc}"}
+            except NotImplementedError as exc:
+                out[_key((workload, precision))] = {"_skip": str(exc)}
+                continue
+            cases.append(execute.Case(w, {"size": size, **(params or {})}))
+            keys[id(cases[-1])] = _key((workload, precision))
+
+        class Keep(execute.Events):  # a failed or unsupported case is a skip with its reason; the rest go on
+            def done(self, case, res):
+                out[keys[id(case)]] = res.to_dict()
+
+            def failed(self, case, failure):
+                out[keys[id(case)]] = {"_skip": f"failed: {failure['error']}"}
+
+            def skipped(self, case, reason):
+                out[keys[id(case)]] = {"_skip": reason}
+
+        try:
+            execute.run_cases(cases, RunConfig(device=device, max_time=max_time), device,
+                              measure=Amp("fp32", precision, pairs=pairs, steps=steps), events=Keep())
+        except PerfsuiteError as exc:  # a size or parameter this commit's workload does not accept
+            for case in cases:
+                out[keys[id(case)]] = {"_skip": f"{type(exc).__name__}: {exc}"}
     return out
 
 

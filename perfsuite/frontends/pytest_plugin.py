@@ -35,51 +35,77 @@ def pytest_benchmark_update_machine_info(config, machine_info) -> None:
     machine_info["perfsuite"] = fingerprint()
 
 
-def benchmark_case(benchmark, workload, params: dict, request) -> None:
-    """Measure one case of `workload` through pytest-benchmark's fixture, in pedantic mode."""
-    from perfsuite.core.config import RunConfig, resolve_device
+class Replay:
+    """A pytest-benchmark timer that reads back recorded step times: two readings per round, one
+    recorded step apart. pytest-benchmark's statistics, table, JSON and comparisons then show the
+    record's own samples."""
+
+    def __init__(self, samples) -> None:
+        self._times: list[float] = []
+        t = 0.0
+        for s in samples:
+            self._times += [t, t + s]
+            t += s
+
+    def __call__(self) -> float:
+        return self._times.pop(0)
+
+
+def measure_record(workload, params: dict, device: str, max_time: float):
+    """One case measured by perfsuite's one case loop (perfsuite.run.execute.run_cases), as
+    `perfsuite run` measures it: its record, or a skip or failure with the reason."""
+    from perfsuite.core.config import RunConfig
+    from perfsuite.measure.env import fingerprint
+    from perfsuite.run.execute import Case, run_cases
+
+    out = run_cases([Case(workload, params)], RunConfig(device=device, max_time=max_time), device,
+                    env=fingerprint(device=device))
+    if out.interrupted:
+        raise KeyboardInterrupt
+    if out.unsupported:
+        pytest.skip(out.unsupported[0][1])
+    if out.failures:
+        f = out.failures[0]
+        pytest.fail(f"{f['error']}\n{f.get('traceback') or ''}", pytrace=False)
+    return out.records[0]
+
+
+def benchmark_case(benchmark, workload, params: dict, request, group: str | None = None) -> None:
+    """Measure one case of `workload` for pytest-benchmark's fixture.
+
+    Timed: perfsuite's runner measures the case (builds rotated, calibrated blocks, the device
+    synchronised, memory, FLOPs), and its per-step samples are replayed through the fixture's timer
+    in pedantic mode, so pytest-benchmark's figures are the record's samples. perfsuite's own median
+    (`median_s` in extra_info, from the builds' medians: it carries the variance between builds)
+    and the throughput and FLOP/s computed from it may differ slightly from the pooled samples'
+    median pytest-benchmark shows. Disabled
+    (`--benchmark-disable`): the step runs once, untimed, as a smoke test."""
+    from perfsuite.core.config import resolve_device
     from perfsuite.core.errors import Unsupported
-    from perfsuite.measure.memory import HostPeakRSS
-    from perfsuite.measure.runner import calibrate
-    from perfsuite.measure.timing import PerfCounterClock
 
     device = resolve_device(request.config.getoption("--perfsuite-device"))
     try:
         workload.check(params, device)
     except Unsupported as exc:
         pytest.skip(str(exc))
-    built = workload.build(params, device)
-    if built.teardown is not None:
-        request.addfinalizer(built.teardown)
-    step = built.fn
-    if device.startswith("cuda"):
-        import torch
-
-        inner = step
-
-        def step():  # pytest-benchmark's wall clock must see the device work: host-inclusive timing
-            inner()
-            torch.cuda.synchronize(device)
-
-    benchmark.group = workload.name
-    benchmark.extra_info.update(params=workload.resolve(params), device=device, item_unit=built.work.item_unit,
-                                items_per_step=built.work.items_per_step,
-                                flops_per_step=built.work.flops_per_step)
+    benchmark.group = group or workload.name  # before pedantic(): the stats take it from there
     if benchmark.disabled:
-        # Smoke test: the fixture runs the step once, untimed; benchmark.stats stays None.
-        benchmark.pedantic(step, rounds=1, iterations=1)
+        built = workload.build(params, device)
+        if built.teardown is not None:
+            request.addfinalizer(built.teardown)
+        benchmark.pedantic(built.fn, rounds=1, iterations=1)  # benchmark.stats stays None
         return
-    max_time = request.config.getoption("--perfsuite-max-time")  # seconds per case, as everywhere
-    cal = calibrate([step], PerfCounterClock(), RunConfig(max_time=max_time))  # perfsuite's warm-up, block size
-    est, iterations = cal.step_estimate_s, cal.block_size
-    rounds = max(5, min(10_000, int(max_time * 0.6 / max(est * iterations, 1e-9))))
-    with HostPeakRSS() as mem:
-        benchmark.pedantic(step, rounds=rounds, iterations=iterations, warmup_rounds=0)
-    median = benchmark.stats.stats.median
+    rec = measure_record(workload, params, device, request.config.getoption("--perfsuite-max-time"))
     benchmark.extra_info.update(
-        throughput=built.work.items_per_step / median, throughput_unit=f"{built.work.item_unit}/s",
-        flops_per_s=None if built.work.flops_per_step is None else built.work.flops_per_step / median,
-        **mem.to_dict())
+        params=rec.params, device=rec.device, item_unit=rec.work.item_unit, items_per_step=rec.work.items_per_step,
+        flops_per_step=rec.work.flops_per_step, throughput=rec.throughput, throughput_unit=rec.throughput_unit,
+        flops_per_s=rec.flops_per_s, record_id=rec.id, median_s=rec.median_s,
+        median_ci_s=[rec.stats.ci_low, rec.stats.ci_high],
+        timing=f"perfsuite's per-step samples ({rec.timing_method}), replayed", **rec.memory)
+    # The fixture's timer is fixed when the fixture is made; a test marked
+    # @pytest.mark.benchmark(timer=...) would do the same, but a user's own test need not be.
+    benchmark._timer = Replay(rec.samples_s)
+    benchmark.pedantic(lambda: None, rounds=len(rec.samples_s), iterations=1, warmup_rounds=0)
 
 
 def case_id(params: dict) -> str:

@@ -14,14 +14,15 @@ Step = Callable[[], object]
 def interleaved_blocks(step_a: Step, step_b: Step, clock: Clock, n: int, *, pairs: int | None = None,
                        budget_s: float | None = None, min_pairs: int = 6) -> tuple[list[float], list[float]]:
     """Per-step seconds of A and of B, one value per block of `n` calls, pair by pair; runs
-    `pairs` pairs, or for `budget_s` seconds (at least `min_pairs`)."""
-    if (pairs is None) == (budget_s is None):
-        raise ValueError("give exactly one of pairs and budget_s")
+    `pairs` pairs, or for `budget_s` seconds (at least `min_pairs`), or both: up to `pairs`
+    pairs within `budget_s`."""
+    if pairs is None and budget_s is None:
+        raise ValueError("give pairs, budget_s or both")
     ta: list[float] = []
     tb: list[float] = []
     start = clock.now()
     i = 0
-    while (i < pairs) if pairs is not None else (clock.now() - start < budget_s or i < min_pairs):
+    while (pairs is None or i < pairs) and (budget_s is None or i < min_pairs or clock.now() - start < budget_s):
         if i % 2 == 0:
             a = clock.time_block(step_a, n)
             b = clock.time_block(step_b, n)

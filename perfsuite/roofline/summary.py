@@ -1,4 +1,5 @@
-"""The summary CSV (full precision: it is data) and the console's table of kernel families.
+"""The summary CSV (full precision: it is data); the console's table of kernel families is
+perfsuite.cli.roofline's.
 
 Columns: the original eleven (`id, kernel, nvtx_range, flops, dram_bytes, l2_bytes, l1_bytes,
 time_s, arithmetic_intensity, flop_per_s, bound`; `id` is a launch ID, `group` for a kernel
@@ -10,13 +11,9 @@ from __future__ import annotations
 import csv
 import io
 
-from rich.table import Table
-from rich.text import Text
-
 from perfsuite.roofline.ceilings import Ceilings
-from perfsuite.roofline.metrics import PIPE_LABEL, PIPES
+from perfsuite.roofline.metrics import PIPES
 from perfsuite.roofline.model import Point
-from perfsuite.core.units import fmt_rate, fmt_seconds
 
 SUMMARY_COLUMNS = ("id", "kernel", "nvtx_range", "flops", "dram_bytes", "l2_bytes", "l1_bytes", "time_s",
                    "arithmetic_intensity", "flop_per_s", "bound")
@@ -50,22 +47,3 @@ def summary_csv(rows: list[Point], ceilings: Ceilings, total_time: float | None 
                     _f(v.attainable), _f(v.pct), v.limiter, _f(model),
                     _f(p.flops / model if model else None)])
     return buf.getvalue()
-
-
-def _num(x: float | None, fmt: str = ".3g") -> str:
-    return "-" if x is None else format(x, fmt)
-
-
-def top_table(groups: list[Point], ceilings: Ceilings, total_time: float, n: int = 10) -> Table:
-    t = Table(title=f"top {min(n, len(groups))} of {len(groups)} kernel families by time")
-    for col in ("#", "kernel family", "launches", "time", "share", "FLOPs", "FLOP/B", "FLOP/s", "pipe",
-                "% of roof", "limiter"):
-        t.add_column(col, justify="left" if col in ("kernel family", "pipe", "limiter") else "right")
-    for i, p in enumerate(groups[:n], 1):
-        v = ceilings.judge(p)
-        flops = ("≥" if not p.exact else "") + _num(p.flops)
-        t.add_row(str(i), Text(p.kernel), str(p.launches), fmt_seconds(p.time_s), f"{100 * p.time_s / total_time:.1f}%",
-                  flops, _num(p.intensity), fmt_rate(p.flop_per_s or 0.0, "FLOP/s"),
-                  PIPE_LABEL.get(p.pipe, p.pipe) or "none", _num(v.pct, ".1f") if p.exact else "unknown",
-                  v.limiter or "-")
-    return t

@@ -1,8 +1,11 @@
 """The one place that runs cases: check -> build -> measure -> record -> failure capture -> write.
 
-`perfsuite run` (a workload's sweep or a suite's entries), the asv classes and the
-pytest-benchmark front-end all come through here, so a case is judged the same way whichever
-road it took:
+Every measured result comes through `run_cases`: `perfsuite run` (a workload's sweep or a suite's
+entries of every kind), `pair`, `amp`, `peak`, the gate's arms, the asv classes and the
+pytest-benchmark front-end. What differs between them is only *what* one case measures — a
+`Measure`: `Records` (the default: one calibrated record), `compare.pair.Pair`,
+`compare.amp.Amp`, `compare.gate.GateArms` — so a case is judged the same way whichever road it
+took:
 - every case is checked before any is measured: a bad parameter is bad input (ConfigError,
   nothing measured), a case this device cannot run is skipped with its reason;
 - a case that fails while building or measuring (out of memory, a crash in the step, a
@@ -18,37 +21,54 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.core.record import Record, case_key
-from perfsuite.core.workload import Workload
+from perfsuite.core.record import Record
+
+__all__ = [
+    "RECORDS",
+    "Case",
+    "Context",
+    "Events",
+    "Measure",
+    "Outcome",
+    "Records",
+    "check_cases",
+    "failure_entry",
+    "run_cases",
+]
 
 
-@dataclass(frozen=True)
-class Case:
-    """One case to measure: a workload and the parameters the user gave (defaults filled later)."""
+class Records(Measure):
+    """The plain road: one calibrated record per case, in this process, in worker processes
+    (`cfg.processes` > 1) or in ranks under torchrun (a distributed workload's `launcher`)."""
 
-    workload: Workload
-    params: Mapping[str, Any]
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
+        launcher = getattr(case.workload, "launcher", None)
+        if launcher is not None:  # distributed: ranks under torchrun, one record (perfsuite.distributed)
+            return launcher(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak,
+                            measured=ctx.measured, trace_dir=ctx.trace_dir)
+        if cfg.processes > 1:  # the budget spread over fresh worker processes, merged into one record
+            from perfsuite.measure.workers import run_in_workers
 
-    @property
-    def resolved(self) -> dict[str, Any]:
-        return self.workload.resolve(self.params)
+            return run_in_workers(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, clock=ctx.clock)
+        from perfsuite.measure import runner
 
-    def key(self, device: str) -> tuple:
-        return case_key(self.workload.name, self.resolved, device)
+        return runner.run_case(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, after=ctx.after,
+                               clock=ctx.clock)
 
-    @property
-    def label(self) -> str:
-        return f"{self.workload.name}[{','.join(f'{k}={v}' for k, v in self.resolved.items())}]"
+
+RECORDS = Records()
 
 
 class Events:
-    """What a front-end hears about a run; the default hears nothing."""
+    """What a front-end hears about a run; the default hears nothing. `done` receives the case's
+    result: a Record on the plain road, the measurement's own result type otherwise."""
 
     def start(self, case: Case) -> None: ...
 
-    def done(self, case: Case, record: Record) -> None: ...
+    def done(self, case: Case, record: Any) -> None: ...
 
     def failed(self, case: Case, failure: dict) -> None: ...
 
@@ -65,13 +85,14 @@ class Outcome:
     interrupted: bool = False
 
 
-def check_cases(cases: list[Case], device: str) -> dict[int, str]:
+def check_cases(cases: list[Case], device: str, measure: Measure = RECORDS) -> dict[int, str]:
     """Every case validated before any runs. Bad parameters raise ConfigError (naming the
     parameter); cases the device cannot run come back as {index: reason}."""
     unsupported = {}
     for i, case in enumerate(cases):
         try:
-            case.workload.check(case.params, device)
+            for params in measure.variants(case):
+                case.workload.check(params, device)
         except Unsupported as exc:
             unsupported[i] = str(exc)
     return unsupported
@@ -121,23 +142,22 @@ def _release_device_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, writer=None, env: dict | None = None,
-              peak: dict | None = None, events: Events | None = None, trace_dir: Path | None = None,
-              record_config: Mapping[str, Any] | None = None,
+def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measure = RECORDS, writer=None,
+              env: dict | None = None, peak: dict | None = None, events: Events | None = None,
+              trace_dir: Path | None = None, record_config: Mapping[str, Any] | None = None,
               clock=None) -> Outcome:
-    """Measure `cases` one after another on `device` (already resolved).
+    """Measure `cases` one after another on `device` (already resolved), each as `measure` says.
 
-    `writer` (a storage.ResultsWriter) receives each record or failure as soon as it exists.
-    `record_config` is merged into each record's `config` (a suite's name and digest).
-    Ctrl-C stops the run and returns with `interrupted` set: everything finished is kept.
+    `writer` (storage's ResultsWriter, or a DocumentWriter for other kinds) receives each result
+    or failure as soon as it exists. `record_config` is merged into each record's `config` (a
+    suite's name and digest). Ctrl-C stops the run and returns with `interrupted` set: everything
+    finished is kept.
     """
-    from perfsuite.measure import runner
-
     events = events or Events()
     cfg = replace(cfg, device=device)
     if cfg.processes > 1 and trace_dir is not None:
         raise ConfigError("--trace needs the step in this process; it cannot be combined with --processes > 1")
-    unsupported = check_cases(cases, device)
+    unsupported = check_cases(cases, device, measure)
     out = Outcome()
     try:
         for i, case in enumerate(cases):
@@ -146,19 +166,10 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, writer=None, en
                 events.skipped(case, unsupported[i])
                 continue
             events.start(case)
+            ctx = Context(env=env, peak=peak, clock=clock, trace_dir=trace_dir, measured=tuple(out.records),
+                          after=_tracer(case, trace_dir, device, events) if trace_dir is not None else None)
             try:
-                after = _tracer(case, trace_dir, device, events) if trace_dir is not None else None
-                launcher = getattr(case.workload, "launcher", None)
-                if launcher is not None:  # distributed: ranks under torchrun, one record (perfsuite.distributed)
-                    rec = launcher(case.workload, dict(case.params), cfg, env=env, peak=peak,
-                                   measured=tuple(out.records), trace_dir=trace_dir)
-                elif cfg.processes > 1:  # the budget spread over fresh worker processes, merged into one record
-                    from perfsuite.measure.workers import run_in_workers
-
-                    rec = run_in_workers(case.workload, dict(case.params), cfg, env=env, peak=peak, clock=clock)
-                else:
-                    rec = runner.run_case(case.workload, dict(case.params), cfg, env=env, peak=peak, after=after,
-                                          clock=clock)
+                result = measure.measure(case, cfg, ctx)
             except Unsupported as exc:  # found out only while building (e.g. a missing package)
                 out.unsupported.append((case, str(exc)))
                 events.skipped(case, str(exc))
@@ -172,12 +183,12 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, writer=None, en
                     writer.add_failure(failure)
                 events.failed(case, failure)
                 continue
-            if record_config:
-                rec = replace(rec, config={**rec.config, **record_config})
-            out.records.append(rec)
+            if record_config and isinstance(result, Record):
+                result = replace(result, config={**result.config, **record_config})
+            out.records.append(result)
             if writer is not None:
-                writer.add(rec)
-            events.done(case, rec)
+                writer.add(result, case)
+            events.done(case, result)
     except KeyboardInterrupt:
         out.interrupted = True
     return out

@@ -9,16 +9,16 @@ several times the true fp32 rate), because cuDNN runs fp32 convolutions as TF32 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
-from perfsuite.core.errors import RecordError
+from perfsuite.core.case import Case
+from perfsuite.core.errors import PerfsuiteError, RecordError
 from perfsuite.core.record import Work
-from perfsuite.measure.runner import run_case
 from perfsuite.measure.tf32 import matmul_tf32
+from perfsuite.run.execute import run_cases
 from perfsuite.storage.files import atomic_write_text
 from perfsuite.workloads.base import BuiltStep, Workload
 
@@ -68,16 +68,19 @@ def _copy_workload(nbytes: int) -> Workload:
 
 
 def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
+    """Each roof's matmul and the copy, measured through the one case loop
+    (perfsuite.run.execute.run_cases) like any other case; a roof that fails is an error naming
+    it (a peak file without that roof would mislead every fraction computed from it)."""
     kind = "cuda" if device.startswith("cuda") else "cpu"
-    cfg = replace(cfg, device=device)
     matmul = registry.get("matmul")
     flops, records = {}, []
     for roof in PEAK_DTYPES[kind]:
         with _roof_mode(roof, kind):
-            rec = run_case(matmul, {"n": MATMUL_N[kind], "dtype": _MATMUL_DTYPE.get(roof, roof)}, cfg, env=env)
+            rec = _measure_one(Case(matmul, {"n": MATMUL_N[kind], "dtype": _MATMUL_DTYPE.get(roof, roof)}), cfg, env,
+                               device, f"the {roof} roof")
         flops[roof] = rec.flops_per_s
         records.append(rec)
-    copy = run_case(_copy_workload(COPY_BYTES[kind]), {}, cfg, env=env)
+    copy = _measure_one(Case(_copy_workload(COPY_BYTES[kind]), {}), cfg, env, device, "memory bandwidth")
     records.append(copy)
     return {
         "device_key": device_key(env, device),
@@ -89,6 +92,17 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
         "torch": env.get("torch"),
         "records": [r.id for r in records],
     }
+
+
+def _measure_one(case: Case, cfg: RunConfig, env: dict, device: str, what: str):
+    out = run_cases([case], cfg, device, env=env)
+    if out.interrupted:
+        raise KeyboardInterrupt
+    if out.unsupported:
+        raise PerfsuiteError(f"peak: {what} cannot be measured on {device}: {out.unsupported[0][1]}")
+    if out.failures:
+        raise PerfsuiteError(f"peak: measuring {what} failed: {out.failures[0]['error']}")
+    return out.records[0]
 
 
 def load_peaks(path: Path) -> dict:

@@ -317,7 +317,6 @@ PLAN_BUILD_S = {  # one case's build and cold first call, by workload; "*" for t
     "cuda": {"*": 1.0, "matmul": 0.5, "resnet": 1.5, "qwen": 25.0, "dataloader": 2.0},
 }
 PLAN_ONCE_S = {"dataloader": 10.0}            # once per suite: the generated image folder
-PLAN_AMP_FIXED_S = 20.0                       # amp_compare's interleaved pairs: RunConfig(max_time=20)
 PLAN_AMP_LOSSES_S = {"cpu": 15.0, "cuda": 5.0}  # its two fresh accuracy runs (2 x steps steps)
 PLAN_CHECK_S = {  # `perfsuite check` per workload (a suite runs them before timing)
     "cpu": {"*": 2.0, "activation": 4.0, "autoencoder": 4.0, "resnet": 6.0},
@@ -383,8 +382,8 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
             extra = PLAN_ONCE_S[e.workload]
         if e.kind == "pair":  # both sides built; the budget holds the interleaved pairs
             lines.append(PlanLine(f"{e.name} (pair)", n, n * e.max_time, extra + n * 2 * build(e.workload)))
-        elif e.kind == "amp":  # a fixed comparison: its max_time does not apply
-            lines.append(PlanLine(f"{e.name} (amp)", n, n * PLAN_AMP_FIXED_S,
+        elif e.kind == "amp":  # max_time bounds warm-up and the pairs; the accuracy runs come on top
+            lines.append(PlanLine(f"{e.name} (amp)", n, n * e.max_time,
                                   extra + n * (2 * build(e.workload) + PLAN_AMP_LOSSES_S[kind])))
         elif getattr(registry.get(e.workload), "launcher", None) is not None:
             lines.append(PlanLine(f"{e.name} (torchrun)", n, n * e.max_time, extra + n * PLAN_LAUNCH_S[kind]))

@@ -122,11 +122,26 @@ DOCUMENT_KEYS = {
 }
 
 
-def document(kind: str, results) -> str:
-    """The text of a versioned document of `kind` (strict JSON)."""
+def document(kind: str, results, failures: list[dict] | None = None) -> str:
+    """The text of a versioned document of `kind` (strict JSON); `failures`: the cases that failed
+    (as perfsuite.run.execute.failure_entry writes them), kept beside the results."""
     if kind not in DOCUMENT_KEYS:
         raise ValueError(f"unknown document kind {kind!r}")
-    return dumps({"format": f"perfsuite.{kind}", "schema_version": DOCUMENT_VERSION, "results": results})
+    doc = {"format": f"perfsuite.{kind}", "schema_version": DOCUMENT_VERSION, "results": results}
+    if failures:
+        doc["failures"] = failures
+    return dumps(doc)
+
+
+def document_failures(path: str | os.PathLike) -> list[dict]:
+    """The failed cases a versioned document keeps beside its results ([] for none, or for a
+    document written before failures were kept)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return []
+    failures = doc.get("failures", []) if isinstance(doc, dict) else []
+    return [f for f in failures if isinstance(f, dict)] if isinstance(failures, list) else []
 
 
 def load_document(path: str | os.PathLike, kind: str):
@@ -242,7 +257,7 @@ class ResultsWriter:
         self.failures = [f for f in self.failures if _failure_key(f) != key]
         self._save()
 
-    def add(self, record: Record) -> None:
+    def add(self, record: Record, case=None) -> None:
         self.records.append(record)
         self._save()
 
@@ -252,6 +267,69 @@ class ResultsWriter:
 
     def _save(self) -> None:
         atomic_write_text(self.path, results_document(self.records, self.failures))
+
+
+class DocumentWriter:
+    """ResultsWriter's twin for the other measured kinds (pair, amp, gate): a versioned document
+    of `kind`, its results and its failed cases, saved atomically after each case. Each result is
+    stored with the parameters its case was given (`case`) and `extra` (a suite's name and
+    digest), so a resumed suite finds what is done by the same case key as a run entry."""
+
+    def __init__(self, path: Path, kind: str, extra: dict | None = None, *, claim: bool = True) -> None:
+        self.path, self.kind, self.extra = Path(path), kind, dict(extra or {})
+        self.results: list[dict] = []
+        self.failures: list[dict] = []
+        if claim:
+            writable_dir(self.path.parent, "output folder")
+            try:  # claimed now, exclusively, as ResultsWriter does: no earlier file is overwritten
+                fd = os.open(self.path, _NEW_FILE, 0o666)
+            except FileExistsError:
+                raise ConfigError(f"--out {self.path}: file exists; refusing to overwrite") from None
+            except OSError as exc:
+                raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(document(kind, []))
+            except BaseException:
+                os.unlink(self.path)
+                raise
+
+    @classmethod
+    def resume(cls, path: Path, kind: str, extra: dict | None = None) -> "DocumentWriter":
+        """Continue an interrupted entry's document: its results and failures are kept."""
+        path = Path(path)
+        if not path.exists():
+            return cls(path, kind, extra)
+        w = cls(path, kind, extra, claim=False)
+        w.results = list(load_document(path, kind))
+        w.failures = document_failures(path)
+        return w
+
+    def done_cases(self) -> list[dict]:
+        """The parameters of every finished case (documents written before `case` was kept
+        give their own `params`)."""
+        return [dict(r.get("case", r.get("params")) or {}) for r in self.results]
+
+    def has_failure(self, key: tuple) -> bool:
+        return any(_failure_key(f) == key for f in self.failures)
+
+    def drop_failure(self, key: tuple) -> None:
+        self.failures = [f for f in self.failures if _failure_key(f) != key]
+        self._save()
+
+    def add(self, result, case=None) -> None:
+        entry = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        if case is not None:
+            entry["case"] = dict(case.params)
+        self.results.append({**entry, **self.extra})
+        self._save()
+
+    def add_failure(self, failure: dict) -> None:
+        self.failures.append(failure)
+        self._save()
+
+    def _save(self) -> None:
+        atomic_write_text(self.path, document(self.kind, self.results, self.failures))
 
 
 def _failure_key(f: dict) -> tuple:

@@ -1,7 +1,10 @@
 """AMP in pytest-benchmark: each training workload's step in fp32 and in each lower precision, in
-one group per workload, so the table shows both side by side. The lower precision's
-`extra_info` carries the speed-up over fp32 (ratio of the two medians of this session) and the
-ratio of bytes saved for backward; `perfsuite amp` is the interleaved, drift-cancelling version.
+one group per workload, so the table shows both side by side. Each case is measured by
+perfsuite's one case loop (perfsuite.frontends.pytest_plugin.benchmark_case: run_cases, its
+samples replayed through the fixture), so its numbers are `perfsuite run`'s. The lower
+precision's `extra_info` carries the speed-up over fp32 (ratio of the two records' medians of
+this session) and the ratio of bytes saved for backward; `perfsuite amp` is the interleaved,
+drift-cancelling version.
 
 `make test` runs them once each with --benchmark-disable (one step, untimed) as a smoke test.
 """
@@ -9,54 +12,22 @@ ratio of bytes saved for backward; `perfsuite amp` is the interleaved, drift-can
 import pytest
 
 from perfsuite.core import registry
-from perfsuite.core.config import RunConfig, resolve_device
-from perfsuite.core.errors import Unsupported
-from perfsuite.measure.saved import saved_tensor_bytes
-from perfsuite.measure.timing import PerfCounterClock
-from perfsuite.measure.runner import calibrate
+from perfsuite.core.config import resolve_device
+from perfsuite.frontends.pytest_plugin import benchmark_case, measure_record
 
 # fp32 first: the lower precisions' ratios read its median.
 PRECISIONS = ("fp32", "bf16", "fp16")
 _FP32: dict[tuple, dict] = {}
 
 
-def _train_step(workload: str, params: dict, device: str):
-    """The training step `perfsuite amp` compares (the same weights and batch for every
-    precision), built without the workload's FLOP counting: this front-end needs none."""
+def _saved_bytes(workload: str, params: dict, device: str) -> int:
+    """Bytes autograd saves for backward in the training step `perfsuite amp` compares."""
+    from perfsuite.measure.saved import saved_tensor_bytes
     from perfsuite.training.setup import training_setup
     from perfsuite.training.step import make_train_step
 
     s = training_setup(workload, params, device, seed=0)
-    return make_train_step(s.parts, *s.batch(0), forward=s.forward)
-
-
-def _synchronised(fn, device: str):
-    """On CUDA each call ends with a synchronise, so the wall clock sees the device's work."""
-    if not device.startswith("cuda"):
-        return fn
-    import torch
-
-    def step():
-        fn()
-        torch.cuda.synchronize(device)
-
-    return step
-
-
-def _timed(benchmark, step, max_time):
-    cal = calibrate([step], PerfCounterClock(), RunConfig(max_time=max_time))
-    rounds = max(5, min(10_000, int(max_time * 0.6 / max(cal.step_estimate_s * cal.block_size, 1e-9))))
-    benchmark.pedantic(step, rounds=rounds, iterations=cal.block_size, warmup_rounds=0)
-    return benchmark.stats.stats.median
-
-
-def _fp32_median(step) -> float:
-    """fp32's median when its test did not run in this session (-k): measured here, briefly."""
-    from perfsuite.stats.summary import median
-
-    clock = PerfCounterClock()
-    cal = calibrate([step], clock, RunConfig(max_time=1.0))
-    return median([clock.time_block(step, cal.block_size) / cal.block_size for _ in range(5)])
+    return saved_tensor_bytes(make_train_step(s.parts, *s.batch(0), forward=s.forward))
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -67,29 +38,20 @@ def test_amp(benchmark, workload, precision, request):
     device = resolve_device(request.config.getoption("--perfsuite-device"))
     w = registry.get(workload)
     params = {"size": size, "precision": precision}
-    try:
-        w.check(params, device)
-    except Unsupported as exc:
-        pytest.skip(str(exc))
-    raw = _train_step(workload, params, device)
-    step = _synchronised(raw, device)
-
-    benchmark.group = f"amp-{workload}"
-    key = (workload, size, device)
-    benchmark.extra_info.update(params=w.resolve(params), device=device, precision=precision)
+    benchmark_case(benchmark, w, params, request, group=f"amp-{workload}")
     if benchmark.disabled:
-        benchmark.pedantic(step, rounds=1, iterations=1)
         assert benchmark.stats is None
         return
-    saved = saved_tensor_bytes(raw)
-    benchmark.extra_info["saved_bytes"] = saved
-    median = _timed(benchmark, step, request.config.getoption("--perfsuite-max-time"))
+    saved = _saved_bytes(workload, params, device)
+    benchmark.extra_info.update(precision=precision, saved_bytes=saved)  # extra_info is read at the end
+    key = (workload, size, device)
     if precision == "fp32":
-        _FP32[key] = {"median": median, "saved": saved}
+        _FP32[key] = {"median": benchmark.extra_info["median_s"], "saved": saved}
         return
-    if key not in _FP32:
-        fp32 = _train_step(workload, {**params, "precision": "fp32"}, device)
-        _FP32[key] = {"median": _fp32_median(_synchronised(fp32, device)), "saved": saved_tensor_bytes(fp32)}
+    if key not in _FP32:  # fp32's test did not run in this session (-k): measured here, briefly
+        fp32 = {**params, "precision": "fp32"}
+        _FP32[key] = {"median": measure_record(w, fp32, device, 1.0).median_s,
+                      "saved": _saved_bytes(workload, fp32, device)}
     ref = _FP32[key]
-    benchmark.extra_info.update(speedup_vs_fp32=ref["median"] / median,
+    benchmark.extra_info.update(speedup_vs_fp32=ref["median"] / benchmark.extra_info["median_s"],
                                 saved_memory_ratio_vs_fp32=saved / ref["saved"] if ref["saved"] else None)

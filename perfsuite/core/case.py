@@ -1,0 +1,65 @@
+"""One case to measure, and what measuring it means.
+
+A `Case` is a workload and the parameters the user gave; a `Measure` says what one case's
+measurement is (a calibrated record, an interleaved pair, a precision comparison, a gate's two
+arms). They sit here, below `measure/`, `compare/` and `run/`, because all three name them:
+perfsuite.run.execute.run_cases is the one loop that takes cases and a Measure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from perfsuite.core.config import RunConfig
+from perfsuite.core.record import case_key
+from perfsuite.core.workload import Workload
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case to measure: a workload and the parameters the user gave (defaults filled later)."""
+
+    workload: Workload
+    params: Mapping[str, Any]
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        return self.workload.resolve(self.params)
+
+    def key(self, device: str) -> tuple:
+        return case_key(self.workload.name, self.resolved, device)
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload.name}[{','.join(f'{k}={v}' for k, v in self.resolved.items())}]"
+
+
+class Measure:
+    """What measuring one case means. `variants` are the parameter sets the case will build (each
+    is checked before anything runs: a pair builds two, an amp comparison two precisions);
+    `measure` returns the case's result (a Record, a PairResult, ...), raising on failure."""
+
+    kind = "run"
+
+    def variants(self, case: Case) -> list[Mapping[str, Any]]:
+        return [case.params]
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Any:
+        raise NotImplementedError
+
+
+@dataclass
+class Context:
+    """What a measurement may use besides its case: the environment fingerprint, the stored peak,
+    the clock, a hook run after measuring (a trace), the records this run has measured so far."""
+
+    env: dict | None = None
+    peak: dict | None = None
+    clock: Any = None
+    after: Callable[[object], None] | None = None
+    trace_dir: Path | None = None
+    measured: tuple = ()
+
+
