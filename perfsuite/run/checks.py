@@ -26,6 +26,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -69,10 +70,11 @@ class TrainingCase:
 
 
 def training_checks(case: TrainingCase) -> dict[str, Callable[[str], str]]:
-    """The three named checks of a training workload: AMP, resume, early stopping."""
-    return {"AMP keeps the loss": lambda d: amp_loss_agreement(case, d),
-            "resume is bit-exact": lambda d: resume_bit_exact(case, d),
-            "early stopping": lambda d: early_stopping(case, d)}
+    """The three named checks of a training workload: AMP, resume, early stopping. (Partials, not
+    lambdas: a workload crosses into worker processes pickled.)"""
+    return {"AMP keeps the loss": partial(amp_loss_agreement, case),
+            "resume is bit-exact": partial(resume_bit_exact, case),
+            "early stopping": partial(early_stopping, case)}
 
 
 def _losses_at_applied_steps(setup, steps: int, label: str) -> tuple[list[float], int]:

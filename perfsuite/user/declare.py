@@ -112,6 +112,32 @@ def _built(workload: str, made: Any, device: str, fn: Callable) -> BuiltStep:
         flops_method=method if flops else None, bytes_per_step=made.bytes, dtype=made.dtype))
 
 
+@dataclass(frozen=True)
+class _Builder:
+    """The registered builder of a declared function. (Objects, not closures: a workload crosses
+    into worker processes pickled, which works wherever its module can be imported by name.)"""
+
+    name: str
+    fn: Callable
+
+    def __call__(self, resolved: Mapping[str, Any], device: str) -> BuiltStep:
+        return _built(self.name, self.fn(**resolved, device=device), device, self.fn)
+
+
+@dataclass(frozen=True)
+class _DefaultCaseCheck:
+    """`check=`: the user's check called with the default case's parameters and the device."""
+
+    name: str
+    specs: tuple
+    check: Callable
+
+    def __call__(self, device: str) -> str:
+        resolved = resolve(self.specs, {}, self.name)
+        self.check(**resolved, device=device)
+        return f"passed ({', '.join(f'{k}={v}' for k, v in resolved.items())})"
+
+
 def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = None, name: str | None = None,
              check: Callable[..., Any] | None = None, description: str | None = None,
              checks: Mapping[str, Callable[[str], Any]] | None = None,
@@ -152,17 +178,9 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
             if values:
                 sweep[pname] = values
 
-        def build(resolved: Mapping[str, Any], device: str) -> BuiltStep:
-            return _built(wname, fn(**resolved, device=device), device, fn)
-
         named = dict(checks or {})
         if check is not None:
-            def own_check(device: str) -> str:
-                resolved = resolve(specs, {}, wname)
-                check(**resolved, device=device)
-                return f"passed ({', '.join(f'{k}={v}' for k, v in resolved.items())})"
-
-            named["its own check at the default case"] = own_check
+            named["its own check at the default case"] = _DefaultCaseCheck(wname, tuple(specs), check)
         for cname, cfn in named.items():
             if not callable(cfn):
                 raise ConfigError(f"workload {wname!r}: check {cname!r} is not callable")
@@ -172,7 +190,7 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
         line = inspect.getsourcelines(fn)[1] if source != "?" else 0
         doc = description or inspect.getdoc(fn) or ""
         register(Workload(name=wname, description=doc.strip().splitlines()[0] if doc else "", params=tuple(specs),
-                          builder=build, sweep=sweep or None, source=f"{source}:{line}", checks=named or None,
+                          builder=_Builder(wname, fn), sweep=sweep or None, source=f"{source}:{line}", checks=named or None,
                           grids=grids, report=report, asv=dict(asv) if asv else None))
         return fn
 

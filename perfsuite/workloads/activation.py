@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Mapping
 
 from perfsuite.core.params import Param
@@ -92,8 +93,9 @@ def _checks() -> dict:
     out = {}
     for fn in ("swish", "mish"):
         for save in ("input", "input+sigmoid"):
-            out[f"gradcheck {fn} save={save}"] = lambda d, fn=fn, save=save: activation_gradcheck(fn, save, d)
-            out[f"{fn} save={save} = builtin"] = lambda d, fn=fn, save=save: activation_matches_builtin(fn, save, d)
+            # Partials, not lambdas: a workload crosses into worker processes pickled.
+            out[f"gradcheck {fn} save={save}"] = partial(activation_gradcheck, fn, save)
+            out[f"{fn} save={save} = builtin"] = partial(activation_matches_builtin, fn, save)
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Mapping
 
 from perfsuite.core.params import Param
@@ -68,7 +69,7 @@ WORKLOAD = register(
         ),
         builder=build,
         fp32_kernels="matmul",  # cuBLAS: its TF32 flag sets the fp32 roof
-        checks={f"{dt} = float64 reference": (lambda d, dt=dt: matmul_agrees(dt, d)) for dt in ("fp32", "bf16")},
+        checks={f"{dt} = float64 reference": partial(matmul_agrees, dt) for dt in ("fp32", "bf16")},
         grids={
             "ci": {"n": [256], "dtype": ["fp32", "bf16"]},
             "cpu": {"n": [256, 1024], "dtype": ["fp32", "bf16"]},
