@@ -380,12 +380,15 @@ def asv_size() -> str:
 
 
 def declared(size: str) -> dict:
-    """What asv needs of every registered workload, as JSON-able data: {name: {"grid", "processes",
-    "max_time", "tracks", "time" (asv can time the step here: not distributed), "amp"}}."""
+    """What asv needs of every one of perfsuite's own workloads, as JSON-able data: {name: {"grid",
+    "processes", "max_time", "tracks", "time" (asv can time the step here: not distributed),
+    "amp"}}. (A user's workloads, registered in this process or not, have `expose`.)"""
     registry = _module("perfsuite.core.registry")
     out = {}
     for name in registry.names():
         w = registry.get(name)
+        if not w.builtin:
+            continue
         settings = dict(getattr(w, "asv", None) or {})
         out[name] = {"grid": w.grid(size), "processes": int(settings.get("processes", 1)),
                      "max_time": float(settings.get("max_time", 5.0)), "tracks": list(settings.get("tracks", ())),
