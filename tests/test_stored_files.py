@@ -3,7 +3,8 @@
 tests/data/stored/ holds real outputs, each written by the commit that defined its version:
 results schema 1 (3079a15^), schema 2 (06852b7), schema 3 (now); pair, amp, gate, gate
 self-check and peaks documents (document version 1) as 06852b7 wrote them, and pair, amp and gate
-documents as today's code writes them. A change that stops reading any of them fails here.
+documents as today's code writes them, and a suite's pair document with a failed case (one road).
+A change that stops reading any of them fails here.
 """
 
 from __future__ import annotations
@@ -68,3 +69,21 @@ def test_a_gate_self_check_and_a_peaks_file_of_the_previous_code_still_read():
     peaks = load_peaks(STORED / "peaks-doc1.json")
     (entry,) = peaks.values()
     assert entry["flops_per_s"]["fp32"] > 0 and entry["bytes_per_s"] > 0
+
+
+def test_a_suite_pair_document_with_a_failed_case_resumes_by_case_key():
+    """As a suite's pair entry writes it since the one road (61ddf3d): each result with the
+    parameters its case was given and the suite's name, the failed case beside the results."""
+    from perfsuite.core import registry
+    from perfsuite.run.execute import Case
+    from perfsuite.storage.files import DocumentWriter, document_failures
+
+    path = STORED / "pair-suite-doc1-failures.json"
+    (d,) = load_document(path, "pair")
+    assert PairResult.from_dict(d).time_ratio == pytest.approx(d["time_ratio"]) and d["suite"] == "stored"
+    (failure,) = document_failures(path)
+    assert failure["params"]["numel"] == 8192 and "crashed" in failure["error"]
+    w = registry.get("activation")
+    writer = DocumentWriter.resume(path, "pair")
+    assert [Case(w, c).key("cpu") for c in writer.done_cases()] == [Case(w, {"numel": 4096}).key("cpu")]
+    assert writer.has_failure(Case(w, {"numel": 8192}).key("cpu"))

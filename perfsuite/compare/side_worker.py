@@ -72,7 +72,8 @@ def serve(inp, out, job: dict) -> int:
             return 1
         foreign = foreign_imports(Path(job["root"])) if job.get("root") else []
         if foreign:
-            _answer(out, {"error": f"this side must run the code of {job['root']}, but it imported "
+            _answer(out, {"kind": "environment",  # the user's environment, not this case: bad input
+                          "error": f"this side must run the code of {job['root']}, but it imported "
                                    f"{'; '.join(foreign)} (an installed copy of the project: an editable "
                                    "install or a regular one shadows the checkout; uninstall it, or gate "
                                    "from an environment without it)"})

@@ -21,12 +21,18 @@ import tempfile
 from pathlib import Path
 
 import perfsuite
-from perfsuite.core.errors import ConfigError
+from perfsuite.core.errors import ConfigError, PerfsuiteError
 from perfsuite.measure.timing import Clock
 
 
-class SideFailed(ConfigError):
-    """A side could not build or run its step; the message carries its error."""
+class SideFailed(PerfsuiteError):
+    """A side could not build or run its step; the message carries its error. The case's failure
+    (perfsuite.run.execute.run_cases records it and goes on to the next case)."""
+
+
+class SideEnvironmentError(ConfigError):
+    """A side runs other code than its checkout's (an installed copy of the project shadows it):
+    the environment is wrong for every case, so the gate stops with this error (exit 2)."""
 
 
 def git_root(path: Path) -> Path:
@@ -129,6 +135,8 @@ class Side:
             raise SideFailed(f"{self.label}: the side process ended (exit {self.proc.returncode}):\n{self.output()}")
         msg = json.loads(line)
         if "error" in msg:
+            if msg.get("kind") == "environment":
+                raise SideEnvironmentError(f"{self.label}: {msg['error']}")
             raise SideFailed(f"{self.label}: {msg['error']}\n{msg.get('traceback', '')}")
         return msg
 

@@ -10,7 +10,9 @@ took:
   nothing measured), a case this device cannot run is skipped with its reason;
 - a case that fails while building or measuring (out of memory, a crash in the step, a
   checkpoint that does not load) is recorded as a failure with its reason, and the rest go on:
-  one case never ends a run;
+  one case never ends a run (bad input found only while measuring — a ConfigError, such as a
+  gate side that imports an installed copy of the project — ends it, with exit 2: every case
+  would meet it; what is finished is already written);
 - each finished case is written before the next starts, so Ctrl-C loses nothing finished.
 """
 
@@ -174,6 +176,8 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
                 out.unsupported.append((case, str(exc)))
                 events.skipped(case, str(exc))
                 continue
+            except ConfigError:  # bad input (the environment, a path): every case would meet it; what
+                raise            # is finished is already with the writer
             except Exception as exc:  # noqa: BLE001 - any failure of one case is that case's, not the run's
                 failure = failure_entry(case, device, exc)
                 del exc  # the traceback holds the step's tensors: let them go before the next case

@@ -1,0 +1,155 @@
+"""False alarms and power of `perfsuite gate --base REV` on a user's workload, as a user runs it.
+
+    python scripts/gate_sides.py --trials 20 --slowdown 0.05 --out reports/gate/sides-tiny-mlp.json
+
+examples/my-project is copied into a temporary git repository. Unchanged code: a commit that
+touches only a note, gated against its parent `--trials` times (every `perfsuite gate` that says
+SLOWER is a false alarm). Slowed code: a commit whose model adds 256x256 matmuls to the forward,
+sized from an in-process timing to cost about `--slowdown` of the step, gated against its parent
+`--trials` times (power). Every gate is the real command: each side in its own processes, the
+base in a git worktree, the defaults unless given (`--max-time`, `--builds`, `--threads`).
+Rates come with Wilson 95% intervals; the machine's load average is kept beside each gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+PADDED_FORWARD = '''    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        for _ in range({count}):  # injected: about {fraction:.1%} of the step
+            torch.mm(self._pad_a, self._pad_b, out=self._pad_out)
+        return y
+'''
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True)
+
+
+def _padding_count(fraction: float, threads: int | None) -> tuple[int, float]:
+    """Matmuls of 256x256 that cost `fraction` of tiny_mlp's step (batch 32), timed here."""
+    import torch
+
+    from perfsuite.measure.timing import PerfCounterClock
+    from perfsuite.stats.summary import median
+
+    if threads:
+        torch.set_num_threads(threads)
+    sys.path.insert(0, str(ROOT / "examples" / "my-project"))
+    from myproj.model import Net
+
+    net, opt = Net(256), None
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    x, y = torch.randn(32, 256), torch.randint(0, 10, (32,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    a, b, out = torch.randn(256, 256), torch.randn(256, 256), torch.empty(256, 256)
+    clock = PerfCounterClock()
+    for _ in range(50):
+        step()
+    t_step = median([clock.time_block(step, 20) / 20 for _ in range(15)])
+    t_mm = median([clock.time_block(lambda: torch.mm(a, b, out=out), 20) / 20 for _ in range(15)])
+    count = max(1, round(fraction * t_step / t_mm))
+    return count, count * t_mm / t_step
+
+
+def _project(tmp: Path, name: str) -> Path:
+    repo = tmp / name
+    shutil.copytree(ROOT / "examples" / "my-project", repo)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    return repo
+
+
+def _gate(repo: Path, args) -> dict:
+    cmd = [sys.executable, "-m", "perfsuite", "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD~1",
+           "--device", "cpu", "--max-time", str(args.max_time), "--builds", str(args.builds)]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    json_out = repo / f"gate-{time.monotonic_ns()}.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.monotonic()
+    res = subprocess.run([*cmd, "--json", str(json_out)], cwd=repo, env=env, capture_output=True, text=True,
+                         timeout=args.max_time * 20 + 300)
+    seconds = time.monotonic() - t0
+    doc = json.loads(json_out.read_text()) if json_out.exists() else {}
+    json_out.unlink(missing_ok=True)
+    (verdict,) = doc.get("results") or [None]
+    return {"exit": res.returncode, "seconds": seconds, "load_1m": os.getloadavg()[0], "verdict": verdict,
+            "stderr": res.stderr[-2000:] if res.returncode not in (0, 1) else ""}
+
+
+def main() -> None:
+    from perfsuite.compare.gate import wilson_interval
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--slowdown", type=float, default=0.05)
+    p.add_argument("--max-time", type=float, default=15.0)
+    p.add_argument("--builds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args()
+    if args.out.exists():
+        sys.exit(f"{args.out} exists")
+
+    count, estimated = _padding_count(args.slowdown, args.threads)
+    with tempfile.TemporaryDirectory(prefix="gate-sides-") as tmp:
+        same = _project(Path(tmp), "same")
+        (same / "NOTES.md").write_text("a change that does not touch the step\n")
+        _git(same, "add", "-A")
+        _git(same, "commit", "-qm", "notes")
+        slow = _project(Path(tmp), "slow")
+        model = slow / "myproj" / "model.py"
+        text = model.read_text()
+        text = text.replace("                                        torch.nn.Linear(width, classes))\n",
+                            "                                        torch.nn.Linear(width, classes))\n"
+                            "        self._pad_a, self._pad_b = torch.randn(256, 256), torch.randn(256, 256)\n"
+                            "        self._pad_out = torch.empty(256, 256)\n")
+        start = text.index("    def forward(")
+        model.write_text(text[:start] + PADDED_FORWARD.format(count=count, fraction=estimated))
+        _git(slow, "add", "-A")
+        _git(slow, "commit", "-qm", "a slower forward")
+
+        runs = []
+        for i in range(args.trials):  # alternate, so both kinds see the same stretch of the machine's load
+            for kind, repo in (("same", same), ("slow", slow)) if i % 2 == 0 else (("slow", slow), ("same", same)):
+                r = _gate(repo, args)
+                runs.append({"kind": kind, "trial": i, **r})
+                print(f"{kind} {i}: exit {r['exit']} in {r['seconds']:.0f}s, load {r['load_1m']:.1f}"
+                      + (f", median ratio {r['verdict']['median_ratio']:.3f}" if r["verdict"] else f" {r['stderr'][-300:]}"),
+                      flush=True)
+    out = {"trials": args.trials, "slowdown_requested": args.slowdown, "matmuls_added": count,
+           "slowdown_estimated": estimated, "max_time": args.max_time, "builds": args.builds,
+           "threads": args.threads, "runs": runs}
+    for kind in ("same", "slow"):
+        mine = [r for r in runs if r["kind"] == kind]
+        flagged = sum(r["exit"] == 1 for r in mine)
+        errors = sum(r["exit"] not in (0, 1) for r in mine)
+        lo, hi = wilson_interval(flagged, len(mine))
+        out[kind] = {"flagged": flagged, "of": len(mine), "errors": errors, "ci95": [lo, hi]}
+        print(f"{'unchanged' if kind == 'same' else f'+{estimated:.1%}'}: SLOWER {flagged}/{len(mine)} "
+              f"(95% CI {lo:.0%}-{hi:.0%}), {errors} errors")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
