@@ -1,5 +1,7 @@
 """Interrupt and resume ends bit-exactly where the uninterrupted run ends (on CPU)."""
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -21,7 +23,8 @@ def _kw(setup):
 def test_resume_is_bit_exact(tmp_path, workload):
     # The same check `perfsuite check` runs: losses, weights, the RNG stream and the LR schedule
     # of an interrupted and resumed run equal the uninterrupted run's (CheckFailed otherwise).
-    assert "identical" in resume_bit_exact(workload, "cpu", steps=6 if workload == "autoencoder" else 4,
+    case = importlib.import_module(f"perfsuite.workloads.{workload}").TRAINING_CHECKS
+    assert "identical" in resume_bit_exact(case, "cpu", steps=6 if workload == "autoencoder" else 4,
                                            folder=tmp_path)
 
 

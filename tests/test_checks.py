@@ -12,6 +12,8 @@ from perfsuite.run import checks
 from perfsuite import cli
 from perfsuite.run.checks import CheckFailed
 from perfsuite.training.setup import training_setup
+from perfsuite.workloads.autoencoder import TRAINING_CHECKS as AE
+from perfsuite.workloads.resnet import TRAINING_CHECKS as RESNET
 
 
 class _WrongSwish(torch.autograd.Function):
@@ -45,9 +47,9 @@ def test_cli_runs_the_checks_and_exits_by_outcome(capsys, monkeypatch):
 
 
 def test_early_stopping_check(tmp_path):
-    assert "stopped after epoch 5" in checks.early_stopping("autoencoder", folder=tmp_path)
+    assert "stopped after epoch 5" in checks.early_stopping(AE, folder=tmp_path)
     with pytest.raises(CheckFailed, match="stopped after epoch None, expected 5"):
-        checks.early_stopping("autoencoder", metric=(5, 4, 3, 2, 1, 0.5, 0.2), folder=tmp_path)
+        checks.early_stopping(AE, metric=(5, 4, 3, 2, 1, 0.5, 0.2), folder=tmp_path)
 
 
 def test_amp_check_fails_when_the_low_precision_run_diverges():
@@ -55,7 +57,7 @@ def test_amp_check_fails_when_the_low_precision_run_diverges():
         return training_setup("autoencoder", params, device, seed, lr_scale=300.0)
 
     with pytest.raises(CheckFailed, match="bf16 reaches .* apart"):
-        checks.amp_loss_agreement("autoencoder", steps=6, setup_b=broken)
+        checks.amp_loss_agreement(AE, steps=6, setup_b=broken)
 
 
 @pytest.fixture
@@ -75,7 +77,7 @@ def test_amp_check_compares_fp16_at_equal_applied_steps(fp16_on_cpu):
     first steps (inf gradients at scale 65536), so after 12 steps fp16 had applied fewer updates.
     On CPU the same emulated run skipped 4 and ended 17.9% apart; compared at 12 applied steps
     each, the two agree."""
-    detail = checks.amp_loss_agreement("resnet", low="fp16")
+    detail = checks.amp_loss_agreement(RESNET, low="fp16")
     skipped = re.search(r"GradScaler skipped (\d+) more", detail)
     assert skipped and int(skipped.group(1)) >= 1, detail  # the emulation does reproduce the skips
     assert "after 12 applied steps" in detail
@@ -92,22 +94,25 @@ def test_amp_check_fails_when_fp16_overflows_at_every_scale(fp16_on_cpu):
         return setup
 
     with pytest.raises(CheckFailed, match=r"fp16: the GradScaler skipped 18 steps .* overflow even unscaled"):
-        checks.amp_loss_agreement("autoencoder", steps=3, setup_b=overflowing, low="fp16")
+        checks.amp_loss_agreement(AE, steps=3, setup_b=overflowing, low="fp16")
 
 
 def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):
     from perfsuite.training import checkpoint
 
-    assert "identical" in checks.resume_bit_exact("autoencoder", steps=2, folder=tmp_path)
+    assert "identical" in checks.resume_bit_exact(AE, steps=2, folder=tmp_path)
     monkeypatch.setattr(checkpoint, "_set_rng_state", lambda state: None)
     with pytest.raises(CheckFailed, match="resumed loss|RNG stream"):
-        checks.resume_bit_exact("autoencoder", steps=2, folder=tmp_path)
+        checks.resume_bit_exact(AE, steps=2, folder=tmp_path)
 
 
-def test_every_workload_with_checks_exists():
+def test_the_checks_are_what_each_workload_file_declares():
     from perfsuite.core import registry
 
-    assert set(checks._checks()) <= set(registry.names())
+    assert [n for n, _ in checks.checks_for("resnet")] == ["AMP keeps the loss", "resume is bit-exact", "early stopping"]
+    assert checks.checks_for("noop") == []
+    for name in registry.names():
+        assert checks.checks_for(name) == list((registry.get(name).checks or {}).items())
 
 
 def _summation_order_noise(g):
@@ -146,7 +151,7 @@ def test_resume_check_runs_on_deterministic_kernels_and_restores_the_settings(tm
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     torch.backends.cudnn.benchmark = True  # a user's setting; restored by the finally below
     try:
-        detail = checks.resume_bit_exact("autoencoder", folder=tmp_path)
+        detail = checks.resume_bit_exact(AE, folder=tmp_path)
         assert "identical (deterministic kernels)" in detail
         assert not torch.are_deterministic_algorithms_enabled()
         assert torch.backends.cudnn.benchmark and not torch.backends.cudnn.deterministic
@@ -164,9 +169,9 @@ def test_resume_check_without_a_deterministic_kernel_compares_within_a_tolerance
         return _summation_order_noise(g)
 
     _with_first_conv_grad(monkeypatch, no_deterministic_kernel)
-    detail = checks.resume_bit_exact("autoencoder", folder=tmp_path)
+    detail = checks.resume_bit_exact(AE, folder=tmp_path)
     assert "losses and weights within rtol 1.3e-06, atol 1e-05 (put_: no deterministic kernel on cpu)" in detail
 
     monkeypatch.setattr(torch.optim.Adam, "load_state_dict", lambda self, state: None)
     with pytest.raises(CheckFailed, match=r"differs after resume \(beyond rtol|resumed loss .* \(beyond rtol"):
-        checks.resume_bit_exact("autoencoder", folder=tmp_path)
+        checks.resume_bit_exact(AE, folder=tmp_path)

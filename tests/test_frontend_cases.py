@@ -1,14 +1,22 @@
+"""The cases the front-ends run: each workload's declared grids, and asv's view of the modules
+benchmarks/ makes from them (names, params and versions as stored asv results know them)."""
+
+import json
+from pathlib import Path
+
 import pytest
 
 from perfsuite.core import registry
-from benchmarks._grids import SIZES, cases
+from perfsuite.core.workload import SIZES
+
+STORED = Path(__file__).parent / "data" / "stored" / "asv-benchmarks-4d23e8c.json"
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_every_workload_has_valid_cases(size):
     for name in registry.names():
         w = registry.get(name)
-        got = cases(name, size)
+        got = w.cases(size)
         assert got, name
         for case in got:
             w.resolve(case)  # raises on an unknown parameter or value
@@ -16,16 +24,48 @@ def test_every_workload_has_valid_cases(size):
 
 def test_unknown_size():
     with pytest.raises(ValueError, match="size must be"):
-        cases("matmul", "huge")
+        registry.get("matmul").cases("huge")
+
+
+def _discovered(size: str, monkeypatch) -> dict:
+    """asv's own discovery (asv_runner) of benchmarks/, as `asv run` lists them."""
+    discovery = pytest.importorskip("asv_runner.discovery")
+    import io
+    import sys
+
+    from benchmarks import _suite
+
+    monkeypatch.setenv("PERFSUITE_ASV_SIZE", size)
+    _suite.workload_declarations.cache_clear()
+    for name in [m for m in sys.modules if m.startswith("benchmarks.bench_")]:
+        monkeypatch.delitem(sys.modules, name)  # made again at this size
+    out = io.StringIO()
+    discovery.list_benchmarks(str(Path(__file__).resolve().parents[1] / "benchmarks"), out)
+    _suite.workload_declarations.cache_clear()
+    return {b["name"]: b for b in json.loads(out.getvalue())}
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_asv_sees_the_benchmarks_stored_results_know(size, monkeypatch):
+    """Generated from the declarations, perfsuite's asv benchmarks keep the names, parameters and
+    versions (a hash of their source) of the hand-written bench_<name>.py modules they replace, so
+    results stored before still match."""
+    before = json.loads(STORED.read_text())["sizes"][size]
+    now = _discovered(size, monkeypatch)
+    assert set(now) == set(before)
+    for name, b in before.items():
+        assert (now[name]["param_names"], now[name]["params"], now[name]["version"]) == \
+            (b["param_names"], b["params"], b["version"]), name
 
 
 def test_asv_worker_processes_fit_the_workloads_and_no_module_sets_asv_processes():
     import importlib
 
-    from benchmarks._grids import PROCESSES, worker_processes
+    from benchmarks._suite import workload_declarations
 
-    assert set(PROCESSES) <= set(registry.names())
-    assert worker_processes("noop") == 1
+    declared = workload_declarations("ci")
+    assert declared["matmul"]["processes"] == declared["resnet"]["processes"] == 3
+    assert declared["noop"]["processes"] == 1
     # asv reads a module- or class-level `processes` as its own setting (an int); a function of
     # that name in a bench module broke asv's discovery once.
     for name in ("matmul", "resnet", "noop"):

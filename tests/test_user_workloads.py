@@ -108,6 +108,23 @@ def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(pr
 
 
 @pytest.mark.slow
+def test_the_gates_self_check_shows_its_power_on_the_users_workload(project, tmp_path):
+    """`perfsuite gate W --slowdown F` on the user's workload, as on resnet: its step against
+    itself padded with matmuls, and against itself unchanged; the rates and every gate's pairs."""
+    out = tmp_path / "self-check.json"
+    res = perfsuite(project, "gate", "tiny_mlp", "-p", "batch_size=128", "--device", "cpu", "--slowdown", "0.5",
+                    "--trials", "1", "--max-time", "2", "--builds", "2", "--threads", "1", "--json", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.startswith("tiny_mlp[batch_size=128,width=256]: injected ")
+    assert "caught " in res.stdout and "unchanged flagged " in res.stdout
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["case"] == "tiny_mlp[batch_size=128,width=256]" and r["trials"] == 1 and r["matmuls_added"] >= 1
+    assert {"power", "false_alarm_rate", "caught", "false_alarms"} <= set(r)
+    for side in ("slow", "same"):
+        assert r["runs"][0][side]["ratios"] and r["runs"][0][side]["decision"] is not None
+
+
+@pytest.mark.slow
 def test_pytest_collects_one_benchmark_per_case_without_a_test_file(project):
     smoke = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-disable", "-q", "-p", "no:cacheprovider",
                             *_plugin()], cwd=project, env=_env(),
@@ -175,6 +192,16 @@ def test_a_name_that_clashes_with_a_builtin_names_both_places(tmp_path):
     ("@perfsuite.workload(params={'n': {1: 2}})\ndef w(n, device):\n    pass\n", "parameter 'n': default"),
     ("@perfsuite.workload(params={})\ndef w(n, device):\n    pass\n", "parameter 'n' of w has no declared value"),
     ("@perfsuite.workload(params={'n': [1, 'a']})\ndef w(n, device):\n    pass\n", "parameter 'n'"),
+    ("@perfsuite.workload(params={'n': 4}, grids={'ci': {'m': [1]}})\ndef w(n, device):\n    pass\n",
+     "grids['ci'] names parameter 'm'"),
+    ("@perfsuite.workload(params={'n': 4}, grids={'ci': {'n': ['a']}})\ndef w(n, device):\n    pass\n",
+     "grids['ci']: parameter 'n' expects int"),
+    ("@perfsuite.workload(params={'n': 4}, grids={'huge': {}})\ndef w(n, device):\n    pass\n",
+     "grids has no size 'huge'"),
+    ("@perfsuite.workload(params={'n': 4}, asv={'proceses': 2})\ndef w(n, device):\n    pass\n",
+     "asv has no key 'proceses'"),
+    ("@perfsuite.workload(params={'n': 4}, checks={'agrees': 3})\ndef w(n, device):\n    pass\n",
+     "check 'agrees' is not callable"),
 ])
 def test_a_bad_declaration_is_exit_2_naming_the_workload_and_the_parameter(tmp_path, source, message):
     root = _project_with(tmp_path, "import perfsuite\n\n" + source)

@@ -18,6 +18,9 @@ def cmd_amp(args, console) -> int:
     from perfsuite.storage.files import DocumentWriter
 
     workload = registry.get(args.workload)
+    if workload.trainer is None:  # the comparison trains from the workload's declared trainer
+        trainers = ", ".join(n for n in registry.names() if registry.get(n).trainer is not None)
+        raise PerfsuiteError(f"amp compares training workloads ({trainers}); {workload.name!r} is not one")
     given = single_values(args.param, workload)  # one case: a value list is an error, not silently cut
     if "precision" in given:
         raise PerfsuiteError("set the two precisions with --precisions A,B, not -p precision=")

@@ -14,7 +14,7 @@ def cmd_list(args, console) -> int:
     for name in registry.names():
         w = registry.get(name)
         # A user's workload says where it is declared, so two projects' names are told apart.
-        about = w.description + (f" ({w.source})" if w.source else "")
+        about = w.description + (f" ({w.source})" if not w.builtin else "")
         if not w.params:
             t.add_row(name, "-", "-", "-", about)
         sweep = w.sweep or {}

@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
     amp = sub.add_parser("amp", help="two precisions of a training workload, interleaved: speed-up, memory, loss")
-    amp.add_argument("workload", choices=("resnet", "autoencoder"))
+    amp.add_argument("workload", help="a training workload (one that declares a trainer: resnet, autoencoder)")
     amp.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     amp.add_argument("--device", default="auto")
     amp.add_argument("--precisions", default="fp32,bf16", help="A,B (default fp32,bf16)")

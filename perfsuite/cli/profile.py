@@ -74,7 +74,7 @@ def trace_command(args, console) -> int:
     device = resolve_device(args.device)
     w.check(params, device)
     label = f"{w.name}[{','.join(f'{k}={v}' for k, v in w.resolve(params).items())}]"
-    if w.name in ("resnet", "autoencoder"):
+    if w.trainer is not None:  # a training workload: its phases are marked
         from perfsuite.training.setup import training_setup
         from perfsuite.training.step import make_train_step
 
@@ -89,7 +89,7 @@ def trace_command(args, console) -> int:
     split = {k: v / args.active for k, v in split.items()}  # per step
     atomic_write_text(args.out_dir / f"{slug(label)}.split.json", json.dumps(split, indent=1))
     console.print(Text(f"trace {trace} ({trace.stat().st_size / 1e6:.1f} MB), top operators {table}"))
-    if w.name in ("resnet", "autoencoder"):
+    if w.trainer is not None:  # a training workload: its phases are marked
         parts = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in split.items() if k != "wall")
         console.print(Text(f"per step ({split['wall'] * 1e3:.1f} ms wall): {parts} (data loading is 0: "
                            "the step trains on a batch already on the device)"))

@@ -352,7 +352,7 @@ def gate_sides(new, cases: list[dict], args, device: str, threads: int | None, f
                                  "that revision")
         # A user's project must import its own code from each side's checkout; perfsuite's own
         # workloads run, by design, beside the current perfsuite core (no check).
-        user = bool(new.source)
+        user = not new.builtin
         arms = GateArms((file_base, base_root if user else None), (file_now, repo if user else None),
                         (f"base {args.base_ref}", "working tree"), args.builds, args.heap, threads, args.threshold,
                         args.fdr, sides.SideClock(clock_for(device, "host")), floors)

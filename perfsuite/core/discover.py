@@ -70,12 +70,13 @@ def workload_files(path: Path) -> list[Path]:
     if path.is_dir():
         # Workload files only: not tests, conftest or set-up scripts, nor what hides in private,
         # hidden or environment folders (a venv inside the project would be thousands of modules).
-        skip_names = {"conftest.py", "setup.py"}
+        from perfsuite.core.registry import is_workload_module
+
         skip_dirs = {"venv", "node_modules", "__pycache__", "site-packages"}
 
         def wanted(p: Path) -> bool:
             parts = p.relative_to(path).parts
-            return (not p.name.startswith(("_", "test_")) and p.name not in skip_names
+            return (is_workload_module(p.stem)
                     and not any(d.startswith((".", "_")) or d in skip_dirs for d in parts[:-1]))
 
         return sorted(p for p in path.rglob("*.py") if wanted(p))

@@ -19,11 +19,20 @@ def register(workload: Workload) -> Workload:
         _capture.append(workload)
         return workload
     if workload.name in _REGISTRY:
-        first = _REGISTRY[workload.name].source or "perfsuite's built-in workloads"
+        earlier = _REGISTRY[workload.name]
+        first = earlier.source
+        if earlier.builtin:
+            first = "perfsuite's built-in workloads" + (f" ({earlier.source})" if earlier.source else "")
         raise ConfigError(f"workload {workload.name!r} is declared twice: in {first} and in "
                           f"{workload.source or 'perfsuite'}; rename one of them")
     _REGISTRY[workload.name] = workload
     return workload
+
+
+def is_workload_module(stem: str) -> bool:
+    """Whether a module in a workload folder declares workloads (perfsuite's own folder and a
+    user's alike): not private (`_*`), not a test, conftest or set-up script."""
+    return not stem.startswith(("_", "test_")) and stem not in ("conftest", "setup")
 
 
 def _load_builtin() -> None:
@@ -35,10 +44,13 @@ def _load_builtin() -> None:
 
         import perfsuite.workloads as folder
 
-        # The built-ins are a folder of workload files like a user's: every module in it is
-        # imported and registers what it declares; adding a workload is adding a file.
+        # The built-ins are a folder of workload files like a user's (the same rule picks the
+        # files): every module in it is imported and registers what it declares, with the same
+        # register() a user's @perfsuite.workload calls; adding a workload is adding a file. They
+        # are imported as perfsuite.workloads.<name> (not by path, as a user's are) because
+        # perfsuite's own modules import them by that name.
         for info in sorted(pkgutil.iter_modules(folder.__path__), key=lambda m: m.name):
-            if not info.name.startswith("_"):
+            if is_workload_module(info.name):
                 importlib.import_module(f"perfsuite.workloads.{info.name}")
 
 

@@ -7,9 +7,11 @@ the concrete workloads in perfsuite/workloads/.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from perfsuite.core.params import Param, resolve
+from perfsuite.core.errors import ConfigError
+from perfsuite.core.params import Param, expand_sweep, resolve
 from perfsuite.core.record import Work
 
 
@@ -29,6 +31,18 @@ class BuiltStep:
 
 Builder = Callable[[Mapping[str, Any], str], BuiltStep]
 Checker = Callable[[Mapping[str, Any], str], None]
+# A named correctness check: called with the device, returns a one-line detail (or None), raises
+# when the step computes the wrong thing (`perfsuite check`, and before a suite measures).
+Check = Callable[[str], "str | None"]
+# A workload's own section of `perfsuite report`: (its records, the report's folder, options such
+# as {"latency_bound_ms": ...}) -> Markdown lines, placed under the workload's table.
+ReportSection = Callable[[list, Any, Mapping[str, Any]], list]
+
+SIZES = ("ci", "cpu", "gpu")  # the named grids the front-ends pick from (asv: PERFSUITE_ASV_SIZE)
+ASV_KEYS = {"processes": "worker processes per case (default 1)",
+            "max_time": "seconds per case of the Track class's measured run (default 5)",
+            "tracks": "extra tracks read from the record, by name (perfsuite.frontends.asv.TRACKS)",
+            "amp": "true: in the AMP benchmark (fp32 against bf16/fp16; a training workload)"}
 
 
 @dataclass(frozen=True)
@@ -51,8 +65,6 @@ class Workload:
     sweep: Mapping[str, tuple] | None = None
     # Where the workload was declared ("file:line"), to name both places when two share a name.
     source: str = ""
-    # A user workload's own correctness check: (resolved params, device) -> None, raises on failure.
-    user_check: Checker | None = None
 
     # Which kernels carry an fp32 step's FLOPs on CUDA, so which TF32 flag sets the roof it is
     # judged against: "matmul" (cuBLAS, torch.backends.cuda.matmul.allow_tf32, off by default)
@@ -64,6 +76,58 @@ class Workload:
     # The most builds of the step the runner may hold at once and rotate (RunConfig.builds); 1 for
     # a step that owns something only one of may exist (ranks of a process group, a large model).
     max_builds: int | None = None
+
+    # What the workload declares for the rest of perfsuite, so that adding one is adding its file:
+    # named grids per size for the front-ends ({"ci": {param: [values]}, "gpu": ...}; a missing
+    # size uses "ci", none at all the default sweep), its named correctness checks, its section of
+    # the report, and its asv settings (ASV_KEYS).
+    grids: Mapping[str, Mapping[str, tuple]] | None = None
+    checks: Mapping[str, Check] | None = None
+    report: ReportSection | None = None
+    asv: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        by_name = {p.name: p for p in self.params}
+        for size, grid in (self.grids or {}).items():
+            if size not in SIZES:
+                raise ConfigError(f"workload {self.name!r}: grids has no size {size!r}; sizes: {', '.join(SIZES)}")
+            for pname, values in grid.items():
+                if pname not in by_name:
+                    raise ConfigError(f"workload {self.name!r}: grids[{size!r}] names parameter {pname!r}, "
+                                      "which it does not declare")
+                if not isinstance(values, (list, tuple)) or not values:
+                    raise ConfigError(f"workload {self.name!r}: grids[{size!r}][{pname!r}] must be a list of values")
+                try:
+                    for v in values:
+                        by_name[pname].validate(v)
+                except ConfigError as exc:
+                    raise ConfigError(f"workload {self.name!r}, grids[{size!r}]: {exc}") from None
+        unknown = sorted(set(self.asv or {}) - set(ASV_KEYS))
+        if unknown:
+            raise ConfigError(f"workload {self.name!r}: asv has no key {unknown[0]!r}; known keys: "
+                              + ", ".join(f"{k} ({v})" for k, v in ASV_KEYS.items()))
+
+    @property
+    def builtin(self) -> bool:
+        """One of perfsuite's own: declared in a file of perfsuite/workloads/ (the same API and
+        discovery as a user's, but not the user's code: the gate runs it beside the current core)."""
+        if not self.source:
+            return True
+        return Path(self.source.rsplit(":", 1)[0]).resolve().parent == Path(__file__).resolve().parents[1] / "workloads"
+
+    def grid(self, size: str = "ci") -> dict[str, list]:
+        """The front-ends' parameter grid at `size`: the declared one ("ci" when that size has
+        none), else the default sweep (one case of defaults when there is none)."""
+        if size not in SIZES:
+            raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
+        if self.grids:
+            chosen = self.grids.get(size, self.grids.get("ci", {}))
+            return {k: list(v) for k, v in chosen.items()}
+        return {k: list(v) for k, v in (self.sweep or {}).items()}
+
+    def cases(self, size: str = "ci") -> list[dict[str, Any]]:
+        """The grid's cases, last parameter varying fastest."""
+        return expand_sweep(self.grid(size))
 
     def default_sweep(self, given: Mapping[str, list]) -> dict[str, list]:
         """`given` value lists, with the default sweep filled in for parameters not given."""

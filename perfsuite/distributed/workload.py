@@ -14,6 +14,14 @@ def launch(*args, **kwargs):
     return run_distributed(*args, **kwargs)
 
 
+def report(records: list, out_dir, options) -> list[str]:
+    """Scaling efficiency against world_size=1, and the collectives' algbw/busbw
+    (perfsuite/report/distributed.py): every distributed workload's report section."""
+    from perfsuite.report.distributed import section
+
+    return section(records)
+
+
 @dataclass(frozen=True)
 class DistributedWorkload(Workload):
     """A Workload whose `builder` runs on every rank (inside perfsuite.distributed.rank) and whose
@@ -23,3 +31,4 @@ class DistributedWorkload(Workload):
     launcher: Callable[..., Any] = launch
     # Every rank builds one step: builds rotated in lockstep would multiply the process groups' models.
     max_builds: int | None = 1
+    report: Callable[..., list] | None = report

@@ -316,6 +316,162 @@ def make_amp_suite(grid: dict):
     return AmpTrack
 
 
+# ---- optional tracks a workload names in its declaration (asv={"tracks": [...]}) ---------------------
+
+class OptionalTracks:
+    """Tracks read from a record's `extra`, which a workload opts into by name. asv reads larger
+    as worse, so each is a number whose rise is bad. (Their text is what bench_ddp.py and
+    bench_allreduce.py had: asv's version of a benchmark is a hash of its source.)"""
+
+    def track_inverse_scaling_efficiency(self, cache, *params):
+        extra = self.record["extra"]
+        if extra.get("world_size") == 1:
+            return 1.0
+        eff = extra.get("scaling_efficiency")
+        return math.nan if not eff else 1.0 / eff
+
+    track_inverse_scaling_efficiency.unit = "1/efficiency"
+
+    def track_comm_share(self, cache, *params):
+        share = (self.record["extra"].get("comm") or {}).get("comm_share")
+        return math.nan if share is None else share
+
+    track_comm_share.unit = "fraction"
+
+    def track_seconds_per_bus_gb(self, cache, *params):
+        busbw = self.record["extra"].get("busbw_Bps")
+        return math.nan if not busbw else 1e9 / busbw  # world_size=1 moves nothing on a bus
+
+    track_seconds_per_bus_gb.unit = "s/GB"
+
+
+TRACKS = tuple(n[len("track_"):] for n in vars(OptionalTracks) if n.startswith("track_"))
+
+
+def _optional_tracks(names, class_name: str, module: str) -> dict:
+    """The named optional tracks as methods of `class_name` (asv reads the class from the qualname)."""
+    import types
+
+    out = {}
+    for name in names:
+        if name not in TRACKS:
+            raise ValueError(f"no optional asv track {name!r}; known: {', '.join(TRACKS)}")
+        f = vars(OptionalTracks)[f"track_{name}"]
+        g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+        g.__qualname__, g.__module__, g.unit = f"{class_name}.{f.__name__}", module, f.unit
+        out[f.__name__] = g
+    return out
+
+
+# ---- perfsuite's own workloads: benchmarks/ makes a module bench_<name> of each declaration ------------
+
+SIZES = ("ci", "cpu", "gpu")
+
+
+def asv_size() -> str:
+    """asv needs its params at import, before torch can say whether there is a GPU: a GPU host
+    sets PERFSUITE_ASV_SIZE=gpu (docker/ does); everywhere else the `ci` grids are used."""
+    import os
+
+    size = os.environ.get("PERFSUITE_ASV_SIZE", "ci")
+    if size not in SIZES:
+        raise ValueError(f"PERFSUITE_ASV_SIZE must be one of {', '.join(SIZES)}, got {size!r}")
+    return size
+
+
+def declared(size: str) -> dict:
+    """What asv needs of every one of perfsuite's own workloads, as JSON-able data: {name: {"grid",
+    "processes", "max_time", "tracks", "time" (asv can time the step here: not distributed),
+    "amp"}}. (A user's workloads, registered in this process or not, have `expose`.)"""
+    registry = _module("perfsuite.core.registry")
+    out = {}
+    for name in registry.names():
+        w = registry.get(name)
+        if not w.builtin:
+            continue
+        settings = dict(getattr(w, "asv", None) or {})
+        out[name] = {"grid": w.grid(size), "processes": int(settings.get("processes", 1)),
+                     "max_time": float(settings.get("max_time", 5.0)), "tracks": list(settings.get("tracks", ())),
+                     "time": getattr(w, "launcher", None) is None, "amp": bool(settings.get("amp", False))}
+    return out
+
+
+def declarations(root, size: str) -> dict:
+    """`declared(size)` of the perfsuite in the working tree at `root`, whichever is installed.
+
+    asv imports today's benchmarks against perfsuite as installed at older commits, and a
+    benchmark's parameters must not depend on the commit measured: so the workloads and their
+    grids are the working tree's. Where the installed perfsuite is that tree's (asv's
+    --python=same, tests) they are read here; otherwise from a fresh interpreter with the tree
+    first on its path (declarations import no torch)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(root).resolve()
+    try:
+        installed = Path(_module("perfsuite").__file__).resolve().parent
+    except ImportError:
+        installed = None
+    if installed == root / "perfsuite":
+        return declared(size)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    code = ("import json, sys; from perfsuite.frontends.asv import declared; "
+            "print(json.dumps(declared(sys.argv[1])))")
+    run = subprocess.run([sys.executable, "-c", code, size], cwd=root, env=env, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"reading the workloads' declarations from {root} failed:\n{run.stderr}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _stem(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").split("_"))
+
+
+def _setup_cache(name: str, grid: dict, max_time: float, processes: int, class_name: str, module: str):
+    """The Track class's setup_cache: one measured run of every case of the grid.
+
+    asv keys a setup_cache's results by its module and line, so each workload's is its own
+    function (its module is the workload's); and asv versions a benchmark by a hash of its
+    source, so `pretty_source` is the text the hand-written bench_<name>.py had, keeping results
+    stored before benchmarks/ was generated (same names, same params) on the same version."""
+    def setup_cache(self):
+        return measure_cases(name, grid, max_time=max_time, processes=processes)
+
+    setup_cache.__qualname__, setup_cache.__module__ = f"{class_name}.setup_cache", module
+    more = f', processes=worker_processes("{name}")' if processes > 1 else ""
+    setup_cache.pretty_source = (f"def setup_cache(self):\n"
+                                 f'    return measure_cases("{name}", GRID, max_time={max_time!r}{more})')
+    return setup_cache
+
+
+def fill_module(namespace: dict, name: str, declaration: dict) -> list[str]:
+    """Define, in the module `namespace`, workload `name`'s asv classes from its declaration
+    (`declared`): `<Name>Track` (setup_cache measures the grid once; track_* read the records,
+    with the optional tracks it names) and, unless its step runs in other processes, `<Name>Time`."""
+    module = namespace["__name__"]
+    grid = {k: list(v) for k, v in declaration["grid"].items()}
+    stem = _stem(name)
+    namespace["GRID"] = grid
+    body = {"__module__": module,
+            "setup_cache": _setup_cache(name, grid, declaration["max_time"], declaration["processes"],
+                                        f"{stem}Track", module),
+            **_optional_tracks(declaration["tracks"], f"{stem}Track", module)}
+    namespace[f"{stem}Track"] = type(f"{stem}Track", (make_track_suite(name, grid),), body)
+    made = [f"{stem}Track"]
+    if declaration["time"]:
+        namespace[f"{stem}Time"] = type(f"{stem}Time", (make_time_suite(name, grid),), {"__module__": module})
+        made.append(f"{stem}Time")
+    return made
+
+
+def amp_grid(declarations: dict) -> dict:
+    """The AMP benchmark's grid: every workload that declares asv={"amp": True}, against bf16 and fp16."""
+    return {"workload": sorted(n for n, d in declarations.items() if d["amp"]), "precision": ["bf16", "fp16"]}
+
+
 # ---- the user's own workloads: `from perfsuite.frontends.asv import expose; expose(globals())` ------
 
 def _user_workloads(start) -> list:
@@ -328,8 +484,9 @@ def _user_workloads(start) -> list:
 
 
 def _user_grid(w) -> dict:
-    """asv's parameters of a user workload: its default sweep (the other parameters keep their defaults)."""
-    return {k: list(v) for k, v in (w.sweep or {}).items()}
+    """asv's parameters of a user workload: its declared grid at PERFSUITE_ASV_SIZE, else its
+    default sweep (the other parameters keep their defaults)."""
+    return w.grid(asv_size())
 
 
 def _measure_user_workloads(self):
@@ -337,7 +494,8 @@ def _measure_user_workloads(self):
     source line, so this one function is every exposed class's setup_cache: measured once, shared."""
     import os
 
-    return {w.name: measure_cases(w.name, _user_grid(w), max_time=_MAX_TIME, processes=_PROCESSES)
+    return {w.name: measure_cases(w.name, _user_grid(w), max_time=(w.asv or {}).get("max_time", _MAX_TIME),
+                                  processes=(w.asv or {}).get("processes", _PROCESSES))
             for w in _user_workloads(os.environ.get("PERFSUITE_ASV_START", os.getcwd()))}
 
 
@@ -359,7 +517,7 @@ def expose(namespace: dict, max_time: float = 5.0, processes: int = 1) -> list[s
     made = []
     for w in _user_workloads(start):
         grid = _user_grid(w)
-        stem = "".join(part[:1].upper() + part[1:] for part in w.name.replace("-", "_").split("_"))
+        stem = _stem(w.name)
         if f"{stem}Track" in made:  # `my-model` and `my_model` would share a class silently
             raise ValueError(f"workloads {w.name!r} and another both become asv class {stem}Track: rename one")
         track_base = make_track_suite(w.name, grid)
@@ -367,8 +525,9 @@ def expose(namespace: dict, max_time: float = 5.0, processes: int = 1) -> list[s
         def setup(self, cache, *params, _name=w.name, _base=track_base):
             _base.setup(self, cache.get(_name, {"_skip": f"{_name} was not measured"}), *params)
 
-        body = {"__module__": namespace.get("__name__", __name__), "setup": setup,
-                "setup_cache": _measure_user_workloads}
+        module = namespace.get("__name__", __name__)
+        body = {"__module__": module, "setup": setup, "setup_cache": _measure_user_workloads,
+                **_optional_tracks((w.asv or {}).get("tracks", ()), f"{stem}Track", module)}
         namespace[f"{stem}Track"] = type(f"{stem}Track", (track_base,), body)
         namespace[f"{stem}Time"] = type(f"{stem}Time", (make_time_suite(w.name, grid),),
                                         {"__module__": body["__module__"]})

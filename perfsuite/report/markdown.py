@@ -15,20 +15,26 @@ from perfsuite.report.plots import throughput_figure
 from perfsuite.core.units import fmt_seconds
 
 
-def _row(r: Record, bound: bool) -> str:
-    c = record_cells(r)
-    params = ", ".join(f"{k}={v}" for k, v in r.params.items()) or "-"
-    conv = "yes" if r.converged else "**no**"
-    gpu = f" {c['bound']} |" if bound else ""
-    return (f"| {params} | {c['median']} | {c['ci']} | {c['iqr']} | {c['p90']} | {c['n_block']} | "
-            f"{c['throughput']} | {c['flops']} | {c['peak']} | {c['memory']} |{gpu} {conv} |")
+def _markdown(columns: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table from display cells, rendered by pandas (DataFrame.to_markdown, tabulate)."""
+    import pandas as pd
+
+    # Every cell is already display text: tabulate must not parse "1.10x" or "12" as numbers.
+    table = pd.DataFrame(rows, columns=columns).to_markdown(index=False, disable_numparse=True)
+    return table.splitlines()
 
 
 def _table(recs: list[Record]) -> list[str]:
     bound = shows_bound(recs)  # CPU-only workloads get no column of "n/a"
     cols = ["params", "median", "95% CI", "IQR/median", "p90", "n x block", "throughput", "FLOP/s", "of peak",
             "peak mem"] + (["GPU"] if bound else []) + ["converged"]
-    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols), *[_row(r, bound) for r in recs]]
+    rows = []
+    for r in recs:
+        c = record_cells(r)
+        rows.append([", ".join(f"{k}={v}" for k, v in r.params.items()) or "-", c["median"], c["ci"], c["iqr"],
+                     c["p90"], c["n_block"], c["throughput"], c["flops"], c["peak"], c["memory"]]
+                    + ([c["bound"]] if bound else []) + ["yes" if r.converged else "**no**"])
+    return _markdown(cols, rows)
 
 
 def _notes(recs: list[Record]) -> list[str]:
@@ -47,33 +53,40 @@ def _amp_bound(a: dict, side: str) -> str:
 
 
 def _amp_section(amp: list[dict]) -> list[str]:
-    lines = ["## Precision comparisons (interleaved in one process)", "",
-             "| workload | params | A | B | step A | step B | speed-up (95% CI) | saved-for-backward B/A | final loss A / B | GPU A / B | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for a in amp:
         ci = a.get("speedup_ci")
-        ci_txt = f"{a['speedup']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
-        ta = stats.median(a["time_a_s"])
-        tb = stats.median(a["time_b_s"])
-        lines.append(
-            f"| {a['workload']} | {a['params']} | {a['precision_a']} | {a['precision_b']} | {fmt_seconds(ta)} | "
-            f"{fmt_seconds(tb)} | {ci_txt} | {a['memory_ratio']:.2f} | {a['final_loss_a']:.4g} / {a['final_loss_b']:.4g} | "
-            f"{_amp_bound(a, 'a')} / {_amp_bound(a, 'b')} | {'ok' if a['accuracy_ok'] else '**diverged**'} |")
-    return lines + [""]
+        rows.append([a["workload"], str(a["params"]), a["precision_a"], a["precision_b"],
+                     fmt_seconds(stats.median(a["time_a_s"])), fmt_seconds(stats.median(a["time_b_s"])),
+                     f"{a['speedup']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else ""),
+                     f"{a['memory_ratio']:.2f}", f"{a['final_loss_a']:.4g} / {a['final_loss_b']:.4g}",
+                     f"{_amp_bound(a, 'a')} / {_amp_bound(a, 'b')}", "ok" if a["accuracy_ok"] else "**diverged**"])
+    cols = ["workload", "params", "A", "B", "step A", "step B", "speed-up (95% CI)", "saved-for-backward B/A",
+            "final loss A / B", "GPU A / B", "verdict"]
+    return ["## Precision comparisons (interleaved in one process)", "", *_markdown(cols, rows), ""]
 
 
 def _pair_section(pairs: list[dict]) -> list[str]:
-    lines = ["## Paired comparisons (interleaved in one process)", "",
-             "| workload | shared params | A / B | time ratio A/B (95% CI) | pairs | saved for backward A/B |",
-             "|---|---|---|---|---|---|"]
+    rows = []
     for p in pairs:
         ci = p.get("time_ratio_ci")
-        ci_txt = f"{p['time_ratio']:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else "")
-        shared = ", ".join(f"{k}={v}" for k, v in p["params"].items())
-        saved = "-" if p.get("saved_ratio") is None else f"{p['saved_ratio']:.2f}"
-        lines.append(f"| {p['workload']} | {shared} | {p['vary']}: {p['a']} / {p['b']} | {ci_txt} | "
-                     f"{len(p['ratios'])} | {saved} |")
-    return lines + [""]
+        rows.append([p["workload"], ", ".join(f"{k}={v}" for k, v in p["params"].items()),
+                     f"{p['vary']}: {p['a']} / {p['b']}",
+                     f"{p['time_ratio']:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""), str(len(p["ratios"])),
+                     "-" if p.get("saved_ratio") is None else f"{p['saved_ratio']:.2f}"])
+    cols = ["workload", "shared params", "A / B", "time ratio A/B (95% CI)", "pairs", "saved for backward A/B"]
+    return ["## Paired comparisons (interleaved in one process)", "", *_markdown(cols, rows), ""]
+
+
+def _section(workload: str):
+    """The report section the workload declares (its file's `report=`), if it is known here."""
+    from perfsuite.core import registry
+    from perfsuite.core.errors import ConfigError
+
+    try:
+        return registry.get(workload).report
+    except ConfigError:  # records of a workload not loaded in this process: its table only
+        return None
 
 
 def write_report(records: list[Record], out_dir: Path, sources: list[Path] | None = None,
@@ -112,18 +125,9 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
             "",
             *_notes(recs),
         ]
-        if workload == "qwen":
-            from perfsuite.report.qwen import section as qwen_section
-
-            lines += qwen_section(recs, out_dir, latency_bound_ms)
-        if workload == "dataloader" and len(recs) > 1:
-            from perfsuite.report.dataloader import section
-
-            lines += section(recs, out_dir)
-        if any("world_size" in r.extra for r in recs):  # ddp, allreduce: scaling and bandwidth
-            from perfsuite.report.distributed import section as distributed_section
-
-            lines += distributed_section(recs)
+        section = _section(workload)
+        if section is not None:  # qwen's study, dataloader's knee, the distributed scaling...
+            lines += section(recs, out_dir, {"latency_bound_ms": latency_bound_ms})
         warns = [f"- {r.label()}: {w}" for r in recs for w in r.warnings]
         if warns:
             lines += ["Warnings:", "", *warns, ""]

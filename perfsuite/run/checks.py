@@ -1,20 +1,16 @@
-"""Correctness checks per workload: `perfsuite check [WORKLOAD...]`.
+"""Correctness checks: `perfsuite check [WORKLOAD...]` runs the checks each workload declares.
 
-A number from a wrong step is worse than none, so each workload names the checks its step must
-pass; each takes seconds on a CPU:
+A number from a wrong step is worse than none, so each workload declares (`checks=` beside its
+parameters, in its own file) the checks its step must pass; each takes seconds on a CPU. The
+activation, matmul and mar checks live in their workload files; the training checks every
+training workload declares through `training_checks(TrainingCase(...))` live here:
 
-- activation: the hand-written Swish and Mish (perfsuite/ops/activations.py), both ways of saving
-  for backward: `gradcheck` in float64, and values and gradients against torch's F.silu/F.mish
-  on fresh inputs including |x| up to 1e4 (where a naive exp overflows);
-- autoencoder, resnet: AMP keeps the loss (fp32 and bf16 on CPU, fp16 on CUDA, from the same
+- AMP keeps the loss (fp32 and bf16 on CPU, fp16 on CUDA, from the same
   initial weights on the same batch: final losses within 5% after the same number of applied
   optimiser steps, fp16's GradScaler skipping its first ones);
   interrupt + resume ends bit-exactly where the uninterrupted run ends (losses, weights, the RNG
   stream, the LR schedule); early stopping on a scripted validation metric stops at the right
-  epoch and the best checkpoint holds the best epoch's weights;
-- checkpoint: resume bit-exactness (its step saves and loads that state);
-- matmul: the product agrees with a float64 reference within the dtype's tolerance;
-- mar: MAR@k is 1 for codes that cluster perfectly by class, and its hand-made example's value.
+  epoch and the best checkpoint holds the best epoch's weights.
 
 Each check returns a one-line detail, or raises CheckFailed with what went wrong. The tests call
 the same functions (tests/test_checks.py).
@@ -30,8 +26,9 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 
 from perfsuite.core.errors import PerfsuiteError
@@ -53,62 +50,31 @@ class CheckResult:
         return f"{'ok  ' if self.ok else 'FAIL'}  {self.workload}: {self.name}: {self.detail} ({self.seconds:.1f}s)"
 
 
-def _need(cond: bool, what: str) -> None:
+def need(cond: bool, what: str) -> None:
     if not cond:
         raise CheckFailed(what)
 
 
-# ---- custom autograd ops ----------------------------------------------------------------------
-
-def activation_gradcheck(fn: str, save: str, device: str = "cpu") -> str:
-    import torch
-
-    from perfsuite.ops.activations import activation
-
-    x = torch.randn(64, dtype=torch.float64, device=device, requires_grad=True)
-    try:
-        torch.autograd.gradcheck(activation(fn, "custom", save), (x,))
-    except torch.autograd.gradcheck.GradcheckError as exc:
-        raise CheckFailed(str(exc).splitlines()[0]) from None
-    return "analytical gradient = numerical (float64, 64 points)"
-
-
-ORACLES = {"swish": "silu", "mish": "mish"}
-
-
-def activation_matches_builtin(fn: str, save: str, device: str = "cpu", seed: int = 0) -> str:
-    import torch
-    import torch.nn.functional as F
-
-    from perfsuite.ops.activations import activation
-
-    oracle = getattr(F, ORACLES[fn])
-    g = torch.Generator().manual_seed(seed)
-    x = torch.cat([5 * torch.randn(10_000, generator=g),
-                   torch.tensor([-1e4, -200.0, -90.0, 90.0, 200.0, 1e4])]).to(device)
-    mine, ref = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-    y, y_ref = activation(fn, "custom", save)(mine), oracle(ref)
-    gy = torch.randn(y.shape, generator=g).to(device)
-    (y * gy).sum().backward()
-    (y_ref * gy).sum().backward()
-    _need(bool(torch.isfinite(y).all() and torch.isfinite(mine.grad).all()), "non-finite output or gradient")
-    for what, a, b, rtol, atol in (("values", y, y_ref, 1e-5, 1e-6), ("gradients", mine.grad, ref.grad, 1e-4, 1e-5)):
-        try:
-            torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
-        except AssertionError as exc:
-            raise CheckFailed(f"{what} differ from F.{ORACLES[fn]}: " + " ".join(str(exc).split())[:200]) from None
-    return f"values and gradients = F.{ORACLES[fn]} on 10,006 inputs, |x| up to 1e4"
-
-
 # ---- training: AMP, resume, early stopping ----------------------------------------------------
 
-TRAIN_PARAMS = {"autoencoder": {"variant": "conv", "batch_size": 8}, "resnet": {"batch_size": 4}}
-# Applied optimiser steps of the AMP check, and training steps of the resume check: a ResNet
-# step costs ~0.2 s here. The ResNet's loss on its fixed batch falls steeply for ~5 steps and a
-# 5-step mean taken there swings with tiny precision effects (fp32 vs bf16 on this CPU: 4.2%
-# apart after 6 steps, 8.2% after 8, 1.2% after 10 and 12), so the check reads it after the fall.
-AMP_STEPS = {"autoencoder": 10, "resnet": 12}
-RESUME_STEPS = {"autoencoder": 6, "resnet": 4}
+@dataclass(frozen=True)
+class TrainingCase:
+    """What a training workload's checks build: a small case of it (`params`), the optimiser
+    steps the AMP check applies and the steps the resume check runs. The workload file declares
+    it (e.g. perfsuite/workloads/resnet.py) and passes `training_checks(case)` as its checks."""
+
+    workload: str
+    params: Mapping[str, Any]
+    amp_steps: int
+    resume_steps: int
+
+
+def training_checks(case: TrainingCase) -> dict[str, Callable[[str], str]]:
+    """The three named checks of a training workload: AMP, resume, early stopping. (Partials, not
+    lambdas: a workload crosses into worker processes pickled.)"""
+    return {"AMP keeps the loss": partial(amp_loss_agreement, case),
+            "resume is bit-exact": partial(resume_bit_exact, case),
+            "early stopping": partial(early_stopping, case)}
 
 
 def _losses_at_applied_steps(setup, steps: int, label: str) -> tuple[list[float], int]:
@@ -138,14 +104,14 @@ def _losses_at_applied_steps(setup, steps: int, label: str) -> tuple[list[float]
         loss = float(step().detach().float())
         if scaler is not None and scaler.get_scale() < before:
             skipped += 1
-            _need(skipped <= max_skipped, f"{label}: the GradScaler skipped {skipped} steps (scale now "
+            need(skipped <= max_skipped, f"{label}: the GradScaler skipped {skipped} steps (scale now "
                                           f"{scaler.get_scale():g}): its gradients overflow even unscaled")
             continue
         losses.append(loss)
     return losses, skipped
 
 
-def amp_loss_agreement(workload: str, device: str = "cpu", steps: int | None = None, tolerance: float = 0.05,
+def amp_loss_agreement(case: TrainingCase, device: str = "cpu", steps: int | None = None, tolerance: float = 0.05,
                        setup_b: Callable | None = None, low: str | None = None) -> str:
     """fp32 and the low precision (`low`: fp16 on CUDA, bf16 elsewhere) train from the same
     initial weights on the same batch; their final losses (mean of the last 5) after the same
@@ -153,9 +119,9 @@ def amp_loss_agreement(workload: str, device: str = "cpu", steps: int | None = N
     from perfsuite.compare.amp import final_loss
     from perfsuite.training.setup import training_setup
 
-    steps = steps or AMP_STEPS[workload]
+    workload, params = case.workload, case.params
+    steps = steps or case.amp_steps
     low = low or ("fp16" if device.startswith("cuda") else "bf16")
-    params = TRAIN_PARAMS[workload]
     build_b = setup_b or (lambda p, d, seed: training_setup(workload, p, d, seed))
     # seed 1: the initial weights `perfsuite amp` compares from (amp_compare.training_losses).
     ra = training_setup(workload, {**params, "precision": "fp32"}, device, seed=1)
@@ -163,12 +129,12 @@ def amp_loss_agreement(workload: str, device: str = "cpu", steps: int | None = N
     la, _ = _losses_at_applied_steps(ra, steps, "fp32")
     lb, skipped = _losses_at_applied_steps(rb, steps, low)
     fa, fb = final_loss(la), final_loss(lb)
-    _need(math.isfinite(fa) and math.isfinite(fb), f"non-finite loss: fp32 {fa}, {low} {fb}")
+    need(math.isfinite(fa) and math.isfinite(fb), f"non-finite loss: fp32 {fa}, {low} {fb}")
     rel = abs(fb - fa) / max(abs(fa), 1e-12)
     skips = f"; {low}'s GradScaler skipped {skipped} more" if skipped else ""
-    _need(rel <= tolerance, f"{low} reaches {fb:.4g}, fp32 {fa:.4g} after {steps} applied steps{skips}: "
+    need(rel <= tolerance, f"{low} reaches {fb:.4g}, fp32 {fa:.4g} after {steps} applied steps{skips}: "
                             f"{rel:.1%} apart (tolerance {tolerance:.0%})")
-    _need(la[-1] < la[0], f"fp32 did not learn: loss {la[0]:.4g} -> {la[-1]:.4g}")
+    need(la[-1] < la[0], f"fp32 did not learn: loss {la[0]:.4g} -> {la[-1]:.4g}")
     return (f"final loss fp32 {fa:.4g} vs {low} {fb:.4g} after {steps} applied steps{skips} "
             f"({rel:.2%} apart, tolerance {tolerance:.0%})")
 
@@ -263,24 +229,25 @@ def deterministic_kernels():
 RESUME_RTOL, RESUME_ATOL = 1.3e-6, 1e-5
 
 
-def resume_bit_exact(workload: str, device: str = "cpu", steps: int | None = None, folder: Path | None = None) -> str:
+def resume_bit_exact(case: TrainingCase, device: str = "cpu", steps: int | None = None, folder: Path | None = None) -> str:
     """Run `steps` steps; separately run half, save, disturb every RNG, build with other weights,
     load and run the rest: the losses, the weights, the RNG stream and the LR must be identical.
     Both runs use deterministic kernels (`deterministic_kernels`): bit-exactness is a property of
     the saved state only when the kernels are."""
     with deterministic_kernels() as nondeterministic:
-        return _resume(workload, device, steps, folder, nondeterministic)
+        return _resume(case, device, steps, folder, nondeterministic)
 
 
-def _resume(workload: str, device: str, steps: int | None, folder: Path | None,
+def _resume(case: TrainingCase, device: str, steps: int | None, folder: Path | None,
             nondeterministic: Callable[[], list[str]]) -> str:
     import torch
 
     from perfsuite.training.checkpoint import Progress, load_checkpoint, save_checkpoint
     from perfsuite.training.setup import training_setup
 
-    steps = steps or RESUME_STEPS[workload]
-    params, half = TRAIN_PARAMS[workload], steps // 2
+    workload, params = case.workload, case.params
+    steps = steps or case.resume_steps
+    half = steps // 2
     full = training_setup(workload, params, device, seed=0)
     full_losses = _noisy_losses(full, 0, steps)
     ref_next = torch.randn(4)
@@ -292,7 +259,7 @@ def _resume(workload: str, device: str, steps: int | None, folder: Path | None,
         torch.manual_seed(12345)  # disturb the RNG, as a new process would have
         resumed = training_setup(workload, params, device, seed=99)  # other initial weights
         progress = load_checkpoint(path, map_location=device, **_state(resumed))
-    _need(progress.step == half and progress.best_metric == part[-1],
+    need(progress.step == half and progress.best_metric == part[-1],
           f"progress came back as step {progress.step}, best {progress.best_metric}")
     rest = _noisy_losses(resumed, progress.step, steps)
     # With an op that has no deterministic kernel, exact equality cannot be asked of the kernels.
@@ -307,12 +274,12 @@ def _resume(workload: str, device: str, steps: int | None, folder: Path | None,
 
     resumed_losses = part + rest
     for i, (a, b) in enumerate(zip(resumed_losses, full_losses)):
-        _need(same(a, b), f"step {i}: resumed loss {a!r} != uninterrupted {b!r}" + within)
+        need(same(a, b), f"step {i}: resumed loss {a!r} != uninterrupted {b!r}" + within)
     for (name, a), (_, b) in zip(full.parts.model.state_dict().items(), resumed.parts.model.state_dict().items()):
-        _need(same(a, b), f"weight {name} differs after resume" + within)
-    _need(torch.equal(torch.randn(4), ref_next), "the RNG stream differs after resume")
+        need(same(a, b), f"weight {name} differs after resume" + within)
+    need(torch.equal(torch.randn(4), ref_next), "the RNG stream differs after resume")
     if full.parts.scheduler is not None:
-        _need(full.parts.scheduler.get_last_lr() == resumed.parts.scheduler.get_last_lr(), "the LR differs")
+        need(full.parts.scheduler.get_last_lr() == resumed.parts.scheduler.get_last_lr(), "the LR differs")
     if exact:
         return f"{steps} steps, interrupted after {half}: losses, weights, RNG and LR identical (deterministic kernels)"
     return (f"{steps} steps, interrupted after {half}: RNG and LR identical, losses and weights within rtol "
@@ -327,7 +294,7 @@ PATIENCE = 2
 EXPECT_BEST, EXPECT_STOP = 3, 5
 
 
-def early_stopping(workload: str, device: str = "cpu", metric=SCRIPTED_METRIC, folder: Path | None = None) -> str:
+def early_stopping(case: TrainingCase, device: str = "cpu", metric=SCRIPTED_METRIC, folder: Path | None = None) -> str:
     """One training step per epoch, the scripted metric as validation; the best epoch is saved.
     Training must stop after EXPECT_STOP, and the saved checkpoint must hold EXPECT_BEST's weights."""
     import torch
@@ -335,7 +302,7 @@ def early_stopping(workload: str, device: str = "cpu", metric=SCRIPTED_METRIC, f
     from perfsuite.training.checkpoint import EarlyStopping, Progress, load_checkpoint, save_checkpoint
     from perfsuite.training.setup import train_losses, training_setup
 
-    setup = training_setup(workload, TRAIN_PARAMS[workload], device, seed=0)
+    setup = training_setup(case.workload, case.params, device, seed=0)
     es = EarlyStopping(patience=PATIENCE, mode="min")
     best_weights, stopped = None, None
     with tempfile.TemporaryDirectory(prefix="perfsuite-check-", dir=folder) as tmp:
@@ -349,90 +316,24 @@ def early_stopping(workload: str, device: str = "cpu", metric=SCRIPTED_METRIC, f
             if es.should_stop:
                 stopped = epoch
                 break
-        _need(stopped == EXPECT_STOP, f"stopped after epoch {stopped}, expected {EXPECT_STOP} "
+        need(stopped == EXPECT_STOP, f"stopped after epoch {stopped}, expected {EXPECT_STOP} "
                                       f"(patience {PATIENCE}, metric {list(metric)})")
-        restored = training_setup(workload, TRAIN_PARAMS[workload], device, seed=7)
+        restored = training_setup(case.workload, case.params, device, seed=7)
         progress = load_checkpoint(path, map_location=device, **_state(restored))
-    _need(progress.epoch == EXPECT_BEST and es.best == metric[EXPECT_BEST],
+    need(progress.epoch == EXPECT_BEST and es.best == metric[EXPECT_BEST],
           f"best checkpoint is epoch {progress.epoch} (metric {progress.best_metric}), expected {EXPECT_BEST}")
     for k, v in restored.parts.model.state_dict().items():
-        _need(torch.equal(v, best_weights[k]), f"the best checkpoint's {k} is not the best epoch's")
+        need(torch.equal(v, best_weights[k]), f"the best checkpoint's {k} is not the best epoch's")
     return f"stopped after epoch {stopped} (patience {PATIENCE}); best epoch {EXPECT_BEST} restored from its checkpoint"
 
 
-# ---- the rest ---------------------------------------------------------------------------------
-
-MATMUL_TOL = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 2e-3}
-
-
-def matmul_agrees(dtype: str, device: str = "cpu", n: int = 128) -> str:
-    import torch
-
-    from perfsuite.workloads.base import torch_dtype
-
-    g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(n, n, generator=g, dtype=torch.float64), torch.randn(n, n, generator=g, dtype=torch.float64)
-    got = torch.mm(a.to(device, torch_dtype(dtype)), b.to(device, torch_dtype(dtype))).double().cpu()
-    ref = a.to(torch_dtype(dtype)).double() @ b.to(torch_dtype(dtype)).double()
-    err = float((got - ref).norm() / ref.norm())
-    _need(err <= MATMUL_TOL[dtype], f"relative error {err:.2e} above {MATMUL_TOL[dtype]:.0e}")
-    return f"{n}x{n} {dtype}: relative error {err:.1e} against float64 (tolerance {MATMUL_TOL[dtype]:.0e})"
-
-
-def mar_perfect_and_example(device: str = "cpu") -> str:
-    import torch
-
-    from perfsuite.training.mar import mar_at_k
-
-    # Ten classes of 100 codes, each class its own direction: every neighbour shares the class.
-    labels = torch.arange(10).repeat_interleave(100)
-    codes = torch.nn.functional.one_hot(labels, 16).float() + 0.01 * torch.randn(1000, 16)
-    perfect = mar_at_k(codes.to(device), labels.to(device), 5)
-    _need(abs(perfect - 1.0) < 1e-6, f"perfectly clustered codes give MAR@5 = {perfect:.4f}, not 1")
-    # Random codes: a neighbour shares the class about one time in ten.
-    chance = mar_at_k(torch.randn(1000, 16).to(device), labels.to(device), 5)
-    _need(0.02 < chance < 0.3, f"random codes give MAR@5 = {chance:.3f}, expected about 0.1")
-    return f"1.0 for perfectly clustered codes, {chance:.2f} for random ones (chance: 0.1)"
-
-
-def _checks() -> dict[str, list[tuple[str, Callable[[str], str]]]]:
-    acts = []
-    for fn in ("swish", "mish"):
-        for save in ("input", "input+sigmoid"):
-            acts.append((f"gradcheck {fn} save={save}", lambda d, fn=fn, save=save: activation_gradcheck(fn, save, d)))
-            acts.append((f"{fn} save={save} = builtin",
-                         lambda d, fn=fn, save=save: activation_matches_builtin(fn, save, d)))
-
-    def training(w):
-        return [("AMP keeps the loss", lambda d: amp_loss_agreement(w, d)),
-                ("resume is bit-exact", lambda d: resume_bit_exact(w, d)),
-                ("early stopping", lambda d: early_stopping(w, d))]
-
-    return {
-        "activation": acts,
-        "autoencoder": training("autoencoder"),
-        "resnet": training("resnet"),
-        "checkpoint": [("resume is bit-exact (resnet)", lambda d: resume_bit_exact("resnet", d))],
-        "matmul": [(f"{dt} = float64 reference", lambda d, dt=dt: matmul_agrees(dt, d))
-                   for dt in ("fp32", "bf16")],
-        "mar": [("MAR@k's best is 1", mar_perfect_and_example)],
-    }
-
+# ---- running what the workloads declare ---------------------------------------------------------
 
 def checks_for(workload: str) -> list[tuple[str, Callable[[str], str]]]:
+    """The named checks `workload` declares (its file's `checks=`), in declaration order."""
     from perfsuite.core import registry
 
-    found = list(_checks().get(workload, []))
-    w = registry.get(workload)
-    if w.user_check is not None:  # a user workload's own check= (perfsuite.workload)
-        found.append(("its own check at the default case", lambda device: _user_check(w, device)))
-    return found
-
-
-def _user_check(w, device: str) -> str:
-    params = w.resolve({})
-    w.user_check(params, device)
-    return f"passed ({', '.join(f'{k}={v}' for k, v in params.items())})"
+    return list((registry.get(workload).checks or {}).items())
 
 
 def run_checks(workloads: list[str], device: str = "cpu",
@@ -451,7 +352,7 @@ def run_checks(workloads: list[str], device: str = "cpu",
             torch.manual_seed(0)
             t0 = time.perf_counter()
             try:
-                detail, ok = fn(device), True
+                detail, ok = fn(device) or "passed", True
             except CheckFailed as exc:
                 detail, ok = str(exc), False
             except PerfsuiteError as exc:

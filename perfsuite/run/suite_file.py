@@ -20,6 +20,8 @@
         workload: resnet
         params: {size: ci}
         precisions: [fp32, bf16]
+    others: cpu           # and every other workload, over the grid its file declares for this size
+                          # ({grid: gpu, except: [noop]} leaves some out): a new workload needs no edit here
 
 Every error names its key path (`suites[2].params.batch_size`) and what is allowed, and
 nothing runs until the whole file is valid.
@@ -36,7 +38,7 @@ from typing import Any
 
 from perfsuite.core.errors import ConfigError
 
-TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "suites"}
+TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "suites", "others"}
 ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "processes", "vary", "precisions", "pairs", "steps"}
 KINDS = ("run", "pair", "amp")
 # An entry's name becomes a file name (`<out>/<name>.json`), the suite's a directory name: plain
@@ -134,6 +136,8 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     entries_raw = doc.get("suites")
     if not isinstance(entries_raw, list) or not entries_raw:
         raise _err("suites", "must be a non-empty list of workloads to run")
+    if "others" in doc:
+        entries_raw = entries_raw + _others(doc["others"], entries_raw)
     default_time = _number(doc.get("max_time", 10), "max_time")
     default_processes = _processes(doc.get("processes", 1), "processes")
     if "name" in doc:  # also a path: the default output directory is `<results>/<name>-<time>`
@@ -228,6 +232,29 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     return Suite(name=str(doc.get("name", path.stem)), path=path,
                  sha256=hashlib.sha256(path.read_bytes()).hexdigest(), device=str(device or doc.get("device", "auto")),
                  output=Path(out) if out else None, entries=entries, checks=checks)
+
+
+def _others(value: Any, entries_raw: list) -> list[dict]:
+    """`others: SIZE` or `others: {grid: SIZE, except: [names]}`: an entry for every registered
+    workload no entry names, over the grid its file declares for SIZE (Workload.grid)."""
+    from perfsuite.core import registry
+    from perfsuite.core.workload import SIZES
+
+    spec = {"grid": value} if isinstance(value, str) else value
+    if not isinstance(spec, dict) or set(spec) - {"grid", "except"} or spec.get("grid") not in SIZES:
+        raise _err("others", f"must be a size ({', '.join(SIZES)}) or {{grid: SIZE, except: [workloads]}}, "
+                             f"got {value!r}")
+    skip = spec.get("except", [])
+    if not isinstance(skip, list):
+        raise _err("others.except", f"must be a list of workloads, got {skip!r}")
+    for name in skip:
+        try:
+            registry.get(str(name))
+        except ConfigError as exc:
+            raise _err("others.except", str(exc)) from None
+    named = {str(r.get("workload")) for r in entries_raw if isinstance(r, dict)} | {str(n) for n in skip}
+    return [{"name": name, "workload": name, "params": registry.get(name).grid(spec["grid"])}
+            for name in registry.names() if name not in named]
 
 
 def _count(value: Any, where: str, least: int) -> int:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from perfsuite.core.errors import ConfigError
-from perfsuite.core.params import Param
+from perfsuite.core.params import Param, resolve
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
 from perfsuite.core.workload import BuiltStep, Workload
@@ -112,13 +112,49 @@ def _built(workload: str, made: Any, device: str, fn: Callable) -> BuiltStep:
         flops_method=method if flops else None, bytes_per_step=made.bytes, dtype=made.dtype))
 
 
+@dataclass(frozen=True)
+class _Builder:
+    """The registered builder of a declared function. (Objects, not closures: a workload crosses
+    into worker processes pickled, which works wherever its module can be imported by name.)"""
+
+    name: str
+    fn: Callable
+
+    def __call__(self, resolved: Mapping[str, Any], device: str) -> BuiltStep:
+        return _built(self.name, self.fn(**resolved, device=device), device, self.fn)
+
+
+@dataclass(frozen=True)
+class _DefaultCaseCheck:
+    """`check=`: the user's check called with the default case's parameters and the device."""
+
+    name: str
+    specs: tuple
+    check: Callable
+
+    def __call__(self, device: str) -> str:
+        resolved = resolve(self.specs, {}, self.name)
+        self.check(**resolved, device=device)
+        return f"passed ({', '.join(f'{k}={v}' for k, v in resolved.items())})"
+
+
 def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = None, name: str | None = None,
-             check: Callable[..., Any] | None = None, description: str | None = None):
+             check: Callable[..., Any] | None = None, description: str | None = None,
+             checks: Mapping[str, Callable[[str], Any]] | None = None,
+             grids: Mapping[str, Mapping[str, Any]] | None = None,
+             report: Callable[..., list] | None = None, asv: Mapping[str, Any] | None = None):
     """Register the decorated builder `fn(**params, device) -> perfsuite.Step` as a workload.
 
-    `check`, when given, is called as `check(**params, device=device)` by `perfsuite check` and
-    before a suite measures; it raises (an AssertionError, say) when the step computes the wrong
-    thing.
+    `check`, when given, is called as `check(**params, device=device)` at the default case by
+    `perfsuite check` and before a suite measures; it raises (an AssertionError, say) when the
+    step computes the wrong thing. `checks`: more of them by name, each called as `fn(device)`
+    and returning a one-line detail (or None).
+
+    `grids`: named grids for the front-ends, `{"ci": {"batch_size": [32, 128]}, "gpu": {...}}`
+    (asv picks one with PERFSUITE_ASV_SIZE; a missing size uses "ci"; default: the default
+    sweep). `report(records, out_dir, options) -> [markdown lines]`: the workload's own section of
+    `perfsuite report`. `asv`: {"processes": N, "max_time": S, "tracks": [...], "amp": bool}
+    (perfsuite.core.workload.ASV_KEYS).
     """
     def wrap(fn: Callable) -> Callable:
         wname = name or fn.__name__
@@ -142,17 +178,20 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
             if values:
                 sweep[pname] = values
 
-        def build(resolved: Mapping[str, Any], device: str) -> BuiltStep:
-            return _built(wname, fn(**resolved, device=device), device, fn)
-
-        checks = None
+        named = dict(checks or {})
         if check is not None:
-            checks = (lambda resolved, device: check(**resolved, device=device))
+            named["its own check at the default case"] = _DefaultCaseCheck(wname, tuple(specs), check)
+        for cname, cfn in named.items():
+            if not callable(cfn):
+                raise ConfigError(f"workload {wname!r}: check {cname!r} is not callable")
+        if report is not None and not callable(report):
+            raise ConfigError(f"workload {wname!r}: report must be a function (records, out_dir, options) -> lines")
         source = inspect.getsourcefile(fn) or "?"
         line = inspect.getsourcelines(fn)[1] if source != "?" else 0
         doc = description or inspect.getdoc(fn) or ""
         register(Workload(name=wname, description=doc.strip().splitlines()[0] if doc else "", params=tuple(specs),
-                          builder=build, sweep=sweep or None, source=f"{source}:{line}", user_check=checks))
+                          builder=_Builder(wname, fn), sweep=sweep or None, source=f"{source}:{line}", checks=named or None,
+                          grids=grids, report=report, asv=dict(asv) if asv else None))
         return fn
 
     return wrap(fn) if fn is not None else wrap

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Mapping
 
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
+from perfsuite.run.checks import CheckFailed, need
 from perfsuite.workloads.base import BuiltStep, Workload, torch_dtype
 
 # FLOPs per element, counted by hand from the formulas in perfsuite/ops/activations.py
@@ -44,6 +46,59 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
                                         dtype=params["dtype"] if params["dtype"] != "fp64" else "fp32"))
 
 
+# The hand-written Swish and Mish (perfsuite/ops/activations.py), both ways of saving for
+# backward: `gradcheck` in float64, and values and gradients against torch's F.silu/F.mish on
+# fresh inputs including |x| up to 1e4 (where a naive exp overflows).
+def activation_gradcheck(fn: str, save: str, device: str = "cpu") -> str:
+    import torch
+
+    from perfsuite.ops.activations import activation
+
+    x = torch.randn(64, dtype=torch.float64, device=device, requires_grad=True)
+    try:
+        torch.autograd.gradcheck(activation(fn, "custom", save), (x,))
+    except torch.autograd.gradcheck.GradcheckError as exc:
+        raise CheckFailed(str(exc).splitlines()[0]) from None
+    return "analytical gradient = numerical (float64, 64 points)"
+
+
+ORACLES = {"swish": "silu", "mish": "mish"}
+
+
+def activation_matches_builtin(fn: str, save: str, device: str = "cpu", seed: int = 0) -> str:
+    import torch
+    import torch.nn.functional as F
+
+    from perfsuite.ops.activations import activation
+
+    oracle = getattr(F, ORACLES[fn])
+    g = torch.Generator().manual_seed(seed)
+    x = torch.cat([5 * torch.randn(10_000, generator=g),
+                   torch.tensor([-1e4, -200.0, -90.0, 90.0, 200.0, 1e4])]).to(device)
+    mine, ref = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    y, y_ref = activation(fn, "custom", save)(mine), oracle(ref)
+    gy = torch.randn(y.shape, generator=g).to(device)
+    (y * gy).sum().backward()
+    (y_ref * gy).sum().backward()
+    need(bool(torch.isfinite(y).all() and torch.isfinite(mine.grad).all()), "non-finite output or gradient")
+    for what, a, b, rtol, atol in (("values", y, y_ref, 1e-5, 1e-6), ("gradients", mine.grad, ref.grad, 1e-4, 1e-5)):
+        try:
+            torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
+        except AssertionError as exc:
+            raise CheckFailed(f"{what} differ from F.{ORACLES[fn]}: " + " ".join(str(exc).split())[:200]) from None
+    return f"values and gradients = F.{ORACLES[fn]} on 10,006 inputs, |x| up to 1e4"
+
+
+def _checks() -> dict:
+    out = {}
+    for fn in ("swish", "mish"):
+        for save in ("input", "input+sigmoid"):
+            # Partials, not lambdas: a workload crosses into worker processes pickled.
+            out[f"gradcheck {fn} save={save}"] = partial(activation_gradcheck, fn, save)
+            out[f"{fn} save={save} = builtin"] = partial(activation_matches_builtin, fn, save)
+    return out
+
+
 WORKLOAD = register(
     Workload(
         name="activation",
@@ -58,5 +113,13 @@ WORKLOAD = register(
             Param("pass", str, "backward", choices=("forward", "backward"), help="forward, or forward+backward"),
         ),
         builder=build,
+        checks=_checks(),
+        grids={
+            "ci": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 16]},
+            "cpu": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 20, 1 << 24],
+                    "dtype": ["fp32", "bf16"]},
+            "gpu": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 20, 1 << 24],
+                    "dtype": ["fp32", "bf16"]},
+        },
     )
 )

@@ -101,5 +101,12 @@ WORKLOAD = register(
         ),
         builder=build,
         checker=check,
+        grids={
+            "ci": {"bytes": [1 << 16], "world_size": [2]},
+            "cpu": {"op": ["all_reduce", "all_gather", "reduce_scatter"], "bytes": [1 << 20, 1 << 26],
+                    "world_size": [2]},
+            "gpu": {"bytes": [1 << 10, 1 << 20, 1 << 30], "world_size": [1, 2]},
+        },
+        asv={"max_time": 2.0, "tracks": ["seconds_per_bus_gb"]},
     )
 )

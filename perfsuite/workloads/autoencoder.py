@@ -23,6 +23,7 @@ from perfsuite.measure.nvtx import Annotator
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
+from perfsuite.run.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.step import TrainParts, make_train_step
 from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes
@@ -239,6 +240,9 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
                      teardown=teardown, extra=extra)
 
 
+# The small case the training checks build, and their steps (perfsuite/run/checks.py).
+TRAINING_CHECKS = TrainingCase("autoencoder", {"variant": "conv", "batch_size": 8}, amp_steps=10, resume_steps=6)
+
 WORKLOAD = register(
     Workload(
         name="autoencoder",
@@ -262,5 +266,9 @@ WORKLOAD = register(
         fp32_kernels=("variant", {"fc": "matmul", "conv": "conv"}),  # conv: ~78% of its FLOPs in convolutions
         checker=check,
         presets=PRESETS,
+        checks=training_checks(TRAINING_CHECKS),
+        grids={size: {"size": [size], "variant": ["fc", "conv"], "precision": ["fp32", "bf16", "fp16"]}
+               for size in ("ci", "cpu", "gpu")},
+        asv={"amp": True},
     )
 )

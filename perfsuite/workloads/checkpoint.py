@@ -40,6 +40,14 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
                      teardown=tmpdir.cleanup)
 
 
+def resume_check(device: str) -> str:
+    """Its step saves and loads a ResNet's training state: resuming from it must be bit-exact."""
+    from perfsuite.run.checks import resume_bit_exact
+    from perfsuite.workloads.resnet import TRAINING_CHECKS
+
+    return resume_bit_exact(TRAINING_CHECKS, device)
+
+
 WORKLOAD = register(
     Workload(
         name="checkpoint",
@@ -49,5 +57,7 @@ WORKLOAD = register(
             Param("op", str, "save", choices=("save", "load")),
         ),
         builder=build,
+        checks={"resume is bit-exact (resnet)": resume_check},
+        grids={"ci": {"op": ["save", "load"]}},
     )
 )

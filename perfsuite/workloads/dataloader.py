@@ -123,6 +123,16 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     return BuiltStep(fn=step, work=Work(items_per_step=len(ds), item_unit="images"), extra=extra_metrics)
 
 
+def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
+    """Over a sweep: the knee (the cheapest configuration within 5% of the best throughput) and
+    throughput against workers (perfsuite/report/dataloader.py)."""
+    if len(records) < 2:
+        return []
+    from perfsuite.report.dataloader import section
+
+    return section(records, out_dir)
+
+
 WORKLOAD = register(
     Workload(
         name="dataloader",
@@ -141,5 +151,11 @@ WORKLOAD = register(
         builder=build,
         checker=check,
         presets=PRESETS,
+        report=report,
+        grids={
+            "ci": {"images": [128], "num_workers": [0, 2], "batch_size": [32]},
+            "cpu": {"num_workers": [0, 1, 2, 4], "batch_size": [32, 128]},
+            "gpu": {"size": ["gpu"], "num_workers": [0, 2, 4, 8], "batch_size": [128, 256], "pin_memory": [False, True]},
+        },
     )
 )

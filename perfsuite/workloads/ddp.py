@@ -102,5 +102,12 @@ WORKLOAD = register(
         ),
         builder=build,
         checker=check,
+        # Each case is one torchrun launch of its ranks; world_size=1 gives the scaling baseline.
+        grids={
+            "ci": {"model": ["autoencoder"], "batch_size": [16], "world_size": [1, 2]},
+            "cpu": {"model": ["resnet"], "size": ["ci"], "world_size": [1, 2]},
+            "gpu": {"model": ["resnet"], "size": ["gpu"], "world_size": [1, 2]},
+        },
+        asv={"tracks": ["inverse_scaling_efficiency", "comm_share"]},
     )
 )

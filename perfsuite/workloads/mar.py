@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
+from perfsuite.run.checks import need
 from perfsuite.workloads.base import BuiltStep, Workload
 
 
@@ -28,6 +29,23 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
                                         flops_method="analytic"))
 
 
+def mar_perfect_and_example(device: str = "cpu") -> str:
+    """MAR@k is 1 for codes that cluster perfectly by class, and about chance for random ones."""
+    import torch
+
+    from perfsuite.training.mar import mar_at_k
+
+    # Ten classes of 100 codes, each class its own direction: every neighbour shares the class.
+    labels = torch.arange(10).repeat_interleave(100)
+    codes = torch.nn.functional.one_hot(labels, 16).float() + 0.01 * torch.randn(1000, 16)
+    perfect = mar_at_k(codes.to(device), labels.to(device), 5)
+    need(abs(perfect - 1.0) < 1e-6, f"perfectly clustered codes give MAR@5 = {perfect:.4f}, not 1")
+    # Random codes: a neighbour shares the class about one time in ten.
+    chance = mar_at_k(torch.randn(1000, 16).to(device), labels.to(device), 5)
+    need(0.02 < chance < 0.3, f"random codes give MAR@5 = {chance:.3f}, expected about 0.1")
+    return f"1.0 for perfectly clustered codes, {chance:.2f} for random ones (chance: 0.1)"
+
+
 WORKLOAD = register(
     Workload(
         name="mar",
@@ -39,5 +57,7 @@ WORKLOAD = register(
             Param("k", int, 5, min=1),
         ),
         builder=build,
+        checks={"MAR@k's best is 1": mar_perfect_and_example},
+        grids={"ci": {"n": [1000]}, "cpu": {"n": [1000, 10000]}, "gpu": {"n": [1000, 10000]}},
     )
 )

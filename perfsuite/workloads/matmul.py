@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Mapping
 
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
+from perfsuite.run.checks import need
 from perfsuite.workloads.base import DTYPES, BuiltStep, Workload, torch_dtype
 
 
@@ -41,6 +43,22 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     )
 
 
+MATMUL_TOL = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 2e-3}
+
+
+def matmul_agrees(dtype: str, device: str = "cpu", n: int = 128) -> str:
+    """The product agrees with a float64 reference within the dtype's tolerance."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g, dtype=torch.float64), torch.randn(n, n, generator=g, dtype=torch.float64)
+    got = torch.mm(a.to(device, torch_dtype(dtype)), b.to(device, torch_dtype(dtype))).double().cpu()
+    ref = a.to(torch_dtype(dtype)).double() @ b.to(torch_dtype(dtype)).double()
+    err = float((got - ref).norm() / ref.norm())
+    need(err <= MATMUL_TOL[dtype], f"relative error {err:.2e} above {MATMUL_TOL[dtype]:.0e}")
+    return f"{n}x{n} {dtype}: relative error {err:.1e} against float64 (tolerance {MATMUL_TOL[dtype]:.0e})"
+
+
 WORKLOAD = register(
     Workload(
         name="matmul",
@@ -51,5 +69,14 @@ WORKLOAD = register(
         ),
         builder=build,
         fp32_kernels="matmul",  # cuBLAS: its TF32 flag sets the fp32 roof
+        checks={f"{dt} = float64 reference": partial(matmul_agrees, dt) for dt in ("fp32", "bf16")},
+        grids={
+            "ci": {"n": [256], "dtype": ["fp32", "bf16"]},
+            "cpu": {"n": [256, 1024], "dtype": ["fp32", "bf16"]},
+            "gpu": {"n": [4096, 8192], "dtype": ["fp32", "bf16", "fp16"]},
+        },
+        # Three worker processes per case, as suites/cpu.yaml has them: its history is compared
+        # across commits, where one unlucky process's memory layout would otherwise show as a change.
+        asv={"processes": 3},
     )
 )

@@ -1,24 +1,19 @@
-"""An empty step: what the harness itself costs per timed call."""
+"""An empty step: what the harness itself costs per timed call.
+
+Declared with the public API, as a user's workload is (docs/adding-a-workload.md).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
-from perfsuite.workloads.base import BuiltStep, Workload
+import perfsuite
 
 
 def _noop() -> None:
     return None
 
 
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
-    # No FLOPs: None, so no meaningless "0% of peak" is reported.
-    return BuiltStep(fn=_noop, work=Work(items_per_step=1, item_unit="calls"))
-
-
-WORKLOAD = register(
-    Workload(name="noop", description="an empty Python function: the harness's per-call overhead",
-             params=(), builder=build)
-)
+@perfsuite.workload(grids={"ci": {}})
+def noop(device: str):
+    """an empty Python function: the harness's per-call overhead"""
+    # No FLOPs: the counter finds none, so no meaningless "0% of peak" is reported.
+    return perfsuite.Step(_noop, items=1, unit="calls")

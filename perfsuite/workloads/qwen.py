@@ -159,6 +159,14 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     return BuiltStep(fn=step, work=work, extra=collect)
 
 
+def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
+    """The inference study's section: optimal batch size within --latency-bound, the bottleneck,
+    six panels, a heatmap and qwen-sweep.json/.csv (perfsuite/report/qwen.py)."""
+    from perfsuite.report.qwen import section
+
+    return section(records, out_dir, options.get("latency_bound_ms"))
+
+
 WORKLOAD = register(
     Workload(
         name="qwen",
@@ -188,5 +196,11 @@ WORKLOAD = register(
         max_builds=1,
         checker=check,
         presets=PRESETS,
+        report=report,
+        grids={
+            "ci": {"shape": ["tiny"], "batch_size": [1, 4], "dtype": ["fp32", "bf16"]},
+            "cpu": {"shape": ["0.5b"], "batch_size": [1, 8], "dtype": ["fp32", "bf16"]},
+            "gpu": {"shape": ["0.5b"], "batch_size": [1, 8, 32], "dtype": ["fp32", "bf16", "fp16"]},
+        },
     )
 )

@@ -8,6 +8,7 @@ from perfsuite.core.errors import Unsupported
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
+from perfsuite.run.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.schedule import sgd_nesterov_with_schedule
 from perfsuite.training.step import TrainParts, make_train_step
@@ -104,6 +105,12 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     return BuiltStep(fn=step, work=work)
 
 
+# The small case the training checks build, and their steps (perfsuite/run/checks.py): a step
+# costs ~0.2 s here. The loss on its fixed batch falls steeply for ~5 steps and a 5-step mean
+# taken there swings with tiny precision effects (fp32 vs bf16 on this CPU: 4.2% apart after 6
+# steps, 8.2% after 8, 1.2% after 10 and 12), so the AMP check reads it after the fall.
+TRAINING_CHECKS = TrainingCase("resnet", {"batch_size": 4}, amp_steps=12, resume_steps=4)
+
 WORKLOAD = register(
     Workload(
         name="resnet",
@@ -127,5 +134,14 @@ WORKLOAD = register(
         fp32_kernels="conv",  # cuDNN convolutions carry nearly all FLOPs (the fc layer is <0.1%)
         checker=check,
         presets=PRESETS,
+        checks=training_checks(TRAINING_CHECKS),
+        grids={
+            "ci": {"size": ["ci"], "model": ["resnet18"], "precision": ["fp32", "bf16", "fp16"]},
+            "cpu": {"size": ["cpu"], "model": ["resnet18", "resnet34"], "precision": ["fp32", "bf16", "fp16"]},
+            "gpu": {"size": ["gpu"], "model": ["resnet18", "resnet34"], "precision": ["fp32", "bf16", "fp16"]},
+        },
+        # Three worker processes per case, as suites/cpu.yaml has them: its history is compared
+        # across commits, where one unlucky process's memory layout would otherwise show as a change.
+        asv={"processes": 3, "amp": True},
     )
 )

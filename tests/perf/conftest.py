@@ -16,23 +16,21 @@ def pytest_addoption(parser, pluginmanager):
 def pytest_generate_tests(metafunc):
     if "bench_case" in metafunc.fixturenames:
         from perfsuite.core import registry
-        from benchmarks._grids import cases
 
         size = metafunc.config.getoption("--perfsuite-size")
         params, ids = [], []
         for name in registry.names():
             if getattr(registry.get(name), "launcher", None) is not None:
                 continue  # distributed: its ranks run elsewhere (test_distributed_benchmarks.py)
-            for case in cases(name, size):
+            for case in registry.get(name).cases(size):  # the grid its file declares
                 params.append((name, case))
                 ids.append(f"{name}[{','.join(f'{k}={v}' for k, v in case.items())}]")
         metafunc.parametrize("bench_case", params, ids=ids)
     if "dist_case" in metafunc.fixturenames:
         from perfsuite.core import registry
-        from benchmarks._grids import cases
 
         size = metafunc.config.getoption("--perfsuite-size")
         params = [(name, case) for name in registry.names() if getattr(registry.get(name), "launcher", None)
-                  for case in cases(name, size)]
+                  for case in registry.get(name).cases(size)]
         metafunc.parametrize("dist_case", params,
                              ids=[f"{n}[{','.join(f'{k}={v}' for k, v in c.items())}]" for n, c in params])

@@ -1,7 +1,7 @@
 """Distributed workloads (ddp, allreduce) in pytest-benchmark, through perfsuite's one case loop.
 
 Their steps run in ranks that torchrun starts (perfsuite.distributed), not in this process, so
-pytest-benchmark cannot time them itself. Each workload's grid (benchmarks/_grids.py) is measured
+pytest-benchmark cannot time them itself. Each workload's grid (declared in its file) is measured
 once per session with perfsuite.run.execute.run_cases, exactly as `perfsuite run` and asv's track
 classes do (world_size=1 first, so the others carry their scaling efficiency); each test then
 hands its record to pytest-benchmark through the fixture's timer (the plugin's Replay), which
@@ -27,7 +27,6 @@ def _measured(name: str, size: str, device: str, max_time: float) -> dict:
     """Every grid case of `name`, measured once in one run_cases call: {params key: record or reason}."""
     key = (name, size, device)
     if key not in _MEASURED:
-        from benchmarks._grids import cases
         from perfsuite.measure.env import fingerprint
         from perfsuite.run.execute import Case, Events, run_cases
 
@@ -44,7 +43,7 @@ def _measured(name: str, size: str, device: str, max_time: float) -> dict:
                 got[repr(sorted(case.params.items()))] = f"skipped: {reason}"
 
         w = registry.get(name)
-        run_cases([Case(w, c) for c in cases(name, size)], RunConfig(device=device, max_time=max_time), device,
+        run_cases([Case(w, c) for c in w.cases(size)], RunConfig(device=device, max_time=max_time), device,
                   env=fingerprint(), events=Keep())
         _MEASURED[key] = got
     return _MEASURED[key]
