@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
@@ -24,10 +26,16 @@ def cmd_amp(args, console) -> int:
     precisions = args.precisions.split(",")
     if len(precisions) != 2 or any(p not in ("fp32", "bf16", "fp16") for p in precisions):
         raise PerfsuiteError(f"--precisions expects two of fp32, bf16, fp16, got {args.precisions!r}")
+    if precisions[0] == precisions[1]:
+        raise PerfsuiteError(f"--precisions {args.precisions}: compares {precisions[0]} with itself; name two")
     if args.pairs < 2 or args.steps < 5:
         raise PerfsuiteError("--pairs must be >= 2 and --steps >= 5")
-    if args.out is not None and args.out.exists():
-        raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
+    if args.out is not None:  # checked before measuring: a minute's comparison is not thrown away
+        from perfsuite.storage.files import writable_dir
+
+        if os.path.lexists(args.out):  # a dangling symlink too
+            raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
+        writable_dir(args.out.parent, "--out folder")
     device = resolve_device(args.device)
     for p in precisions:
         workload.check({**given, "precision": p}, device)

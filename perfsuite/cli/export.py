@@ -3,7 +3,7 @@ tools read. csv/parquet: the tidy table of perfsuite.storage.table (`--out FILE`
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from rich.text import Text
 
@@ -33,7 +33,7 @@ def export_command(args, console) -> int:
         raise PerfsuiteError(f"export {args.format} needs --out FILE")
     if args.logdir is not None:
         raise PerfsuiteError("--logdir is for export tensorboard")
-    if Path(args.out).exists():
+    if os.path.lexists(args.out):  # a dangling symlink too: it would be written through
         raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
     skipped: list[str] = []
     df = results.load(args.results, skipped=skipped)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
@@ -40,7 +42,14 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     from perfsuite.core.params import expand_sweep, parse_assignments
     from perfsuite.storage.files import atomic_write_text, document, load_document
 
+    from perfsuite.storage.write import make_dir
+
     clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
+    # Outputs checked before anything is measured: a verdict is never thrown away at the end.
+    if args.json is not None:
+        if os.path.lexists(args.json):
+            raise PerfsuiteError(f"--json {args.json}: file exists; refusing to overwrite")
+        make_dir(args.json.parent, "--json folder")
     in_process = args.slowdown is not None  # the self-check times both arms here; a gate drives side processes
     how = (f"{args.budget:g}s per case, {args.builds} " + ("build(s)" if in_process else "process(es)") + " per side, "
            + (f"{threads} torch thread(s)" if threads else "torch's own threads")
@@ -77,11 +86,11 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
 
     floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
     if args.learn_floor:
+        make_dir(args.floors.parent, "--floors folder")
         for case in runnable:
             floors[label(case)] = g.floor_sides(new, case, device, args.learn_floor, args.budget / 3, args.builds,
                                                 args.heap, threads)
             console.print(Text(f"{label(case)}: noise floor {floors[label(case)]:.2%}"))
-        args.floors.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.floors, document("noise-floors", floors))
         return 0
 

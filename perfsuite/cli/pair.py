@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
@@ -24,7 +26,7 @@ def pair_command(args, console) -> int:
     sweep = parse_assignments(args.param, w.params, w.name)
     if key in sweep:
         raise PerfsuiteError(f"parameter {key!r} is given both by --vary and -p")
-    if args.out is not None and args.out.exists():
+    if args.out is not None and os.path.lexists(args.out):  # a dangling symlink too
         raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
     if args.out is not None:  # checked before measuring, so no finished pair is thrown away
         from perfsuite.storage.files import writable_dir

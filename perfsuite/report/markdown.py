@@ -13,11 +13,13 @@ from perfsuite.core.record import Record
 from perfsuite.report.cells import record_cells, shows_bound
 from perfsuite.report.plots import throughput_figure
 from perfsuite.core.units import fmt_seconds
+from perfsuite.core.text import markdown_cell, printable
+from perfsuite.storage import write
 
 
 def _row(r: Record, bound: bool) -> str:
     c = record_cells(r)
-    params = ", ".join(f"{k}={v}" for k, v in r.params.items()) or "-"
+    params = markdown_cell(", ".join(f"{k}={v}" for k, v in r.params.items()) or "-")
     conv = "yes" if r.converged else "**no**"
     gpu = f" {c['bound']} |" if bound else ""
     return (f"| {params} | {c['median']} | {c['ci']} | {c['iqr']} | {c['p90']} | {c['n_block']} | "
@@ -33,8 +35,8 @@ def _table(recs: list[Record]) -> list[str]:
 
 def _notes(recs: list[Record]) -> list[str]:
     """Where each CUDA record's time went, and why a record with a stored peak has no fraction."""
-    lines = [f"- {r.label()}: **{r.bound.verdict}**: {r.bound.reason}" for r in recs if r.device.startswith("cuda")]
-    lines += [f"- {r.label()}: no fraction of peak: {r.peak['why']}" for r in recs
+    lines = [f"- {printable(r.label())}: **{r.bound.verdict}**: {r.bound.reason}" for r in recs if r.device.startswith("cuda")]
+    lines += [f"- {printable(r.label())}: no fraction of peak: {r.peak['why']}" for r in recs
               if r.peak and r.peak_fraction is None and r.flops_per_s is not None and r.peak.get("why")]
     return ["Where the time went, and roofs:", "", *lines, ""] if lines else []
 
@@ -56,7 +58,7 @@ def _amp_section(amp: list[dict]) -> list[str]:
         ta = stats.median(a["time_a_s"])
         tb = stats.median(a["time_b_s"])
         lines.append(
-            f"| {a['workload']} | {a['params']} | {a['precision_a']} | {a['precision_b']} | {fmt_seconds(ta)} | "
+            f"| {markdown_cell(a['workload'])} | {markdown_cell(a['params'])} | {markdown_cell(a['precision_a'])} | {markdown_cell(a['precision_b'])} | {fmt_seconds(ta)} | "
             f"{fmt_seconds(tb)} | {ci_txt} | {a['memory_ratio']:.2f} | {a['final_loss_a']:.4g} / {a['final_loss_b']:.4g} | "
             f"{_amp_bound(a, 'a')} / {_amp_bound(a, 'b')} | {'ok' if a['accuracy_ok'] else '**diverged**'} |")
     return lines + [""]
@@ -69,9 +71,9 @@ def _pair_section(pairs: list[dict]) -> list[str]:
     for p in pairs:
         ci = p.get("time_ratio_ci")
         ci_txt = f"{p['time_ratio']:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else "")
-        shared = ", ".join(f"{k}={v}" for k, v in p["params"].items())
+        shared = markdown_cell(", ".join(f"{k}={v}" for k, v in p["params"].items()))
         saved = "-" if p.get("saved_ratio") is None else f"{p['saved_ratio']:.2f}"
-        lines.append(f"| {p['workload']} | {shared} | {p['vary']}: {p['a']} / {p['b']} | {ci_txt} | "
+        lines.append(f"| {markdown_cell(p['workload'])} | {shared} | {markdown_cell(p.get('vary'))}: {markdown_cell(p['a'])} / {markdown_cell(p['b'])} | {ci_txt} | "
                      f"{len(p['ratios'])} | {saved} |")
     return lines + [""]
 
@@ -80,33 +82,34 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
                  amp: list[dict] | None = None, pairs: list[dict] | None = None,
                  latency_bound_ms: float | None = None) -> Path:
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    write.make_dir(out_dir, "report folder")
     by_workload: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         by_workload[r.workload].append(r)
     env = records[0].env
     tidy = out_dir / "results.csv"
-    results.frame(records).to_csv(tidy, index=False)
+    write.save_csv(results.frame(records), tidy)
     lines = [
         "# perfsuite report",
         "",
         f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from "
         + (", ".join(f"`{s}`" for s in sources) if sources else "stored records") + ".",
         "",
-        f"- device: {records[0].device}; CPU: {env.get('cpu_model')}; torch {env.get('torch')} "
-        f"with {env.get('torch_threads')} threads; git {str(env.get('git_commit'))[:10]}"
-        + (" (dirty)" if env.get("git_dirty") else ""),
-        f"- timing: {records[0].timing_method}; memory: peak RSS of the timed region above its start",
+        printable(f"- device: {records[0].device}; CPU: {env.get('cpu_model')}; torch {env.get('torch')} "
+                  f"with {env.get('torch_threads')} threads; git {str(env.get('git_commit'))[:10]}"
+                  + (" (dirty)" if env.get("git_dirty") else "")),
+        f"- timing: {printable(records[0].timing_method)}; memory: peak RSS of the timed region above its start",
         f"- every case as one tidy table: [`results.csv`]({tidy.name}) (`perfsuite export csv|parquet` writes "
         "the same from any results)",
         "",
     ]
     for workload, recs in by_workload.items():
-        fig = throughput_figure(recs, out_dir / f"{workload}.png")
+        # The workload's name is data: slugged and kept inside out_dir (`../../x` writes out_dir/x.png).
+        fig = throughput_figure(recs, write.file_in(out_dir, workload, ".png"))
         lines += [
-            f"## {workload}",
+            f"## {printable(workload)}",
             "",
-            f"![{workload} throughput]({fig.name})",
+            f"![{markdown_cell(workload)} throughput]({fig.name})",
             "",
             *_table(recs),
             "",
@@ -124,7 +127,7 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
             from perfsuite.report.distributed import section as distributed_section
 
             lines += distributed_section(recs)
-        warns = [f"- {r.label()}: {w}" for r in recs for w in r.warnings]
+        warns = [f"- {printable(r.label())}: {printable(w)}" for r in recs for w in r.warnings]
         if warns:
             lines += ["Warnings:", "", *warns, ""]
     if amp:
@@ -132,5 +135,5 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
     if pairs:
         lines += _pair_section(pairs)
     page = out_dir / "summary.md"
-    page.write_text("\n".join(lines))
+    write.write_text(page, "\n".join(lines))
     return page

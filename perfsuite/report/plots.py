@@ -33,6 +33,8 @@ def throughput_figure(records: list[Record], path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel(f"throughput ({records[0].throughput_unit}), median with 95% CI")
     ax.set_title(f"{records[0].workload} on {records[0].device}")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    from perfsuite.storage.write import save_figure
+
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -194,3 +194,14 @@ def save_csv(frame, path: str | os.PathLike, new: bool = False) -> Path:
     """A DataFrame as CSV; `new`: the file must not exist yet."""
     text = frame.to_csv(index=False)
     return write_new_text(path, text) if new else write_text(path, text)
+
+
+def from_tool(path: str | os.PathLike, produce) -> Path:
+    """A file another library insists on writing by name (torch.profiler's Chrome trace): it
+    writes into a private temporary folder, and the bytes come here like any other file's."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="perfsuite-out-") as tmp:
+        staged = Path(tmp) / Path(path).name
+        produce(str(staged))
+        return write_bytes(path, staged.read_bytes())
