@@ -8,6 +8,7 @@ import os
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 
 FORMATS = ("csv", "parquet", "tensorboard")
 
@@ -24,7 +25,7 @@ def export_command(args, console) -> int:
             raise PerfsuiteError("export tensorboard writes event files under --logdir DIR, not --out")
         n, problems = export_tensorboard(args.results, args.logdir)
         for problem in problems:
-            console.print(Text(f"skipped: {problem}", style="yellow"))
+            console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
         if n == 0:
             raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
         console.print(Text(f"{n} case(s) written to {args.logdir} (tensorboard --logdir {args.logdir})"))
@@ -38,7 +39,7 @@ def export_command(args, console) -> int:
     skipped: list[str] = []
     df = results.load(args.results, skipped=skipped)
     for problem in skipped:
-        console.print(Text(f"skipped: {problem}", style="yellow"))
+        console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
     if df.empty:
         raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
     try:

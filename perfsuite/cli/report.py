@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 
 
 def cmd_report(args, console) -> int:
@@ -19,7 +20,7 @@ def cmd_report(args, console) -> int:
             args.pair += sorted(given.rglob("*.pair.json"))
     records, problems = load_many(args.results)
     for problem in problems:
-        console.print(Text(f"skipped: {problem}", style="yellow"))
+        console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
     if not records:
         raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
     amp, pairs = [], []

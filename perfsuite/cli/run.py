@@ -91,8 +91,13 @@ def cmd_run(args, console) -> int:
                   f"-> {path}", highlight=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=len(cases) < 2) as progress:
-        out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
-                        events=ConsoleEvents(console, len(cases), progress))
+        try:
+            out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
+                            events=ConsoleEvents(console, len(cases), progress))
+        except BaseException:
+            if not writer.records and not writer.failures:
+                path.unlink(missing_ok=True)  # our own empty claim: the same command must work again
+            raise
     if out.interrupted:
         if not writer.records and not writer.failures:
             path.unlink(missing_ok=True)  # our own empty claim: leave nothing to trip the next run
