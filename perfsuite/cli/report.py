@@ -29,7 +29,7 @@ def cmd_report(args, console) -> int:
             try:
                 into.extend(load_document(path, kind))
             except PerfsuiteError as exc:  # like a bad results file: named, the report goes on
-                console.print(Text(f"skipped: {exc}", style="yellow"))
+                console.print(Text(printable(f"skipped: {exc}"), style="yellow"))
     page = write_report(records, args.out_dir, sources=args.results, amp=amp, pairs=pairs,
                         latency_bound_ms=args.latency_bound)
     console.print(f"report written to {page}", highlight=False)

@@ -64,7 +64,7 @@ Params = Annotated[dict[Annotated[str, Field(max_length=MAX_NAME)], Scalar], Fie
 
 def _seconds(values: list[float]) -> list[float]:
     if not all(math.isfinite(v) and v > 0 for v in values):
-        raise ValueError("every sample must be a positive finite number of seconds")
+        raise ValueError("every value must be a positive finite number")
     return values
 
 

@@ -30,8 +30,9 @@ class _Refused(ValueError):
 
 
 def read_bytes(path: str | os.PathLike, error: type[Exception] = RecordError,
-               limit: int = MAX_FILE_BYTES) -> bytes:
+               limit: int | None = None) -> bytes:
     p = Path(path)
+    limit = MAX_FILE_BYTES if limit is None else limit
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -56,7 +57,7 @@ def read_bytes(path: str | os.PathLike, error: type[Exception] = RecordError,
 
 
 def read_text(path: str | os.PathLike, error: type[Exception] = RecordError,
-              limit: int = MAX_FILE_BYTES) -> str:
+              limit: int | None = None) -> str:
     data = read_bytes(path, error, limit)
     try:
         return data.decode("utf-8")
