@@ -20,6 +20,7 @@ from perfsuite.core.record import Work
 from perfsuite.measure.runner import run_case
 from perfsuite.measure.tf32 import matmul_tf32
 from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.write import make_dir
 from perfsuite.workloads.base import BuiltStep, Workload
 
 # Big enough to leave caches and reach steady kernel throughput; small enough for 2 CPU cores.
@@ -108,7 +109,7 @@ def save_peak(path: Path, peak: dict) -> None:
 
     peaks = load_peaks(path)
     peaks[peak["device_key"]] = peak
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent, "--peak-file folder")
     atomic_write_text(path, document("peaks", peaks))
 
 

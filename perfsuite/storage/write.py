@@ -14,6 +14,7 @@ Three rules, kept here so that no caller has to remember them:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -118,6 +119,11 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
     refuse_link(path)
     tmp = _write_temp(path, data)
+    _replace(tmp, path)
+    return path
+
+
+def _replace(tmp: str, path: Path) -> None:
     try:
         os.replace(tmp, path)
     except BaseException as exc:
@@ -125,7 +131,41 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         if isinstance(exc, OSError):
             raise _fail(path, exc) from None
         raise
-    return path
+
+
+@contextlib.contextmanager
+def atomic(path: str | os.PathLike):
+    """A binary file to write `path` through, for writers that stream (torch.save, pickle, PIL):
+    the same rules as write_bytes, without holding the whole file in memory first."""
+    path = Path(path)
+    refuse_link(path)
+    try:
+        fd, tmp = create_temp(path)
+    except OSError as exc:
+        raise _fail(path, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as exc:
+        _unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _fail(path, exc) from None
+        raise
+    _replace(tmp, path)
+
+
+def new_file(path: str | os.PathLike):
+    """A new binary file at `path` to stream into (a child process's log): never an existing
+    file nor a link."""
+    path = Path(path)
+    try:
+        return os.fdopen(os.open(path, NEW_FILE, 0o666), "wb")
+    except FileExistsError:
+        raise StorageError(f"{path}: file exists; refusing to overwrite it") from None
+    except OSError as exc:
+        raise _fail(path, exc) from None
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
