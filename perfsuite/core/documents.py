@@ -130,12 +130,20 @@ class RecordDoc(_Doc):
 
 # --- the other kinds -------------------------------------------------------------------------------
 
+Interval = Annotated[list[Finite], Field(min_length=2, max_length=2)]
+
+
 class PairDoc(_Doc):
     workload: Name
     params: Params
     a: Scalar
     b: Scalar
     ratios: SampleList
+    # What the report reads, when present (derived numbers may be recomputed rather than stored).
+    vary: Name | None = None
+    time_ratio: Finite | None = None
+    time_ratio_ci: Interval | None = None
+    saved_ratio: Finite | None = None
 
 
 class AmpDoc(_Doc):
@@ -146,6 +154,13 @@ class AmpDoc(_Doc):
     precision_b: Name
     time_a_s: SampleList
     time_b_s: SampleList
+    # What the report reads, when present.
+    speedup: Finite | None = None
+    speedup_ci: Interval | None = None
+    memory_ratio: Finite | None = None
+    final_loss_a: Finite | None = None
+    final_loss_b: Finite | None = None
+    accuracy_ok: StrictBool | None = None
 
 
 class GateDoc(_Doc):
@@ -177,6 +192,13 @@ class PeakDoc(_Doc):
 Floor = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=10)]
 
 
+class FailureDoc(_Doc):
+    """A case that failed, stored beside the records so a resumed run knows it."""
+    workload: Name
+    params: Params = {}
+    device: Name | None = None
+
+
 class RunConfigDoc(_Doc):
     digest: Annotated[str, Field(strict=True, max_length=200)]
 
@@ -187,6 +209,7 @@ SCHEMAS: dict[str, TypeAdapter] = {
     "noise-floors": TypeAdapter(dict[Name, Floor]),
     "peaks": TypeAdapter(dict[Name, PeakDoc]),
     "run-config": TypeAdapter(RunConfigDoc),
+    "failures": TypeAdapter(Annotated[list[FailureDoc], Field(max_length=MAX_GROUPS * 10)]),
 }
 RECORD = TypeAdapter(RecordDoc)
 

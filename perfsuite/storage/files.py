@@ -92,8 +92,8 @@ def load_document(path: str | os.PathLike, kind: str):
     p = Path(path)
     doc = read.read_json(p)
     if documents.version_of(doc, kind, str(p)):
-        if set(doc) - {"format", "schema_version", "results"} or "results" not in doc:
-            raise RecordError(f"{p}: a {kind} document holds format, schema_version and results only")
+        if "results" not in doc:
+            raise RecordError(f"{p}: a {kind} document without its results")
         results = doc["results"]
     else:
         results = doc  # version 0: the bare results
@@ -158,12 +158,9 @@ class ResultsWriter:
         if not path.exists():
             return cls(path)
         records = load_records(path)
-        try:
-            failures = read.read_json(path).get("failures", [])
-        except (RecordError, AttributeError):
-            failures = []
-        if not isinstance(failures, list):
-            failures = []
+        doc = read.read_json(path)
+        failures = doc.get("failures") or [] if isinstance(doc, dict) else []
+        documents.validate("failures", failures, str(path))  # resume keys them: typed, hashable
         w = cls.__new__(cls)
         w.path, w.records, w.failures = path, records, list(failures)
         remove_stale_temps(path)
