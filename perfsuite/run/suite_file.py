@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.storage.read import read_bytes as _read_bytes
 
 TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "suites"}
 ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "processes", "vary", "precisions", "pairs", "steps"}
@@ -251,7 +252,7 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     if "description" in doc and not isinstance(doc["description"], str):
         raise _err("description", f"must be text, got {_shown(doc['description'])}")
     return Suite(name=doc.get("name", path.stem), path=path,
-                 sha256=hashlib.sha256(path.read_bytes()).hexdigest(), device=str(device or dev),
+                 sha256=hashlib.sha256(_read_bytes(path, ConfigError)).hexdigest(), device=str(device or dev),
                  output=Path(out) if out else None, entries=entries, checks=checks)
 
 
