@@ -57,8 +57,7 @@ def files_under(folder: Path) -> set[Path]:
 
 # ---- 1. files written where the data points ---------------------------------------------------
 
-@pytest.mark.parametrize("name", ["../../outside/evil", "/tmp/perfsuite-hostile-abs/evil", "a/b/c", "x" * 300,
-                                  "..", ".hidden"])
+@pytest.mark.parametrize("name", ["../../outside/evil", "/tmp/perfsuite-hostile-abs/evil", "a/b/c", "x" * 300])
 def test_report_keeps_data_derived_names_inside_out_dir(tmp_path, capsys, name):
     src = results_file(tmp_path / "in" / "r.json", make_record(workload=name))
     out = tmp_path / "deep" / "er" / "rep"
