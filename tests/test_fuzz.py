@@ -179,3 +179,45 @@ def test_a_second_run_into_a_locked_suite_folder_fails_at_once(tmp_path):
     finally:
         os.close(held)
     os.close(lock_output(tmp_path))  # released with its holder: no stale lock
+
+
+# --- one field of a real record, or of a peak or floors file, replaced by anything -------------------
+json_any = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=10)
+RECORD_FIELDS = ["schema_version", "id", "created", "workload", "params", "device", "timing_method", "block_size",
+                 "samples_s", "work", "warmup", "memory", "nvml", "env", "peak", "config", "converged", "warnings",
+                 "extra", "conditions", "processes", "builds"]
+
+
+@given(field=st.sampled_from(RECORD_FIELDS), value=json_any)
+def test_a_real_record_with_any_field_replaced_is_read_or_refused(capsys, tmp_path_factory, field, value):
+    from records import make_record
+
+    rec = make_record().to_dict()
+    rec[field] = value
+    folder = tmp_path_factory.mktemp("r")
+    path = folder / "r.json"
+    path.write_text(json.dumps({"format": "perfsuite.results", "schema_version": 3, "records": [rec]}))
+    code, text = _cli(capsys, "compare", path, path)
+    assert code in (0, BAD_INPUT), text
+    code, text = _cli(capsys, "report", path, "--out-dir", folder / "rep")
+    assert code in (0, BAD_INPUT), text
+    assert {p.parent for p in folder.rglob("*.png")} <= {folder / "rep"}
+
+
+@given(doc=json_any, kind=st.sampled_from(["peaks", "noise-floors"]))
+def test_any_peak_or_floors_file_is_used_or_refused_before_measuring(capsys, tmp_path_factory, doc, kind):
+    from perfsuite.core.errors import RecordError
+    from perfsuite.storage.files import load_document
+
+    path = tmp_path_factory.mktemp("d") / "d.json"
+    path.write_text(json.dumps({"format": f"perfsuite.{kind}", "schema_version": 1, "results": doc}))
+    try:
+        got = load_document(path, kind)
+    except RecordError as exc:
+        assert str(path) in str(exc)
+        return
+    values = got.values() if kind == "noise-floors" else [x for p in got.values() for x in p["flops_per_s"].values()]
+    assert all(v is None or (isinstance(v, (int, float)) and v >= 0 and v == v) for v in values)

@@ -94,7 +94,7 @@ def test_fixed_protocol_end_to_end(tmp_path, capsys):
     page = (tmp_path / "rep" / "summary.md").read_text()
     assert "Protocol: fixed 3+10 (the week-1 study's: 3 warm-up + 10 measured batches" in page
     assert "batches/s" in page and "trainable" in page
-    row = json.loads((tmp_path / "rep" / "qwen-sweep.json").read_text())[0]
+    row = json.loads((tmp_path / "rep" / "qwen-sweep.json").read_text())["results"][0]
     assert row["protocol"] == "fixed 3+10" and row["latency_source"] == "per-batch"
     # warmup_runs alone is refused: it means nothing without runs.
     assert cli.main(["run", "qwen", "-p", "shape=tiny", "-p", "warmup_runs=3", "--max-time", "0.5",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
@@ -27,6 +29,8 @@ def cmd_amp(args, console) -> int:
     precisions = args.precisions.split(",")
     if len(precisions) != 2 or any(p not in ("fp32", "bf16", "fp16") for p in precisions):
         raise PerfsuiteError(f"--precisions expects two of fp32, bf16, fp16, got {args.precisions!r}")
+    if precisions[0] == precisions[1]:
+        raise PerfsuiteError(f"--precisions {args.precisions}: compares {precisions[0]} with itself; name two")
     if args.pairs < 2 or args.steps < 5:
         raise PerfsuiteError("--pairs must be >= 2 and --steps >= 5")
     device = resolve_device(args.device)

@@ -37,6 +37,7 @@ from perfsuite.cli.why import why_command
 from perfsuite.cli.parser import build_parser
 from perfsuite.core.discover import discover
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 
 COMMANDS = {
     "list": cmd_list, "suites": cmd_suites, "env": cmd_env, "run": cmd_run, "peak": cmd_peak,
@@ -53,6 +54,10 @@ WORKLOAD_COMMANDS = {"list", "run", "check", "gate", "pair", "amp", "trace", "pr
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if sys.stdout is None:  # started with standard output closed (`>&-`): Python gives None
+        if sys.stderr is not None:
+            print("error: standard output is closed; perfsuite reports there", file=sys.stderr)
+        return 2
     # Wide enough for the results table when output is piped (rich assumes 80 columns then).
     console = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -61,11 +66,15 @@ def main(argv: list[str] | None = None) -> int:
             discover(args.workload_paths)
         return COMMANDS[args.command](args, console)
     except PerfsuiteError as exc:
-        err.print(Text("error: ", style="bold red") + Text(str(exc)))
+        # Messages quote files' contents: shown, never obeyed by the terminal.
+        err.print(Text("error: ", style="bold red") + Text(printable(str(exc))))
         return 2
     except KeyboardInterrupt:
         err.print("interrupted", highlight=False)
         return 130
+    except BrokenPipeError:  # `perfsuite list | head`: the reader left; nothing is wrong with perfsuite
+        _quiet_stdout()
+        return 2
     except Exception as exc:  # noqa: BLE001 - a bug: no traceback on the console, one in a log file
         log = _crash_log(exc)
         err.print(Text("internal error: ", style="bold red") + Text(f"{type(exc).__name__}: {exc}"))
@@ -76,11 +85,24 @@ def main(argv: list[str] | None = None) -> int:
 EXIT_INTERNAL = 4
 
 
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's final flush into the closed pipe
+    does not print a traceback of its own."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _crash_log(exc: BaseException) -> str:
     """Write the traceback where the user can find it and attach it to a bug report."""
     import tempfile
     import traceback
     from datetime import datetime, timezone
+
+    from perfsuite.storage.write import write_new_text
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -88,9 +110,10 @@ def _crash_log(exc: BaseException) -> str:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"perfsuite-crash-{stamp}-{os.getpid()}.log"
-            path.write_text(f"perfsuite {' '.join(sys.argv[1:])}\n{text}")
+            # A new file only: in a shared /tmp the name could be a link planted by another user.
+            write_new_text(path, f"perfsuite {' '.join(sys.argv[1:])}\n{text}")
             return str(path)
-        except OSError:
+        except (OSError, PerfsuiteError):
             continue
     return "(no writable log folder; traceback lost)"
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from rich.text import Text
 
+from perfsuite.core.text import printable
+
 from perfsuite.core.errors import ConfigError, PerfsuiteError
 
 
@@ -52,17 +54,17 @@ def bisect_command(args, console) -> int:
         answer = b.run_bisection(state, prober, lambda s, p: _logged(s, p, log, console))
     _save(state, log, answer)
     for c, error in answer.skipped:
-        console.print(Text(f"skipped {c.sha[:12]} {c.subject}: {error.splitlines()[0] if error else ''}",
+        console.print(Text(f"skipped {c.sha[:12]} {printable(c.subject)}: {error.splitlines()[0] if error else ''}",
                            style="yellow"))
     if answer.state == b.NOT_SLOWER:
         console.print(Text(f"--bad {args.bad} is not slower than --good {args.good}: "
                            f"{_effect(answer.confirmation)}; nothing to bisect"))
         return 0
-    console.print(Text(f"first slower commit: {answer.commit.sha[:12]} {answer.commit.subject}", style="bold red"))
+    console.print(Text(f"first slower commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}", style="bold red"))
     console.print(Text(f"  against --good: {_effect(answer.probe)}"))
     if answer.could_also_be:
         console.print(Text("  or one of the skipped commits before it: "
-                           + ", ".join(f"{c.sha[:12]} {c.subject}" for c in answer.could_also_be), style="yellow"))
+                           + ", ".join(f"{c.sha[:12]} {printable(c.subject)}" for c in answer.could_also_be), style="yellow"))
     if not args.no_why:
         _why(w, params, repo, rel, good, answer.commit.sha, device, args, log, console)
     return 1
@@ -101,7 +103,7 @@ def _logged(state, probe, log: Path, console) -> None:
     _save(state, log)
     c = next(c for c in state.commits if c.sha == probe.sha)
     what = probe.outcome if probe.outcome != "skipped" else f"skipped ({(probe.error.splitlines() or [''])[0]})"
-    console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {c.subject}: {what}"
+    console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {printable(c.subject)}: {what}"
                        + (f", {_effect(probe)}" if probe.verdict else "") + f" [{probe.seconds:.0f}s]"))
     threshold = (probe.verdict or {}).get("threshold", 0.0)
     if probe.outcome == "same" and probe.median_ratio is not None and probe.median_ratio > 1 + threshold:

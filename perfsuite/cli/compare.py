@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 
 
 def cmd_compare(args, console) -> int:
@@ -34,13 +35,13 @@ def cmd_compare(args, console) -> int:
         console.print(comparison_table(cmp))
         for c in cmp.cases:
             if c.basis != "samples":
-                console.print(Text(f"{c.label}: compared on {c.basis}"))
+                console.print(Text(printable(f"{c.label}: compared on {c.basis}")))
             for w in c.warnings:  # not refused, but the two sides were not measured alike
-                console.print(Text("warning ", style="yellow") + Text(f"{c.label}: {w}"))
+                console.print(Text("warning ", style="yellow") + Text(printable(f"{c.label}: {w}")))
         for label in cmp.only_base:
-            console.print(Text(f"only in base: {label}"))
+            console.print(Text(printable(f"only in base: {label}")))
         for label in cmp.only_new:
-            console.print(Text(f"only in new: {label}"))
+            console.print(Text(printable(f"only in new: {label}")))
     if cmp.regressed:
         # On stderr, so that --json output stays one JSON document.
         err = Console(stderr=True)

@@ -3,11 +3,12 @@ tools read. csv/parquet: the tidy table of perfsuite.storage.table (`--out FILE`
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 
 FORMATS = ("csv", "parquet", "tensorboard")
 
@@ -24,7 +25,7 @@ def export_command(args, console) -> int:
             raise PerfsuiteError("export tensorboard writes event files under --logdir DIR, not --out")
         n, problems = export_tensorboard(args.results, args.logdir)
         for problem in problems:
-            console.print(Text(f"skipped: {problem}", style="yellow"))
+            console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
         if n == 0:
             raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
         console.print(Text(f"{n} case(s) written to {args.logdir} (tensorboard --logdir {args.logdir})"))
@@ -33,12 +34,12 @@ def export_command(args, console) -> int:
         raise PerfsuiteError(f"export {args.format} needs --out FILE")
     if args.logdir is not None:
         raise PerfsuiteError("--logdir is for export tensorboard")
-    if Path(args.out).exists():
+    if os.path.lexists(args.out):  # a dangling symlink too: it would be written through
         raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
     skipped: list[str] = []
     df = results.load(args.results, skipped=skipped)
     for problem in skipped:
-        console.print(Text(f"skipped: {problem}", style="yellow"))
+        console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
     if df.empty:
         raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
     try:

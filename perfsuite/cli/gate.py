@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
@@ -67,6 +69,13 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     from perfsuite.run.execute import Case, run_cases
     from perfsuite.storage.files import atomic_write_text, document, load_document
 
+    from perfsuite.storage.write import make_dir
+
+    # Outputs checked before anything is measured: a verdict is never thrown away at the end.
+    if args.json is not None:
+        if os.path.lexists(args.json):
+            raise PerfsuiteError(f"--json {args.json}: file exists; refusing to overwrite")
+        make_dir(args.json.parent, "--json folder")
     in_process = args.slowdown is not None  # the self-check times both arms here; a gate drives side processes
     how = (f"{args.budget:g}s per case, {args.builds} " + ("build(s)" if in_process else "process(es)") + " per side, "
            + (f"{threads} torch thread(s)" if threads else "torch's own threads")
@@ -101,10 +110,10 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
             floors[case.label] = floor
             console.print(Text(f"{case.label}: noise floor {floor:.2%}"))
 
+        make_dir(args.floors.parent, "--floors folder")
         measure = g.NoiseFloor(args.learn_floor, args.builds, args.heap, threads)
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget / 3), device, measure=measure,
                         events=_GateEvents(console, learned))
-        args.floors.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.floors, document("noise-floors", floors))
         return _ended(out, 0)
 

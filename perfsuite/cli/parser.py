@@ -24,11 +24,48 @@ def _positive_float(name: str):
     return parse
 
 
-def _count(name: str):
+# A count on the command line beyond this is a typo (and `int` of 10^20 overflows C callees).
+MAX_COUNT = 1_000_000
+
+
+def _whole(name: str, least: int):
     def parse(text: str) -> int:
-        if not text.strip().isdigit() or int(text) < 1:
-            raise argparse.ArgumentTypeError(f"{name} expects a whole number >= 1, got {text!r}")
-        return int(text)
+        t = text.strip()
+        if not (t.isascii() and t.isdigit()) or not least <= int(t) <= MAX_COUNT:
+            raise argparse.ArgumentTypeError(f"{name} expects a whole number >= {least} (at most {MAX_COUNT}), "
+                                             f"got {text!r}")
+        return int(t)
+
+    return parse
+
+
+def _count(name: str):
+    return _whole(name, 1)
+
+
+def _fraction(name: str):
+    """A probability or a share: strictly between 0 and 1 (`--fdr 2` would accept every slowdown)."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expects a number between 0 and 1, got {text!r}") from None
+        if not 0 < v < 1:  # also refuses nan, which compares false with everything
+            raise argparse.ArgumentTypeError(f"{name} must be between 0 and 1 (exclusive), got {text!r}")
+        return v
+
+    return parse
+
+
+def _nonnegative_float(name: str):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expects a number, got {text!r}") from None
+        if not 0 <= v < float("inf"):  # nan too
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number >= 0, got {text!r}")
+        return v
 
     return parse
 
@@ -110,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
         sp.add_argument("--max-time", type=_positive_float("--max-time"), default=None,
                         help="time budget per case in seconds, warm-up included (default 10)")
-        sp.add_argument("--min-time", type=float, default=None,
+        sp.add_argument("--min-time", type=_nonnegative_float("--min-time"), default=None,
                         help="measure at least this long even once converged (default 0)")
         sp.add_argument("--target-ci", type=_positive_float("--target-ci"), default=None,
                         help="stop when the median's 95%% CI is within this fraction, once half the budget "
@@ -163,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("new", type=Path)
     cmp.add_argument("--threshold", type=_positive_float("--threshold"), default=0.05,
                      help="slowdown that fails the comparison, as a fraction (default 0.05)")
-    cmp.add_argument("--alpha", type=_positive_float("--alpha"), default=0.01,
+    cmp.add_argument("--alpha", type=_fraction("--alpha"), default=0.01,
                      help="significance level of the test (default 0.01)")
     cmp.add_argument("--allow-env-mismatch", action="store_true",
                      help="compare records measured in different environments")
@@ -176,10 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     amp.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     amp.add_argument("--device", default="auto")
     amp.add_argument("--precisions", default="fp32,bf16", help="A,B (default fp32,bf16)")
-    amp.add_argument("--pairs", type=int, default=20, help="interleaved A/B block pairs, at most (default 20)")
+    amp.add_argument("--pairs", type=_whole("--pairs", 2), default=20,
+                     help="interleaved A/B block pairs, at most (default 20)")
     amp.add_argument("--max-time", type=_positive_float("--max-time"), default=20.0,
                      help="seconds for warm-up and the interleaved pairs (at least 2 pairs; default 20)")
-    amp.add_argument("--steps", type=int, default=30, help="training steps of the loss check (default 30)")
+    amp.add_argument("--steps", type=_whole("--steps", 5), default=30, help="training steps of the loss check (default 30)")
     amp.add_argument("--loss-tol", type=_positive_float("--loss-tol"), default=0.05,
                      help="allowed relative difference of the final losses (default 0.05)")
     amp.add_argument("--out", type=Path, help="write the comparison as JSON (must not exist)")
@@ -195,16 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
                       default=15.0,
                       help="seconds per case (default 15)")
-    gate.add_argument("--threshold", type=float, default=0.01,
+    gate.add_argument("--threshold", type=_nonnegative_float("--threshold"), default=0.01,
                       help="smallest slowdown that counts, as a fraction (default 0.01: two builds of the same "
                            "code can differ by about 1%% through memory placement alone)")
-    gate.add_argument("--fdr", type=_positive_float("--fdr"), default=0.01,
+    gate.add_argument("--fdr", type=_fraction("--fdr"), default=0.01,
                       help="false alarms per unchanged case, held across the sequential looks and, by "
                            "Benjamini-Hochberg, across cases (default 0.01)")
     gate.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
                       help="torch threads while gating (default torch's own; 1 on a CPU machine that "
                            "others load: it avoids multi-thread barrier stalls)")
-    gate.add_argument("--builds", type=int, default=3, metavar="K",
+    gate.add_argument("--builds", type=_count("--builds"), default=3, metavar="K",
                       help="builds of each side the pairs rotate through, averaging out placement (default 3)")
     gate.add_argument("--heap", choices=("steady", "default"), default="steady",
                       help="steady (default): glibc's malloc keeps freed memory, and the builds run until no "
@@ -212,11 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "malloc as it is")
     gate.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
                       help="noise floors per case, learned with --learn-floor")
-    gate.add_argument("--learn-floor", type=int, default=0, metavar="RUNS",
+    gate.add_argument("--learn-floor", type=_whole("--learn-floor", 0), default=0, metavar="RUNS",
                       help="instead of gating, learn each case's noise floor from RUNS runs of the current code")
     gate.add_argument("--slowdown", type=float, default=None,
                       help="self-check: gate current code against itself slowed by this fraction, --trials times")
-    gate.add_argument("--trials", type=int, default=10)
+    gate.add_argument("--trials", type=_count("--trials"), default=10)
     gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
 
     bisect_and_why(sub)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.text import Text
@@ -63,8 +62,9 @@ def trace_command(args, console) -> int:
     from perfsuite.core import registry
     from perfsuite.core.config import resolve_device
     from perfsuite.profiling.step_marking import split_from_profile
-    from perfsuite.profiling.trace import slug, trace_window
-    from perfsuite.storage.files import atomic_write_text, writable_dir
+    from perfsuite.core.text import slug
+    from perfsuite.profiling.trace import trace_window
+    from perfsuite.storage.files import atomic_write_text, versioned, writable_dir
 
     w = registry.get(args.workload)
     params = single_values(args.param, w)
@@ -87,7 +87,7 @@ def trace_command(args, console) -> int:
     trace, table = t.trace, t.table
     split = split_from_profile(t.profile, t.wall_s)
     split = {k: v / args.active for k, v in split.items()}  # per step
-    atomic_write_text(args.out_dir / f"{slug(label)}.split.json", json.dumps(split, indent=1))
+    atomic_write_text(args.out_dir / f"{slug(label)}.split.json", versioned("split", split))
     console.print(Text(f"trace {trace} ({trace.stat().st_size / 1e6:.1f} MB), top operators {table}"))
     if w.trainer is not None:  # a training workload: its phases are marked
         parts = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in split.items() if k != "wall")

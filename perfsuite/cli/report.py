@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 
 
 def cmd_report(args, console) -> int:
@@ -23,14 +24,14 @@ def cmd_report(args, console) -> int:
     inputs = [f for f in args.results if f not in args.why]
     records, problems = load_many(inputs) if inputs else ([], [])
     for problem in problems:
-        console.print(Text(f"skipped: {problem}", style="yellow"))
+        console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
     amp, pairs, why = [], [], []
     for kind, paths, into in (("amp", args.amp, amp), ("pair", args.pair, pairs), ("why", args.why, why)):
         for path in paths:
             try:
                 into.extend(load_document(path, kind))
             except PerfsuiteError as exc:  # like a bad results file: named, the report goes on
-                console.print(Text(f"skipped: {exc}", style="yellow"))
+                console.print(Text(printable(f"skipped: {exc}"), style="yellow"))
     if not records and why:  # differential profiles alone
         from perfsuite.report.why import write_page
 

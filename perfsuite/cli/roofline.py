@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_rate, fmt_seconds
 
 
@@ -26,7 +27,7 @@ def _cpu(args, console) -> int:
 
     records, problems = load_many(args.records)
     for problem in problems:
-        console.print(Text(f"skipped: {problem}", style="yellow"))
+        console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
     points, peaks = record_points(records)
     if not points or "fp32" not in peaks:
         raise PerfsuiteError("no record with FLOPs, bytes and an fp32 machine peak (run `perfsuite peak` first)")

@@ -160,8 +160,13 @@ def cmd_run(args, console) -> int:
                   f"-> {path}", highlight=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=len(cases) < 2) as progress:
-        out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
-                        events=ConsoleEvents(console, len(cases), progress))
+        try:
+            out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
+                            events=ConsoleEvents(console, len(cases), progress))
+        except BaseException:
+            if not writer.records and not writer.failures:
+                path.unlink(missing_ok=True)  # our own empty claim: the same command must work again
+            raise
     if out.interrupted:
         if not writer.records and not writer.failures:
             path.unlink(missing_ok=True)  # our own empty claim: leave nothing to trip the next run
@@ -235,8 +240,14 @@ def _run_suite(args, console) -> int:
             raise PerfsuiteError(f"{flag} cannot be combined with --suite/--config: the suite file sets it "
                                  "(max_time and processes per suite or per entry); only -p, --device, --out, "
                                  "--retry-failed, --no-checks, --cpus, --threads and --heap apply")
+    from perfsuite.run.suite_file import SAFE_NAME
+
+    # A suite *name* names a shipped suite; `--suite ../../x` must not run a file from anywhere.
+    if args.suite is not None and not SAFE_NAME.fullmatch(args.suite):
+        raise PerfsuiteError(f"--suite {args.suite!r}: a suite name is a plain name (`perfsuite suites` lists "
+                             "them); give a suite file's path with --config")
     path = args.config or shipped_suites_dir() / f"{args.suite}.yaml"
-    if args.suite and not path.exists():
+    if args.suite and not path.is_file():
         names = sorted(p.stem for p in shipped_suites_dir().glob("*.yaml"))
         raise PerfsuiteError(f"--suite {args.suite}: no such suite; shipped: {', '.join(names)}")
     suite = load_suite(path, _overrides(args.param), device=args.device if args.device != "auto" else None)

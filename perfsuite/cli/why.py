@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from perfsuite.core.text import printable
+
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.units import fmt_bytes, fmt_seconds
 
@@ -59,7 +61,7 @@ def print_why(r, console) -> None:
     """The differential profile: step times, the operators table, what it explains, memory."""
     a, b = r.a, r.b
     ta, tb = a.median_step_s, b.median_step_s
-    console.print(Text(f"{r.workload} ({r.how}, {r.device}): A = {a.label}, B = {b.label}", style="bold"))
+    console.print(Text(printable(f"{r.workload} ({r.how}, {r.device}): A = {a.label}, B = {b.label}"), style="bold"))
     console.print(Text(f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
                        f"B - A {_signed_us(r.measured_delta_us)} ({tb / ta - 1:+.1%})"))
     what = "self CUDA time" if r.metric == "self_device_us" else "self CPU time"
@@ -69,7 +71,7 @@ def print_why(r, console) -> None:
         t.add_column(col, justify="left" if col in ("operator", "input shapes", "") else "right")
     for row in r.listed:
         calls = f"{row.value(row.a, 'calls'):g}/{row.value(row.b, 'calls'):g}"
-        t.add_row(row.name, row.shapes, _us(row.value(row.a, r.metric)), _us(row.value(row.b, r.metric)),
+        t.add_row(Text(printable(row.name)), Text(printable(row.shapes)), _us(row.value(row.a, r.metric)), _us(row.value(row.b, r.metric)),
                   _signed_us(row.delta_us), calls, _signed_bytes(row.delta_bytes) if row.delta_bytes else "",
                   row.mark)
     console.print(t)

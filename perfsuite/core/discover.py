@@ -39,7 +39,10 @@ def find_project(start: Path) -> Path | None:
                 doc = tomllib.loads(f.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"{f}: not a readable TOML file ({exc})") from None
-            if "perfsuite" in doc.get("tool", {}):
+            tool = doc.get("tool", {})
+            if not isinstance(tool, dict):  # `tool = 5`: not ours to judge, but not a crash either
+                return None
+            if "perfsuite" in tool:
                 return f
             return None  # the nearest project decides; a parent's configuration is not ours
     return None
@@ -52,13 +55,13 @@ def project_paths(pyproject: Path) -> list[Path]:
     table = tomllib.loads(pyproject.read_text())["tool"]["perfsuite"]
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.perfsuite] must be a table")
-    unknown = sorted(set(table) - set(KNOWN_KEYS))
+    unknown = sorted(set(table) - set(KNOWN_KEYS))  # TOML keys are strings: sorting cannot fail
     if unknown:
         raise ConfigError(f"{pyproject}: [tool.perfsuite] has no key {unknown[0]!r}; known keys: "
                           + ", ".join(f"{k} ({v})" for k, v in KNOWN_KEYS.items()))
     paths = table.get("workloads", [])
     if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
-        raise ConfigError(f"{pyproject}: [tool.perfsuite] workloads must be a list of paths, got {paths!r}")
+        raise ConfigError(f"{pyproject}: [tool.perfsuite] workloads must be a list of paths, got {str(paths)[:100]!r}")
     return [pyproject.parent / p for p in paths]
 
 

@@ -45,12 +45,14 @@ from typing import Any
 
 from perfsuite.stats import summary as stats
 from perfsuite.measure.bound import Bound, where_time_went
+from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 
-SCHEMA_VERSION = 3
+# The versions live with every other document kind's (perfsuite.core.documents).
+SCHEMA_VERSION = documents.RESULTS_VERSION
 # Versions from_dict accepts; older ones lack fields that read as "not recorded".
-READABLE_VERSIONS = (1, 2, 3)
-RESULTS_FORMAT = "perfsuite.results"
+READABLE_VERSIONS = documents.RESULTS_READABLE
+RESULTS_FORMAT = documents.RESULTS_FORMAT
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -128,6 +130,7 @@ class Record:
         for k, v in self.params.items():
             _need(isinstance(k, str) and isinstance(v, _SCALARS), f"params.{k}",
                   f"must be a JSON scalar, got {type(v).__name__}")
+            _need(not isinstance(v, float) or math.isfinite(v), f"params.{k}", f"must be finite, got {v!r}")
         _need(isinstance(self.device, str) and bool(self.device), "device", "must be a non-empty string")
         _need(isinstance(self.timing_method, str) and bool(self.timing_method), "timing_method",
               "must be a non-empty string")
@@ -290,18 +293,20 @@ class Record:
             raise RecordError(f"a record must be a JSON object, got {type(data).__name__}")
         if "schema_version" not in data:
             raise RecordError("not a perfsuite record: no 'schema_version'")
-        data = {k: v for k, v in data.items() if k != "derived"}
-        if data["schema_version"] in READABLE_VERSIONS:
-            # Older versions lack fields; they read as "not recorded" (see the history above).
-            data["schema_version"] = SCHEMA_VERSION
         required = ("workload", "params", "device", "timing_method", "block_size", "samples_s", "work")
         missing = [k for k in required if k not in data]
         if missing:
             raise RecordError(f"record is missing field(s): {', '.join(missing)}")
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
+        known = set(cls.__dataclass_fields__) | {"derived"}
+        unknown = sorted(map(str, set(data) - known))
         if unknown:
-            raise RecordError(f"record has unknown field(s): {', '.join(unknown)}")
+            raise RecordError(f"record has unknown field(s): {', '.join(unknown)[:300]}")
+        # Types, ranges, finiteness and sizes of every field, before anything is built from them.
+        documents.check_record(data)
+        data = {k: v for k, v in data.items() if k != "derived"}
+        if data["schema_version"] in READABLE_VERSIONS:
+            # Older versions lack fields; they read as "not recorded" (see the history above).
+            data["schema_version"] = SCHEMA_VERSION
         work = data["work"]
         if not isinstance(work, dict):
             raise RecordError("record field 'work': must be an object")

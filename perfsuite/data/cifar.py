@@ -99,13 +99,15 @@ def read_cifar10(path: str | Path, train: bool = True) -> tuple[np.ndarray, np.n
 
 def write_cifar10(path: str | Path, images: np.ndarray, labels: np.ndarray, batches: int = 5) -> Path:
     """Write images (N x 32 x 32 x 3 uint8) in CIFAR-10's format; returns the root folder."""
+    from perfsuite.storage import write
+
     folder = Path(path) / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
+    write.make_dir(folder, "dataset folder")
     flat = images.transpose(0, 3, 1, 2).reshape(len(images), -1)
     for i, (chunk, lab) in enumerate(zip(np.array_split(flat, batches), np.array_split(labels, batches))):
-        with open(folder / TRAIN_FILES[i], "wb") as fh:
+        with write.atomic(folder / TRAIN_FILES[i]) as fh:
             pickle.dump({"data": chunk, "labels": [int(x) for x in lab]}, fh)
-    with open(folder / TEST_FILE, "wb") as fh:
+    with write.atomic(folder / TEST_FILE) as fh:
         pickle.dump({"data": flat[: max(1, len(flat) // 5)], "labels": [int(x) for x in labels[: max(1, len(flat) // 5)]]}, fh)
     return Path(path)
 

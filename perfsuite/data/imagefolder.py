@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.storage import write
 
 EXTENSIONS = (".png", ".jpg", ".jpeg")
 
@@ -44,12 +45,13 @@ def generated_folder(kind: str, cache_dir: Path, count: int | None = None) -> Pa
     rng = np.random.default_rng(0)
     for i in range(count):
         cls = root / f"class_{i % spec.classes:02d}"
-        cls.mkdir(parents=True, exist_ok=True)
+        write.make_dir(cls, "image folder")
         # Smooth noise compresses like a photo more than white noise does.
         small = rng.integers(0, 256, size=(spec.side // 4 or 1, spec.side // 4 or 1, 3), dtype=np.uint8)
         img = Image.fromarray(small).resize((spec.side, spec.side), Image.BILINEAR)
-        img.save(cls / f"{i:06d}{spec.ext}", quality=90) if spec.ext == ".jpg" else img.save(cls / f"{i:06d}{spec.ext}")
-    (root / _MARKER).write_text("ok\n")
+        with write.atomic(cls / f"{i:06d}{spec.ext}") as fh:
+            img.save(fh, format="JPEG", quality=90) if spec.ext == ".jpg" else img.save(fh, format=spec.ext[1:].upper())
+    write.write_text(root / _MARKER, "ok\n")
     return root
 
 

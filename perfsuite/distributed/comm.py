@@ -128,10 +128,11 @@ def profile_comm(make_marked: Callable[[Callable], Callable[[], object]], ctx, t
                 torch.cuda.synchronize(ctx.device)
     out = analyse(prof.events(), cuda)
     if trace_dir:
-        from perfsuite.profiling.trace import slug
+        from perfsuite.core.text import slug
+        from perfsuite.storage import write
 
-        path = Path(trace_dir) / f"{slug(label)}.rank{ctx.rank}.trace.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(path))
+        write.make_dir(trace_dir, "trace folder")
+        path = write.inside(trace_dir, f"{slug(label)}.rank{ctx.rank}.trace.json")
+        write.from_tool(path, prof.export_chrome_trace)
         out["trace"] = str(path)
     return out

@@ -33,6 +33,7 @@ from typing import Any, Mapping
 
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.distributed.errors import DistributedFailure
+from perfsuite.storage import write
 
 RANK_MODULE = "perfsuite.distributed"  # __main__.py: rank.main
 # Starting the ranks (torchrun, then torch in every rank) and building the step come before the
@@ -189,10 +190,10 @@ def launch_local(job: dict, nproc: int, *, timeout_s: float | None = None, modul
     timeout_s = float(timeout_s or job["timeout_s"])
     with tempfile.TemporaryDirectory(prefix="perfsuite-ddp-") as tmp:
         jobdir = Path(keep or tmp)
-        jobdir.mkdir(parents=True, exist_ok=True)
-        (jobdir / "job.json").write_text(json.dumps(job, allow_nan=False))
+        write.make_dir(jobdir, "job folder")
+        write.write_text(jobdir / "job.json", json.dumps(job, allow_nan=False))
         log = jobdir / "torchrun.log"
-        with open(log, "wb") as out:
+        with write.new_file(log) as out:
             proc = subprocess.Popen(torchrun_command(nproc, jobdir, module), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=clean_env(), start_new_session=True)
             try:

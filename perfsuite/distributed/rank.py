@@ -179,9 +179,9 @@ class Status:
     def _write(self) -> None:
         if self.path is None:
             return
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.state))
-        os.replace(tmp, self.path)
+        from perfsuite.storage.write import write_text
+
+        write_text(self.path, json.dumps(self.state))
 
     def stage(self, name: str) -> None:
         self.state.update(stage=name, since=time.time())
@@ -442,9 +442,9 @@ def run_job(job: dict, status: Status, attached: bool = False) -> dict | None:
 
 
 def write_result(jobdir: Path, result: dict) -> None:
-    tmp = Path(jobdir) / ".result.json.tmp"
-    tmp.write_text(json.dumps(result, allow_nan=False))
-    os.replace(tmp, Path(jobdir) / "result.json")
+    from perfsuite.storage.write import write_text
+
+    write_text(Path(jobdir) / "result.json", json.dumps(result, allow_nan=False))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from perfsuite.core.errors import ConfigError
@@ -38,10 +37,13 @@ def check_checkpoint(path: str) -> None:
     cfg = p / "config.json"
     if not cfg.exists():
         raise ConfigError(f"parameter 'model': {p} is not a Hugging Face checkpoint (no config.json)")
+    from perfsuite.storage.read import read_json
+
     try:
-        model_type = json.loads(cfg.read_text()).get("model_type")
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"parameter 'model': {cfg} is unreadable ({exc})") from None
+        doc = read_json(cfg, ConfigError)  # a regular file, bounded, no duplicate keys
+    except ConfigError as exc:
+        raise ConfigError(f"parameter 'model': {exc}") from None
+    model_type = doc.get("model_type") if isinstance(doc, dict) else None
     if model_type != "qwen2":
         raise ConfigError(f"parameter 'model': {p} is a {model_type!r} checkpoint, not a Qwen2 one")
 

@@ -224,14 +224,22 @@ def pinned(cpus: tuple[int, ...] | None = None, threads: int | None = None) -> I
             os.sched_setaffinity(0, old_cpus)
 
 
+# Linux's largest configurable CPU count (NR_CPUS) is 8192; anything above is not a CPU.
+MAX_CPU = 8191
+
+
 def parse_cpus(text: str) -> tuple[int, ...]:
     """`0,2-3` -> (0, 2, 3): the list syntax of taskset and /sys."""
     out: list[int] = []
     for part in text.split(","):
         lo, dash, hi = part.strip().partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
+        if not (lo.isascii() and lo.isdigit()) or (dash and not (hi.isascii() and hi.isdigit())):
             raise ValueError(f"expected CPU numbers like 0,2-3, got {text!r}")
+        if len(lo) > 6 or len(hi) > 6:  # `0-100000000000` would build a list of 10^11 CPUs first
+            raise ValueError(f"CPU numbers above {MAX_CPU} do not exist, got {text!r}")
         first, last = int(lo), int(hi) if dash else int(lo)
+        if last > MAX_CPU:
+            raise ValueError(f"CPU numbers above {MAX_CPU} do not exist, got {text!r}")
         if last < first:
             raise ValueError(f"CPU range {part.strip()!r} runs backwards")
         out.extend(range(first, last + 1))

@@ -7,11 +7,13 @@ traces stay a few MB even for a 0.5B-parameter model.
 from __future__ import annotations
 
 import inspect
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from perfsuite.core.text import slug
+from perfsuite.storage import write
 
 
 @dataclass(frozen=True)
@@ -22,19 +24,15 @@ class Trace:
     wall_s: float  # wall time of the profiled steps together
 
 
-def slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=,\[\]-]+", "_", label)[:120]
-
-
 def trace_window(step: Callable[[], object], out_dir: Path, label: str, device: str = "cpu",
                  wait: int = 0, warmup: int = 2, active: int = 1) -> Trace:
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    write.make_dir(out_dir, "trace folder")
     name = slug(label)
-    trace = out_dir / f"{name}.trace.json"
+    trace = write.inside(out_dir, f"{name}.trace.json")
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     wall = 0.0
@@ -44,7 +42,7 @@ def trace_window(step: Callable[[], object], out_dir: Path, label: str, device: 
     if "acc_events" in inspect.signature(profile.__init__).parameters:
         kwargs["acc_events"] = True
     with profile(activities=activities, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace)), record_shapes=True,
+                 on_trace_ready=lambda p: write.from_tool(trace, p.export_chrome_trace), record_shapes=True,
                  profile_memory=True, **kwargs) as prof:
         for i in range(wait + warmup + active):
             t0 = time.perf_counter()
@@ -56,7 +54,7 @@ def trace_window(step: Callable[[], object], out_dir: Path, label: str, device: 
             prof.step()
     table = out_dir / f"{name}.top-ops.txt"
     sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-    table.write_text(prof.key_averages().table(sort_by=sort, row_limit=25) + "\n")
+    write.write_text(table, prof.key_averages().table(sort_by=sort, row_limit=25) + "\n")
     return Trace(trace, table, prof, wall)
 
 

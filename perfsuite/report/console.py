@@ -8,6 +8,7 @@ from rich.text import Text
 
 from perfsuite.compare.records import Comparison
 from perfsuite.core.record import Record
+from perfsuite.core.text import printable
 from perfsuite.report.cells import record_cells, shows_bound
 from perfsuite.core.units import fmt_seconds
 
@@ -22,7 +23,7 @@ def records_table(records: list[Record]) -> Table:
     for r in records:
         c = record_cells(r)
         t.add_row(
-            Text(r.label()),  # Text: the label's [k=v] must not be read as rich markup
+            Text(printable(r.label())),  # Text: the label's [k=v] must not be read as rich markup
             c["median"], c["ci"], c["iqr"], c["n_block"], c["throughput"], c["flops"], c["peak"], c["memory"],
             *([c["bound"]] if bound else []),
             "yes" if r.converged and not r.warnings else ("warn" if r.converged else "no"),
@@ -39,7 +40,7 @@ def comparison_table(cmp: Comparison) -> Table:
         t.add_column(col, justify="left" if col == "case" else "right")
     for c in cmp.cases:
         # noise: what separate runs of unchanged code differ by (compare.records.noise_band)
-        t.add_row(Text(c.label), fmt_seconds(c.base_median_s), fmt_seconds(c.new_median_s), f"{c.ratio:.3f}",
+        t.add_row(Text(printable(c.label)), fmt_seconds(c.base_median_s), fmt_seconds(c.new_median_s), f"{c.ratio:.3f}",
                   f"{c.ci_low:.3f}..{c.ci_high:.3f}", f"±{c.noise:.1%}" if c.noise else "-", f"{c.p_value:.2g}",
                   f"[{_STYLE[c.verdict]}]{c.verdict}[/]" if _STYLE[c.verdict] else c.verdict)
     return t
@@ -48,7 +49,7 @@ def comparison_table(cmp: Comparison) -> Table:
 def print_warnings(console: Console, records: list[Record]) -> None:
     for r in records:
         for w in r.warnings:
-            console.print(Text("warning ", style="yellow") + Text(f"{r.label()}: {w}"))
+            console.print(Text("warning ", style="yellow") + Text(printable(f"{r.label()}: {w}")))
 
 
 def print_bounds(console: Console, records: list[Record]) -> None:
@@ -57,4 +58,4 @@ def print_bounds(console: Console, records: list[Record]) -> None:
         b = r.bound
         if r.device.startswith("cuda"):
             style = "yellow" if b.verdict in ("host-bound", "unknown") else ""
-            console.print(Text(f"{b.verdict} ", style=style) + Text(f"{r.label()}: {b.reason}"))
+            console.print(Text(f"{b.verdict} ", style=style) + Text(printable(f"{r.label()}: {b.reason}")))

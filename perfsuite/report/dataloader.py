@@ -42,7 +42,9 @@ def throughput_vs_workers(records: list[Record], path: Path) -> Path:
     ax.set_title("DataLoader throughput")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    from perfsuite.storage.write import save_figure
+
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 

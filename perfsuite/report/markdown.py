@@ -13,6 +13,8 @@ from perfsuite.core.record import Record
 from perfsuite.report.cells import record_cells, shows_bound
 from perfsuite.report.plots import throughput_figure
 from perfsuite.core.units import fmt_seconds
+from perfsuite.core.text import markdown_cell, printable
+from perfsuite.storage import write
 
 
 def _markdown(columns: list[str], rows: list[list[str]]) -> list[str]:
@@ -20,7 +22,9 @@ def _markdown(columns: list[str], rows: list[list[str]]) -> list[str]:
     import pandas as pd
 
     # Every cell is already display text: tabulate must not parse "1.10x" or "12" as numbers.
-    table = pd.DataFrame(rows, columns=columns).to_markdown(index=False, disable_numparse=True)
+    # Cells from data files (names, parameters) lose control characters and escape "|" (core.text).
+    cells = [[markdown_cell(c) for c in row] for row in rows]
+    table = pd.DataFrame(cells, columns=columns).to_markdown(index=False, disable_numparse=True)
     return table.splitlines()
 
 
@@ -39,8 +43,8 @@ def _table(recs: list[Record]) -> list[str]:
 
 def _notes(recs: list[Record]) -> list[str]:
     """Where each CUDA record's time went, and why a record with a stored peak has no fraction."""
-    lines = [f"- {r.label()}: **{r.bound.verdict}**: {r.bound.reason}" for r in recs if r.device.startswith("cuda")]
-    lines += [f"- {r.label()}: no fraction of peak: {r.peak['why']}" for r in recs
+    lines = [f"- {printable(r.label())}: **{r.bound.verdict}**: {r.bound.reason}" for r in recs if r.device.startswith("cuda")]
+    lines += [f"- {printable(r.label())}: no fraction of peak: {r.peak['why']}" for r in recs
               if r.peak and r.peak_fraction is None and r.flops_per_s is not None and r.peak.get("why")]
     return ["Where the time went, and roofs:", "", *lines, ""] if lines else []
 
@@ -93,33 +97,34 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
                  amp: list[dict] | None = None, pairs: list[dict] | None = None,
                  latency_bound_ms: float | None = None, why: list[dict] | None = None) -> Path:
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    write.make_dir(out_dir, "report folder")
     by_workload: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         by_workload[r.workload].append(r)
     env = records[0].env
     tidy = out_dir / "results.csv"
-    results.frame(records).to_csv(tidy, index=False)
+    write.save_csv(results.frame(records), tidy)
     lines = [
         "# perfsuite report",
         "",
         f"Generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from "
         + (", ".join(f"`{s}`" for s in sources) if sources else "stored records") + ".",
         "",
-        f"- device: {records[0].device}; CPU: {env.get('cpu_model')}; torch {env.get('torch')} "
-        f"with {env.get('torch_threads')} threads; git {str(env.get('git_commit'))[:10]}"
-        + (" (dirty)" if env.get("git_dirty") else ""),
-        f"- timing: {records[0].timing_method}; memory: peak RSS of the timed region above its start",
+        printable(f"- device: {records[0].device}; CPU: {env.get('cpu_model')}; torch {env.get('torch')} "
+                  f"with {env.get('torch_threads')} threads; git {str(env.get('git_commit'))[:10]}"
+                  + (" (dirty)" if env.get("git_dirty") else "")),
+        f"- timing: {printable(records[0].timing_method)}; memory: peak RSS of the timed region above its start",
         f"- every case as one tidy table: [`results.csv`]({tidy.name}) (`perfsuite export csv|parquet` writes "
         "the same from any results)",
         "",
     ]
     for workload, recs in by_workload.items():
-        fig = throughput_figure(recs, out_dir / f"{workload}.png")
+        # The workload's name is data: slugged and kept inside out_dir (`../../x` writes out_dir/x.png).
+        fig = throughput_figure(recs, write.file_in(out_dir, workload, ".png"))
         lines += [
-            f"## {workload}",
+            f"## {printable(workload)}",
             "",
-            f"![{workload} throughput]({fig.name})",
+            f"![{markdown_cell(workload)} throughput]({fig.name})",
             "",
             *_table(recs),
             "",
@@ -128,7 +133,7 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
         section = _section(workload)
         if section is not None:  # qwen's study, dataloader's knee, the distributed scaling...
             lines += section(recs, out_dir, {"latency_bound_ms": latency_bound_ms})
-        warns = [f"- {r.label()}: {w}" for r in recs for w in r.warnings]
+        warns = [f"- {printable(r.label())}: {printable(w)}" for r in recs for w in r.warnings]
         if warns:
             lines += ["Warnings:", "", *warns, ""]
     if amp:
@@ -140,5 +145,5 @@ def write_report(records: list[Record], out_dir: Path, sources: list[Path] | Non
 
         lines += why_section(why)
     page = out_dir / "summary.md"
-    page.write_text("\n".join(lines))
+    write.write_text(page, "\n".join(lines))
     return page

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfsuite.core.record import Record
+from perfsuite.core.text import printable
 
 
 def throughput_figure(records: list[Record], path: Path) -> Path:
@@ -20,7 +21,8 @@ def throughput_figure(records: list[Record], path: Path) -> Path:
     for r in records:
         s = r.stats
         tp = r.throughput
-        labels.append(",".join(f"{k}={r.params.get(k)}" for k in varying) or r.workload)
+        # Printable: a control character in a name is a missing glyph to matplotlib (a warning).
+        labels.append(printable(",".join(f"{k}={r.params.get(k)}" for k in varying) or r.workload))
         values.append(tp)
         # A longer step time means a lower throughput: the CI's ends swap.
         lo = r.work.items_per_step / s.ci_high if s.ci_high else tp
@@ -32,7 +34,9 @@ def throughput_figure(records: list[Record], path: Path) -> Path:
     ax.set_yticks(range(len(values)), labels)
     ax.invert_yaxis()
     ax.set_xlabel(f"throughput ({records[0].throughput_unit}), median with 95% CI")
-    ax.set_title(f"{records[0].workload} on {records[0].device}")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    ax.set_title(printable(f"{records[0].workload} on {records[0].device}"))
+    from perfsuite.storage.write import save_figure
+
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -116,7 +116,9 @@ def six_panels(rows: list[dict], path: Path) -> Path:
     axes.flat[0].legend()
     fig.suptitle("Qwen2 classifier: batch-size sweep (memory: CUDA peak allocated, or process peak RSS on CPU)")
     fig.subplots_adjust(hspace=0.45, wspace=0.3)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    from perfsuite.storage.write import save_figure
+
+    save_figure(fig, path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -141,7 +143,9 @@ def heatmap(rows: list[dict], path: Path) -> Path:
             ax.text(j, i, f"{m[i, j]:.3g}", ha="center", va="center", color="w" if norm[i, j] < 0.5 else "k",
                     fontsize=7)
     ax.set_title("metrics, each column scaled to its own min..max")
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    from perfsuite.storage.write import save_figure
+
+    save_figure(fig, path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -155,10 +159,13 @@ def section(records: list[Record], out_dir: Path, latency_bound_ms: float | None
     if batch:
         table = pd.DataFrame([row(r) for r in batch], columns=list(COLUMNS)).sort_values(
             ["dtype", "batch_size"], kind="stable")
-        table.to_json(out_dir / "qwen-sweep.json", orient="records", indent=1)
-        table.to_csv(out_dir / "qwen-sweep.csv", index=False)
+        from perfsuite.storage.files import versioned
+        from perfsuite.storage.write import save_csv, write_text
+
         rows = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
                 for r in table.to_dict(orient="records")]
+        write_text(out_dir / "qwen-sweep.json", versioned("qwen-sweep", {"results": rows}))
+        save_csv(table, out_dir / "qwen-sweep.csv")
         six = six_panels(rows, out_dir / "qwen-batch-sweep.png")
         heat = heatmap(rows, out_dir / "qwen-heatmap.png")
         best = optimal(rows, latency_bound_ms)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfsuite.core.text import markdown_cell
 from perfsuite.core.units import fmt_bytes, fmt_seconds
 
 ROWS = 10  # operators per comparison in the report; the JSON keeps the command's --top
@@ -23,19 +24,19 @@ def section(docs: list[dict]) -> list[str]:
         try:
             r = WhyResult.from_dict(d)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hand-edited or foreign file
-            lines += [f"- a why document that cannot be read: {type(exc).__name__}: {exc}", ""]
+            lines += [f"- a why document that cannot be read: {type(exc).__name__}: {markdown_cell(str(exc))}", ""]
             continue
         ta, tb = r.a.median_step_s, r.b.median_step_s
         explained = "-" if r.explained is None else f"{r.explained:.0%}"
         what = "self CUDA" if r.metric == "self_device_us" else "self CPU"
-        lines += [f"### {r.workload} ({r.how}, {r.device})", "",
-                  f"A = {r.a.label}, B = {r.b.label}: step {fmt_seconds(ta)} / {fmt_seconds(tb)} "
+        lines += [f"### {markdown_cell(r.workload)} ({markdown_cell(r.how)}, {markdown_cell(r.device)})", "",
+                  f"A = {markdown_cell(r.a.label)}, B = {markdown_cell(r.b.label)}: step {fmt_seconds(ta)} / {fmt_seconds(tb)} "
                   f"({tb / ta - 1:+.1%}); the operators listed in the JSON explain {explained} of the difference.",
                   "", f"| operator | input shapes | A ({what}) | B | B - A | calls A/B | alloc B - A | |",
                   "|---|---|---|---|---|---|---|---|"]
         for row in r.listed[:ROWS]:
             alloc = "" if not row.delta_bytes else ("-" if row.delta_bytes < 0 else "+") + fmt_bytes(abs(row.delta_bytes))
-            lines.append(f"| `{row.name}` | {row.shapes} | {_us(row.value(row.a, r.metric))} | "
+            lines.append(f"| `{markdown_cell(row.name)}` | {markdown_cell(row.shapes)} | {_us(row.value(row.a, r.metric))} | "
                          f"{_us(row.value(row.b, r.metric))} | {_us(row.delta_us)} | "
                          f"{row.value(row.a, 'calls'):g}/{row.value(row.b, 'calls'):g} | {alloc} | {row.mark} |")
         mem = r.memory_delta_bytes
@@ -49,9 +50,10 @@ def section(docs: list[dict]) -> list[str]:
 
 def write_page(docs: list[dict], out_dir: Path, sources: list[Path]) -> Path:
     """A report of differential profiles alone (no records among the inputs)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    page = out_dir / "summary.md"
-    page.write_text("\n".join(["# perfsuite report", "", "From " + ", ".join(f"`{s}`" for s in sources) + ".", "",
-                               *section(docs)]))
+    from perfsuite.storage import write
+
+    page = write.inside(write.make_dir(out_dir, "--out-dir"), "summary.md")
+    write.write_text(page, "\n".join(["# perfsuite report", "",
+                                      "From " + ", ".join(f"`{markdown_cell(str(s))}`" for s in sources) + ".", "",
+                                      *section(docs)]))
     return page

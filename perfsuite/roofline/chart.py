@@ -110,7 +110,9 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    from perfsuite.storage.write import make_dir, save_figure
+
+    make_dir(out.parent, "chart folder")
+    save_figure(fig, out, dpi=110)
     plt.close(fig)
     return out

@@ -16,7 +16,7 @@ rates above zero); errors name the file, the 1-based physical line, the column a
 from __future__ import annotations
 
 import csv
-import gzip
+import zlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,7 @@ from perfsuite.core.errors import ConfigError
 from perfsuite.roofline import nvtx
 from perfsuite.roofline.metrics import DEVICE_NAME, WANTED, kind, optional
 from perfsuite.roofline.units import UnitError, read
+from perfsuite.storage.read import MAX_FILE_BYTES, read_bytes
 
 
 class NcuCsvError(ConfigError):
@@ -45,13 +46,17 @@ class Launch:
 
 def _text(p: Path) -> str:
     try:
-        data = p.read_bytes()
+        data = read_bytes(p, NcuCsvError)  # a regular file of bounded size
         if p.name.endswith(".gz"):
-            data = gzip.decompress(data)
+            # Bounded too: a few kB of gzip can expand to gigabytes.
+            z = zlib.decompressobj(wbits=31)
+            data = z.decompress(data, MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
+                raise NcuCsvError(f"{p}: expands to more than the {MAX_FILE_BYTES}-byte limit")
         return data.decode("utf-8-sig")  # ncu on Windows, and some editors, write a BOM
     except FileNotFoundError:
         raise NcuCsvError(f"{p}: no such file") from None
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise NcuCsvError(f"{p}: cannot read ({exc})") from None
 
 
@@ -65,6 +70,9 @@ def read_ncu_csv(path: str | Path) -> list[Launch]:
     header_line, header = rows[0]
     if "ID" not in header or "Kernel Name" not in header:
         raise NcuCsvError(f"{p} line {header_line}: not an Nsight Compute CSV header (no ID / Kernel Name)")
+    dup = sorted({name for name in header if name and header.count(name) > 1})
+    if dup:  # which of two `Metric Value` columns holds the value? Neither is a guess worth a chart
+        raise NcuCsvError(f"{p} line {header_line}: column {dup[0]!r} appears more than once")
     col = {name: i for i, name in enumerate(header)}
     cols = nvtx.columns(header)
     details = "Metric Name" in col and "Metric Value" in col

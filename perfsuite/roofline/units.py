@@ -9,6 +9,7 @@ seconds or bytes. Kinds: time, bytes, freq (cycles per second), per_cycle (a
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -29,10 +30,18 @@ class UnitError(ValueError):
 def parse_number(text: str) -> float:
     """'1,234,567' and '1234.5' alike; ValueError for anything else ('n/a', ''). NaN and
     infinities parse: the caller refuses them with the metric's name."""
-    t = text.strip().replace(",", "")
+    t = text.strip()
+    # Thousands separators only where they belong: `1,00,0` is a typo or another locale's
+    # number, not 1000.
+    if "," in t and not _GROUPED.fullmatch(t):
+        raise ValueError(f"{text!r} has misplaced thousands separators")
+    t = t.replace(",", "")
     if not t:
         raise ValueError("empty value")
     return float(t)
+
+
+_GROUPED = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?")
 
 
 def _prefixed(unit: str, words: tuple[str, ...]) -> float | None:

@@ -20,6 +20,7 @@ from perfsuite.core.record import Work
 from perfsuite.measure.tf32 import matmul_tf32
 from perfsuite.run.execute import run_cases
 from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.write import make_dir
 from perfsuite.workloads.base import BuiltStep, Workload
 
 # Big enough to leave caches and reach steady kernel throughput; small enough for 2 CPU cores.
@@ -122,7 +123,7 @@ def save_peak(path: Path, peak: dict) -> None:
 
     peaks = load_peaks(path)
     peaks[peak["device_key"]] = peak
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent, "--peak-file folder")
     atomic_write_text(path, document("peaks", peaks))
 
 

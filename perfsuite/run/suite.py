@@ -10,6 +10,7 @@ missing cases are measured; failed cases are retried only with `retry_failed`.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,23 +30,29 @@ class SuiteOutcome:
 
 def prepare_output(out: Path, config: dict) -> None:
     """Create `out`, refuse an unwritable one, and refuse to mix two configurations in one."""
-    from perfsuite.storage.files import atomic_write_text, writable_dir
+    from perfsuite.core import documents
+    from perfsuite.core.errors import RecordError
+    from perfsuite.storage.files import atomic_write_text, versioned, writable_dir
+    from perfsuite.storage.read import read_json
 
     writable_dir(out, "output directory")
 
     cfg_path = out / "run-config.json"
     digest = config_digest(config)
-    if cfg_path.exists():
+    if os.path.lexists(cfg_path):
         try:
-            old = json.loads(cfg_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            raise ConfigError(f"{cfg_path} is unreadable; use another output directory") from None
+            old = read_json(cfg_path)
+            documents.version_of(old, "run-config", str(cfg_path))  # version 0 (no key) or 1
+            documents.validate("run-config", old, str(cfg_path))
+        except RecordError as exc:
+            raise ConfigError(f"{exc}; use another output directory") from None
         if old.get("digest") != digest:
             raise ConfigError(f"output directory {out} holds a run of a different configuration "
                               f"(suite {old.get('suite')!r}, sha256 {str(old.get('sha256'))[:12]}); "
                               "resume with the same file and parameters, or choose another --out")
         return
-    atomic_write_text(cfg_path, json.dumps({**config, "digest": digest}, indent=1))
+    # The version keys stay outside the digest: a folder written before they existed resumes.
+    atomic_write_text(cfg_path, versioned("run-config", {**config, "digest": digest}))
 
 
 def entry_measure(e):
@@ -87,9 +94,10 @@ def lock_output(out: Path):
     and race on its files, so it fails at once. The lock is an flock on `out/.lock`, which the
     kernel releases whenever this process ends, however it ends: no stale locks."""
     import fcntl
-    import os
 
-    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    from perfsuite.storage.write import open_lock
+
+    fd = open_lock(out / ".lock")  # a planted symlink is refused, never followed
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -150,6 +158,10 @@ def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_
     device = resolve_device(suite.device)
     unsupported = check_cases(suite, device)
     config = resolved_config(suite, device)
+    if peak_file:  # a bad peak file is bad input: refused before the output folder exists
+        from perfsuite.run.peak import load_peaks
+
+        load_peaks(Path(peak_file))
     prepare_output(out, config)
     lock = lock_output(out)
     try:

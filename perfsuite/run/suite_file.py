@@ -31,16 +31,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.storage.read import read_bytes as _read_bytes
 
 TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "suites", "others"}
 ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "processes", "vary", "precisions", "pairs", "steps"}
 KINDS = ("run", "pair", "amp")
+# Keys that mean something for one kind only: on another kind they would be silently ignored.
+KIND_KEYS = {"vary": ("pair",), "precisions": ("amp",), "pairs": ("amp",), "steps": ("amp",),
+             "processes": ("run",)}
+# What an entry of each kind writes; a run entry named `x.amp` would write `x.amp.json`, which
+# `report` and `export` read as an AMP document, so its records would vanish from both.
+RESERVED_SUFFIXES = (".amp", ".pair", ".split")
 # An entry's name becomes a file name (`<out>/<name>.json`), the suite's a directory name: plain
 # names only, so `/abs/path` or `../x` cannot write outside the output directory, nor `.x` hide.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
@@ -80,44 +88,46 @@ def _err(path: str, what: str) -> ConfigError:
     return ConfigError(f"{path}: {what}")
 
 
+def _shown(value: Any) -> str:
+    from perfsuite.core.text import printable
+
+    text = repr(value)
+    return printable(text if len(text) <= 60 else text[:57] + "...")
+
+
 def _safe_name(value: Any, path: str) -> str:
-    name = str(value)
-    if not SAFE_NAME.fullmatch(name):
-        raise _err(path, f"{name!r} is not a safe file name; allowed: up to 100 letters, digits, "
+    # A string, not anything str() can print: `name: null` once became a suite named "None".
+    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
+        raise _err(path, f"{_shown(value)} is not a safe file name; allowed: up to 100 letters, digits, "
                          "'.', '_' and '-', not starting with '.'")
-    return name
+    return value
+
+
+# The longest budget a suite may give one case: a typo of 6e6 would hold a machine for 69 days.
+MAX_TIME_S = 86_400.0
 
 
 def _number(value: Any, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise _err(path, f"must be a positive number of seconds, got {value!r}")
+    # Finite: `max_time: .nan` compares false with everything and once passed `<= 0`.
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 < value <= MAX_TIME_S):
+        raise _err(path, f"must be a positive number of seconds up to {MAX_TIME_S:g}, got {_shown(value)}")
     return float(value)
 
 
-def parse_yaml(path: Path) -> Any:
-    import yaml
+def _keys(mapping: dict, allowed: set[str], where: str) -> None:
+    """Unknown keys (also keys that are not strings: `1: x`) named with what is allowed."""
+    unknown = sorted(_shown(k) if not isinstance(k, str) else k for k in mapping if k not in allowed)
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise _err(f"{prefix}{unknown[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
 
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such suite file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not a text file (byte {exc.start} is not UTF-8)") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        raise ConfigError(f"{path}: malformed YAML at {where}: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: YAML nested too deeply") from None
-    if doc is None:
-        raise ConfigError(f"{path}: the file is empty")
-    return doc
+
+def parse_yaml(path: Path) -> Any:
+    """The suite file's YAML: a regular file, duplicate keys and alias bombs refused."""
+    from perfsuite.storage.read import read_yaml
+
+    return read_yaml(path)
 
 
 def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device: str | None = None) -> Suite:
@@ -130,9 +140,7 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     doc = parse_yaml(path)
     if not isinstance(doc, dict):
         raise _err(str(path), "the top level must be a mapping with a 'suites' list")
-    unknown = sorted(set(doc) - TOP_KEYS)
-    if unknown:
-        raise _err(unknown[0], f"unknown key; allowed: {', '.join(sorted(TOP_KEYS))}")
+    _keys(doc, TOP_KEYS, "")
     entries_raw = doc.get("suites")
     if not isinstance(entries_raw, list) or not entries_raw:
         raise _err("suites", "must be a non-empty list of workloads to run")
@@ -150,13 +158,13 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
         where = f"suites[{i}]"
         if not isinstance(raw, dict):
             raise _err(where, "must be a mapping with at least 'workload'")
-        unknown = sorted(set(raw) - ENTRY_KEYS)
-        if unknown:
-            raise _err(f"{where}.{unknown[0]}", f"unknown key; allowed: {', '.join(sorted(ENTRY_KEYS))}")
+        _keys(raw, ENTRY_KEYS, where)
         if "workload" not in raw:
             raise _err(where, "missing 'workload'")
+        if not isinstance(raw["workload"], str):
+            raise _err(f"{where}.workload", f"must be a workload's name, got {_shown(raw['workload'])}")
         try:
-            w = registry.get(str(raw["workload"]))
+            w = registry.get(raw["workload"])
         except ConfigError as exc:
             raise _err(f"{where}.workload", str(exc)) from None
         name = _safe_name(raw.get("name", w.name), f"{where}.name")
@@ -164,12 +172,19 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
             raise _err(f"{where}.name", f"two suites are named {name!r}; names must be unique")
         seen.add(name)
         kind = raw.get("kind", "run")
-        if kind not in KINDS:
-            raise _err(f"{where}.kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise _err(f"{where}.kind", f"must be one of {', '.join(KINDS)}, got {_shown(kind)}")
+        for key, kinds in KIND_KEYS.items():
+            if key in raw and kind not in kinds:
+                raise _err(f"{where}.{key}", f"applies to kind {' or '.join(kinds)} only, not to this "
+                                             f"{kind} entry (it would be ignored)")
         out_file = f"{name}.json" if kind == "run" else f"{name}.{kind}.json"
         if out_file.lower() in files:
             raise _err(f"{where}.name", f"would write {out_file}, as {files[out_file.lower()]} does; rename it")
         files[out_file.lower()] = f"{where}.name"
+        if name.lower().endswith(RESERVED_SUFFIXES):
+            raise _err(f"{where}.name", f"{name!r} ends like another kind's file "
+                                        f"({', '.join(RESERVED_SUFFIXES)}); choose another name")
         params = raw.get("params", {}) or {}
         if not isinstance(params, dict):
             raise _err(f"{where}.params", "must be a mapping of parameter -> value or list of values")
@@ -177,7 +192,7 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
         sweep: dict[str, list] = {}
         for key, value in params.items():
             ppath = f"{where}.params.{key}"
-            if key not in specs:
+            if not isinstance(key, str) or key not in specs:
                 raise _err(ppath, f"workload {w.name!r} has no such parameter; its parameters: {', '.join(specs)}")
             values = value if isinstance(value, list) else [value]
             if not values:
@@ -186,6 +201,9 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
                 sweep[key] = [specs[key].validate(v) for v in values]
             except ConfigError as exc:
                 raise _err(ppath, str(exc)) from None
+        cases = math.prod(len(v) for v in sweep.values())
+        if cases > MAX_CASES:
+            raise _err(f"{where}.params", f"the sweep expands to {cases} cases, more than the limit of {MAX_CASES}")
         for key, text in (overrides or {}).items():
             if key in specs:  # parsed by this entry's own workload: another's rules do not apply
                 try:
@@ -205,17 +223,18 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
                 vary = (vkey, [specs[vkey].validate(x) for x in vvals])
             except ConfigError as exc:
                 raise _err(f"{where}.vary.{vkey}", str(exc)) from None
-        precisions = tuple(raw.get("precisions", ("fp32", "bf16")))
-        if kind == "amp" and (len(precisions) != 2 or any(p not in ("fp32", "bf16", "fp16") for p in precisions)):
-            raise _err(f"{where}.precisions", "must be two of fp32, bf16, fp16")
+        precisions = raw.get("precisions", ["fp32", "bf16"])
+        if (not isinstance(precisions, list) or len(precisions) != 2
+                or any(p not in ("fp32", "bf16", "fp16") for p in precisions)):
+            raise _err(f"{where}.precisions", f"must be two of fp32, bf16, fp16, got {_shown(precisions)}")
+        if precisions[0] == precisions[1]:
+            raise _err(f"{where}.precisions", f"compares {precisions[0]} with itself; name two precisions")
+        precisions = tuple(precisions)
         entry = Entry(name=name, kind=kind, workload=w.name, sweep=sweep,
                       max_time=_number(raw.get("max_time", default_time), f"{where}.max_time"),
                       vary=vary, precisions=precisions, pairs=_count(raw.get("pairs", 20), f"{where}.pairs", 2),
                       steps=_count(raw.get("steps", 30), f"{where}.steps", 5),
                       processes=_processes(raw.get("processes", default_processes), f"{where}.processes"))
-        if "processes" in raw and kind != "run":
-            raise _err(f"{where}.processes", f"applies to kind run only; a {kind} entry interleaves its two "
-                                             "sides in one process")
         for j, case in enumerate(entry.cases()):
             try:
                 w.resolve(case)
@@ -226,11 +245,18 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     if unused:
         raise ConfigError(f"-p {unused[0]}: no entry of suite {path.name} has a workload with that parameter")
     out = doc.get("output")
+    if out is not None and (not isinstance(out, str) or not out or "\0" in out):
+        raise _err("output", f"must be a folder's path, got {_shown(out)}")
     checks = doc.get("checks", True)
     if not isinstance(checks, bool):
-        raise _err("checks", f"must be true or false, got {checks!r}")
-    return Suite(name=str(doc.get("name", path.stem)), path=path,
-                 sha256=hashlib.sha256(path.read_bytes()).hexdigest(), device=str(device or doc.get("device", "auto")),
+        raise _err("checks", f"must be true or false, got {_shown(checks)}")
+    dev = doc.get("device", "auto")
+    if not isinstance(dev, str):
+        raise _err("device", f"must be auto, cpu, cuda or cuda:N, got {_shown(dev)}")
+    if "description" in doc and not isinstance(doc["description"], str):
+        raise _err("description", f"must be text, got {_shown(doc['description'])}")
+    return Suite(name=doc.get("name", path.stem), path=path,
+                 sha256=hashlib.sha256(_read_bytes(path, ConfigError)).hexdigest(), device=str(device or dev),
                  output=Path(out) if out else None, entries=entries, checks=checks)
 
 
@@ -255,12 +281,18 @@ def _others(value: Any, entries_raw: list) -> list[dict]:
     named = {str(r.get("workload")) for r in entries_raw if isinstance(r, dict)} | {str(n) for n in skip}
     return [{"name": name, "workload": name, "params": registry.get(name).grid(spec["grid"])}
             for name in registry.names() if name not in named]
+# Cases one entry's sweep may expand to (the product of its value lists).
+MAX_CASES = 10_000
+# More pairs or steps than this is a typo, not a plan (10^6 pairs of a 1 ms step is 33 minutes).
+MAX_COUNT = 1_000_000
 
 
 def _count(value: Any, where: str, least: int) -> int:
     """A whole number of at least `least` (`pairs: many` or `pairs: 0` name the key, not a traceback)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise _err(where, f"must be a whole number >= {least}, got {value!r}")
+        raise _err(where, f"must be a whole number >= {least}, got {_shown(value)}")
+    if value > MAX_COUNT:
+        raise _err(where, f"must be a whole number >= {least} and at most {MAX_COUNT}, got {value}")
     return value
 
 

@@ -19,31 +19,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+from perfsuite.core import documents
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import READABLE_VERSIONS, RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
-
-
-# A new file, never an existing one (nor a planted symlink), not inherited by child processes.
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+from perfsuite.core.text import slug
+from perfsuite.storage import read, write
 
 
 def _temp_pattern(path: Path) -> re.Pattern:
     # Exactly the names _create_temp (and mkstemp before it) gives: `.NAME.` + 8 random
     # characters + `.tmp`, so that `.run.json.x.12345678.tmp` (run.json.x's) never matches run.json.
     return re.compile(re.escape(f".{path.name}.") + r"[a-z0-9_]{8}\.tmp")
-
-
-def _create_temp(path: Path) -> tuple[int, str]:
-    """A new temporary file beside `path`. Created with mode 0666 for the kernel to apply the
-    umask, as for any new file (mkstemp's 0600 made results unreadable to anyone else, and
-    reading the umask means setting it, process-wide, for a moment)."""
-    for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            return os.open(tmp, _NEW_FILE, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary file name beside {path}")
 
 
 def remove_stale_temps(path: Path) -> None:
@@ -64,27 +50,9 @@ def remove_stale_temps(path: Path) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see either the old or the new file, never half."""
-    path = Path(path)
-    try:
-        fd, tmp = _create_temp(path)
-    except OSError as exc:
-        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        # Includes KeyboardInterrupt: the temporary file must not litter the results folder.
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, OSError):  # disk full, a file-size limit, a folder gone: say so plainly
-            raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
-        raise
+    """Write `text` to `path` so that readers see either the old or the new file, never half
+    (perfsuite.storage.write: a symlink there is refused, an OSError is a StorageError)."""
+    write.write_text(path, text)
 
 
 def finite(obj):
@@ -106,81 +74,48 @@ def dumps(obj, indent: int | None = 1) -> str:
 
 # Every other result perfsuite writes is a versioned document of one kind:
 #   {"format": "perfsuite.KIND", "schema_version": N, "results": [...]}
-# History: 1 - 2026-11: pair, amp, gate, gate-selfcheck, noise-floors, peaks, checks. Files written
-# before (a bare list for pair/amp/gate, a bare mapping for floors and peaks) are read as
-# version 0. 2026-11-25: bisect (one bisection's log of probes) and why (differential profiles),
-# new kinds at version 1.
+# Kinds, versions and schemas: perfsuite.core.documents.
 DOCUMENT_VERSION = 1
-# What each kind's results must hold, checked on load so a report never meets a stray shape.
-DOCUMENT_KEYS = {
-    "pair": ("workload", "params", "a", "b", "ratios"),
-    "amp": ("workload", "params", "device", "precision_a", "precision_b", "time_a_s", "time_b_s"),
-    "gate": ("label", "median_ratio", "slower"),
-    "gate-selfcheck": ("case", "caught", "false_alarms", "trials"),
-    "checks": ("workload", "name", "ok", "detail"),
-    "noise-floors": (),
-    "peaks": (),
-    "bisect": ("workload", "params", "device", "good", "commits", "probes"),
-    "why": ("workload", "device", "how", "a", "b", "steps", "rounds"),
-}
+DOCUMENT_KINDS = ("pair", "amp", "gate", "gate-selfcheck", "checks", "noise-floors", "peaks", "bisect", "why")
 
 
 def document(kind: str, results, failures: list[dict] | None = None) -> str:
     """The text of a versioned document of `kind` (strict JSON); `failures`: the cases that failed
     (as perfsuite.run.execute.failure_entry writes them), kept beside the results."""
-    if kind not in DOCUMENT_KEYS:
+    if kind not in DOCUMENT_KINDS:
         raise ValueError(f"unknown document kind {kind!r}")
-    doc = {"format": f"perfsuite.{kind}", "schema_version": DOCUMENT_VERSION, "results": results}
-    if failures:
-        doc["failures"] = failures
-    return dumps(doc)
+    return dumps(documents.envelope(kind, {"results": results, **({"failures": failures} if failures else {})}))
 
 
 def document_failures(path: str | os.PathLike) -> list[dict]:
-    """The failed cases a versioned document keeps beside its results ([] for none, or for a
-    document written before failures were kept)."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return []
+    """The failed cases a versioned document keeps beside its results, validated ([] for none,
+    or for a document written before failures were kept)."""
+    p = Path(path)
+    doc = read.read_json(p)
     failures = doc.get("failures", []) if isinstance(doc, dict) else []
-    return [f for f in failures if isinstance(f, dict)] if isinstance(failures, list) else []
+    return documents.validate("failures", failures, str(p))
 
 
 def load_document(path: str | os.PathLike, kind: str):
-    """The results of a document of `kind`, validated; errors name the file and what is wrong."""
+    """The results of a document of `kind`, validated against its schema; errors name the file,
+    the key path and the value."""
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise RecordError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{p}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    except RecursionError:
-        raise RecordError(f"{p}: JSON nested too deeply") from None
-    many = kind not in ("noise-floors", "peaks")
-    if isinstance(doc, dict) and "format" in doc:
-        if doc.get("format") != f"perfsuite.{kind}":
-            raise RecordError(f"{p}: a {doc.get('format')!r} document, expected 'perfsuite.{kind}'")
-        if doc.get("schema_version") != DOCUMENT_VERSION:
-            raise RecordError(f"{p}: {kind} schema_version {doc.get('schema_version')!r}; "
-                              f"this perfsuite reads {DOCUMENT_VERSION}")
-        results = doc.get("results")
+    doc = read.read_json(p)
+    if documents.version_of(doc, kind, str(p)):
+        if "results" not in doc:
+            raise RecordError(f"{p}: a {kind} document without its results")
+        results = doc["results"]
     else:
         results = doc  # version 0: the bare results
-    if many:
-        results = [results] if kind == "amp" and isinstance(results, dict) else results
-        if not isinstance(results, list):
-            raise RecordError(f"{p}: {kind} results must be a list")
-        for i, r in enumerate(results):
-            missing = [k for k in DOCUMENT_KEYS[kind] if not isinstance(r, dict) or k not in r]
-            if missing:
-                raise RecordError(f"{p}: {kind} result {i}: missing {', '.join(missing)}")
-    elif not isinstance(results, dict):
-        raise RecordError(f"{p}: {kind} must be a mapping")
-    return results
+    if kind == "amp" and isinstance(results, dict):
+        results = [results]  # version 0 of amp: one comparison, bare
+    return documents.validate(kind, results, str(p))
+
+
+def versioned(kind: str, body: dict) -> str:
+    """A one-object document of `kind` (run-config, split, qwen-sweep): its keys beside the format
+    and version."""
+    return dumps(documents.envelope(kind, body))
 
 
 def results_document(records: Iterable[Record], failures: Iterable[dict] = ()) -> str:
@@ -196,20 +131,15 @@ def results_document(records: Iterable[Record], failures: Iterable[dict] = ()) -
 def new_results_path(results_dir: Path, label: str) -> Path:
     """A fresh file name in `results_dir`: UTC time, a slug of `label`, and a random suffix."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-")[:60] or "run"
-    return Path(results_dir) / f"{stamp}-{slug}-{uuid.uuid4().hex[:6]}.json"
+    return write.inside(results_dir, f"{stamp}-{slug(label, 60)}-{uuid.uuid4().hex[:6]}.json")
 
 
 def writable_dir(path: Path, what: str) -> Path:
     """Create `path` if needed; a clear error when it cannot be created or written to."""
-    path = Path(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create {what} {path}: {exc.strerror}") from None
-    if not os.access(path, os.W_OK):
-        raise ConfigError(f"{what} {path} is not writable")
-    return path
+        return write.make_dir(path, what)
+    except StorageError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class ResultsWriter:
@@ -223,18 +153,12 @@ class ResultsWriter:
         # Claimed now, exclusively: of two runs started on one path the second fails here,
         # instead of both running and the later rename discarding the other's records.
         try:
-            fd = os.open(self.path, _NEW_FILE, 0o666)
+            write.claim(self.path, results_document([], []))
         except FileExistsError:
             raise ConfigError(f"--out {self.path}: file exists (earlier results, or another run's now); "
                               "refusing to overwrite earlier results") from None
         except OSError as exc:
             raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(results_document([], []))
-        except BaseException:
-            os.unlink(self.path)  # a half-written claim would read as a corrupt results file
-            raise
         remove_stale_temps(self.path)  # only after the claim: a live writer's are not ours
 
     @classmethod
@@ -244,10 +168,9 @@ class ResultsWriter:
         if not path.exists():
             return cls(path)
         records = load_records(path)
-        try:
-            failures = json.loads(path.read_text()).get("failures", [])
-        except (OSError, json.JSONDecodeError, AttributeError):
-            failures = []
+        doc = read.read_json(path)
+        failures = doc.get("failures") or [] if isinstance(doc, dict) else []
+        documents.validate("failures", failures, str(path))  # resume keys them: typed, hashable
         w = cls.__new__(cls)
         w.path, w.records, w.failures = path, records, list(failures)
         remove_stale_temps(path)
@@ -285,17 +208,11 @@ class DocumentWriter:
         if claim:
             writable_dir(self.path.parent, "output folder")
             try:  # claimed now, exclusively, as ResultsWriter does: no earlier file is overwritten
-                fd = os.open(self.path, _NEW_FILE, 0o666)
+                write.claim(self.path, document(kind, []))
             except FileExistsError:
                 raise ConfigError(f"--out {self.path}: file exists; refusing to overwrite") from None
             except OSError as exc:
                 raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
-            try:
-                with os.fdopen(fd, "w") as f:
-                    f.write(document(kind, []))
-            except BaseException:
-                os.unlink(self.path)
-                raise
 
     @classmethod
     def resume(cls, path: Path, kind: str, extra: dict | None = None) -> "DocumentWriter":
@@ -350,18 +267,7 @@ def load_records(path: str | os.PathLike) -> list[Record]:
 def _read_records(p: Path) -> tuple[list[Record], list[str]]:
     """The file's valid records and, one line each, what was wrong with the others. A file that
     cannot be read as a whole raises RecordError."""
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise RecordError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{p}: cannot read: {exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    except RecursionError:
-        raise RecordError(f"{p}: JSON nested too deeply to be a results file") from None
+    doc = read.read_json(p)
     from perfsuite.storage import importers
 
     if importers.is_pytest_benchmark(doc):

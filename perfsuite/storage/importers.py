@@ -14,8 +14,13 @@ import itertools
 import math
 from pathlib import Path
 
+from perfsuite.core.documents import MAX_INT, MAX_SAMPLES
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record, Work
+
+# An asv benchmark's parameter grid is the product of its value lists: 10 lists of 10 values are
+# 10^10 cases, which would exhaust memory long before a comparison. Real grids are a few hundred.
+MAX_COMBINATIONS = 100_000
 
 
 def is_pytest_benchmark(doc) -> bool:
@@ -29,13 +34,17 @@ def is_asv_result(doc) -> bool:
 def _scalar_params(params) -> dict:
     if not isinstance(params, dict):
         return {}
-    return {str(k): v for k, v in params.items() if isinstance(v, (str, int, float, bool, type(None)))}
+    # A NaN or infinite value names no case (and would never equal itself as a case key).
+    return {str(k): v for k, v in params.items() if isinstance(v, (str, int, float, bool, type(None)))
+            and not (isinstance(v, float) and not math.isfinite(v))}
 
 
 def _numbers(values, where: str) -> list[float]:
     """A list of finite numbers, or a RecordError naming where it is in the file."""
     if not isinstance(values, list) or not values:
         raise RecordError(f"{where}: expected a non-empty list of numbers, got {type(values).__name__}")
+    if len(values) > MAX_SAMPLES:
+        raise RecordError(f"{where}: {len(values)} samples, more than the limit of {MAX_SAMPLES}")
     out = []
     for x in values:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
@@ -65,8 +74,10 @@ def from_pytest_benchmark(doc: dict, path: Path) -> list[Record]:
             raise RecordError(f"{path}: benchmark {b.get('name')!r} has no raw timings; "
                               "run pytest with --benchmark-save-data")
         info = _mapping(b.get("extra_info"), f"{where}.extra_info")
-        iterations = stats.get("iterations") or 1
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        # Absent means one; present, it is the samples' divisor and must be a real count
+        # (`iterations: 0` once read as 1).
+        iterations = stats.get("iterations", 1)
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or not 1 <= iterations <= MAX_INT:
             raise RecordError(f"{where}.stats.iterations: expected a whole number >= 1, got {iterations!r}")
         try:
             out.append(Record(
@@ -84,6 +95,10 @@ def from_pytest_benchmark(doc: dict, path: Path) -> list[Record]:
             ))
         except (TypeError, ValueError) as exc:  # a value of the wrong type in extra_info
             raise RecordError(f"{where}: {exc}") from None
+        for j, earlier in enumerate(out[:-1]):
+            if earlier.case_key() == out[-1].case_key():  # compare would pool or drop one of them
+                raise RecordError(f"{where}: the same case as benchmarks[{j}] ({out[-1].label()}): "
+                                  "give each benchmark its own name, group or params")
     return out
 
 
@@ -107,6 +122,10 @@ def from_asv(doc: dict, path: Path) -> list[Record]:
         params = params or []
         if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
             raise RecordError(f"{where}: params must be a list of value lists, got {params!r}"[:300])
+        grid = math.prod(len(p) for p in params)
+        if grid > MAX_COMBINATIONS:
+            raise RecordError(f"{where}: params expand to {grid} combinations, more than the limit of "
+                              f"{MAX_COMBINATIONS}")
         combos = list(itertools.product(*params)) if params else [()]
         if not isinstance(samples, list) or len(samples) != len(combos):
             # zip() would silently drop cases or leave some without their samples.

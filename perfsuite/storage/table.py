@@ -139,17 +139,24 @@ def result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 
 def write(df, out: Path, fmt: str | None = None) -> Path:
-    """Write the table as CSV or Parquet (by `fmt`, else by the suffix of `out`)."""
+    """Write the table as CSV or Parquet (by `fmt`, else by the suffix of `out`) to a new file
+    (perfsuite.storage.write: never over an existing file or through a symlink)."""
+    from perfsuite.storage import write as writer
+
     out = Path(out)
     fmt = fmt or out.suffix.lstrip(".").lower()
     if fmt == "csv":
-        df.to_csv(out, index=False)
+        writer.save_csv(df, out, new=True)
     elif fmt == "parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise RecordError("parquet needs pyarrow: pip install 'perfsuite[report]'") from None
-        _parquet_safe(df).to_parquet(out, index=False)
+        import io
+
+        buf = io.BytesIO()
+        _parquet_safe(df).to_parquet(buf, index=False)
+        writer.write_new_bytes(out, buf.getvalue())
     else:
         raise RecordError(f"{out}: unknown table format {fmt!r}; csv or parquet")
     return out

@@ -23,19 +23,17 @@ results again adds nothing, and exporting later runs into the same folder extend
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import re
 from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
-from perfsuite.core.errors import ConfigError, RecordError
+from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import Record
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.=,+-]+")
-
+from perfsuite.core.text import slug
 
 def _writer_class():
     try:
@@ -46,11 +44,8 @@ def _writer_class():
     return SummaryWriter
 
 
-def _slug(text: str, limit: int = 120) -> str:
-    s = _UNSAFE.sub("_", text).strip("_") or "-"
-    if len(s) > limit:  # long values (paths): keep them apart with a short hash
-        s = s[: limit - 9] + "~" + hashlib.sha1(text.encode()).hexdigest()[:8]
-    return s
+def _slug(text: str) -> str:
+    return slug(text, 120)
 
 
 def case_run(workload: str, params: dict, device: str) -> str:
@@ -96,11 +91,12 @@ def write_record(logdir: Path, r: Record) -> bool:
 
     SummaryWriter = _writer_class()
     run_dir = Path(logdir) / case_run(r.workload, r.params, r.device)
-    if _done(run_dir, r.id):
+    if _done(run_dir, slug(r.id)):
         return False
     step, wall = int(_epoch(r.created)), _epoch(r.created)
     values = scalars(r)
-    with SummaryWriter(log_dir=str(run_dir), filename_suffix=f".{r.id}") as w:
+    # The id is data: slugged, so an id of `../x` cannot put the event file elsewhere.
+    with SummaryWriter(log_dir=str(run_dir), filename_suffix=f".{slug(r.id)}") as w:
         for tag, v in values.items():
             w.add_scalar(tag, v, global_step=step, walltime=wall)
         commit = r.env.get("git_commit")
@@ -165,23 +161,38 @@ def export_tensorboard(paths: Iterable[str | os.PathLike], logdir: Path) -> tupl
         except RecordError as exc:
             problems.append(str(exc))
             continue
-        for r in records:
-            write_record(logdir, r)
-            n += 1
+        with _writing(logdir):
+            for r in records:
+                write_record(logdir, r)
+                n += 1
     for f in amp_files:
         try:
-            for d in load_document(f, "amp"):
-                write_amp(logdir, d)
-                n += 1
+            docs = load_document(f, "amp")
         except RecordError as exc:
             problems.append(str(exc))
+            continue
+        with _writing(logdir):
+            for d in docs:
+                write_amp(logdir, d)
+                n += 1
     return n, problems
+
+
+@contextlib.contextmanager
+def _writing(logdir: Path):
+    """TensorBoard's writer opens its own files: a full disk or a read-only folder under it is a
+    StorageError naming the folder, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"cannot write TensorBoard events under {logdir}: {exc.strerror or exc}") from None
 
 
 def export_records(records: Iterable[Record], logdir: Path) -> int:
     """The records of a run that just finished (`perfsuite run --tensorboard DIR`); how many."""
     prepare(logdir)
     records = list(records)
-    for r in records:
-        write_record(logdir, r)
+    with _writing(logdir):
+        for r in records:
+            write_record(logdir, r)
     return len(records)

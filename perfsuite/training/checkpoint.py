@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import os
 import random
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,17 +102,11 @@ def save_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
         "best_metric": progress.best_metric,
         "rng": _rng_state(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from perfsuite.storage import write
+
+    write.make_dir(path.parent, "checkpoint folder")
+    with write.atomic(path) as f:  # temporary file, fsync, rename; a symlink there is refused
+        torch.save(state, f)
     return path.stat().st_size
 
 
