@@ -86,7 +86,7 @@ class WorkDoc(_Doc):
     items_per_step: Positive
     item_unit: Name
     flops_per_step: NonNegative | None = None
-    flops_method: Name = "unknown"
+    flops_method: Name | None = "unknown"  # None: no FLOPs declared or counted
     bytes_per_step: NonNegative | None = None
     dtype: Name = "fp32"
 
@@ -204,7 +204,7 @@ class BisectDoc(_Doc):
     workload: Name
     params: Params
     device: Name
-    good: Name
+    good: dict  # the commit: sha and subject
     commits: Annotated[list, Field(max_length=MAX_GROUPS)]
     probes: Annotated[list[dict], Field(max_length=MAX_GROUPS)]
 

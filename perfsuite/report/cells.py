@@ -36,3 +36,15 @@ def record_cells(r: Record) -> dict[str, str]:
         "bound": r.bound.cell(),
         "memory": ("-" if mem is None else "+" + fmt_bytes(mem)) + ("" if cuda is None else f" / CUDA {fmt_bytes(cuda)}"),
     }
+
+
+def markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table from display cells, rendered by pandas (DataFrame.to_markdown, tabulate).
+    Every cell is already display text (tabulate must not parse "1.10x" or "12" as numbers), and
+    cells from data files (names, parameters) lose control characters and escape "|"."""
+    import pandas as pd
+
+    from perfsuite.core.text import markdown_cell
+
+    cells = [[markdown_cell(c) for c in row] for row in rows]
+    return pd.DataFrame(cells, columns=columns).to_markdown(index=False, disable_numparse=True).splitlines()

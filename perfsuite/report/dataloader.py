@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from perfsuite.report.cells import markdown_table
+
 from collections import defaultdict
 from pathlib import Path
 
@@ -67,6 +69,6 @@ def section(records: list[Record], out_dir: Path) -> list[str]:
     lines += [f"- recommendation: `{cfg(k).replace(', ', ' ')}`", ""]
     waits = [r for r in records if "data_wait_fraction" in r.extra]
     if waits:
-        lines += ["| config | model waits on data |", "|---|---|"]
-        lines += [f"| {cfg(r)} | {r.extra['data_wait_fraction']:.0%} |" for r in waits] + [""]
+        lines += markdown_table(["config", "model waits on data"],
+                                [[cfg(r), f"{r.extra['data_wait_fraction']:.0%}"] for r in waits]) + [""]
     return lines

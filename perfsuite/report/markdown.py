@@ -10,22 +10,11 @@ from perfsuite.stats import summary as stats
 from perfsuite.storage import table as results
 from perfsuite.measure.bound import where_time_went
 from perfsuite.core.record import Record
-from perfsuite.report.cells import record_cells, shows_bound
+from perfsuite.report.cells import markdown_table, record_cells, shows_bound
 from perfsuite.report.plots import throughput_figure
 from perfsuite.core.units import fmt_seconds
 from perfsuite.core.text import markdown_cell, printable
 from perfsuite.storage import write
-
-
-def _markdown(columns: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown table from display cells, rendered by pandas (DataFrame.to_markdown, tabulate)."""
-    import pandas as pd
-
-    # Every cell is already display text: tabulate must not parse "1.10x" or "12" as numbers.
-    # Cells from data files (names, parameters) lose control characters and escape "|" (core.text).
-    cells = [[markdown_cell(c) for c in row] for row in rows]
-    table = pd.DataFrame(cells, columns=columns).to_markdown(index=False, disable_numparse=True)
-    return table.splitlines()
 
 
 def _table(recs: list[Record]) -> list[str]:
@@ -38,7 +27,7 @@ def _table(recs: list[Record]) -> list[str]:
         rows.append([", ".join(f"{k}={v}" for k, v in r.params.items()) or "-", c["median"], c["ci"], c["iqr"],
                      c["p90"], c["n_block"], c["throughput"], c["flops"], c["peak"], c["memory"]]
                     + ([c["bound"]] if bound else []) + ["yes" if r.converged else "**no**"])
-    return _markdown(cols, rows)
+    return markdown_table(cols, rows)
 
 
 def _notes(recs: list[Record]) -> list[str]:
@@ -67,7 +56,7 @@ def _amp_section(amp: list[dict]) -> list[str]:
                      f"{_amp_bound(a, 'a')} / {_amp_bound(a, 'b')}", "ok" if a["accuracy_ok"] else "**diverged**"])
     cols = ["workload", "params", "A", "B", "step A", "step B", "speed-up (95% CI)", "saved-for-backward B/A",
             "final loss A / B", "GPU A / B", "verdict"]
-    return ["## Precision comparisons (interleaved in one process)", "", *_markdown(cols, rows), ""]
+    return ["## Precision comparisons (interleaved in one process)", "", *markdown_table(cols, rows), ""]
 
 
 def _pair_section(pairs: list[dict]) -> list[str]:
@@ -79,7 +68,7 @@ def _pair_section(pairs: list[dict]) -> list[str]:
                      f"{p['time_ratio']:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""), str(len(p["ratios"])),
                      "-" if p.get("saved_ratio") is None else f"{p['saved_ratio']:.2f}"])
     cols = ["workload", "shared params", "A / B", "time ratio A/B (95% CI)", "pairs", "saved for backward A/B"]
-    return ["## Paired comparisons (interleaved in one process)", "", *_markdown(cols, rows), ""]
+    return ["## Paired comparisons (interleaved in one process)", "", *markdown_table(cols, rows), ""]
 
 
 def _section(workload: str):
