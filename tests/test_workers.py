@@ -73,7 +73,7 @@ def test_merge_keeps_every_process_and_reports_the_median_of_their_medians():
 def test_describe_says_how_much_is_between_processes():
     rec = workers.merge([_child(1e-3, 0), _child(1.2e-3, 1)], [1, 2], RunConfig(processes=2))
     line = workers.describe(rec)
-    assert "2 processes" in line and "between processes" in line and "pooled samples" in line
+    assert "2 processes" in line and "between processes" in line and "t interval" in line
     assert workers.describe(make_record()) is None
 
 

@@ -170,7 +170,8 @@ class Record:
         """Between- and within-process spread, for a case measured in worker processes."""
         if not self.processes:
             return None
-        return stats.process_spread([p["samples_s"] for p in self.processes])
+        return stats.process_spread([p["samples_s"] for p in self.processes],
+                                    medians=[p["median"] for p in self.processes])
 
     @cached_property
     def build_spread(self) -> stats.ProcessSpread | None:

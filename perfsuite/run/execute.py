@@ -135,7 +135,9 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, writer=None, en
 
     events = events or Events()
     cfg = replace(cfg, device=device)
-    if cfg.processes > 1 and trace_dir is not None:
+    if trace_dir is not None and cfg.processes is None:
+        cfg = replace(cfg, processes=1)  # a trace needs the step in this process: no automatic workers
+    if cfg.workers > 1 and trace_dir is not None:
         raise ConfigError("--trace needs the step in this process; it cannot be combined with --processes > 1")
     unsupported = check_cases(cases, device)
     out = Outcome()
@@ -152,7 +154,7 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, writer=None, en
                 if launcher is not None:  # distributed: ranks under torchrun, one record (perfsuite.distributed)
                     rec = launcher(case.workload, dict(case.params), cfg, env=env, peak=peak,
                                    measured=tuple(out.records), trace_dir=trace_dir)
-                elif cfg.processes > 1:  # the budget spread over fresh worker processes, merged into one record
+                elif cfg.workers > 1:  # the budget spread over fresh worker processes, merged into one record
                     from perfsuite.measure.workers import run_in_workers
 
                     rec = run_in_workers(case.workload, dict(case.params), cfg, env=env, peak=peak, clock=clock)
