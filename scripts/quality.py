@@ -16,7 +16,7 @@ Runs of every kind are interleaved (base, unchanged, slowed, pytest-benchmark, t
 index), so that the machine's drift reaches them alike. Raw results go to OUT/quality.json and a
 summary to OUT/README.md. Numbers mean something only on a quiet machine: `perfsuite system`
 first. Each run pays Python and torch start-up (2-7 s here) on top of its budget; with the
-defaults (20 runs, 10 s budgets) the whole takes about 45 minutes.
+defaults (20 runs, 10 s budgets) the whole takes 35-60 minutes (`--runs 10 --cases ...` for less).
 
     python scripts/quality.py [--runs 20] [--max-time SECONDS] [--out reports/quality]
 """
@@ -81,13 +81,19 @@ def child(args) -> None:
         raise SystemExit(f"{args.case}: {out.failures[0]['error']}")
 
 
-def _fresh_run(case: str, record: Path, max_time: float | None, pad: str = "256:0"):
+def _fresh_run(case: str, record: Path, max_time: float | None, pad: str = "256:0", walls: list | None = None):
+    """One fresh process measuring the case; its wall time (start-up included) goes to `walls`."""
+    import time
+
     from perfsuite.storage.files import load_records
 
     cmd = [sys.executable, str(Path(__file__).resolve()), "_child", case, "--record", str(record),
            "--pad", pad] + (["--max-time", str(max_time)] if max_time else [])
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.monotonic()
     subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+    if walls is not None:
+        walls.append(time.monotonic() - t0)
     (rec,) = load_records(record)
     return rec
 
@@ -101,6 +107,11 @@ def _pad_for(case: str) -> tuple[str, float]:
     from perfsuite.measure.timing import PerfCounterClock
     from perfsuite.stats import summary as stats
 
+    import torch
+
+    from perfsuite.core.config import RunConfig
+
+    torch.set_num_threads(RunConfig().threads_on("cpu") or torch.get_num_threads())  # as the runs measure it
     clock = PerfCounterClock()
     name, params, _ = CASES[case]
     w = registry.get(name)
@@ -136,13 +147,16 @@ def measure_case(case: str, runs: int, max_time: float | None, tmp: Path) -> dic
 
     budget = max_time or RunConfig().max_time
     pad, est = _pad_for(case)
-    base, same, slow, pyb = [], [], [], []
+    base, same, slow, pyb, walls, loads = [], [], [], [], [], []
     for i in range(runs):
-        print(f"{case}: run {i + 1}/{runs}", flush=True)
-        base.append(_fresh_run(case, tmp / f"{case}-base-{i}.json", max_time))
-        same.append(_fresh_run(case, tmp / f"{case}-same-{i}.json", max_time))
-        slow.append(_fresh_run(case, tmp / f"{case}-slow-{i}.json", max_time, pad))
-        pyb.append(_pytest_benchmark(CASES[case][2], budget))
+        loads.append(os.getloadavg()[0])
+        print(f"{case}: run {i + 1}/{runs} (load {loads[-1]:.2f})", flush=True)
+        base.append(_fresh_run(case, tmp / f"{case}-base-{i}.json", max_time, walls=walls))
+        same.append(_fresh_run(case, tmp / f"{case}-same-{i}.json", max_time, walls=walls))
+        slow.append(_fresh_run(case, tmp / f"{case}-slow-{i}.json", max_time, pad, walls=walls))
+        # The same step as perfsuite measures it: on perfsuite's default torch threads (one on the CPU).
+        pyb.append(_pytest_benchmark(CASES[case][2], budget, threads=RunConfig().threads_on("cpu") or 2))
+    loads.append(os.getloadavg()[0])
     medians = [r.median_s for r in base]
     center = _spread(medians)["median_of_medians"]
     # A run too short for any interval (a tiny --max-time) counts as not covering.
@@ -154,7 +168,12 @@ def measure_case(case: str, runs: int, max_time: float | None, tmp: Path) -> dic
         "perfsuite": {**_spread(medians), "covered": covered,
                       "intervals": [[r.stats.ci_low, r.stats.ci_high] for r in base], "medians": medians,
                       "measure_s": [r.config.get("measure_s") for r in base],
-                      "builds": [r.conditions.get("builds") for r in base]},
+                      "builds": [r.conditions.get("builds") for r in base],
+                      "processes": [r.conditions.get("processes") for r in base],
+                      "torch_threads": [r.conditions.get("torch_threads") for r in base],
+                      "others_cpus": [r.conditions.get("others_cpus") for r in base],
+                      "wall_s": walls},
+        "load_1min": loads,
         "pytest_benchmark": {**_spread(pyb), "medians": pyb},
         "compare": {kind: {"slower": sum(c.verdict == "slower" for c in cs),
                            "verdicts": [c.verdict for c in cs], "ratios": [c.ratio for c in cs],
@@ -165,12 +184,15 @@ def measure_case(case: str, runs: int, max_time: float | None, tmp: Path) -> dic
 def summary(results: list[dict]) -> str:
     lines = ["# Numbers that hold across runs (issue 26)", "",
              "Written by `python scripts/quality.py`; raw numbers in `quality.json`.", "",
-             "| case | runs | budget | intervals covering the median of medians | perfsuite CV / range | "
+             "| case | runs | budget, processes, wall per run, 1-min load | intervals covering the median of medians | "
+             "perfsuite CV / range | "
              "pytest-benchmark CV / range | unchanged called slower | +10% called slower |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         p, b, c = r["perfsuite"], r["pytest_benchmark"], r["compare"]
-        lines.append(f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s | {p['covered']}/{r['runs']} | "
+        lines.append(f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s, {p['processes'][0]} processes, "
+                     f"wall {min(p['wall_s']):.0f}-{max(p['wall_s']):.0f} s, load {min(r['load_1min']):.1f}-"
+                     f"{max(r['load_1min']):.1f} | {p['covered']}/{r['runs']} | "
                      f"{p['cv']:.1%} / {p['range_over_median']:.1%} | {b['cv']:.1%} / {b['range_over_median']:.1%} | "
                      f"{c['unchanged']['slower']}/{r['runs']} | {c['slowed']['slower']}/{r['runs']} "
                      f"(injected {r['slowdown_estimated']:.1%}) |")

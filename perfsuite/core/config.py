@@ -15,6 +15,8 @@ MAX_WORKERS = 256
 # Most of the variation between runs is between processes (docs/measurement.md), so a case is
 # measured in several by default; each slot must hold a fork, the build(s), warm-up and timing.
 AUTO_WORKER_S = 2.0
+# Builds of the step rotated inside one process measuring alone (builds=None; see RunConfig.builds).
+IN_PROCESS_BUILDS = 3
 AUTO_MAX_PROCESSES = 5
 
 
@@ -43,7 +45,9 @@ class RunConfig:
     min_fraction: float = 0.5
     # Builds of the step rotated inside the process (perfsuite.measure.runner): the interval comes
     # from how much they disagree. A workload may allow fewer (Workload.max_builds).
-    builds: int = 3
+    # None: IN_PROCESS_BUILDS measuring in this process, one in each worker process (a worker is
+    # itself a fresh build, and two more builds would take set-up time out of its short slot).
+    builds: int | None = None
     target_rel_ci: float = 0.01  # stop when the median's 95% CI is within +-1% of the median
     confidence: float = 0.95
     min_samples: int = 10
@@ -92,6 +96,8 @@ class RunConfig:
             )
         for name in ("min_samples", "max_samples", "warmup_window", "builds"):
             v = getattr(self, name)
+            if name == "builds" and v is None:
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {v!r}")
         if self.max_samples < self.min_samples:

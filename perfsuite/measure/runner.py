@@ -487,7 +487,10 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     device = resolve_device(cfg.device)
     resolved = workload.resolve(params)
     kernels = fp32_kernels(workload, resolved)  # before measuring: a bad declaration fails fast
-    count = min(cfg.builds, workload.max_builds or cfg.builds)
+    from perfsuite.core.config import IN_PROCESS_BUILDS
+
+    wanted = cfg.builds if cfg.builds is not None else IN_PROCESS_BUILDS
+    count = min(wanted, workload.max_builds or wanted)
     builds = []
     try:
         for _ in range(count):

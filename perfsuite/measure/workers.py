@@ -154,7 +154,8 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
     import time
 
     n = cfg.workers
-    share = replace(cfg, processes=1, max_time=cfg.max_time / n, min_time=cfg.min_time / n)
+    share = replace(cfg, processes=1, max_time=cfg.max_time / n, min_time=cfg.min_time / n,
+                    builds=cfg.builds if cfg.builds is not None else 1)
     from perfsuite.core.discover import loaded_paths
 
     job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths())

@@ -330,16 +330,17 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     overhead. Nothing is built or measured. Every case is counted, also those a machine will skip
     (world_size 2 on one GPU): the plan is for the machine that runs them all."""
     from perfsuite.core import registry
-    from perfsuite.core.config import RunConfig, auto_processes
+    from perfsuite.core.config import IN_PROCESS_BUILDS, auto_processes
     from perfsuite.run.checks import checks_for
     from perfsuite.run.peak import PEAK_DTYPES
 
     kind = _kind(suite.device)
     build = lambda w: PLAN_BUILD_S[kind].get(w, PLAN_BUILD_S[kind]["*"])  # noqa: E731
-    # A run builds its step RunConfig.builds times (rotated while timing), unless the workload allows
-    # fewer. The builds after the first are counted at half a first build: the process, the CUDA
-    # context and the libraries' caches are warm by then (an estimate, not yet measured on a GPU).
-    runs_builds = lambda w: 1 + 0.5 * (min(RunConfig.builds, registry.get(w).max_builds or RunConfig.builds) - 1)  # noqa: E731
+    # A run in this process builds its step IN_PROCESS_BUILDS times (rotated while timing), unless the
+    # workload allows fewer; a worker process builds it once. The builds after the first are counted at
+    # half a first build: the process, the CUDA context and the libraries' caches are warm by then (an
+    # estimate, not yet measured on a GPU).
+    runs_builds = lambda w: 1 + 0.5 * (min(IN_PROCESS_BUILDS, registry.get(w).max_builds or IN_PROCESS_BUILDS) - 1)  # noqa: E731
     lines = []
     if bench:
         n = len(PEAK_DTYPES[kind]) + 1  # one matmul per roof and the copy
@@ -364,9 +365,9 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
                                   extra + n * (2 * build(e.workload) + PLAN_AMP_LOSSES_S[kind])))
         elif getattr(registry.get(e.workload), "launcher", None) is not None:
             lines.append(PlanLine(f"{e.name} (torchrun)", n, n * e.max_time, extra + n * PLAN_LAUNCH_S[kind]))
-        elif (workers := e.processes or auto_processes(e.max_time)) > 1:  # each worker forks and builds
+        elif (workers := e.processes or auto_processes(e.max_time)) > 1:  # each worker forks and builds once
             lines.append(PlanLine(f"{e.name} ({workers} processes)", n, n * e.max_time,
-                                  extra + n * workers * (PLAN_WORKER_S[kind] + runs_builds(e.workload) * build(e.workload))))
+                                  extra + n * workers * (PLAN_WORKER_S[kind] + build(e.workload))))
         else:
             lines.append(PlanLine(e.name, n, n * e.max_time, extra + n * runs_builds(e.workload) * build(e.workload)))
     if bench:
