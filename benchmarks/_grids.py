@@ -77,8 +77,8 @@ AMP_GRIDS: dict[str, dict[str, list[Any]]] = {
 
 # Worker processes per case (perfsuite.measure.workers, issue 16) for the asv front-end, as suites/cpu.yaml
 # has them: the cases whose history is compared across commits, where one unlucky process's
-# memory layout or placement would otherwise show as a change. Three processes cost ~10 s more per
-# case on 2 cores (start-up and build); the rest keep one.
+# memory layout or placement would otherwise show as a change. The rest (1 here) take perfsuite's
+# default: RunConfig.processes=None, 2 worker processes at these 5 s budgets (issue 26).
 PROCESSES: dict[str, int] = {"matmul": 3, "resnet": 3}
 
 

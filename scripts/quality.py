@@ -48,20 +48,30 @@ def _padding(size: int):
     return lambda: torch.mm(a, b)
 
 
+class _Padded:
+    """A builder: the registered workload's step followed by `count` size x size matmuls. A class at
+    module level, not a closure, so that the workload can be sent to perfsuite's worker processes."""
+
+    def __init__(self, name: str, size: int, count: int) -> None:
+        self.name, self.size, self.count = name, size, count
+
+    def __call__(self, params, device):
+        from dataclasses import replace
+
+        from perfsuite.compare.gate import slowed
+        from perfsuite.core import registry
+
+        built = registry.get(self.name).builder(params, device)
+        return replace(built, fn=slowed(built.fn, _padding(self.size), self.count))
+
+
 def _build_wrapped(workload, size: int, count: int):
     """The workload with `count` size x size matmuls after each step (0: unchanged), same case key."""
     from dataclasses import replace
 
-    from perfsuite.compare.gate import slowed
-
     if count == 0:
         return workload
-
-    def build(params, device):
-        built = workload.builder(params, device)
-        return replace(built, fn=slowed(built.fn, _padding(size), count))
-
-    return replace(workload, builder=build)
+    return replace(workload, builder=_Padded(workload.name, size, count))
 
 
 def child(args) -> None:

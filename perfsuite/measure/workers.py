@@ -22,6 +22,7 @@ the later ones, not the total), and its fork, build and first call come out of i
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import traceback
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -159,6 +160,16 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
     from perfsuite.core.discover import loaded_paths
 
     job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths())
+    if cfg.processes is None:  # workers by default only: one asked for explicitly fails as it always did
+        try:
+            pickle.dumps(job.workload)
+        except Exception as exc:  # noqa: BLE001 - a closure, a lambda, a local class: anything pickle refuses
+            from perfsuite.measure import runner
+
+            rec = runner.run_case(workload, params, replace(cfg, processes=1), env=env, peak=peak, clock=clock)
+            return replace(rec, warnings=[*rec.warnings, f"measured in this process, not in {n} worker processes: "
+                                          f"the workload cannot be sent to one ({type(exc).__name__}: {exc}); "
+                                          "the interval cannot see the variation between processes"])
     ctx = context(start_method)
     end = time.monotonic() + cfg.max_time
     runs = []
