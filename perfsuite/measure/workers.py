@@ -146,6 +146,15 @@ def context(start_method: str | None = None):
     return ctx
 
 
+def worker_count(workload: Workload, cfg: RunConfig) -> int:
+    """The worker processes `workload` is measured in: `cfg.workers`, except that the default (None)
+    keeps a workload allowing one build at a time (Workload.max_builds=1: a large model, ranks of a
+    process group) in one process: its build would not fit a worker's slot, nor its memory twice."""
+    if cfg.processes is None and workload.max_builds == 1:
+        return 1
+    return cfg.workers
+
+
 def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dict | None = None,
                    peak: dict | None = None, clock=None, target: Callable = worker_main,
                    start_method: str | None = None) -> Record:
@@ -160,13 +169,16 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
     from perfsuite.core.discover import loaded_paths
 
     job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths())
-    if cfg.processes is None:  # workers by default only: one asked for explicitly fails as it always did
+    if cfg.processes is None:  # workers by default only: those asked for explicitly fail as they always did
+        from perfsuite.measure import runner
+
+        here = replace(cfg, processes=1)
+        if worker_count(workload, cfg) == 1:
+            return runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
         try:
             pickle.dumps(job.workload)
         except Exception as exc:  # noqa: BLE001 - a closure, a lambda, a local class: anything pickle refuses
-            from perfsuite.measure import runner
-
-            rec = runner.run_case(workload, params, replace(cfg, processes=1), env=env, peak=peak, clock=clock)
+            rec = runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
             return replace(rec, warnings=[*rec.warnings, f"measured in this process, not in {n} worker processes: "
                                           f"the workload cannot be sent to one ({type(exc).__name__}: {exc}); "
                                           "the interval cannot see the variation between processes"])

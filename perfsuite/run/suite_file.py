@@ -330,7 +330,8 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     overhead. Nothing is built or measured. Every case is counted, also those a machine will skip
     (world_size 2 on one GPU): the plan is for the machine that runs them all."""
     from perfsuite.core import registry
-    from perfsuite.core.config import IN_PROCESS_BUILDS, auto_processes
+    from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
+    from perfsuite.measure.workers import worker_count
     from perfsuite.run.checks import checks_for
     from perfsuite.run.peak import PEAK_DTYPES
 
@@ -365,7 +366,8 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
                                   extra + n * (2 * build(e.workload) + PLAN_AMP_LOSSES_S[kind])))
         elif getattr(registry.get(e.workload), "launcher", None) is not None:
             lines.append(PlanLine(f"{e.name} (torchrun)", n, n * e.max_time, extra + n * PLAN_LAUNCH_S[kind]))
-        elif (workers := e.processes or auto_processes(e.max_time)) > 1:  # each worker forks and builds once
+        elif (workers := worker_count(registry.get(e.workload), RunConfig(max_time=e.max_time, processes=e.processes))) > 1:
+            # each worker forks and builds once
             lines.append(PlanLine(f"{e.name} ({workers} processes)", n, n * e.max_time,
                                   extra + n * workers * (PLAN_WORKER_S[kind] + build(e.workload))))
         else:
