@@ -49,6 +49,11 @@ class RunConfig:
     # itself a fresh build, and two more builds would take set-up time out of its short slot).
     builds: int | None = None
     target_rel_ci: float = 0.01  # stop when the median's 95% CI is within +-1% of the median
+    # What a run cannot see in its own processes: the machine's state drifts between runs minutes
+    # apart (matmul n=256 on one thread: 5 processes in a run agreed within +-0.4% while run centres
+    # spread +-1%, reports/quality). Added in quadrature to the reported interval's half-width
+    # (Record.stats), not to the convergence test; 0 reports the run's own interval alone.
+    run_drift: float = 0.01
     confidence: float = 0.95
     min_samples: int = 10
     max_samples: int = 100_000
@@ -80,6 +85,9 @@ class RunConfig:
 
         for name in ("max_time", "target_rel_ci", "warmup_tolerance", "clock_overhead_limit", "nvml_interval"):
             positive(name)
+        if not isinstance(self.run_drift, (int, float)) or isinstance(self.run_drift, bool) \
+                or not 0 <= self.run_drift < 1:
+            raise ConfigError(f"run_drift must be a fraction from 0 to below 1, got {self.run_drift!r}")
         if not isinstance(self.min_time, (int, float)) or self.min_time < 0:
             raise ConfigError(f"min_time must be >= 0 seconds, got {self.min_time!r}")
         if self.min_time > self.max_time:

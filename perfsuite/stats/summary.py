@@ -257,6 +257,18 @@ def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
     return ProcessSpread(tuple(meds), point, max(lo, 0.0), hi, method, between, within, confidence)
 
 
+def widened(centre: float, lo: float, hi: float, drift: float) -> tuple[float, float]:
+    """An interval [lo, hi] around `centre` with a relative `drift` (a 95% half-width, e.g. 0.01)
+    added in quadrature on each side, on logs: what a run cannot see in itself (the machine's state
+    minutes later) added to what it can (its own processes' spread)."""
+    if drift <= 0 or centre <= 0:
+        return lo, hi
+    d = math.log1p(drift)
+    below = math.log(centre / lo) if lo > 0 else math.inf
+    above = math.log(hi / centre)
+    return centre * math.exp(-math.hypot(below, d)), centre * math.exp(math.hypot(above, d))
+
+
 def log_ratio_test(base: Sequence[float], new: Sequence[float],
                    confidence: float = 0.95) -> tuple[float, tuple[float, float], float]:
     """Student's two-sample t on the logs of two small sets of independent units (build or process
