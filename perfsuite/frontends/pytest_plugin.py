@@ -69,12 +69,20 @@ def benchmark_case(benchmark, workload, params: dict, request) -> None:
         # Smoke test: the fixture runs the step once, untimed; benchmark.stats stays None.
         benchmark.pedantic(step, rounds=1, iterations=1)
         return
+    from perfsuite.measure.system import pinned
+
     max_time = request.config.getoption("--perfsuite-max-time")  # seconds per case, as everywhere
-    cal = calibrate([step], PerfCounterClock(), RunConfig(max_time=max_time))  # perfsuite's warm-up, block size
-    est, iterations = cal.step_estimate_s, cal.block_size
-    rounds = max(5, min(10_000, int(max_time * 0.6 / max(est * iterations, 1e-9))))
-    with HostPeakRSS() as mem:
-        benchmark.pedantic(step, rounds=rounds, iterations=iterations, warmup_rounds=0)
+    cfg = RunConfig(max_time=max_time)
+    # pytest-benchmark times the step in this process (no worker processes here), on perfsuite's
+    # default torch threads (one on the CPU: RunConfig.threads_on), as `perfsuite run` measures it.
+    threads = cfg.threads_on(device)
+    with pinned(None, threads):
+        cal = calibrate([step], PerfCounterClock(), cfg)  # perfsuite's warm-up, block size
+        est, iterations = cal.step_estimate_s, cal.block_size
+        rounds = max(5, min(10_000, int(max_time * 0.6 / max(est * iterations, 1e-9))))
+        with HostPeakRSS() as mem:
+            benchmark.pedantic(step, rounds=rounds, iterations=iterations, warmup_rounds=0)
+    benchmark.extra_info.update(torch_threads=threads)
     median = benchmark.stats.stats.median
     benchmark.extra_info.update(
         throughput=built.work.items_per_step / median, throughput_unit=f"{built.work.item_unit}/s",
