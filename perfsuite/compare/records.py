@@ -12,7 +12,8 @@ the step it rotated (record.units()), not on its pooled samples:
   noise floor learned by `perfsuite gate --learn-floor` when that is larger. Process medians are
   independent units: a run's centre then varies by their log SD / sqrt(N). Build medians share one
   process, whose placement moves them together: a one-process run's centre varies by at least
-  their whole log SD (more, which only a learned floor can say);
+  their whole log SD (more, which only a learned floor can say); and both runs' drift with the
+  machine's state (RunConfig.run_drift, stored in each record's config), which neither can see;
 - *slower* when the ratio exceeds 1 + threshold and 1 + noise band, the interval lies wholly
   above 1 and p < alpha; *faster* is the mirror image; a change beyond the threshold that the
   units or the noise band cannot support is *noisy*; anything else is *same*.
@@ -90,25 +91,28 @@ def _centre_var(units: list[float] | None, independent: bool) -> float | None:
 
 
 def noise_band(base_units: list[float] | None, new_units: list[float] | None, floor: float = 0.0,
-               independent: tuple[bool, bool] = (False, False)) -> float:
+               independent: tuple[bool, bool] = (False, False), drift: float = 0.0) -> float:
     """What two separate runs of unchanged code differ by, as a fraction: exp(2 sd) - 1, with sd
     the SD of the difference of the two runs' log centres (a side without units borrows the
     other's), never below a learned noise `floor`. `independent`, per side: whether its units are
-    processes (their mean's variance falls with their number) or builds of one process."""
+    processes (their mean's variance falls with their number) or builds of one process. `drift`
+    (RunConfig.run_drift, a 95% half-width) is what each run's centre moves with the machine's
+    state, which neither record can see: added for both sides."""
     vs = [v for v in (_centre_var(base_units, independent[0]), _centre_var(new_units, independent[1]))
           if v is not None]
+    d2 = 2 * (math.log1p(drift) / 2.0) ** 2  # two runs' drift, each as an SD (95% half-width / 2)
     if not vs:
-        return floor
-    var = sum(vs) * (2 / len(vs))
+        return max(floor, math.exp(2.0 * math.sqrt(d2)) - 1.0) if drift else floor
+    var = sum(vs) * (2 / len(vs)) + d2
     return max(floor, math.exp(2.0 * math.sqrt(var)) - 1.0)
 
 
 def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
                   alpha: float = 0.01, floor: float = 0.0,
-                  independent: tuple[bool, bool] = (False, False)) -> CaseComparison:
+                  independent: tuple[bool, bool] = (False, False), drift: float = 0.0) -> CaseComparison:
     """Two records' units (process or build medians, two or more a side) compared."""
     ratio, ci, p = stats.log_ratio_test(base, new)
-    noise = noise_band(base, new, floor, independent)
+    noise = noise_band(base, new, floor, independent, drift)
     return CaseComparison(label, stats.median(base), stats.median(new), ratio, ci[0], ci[1], p,
                           verdict(ratio, ci, p, threshold, alpha, noise), noise=noise)
 
@@ -205,13 +209,14 @@ def compare_records(
                 )
         warnings = refusals + warnings  # allowed, but still said
         floor = (floors or {}).get(rn.label(), 0.0)
+        drift = max(rb.config.get("run_drift") or 0.0, rn.config.get("run_drift") or 0.0)
         ub, un = rb.units(), rn.units()
         if ub and un:
             kinds = [f"{'process' if r.processes else 'build'} medians" for r in (rb, rn)]
             basis = f"{kinds[0]} ({len(ub)} vs {len(un)})" if kinds[0] == kinds[1] else \
                 f"{kinds[0]} ({len(ub)}) vs {kinds[1]} ({len(un)})"
             c = compare_units(rn.label(), ub, un, threshold, alpha, floor,
-                              independent=(bool(rb.processes), bool(rn.processes)))
+                              independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
         else:
             basis = "samples"
             missing = [name for name, u in (("base", ub), ("new", un)) if not u]
@@ -219,7 +224,7 @@ def compare_records(
                             "in one process: the verdict rests "
                             "on samples that cannot see the variation between runs")
             c = compare_samples(rn.label(), list(rb.samples_s), list(rn.samples_s), threshold, alpha,
-                                noise=noise_band(ub, un, floor, (bool(rb.processes), bool(rn.processes))))
+                                noise=noise_band(ub, un, floor, (bool(rb.processes), bool(rn.processes)), drift))
         cases.append(replace(c, warnings=tuple(warnings), basis=basis))
     return Comparison(
         cases=cases,
