@@ -211,12 +211,21 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
 def reanalyse(out: Path) -> list[dict]:
     """OUT/quality.json's perfsuite and compare figures recomputed by today's code from the records
     kept in OUT/records (pytest-benchmark's, the loads and wall times are kept as measured)."""
+    from dataclasses import replace
+
+    from perfsuite.core.config import RunConfig
     from perfsuite.storage.files import load_records
+
+    def today(rec):  # a record measured before run_drift existed is reported with today's default
+        if "run_drift" in rec.config:
+            return rec
+        return replace(rec, config={**rec.config, "run_drift": RunConfig().run_drift})
 
     results = json.loads((out / "quality.json").read_text())
     for r in results:
         def recs(kind):
-            return [load_records(out / "records" / f"{r['case']}-{kind}-{i}.json")[0] for i in range(r["runs"])]
+            folder = out / r.get("records", "records")  # a result may name its own folder of records
+            return [today(load_records(folder / f"{r['case']}-{kind}-{i}.json")[0]) for i in range(r["runs"])]
 
         walls = r.get("wall_s") or r.get("perfsuite", {}).get("wall_s")
         r.update(analyse(recs("base"), recs("same"), recs("slow"), walls), wall_s=walls)
