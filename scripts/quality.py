@@ -16,9 +16,10 @@ Runs of every kind are interleaved (base, unchanged, slowed, pytest-benchmark, t
 index), so that the machine's drift reaches them alike. Raw results go to OUT/quality.json and a
 summary to OUT/README.md. Numbers mean something only on a quiet machine: `perfsuite system`
 first. Each run pays Python and torch start-up (2-7 s here) on top of its budget; with the
-defaults (20 runs, 10 s budgets) the whole takes about 45 minutes.
+defaults (20 runs, 10 s budgets) the whole takes 35-60 minutes (`--runs 10 --cases ...` for less).
 
-    python scripts/quality.py [--runs 20] [--max-time SECONDS] [--out reports/quality]
+    python scripts/quality.py [--runs 20] [--max-time SECONDS] [--cases CASE ...] [--out reports/quality]
+    python scripts/quality.py --reanalyse [--out reports/quality]   # today's code on the kept records
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,20 +48,30 @@ def _padding(size: int):
     return lambda: torch.mm(a, b)
 
 
+class _Padded:
+    """A builder: the registered workload's step followed by `count` size x size matmuls. A class at
+    module level, not a closure, so that the workload can be sent to perfsuite's worker processes."""
+
+    def __init__(self, name: str, size: int, count: int) -> None:
+        self.name, self.size, self.count = name, size, count
+
+    def __call__(self, params, device):
+        from dataclasses import replace
+
+        from perfsuite.compare.gate import slowed
+        from perfsuite.core import registry
+
+        built = registry.get(self.name).builder(params, device)
+        return replace(built, fn=slowed(built.fn, _padding(self.size), self.count))
+
+
 def _build_wrapped(workload, size: int, count: int):
     """The workload with `count` size x size matmuls after each step (0: unchanged), same case key."""
     from dataclasses import replace
 
-    from perfsuite.compare.gate import slowed
-
     if count == 0:
         return workload
-
-    def build(params, device):
-        built = workload.builder(params, device)
-        return replace(built, fn=slowed(built.fn, _padding(size), count))
-
-    return replace(workload, builder=build)
+    return replace(workload, builder=_Padded(workload.name, size, count))
 
 
 def child(args) -> None:
@@ -81,13 +91,19 @@ def child(args) -> None:
         raise SystemExit(f"{args.case}: {out.failures[0]['error']}")
 
 
-def _fresh_run(case: str, record: Path, max_time: float | None, pad: str = "256:0"):
+def _fresh_run(case: str, record: Path, max_time: float | None, pad: str = "256:0", walls: list | None = None):
+    """One fresh process measuring the case; its wall time (start-up included) goes to `walls`."""
+    import time
+
     from perfsuite.storage.files import load_records
 
     cmd = [sys.executable, str(Path(__file__).resolve()), "_child", case, "--record", str(record),
            "--pad", pad] + (["--max-time", str(max_time)] if max_time else [])
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.monotonic()
     subprocess.run(cmd, check=True, cwd=ROOT, env=env)
+    if walls is not None:
+        walls.append(time.monotonic() - t0)
     (rec,) = load_records(record)
     return rec
 
@@ -101,6 +117,11 @@ def _pad_for(case: str) -> tuple[str, float]:
     from perfsuite.measure.timing import PerfCounterClock
     from perfsuite.stats import summary as stats
 
+    import torch
+
+    from perfsuite.core.config import RunConfig
+
+    torch.set_num_threads(RunConfig().threads_on("cpu") or torch.get_num_threads())  # as the runs measure it
     clock = PerfCounterClock()
     name, params, _ = CASES[case]
     w = registry.get(name)
@@ -136,41 +157,94 @@ def measure_case(case: str, runs: int, max_time: float | None, tmp: Path) -> dic
 
     budget = max_time or RunConfig().max_time
     pad, est = _pad_for(case)
-    base, same, slow, pyb = [], [], [], []
+    base, same, slow, pyb, walls, loads = [], [], [], [], [], []
     for i in range(runs):
-        print(f"{case}: run {i + 1}/{runs}", flush=True)
-        base.append(_fresh_run(case, tmp / f"{case}-base-{i}.json", max_time))
-        same.append(_fresh_run(case, tmp / f"{case}-same-{i}.json", max_time))
-        slow.append(_fresh_run(case, tmp / f"{case}-slow-{i}.json", max_time, pad))
-        pyb.append(_pytest_benchmark(CASES[case][2], budget))
+        loads.append(os.getloadavg()[0])
+        print(f"{case}: run {i + 1}/{runs} (load {loads[-1]:.2f})", flush=True)
+        base.append(_fresh_run(case, tmp / f"{case}-base-{i}.json", max_time, walls=walls))
+        same.append(_fresh_run(case, tmp / f"{case}-same-{i}.json", max_time, walls=walls))
+        slow.append(_fresh_run(case, tmp / f"{case}-slow-{i}.json", max_time, pad, walls=walls))
+        # The same step as perfsuite measures it: on perfsuite's default torch threads (one on the CPU).
+        pyb.append(_pytest_benchmark(CASES[case][2], budget, threads=RunConfig().threads_on("cpu") or 2))
+    loads.append(os.getloadavg()[0])
+    result = {"case": case, "runs": runs, "budget_s": budget, "padding": pad, "slowdown_estimated": est,
+              "load_1min": loads, "wall_s": walls, "pytest_benchmark": {**_spread(pyb), "medians": pyb}}
+    return {**result, **analyse(base, same, slow, walls)}
+
+
+def analyse(base: list, same: list, slow: list, walls: list | None = None) -> dict:
+    """perfsuite's figures from the records of one case's runs, as today's code reports them."""
+    from perfsuite.compare.records import compare_records
+
     medians = [r.median_s for r in base]
     center = _spread(medians)["median_of_medians"]
     # A run too short for any interval (a tiny --max-time) counts as not covering.
-    covered = sum(r.stats.ci_low is not None and r.stats.ci_low <= center <= r.stats.ci_high for r in base)
+    def covers(lo, hi):
+        return lo is not None and lo <= center <= hi
+
+    covered = sum(covers(r.stats.ci_low, r.stats.ci_high) for r in base)
+    # The run's own interval (its processes' or builds' spread), before RunConfig.run_drift widens it.
+    own = [(r.between.ci_low, r.between.ci_high) if r.between is not None else (r.stats.ci_low, r.stats.ci_high)
+           for r in base]
     verdicts = {kind: [compare_records([b], [n]).cases[0] for b, n in zip(base, news)]
                 for kind, news in (("unchanged", same), ("slowed", slow))}
     return {
-        "case": case, "runs": runs, "budget_s": budget, "padding": pad, "slowdown_estimated": est,
         "perfsuite": {**_spread(medians), "covered": covered,
-                      "intervals": [[r.stats.ci_low, r.stats.ci_high] for r in base], "medians": medians,
+                      "covered_without_run_drift": sum(covers(lo, hi) for lo, hi in own),
+                      "run_drift": [r.config.get("run_drift") for r in base],
+                      "intervals": [[r.stats.ci_low, r.stats.ci_high] for r in base],
+                      "own_intervals": [list(x) for x in own], "medians": medians,
                       "measure_s": [r.config.get("measure_s") for r in base],
-                      "builds": [r.conditions.get("builds") for r in base]},
-        "pytest_benchmark": {**_spread(pyb), "medians": pyb},
+                      "builds": [r.conditions.get("builds") for r in base],
+                      "processes": [r.conditions.get("processes") for r in base],
+                      "process_medians": [[p["median"] for p in (r.processes or [])] for r in base],
+                      "torch_threads": [r.conditions.get("torch_threads") for r in base],
+                      "others_cpus": [r.conditions.get("others_cpus") for r in base],
+                      "wall_s": walls},
         "compare": {kind: {"slower": sum(c.verdict == "slower" for c in cs),
                            "verdicts": [c.verdict for c in cs], "ratios": [c.ratio for c in cs],
-                           "noise": [c.noise for c in cs]} for kind, cs in verdicts.items()},
+                           "noise": [c.noise for c in cs], "p": [c.p_value for c in cs]}
+                    for kind, cs in verdicts.items()},
     }
+
+
+def reanalyse(out: Path) -> list[dict]:
+    """OUT/quality.json's perfsuite and compare figures recomputed by today's code from the records
+    kept in OUT/records (pytest-benchmark's, the loads and wall times are kept as measured)."""
+    from dataclasses import replace
+
+    from perfsuite.core.config import RunConfig
+    from perfsuite.storage.files import load_records
+
+    def today(rec):  # a record measured before run_drift existed is reported with today's default
+        if "run_drift" in rec.config:
+            return rec
+        return replace(rec, config={**rec.config, "run_drift": RunConfig().run_drift})
+
+    results = json.loads((out / "quality.json").read_text())
+    for r in results:
+        def recs(kind):
+            folder = out / r.get("records", "records")  # a result may name its own folder of records
+            return [today(load_records(folder / f"{r['case']}-{kind}-{i}.json")[0]) for i in range(r["runs"])]
+
+        walls = r.get("wall_s") or r.get("perfsuite", {}).get("wall_s")
+        r.update(analyse(recs("base"), recs("same"), recs("slow"), walls), wall_s=walls)
+    return results
 
 
 def summary(results: list[dict]) -> str:
     lines = ["# Numbers that hold across runs (issue 26)", "",
              "Written by `python scripts/quality.py`; raw numbers in `quality.json`.", "",
-             "| case | runs | budget | intervals covering the median of medians | perfsuite CV / range | "
+             "| case | runs | budget, processes, wall per run, 1-min load | intervals covering the median of medians | "
+             "perfsuite CV / range | "
              "pytest-benchmark CV / range | unchanged called slower | +10% called slower |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         p, b, c = r["perfsuite"], r["pytest_benchmark"], r["compare"]
-        lines.append(f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s | {p['covered']}/{r['runs']} | "
+        lines.append(f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s, {p['processes'][0]} processes, "
+                     f"wall {min(p['wall_s']):.0f}-{max(p['wall_s']):.0f} s, load {min(r['load_1min']):.1f}-"
+                     f"{max(r['load_1min']):.1f} | {p['covered']}/{r['runs']} "
+                     f"({p['covered_without_run_drift']}/{r['runs']} without run_drift) | "
                      f"{p['cv']:.1%} / {p['range_over_median']:.1%} | {b['cv']:.1%} / {b['range_over_median']:.1%} | "
                      f"{c['unchanged']['slower']}/{r['runs']} | {c['slowed']['slower']}/{r['runs']} "
                      f"(injected {r['slowdown_estimated']:.1%}) |")
@@ -192,14 +266,19 @@ def main() -> None:
                     help="budget per run in seconds (default: perfsuite's own, 10 s); pytest-benchmark gets the same")
     ap.add_argument("--cases", nargs="*", default=sorted(CASES), choices=sorted(CASES))
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "quality")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="measure nothing: recompute OUT/quality.json from the records kept in OUT/records")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))  # this checkout's perfsuite, in the parent as in the runs it starts
     if args.cmd == "_child":
         return child(args)
-    if args.runs < 2:
-        raise SystemExit("--runs must be at least 2")
-    with tempfile.TemporaryDirectory() as d:
-        results = [measure_case(case, args.runs, args.max_time, Path(d)) for case in args.cases]
+    if args.reanalyse:
+        results = reanalyse(args.out)
+    else:
+        if args.runs < 2:
+            raise SystemExit("--runs must be at least 2")
+        (args.out / "records").mkdir(parents=True, exist_ok=True)  # every run's record, for --reanalyse
+        results = [measure_case(case, args.runs, args.max_time, args.out / "records") for case in args.cases]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality.json").write_text(json.dumps(results, indent=1))
     (args.out / "README.md").write_text(summary(results))

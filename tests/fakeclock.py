@@ -77,3 +77,47 @@ def build_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, noi
 
     clock = FakeClock(step_s=step_s, noise=noise, seed=seed, speed=lambda fn: factors.get(fn, 1.0))
     return Workload("toy", "builds that differ in speed", (), build), clock
+
+
+def process_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, build_spread: float = 0.005,
+                        noise: float = 0.01):
+    """One simulated fresh *process* of a toy workload: its speed factor, drawn lognormal(0, `spread`)
+    (median 1), moves every build made in it alike (where the process's memory and threads landed),
+    and each build adds only lognormal(0, `build_spread`) of its own. Builds inside one process then
+    agree closely while processes do not: the case a one-process run cannot see. Returns (workload,
+    clock); the step's true median over processes is `step_s`."""
+    from perfsuite.core.record import Work
+    from perfsuite.core.workload import BuiltStep, Workload
+
+    rng = np.random.default_rng(seed)
+    process = float(rng.lognormal(0.0, spread))
+    factors: dict = {}
+
+    def build(params, device):
+        def step():
+            return None
+
+        factors[step] = process * float(rng.lognormal(0.0, build_spread))
+        return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="calls"))
+
+    clock = FakeClock(step_s=step_s, noise=noise, seed=seed, speed=lambda fn: factors.get(fn, 1.0))
+    return Workload("toy", "processes that differ in speed", (), build), clock
+
+
+def multi_process_run(seed: int, processes: int = 5, slower: float = 1.0, max_time: float = 2.0):
+    """One simulated `perfsuite run` over `processes` worker processes, as perfsuite.measure.workers
+    does it (each worker measures its share with the runner, one build; the parent merges), but with
+    every process simulated in this one by process_spread_case: no real time, no fork."""
+    from dataclasses import replace
+
+    from perfsuite.core.config import RunConfig
+    from perfsuite.measure import workers
+    from perfsuite.measure.runner import run_case
+
+    cfg = RunConfig(max_time=max_time, device="cpu", processes=processes)
+    share = replace(cfg, processes=1, max_time=max_time / processes, builds=1)
+    records = []
+    for i in range(processes):
+        workload, clock = process_spread_case(1000 * seed + i, step_s=1e-3 * slower)
+        records.append(run_case(workload, {}, share, clock=clock))
+    return workers.merge(records, list(range(processes)), cfg)

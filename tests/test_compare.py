@@ -170,3 +170,16 @@ def test_noise_band_and_the_unit_test():
     c = compare_units("case", [1.0, 1.01, 0.99], [1.2, 1.21, 1.19])
     assert c.verdict == "slower" and c.ratio == pytest.approx(1.2, rel=0.01) and c.ci_low > 1.1
     assert compare_units("case", [1.0, 1.01, 0.99], [1.0, 0.99, 1.01]).verdict == "same"
+
+
+def test_process_medians_count_as_independent_and_the_run_drift_widens_the_band():
+    from perfsuite.compare.records import noise_band
+
+    units = [0.97, 1.0, 1.03, 0.99, 1.01]
+    as_builds = noise_band(units, units)
+    as_processes = noise_band(units, units, independent=(True, True))
+    # Five process medians: each run's centre varies by their SD / sqrt(5); builds of one process by the whole SD.
+    assert as_processes == pytest.approx((1 + as_builds) ** (1 / 5 ** 0.5) - 1, rel=0.02)
+    # The drift between runs (each run's 95% half-width) is added for both sides, in quadrature.
+    assert noise_band(None, None, drift=0.01) == pytest.approx(0.01 * 2 ** 0.5, rel=0.02)
+    assert noise_band(units, units, independent=(True, True), drift=0.01) > as_processes

@@ -61,7 +61,16 @@ def test_bad_worker_and_pinning_settings_name_the_field(kwargs, message):
         RunConfig(**kwargs)
 
 
-def test_worker_and_pinning_settings_default_to_this_process_as_it_is():
+def test_worker_and_pinning_settings_default_to_the_budget_and_one_cpu_thread():
+    from perfsuite.core.config import auto_processes
+
     cfg = RunConfig()
-    assert (cfg.processes, cfg.cpus, cfg.threads) == (1, None, None)
+    assert (cfg.processes, cfg.cpus, cfg.threads) == (None, None, None)
+    # Workers by default, as many as the budget allows: one per 2 s, 2 to 5; a short budget stays here.
+    assert cfg.workers == 5 and RunConfig(max_time=4).workers == 2 and RunConfig(max_time=3.9).workers == 1
+    assert [auto_processes(t) for t in (0.1, 1, 5, 7, 60)] == [1, 1, 2, 3, 5]
+    assert RunConfig(processes=1, max_time=60).workers == 1 and RunConfig(processes=8).workers == 8
+    # One torch thread on the CPU unless asked (torch.utils.benchmark's default); CUDA keeps torch's own.
+    assert cfg.threads_on("cpu") == 1 and cfg.threads_on("cuda:0") is None
+    assert RunConfig(threads=2).threads_on("cpu") == 2
     assert RunConfig(cpus=[0, 1]).cpus == (0, 1)  # a list (from YAML or JSON) becomes a tuple

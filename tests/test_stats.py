@@ -108,10 +108,10 @@ def test_process_spread_reports_the_median_of_process_medians():
     # One slow process (as the 320 us one among ~173 us in the peers run) barely moves the median.
     s = stats.process_spread(_groups([173e-6, 175e-6, 320e-6, 171e-6, 174e-6]))
     assert s.median == pytest.approx(174e-6, rel=0.01)
-    assert s.ci_high > 250e-6  # ... but it widens the interval: the spread is real
+    assert s.ci_high > 230e-6  # ... but it widens the interval: the spread is real
 
 
-@pytest.mark.parametrize("n, method", [(2, "pooled"), (3, "t interval"), (5, "t interval"), (7, "order statistics")])
+@pytest.mark.parametrize("n, method", [(2, "t interval"), (3, "t interval"), (5, "t interval"), (7, "order statistics")])
 def test_process_spread_interval_method_by_count(n, method):
     meds = [1.0 + 0.01 * i for i in range(n)]
     s = stats.process_spread(_groups(meds, n=30, sigma=0.001))

@@ -204,6 +204,7 @@ def test_the_gpu_suite_keeps_the_graph_pair_and_a_qwen_batch_8():
 
 
 def test_a_plan_adds_up_its_parts_and_costs_processes_launches_and_the_fixed_amp(tmp_path):
+    from perfsuite.core.config import IN_PROCESS_BUILDS
     from perfsuite.run import suite_file as s
 
     f = tmp_path / "p.yaml"
@@ -218,11 +219,12 @@ def test_a_plan_adds_up_its_parts_and_costs_processes_launches_and_the_fixed_amp
     by = {line.what.split(" (")[0]: line for line in lines}
     assert kind == "cpu" and set(by) == {"perfsuite run: start-up", "one", "three", "ar", "amp", "pr"}  # no checks
     b = s.PLAN_BUILD_S["cpu"]["*"]
-    # each run case builds its step RunConfig.builds times, the later builds at half a first one
-    k = 1 + 0.5 * (RunConfig.builds - 1)
+    # each run case in this process (2 s: below two workers' slots) builds its step IN_PROCESS_BUILDS
+    # times, the later builds at half a first one
+    k = 1 + 0.5 * (IN_PROCESS_BUILDS - 1)
     assert (by["one"].cases, by["one"].budget_s, by["one"].overhead_s) == (2, 4.0, 2 * k * b)
-    # the same budget, spread over 3 workers per case: each worker starts and builds
-    assert by["three"].budget_s == 4.0 and by["three"].overhead_s == 2 * 3 * (s.PLAN_WORKER_S["cpu"] + k * b)
+    # the same budget, spread over 3 workers per case: each worker forks and builds once
+    assert by["three"].budget_s == 4.0 and by["three"].overhead_s == 2 * 3 * (s.PLAN_WORKER_S["cpu"] + b)
     assert by["ar"].overhead_s == s.PLAN_LAUNCH_S["cpu"]
     assert by["amp"].budget_s == 99  # its max_time bounds its warm-up and pairs
     assert by["pr"].overhead_s == 2 * b  # both sides built

@@ -7,6 +7,7 @@ and fake clocks; one takes the real "spawn" road with a worker body that imports
 import json
 import os
 
+import numpy as np
 import pytest
 import torch  # noqa: F401 - imported once here, so that forked workers do not each import it
 from fakeclock import FakeClock
@@ -73,7 +74,7 @@ def test_merge_keeps_every_process_and_reports_the_median_of_their_medians():
 def test_describe_says_how_much_is_between_processes():
     rec = workers.merge([_child(1e-3, 0), _child(1.2e-3, 1)], [1, 2], RunConfig(processes=2))
     line = workers.describe(rec)
-    assert "2 processes" in line and "between processes" in line and "pooled samples" in line
+    assert "2 processes" in line and "between processes" in line and "t interval" in line
     assert workers.describe(make_record()) is None
 
 
@@ -140,3 +141,55 @@ def test_trace_cannot_be_combined_with_workers(tmp_path):
 
     with pytest.raises(ConfigError, match="--trace"):
         run_cases([Case(TOY, {"x": 1})], RunConfig(processes=2), "cpu", trace_dir=tmp_path)
+
+
+# ---- processes that differ in speed (issue 26, item 4) ---------------------------------------------
+
+@pytest.mark.slow
+def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_between_runs():
+    # Each process runs 5% apart (SD) and every build inside it alike (0.5%); samples say +-1%. A run in
+    # worker processes takes its interval from the process medians and covers the true median (1 ms)
+    # as often as it claims; one process with three builds sees only the builds' 0.5% and misses it.
+    from fakeclock import multi_process_run, process_spread_case
+
+    from perfsuite.measure.runner import run_case
+
+    covered = one_process_covered = 0
+    for seed in range(20):
+        rec = multi_process_run(seed)
+        medians = [p["median"] for p in rec.processes]
+        assert len(medians) == 5 and rec.builds is None and rec.conditions["processes"] == 5
+        # The interval is the process medians' own spread, divided by sqrt(N), times t (2.78), with the
+        # drift between runs (RunConfig.run_drift, 1%) that no run sees in itself added in quadrature.
+        sd = float(np.std(np.log(medians), ddof=1))
+        own = 2.776 * sd / 5 ** 0.5
+        assert np.log(rec.stats.ci_high / rec.median_s) == pytest.approx(np.hypot(own, np.log1p(0.01)), rel=0.01)
+        assert rec.spread.rel_ci_halfwidth == pytest.approx(np.sinh(own), rel=0.01)  # the run's own, unwidened
+        covered += rec.stats.ci_low <= 1e-3 <= rec.stats.ci_high
+        workload, clock = process_spread_case(1000 * seed)
+        alone = run_case(workload, {}, RunConfig(max_time=2.0, device="cpu", processes=1, builds=3), clock=clock)
+        one_process_covered += alone.stats.ci_low <= 1e-3 <= alone.stats.ci_high
+    assert covered >= 18
+    assert one_process_covered <= 10  # what this test would have caught: builds of one process agree
+
+
+@pytest.mark.slow
+def test_compare_of_two_such_runs_of_the_same_step_is_never_slower_but_sees_a_real_slowdown():
+    from fakeclock import multi_process_run
+
+    from perfsuite.compare.records import compare_records
+
+    same = [compare_records([multi_process_run(2 * i)], [multi_process_run(2 * i + 1)]).cases[0] for i in range(10)]
+    assert all(c.verdict != "slower" for c in same)
+    assert all(c.basis == "process medians (5 vs 5)" for c in same)
+    slowed = [compare_records([multi_process_run(2 * i)], [multi_process_run(2 * i + 1, slower=1.3)]).cases[0]
+              for i in range(10)]
+    assert [c.verdict for c in slowed] == ["slower"] * 10
+
+
+def test_workers_by_default_are_as_many_as_the_budget_allows_each_with_one_build(fork):
+    clock = FakeClock(step_s=1e-3, noise=0.01, seed=3)
+    rec = workers.run_in_workers(TOY, {"x": 1}, RunConfig(max_time=4.0, device="cpu"), clock=clock)
+    assert len(rec.processes) == 2 and rec.conditions["processes"] == 2  # one per 2 s of budget
+    assert rec.builds is None and all(p["conditions"]["builds"] == 1 for p in rec.processes)
+    assert rec.config["processes"] is None and rec.config["builds"] is None  # the defaults, as asked

@@ -173,14 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
     measuring(run)
     run.add_argument("--processes", type=_count("--processes"), default=None, metavar="N",
                      help="spread each case's budget over N fresh worker processes; the median and its CI "
-                          "then come from the process medians (default 1: measure in this process)")
+                          "then come from the process medians (default: one per 2 s of --max-time, 2 to 5; "
+                          "below 4 s, this process)")
     run.add_argument("--builds", type=_count("--builds"), default=None, metavar="N",
                      help="builds of the step rotated in each measuring process; the median and its CI come "
                           "from their medians (default 3; 1: one build, the interval of its samples alone)")
     run.add_argument("--cpus", type=_cpu_list, default=None, metavar="LIST",
                      help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3")
     run.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
-                     help="torch threads while measuring (torch.set_num_threads); default: torch's own")
+                     help="torch threads while measuring (torch.set_num_threads); default 1 on the CPU "
+                          "(as torch.utils.benchmark), torch's own on CUDA")
     run.add_argument("--heap", choices=("default", "steady"), default=None,
                      help="steady: glibc's malloc keeps freed memory, so page faults leave a CPU step's time "
                           "(process-wide; recorded in each record's conditions); default: malloc as it is")

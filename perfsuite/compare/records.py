@@ -8,8 +8,12 @@ the step it rotated (record.units()), not on its pooled samples:
 - the ratio is that of the units' geometric means new/base, with a two-sample t interval and test on
   their logs (stats.log_ratio_test): the interval widens when either side's builds disagree;
 - the *noise band* is what two separate runs of unchanged code differ by: twice the SD of the
-  difference of two units (each side's log SD of its units, in quadrature), or the case's noise
-  floor learned by `perfsuite gate --learn-floor` when that is larger;
+  difference of the two runs' centres, each side's from the spread of its units, or the case's
+  noise floor learned by `perfsuite gate --learn-floor` when that is larger. Process medians are
+  independent units: a run's centre then varies by their log SD / sqrt(N). Build medians share one
+  process, whose placement moves them together: a one-process run's centre varies by at least
+  their whole log SD (more, which only a learned floor can say); and both runs' drift with the
+  machine's state (RunConfig.run_drift, stored in each record's config), which neither can see;
 - *slower* when the ratio exceeds 1 + threshold and 1 + noise band, the interval lies wholly
   above 1 and p < alpha; *faster* is the mirror image; a change beyond the threshold that the
   units or the noise band cannot support is *noisy*; anything else is *same*.
@@ -31,6 +35,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from perfsuite.measure import env as envmod
 from perfsuite.stats import summary as stats
@@ -73,27 +79,40 @@ def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, a
 def _log_sd(units: list[float] | None) -> float | None:
     if not units or len(units) < 2:
         return None
-    logs = [math.log(u) for u in units]
-    mean = sum(logs) / len(logs)
-    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    return float(np.std(np.log(np.asarray(units, dtype=float)), ddof=1))
 
 
-def noise_band(base_units: list[float] | None, new_units: list[float] | None, floor: float = 0.0) -> float:
+def _centre_var(units: list[float] | None, independent: bool) -> float | None:
+    """Variance of a run's log centre from its units' spread (see the module's docstring)."""
+    sd = _log_sd(units)
+    if sd is None:
+        return None
+    return sd ** 2 / len(units) if independent else sd ** 2
+
+
+def noise_band(base_units: list[float] | None, new_units: list[float] | None, floor: float = 0.0,
+               independent: tuple[bool, bool] = (False, False), drift: float = 0.0) -> float:
     """What two separate runs of unchanged code differ by, as a fraction: exp(2 sd) - 1, with sd
-    the SD of the log difference of one unit of each side (a side without units borrows the
-    other's spread), never below a learned noise `floor`."""
-    sds = [sd for sd in (_log_sd(base_units), _log_sd(new_units)) if sd is not None]
-    if not sds:
-        return floor
-    var = sum(sd ** 2 for sd in sds) * (2 / len(sds))
+    the SD of the difference of the two runs' log centres (a side without units borrows the
+    other's), never below a learned noise `floor`. `independent`, per side: whether its units are
+    processes (their mean's variance falls with their number) or builds of one process. `drift`
+    (RunConfig.run_drift, a 95% half-width) is what each run's centre moves with the machine's
+    state, which neither record can see: added for both sides."""
+    vs = [v for v in (_centre_var(base_units, independent[0]), _centre_var(new_units, independent[1]))
+          if v is not None]
+    d2 = 2 * (math.log1p(drift) / 2.0) ** 2  # two runs' drift, each as an SD (95% half-width / 2)
+    if not vs:
+        return max(floor, math.exp(2.0 * math.sqrt(d2)) - 1.0) if drift else floor
+    var = sum(vs) * (2 / len(vs)) + d2
     return max(floor, math.exp(2.0 * math.sqrt(var)) - 1.0)
 
 
 def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
-                  alpha: float = 0.01, floor: float = 0.0) -> CaseComparison:
+                  alpha: float = 0.01, floor: float = 0.0,
+                  independent: tuple[bool, bool] = (False, False), drift: float = 0.0) -> CaseComparison:
     """Two records' units (process or build medians, two or more a side) compared."""
     ratio, ci, p = stats.log_ratio_test(base, new)
-    noise = noise_band(base, new, floor)
+    noise = noise_band(base, new, floor, independent, drift)
     return CaseComparison(label, stats.median(base), stats.median(new), ratio, ci[0], ci[1], p,
                           verdict(ratio, ci, p, threshold, alpha, noise), noise=noise)
 
@@ -190,12 +209,14 @@ def compare_records(
                 )
         warnings = refusals + warnings  # allowed, but still said
         floor = (floors or {}).get(rn.label(), 0.0)
+        drift = max(rb.config.get("run_drift") or 0.0, rn.config.get("run_drift") or 0.0)
         ub, un = rb.units(), rn.units()
         if ub and un:
             kinds = [f"{'process' if r.processes else 'build'} medians" for r in (rb, rn)]
             basis = f"{kinds[0]} ({len(ub)} vs {len(un)})" if kinds[0] == kinds[1] else \
                 f"{kinds[0]} ({len(ub)}) vs {kinds[1]} ({len(un)})"
-            c = compare_units(rn.label(), ub, un, threshold, alpha, floor)
+            c = compare_units(rn.label(), ub, un, threshold, alpha, floor,
+                              independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
         else:
             basis = "samples"
             missing = [name for name, u in (("base", ub), ("new", un)) if not u]
@@ -203,7 +224,7 @@ def compare_records(
                             "in one process: the verdict rests "
                             "on samples that cannot see the variation between runs")
             c = compare_samples(rn.label(), list(rb.samples_s), list(rn.samples_s), threshold, alpha,
-                                noise=noise_band(ub, un, floor))
+                                noise=noise_band(ub, un, floor, (bool(rb.processes), bool(rn.processes)), drift))
         cases.append(replace(c, warnings=tuple(warnings), basis=basis))
     return Comparison(
         cases=cases,

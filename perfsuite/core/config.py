@@ -10,6 +10,27 @@ from perfsuite.measure.timing import TIMING_MODES
 
 # Upper bound for `processes` and `threads`: a typo (1000) should fail, not fork a thousand times.
 MAX_WORKERS = 256
+# processes=None ("auto"): one worker process per this many seconds of budget, from 2 up to
+# AUTO_MAX_PROCESSES; a budget shorter than two such slots is measured in the calling process.
+# Most of the variation between runs is between processes (docs/measurement.md), so a case is
+# measured in several by default; each slot must hold a fork, the build(s), warm-up and timing.
+AUTO_WORKER_S = 2.0
+# Builds of the step rotated inside one process measuring alone (builds=None; see RunConfig.builds).
+IN_PROCESS_BUILDS = 3
+AUTO_MAX_PROCESSES = 5
+
+
+# torch threads for a CPU measurement unless `threads` says otherwise: one, as torch.utils.benchmark's
+# Timer does. Two threads on this 2-core VM took 25-140x as long per step whenever another process
+# was busy (each parallel region waits for a descheduled thread; docs/measurement.md); one thread
+# shares a core and slows by the share it gets.
+CPU_THREADS = 1
+
+
+def auto_processes(max_time: float) -> int:
+    """How many worker processes `processes=None` means for a budget of `max_time` seconds."""
+    n = int(max_time // AUTO_WORKER_S)
+    return 1 if n < 2 else min(n, AUTO_MAX_PROCESSES)
 
 
 @dataclass(frozen=True)
@@ -24,8 +45,15 @@ class RunConfig:
     min_fraction: float = 0.5
     # Builds of the step rotated inside the process (perfsuite.measure.runner): the interval comes
     # from how much they disagree. A workload may allow fewer (Workload.max_builds).
-    builds: int = 3
+    # None: IN_PROCESS_BUILDS measuring in this process, one in each worker process (a worker is
+    # itself a fresh build, and two more builds would take set-up time out of its short slot).
+    builds: int | None = None
     target_rel_ci: float = 0.01  # stop when the median's 95% CI is within +-1% of the median
+    # What a run cannot see in its own processes: the machine's state drifts between runs minutes
+    # apart (matmul n=256 on one thread: 5 processes in a run agreed within +-0.4% while run centres
+    # spread +-1%, reports/quality). Added in quadrature to the reported interval's half-width
+    # (Record.stats), not to the convergence test; 0 reports the run's own interval alone.
+    run_drift: float = 0.01
     confidence: float = 0.95
     min_samples: int = 10
     max_samples: int = 100_000
@@ -38,9 +66,13 @@ class RunConfig:
     nvtx: bool = True
     nvml_interval: float = 0.05
     seed: int = 0
-    processes: int = 1  # fresh worker processes the budget is spread over (perfsuite.measure.workers)
+    # Fresh worker processes the budget is spread over (perfsuite.measure.workers); None: as many as
+    # the budget allows (auto_processes), which `workers` reads.
+    processes: int | None = None
     cpus: tuple[int, ...] | None = None  # pin the measuring process to these CPUs (os.sched_setaffinity)
-    threads: int | None = None  # torch.set_num_threads for the measurement; None: leave torch's setting
+    # torch.set_num_threads for the measurement; None: CPU_THREADS on the CPU (threads_on), torch's
+    # own setting on CUDA, where the host threads feed the device and rarely set the time.
+    threads: int | None = None
     # "steady": glibc's malloc keeps freed memory and serves blocks up to 32 MiB from the heap, so
     # page faults leave a CPU step's time (perfsuite.measure.heap); process-wide once set.
     heap: str = "default"
@@ -53,6 +85,9 @@ class RunConfig:
 
         for name in ("max_time", "target_rel_ci", "warmup_tolerance", "clock_overhead_limit", "nvml_interval"):
             positive(name)
+        if not isinstance(self.run_drift, (int, float)) or isinstance(self.run_drift, bool) \
+                or not 0 <= self.run_drift < 1:
+            raise ConfigError(f"run_drift must be a fraction from 0 to below 1, got {self.run_drift!r}")
         if not isinstance(self.min_time, (int, float)) or self.min_time < 0:
             raise ConfigError(f"min_time must be >= 0 seconds, got {self.min_time!r}")
         if self.min_time > self.max_time:
@@ -69,6 +104,8 @@ class RunConfig:
             )
         for name in ("min_samples", "max_samples", "warmup_window", "builds"):
             v = getattr(self, name)
+            if name == "builds" and v is None:
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {v!r}")
         if self.max_samples < self.min_samples:
@@ -77,7 +114,7 @@ class RunConfig:
             raise ConfigError(f"timing must be one of {', '.join(TIMING_MODES)}, got {self.timing!r}")
         for name in ("processes", "threads"):
             v = getattr(self, name)
-            if not (v is None and name == "threads") and (
+            if v is not None and (
                     not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_WORKERS):
                 raise ConfigError(f"{name} must be an integer from 1 to {MAX_WORKERS}, got {v!r}")
         from perfsuite.measure.heap import HEAP_MODES
@@ -92,6 +129,17 @@ class RunConfig:
                 raise ConfigError(f"cpus must be a non-empty list of distinct CPU numbers >= 0, got {self.cpus!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+
+    @property
+    def workers(self) -> int:
+        """The worker processes this configuration measures a case in (1: the calling process)."""
+        return self.processes if self.processes is not None else auto_processes(self.max_time)
+
+    def threads_on(self, device: str) -> int | None:
+        """The torch threads a case on `device` (resolved) is measured with; None: torch's own."""
+        if self.threads is not None:
+            return self.threads
+        return CPU_THREADS if device == "cpu" else None
 
     def to_dict(self) -> dict:
         return asdict(self)

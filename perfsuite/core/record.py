@@ -173,7 +173,8 @@ class Record:
         """Between- and within-process spread, for a case measured in worker processes."""
         if not self.processes:
             return None
-        return stats.process_spread([p["samples_s"] for p in self.processes])
+        return stats.process_spread([p["samples_s"] for p in self.processes],
+                                    medians=[p["median"] for p in self.processes])
 
     @cached_property
     def build_spread(self) -> stats.ProcessSpread | None:
@@ -201,13 +202,18 @@ class Record:
         """Summary of the samples. Measured in worker processes or several builds, the median and
         its interval are those of the process (else build) medians (stats.process_spread): they
         carry the between-run variance that pooled samples would hide."""
-        s = stats.summarize(self.samples_s)
-        spread = self.between
-        if spread is None:
-            return s
         from dataclasses import replace
 
-        return replace(s, median=spread.median, ci_low=spread.ci_low, ci_high=spread.ci_high)
+        s = stats.summarize(self.samples_s)
+        spread = self.between
+        if spread is not None:
+            s = replace(s, median=spread.median, ci_low=spread.ci_low, ci_high=spread.ci_high)
+        # The drift between runs that the run could not see in itself (RunConfig.run_drift), in
+        # quadrature; records written before it (no `run_drift` in their config) keep their interval.
+        drift = self.config.get("run_drift") or 0.0
+        if drift and s.ci_low is not None:
+            s = replace(s, **dict(zip(("ci_low", "ci_high"), stats.widened(s.median, s.ci_low, s.ci_high, drift))))
+        return s
 
     @property
     def median_s(self) -> float:

@@ -234,7 +234,7 @@ def run_distributed(workload, params: dict, cfg, *, env=None, peak=None, measure
     from perfsuite.distributed.attach import attached_world, run_on_world
     from perfsuite.core.record import Record
 
-    if cfg.processes > 1:
+    if (cfg.processes or 1) > 1:  # asked for; None (automatic workers) does not apply to ranks
         raise ConfigError(f"{workload.name}: --processes {cfg.processes} does not apply: its ranks are its processes")
     if clock is not None:
         raise ConfigError(f"{workload.name}: a distributed case is timed by its ranks' own clocks")

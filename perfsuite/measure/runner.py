@@ -35,6 +35,9 @@ NOISY_IQR = 0.10
 # build's: a fast step keeps its caches warm across a turn (one call each, a 256x256 matmul would
 # be timed with the other builds' tensors in its cache), and drift within a round stays small.
 TURN_S = 0.01
+# A worker whose set-up (fork, builds, first calls) overran its slot still measures this share
+# of its nominal budget (the later workers' slots absorb the overrun).
+MIN_SLOT_SHARE = 0.25
 
 
 def _noop() -> None:
@@ -203,6 +206,7 @@ def measure(
     cfg: RunConfig,
     timed_region: Callable[[], ContextManager] = contextlib.nullcontext,
     warmup_region: Callable[[], ContextManager] = contextlib.nullcontext,
+    deadline: float | None = None,
 ) -> Measurement:
     """The timing algorithm: warm up, size the block, then timed blocks until the CI converges.
 
@@ -210,7 +214,8 @@ def measure(
     together and then take turns, in a rotating order, and the interval comes from how much their
     medians disagree, which is what a separate run (new allocations, new weights) would see and
     one build's samples cannot. The CI may stop the timing only after `cfg.min_fraction` of the
-    budget (and `cfg.min_time` of timing)."""
+    budget (and `cfg.min_time` of timing). `deadline` (time.monotonic(), a worker's slot) ends the
+    budget earlier when the set-up before it took part of the slot."""
     fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
     k = len(fns)
     warnings: list[str] = []
@@ -227,6 +232,12 @@ def measure(
     # Set-up garbage is collected before the budget starts: a full collection with torch loaded
     # takes ~0.3 s on a loaded 2-core machine, most of a worker's share of a short budget.
     gc.collect()
+    if deadline is not None:
+        import time
+
+        left = max(deadline - time.monotonic(), MIN_SLOT_SHARE * cfg.max_time)
+        if left < cfg.max_time:
+            cfg = replace(cfg, max_time=left, min_time=min(cfg.min_time, left))
     deadline_start = clock.now()
     # The builds share the warm-up's share of the budget, as the gate's do.
     warm_cfg = replace(cfg, warmup_min_fraction=cfg.warmup_min_fraction / k,
@@ -412,14 +423,16 @@ def run_case(
     peak: dict | None = None,
     clock: Clock | None = None,
     after: Callable[[object], None] | None = None,
+    deadline: float | None = None,
 ) -> Record:
     """Build the workload's step (untimed), measure it, and return its record; pinned to
-    `cfg.cpus` with `cfg.threads` torch threads when given, for this case only."""
+    `cfg.cpus` with `cfg.threads_on(device)` torch threads, for this case only. `deadline`:
+    a worker's slot (perfsuite.measure.workers), which the build comes out of."""
     from perfsuite.measure import system
 
     heap.apply(cfg.heap)  # process-wide and for good: a process that measures with it keeps it
-    with system.pinned(cfg.cpus, cfg.threads):
-        return _run_case(workload, params, cfg, env=env, peak=peak, clock=clock, after=after)
+    with system.pinned(cfg.cpus, cfg.threads_on(resolve_device(cfg.device))):
+        return _run_case(workload, params, cfg, env=env, peak=peak, clock=clock, after=after, deadline=deadline)
 
 
 def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | None = None,
@@ -434,12 +447,12 @@ def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | N
     from perfsuite.measure import system
 
     cond = {
-        "processes": cfg.processes,
+        "processes": 1,  # the runner measures in this process; workers.merge counts its workers
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "pinned": cfg.cpus is not None,
         "torch_threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
-        "threads_set": cfg.threads is not None,
+        "threads_set": cfg.threads is not None,  # asked for; None: the default (RunConfig.threads_on)
         "steal_fraction": usage.get("steal_fraction"),
         "others_cpus": usage.get("others_cpus"),
         "busy_fraction": usage.get("busy_fraction"),
@@ -465,7 +478,8 @@ def conditions_warnings(cond: dict) -> list[str]:
     return warnings
 
 
-def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, clock, after) -> Record:
+def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, clock, after,
+              deadline: float | None = None) -> Record:
     import torch
 
     from perfsuite.measure.system import CpuUsage
@@ -473,7 +487,10 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     device = resolve_device(cfg.device)
     resolved = workload.resolve(params)
     kernels = fp32_kernels(workload, resolved)  # before measuring: a bad declaration fails fast
-    count = min(cfg.builds, workload.max_builds or cfg.builds)
+    from perfsuite.core.config import IN_PROCESS_BUILDS
+
+    wanted = cfg.builds if cfg.builds is not None else IN_PROCESS_BUILDS
+    count = min(wanted, workload.max_builds or wanted)
     builds = []
     try:
         for _ in range(count):
@@ -520,6 +537,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
             cfg,
             timed_region=timed_region,
             warmup_region=lambda: nvtx_range(f"{label}/warmup", cfg.nvtx),
+            deadline=deadline,
         )
         if built.extra is not None:
             extra = built.extra()

@@ -8,12 +8,21 @@ normal runner (runner.run_case), and the parent merges the N records into one. T
 every process's samples and median; its median and interval come from the process medians
 (stats.process_spread), and its `conditions` say how much of the spread is between processes.
 Workers run one after another, never side by side: two at once would compete for the CPUs.
-Process start-up (importing torch) and building the step are outside the budget.
+
+Workers are forked from a server process that imported torch once ("forkserver" with torch
+preloaded): a fresh process then costs a fork (tens of milliseconds), not an interpreter and a
+torch import (2-5 s here), so that measuring every case in several processes, the default
+(RunConfig.processes=None), costs one start-up per run and not one per worker. The forked worker
+still gets its own heap, its own page placement and its own threads, where the variation between
+processes comes from. The budget holds everything after that start-up: the case's `max_time` ends
+at one deadline, each worker gets an equal slot of what is left when it starts (a slow one costs
+the later ones, not the total), and its fork, build and first call come out of its slot.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import traceback
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -24,7 +33,12 @@ from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
 from perfsuite.core.workload import Workload
 
-START_METHOD = "spawn"  # a fresh interpreter per worker: new address-space layout, no inherited state
+# Forked from a server that preloaded these (an import that fails there is skipped, as
+# multiprocessing does); the server never runs a torch op, so no thread pool is inherited.
+START_METHOD = "forkserver"
+PRELOAD = ("torch", "torchvision", "scipy.stats", "perfsuite.measure.runner", "perfsuite.measure.workers",
+           "perfsuite.measure.system", "perfsuite.core.discover", "perfsuite.measure.preload")
+_server_warm = False  # whether this process's fork server has started and preloaded
 # A merged record warns when most of a process median's variance is between processes.
 BETWEEN_WARN_SHARE = 0.5
 
@@ -46,6 +60,7 @@ class Job:
     # The user's workload files loaded in the parent: a fresh interpreter loads them again, so
     # that a user workload is found by name there as it is here.
     load: tuple[str, ...] = ()
+    deadline: float | None = None  # time.monotonic() by which this worker's slot ends (set-up included)
 
 
 def worker_main(conn, job: Job) -> None:
@@ -61,7 +76,8 @@ def worker_main(conn, job: Job) -> None:
             load_file(Path(path))
         load_entry_points()  # a package's workloads, as the parent found them
         workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
-        rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock)
+        rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock,
+                              deadline=job.deadline)
         conn.send(("ok", rec.to_dict()))
     except Unsupported as exc:
         conn.send(("unsupported", str(exc)))
@@ -111,17 +127,68 @@ def _run_worker(ctx, target: Callable, job: Job, label: str) -> tuple[Record, in
     return Record.from_dict(payload), proc.pid
 
 
+def _noop() -> None:
+    return None
+
+
+def context(start_method: str | None = None):
+    """The multiprocessing context workers start in; a fork server is started (and torch imported
+    in it) on first use, before any budget starts: that is the run's start-up, paid once."""
+    global _server_warm
+    method = start_method or START_METHOD
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver" and not _server_warm:
+        ctx.set_forkserver_preload(list(PRELOAD))
+        warm = ctx.Process(target=_noop, name="perfsuite-forkserver-warm")
+        warm.start()
+        warm.join()
+        _server_warm = True
+    return ctx
+
+
+def worker_count(workload: Workload, cfg: RunConfig) -> int:
+    """The worker processes `workload` is measured in: `cfg.workers`, except that the default (None)
+    keeps a workload allowing one build at a time (Workload.max_builds=1: a large model, ranks of a
+    process group) in one process: its build would not fit a worker's slot, nor its memory twice."""
+    if cfg.processes is None and workload.max_builds == 1:
+        return 1
+    return cfg.workers
+
+
 def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dict | None = None,
                    peak: dict | None = None, clock=None, target: Callable = worker_main,
                    start_method: str | None = None) -> Record:
-    """Measure one case in `cfg.processes` fresh workers, one after another; one merged record."""
-    n = cfg.processes
-    share = replace(cfg, processes=1, max_time=cfg.max_time / n, min_time=cfg.min_time / n)
+    """Measure one case in `cfg.workers` fresh workers, one after another; one merged record.
+    The whole takes `cfg.max_time` (after the fork server's start-up): each worker's slot ends at
+    a deadline, an equal share of what is left when it starts."""
+    import time
+
+    n = cfg.workers
+    share = replace(cfg, processes=1, max_time=cfg.max_time / n, min_time=cfg.min_time / n,
+                    builds=cfg.builds if cfg.builds is not None else 1)
     from perfsuite.core.discover import loaded_paths
 
     job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths())
-    ctx = multiprocessing.get_context(start_method or START_METHOD)
-    runs = [_run_worker(ctx, target, job, f"worker {i + 1}/{n}") for i in range(n)]
+    if cfg.processes is None:  # workers by default only: those asked for explicitly fail as they always did
+        from perfsuite.measure import runner
+
+        here = replace(cfg, processes=1)
+        if worker_count(workload, cfg) == 1:
+            return runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
+        try:
+            pickle.dumps(job.workload)
+        except Exception as exc:  # noqa: BLE001 - a closure, a lambda, a local class: anything pickle refuses
+            rec = runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
+            return replace(rec, warnings=[*rec.warnings, f"measured in this process, not in {n} worker processes: "
+                                          f"the workload cannot be sent to one ({type(exc).__name__}: {exc}); "
+                                          "the interval cannot see the variation between processes"])
+    ctx = context(start_method)
+    end = time.monotonic() + cfg.max_time
+    runs = []
+    for i in range(n):
+        now = time.monotonic()
+        deadline = now + max(end - now, 0.0) / (n - i)
+        runs.append(_run_worker(ctx, target, replace(job, deadline=deadline), f"worker {i + 1}/{n}"))
     return merge([r for r, _ in runs], [pid for _, pid in runs], cfg)
 
 
@@ -139,7 +206,9 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     from perfsuite.measure.runner import conditions_warnings
 
     n, first = len(records), records[0]
-    spread = stats.process_spread([r.samples_s for r in records], cfg.confidence)
+    # A process's unit is the median it reports (that of its builds' medians, with several builds).
+    spread = stats.process_spread([r.samples_s for r in records], cfg.confidence,
+                                  medians=[r.median_s for r in records])
     procs = [{"pid": pid, "samples_s": list(r.samples_s), "median": r.median_s, "block_size": r.block_size,
               "converged": r.converged, "warmup_settled": r.warmup.get("settled"),
               "first_call_s": r.warmup.get("first_call_s"), "conditions": r.conditions, "warnings": list(r.warnings)}

@@ -44,14 +44,15 @@ __all__ = [
 
 class Records(Measure):
     """The plain road: one calibrated record per case, in this process, in worker processes
-    (`cfg.processes` > 1) or in ranks under torchrun (a distributed workload's `launcher`)."""
+    (`cfg.workers` > 1: by default one per 2 s of budget) or in ranks under torchrun (a distributed
+    workload's `launcher`)."""
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
         launcher = getattr(case.workload, "launcher", None)
         if launcher is not None:  # distributed: ranks under torchrun, one record (perfsuite.distributed)
             return launcher(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak,
                             measured=ctx.measured, trace_dir=ctx.trace_dir)
-        if cfg.processes > 1:  # the budget spread over fresh worker processes, merged into one record
+        if cfg.workers > 1:  # the budget spread over fresh worker processes, merged into one record
             from perfsuite.measure.workers import run_in_workers
 
             return run_in_workers(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, clock=ctx.clock)
@@ -157,7 +158,9 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
     """
     events = events or Events()
     cfg = replace(cfg, device=device)
-    if cfg.processes > 1 and trace_dir is not None:
+    if trace_dir is not None and cfg.processes is None:
+        cfg = replace(cfg, processes=1)  # a trace needs the step in this process: no automatic workers
+    if cfg.workers > 1 and trace_dir is not None:
         raise ConfigError("--trace needs the step in this process; it cannot be combined with --processes > 1")
     unsupported = check_cases(cases, device, measure)
     out = Outcome()

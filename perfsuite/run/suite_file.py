@@ -3,7 +3,8 @@
     name: cpu
     device: auto          # auto | cpu | cuda | cuda:N
     max_time: 6           # seconds per case (an entry may override)
-    processes: 1          # worker processes a case's budget is spread over (an entry may override)
+    processes: 3          # worker processes a case's budget is spread over (an entry may override;
+                          # left out: RunConfig's default, one per 2 s of max_time, 2 to 5)
     output: results/cpu   # default output directory (--out overrides)
     checks: true          # run the workloads' correctness checks before timing (perfsuite check)
     suites:
@@ -65,7 +66,7 @@ class Entry:
     precisions: tuple[str, str] = ("fp32", "bf16")
     pairs: int = 20
     steps: int = 30
-    processes: int = 1  # kind run only: worker processes per case (perfsuite.measure.workers)
+    processes: int | None = None  # kind run only: worker processes per case; None: RunConfig's default
 
     def cases(self) -> list[dict]:
         from perfsuite.core.params import expand_sweep
@@ -147,7 +148,7 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     if "others" in doc:
         entries_raw = entries_raw + _others(doc["others"], entries_raw)
     default_time = _number(doc.get("max_time", 10), "max_time")
-    default_processes = _processes(doc.get("processes", 1), "processes")
+    default_processes = _processes(doc.get("processes"), "processes")
     if "name" in doc:  # also a path: the default output directory is `<results>/<name>-<time>`
         _safe_name(doc["name"], "name")
     seen: set[str] = set()
@@ -296,9 +297,11 @@ def _count(value: Any, where: str, least: int) -> int:
     return value
 
 
-def _processes(value: Any, where: str) -> int:
+def _processes(value: Any, where: str) -> int | None:
     from perfsuite.core.config import MAX_WORKERS
 
+    if value is None:  # RunConfig's default: as many as the budget allows
+        return None
     n = _count(value, where, 1)
     if n > MAX_WORKERS:
         raise _err(where, f"must be at most {MAX_WORKERS}, got {n}")
@@ -315,7 +318,7 @@ def resolved_config(suite: Suite, device: str) -> dict:
     for e in suite.entries:
         w = registry.get(e.workload)
         out["entries"].append({"name": e.name, "kind": e.kind, "workload": e.workload, "max_time": e.max_time,
-                               **({"processes": e.processes} if e.processes != 1 else {}),
+                               **({"processes": e.processes} if e.processes is not None else {}),
                                "vary": list(e.vary) if e.vary else None,
                                "cases": [w.resolve(c) for c in e.cases()]})
     return out
@@ -342,7 +345,7 @@ def shipped_suites_dir() -> Path:
 # 5 s, `import torch` in a fresh worker 3-8 s, a torchrun launch ~10 s (cpu.yaml). They are
 # estimates: the plan says so, and its budget column is the part that is a bound.
 PLAN_START_S = {"cpu": 4.0, "cuda": 6.0}      # one perfsuite process: interpreter, torch, CUDA context
-PLAN_WORKER_S = {"cpu": 5.0, "cuda": 8.0}     # one fresh worker process (processes > 1), before its build
+PLAN_WORKER_S = {"cpu": 0.2, "cuda": 1.5}     # one worker forked from the fork server (its CUDA context), before its build
 PLAN_LAUNCH_S = {"cpu": 10.0, "cuda": 15.0}   # one torchrun launch (distributed workloads), ranks included
 PLAN_BUILD_S = {  # one case's build and cold first call, by workload; "*" for the rest
     "cpu": {"*": 1.0, "resnet": 2.0, "qwen": 30.0, "dataloader": 2.0},
@@ -385,16 +388,18 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     overhead. Nothing is built or measured. Every case is counted, also those a machine will skip
     (world_size 2 on one GPU): the plan is for the machine that runs them all."""
     from perfsuite.core import registry
-    from perfsuite.core.config import RunConfig
+    from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
+    from perfsuite.measure.workers import worker_count
     from perfsuite.run.checks import checks_for
     from perfsuite.run.peak import PEAK_DTYPES
 
     kind = _kind(suite.device)
     build = lambda w: PLAN_BUILD_S[kind].get(w, PLAN_BUILD_S[kind]["*"])  # noqa: E731
-    # A run builds its step RunConfig.builds times (rotated while timing), unless the workload allows
-    # fewer. The builds after the first are counted at half a first build: the process, the CUDA
-    # context and the libraries' caches are warm by then (an estimate, not yet measured on a GPU).
-    runs_builds = lambda w: 1 + 0.5 * (min(RunConfig.builds, registry.get(w).max_builds or RunConfig.builds) - 1)  # noqa: E731
+    # A run in this process builds its step IN_PROCESS_BUILDS times (rotated while timing), unless the
+    # workload allows fewer; a worker process builds it once. The builds after the first are counted at
+    # half a first build: the process, the CUDA context and the libraries' caches are warm by then (an
+    # estimate, not yet measured on a GPU).
+    runs_builds = lambda w: 1 + 0.5 * (min(IN_PROCESS_BUILDS, registry.get(w).max_builds or IN_PROCESS_BUILDS) - 1)  # noqa: E731
     lines = []
     if bench:
         n = len(PEAK_DTYPES[kind]) + 1  # one matmul per roof and the copy
@@ -419,9 +424,10 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
                                   extra + n * (2 * build(e.workload) + PLAN_AMP_LOSSES_S[kind])))
         elif getattr(registry.get(e.workload), "launcher", None) is not None:
             lines.append(PlanLine(f"{e.name} (torchrun)", n, n * e.max_time, extra + n * PLAN_LAUNCH_S[kind]))
-        elif e.processes > 1:  # the budget spread over the workers; each starts and builds
-            lines.append(PlanLine(f"{e.name} ({e.processes} processes)", n, n * e.max_time,
-                                  extra + n * e.processes * (PLAN_WORKER_S[kind] + runs_builds(e.workload) * build(e.workload))))
+        elif (workers := worker_count(registry.get(e.workload), RunConfig(max_time=e.max_time, processes=e.processes))) > 1:
+            # each worker forks and builds once
+            lines.append(PlanLine(f"{e.name} ({workers} processes)", n, n * e.max_time,
+                                  extra + n * workers * (PLAN_WORKER_S[kind] + build(e.workload))))
         else:
             lines.append(PlanLine(e.name, n, n * e.max_time, extra + n * runs_builds(e.workload) * build(e.workload)))
     if bench:

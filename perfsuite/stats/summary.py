@@ -218,21 +218,25 @@ class ProcessSpread:
 
 
 def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
-                   unit: str = "process") -> ProcessSpread:
+                   unit: str = "process", medians: Sequence[float] | None = None) -> ProcessSpread:
     """Summary of a case measured in len(groups) >= 2 processes, one sample list per process
     (or, with `unit="build"`, in several builds of the step rotated inside one process: the same
-    variance components, one level down).
+    variance components, one level down). `medians`, when given, are the units' own medians (a
+    process measured in several builds reports the median of theirs), else each group's.
 
     The interval: with 6 or more processes, the distribution-free interval of the median of the
-    process medians; with 3 to 5, the t interval of the process medians (mean +- t s/sqrt(N),
-    around their median; too few processes for an order-statistic interval); with 2, the pooled
-    samples' interval of the median widened to include both process medians."""
+    process medians; with 2 to 5, the t interval of the process medians' logs (median x/÷
+    exp(t s/sqrt(N)), N - 1 degrees of freedom; too few for an order-statistic interval). Two
+    units give a very wide interval (t = 12.7 at 95%): two draws bracket the median only half of
+    the time, and nothing narrower is honest."""
     from scipy.stats import t as student_t
 
     if len(groups) < 2:
         raise ValueError(f"process_spread needs at least 2 groups (one per {unit}), got {len(groups)}")
     vals = [_checked(g, f"{unit} {i}") for i, g in enumerate(groups)]
-    meds = [median(g) for g in vals]
+    if medians is not None and len(medians) != len(vals):
+        raise ValueError(f"process_spread: {len(medians)} medians for {len(vals)} groups")
+    meds = [median(g) for g in vals] if medians is None else _checked(medians, f"{unit} medians")
     n = len(meds)
     point = median(meds)
     mean = sum(meds) / n
@@ -243,15 +247,26 @@ def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
     if n >= 6:
         lo, hi = median_ci(meds, confidence)
         method = f"order statistics of the {unit} medians"
-    elif n >= 3:
-        half = float(student_t.ppf((1 + confidence) / 2, n - 1)) * math.sqrt(var_meds / n)
-        lo, hi = point - half, point + half
-        method = f"t interval of the {unit} medians"
     else:
-        pooled = median_ci([x for g in vals for x in g], confidence) or (min(meds), max(meds))
-        lo, hi = min(pooled[0], *meds), max(pooled[1], *meds)
-        method = f"pooled samples, widened to both {unit} medians"
+        # On logs, around the median: times are positive and skewed (one process 10x slower when
+        # its threads were descheduled), and a ratio is what a comparison reads.
+        logs = np.log(np.asarray(meds, dtype=float))
+        half = float(student_t.ppf((1 + confidence) / 2, n - 1)) * float(np.std(logs, ddof=1)) / math.sqrt(n)
+        lo, hi = point * math.exp(-half), point * math.exp(half)
+        method = f"t interval of the {unit} medians (on logs)"
     return ProcessSpread(tuple(meds), point, max(lo, 0.0), hi, method, between, within, confidence)
+
+
+def widened(centre: float, lo: float, hi: float, drift: float) -> tuple[float, float]:
+    """An interval [lo, hi] around `centre` with a relative `drift` (a 95% half-width, e.g. 0.01)
+    added in quadrature on each side, on logs: what a run cannot see in itself (the machine's state
+    minutes later) added to what it can (its own processes' spread)."""
+    if drift <= 0 or centre <= 0:
+        return lo, hi
+    d = math.log1p(drift)
+    below = math.log(centre / lo) if lo > 0 else math.inf
+    above = math.log(hi / centre)
+    return centre * math.exp(-math.hypot(below, d)), centre * math.exp(math.hypot(above, d))
 
 
 def log_ratio_test(base: Sequence[float], new: Sequence[float],
