@@ -9,6 +9,7 @@ several times the true fp32 rate), because cuDNN runs fp32 convolutions as TF32 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -73,6 +74,8 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
     (perfsuite.run.execute.run_cases) like any other case; a roof that fails is an error naming
     it (a peak file without that roof would mislead every fraction computed from it)."""
     kind = "cuda" if device.startswith("cuda") else "cpu"
+    # In this process: a roof's TF32 setting is this process's, and a forked worker would not see it.
+    cfg = replace(cfg, processes=1)
     matmul = registry.get("matmul")
     flops, records = {}, []
     for roof in PEAK_DTYPES[kind]:
