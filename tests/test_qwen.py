@@ -133,7 +133,9 @@ def test_sweep_report_and_trace(tmp_path, capsys):
     assert "optimal batch size:" in page and "main bottleneck:" in page
     for f in ("qwen-batch-sweep.png", "qwen-heatmap.png", "qwen-sweep.json", "qwen-sweep.csv"):
         assert (rep / f).stat().st_size > 100, f
-    rows = json.loads((rep / "qwen-sweep.json").read_text())
+    doc = json.loads((rep / "qwen-sweep.json").read_text())
+    assert doc["format"] == "perfsuite.qwen-sweep" and doc["schema_version"] == 1
+    rows = doc["results"]
     assert sorted({r["batch_size"] for r in rows}) == [1, 2, 4]
     # With an impossible bound, no batch size is chosen, and the page says so.
     assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep2"), "--latency-bound", "0.0001"]) == 0
