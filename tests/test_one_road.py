@@ -144,3 +144,46 @@ def test_every_kind_of_document_resumes_by_the_same_case_key(tmp_path):
     assert pair_mod.PairResult.from_dict(d) == res
     with pytest.raises(Exception, match="exists"):
         DocumentWriter(tmp_path / "x.pair.json", "pair")
+
+
+def test_a_stored_case_that_is_not_a_mapping_is_refused_on_resume_not_a_crash(tmp_path, capsys):
+    """A suite's pair document whose `case` is not parameters: exit 2 naming it, never exit 4 or a
+    case wrongly taken as done."""
+    out = tmp_path / "out"
+    suite = _suite(tmp_path, PAIRS_THEN_RUN.replace("[16, 24, 32]", "[16]"))
+    assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 0
+    doc = json.loads((out / "pr.pair.json").read_text())
+    doc["results"][0]["case"] = 5
+    (out / "pr.pair.json").write_text(json.dumps(doc))
+    assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 2
+    assert "case" in capsys.readouterr().err
+
+
+def test_pair_and_amp_measure_on_the_runs_threads(monkeypatch):
+    """The one-thread CPU default (or --threads) holds for pair and amp cases as for records."""
+    import torch
+
+    seen = []
+    monkeypatch.setattr(pair_mod, "pair", lambda *a, **kw: seen.append(torch.get_num_threads()))
+    monkeypatch.setattr(amp_mod, "compare_precisions", lambda *a, **kw: seen.append(torch.get_num_threads()))
+    from perfsuite.core import registry
+
+    before = torch.get_num_threads()
+    from perfsuite.core.case import Context
+
+    cfg = RunConfig(device="cpu", max_time=0.1, threads=1)
+    pair_mod.Pair("dtype", "fp32", "bf16").measure(Case(registry.get("matmul"), {"n": 16}), cfg, Context())
+    amp_mod.Amp("fp32", "bf16").measure(Case(registry.get("autoencoder"), {}), cfg, Context())
+    assert seen == [1, 1] and torch.get_num_threads() == before
+
+
+def test_an_interrupted_pair_command_leaves_no_empty_claim(tmp_path, monkeypatch):
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pair_mod, "pair", interrupted)
+    path = tmp_path / "p.json"
+    args = ["pair", "matmul", "--vary", "dtype=fp32,bf16", "-p", "n=16", "--budget", "0.2", "--device", "cpu",
+            "--out", str(path)]
+    assert cli.main(args) == 130
+    assert not path.exists()  # the same command can run again

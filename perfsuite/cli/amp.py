@@ -56,8 +56,12 @@ def cmd_amp(args, console) -> int:
         def failed(self, case, failure) -> None:
             console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
 
-    out = run_cases([case], RunConfig(device=device, max_time=args.max_time), device, measure=measure,
-                    writer=writer, events=Show())
+    try:
+        out = run_cases([case], RunConfig(device=device, max_time=args.max_time), device, measure=measure,
+                        writer=writer, events=Show())
+    finally:
+        if writer is not None:
+            writer.discard_if_empty()
     if out.interrupted:
         return 130
     # A comparison that failed, or whose accuracy check failed: a failed case, not a slowdown.

@@ -32,8 +32,12 @@ def pair_command(args, console) -> int:
             w.check(variant, device)
     # Claimed before measuring: an existing file is refused, and no finished pair is thrown away.
     writer = DocumentWriter(args.out, "pair") if args.out is not None else None
-    out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure, writer=writer,
-                    events=_EntryEvents(console, w.name))
+    try:
+        out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
+                        writer=writer, events=_EntryEvents(console, w.name))
+    finally:
+        if writer is not None:
+            writer.discard_if_empty()
     if out.interrupted:
         return 130
     return 3 if out.failures else 0

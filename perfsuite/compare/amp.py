@@ -242,6 +242,9 @@ class Amp(Measure):
         return [{**case.params, "precision": p} for p in (self.precision_a, self.precision_b)]
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> AmpComparison:
-        return compare_precisions(case.workload.name, dict(case.params), cfg.device, ctx.clock or clock_for(cfg.device),
-                                  self.precision_a, self.precision_b, pairs=self.pairs, steps=self.steps,
-                                  loss_tolerance=self.loss_tolerance, cfg=cfg)
+        from perfsuite.measure.system import pinned
+
+        with pinned(cfg.cpus, cfg.threads_on(cfg.device)):  # the threads a record of this run gets
+            return compare_precisions(case.workload.name, dict(case.params), cfg.device,
+                                      ctx.clock or clock_for(cfg.device), self.precision_a, self.precision_b,
+                                      pairs=self.pairs, steps=self.steps, loss_tolerance=self.loss_tolerance, cfg=cfg)

@@ -78,5 +78,8 @@ class Pair(Measure):
         return [{**case.params, self.vary: self.a}, {**case.params, self.vary: self.b}]
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> PairResult:
+        from perfsuite.measure.system import pinned
+
         clock = ctx.clock or clock_for(cfg.device, "host")
-        return pair(case.workload, dict(case.params), self.vary, self.a, self.b, cfg.device, clock, cfg.max_time)
+        with pinned(cfg.cpus, cfg.threads_on(cfg.device)):  # the threads a record of this run gets
+            return pair(case.workload, dict(case.params), self.vary, self.a, self.b, cfg.device, clock, cfg.max_time)

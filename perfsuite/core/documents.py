@@ -101,6 +101,13 @@ class GroupDoc(_Doc):
     median: Positive
 
 
+class RecordConfigDoc(_Doc):
+    """A record's config: the run's settings, kept as they were (extra keys allowed); the ones a
+    reader computes with are typed."""
+    # A 95% half-width on logs that widens the interval: a finite fraction, not a string or 1e300.
+    run_drift: Annotated[float, Field(strict=False, allow_inf_nan=False, ge=0, lt=1)] | None = None
+
+
 class RecordDoc(_Doc):
     model_config = ConfigDict(strict=True, extra="forbid")
     schema_version: Literal[1, 2, 3]
@@ -118,7 +125,7 @@ class RecordDoc(_Doc):
     nvml: dict = {}
     env: dict = {}
     peak: PeakBlock | None = None
-    config: dict = {}
+    config: RecordConfigDoc = RecordConfigDoc()
     converged: StrictBool = False
     warnings: list[Text] = []
     extra: dict = {}
@@ -139,6 +146,7 @@ class PairDoc(_Doc):
     a: Scalar
     b: Scalar
     ratios: SampleList
+    case: Params | None = None  # a suite's entry: the parameters its case was given (resume keys it)
     # What the report reads, when present (derived numbers may be recomputed rather than stored).
     vary: Name | None = None
     time_ratio: Finite | None = None
@@ -154,6 +162,7 @@ class AmpDoc(_Doc):
     precision_b: Name
     time_a_s: SampleList
     time_b_s: SampleList
+    case: Params | None = None  # a suite's entry: the parameters its case was given (resume keys it)
     # What the report reads, when present.
     speedup: Finite | None = None
     speedup_ci: Interval | None = None

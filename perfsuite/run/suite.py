@@ -209,13 +209,14 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
             elif writer.has_failure(key) and not retry_failed:
                 outcome.skipped_failed += 1
             else:
-                if writer.has_failure(key):
-                    writer.drop_failure(key)
                 todo.append(case)
-        if e.workload in refused:
+        if e.workload in refused:  # before any earlier failure is dropped: nothing is measured again
             outcome.failed += len(todo)
             events.refused(e.name, refused[e.workload], len(todo), len(done))
             continue
+        for case in todo:  # retried now: the earlier failure gives way to what this run finds
+            if writer.has_failure(case.key(device)):
+                writer.drop_failure(case.key(device))
         events.entry_started(e.name, e.kind, len(todo))
         cfg = RunConfig(device=device, max_time=e.max_time, processes=e.processes, **settings)
         res = run_cases(todo, cfg, device, measure=measure, writer=writer, env=env, peak=peak,

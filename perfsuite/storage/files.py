@@ -10,6 +10,7 @@ results are never overwritten, and two runs given one path cannot both write it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -228,7 +229,7 @@ class DocumentWriter:
     def done_cases(self) -> list[dict]:
         """The parameters of every finished case (documents written before `case` was kept
         give their own `params`)."""
-        return [dict(r.get("case", r.get("params")) or {}) for r in self.results]
+        return [dict(r["case"] if r.get("case") is not None else r.get("params") or {}) for r in self.results]
 
     def has_failure(self, key: tuple) -> bool:
         return any(_failure_key(f) == key for f in self.failures)
@@ -247,6 +248,13 @@ class DocumentWriter:
     def add_failure(self, failure: dict) -> None:
         self.failures.append(failure)
         self._save()
+
+    def discard_if_empty(self) -> None:
+        """Remove a claimed file that holds nothing (a command stopped before its first case ended),
+        so the same command can be run again on the same path."""
+        if not self.results and not self.failures:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
 
     def _save(self) -> None:
         atomic_write_text(self.path, document(self.kind, self.results, self.failures))
