@@ -71,6 +71,7 @@ def _coloured_pixels(png: Path) -> int:
     return int(((rgb.max(axis=2) - rgb.min(axis=2)) > 60).sum())
 
 
+@pytest.mark.slow
 def test_published_graph_shows_data_points(tmp_path):
     conf = _config(tmp_path)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,

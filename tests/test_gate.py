@@ -77,6 +77,7 @@ def test_paired_ratios_cancel_drift():
     assert run.median == pytest.approx(1.05, abs=0.01)
 
 
+@pytest.mark.slow
 def test_the_noise_floor_is_learned_between_side_processes_of_the_same_code():
     """--learn-floor measures what the gate compares: the working tree against itself, each side
     in fresh processes, so the floor includes how far two processes of the same code differ."""

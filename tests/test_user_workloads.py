@@ -286,6 +286,7 @@ def test_the_gate_refuses_a_base_side_that_imports_the_project_from_elsewhere(pr
     assert len(listed.strip().splitlines()) == 1  # nothing left behind on the way out
 
 
+@pytest.mark.slow
 def test_a_step_that_prints_every_call_does_not_hang_the_gate(project):
     bench = project / "bench" / "tiny_mlp.py"
     bench.write_text(bench.read_text().replace("        opt.step()\n",
