@@ -64,3 +64,46 @@ def test_cuda_clocks_time_device_work(cuda_available, kind):
 def test_cuda_clock_choice(cuda_available):
     assert clock_for("cuda:0").method == "cuda_event"
     assert clock_for("cuda:0", "host").method == "cuda_sync_wall"
+
+
+def test_one_device_synchronise_emulated_on_cpu(monkeypatch):
+    """measure.timing.synchronize is the one wait for a device: the host-inclusive clock, the
+    pytest plugin's and profile-step's waits and asv's timer all go through it. Emulated: CUDA's
+    synchronize is recorded, not run."""
+    import torch
+
+    from perfsuite.measure import timing
+
+    waits = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waits.append(str(device)))
+    timing.synchronize("cpu")
+    assert waits == []  # nothing to wait for on a CPU
+    timing.synchronize("cuda:1")
+    assert waits == ["cuda:1"]  # the device named, not the current one
+
+    calls = []
+    step = lambda: calls.append("step")  # noqa: E731
+    assert timing.synchronized(step, "cpu") is step
+    waits.clear()
+    timing.synchronized(step, "cuda:0")()
+    assert calls == ["step"] and waits == ["cuda:0"]  # the wait after the work
+
+    waits.clear()
+    clock = timing.CudaSyncWallClock("cuda:0")
+    clock.time_block(step, 3)
+    assert waits == ["cuda:0", "cuda:0"]  # before the block (earlier work out) and after it
+
+
+def test_asvs_timer_waits_for_the_device_it_measures(monkeypatch):
+    import torch
+
+    from perfsuite.core import config
+    from perfsuite.frontends import asv
+
+    waits = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waits.append(str(device)))
+    monkeypatch.setattr(config, "resolve_device", lambda spec: "cuda:0")
+    monkeypatch.setattr(asv, "_SYNC", None)
+    a = asv.device_timer()
+    b = asv.device_timer()
+    assert b >= a and waits == ["cuda:0", "cuda:0"]

@@ -84,14 +84,9 @@ def compare(workload, params: dict, arms: WhyArms, device: str) -> WhyResult:
     """One comparison through the case loop; a side that fails is an error naming it (exit 2)."""
     from perfsuite.run.execute import run_cases
 
-    out = run_cases([Case(workload, params)], RunConfig(device=device), device, measure=arms)
-    if out.interrupted:
-        raise KeyboardInterrupt
-    if out.unsupported:
-        raise ConfigError(f"{workload.name}: {out.unsupported[0][1]}")
-    if out.failures:
-        raise ConfigError(f"why {workload.name}: {out.failures[0]['error']}")
-    return out.records[0]
+    return run_cases([Case(workload, params)], RunConfig(device=device), device, measure=arms).only(
+        lambda why: ConfigError(f"{workload.name}: {why}"),
+        lambda error: ConfigError(f"why {workload.name}: {error}"))
 
 
 def why_revision(workload, params: dict, base_ref: str, device: str, **kw: Any) -> WhyResult:

@@ -87,6 +87,17 @@ class Outcome:
     unsupported: list[tuple[Case, str]] = field(default_factory=list)
     interrupted: bool = False
 
+    def only(self, unsupported: Callable[[str], Exception], failed: Callable[[str], Exception]) -> Any:
+        """The result of a run of one case, for callers that need it or nothing (peak, why): Ctrl-C
+        goes on up; a skip or a failure becomes the caller's error, made from its reason."""
+        if self.interrupted:
+            raise KeyboardInterrupt
+        if self.unsupported:
+            raise unsupported(self.unsupported[0][1])
+        if self.failures:
+            raise failed(self.failures[0]["error"])
+        return self.records[0]
+
 
 def check_cases(cases: list[Case], device: str, measure: Measure = RECORDS) -> dict[int, str]:
     """Every case validated before any runs. Bad parameters raise ConfigError (naming the

@@ -99,14 +99,9 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
 
 
 def _measure_one(case: Case, cfg: RunConfig, env: dict, device: str, what: str):
-    out = run_cases([case], cfg, device, env=env)
-    if out.interrupted:
-        raise KeyboardInterrupt
-    if out.unsupported:
-        raise PerfsuiteError(f"peak: {what} cannot be measured on {device}: {out.unsupported[0][1]}")
-    if out.failures:
-        raise PerfsuiteError(f"peak: measuring {what} failed: {out.failures[0]['error']}")
-    return out.records[0]
+    return run_cases([case], cfg, device, env=env).only(
+        lambda why: PerfsuiteError(f"peak: {what} cannot be measured on {device}: {why}"),
+        lambda error: PerfsuiteError(f"peak: measuring {what} failed: {error}"))
 
 
 def load_peaks(path: Path) -> dict:

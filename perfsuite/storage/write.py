@@ -89,24 +89,6 @@ def create_temp(path: Path) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary file name beside {path}")
 
 
-def _write_temp(path: Path, data: bytes) -> str:
-    try:
-        fd, tmp = create_temp(path)
-    except OSError as exc:
-        raise _fail(path, exc) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException as exc:
-        _unlink(tmp)  # includes KeyboardInterrupt: no litter in the user's folder
-        if isinstance(exc, OSError):
-            raise _fail(path, exc) from None
-        raise
-    return tmp
-
-
 def _unlink(tmp: str) -> None:
     try:
         os.unlink(tmp)
@@ -134,18 +116,16 @@ def _replace(tmp: str, path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic(path: str | os.PathLike):
-    """A binary file to write `path` through, for writers that stream (torch.save, pickle, PIL):
-    the same rules as write_bytes, without holding the whole file in memory first."""
-    path = Path(path)
-    refuse_link(path)
+def _temp_beside(path: Path):
+    """A temporary binary file beside `path` to write into, synced; yields (file, its name). On
+    any error (KeyboardInterrupt included) it is removed: no litter in the user's folder."""
     try:
         fd, tmp = create_temp(path)
     except OSError as exc:
         raise _fail(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            yield f
+            yield f, tmp
             f.flush()
             os.fsync(f.fileno())
     except BaseException as exc:
@@ -153,6 +133,22 @@ def atomic(path: str | os.PathLike):
         if isinstance(exc, OSError):
             raise _fail(path, exc) from None
         raise
+
+
+def _write_temp(path: Path, data: bytes) -> str:
+    with _temp_beside(path) as (f, tmp):
+        f.write(data)
+    return tmp
+
+
+@contextlib.contextmanager
+def atomic(path: str | os.PathLike):
+    """A binary file to write `path` through, for writers that stream (torch.save, pickle, PIL):
+    the same rules as write_bytes, without holding the whole file in memory first."""
+    path = Path(path)
+    refuse_link(path)
+    with _temp_beside(path) as (f, tmp):
+        yield f
     _replace(tmp, path)
 
 
