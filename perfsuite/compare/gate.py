@@ -285,17 +285,15 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, device: str, k: int, heap_mode: str,
                     threads: int | None, running: list) -> tuple[list, list]:
-    """k processes for each side, started A B A B ...; each holds one build. `file_a`, `file_b`:
+    """k processes for each side, started together (A B A B ...); each holds one build. `file_a`, `file_b`:
     (workload file, the checkout its project's code must come from, or None). Two processes of the
     same code differ by a few percent (where their memory lands), so the pairs rotate through k
     of each, as the in-process gate rotates through builds."""
-    a, b = [], []
-    for _ in range(k):
-        for (f, root), label, into in ((file_a, labels[0], a), (file_b, labels[1], b)):
-            s = sides.Side(label, f, name, params, device, 1, heap_mode, threads, root)
-            running.append(s)
-            into.append(s)
-    return a, b
+    specs = [dict(label=label, file=f, workload=name, params=params, device=device, builds=1, heap=heap_mode,
+                  threads=threads, root=root)
+             for _ in range(k) for (f, root), label in ((file_a, labels[0]), (file_b, labels[1]))]
+    started = sides.start_all(specs, running)
+    return started[0::2], started[1::2]
 
 
 @dataclass(frozen=True)

@@ -92,9 +92,12 @@ class Side:
     """A side process holding `builds` builds of one case; `steps` call into it."""
 
     def __init__(self, label: str, file: Path, workload: str, params: dict, device: str, builds: int,
-                 heap: str = "default", threads: int | None = None, root: Path | None = None) -> None:
-        """`root`: the checkout this side's code must come from (checked once it is built)."""
-        self.label = label
+                 heap: str = "default", threads: int | None = None, root: Path | None = None,
+                 wait: bool = True) -> None:
+        """`root`: the checkout this side's code must come from (checked once it is built).
+        `wait=False` returns once the process is asked to build: call `ready()` before using it,
+        so that several sides import torch and build at the same time (start_all)."""
+        self.label, self.builds = label, builds
         r_parent, w_child = os.pipe()
         r_child, w_parent = os.pipe()
         env = dict(os.environ, PERFSUITE_SIDE_FDS=f"{r_child},{w_child}",
@@ -114,15 +117,27 @@ class Side:
         os.close(w_child)
         self._out = os.fdopen(w_parent, "w")
         self._in = os.fdopen(r_parent, "r")
+        self.steps: list[RemoteStep] = []
+        self.faults = 0  # minor page faults inside this side's timed blocks
         try:
             self._send({"files": [str(file)], "workload": workload, "params": params, "device": device,
                         "builds": builds, "heap": heap, "threads": threads, "root": str(root) if root else None})
-            self.work = self._receive()["work"]
         except BaseException:
-            self.close()  # a side that failed to build leaves no process or pipe behind
+            self.close()
             raise
-        self.steps = [RemoteStep(self, j) for j in range(builds)]
-        self.faults = 0  # minor page faults inside this side's timed blocks
+        if wait:
+            self.ready()
+
+    def ready(self) -> "Side":
+        """Waits for the side's builds; a side that failed to build leaves no process or pipe behind."""
+        if not self.steps:
+            try:
+                self.work = self._receive()["work"]
+            except BaseException:
+                self.close()
+                raise
+            self.steps = [RemoteStep(self, j) for j in range(self.builds)]
+        return self
 
     def _send(self, obj: dict) -> None:
         self._out.write(json.dumps(obj) + "\n")
@@ -193,3 +208,18 @@ class SideClock:
 
     def now(self) -> float:
         return self.local.now()
+
+
+def start_all(specs: list[dict], running: list) -> list[Side]:
+    """Sides built at the same time (each `Side(**spec)`): their interpreters start, import torch
+    and build while the others do, instead of one after another (a bisection starts six per
+    probe). Every side started is appended to `running` first, so the caller closes them all
+    whichever one fails."""
+    started = []
+    for spec in specs:
+        s = Side(**spec, wait=False)
+        running.append(s)
+        started.append(s)
+    for s in started:
+        s.ready()
+    return started

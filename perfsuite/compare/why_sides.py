@@ -67,12 +67,11 @@ class WhyArms(Measure):
             params *= 2
         running: list[sides.Side] = []
         try:
-            built = []
-            for (label, file, root), p in zip((self.side_a, self.side_b), params):
-                # The heap as malloc keeps it: a held heap would hide the step's memory from its peak RSS.
-                s = sides.Side(label, file, case.workload.name, p, cfg.device, 1, "default", self.threads, root)
-                running.append(s)
-                built.append(ProcessSide(s, p))
+            # The heap as malloc keeps it: a held heap would hide the step's memory from its peak RSS.
+            specs = [dict(label=label, file=file, workload=case.workload.name, params=p, device=cfg.device, builds=1,
+                          heap="default", threads=self.threads, root=root)
+                     for (label, file, root), p in zip((self.side_a, self.side_b), params)]
+            built = [ProcessSide(s, p) for s, p in zip(sides.start_all(specs, running), params)]
             return why(case.workload.name, cfg.device, self.how, built[0], built[1], clock_for(cfg.device, "host").now,
                        self.steps, self.rounds, self.top)
         finally:
