@@ -6,8 +6,8 @@ one case loop (perfsuite.run.execute.run_cases), with the good revision as the b
 candidate as the new one, each checked out in a temporary git worktree and run in side processes
 of their own, interleaved, judged by the gate's sequential test; one case, so its own test (and
 Benjamini-Hochberg over one p value) decides. The good
-revision's worktree is made once and kept for the whole bisection; a candidate's lives for its
-probe. A candidate whose workload file is missing, or whose side fails to build or run, is
+revision's worktree and side processes are made once and kept for the whole bisection; a
+candidate's live for its probe. A candidate whose workload file is missing, or whose side fails to build or run, is
 skipped with that error, as `git bisect skip` would be.
 """
 
@@ -71,6 +71,10 @@ class Prober:
 
     def __enter__(self) -> "Prober":
         self.good_root = self._stack.enter_context(sides.worktree(self.repo, self.good))
+        # Every probe measures a candidate against good: good's side processes start once and
+        # serve every probe (closed before its worktree is removed).
+        self.good_sides = sides.SidePool()
+        self._stack.callback(self.good_sides.close)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -91,7 +95,8 @@ class Prober:
             arms = GateArms((self.good_root / self.rel, self.good_root if self.user else None),
                             (root / self.rel, root if self.user else None),
                             (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.builds, self.heap,
-                            self.threads, self.threshold, fdr, sides.SideClock(clock_for(self.device, "host")))
+                            self.threads, self.threshold, fdr, sides.SideClock(clock_for(self.device, "host")),
+                            base_pool=self.good_sides)
             out = run_cases([Case(self.workload, self.params)], RunConfig(device=self.device, max_time=self.budget_s),
                             self.device, measure=arms)
         if out.interrupted:  # the case loop keeps what finished; a bisection stops at Ctrl-C

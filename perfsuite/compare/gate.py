@@ -284,15 +284,19 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, device: str, k: int, heap_mode: str,
-                    threads: int | None, running: list) -> tuple[list, list]:
+                    threads: int | None, running: list, pool=None) -> tuple[list, list]:
     """k processes for each side, started together (A B A B ...); each holds one build. `file_a`, `file_b`:
     (workload file, the checkout its project's code must come from, or None). Two processes of the
     same code differ by a few percent (where their memory lands), so the pairs rotate through k
-    of each, as the in-process gate rotates through builds."""
+    of each, as the in-process gate rotates through builds. With a `pool` (sides.SidePool), side
+    A's processes are the pool's, kept alive for its owner (bisect's good revision)."""
+    if pool is not None:
+        pool.next_case()
     specs = [dict(label=label, file=f, workload=name, params=params, device=device, builds=1, heap=heap_mode,
-                  threads=threads, root=root)
-             for _ in range(k) for (f, root), label in ((file_a, labels[0]), (file_b, labels[1]))]
-    started = sides.start_all(specs, running)
+                  threads=threads, root=root, keep=keep)
+             for _ in range(k)
+             for (f, root), label, keep in ((file_a, labels[0], pool is not None), (file_b, labels[1], False))]
+    started = sides.start_all(specs, running, pool)
     return started[0::2], started[1::2]
 
 
@@ -312,6 +316,7 @@ class GateArms(Measure):
     fdr: float
     clock: Clock
     floors: dict = field(default_factory=dict)
+    base_pool: Any = None  # sides.SidePool keeping the base side's processes across cases (bisect)
     kind = "gate"
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> GateVerdict:
@@ -320,11 +325,12 @@ class GateArms(Measure):
         running: list = []
         try:
             base, now = _side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
-                                        case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running)
+                                        case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running,
+                                        self.base_pool)
             v = gate_case(GateCase(case.label, [s.steps[0] for s in base], [s.steps[0] for s in now],
                                    self.floors.get(case.label, 0.0)), self.clock, self.threshold, cfg.max_time, self.fdr)
             # The faults that matter happen in the sides' timed blocks, not in this process.
-            v.run = replace(v.run, faults_per_pair=sum(s.faults for s in running) / max(len(v.run.ratios), 1))
+            v.run = replace(v.run, faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1))
             return v
         finally:
             for s in running:

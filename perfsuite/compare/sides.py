@@ -210,16 +210,56 @@ class SideClock:
         return self.local.now()
 
 
-def start_all(specs: list[dict], running: list) -> list[Side]:
+def start_all(specs: list[dict], running: list, pool: "SidePool | None" = None) -> list[Side]:
     """Sides built at the same time (each `Side(**spec)`): their interpreters start, import torch
-    and build while the others do, instead of one after another (a bisection starts six per
-    probe). Every side started is appended to `running` first, so the caller closes them all
-    whichever one fails."""
+    and build while the others do, instead of one after another. Every side started is appended
+    to `running` first, so the caller closes them all whichever one fails. Specs marked
+    `"keep": True` come from `pool` instead: started once, kept alive for the pool's owner."""
     started = []
     for spec in specs:
-        s = Side(**spec, wait=False)
+        if spec.get("keep") and pool is not None:
+            started.append(pool.side({k: v for k, v in spec.items() if k != "keep"}))
+            continue
+        s = Side(**{k: v for k, v in spec.items() if k != "keep"}, wait=False)
         running.append(s)
         started.append(s)
     for s in started:
         s.ready()
     return started
+
+
+class SidePool:
+    """Side processes kept across gate cases of the same code: a bisection's good revision is
+    measured against every candidate, so its sides start once, not once per probe (half of each
+    probe's start-up). A side whose process has ended is replaced; `close()` ends them all."""
+
+    def __init__(self) -> None:
+        self._free: dict[str, list[Side]] = {}  # spec -> its live sides, handed out in turn
+        self._given: dict[str, int] = {}
+
+    def side(self, spec: dict) -> Side:
+        key = json.dumps(spec, sort_keys=True, default=str)
+        kept = self._free.setdefault(key, [])
+        i = self._given.get(key, 0)
+        self._given[key] = i + 1
+        if i < len(kept) and kept[i].proc.poll() is None:
+            kept[i].faults = 0  # page faults are counted per case
+            return kept[i]
+        s = Side(**spec, wait=False)
+        if i < len(kept):
+            kept[i].close()
+            kept[i] = s
+        else:
+            kept.append(s)
+        return s
+
+    def next_case(self) -> None:
+        """The sides of the next case: hand out the kept ones again from the first."""
+        self._given.clear()
+
+    def close(self) -> None:
+        for kept in self._free.values():
+            for s in kept:
+                s.close()
+        self._free.clear()
+        self._given.clear()
