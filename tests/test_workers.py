@@ -6,6 +6,7 @@ and fake clocks; one takes the real "spawn" road with a worker body that imports
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -122,6 +123,30 @@ def test_spawned_workers_are_fresh_interpreters_that_find_the_workload_by_name()
     assert [p["conditions"]["found_by_name"] for p in procs] == [True, True]
     assert [p["conditions"]["share_s"] for p in procs] == [0.2, 0.2] and procs[0]["conditions"]["processes"] == 1
     assert len({p["pid"] for p in procs} | {os.getpid()}) == 3
+
+
+@pytest.mark.slow
+def test_a_workload_registered_by_a_plain_import_reaches_spawned_workers(tmp_path, monkeypatch):
+    """Not found by discovery (the user's script imported its module): the worker's registry
+    does not hold it, so the worker gets the object, not a name it cannot look up."""
+    from workerjobs import fake_worker
+
+    (tmp_path / "plainmod_toy.py").write_text(
+        "import perfsuite\n\n\n@perfsuite.workload()\ndef plain_toy(device: str):\n"
+        "    return perfsuite.Step(lambda: None)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import plainmod_toy  # noqa: F401 - registers plain_toy, as a user's script would
+
+    from perfsuite.core import registry
+
+    try:
+        rec = workers.run_in_workers(registry.get("plain_toy"), {}, RunConfig(max_time=0.4, processes=2),
+                                     clock=FakeClock(step_s=1e-4, noise=0.01, seed=5), target=fake_worker,
+                                     start_method="spawn")
+        assert [p["conditions"]["found_by_name"] for p in rec.processes] == [False, False]
+    finally:
+        registry._REGISTRY.pop("plain_toy", None)
+        sys.modules.pop("plainmod_toy", None)
 
 
 @pytest.mark.slow
