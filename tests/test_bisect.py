@@ -197,7 +197,7 @@ SLOW_INIT = "        super().__init__()\n"
 SLOW_INIT_NEW = SLOW_INIT + "        self.scratch = torch.randn(1 << 20)\n"
 SLOW_FWD = "        return self.body(x)"
 SLOW_FWD_NEW = "        torch.tanh(self.scratch, out=self.scratch)\n        return self.body(x)"
-ARGS = ("-p", "batch_size=32", "--device", "cpu", "--max-time", "3", "--builds", "1", "--threads", "1",
+ARGS = ("-p", "batch_size=32", "--device", "cpu", "--max-time", "3", "--builds", "1",
         # Far above what two processes of the same code differ by; far below the tanh's slowdown.
         "--threshold", "0.5", "--steps", "2", "--rounds", "2")
 
@@ -276,6 +276,8 @@ def test_bisect_of_a_history_without_a_slowdown_says_so_and_exits_0(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "is not slower than --good" in res.stdout and "probe 1:" in res.stdout and "probe 2:" not in res.stdout
     assert _worktrees(root) == 1
+    # The sides ran on one torch thread, as every CPU measurement does unless asked.
+    assert json.loads((tmp_path / "b.json").read_text())["results"][0]["settings"]["threads"] == 1
 
 
 @pytest.mark.slow

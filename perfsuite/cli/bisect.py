@@ -17,7 +17,7 @@ def bisect_command(args, console) -> int:
     from perfsuite.compare import sides
     from perfsuite.compare.bisect_probe import Prober, exists_at, first_parent_commits, subject
     from perfsuite.core import registry
-    from perfsuite.core.config import resolve_device
+    from perfsuite.core.config import RunConfig, resolve_device
     from perfsuite.core.params import single_values
 
     if args.threshold < 0:
@@ -25,6 +25,7 @@ def bisect_command(args, console) -> int:
     w = registry.get(args.workload)
     params = w.resolve(single_values(args.param, w))
     device = resolve_device(args.device)
+    args.threads = RunConfig(threads=args.threads).threads_on(device)  # 1 on the CPU, as the gate
     w.check(params, device)
     file_now = sides.workload_file(w.source, w.name)
     repo = sides.git_root(file_now.parent)

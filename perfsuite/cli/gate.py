@@ -24,7 +24,11 @@ def gate_command(args, console) -> int:
         raise PerfsuiteError(f"--json {args.json}: file exists; refusing to overwrite")
     new = registry.get(args.workload)
     device = resolve_device(args.device)
-    threads = args.threads  # None: torch's own (see the module's docstring for when 1 helps)
+    # One thread on the CPU unless asked, as every measurement (RunConfig.threads_on): six side
+    # processes with two threads each on two cores made pairs 0.5-2.3x apart (bisect, 2026-11-26).
+    from perfsuite.core.config import RunConfig
+
+    threads = RunConfig(threads=args.threads).threads_on(device)
     # The self-check times both arms in this process, so this process holds the heap; otherwise
     # the sides hold their own (perfsuite.compare.side_worker) and this one only drives them.
     held = heap.apply(args.heap if args.slowdown is not None else "default")

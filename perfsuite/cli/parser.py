@@ -97,7 +97,7 @@ def bisect_and_why(sub) -> None:
     bi.add_argument("--builds", type=_count("--builds"), default=3, metavar="K",
                     help="processes per side in each probe, as the gate's (default 3)")
     bi.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
-                    help="torch threads in the sides (default torch's own; 1 on a loaded CPU machine)")
+                    help="torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)")
     bi.add_argument("--heap", choices=("steady", "default"), default="steady", help="as the gate's (default steady)")
     bi.add_argument("--log", type=Path, default=None,
                     help="the log of probes, resumed when it exists "
@@ -114,7 +114,7 @@ def bisect_and_why(sub) -> None:
     wy.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     wy.add_argument("--device", default="auto")
     wy.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
-                    help="torch threads in the sides (default torch's own)")
+                    help="torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)")
     wy.add_argument("--json", type=Path, help="write the comparison as JSON (must not exist)")
     why_options(wy)
 
@@ -242,8 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="false alarms per unchanged case, held across the sequential looks and, by "
                            "Benjamini-Hochberg, across cases (default 0.01)")
     gate.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
-                      help="torch threads while gating (default torch's own; 1 on a CPU machine that "
-                           "others load: it avoids multi-thread barrier stalls)")
+                      help="torch threads while gating (default 1 on the CPU, as `run`: two or more stall at "
+                           "every barrier when another process is busy; torch's own on CUDA)")
     gate.add_argument("--builds", type=_count("--builds"), default=3, metavar="K",
                       help="builds of each side the pairs rotate through, averaging out placement (default 3)")
     gate.add_argument("--heap", choices=("steady", "default"), default="steady",

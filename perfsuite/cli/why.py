@@ -14,7 +14,7 @@ from perfsuite.core.units import fmt_bytes, fmt_seconds
 def why_command(args, console) -> int:
     from perfsuite.compare.why_sides import why_revision, why_vary
     from perfsuite.core import registry
-    from perfsuite.core.config import resolve_device
+    from perfsuite.core.config import RunConfig, resolve_device
     from perfsuite.core.params import parse_assignments, single_values
     from perfsuite.storage.files import atomic_write_text, document, writable_dir
 
@@ -25,7 +25,7 @@ def why_command(args, console) -> int:
             raise ConfigError(f"--json {args.json}: file exists; refusing to overwrite")
         writable_dir(args.json.parent, "--json folder")
     device = resolve_device(args.device)
-    kw = dict(threads=args.threads, steps=args.steps, rounds=args.rounds, top=args.top)
+    kw = dict(threads=RunConfig(threads=args.threads).threads_on(device), steps=args.steps, rounds=args.rounds, top=args.top)
     if args.vary is not None:
         (key, values), = parse_assignments([args.vary], w.params, w.name).items()
         if len(values) != 2:
