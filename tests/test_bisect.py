@@ -5,6 +5,7 @@ examples/my-project whose history holds a known slower commit and a commit that 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -34,9 +35,12 @@ class FakeProber:
         self.index = {c.sha: i for i, c in enumerate(commits)}
         self.first_slower, self.broken, self.asked = first_slower, broken, []
 
-    def __call__(self, c: Commit) -> Probe:
+    def __call__(self, c: Commit, confirmation: Probe | None) -> Probe:
         i = self.index[c.sha]
         self.asked.append(i)
+        # Only bad is asked without bad's confirmation; every later probe is given it.
+        assert (confirmation is None) == (i == len(self.index) - 1)
+        assert confirmation is None or confirmation.outcome == SLOWER
         if i in self.broken:
             return Probe(c.sha, SKIPPED, error="ModuleNotFoundError: no module named 'myproj.model'")
         slower = self.first_slower is not None and i >= self.first_slower
@@ -92,10 +96,10 @@ def test_an_interrupted_bisection_resumes_from_its_log_without_probing_again(tmp
     state = Bisection("w", {"n": 1}, "cpu", good, commits, {"max_time": 2.0})
     first = FakeProber(commits, 5)
 
-    def interrupted(c):
+    def interrupted(c, confirmation):
         if len(first.asked) == 2:
             raise KeyboardInterrupt
-        return first(c)
+        return first(c, confirmation)
 
     with pytest.raises(KeyboardInterrupt):
         run_bisection(state, interrupted, lambda s, p: atomic_write_text(log, document("bisect", [s.to_dict()])))
@@ -313,3 +317,60 @@ def test_a_stored_bisection_log_comes_back_with_the_same_answer():
     assert answer.to_dict() == d["answer"]
     assert answer.commit.subject == "model: scratch tanh in forward" and answer.probe.median_ratio > 2
     assert [c.subject for c, _ in answer.skipped] == ["model: import a module that does not exist"]
+
+
+# --- a probe after the confirmation: like good or like bad ----------------------------------------
+
+
+def test_classify_puts_pairs_on_their_side_of_halfway_and_waits_while_they_cannot_tell():
+    import random
+
+    from perfsuite.compare.bisect import classify, halfway
+
+    rng = random.Random(3)
+    mid = halfway(1.05)  # bad was confirmed 5% slower
+    noisy = lambda centre, n: [centre * math.exp(rng.gauss(0, 0.05)) for _ in range(n)]  # noqa: E731
+    assert classify(noisy(1.05, 200), mid) == SLOWER  # the whole slowdown: past halfway
+    assert classify(noisy(1.0, 200), mid) == SAME
+    assert classify(noisy(1.012, 200), mid) == SAME  # a fifth of it: still like good
+    assert classify(noisy(1.025, 6), mid) is None  # at halfway, a few pairs cannot tell
+    assert classify([1.2] * 5, mid) is None  # below the test's reach
+
+
+def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(monkeypatch):
+    """HalfwayArms with fake sides: a commit 2.5% slower is 'like good' against a confirmed 20%, the
+    pairs are gathered in looks until they tell, and the verdict keeps them all."""
+    from fakeclock import FakeClock
+
+    from perfsuite.compare import bisect_probe, gate
+    from perfsuite.core.case import Case, Context
+    from perfsuite.core.config import RunConfig
+    from perfsuite.core.registry import get
+
+    class Step:
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self):
+            return None
+
+    clock = FakeClock(step_s=1e-2, noise=0.08, seed=1, speed=lambda fn: getattr(fn, "factor", 1.0))
+
+    class FakeSide:
+        def __init__(self, factor):
+            self.steps, self.faults = [Step(factor)], 0
+
+    sides_made = []
+
+    def fake_sides(sides, file_a, file_b, labels, *args, **kw):
+        a, b = [FakeSide(1.0) for _ in range(3)], [FakeSide(1.025) for _ in range(3)]
+        sides_made.append((a, b))
+        return a, b
+
+    monkeypatch.setattr(gate, "_side_processes", fake_sides)
+    arms = bisect_probe.HalfwayArms(("a.py", None), ("b.py", None), ("good", "commit"), 3, "default", 1, 0.01,
+                                    0.01, clock, mid=bisect_probe.halfway(1.20))
+    v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
+    assert v.slower is False and v.run.decision == SAME
+    assert len(v.run.ratios) == v.run.looks[-1]["pairs"] and len(sides_made) == 1
+    assert 1.0 < v.run.median < 1.06

@@ -107,8 +107,12 @@ def _logged(state, probe, log: Path, console) -> None:
     console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {printable(c.subject)}: {what}"
                        + (f", {_effect(probe)}" if probe.verdict else "") + f" [{probe.seconds:.0f}s]"))
     threshold = (probe.verdict or {}).get("threshold", 0.0)
-    if probe.outcome == "same" and probe.median_ratio is not None and probe.median_ratio > 1 + threshold:
-        # The gate's test could not tell with so few pairs; the bisection goes on as if not slower.
+    if probe.sha != state.bad.sha:  # like good or like bad: say when the pairs could not tell
+        for note in (probe.verdict or {}).get("notes", []):
+            if note.startswith("undecided"):
+                console.print(Text(f"  {note}", style="yellow"))
+    elif probe.outcome == "same" and probe.median_ratio is not None and probe.median_ratio > 1 + threshold:
+        # The gate's test could not tell with so few pairs: nothing is bisected.
         console.print(Text(f"  undecided rather than the same: the median is above the threshold "
                            f"(+{threshold:.0%}) but {len(probe.ratios)} pairs could not show it; a longer "
                            "--max-time gives the test more pairs", style="yellow"))

@@ -6,8 +6,14 @@ The state is the log itself: the commits between `good` and `bad` (first-parent,
 log alone, so a bisection that was interrupted resumes from its stored log, and the logic is
 tested with a fake prober and no timing.
 
-The first probe is `bad` itself: if it is not slower than `good` there is nothing to find. Then,
-like `git bisect`: the lowest slower commit bounds the range from above, the highest commit
+The first probe is `bad` itself, judged by the gate's own rule (its sequential test and false-alarm
+rate): if it is not slower than `good` there is nothing to find, and no commit is named. Every
+later probe asks a different question, with the size of the slowdown now known: is this commit
+like `good` or like `bad`? Its pairs against `good` are classified by which side of halfway
+(between no change and bad's confirmed ratio) their centre lies, measured until a signed-rank test
+puts it on one side (`classify`): the gate's own rule would call a commit that carries the whole
+5% slowdown "not shown slower" whenever its 15 s of pairs fall short of significance, and a
+bisection that takes that for "same" names a later commit. Then, like `git bisect`: the lowest slower commit bounds the range from above, the highest commit
 below it that is not slower bounds it from below, and the untested commit nearest the middle is
 probed next; a commit that could not be built or run is skipped (never probed again) and the
 neighbour nearest the middle is taken instead. When no untested commit is left in the range,
@@ -25,6 +31,31 @@ from perfsuite.stats import summary as stats
 
 SLOWER, SAME, SKIPPED = "slower", "same", "skipped"
 NOT_SLOWER, FOUND = "not slower", "found"
+# Per look of a probe's classification: the chance of putting a commit on the wrong side of halfway.
+CLASSIFY_ALPHA = 0.01
+
+
+def halfway(confirmed_ratio: float) -> float:
+    """The log ratio halfway between no change and bad's confirmed slowdown (a ratio > 1)."""
+    import math
+
+    return math.log(confirmed_ratio) / 2.0
+
+
+def classify(ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA) -> str | None:
+    """A commit's pairs against good (time ratios) put on one side of `mid` (a log ratio): SLOWER
+    when their centre is above it at level `alpha` (one-sided Wilcoxon signed rank), SAME when
+    below, None while the pairs cannot tell."""
+    import math
+
+    logs = [math.log(r) for r in ratios]
+    if len(logs) < 6:  # the signed-rank test cannot reach 1% below 7 pairs
+        return None
+    if stats.signed_rank_greater(logs, mid) < alpha:
+        return SLOWER
+    if stats.signed_rank_greater([-x for x in logs], -mid) < alpha:
+        return SAME
+    return None
 
 
 @dataclass(frozen=True)
@@ -184,11 +215,12 @@ class Bisection:
                                    [c.sha for c in other.commits], other.settings)
 
 
-def run_bisection(state: Bisection, prober: Callable[[Commit], Probe],
+def run_bisection(state: Bisection, prober: Callable[[Commit, Probe | None], Probe],
                   after_probe: Callable[[Bisection, Probe], None] = lambda s, p: None) -> Answer:
-    """Probe until the answer is known; `after_probe` runs after each (save the log, say so)."""
+    """Probe until the answer is known; `after_probe` runs after each (save the log, say so). The
+    prober is given the commit and bad's confirmation (None when it is asked to confirm bad)."""
     while (commit := state.next_commit()) is not None:
-        probe = prober(commit)
+        probe = prober(commit, None if commit == state.bad else state.probe_of(state.bad.sha))
         if probe.sha != commit.sha:
             raise ValueError(f"the prober answered for {probe.sha[:12]}, asked for {commit.sha[:12]}")
         state.probes.append(probe)

@@ -18,9 +18,16 @@ import subprocess
 import time
 from pathlib import Path
 
+from dataclasses import dataclass
+
 from perfsuite.compare import sides
-from perfsuite.compare.bisect import SAME, SKIPPED, SLOWER, Commit, Probe
+from perfsuite.compare.bisect import SAME, SKIPPED, SLOWER, Commit, Probe, classify, halfway
+from perfsuite.compare.gate import GateArms
 from perfsuite.core.errors import ConfigError
+
+# A probe after the confirmation measures in looks of half the budget until its pairs fall on one
+# side of halfway, for at most this many budgets.
+LOOK_SHARE, MAX_BUDGETS = 0.5, 4
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -56,6 +63,47 @@ def exists_at(repo: Path, sha: str, rel: Path) -> bool:
     return _git(repo, "cat-file", "-e", f"{sha}:{rel.as_posix()}").returncode == 0
 
 
+@dataclass(frozen=True)
+class HalfwayArms(GateArms):
+    """A commit against good, classified like good or like bad (perfsuite.compare.bisect.classify):
+    the gate's two arms, their pairs gathered in looks of LOOK_SHARE of the budget until they fall
+    on one side of `mid` (half of bad's confirmed log ratio), for at most MAX_BUDGETS budgets; then
+    by the side their median lies on, with a note."""
+
+    mid: float = 0.0
+
+    def measure(self, case, cfg, ctx):
+        import math
+
+        from perfsuite.compare import gate
+        from perfsuite.stats import summary as stats
+
+        running: list = []
+        try:
+            base, now = gate._side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
+                                             case.resolved, cfg.device, self.builds, self.heap_mode, self.threads,
+                                             running, self.base_pool)
+            a, b = [s.steps[0] for s in base], [s.steps[0] for s in now]
+            ratios, looks, runs, decision = [], [], [], None
+            t0 = self.clock.now()
+            while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
+                runs.append(gate.paired_ratios(a, b, self.clock, LOOK_SHARE * cfg.max_time))
+                ratios += runs[-1].ratios
+                decision = classify(ratios, self.mid)
+                looks.append({"pairs": len(ratios), "seconds": self.clock.now() - t0, "decision": decision})
+            notes = [f"classified against halfway to bad's slowdown: ratio {math.exp(self.mid):.3f}"]
+            if decision is None:
+                decision = SLOWER if stats.median([math.log(r) for r in ratios]) > self.mid else SAME
+                notes.append(f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
+                             f"{'bad' if decision == SLOWER else 'good'} by its median ratio {stats.median(ratios):.3f}")
+            faults = sum(s.faults for s in base + now) / max(len(ratios), 1)
+            run = gate.PairedRun(ratios, runs[0].block_size, tuple(looks), decision, 1.0, runs[0].settle, faults)
+            return gate.GateVerdict(case.label, math.expm1(self.mid), run, decision == SLOWER, notes)
+        finally:
+            for s in running:
+                s.close()
+
+
 class Prober:
     """Measures a commit against `good` with the gate; a context manager holding good's worktree."""
 
@@ -80,8 +128,10 @@ class Prober:
     def __exit__(self, *exc) -> None:
         self._stack.close()
 
-    def __call__(self, commit: Commit) -> Probe:
-        from perfsuite.compare.gate import ALPHA, GateArms, across_cases
+    def __call__(self, commit: Commit, confirmation: Probe | None = None) -> Probe:
+        """`commit` against good: by the gate's rule when it confirms bad (`confirmation` None),
+        else like good or like bad (HalfwayArms, halfway to the confirmation's median ratio)."""
+        from perfsuite.compare.gate import ALPHA, across_cases
         from perfsuite.core.case import Case
         from perfsuite.core.config import RunConfig
         from perfsuite.measure.timing import clock_for
@@ -97,6 +147,9 @@ class Prober:
                             (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.builds, self.heap,
                             self.threads, self.threshold, fdr, sides.SideClock(clock_for(self.device, "host")),
                             base_pool=self.good_sides)
+            if confirmation is not None:
+                arms = HalfwayArms(**{f: getattr(arms, f) for f in arms.__dataclass_fields__},
+                                   mid=halfway(confirmation.median_ratio))
             out = run_cases([Case(self.workload, self.params)], RunConfig(device=self.device, max_time=self.budget_s),
                             self.device, measure=arms)
         if out.interrupted:  # the case loop keeps what finished; a bisection stops at Ctrl-C
@@ -107,5 +160,5 @@ class Prober:
             return Probe(commit.sha, SKIPPED, error=(f.get("error") or "failed")[:4000], seconds=seconds)
         if out.unsupported:
             raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
-        (v,) = across_cases(out.records, fdr)
+        (v,) = across_cases(out.records, fdr) if confirmation is None else out.records
         return Probe(commit.sha, SLOWER if v.slower else SAME, v.to_dict(), seconds=seconds)
