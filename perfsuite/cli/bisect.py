@@ -15,7 +15,7 @@ from perfsuite.core.errors import ConfigError, PerfsuiteError
 def bisect_command(args, console) -> int:
     from perfsuite.compare import bisect as b
     from perfsuite.compare import sides
-    from perfsuite.compare.bisect_probe import Prober, exists_at, first_parent_commits, subject
+    from perfsuite.compare.bisect_probe import MAX_BUDGETS, Prober, exists_at, first_parent_commits, subject
     from perfsuite.core import registry
     from perfsuite.core.config import RunConfig, resolve_device
     from perfsuite.core.params import single_values
@@ -48,7 +48,7 @@ def bisect_command(args, console) -> int:
 
     probes = math.ceil(math.log2(len(commits)))  # bad is known slower once confirmed: halve the rest
     console.print(Text(f"bisecting {len(commits)} first-parent commit(s) of {repo} after {good[:12]} up to "
-                       f"{bad[:12]}: about {probes} probe(s) after confirming --bad, {args.budget:g}s each plus "
+                       f"{bad[:12]}: about {probes} probe(s) after confirming --bad, {args.budget:g}-{MAX_BUDGETS * args.budget:g}s each plus "
                        f"start-up; log {log}"))
     with Prober(w, params, repo, rel, good, device, budget_s=args.budget, builds=args.builds,
                 threshold=args.threshold, threads=args.threads, heap=args.heap, fdr=args.fdr) as prober:

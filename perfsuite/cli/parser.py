@@ -89,7 +89,8 @@ def bisect_and_why(sub) -> None:
     bi.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     bi.add_argument("--device", default="auto")
     bi.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
-                    default=15.0, help="seconds per probe, as the gate's --max-time (default 15)")
+                    default=15.0, help="seconds per probe, as the gate's --max-time (default 15); a probe after "
+                         "the confirmation takes up to 4x that to tell good from bad")
     bi.add_argument("--threshold", type=float, default=0.01,
                     help="smallest slowdown that counts, as the gate's (default 0.01)")
     bi.add_argument("--fdr", type=_positive_float("--fdr"), default=0.01,
