@@ -374,3 +374,32 @@ def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(m
     assert v.slower is False and v.run.decision == SAME
     assert len(v.run.ratios) == v.run.looks[-1]["pairs"] and len(sides_made) == 1
     assert 1.0 < v.run.median < 1.06
+
+
+def test_the_confirmation_reads_four_budgets_of_pairs_and_shows_a_5pc_slowdown_that_one_budget_misses():
+    """10% noise per step (this VM on a bad day): the gate's one 15 s budget shows a 5% slowdown in
+    a minority of trials; the confirmation's four, read at CONFIRM_LOOKS, in (nearly) all; and an
+    unchanged bad is not confirmed either way."""
+    from fakeclock import FakeClock
+
+    from perfsuite.compare.bisect_probe import CONFIRM_LOOKS, MAX_BUDGETS
+    from perfsuite.compare.gate import GateCase, gate_case
+
+    class Step:
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self):
+            return None
+
+    def caught(factor, budget, looks, seeds=range(8)):
+        n = 0
+        for seed in seeds:
+            clock = FakeClock(step_s=0.1, noise=0.10, seed=seed, speed=lambda fn: getattr(fn, "factor", 1.0))
+            case = GateCase("c", [Step(1.0) for _ in range(3)], [Step(factor) for _ in range(3)])
+            n += gate_case(case, clock, 0.01, budget, 0.01, looks).run.decision == "slower"
+        return n
+
+    assert caught(1.05, MAX_BUDGETS * 15.0, CONFIRM_LOOKS) >= 7
+    assert caught(1.05, 15.0, (0.5, 0.75, 1.0)) <= 5
+    assert caught(1.0, MAX_BUDGETS * 15.0, CONFIRM_LOOKS) == 0

@@ -191,10 +191,13 @@ def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget
     return across_cases([gate_case(c, clock, threshold, budget_s, q) for c in cases], q)
 
 
-def gate_case(c: GateCase, clock: Clock, threshold: float, budget_s: float, q: float = ALPHA) -> GateVerdict:
-    """One case's sequential test; `slower` is decided across cases by `across_cases`."""
+def gate_case(c: GateCase, clock: Clock, threshold: float, budget_s: float, q: float = ALPHA,
+              looks: tuple[float, ...] = sequential.LOOKS) -> GateVerdict:
+    """One case's sequential test, read at `looks` (fractions of the budget); `slower` is decided
+    across cases by `across_cases`."""
     thr = max(threshold, c.floor)
-    return GateVerdict(c.label, thr, paired_ratios(c.step_a, c.step_b, clock, budget_s, threshold=thr, alpha=q))
+    return GateVerdict(c.label, thr, paired_ratios(c.step_a, c.step_b, clock, budget_s, threshold=thr, alpha=q,
+                                                   looks=looks))
 
 
 def across_cases(verdicts: list[GateVerdict], q: float = ALPHA) -> list[GateVerdict]:
@@ -317,6 +320,7 @@ class GateArms(Measure):
     clock: Clock
     floors: dict = field(default_factory=dict)
     base_pool: Any = None  # sides.SidePool keeping the base side's processes across cases (bisect)
+    looks: tuple = sequential.LOOKS  # fractions of the case's budget at which its test is read
     kind = "gate"
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> GateVerdict:
@@ -328,7 +332,8 @@ class GateArms(Measure):
                                         case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running,
                                         self.base_pool)
             v = gate_case(GateCase(case.label, [s.steps[0] for s in base], [s.steps[0] for s in now],
-                                   self.floors.get(case.label, 0.0)), self.clock, self.threshold, cfg.max_time, self.fdr)
+                                   self.floors.get(case.label, 0.0)), self.clock, self.threshold, cfg.max_time, self.fdr,
+                          self.looks)
             # The faults that matter happen in the sides' timed blocks, not in this process.
             v.run = replace(v.run, faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1))
             return v
