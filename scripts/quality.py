@@ -38,6 +38,7 @@ CASES = {  # name: (workload, params, the peers' workload for pytest-benchmark)
     "resnet size=ci batch_size=8": ("resnet", {"size": "ci", "batch_size": 8}, "W2"),
 }
 SLOWDOWN = 0.10
+LEARN_FROM = 5  # base runs `compare` learns the drift between runs from, in the second verdict
 
 
 def _padding(size: int):
@@ -188,6 +189,13 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
            for r in base]
     verdicts = {kind: [compare_records([b], [n]).cases[0] for b, n in zip(base, news)]
                 for kind, news in (("unchanged", same), ("slowed", slow))}
+    # The same pairs judged against the drift learned from base runs (compare BASE... NEW): each
+    # base run with the LEARN_FROM - 1 base runs before it (cyclically: the runs were interleaved,
+    # so which came first says nothing), as a user who kept their last few runs would.
+    k = min(LEARN_FROM, len(base))
+    history = [[base[(i - j) % len(base)] for j in range(k - 1, -1, -1)] for i in range(len(base))]
+    learned = {kind: [compare_records(h, [n]).cases[0] for h, n in zip(history, news)]
+               for kind, news in (("unchanged", same), ("slowed", slow))}
     return {
         "perfsuite": {**_spread(medians), "covered": covered,
                       "covered_without_run_drift": sum(covers(lo, hi) for lo, hi in own),
@@ -205,6 +213,10 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
                            "verdicts": [c.verdict for c in cs], "ratios": [c.ratio for c in cs],
                            "noise": [c.noise for c in cs], "p": [c.p_value for c in cs]}
                     for kind, cs in verdicts.items()},
+        "compare_learned": {"base_runs": k,
+                            **{kind: {"slower": sum(c.verdict == "slower" for c in cs),
+                                      "verdicts": [c.verdict for c in cs], "noise": [c.noise for c in cs]}
+                               for kind, cs in learned.items()}},
     }
 
 
@@ -237,8 +249,9 @@ def summary(results: list[dict]) -> str:
              "Written by `python scripts/quality.py`; raw numbers in `quality.json`.", "",
              "| case | runs | budget, processes, wall per run, 1-min load | intervals covering the median of medians | "
              "perfsuite CV / range | "
-             "pytest-benchmark CV / range | unchanged called slower | +10% called slower |",
-             "|---|---|---|---|---|---|---|---|"]
+             "pytest-benchmark CV / range | unchanged called slower | +10% called slower | "
+             f"the same, against {LEARN_FROM} base runs |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         p, b, c = r["perfsuite"], r["pytest_benchmark"], r["compare"]
         lines.append(f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s, {p['processes'][0]} processes, "
@@ -247,7 +260,9 @@ def summary(results: list[dict]) -> str:
                      f"({p['covered_without_run_drift']}/{r['runs']} without run_drift) | "
                      f"{p['cv']:.1%} / {p['range_over_median']:.1%} | {b['cv']:.1%} / {b['range_over_median']:.1%} | "
                      f"{c['unchanged']['slower']}/{r['runs']} | {c['slowed']['slower']}/{r['runs']} "
-                     f"(injected {r['slowdown_estimated']:.1%}) |")
+                     f"(injected {r['slowdown_estimated']:.1%}) | "
+                     + (f"{r['compare_learned']['unchanged']['slower']}/{r['runs']} and "
+                        f"{r['compare_learned']['slowed']['slower']}/{r['runs']} |" if "compare_learned" in r else "- |"))
     lines += ["", "Goals: >= 90% of intervals cover the median of medians; unchanged code called slower "
               "<= 1 in 20; the 10% slowdown called slower >= 18 in 20."]
     return "\n".join(lines) + "\n"

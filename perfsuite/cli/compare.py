@@ -15,7 +15,8 @@ def cmd_compare(args, console) -> int:
     from perfsuite.report.console import comparison_table
     from perfsuite.storage.files import load_records
 
-    base, new = load_records(args.base), load_records(args.new)
+    base = [r for path in args.base for r in load_records(path)]  # runs in the order given: the last is compared
+    new = load_records(args.new)
     floors = None
     if args.floors is not None and args.floors.exists():
         from perfsuite.storage.files import load_document
@@ -24,7 +25,7 @@ def cmd_compare(args, console) -> int:
     cmp = compare_records(base, new, threshold=args.threshold, alpha=args.alpha,
                           allow_env_mismatch=args.allow_env_mismatch, floors=floors)
     if not cmp.cases:
-        raise PerfsuiteError(f"{args.base} and {args.new} have no case in common")
+        raise PerfsuiteError(f"{', '.join(map(str, args.base))} and {args.new} have no case in common")
     if args.json:
         from perfsuite.storage.files import dumps
 

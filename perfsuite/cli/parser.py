@@ -199,7 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     measuring(peak)
 
     cmp = sub.add_parser("compare", help="compare two results files case by case")
-    cmp.add_argument("base", type=Path)
+    cmp.add_argument("base", type=Path, nargs="+",
+                     help="the base's results; three or more runs of a case teach compare how much separate "
+                          "runs of unchanged code differ")
     cmp.add_argument("new", type=Path)
     cmp.add_argument("--threshold", type=_positive_float("--threshold"), default=0.05,
                      help="slowdown that fails the comparison, as a fraction (default 0.05)")

@@ -13,7 +13,9 @@ the step it rotated (record.units()), not on its pooled samples:
   independent units: a run's centre then varies by their log SD / sqrt(N). Build medians share one
   process, whose placement moves them together: a one-process run's centre varies by at least
   their whole log SD (more, which only a learned floor can say); and both runs' drift with the
-  machine's state (RunConfig.run_drift, stored in each record's config), which neither can see;
+  machine's state (RunConfig.run_drift, stored in each record's config), which neither can see,
+  or, where the base holds three or more runs of the case (`perfsuite compare BASE BASE BASE NEW`,
+  or re-measures in one file), the drift learned from them (`learned_drift`) when that is larger;
 - *slower* when the ratio exceeds 1 + threshold and 1 + noise band, the interval lies wholly
   above 1 and p < alpha; *faster* is the mirror image; a change beyond the threshold that the
   units or the noise band cannot support is *noisy*; anything else is *same*.
@@ -107,6 +109,23 @@ def noise_band(base_units: list[float] | None, new_units: list[float] | None, fl
     return max(floor, math.exp(2.0 * math.sqrt(var)) - 1.0)
 
 
+MIN_RUNS_TO_LEARN = 3
+
+
+def learned_drift(runs: list[Record]) -> float | None:
+    """What separate runs of the same code moved by, learned from several base runs of one case: a
+    95% half-width (as RunConfig.run_drift), t(0.975, K-1) SDs of their K log medians (the t
+    quantile widens it for a few runs' uncertain SD). None below MIN_RUNS_TO_LEARN runs. The runs'
+    medians carry their own sampling noise too: what a run's centre moves by, all of it."""
+    medians = [r.median_s for r in runs if r.median_s and r.median_s > 0 and math.isfinite(r.median_s)]
+    if len(medians) < MIN_RUNS_TO_LEARN:
+        return None
+    from scipy.stats import t
+
+    sd = float(np.std(np.log(np.asarray(medians, dtype=float)), ddof=1))
+    return math.expm1(float(t.ppf(0.975, len(medians) - 1)) * sd)
+
+
 def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
                   alpha: float = 0.01, floor: float = 0.0,
                   independent: tuple[bool, bool] = (False, False), drift: float = 0.0) -> CaseComparison:
@@ -190,11 +209,17 @@ def compare_records(
     floors: dict[str, float] | None = None,
 ) -> Comparison:
     """Match records by case (workload, params, device) and compare each pair. `floors` are
-    learned noise floors by case label (`perfsuite gate --learn-floor`), fractions."""
+    learned noise floors by case label (`perfsuite gate --learn-floor`), fractions. A case the
+    base holds several runs of is compared on its last, and judged against the drift between
+    them (learned_drift) when it is larger than the records' own run_drift."""
     if threshold <= 0:
         raise RecordError(f"threshold must be positive, got {threshold}")
-    # With repeated cases in one file, the last record of a case wins (a re-measure).
-    b = {r.case_key(): r for r in base}
+    base_runs: dict[tuple, list[Record]] = {}
+    for r in base:
+        base_runs.setdefault(r.case_key(), []).append(r)
+    # With repeated cases, the last record of a case is the one compared (a re-measure); the
+    # base's earlier runs say how much separate runs differ.
+    b = {k: runs[-1] for k, runs in base_runs.items()}
     n = {r.case_key(): r for r in new}
     cases = []
     for key in [k for k in n if k in b]:
@@ -210,6 +235,9 @@ def compare_records(
         warnings = refusals + warnings  # allowed, but still said
         floor = (floors or {}).get(rn.label(), 0.0)
         drift = max(rb.config.get("run_drift") or 0.0, rn.config.get("run_drift") or 0.0)
+        learned = learned_drift(base_runs[key])
+        if learned is not None and learned > drift:
+            drift = learned
         ub, un = rb.units(), rn.units()
         if ub and un:
             kinds = [f"{'process' if r.processes else 'build'} medians" for r in (rb, rn)]
@@ -225,6 +253,8 @@ def compare_records(
                             "on samples that cannot see the variation between runs")
             c = compare_samples(rn.label(), list(rb.samples_s), list(rn.samples_s), threshold, alpha,
                                 noise=noise_band(ub, un, floor, (bool(rb.processes), bool(rn.processes)), drift))
+        if learned is not None:
+            basis += f"; separate runs differ by ±{learned:.1%} (learned from {len(base_runs[key])} base runs)"
         cases.append(replace(c, warnings=tuple(warnings), basis=basis))
     return Comparison(
         cases=cases,
