@@ -4,6 +4,7 @@ examples/my-project whose history holds a known slower commit and a commit that 
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -403,3 +404,31 @@ def test_the_confirmation_reads_four_budgets_of_pairs_and_shows_a_5pc_slowdown_t
     assert caught(1.05, MAX_BUDGETS * 15.0, CONFIRM_LOOKS) >= 7
     assert caught(1.05, 15.0, (0.5, 0.75, 1.0)) <= 5
     assert caught(1.0, MAX_BUDGETS * 15.0, CONFIRM_LOOKS) == 0
+
+
+def test_halfway_never_falls_below_half_the_threshold():
+    from perfsuite.compare.bisect import halfway
+
+    assert halfway(1.2, 0.01) == pytest.approx(math.log(1.2) / 2)
+    for odd in (None, 0.97, 1.0, float("nan")):  # a median at or below 1 after a confirmation
+        assert halfway(odd, 0.01) == pytest.approx(math.log(1.01) / 2)
+
+
+def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
+    from rich.console import Console
+
+    from perfsuite.cli.bisect import _resume
+    from perfsuite.compare.bisect import PROBE_RULE
+    from perfsuite.storage.files import atomic_write_text, document
+
+    good, commits = history(4)
+    settings = {"max_time": 15.0, "threads": 1, "rule": PROBE_RULE}
+    old = Bisection("w", {}, "cpu", good, commits, {k: v for k, v in settings.items() if k != "rule"})
+    log = tmp_path / "b.bisect.json"
+    atomic_write_text(log, document("bisect", [old.to_dict()]))
+    with pytest.raises(ConfigError, match="older perfsuite"):
+        _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))
+    other = Bisection("w", {}, "cpu", good, commits, {**settings, "max_time": 30.0})
+    atomic_write_text(log, document("bisect", [other.to_dict()]))
+    with pytest.raises(ConfigError, match="settings differ: max_time"):
+        _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))

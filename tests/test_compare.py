@@ -238,3 +238,15 @@ def test_compare_takes_several_base_files_on_the_command_line(tmp_path, capsys):
     assert main(["compare", *map(str, paths[:1]), str(paths[-1])]) == 1
     assert main(["compare", *map(str, paths)]) == 0
     assert "learned from 5 base runs" in capsys.readouterr().out
+
+
+def test_earlier_base_runs_measured_unlike_the_last_are_left_out_of_the_drift():
+    from dataclasses import replace
+
+    history = [_worker_run(c, 50 + i) for i, c in enumerate([1.0, 0.93, 1.06, 0.97, 1.02])]
+    # Two of them on another thread count: another step, not noise.
+    history[1] = replace(history[1], conditions={**history[1].conditions, "torch_threads": 4})
+    history[2] = replace(history[2], conditions={**history[2].conditions, "torch_threads": 4})
+    (c,) = compare_records(history, [_worker_run(1.0, 97)]).cases
+    assert c.base_runs == 3 and "2 earlier base run(s) measured unlike the last" in " ".join(c.warnings)
+    assert c.to_dict()["drift"] == c.drift > 0.01

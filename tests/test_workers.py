@@ -218,3 +218,32 @@ def test_workers_by_default_are_as_many_as_the_budget_allows_each_with_one_build
     assert len(rec.processes) == 2 and rec.conditions["processes"] == 2  # one per 2 s of budget
     assert rec.builds is None and all(p["conditions"]["builds"] == 1 for p in rec.processes)
     assert rec.config["processes"] is None and rec.config["builds"] is None  # the defaults, as asked
+
+
+def test_an_entry_point_workload_goes_by_name_a_plain_import_as_the_object(monkeypatch, tmp_path):
+    """A worker loads the entry points again, so their workloads are found by name there; a
+    workload only a plain import registered is not, so it is sent as the object."""
+    import importlib.metadata
+
+    from perfsuite.core import discover, registry
+
+    (tmp_path / "ep_pkg_toy.py").write_text(
+        "import perfsuite\n\n\n@perfsuite.workload()\ndef ep_toy(device: str):\n    return perfsuite.Step(lambda: None)\n")
+    (tmp_path / "plain_pkg_toy.py").write_text(
+        "import perfsuite\n\n\n@perfsuite.workload()\ndef plain_toy2(device: str):\n    return perfsuite.Step(lambda: None)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = importlib.metadata.EntryPoint("toy", "ep_pkg_toy", discover.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [ep] if group == ep.group else [])
+    monkeypatch.setattr(discover, "_entry_points_loaded", False)
+    monkeypatch.setattr(discover, "_entry_point_workloads", set())
+    try:
+        discover.load_entry_points()
+        import plain_pkg_toy  # noqa: F401
+        assert workers._portable(registry.get("ep_toy")) == "ep_toy"
+        assert workers._portable(registry.get("plain_toy2")) is registry.get("plain_toy2")
+        assert workers._portable(registry.get("matmul")) == "matmul"
+    finally:
+        for name in ("ep_toy", "plain_toy2"):
+            registry._REGISTRY.pop(name, None)
+        for mod in ("ep_pkg_toy", "plain_pkg_toy"):
+            sys.modules.pop(mod, None)

@@ -41,14 +41,14 @@ def bisect_command(args, console) -> int:
         if not exists_at(repo, sha, rel):
             raise ConfigError(f"{flag} {rev}: {rel} (workload {w.name!r}) does not exist at that revision")
     settings = {"max_time": args.budget, "builds": args.builds, "threshold": args.threshold, "fdr": args.fdr,
-                "threads": args.threads, "heap": args.heap}
+                "threads": args.threads, "heap": args.heap, "rule": b.PROBE_RULE}
     state = b.Bisection(w.name, params, device, b.Commit(good, subject(repo, good)), commits, settings)
     log = args.log or Path(".perfsuite") / "bisect" / f"{w.name}-{good[:10]}-{bad[:10]}.bisect.json"
     _resume(state, log, console)
 
     probes = math.ceil(math.log2(len(commits)))  # bad is known slower once confirmed: halve the rest
     console.print(Text(f"bisecting {len(commits)} first-parent commit(s) of {repo} after {good[:12]} up to "
-                       f"{bad[:12]}: about {probes} probe(s) after confirming --bad, {args.budget:g}-{MAX_BUDGETS * args.budget:g}s each plus "
+                       f"{bad[:12]}: confirming --bad, then about {probes} probe(s), {args.budget:g}-{MAX_BUDGETS * args.budget:g}s each plus "
                        f"start-up; log {log}"))
     with Prober(w, params, repo, rel, good, device, budget_s=args.budget, builds=args.builds,
                 threshold=args.threshold, threads=args.threads, heap=args.heap, fdr=args.fdr) as prober:
@@ -85,8 +85,13 @@ def _resume(state, log: Path, console) -> None:
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"--log {log}: not a readable bisection log ({exc})") from None
     if not state.same_question(old):
-        raise ConfigError(f"--log {log}: the log of another bisection (workload, parameters, revisions or "
-                          "settings differ); remove it or give another --log")
+        if old.settings.get("rule") != state.settings.get("rule"):
+            raise ConfigError(f"--log {log}: written by an older perfsuite, whose probes were judged by another "
+                              "rule; remove it or give another --log")
+        differ = [k for k in sorted(set(old.settings) | set(state.settings))
+                  if old.settings.get(k) != state.settings.get(k)]
+        what = f"settings differ: {', '.join(differ)}" if differ else "workload, parameters or revisions differ"
+        raise ConfigError(f"--log {log}: the log of another bisection ({what}); remove it or give another --log")
     state.probes = old.probes
     console.print(Text(f"resuming from {log}: {len(old.probes)} probe(s) already done"))
 

@@ -35,11 +35,19 @@ NOT_SLOWER, FOUND = "not slower", "found"
 CLASSIFY_ALPHA = 0.01
 
 
-def halfway(confirmed_ratio: float) -> float:
-    """The log ratio halfway between no change and bad's confirmed slowdown (a ratio > 1)."""
+# What a bisection's probes are judged by, stored in its log's settings: a log written under another
+# rule (before 2: every probe by the gate's own test) is not resumed.
+PROBE_RULE = 2
+
+
+def halfway(confirmed_ratio: float | None, threshold: float = 0.0) -> float:
+    """The log ratio halfway between no change and bad's confirmed slowdown, never below half of
+    `threshold` (bad was confirmed slower than 1 + threshold, whatever its pairs' median says)."""
     import math
 
-    return math.log(confirmed_ratio) / 2.0
+    floor = 1.0 + max(threshold, 0.0)
+    ratio = confirmed_ratio if confirmed_ratio is not None and math.isfinite(confirmed_ratio) else floor
+    return math.log(max(ratio, floor)) / 2.0
 
 
 def classify(ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA) -> str | None:

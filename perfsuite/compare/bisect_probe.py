@@ -28,11 +28,11 @@ from perfsuite.core.errors import ConfigError
 # A probe after the confirmation measures in looks of half the budget until its pairs fall on one
 # side of halfway, for at most this many budgets.
 LOOK_SHARE, MAX_BUDGETS = 0.5, 4
-# The confirmation is the gate's sequential test over MAX_BUDGETS budgets, read first where a
-# one-budget gate is first read (at half a budget) and then at every budget: a large slowdown stops
-# it as early as the plain gate, a 5% one gets the pairs to show it on a noisy machine (in 15 s it
-# was shown as often as not on this VM, 2026-11-26), an unchanged one stops at the first look
-# whose pairs sit clearly below the threshold.
+# The confirmation is the gate's sequential test over MAX_BUDGETS budgets, read at half a budget and
+# then at every budget: a 5% slowdown gets the pairs to show it on a noisy machine (in 15 s it was
+# shown as often as not on this VM, 2026-11-26), an unchanged one stops at the first look whose
+# pairs sit clearly below the threshold. The early looks' boundaries are strict (O'Brien-Fleming:
+# 3e-13 at half a budget, 3e-7 at one), so a large slowdown stops after one budget, not half.
 CONFIRM_LOOKS = (0.5 / MAX_BUDGETS, 1 / MAX_BUDGETS, 2 / MAX_BUDGETS, 3 / MAX_BUDGETS, 1.0)
 
 
@@ -156,7 +156,7 @@ class Prober:
             budget = self.budget_s
             if confirmation is not None:
                 arms = HalfwayArms(**{f: getattr(arms, f) for f in arms.__dataclass_fields__},
-                                   mid=halfway(confirmation.median_ratio))
+                                   mid=halfway(confirmation.median_ratio, self.threshold))
             else:
                 arms, budget = replace(arms, looks=CONFIRM_LOOKS), MAX_BUDGETS * self.budget_s
             out = run_cases([Case(self.workload, self.params)], RunConfig(device=self.device, max_time=budget),

@@ -61,6 +61,8 @@ class CaseComparison:
     warnings: tuple[str, ...] = ()  # why the two sides may not be comparable
     basis: str = "samples"  # what was compared: raw samples, or process/build medians (N vs M)
     noise: float = 0.0  # the noise band: what separate runs of unchanged code differ by, as a fraction
+    drift: float = 0.0  # what each run's centre moves by between runs (95% half-width) in that band
+    base_runs: int = 1  # base runs of the case the drift was learned from (1: none, run_drift used)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -235,9 +237,17 @@ def compare_records(
         warnings = refusals + warnings  # allowed, but still said
         floor = (floors or {}).get(rn.label(), 0.0)
         drift = max(rb.config.get("run_drift") or 0.0, rn.config.get("run_drift") or 0.0)
-        learned = learned_drift(base_runs[key])
+        # Earlier base runs teach the drift only when measured like the one compared: another
+        # thread count or environment is another step, whose difference is not noise.
+        alike = [r for r in base_runs[key][:-1]
+                 if not measurement_differences(r, rb)[0] and not (r.env and rb.env and envmod.mismatches(r.env, rb.env))]
+        if len(alike) < len(base_runs[key]) - 1:
+            warnings.append(f"{len(base_runs[key]) - 1 - len(alike)} earlier base run(s) measured unlike the last "
+                            "(threads or environment) were left out of the drift between runs")
+        learned = learned_drift([*alike, rb])
+        runs_used = 1
         if learned is not None and learned > drift:
-            drift = learned
+            drift, runs_used = learned, len(alike) + 1
         ub, un = rb.units(), rn.units()
         if ub and un:
             kinds = [f"{'process' if r.processes else 'build'} medians" for r in (rb, rn)]
@@ -253,9 +263,9 @@ def compare_records(
                             "on samples that cannot see the variation between runs")
             c = compare_samples(rn.label(), list(rb.samples_s), list(rn.samples_s), threshold, alpha,
                                 noise=noise_band(ub, un, floor, (bool(rb.processes), bool(rn.processes)), drift))
-        if learned is not None:
-            basis += f"; separate runs differ by ±{learned:.1%} (learned from {len(base_runs[key])} base runs)"
-        cases.append(replace(c, warnings=tuple(warnings), basis=basis))
+        if runs_used > 1:
+            basis += f"; separate runs differ by ±{drift:.1%} (learned from {runs_used} base runs)"
+        cases.append(replace(c, warnings=tuple(warnings), basis=basis, drift=drift, base_runs=runs_used))
     return Comparison(
         cases=cases,
         only_base=[b[k].label() for k in b if k not in n],

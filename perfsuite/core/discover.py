@@ -22,6 +22,7 @@ ENTRY_POINT_GROUP = "perfsuite.workloads"
 
 _loaded: dict[Path, str] = {}  # resolved file -> module name
 _entry_points_loaded = False
+_entry_point_workloads: set[str] = set()
 
 
 class WorkloadFileError(ConfigError):
@@ -136,6 +137,9 @@ def load_entry_points() -> list[str]:
     _entry_points_loaded = True
     from importlib.metadata import entry_points
 
+    from perfsuite.core import registry
+
+    before = set(registry.names())
     out = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.value.split(":")[0].startswith("perfsuite.workloads"):
@@ -148,7 +152,14 @@ def load_entry_points() -> list[str]:
             raise WorkloadFileError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
                                     f"failed to load: {type(exc).__name__}: {exc}") from None
         out.append(ep.value)
+    _entry_point_workloads.update(set(registry.names()) - before)
     return out
+
+
+def entry_point_workloads() -> frozenset[str]:
+    """The workloads installed packages' entry points registered here: a worker process that loads
+    the entry points finds them by name too."""
+    return frozenset(_entry_point_workloads)
 
 
 def discover(paths: list[str | Path] = (), start: Path | None = None) -> list[Path]:

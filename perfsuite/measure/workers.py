@@ -93,12 +93,13 @@ def worker_main(conn, job: Job) -> None:
 
 def _portable(workload: Workload) -> Workload | str:
     """The workload as a worker will find it: by name when the worker registers it too (perfsuite's
-    own, or declared in a file discovery loaded, which the worker loads again), else the object
+    own, an installed package's entry point, or declared in a file discovery loaded, which the
+    worker loads again), else the object
     itself (pickled by reference: the worker imports the user's module, as their script did)."""
     from pathlib import Path
 
     from perfsuite.core import registry
-    from perfsuite.core.discover import loaded_paths
+    from perfsuite.core.discover import entry_point_workloads, loaded_paths
 
     try:
         if registry.get(workload.name) is not workload:
@@ -106,7 +107,8 @@ def _portable(workload: Workload) -> Workload | str:
     except ConfigError:
         return workload
     source = Path(workload.source.rsplit(":", 1)[0]).resolve() if workload.source else None
-    if workload.builtin or (source is not None and str(source) in loaded_paths()):
+    if workload.builtin or workload.name in entry_point_workloads() or (
+            source is not None and str(source) in loaded_paths()):
         return workload.name
     return workload
 
