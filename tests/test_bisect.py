@@ -432,3 +432,42 @@ def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
     atomic_write_text(log, document("bisect", [other.to_dict()]))
     with pytest.raises(ConfigError, match="settings differ: max_time"):
         _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))
+
+
+def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skipped(monkeypatch, tmp_path):
+    """Good's side processes live for the whole bisection; one killed from outside (seen once:
+    exit -15 mid-probe) is good's failure, not the candidate's: the probe runs again."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from perfsuite.compare import bisect_probe, sides
+    from perfsuite.core.registry import get
+    from perfsuite.run import execute
+
+    monkeypatch.setattr(sides, "worktree", lambda repo, sha: contextlib.nullcontext(tmp_path))
+    monkeypatch.setattr(bisect_probe, "exists_at", lambda repo, sha, rel: True)
+    good = "a" * 40
+    verdict = SimpleNamespace(slower=True, to_dict=lambda: {"ratios": [1.1] * 8, "slower": True})
+    answers = [SimpleNamespace(interrupted=False, unsupported=[], records=[],
+                               failures=[{"error": f"SideFailed: good {good[:12]}: the side process ended (exit -15):"}]),
+               SimpleNamespace(interrupted=False, unsupported=[], failures=[], records=[verdict])]
+    calls = []
+
+    def fake_run_cases(cases, cfg, device, measure=None, **kw):
+        calls.append(measure)
+        return answers[len(calls) - 1]
+
+    monkeypatch.setattr(execute, "run_cases", fake_run_cases)
+    confirmation = Probe("b" * 40, SLOWER, {"ratios": [1.1] * 8})
+    with bisect_probe.Prober(get("noop"), {}, tmp_path, Path("w.py"), good, "cpu", budget_s=1.0, builds=1,
+                             threshold=0.01, threads=1) as prober:
+        probe = prober(Commit("c" * 40, "candidate"), confirmation)
+    assert len(calls) == 2 and probe.outcome == SLOWER
+    # A candidate's own failure skips it at once.
+    answers[:] = [SimpleNamespace(interrupted=False, unsupported=[], records=[],
+                                  failures=[{"error": "SideFailed: commit cccccccccccc: ImportError"}])]
+    calls.clear()
+    with bisect_probe.Prober(get("noop"), {}, tmp_path, Path("w.py"), good, "cpu", budget_s=1.0, builds=1,
+                             threshold=0.01, threads=1) as prober:
+        assert prober(Commit("c" * 40, "candidate"), confirmation).outcome == SKIPPED
+    assert len(calls) == 1
