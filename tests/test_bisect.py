@@ -435,8 +435,8 @@ def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
 
 
 def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skipped(monkeypatch, tmp_path):
-    """Good's side processes live for the whole bisection; one killed from outside (seen once:
-    exit -15 mid-probe) is good's failure, not the candidate's: the probe runs again."""
+    """Good's side processes live for the whole bisection; one killed from outside (the OOM killer,
+    a stray signal) is good's failure, not the candidate's: the probe runs again."""
     import contextlib
     from types import SimpleNamespace
 

@@ -162,8 +162,9 @@ class Prober:
             for attempt in range(2):
                 out = run_cases([Case(self.workload, self.params)], RunConfig(device=self.device, max_time=budget),
                                 self.device, measure=arms)
-                # A good side that ended mid-probe (killed from outside: a kept side lives for the
-                # whole bisection) is not the candidate's failure: the pool starts a fresh one.
+                # A good side that ended mid-probe (killed from outside, by the OOM killer or a
+                # stray signal: a kept side lives for the whole bisection) is not the candidate's
+                # failure: the pool starts a fresh one and the probe runs again, once.
                 if not (out.failures and f": good {self.good[:12]}: " in f": {out.failures[0].get('error', '')}"):
                     break
         if out.interrupted:  # the case loop keeps what finished; a bisection stops at Ctrl-C
