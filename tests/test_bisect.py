@@ -432,6 +432,12 @@ def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
     atomic_write_text(log, document("bisect", [other.to_dict()]))
     with pytest.raises(ConfigError, match="settings differ: max_time"):
         _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))
+    # The log of the same bisection, under today's rule, is resumed: its probes are taken.
+    same = Bisection("w", {}, "cpu", good, commits, settings, [Probe(commits[-1].sha, SLOWER, {"ratios": [1.2] * 8})])
+    atomic_write_text(log, document("bisect", [same.to_dict()]))
+    fresh = Bisection("w", {}, "cpu", good, commits, settings)
+    _resume(fresh, log, Console(file=io.StringIO()))
+    assert [p.sha for p in fresh.probes] == [commits[-1].sha] and fresh.probes[0].outcome == SLOWER
 
 
 def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skipped(monkeypatch, tmp_path):

@@ -124,8 +124,7 @@ def learned_drift(runs: list[Record]) -> float | None:
         return None
     from scipy.stats import t
 
-    sd = float(np.std(np.log(np.asarray(medians, dtype=float)), ddof=1))
-    return math.expm1(float(t.ppf(0.975, len(medians) - 1)) * sd)
+    return math.expm1(float(t.ppf(0.975, len(medians) - 1)) * _log_sd(medians))
 
 
 def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
