@@ -1,7 +1,11 @@
 """Bisect's good revision keeps its side processes across probes (perfsuite.compare.sides.SidePool);
-start_all starts the rest together. Fake sides: no process is started here."""
+start_all starts the rest together (fake sides: no process is started), and one real side forked
+from the fork server."""
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +29,9 @@ class FakeSide:
         FakeSide.started.append(self)
         if label == "broken":
             raise RuntimeError("cannot start")
+
+    def alive(self):
+        return self.proc.poll() is None
 
     def ready(self):
         self.readied += 1
@@ -82,3 +89,75 @@ def test_without_a_pool_every_side_starts_and_a_failing_start_leaves_the_started
     with pytest.raises(RuntimeError, match="cannot start"):
         sides.start_all([spec("a", keep=True), spec("broken")], running)
     assert [s.label for s in running] == ["a"]  # started, handed to the caller to close
+
+
+# ---- a real side process ----------------------------------------------------------------------------
+
+SIDE_FILE = '''import os
+import sys
+
+import perfsuite
+import mymod
+
+try:
+    import only_in_the_parent  # on the parent's sys.path, never a side's
+    print("leaked", flush=True)
+except ImportError:
+    pass
+print("side", os.getpid(), "parent", os.getppid(), flush=True)
+
+
+@perfsuite.workload(params={"n": 1})
+def w(n: int, device: str):
+    def step():
+        pass
+
+    return perfsuite.Step(step, items=mymod.VALUE, unit="things")
+'''
+
+
+def test_a_real_side_is_forked_from_the_server_runs_its_checkouts_code_and_its_death_is_reported(tmp_path,
+                                                                                                 monkeypatch):
+    """Sides fork from the fork server the workers come from (torch imported there once), not from a
+    new interpreter each: the side's parent is that server, its project module comes from its own
+    checkout, its prints go to its log (kept readable, its name removed), and a side that dies is a
+    SideFailed naming its exit code."""
+    import os
+    import re
+    import sys
+
+    root = tmp_path / "checkout"
+    (root / "mymod").mkdir(parents=True)
+    (root / "mymod" / "__init__.py").write_text("VALUE = 3\n")
+    (root / "w.py").write_text(SIDE_FILE)
+    logs = tmp_path / "tmp"
+    logs.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(logs))
+    # The parent's own path and modules: another mymod, and a module no checkout has.
+    other = tmp_path / "working-tree"
+    (other / "mymod").mkdir(parents=True)
+    (other / "mymod" / "__init__.py").write_text("VALUE = 5\n")
+    (other / "only_in_the_parent.py").write_text("")
+    monkeypatch.syspath_prepend(str(other))
+    monkeypatch.setitem(sys.modules, "mymod", None)  # what is there now comes back after the test
+    del sys.modules["mymod"]
+    import mymod  # in this process's module table while the side starts
+
+    assert mymod.VALUE == 5
+    s = sides.Side("base", root / "w.py", "w", {"n": 1}, "cpu", builds=2, heap="default", threads=1, root=root)
+    try:
+        assert s.work["items_per_step"] == 3 and len(s.steps) == 2  # mymod of this checkout, not ours
+        assert "leaked" not in s.output()
+        assert s.steps[1].time(4) >= 0
+        side_pid, parent_pid = (int(x) for x in re.search(r"side (\d+) parent (\d+)", s.output()).groups())
+        assert side_pid == s.proc.pid and parent_pid != os.getpid()
+        server = Path(f"/proc/{parent_pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        assert "multiprocessing.forkserver" in server and "torch" in server  # it preloaded torch
+        assert not list(logs.glob("perfsuite-side-*"))  # the log's name is gone once the side has it open
+        s.proc.kill()
+        s.proc.join()
+        assert not s.alive()
+        with pytest.raises(sides.SideFailed, match=r"base: the side process ended \(exit -9\)"):
+            s.steps[0].time(1)
+    finally:
+        s.close()

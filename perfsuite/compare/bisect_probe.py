@@ -84,11 +84,7 @@ class HalfwayArms(GateArms):
         from perfsuite.compare import gate
         from perfsuite.stats import summary as stats
 
-        running: list = []
-        try:
-            base, now = gate._side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
-                                             case.resolved, cfg.device, self.builds, self.heap_mode, self.threads,
-                                             running, self.base_pool)
+        with self.side_processes(case, cfg) as (base, now):
             a, b = [s.steps[0] for s in base], [s.steps[0] for s in now]
             ratios, looks, runs, decision = [], [], [], None
             t0 = self.clock.now()
@@ -103,11 +99,9 @@ class HalfwayArms(GateArms):
                 notes.append(f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
                              f"{'bad' if decision == SLOWER else 'good'} by its median ratio {stats.median(ratios):.3f}")
             faults = sum(s.faults for s in base + now) / max(len(ratios), 1)
-            run = gate.PairedRun(ratios, runs[0].block_size, tuple(looks), decision, 1.0, runs[0].settle, faults)
+            run = gate.PairedRun(ratios, runs[0].block_size, tuple(looks), decision, 1.0,
+                                 gate.sides_settle(base + now), faults)
             return gate.GateVerdict(case.label, math.expm1(self.mid), run, decision == SLOWER, notes)
-        finally:
-            for s in running:
-                s.close()
 
 
 class Prober:

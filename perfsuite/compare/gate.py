@@ -27,6 +27,8 @@ per pair were left.
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -66,7 +68,8 @@ class PairedRun:
     looks: tuple = ()  # per look read: pairs so far, p, the look's boundary, seconds
     decision: str | None = None  # sequential.SLOWER / NOT_SLOWER; None when no test was read
     p: float = 1.0  # on the alpha scale: below alpha exactly when the test said slower
-    settle: dict | None = None  # heap.settle's account before the budget; None when the heap is not held
+    # heap.settle's account before the budget ({"sides": [...]}: one per side process); None: not held
+    settle: dict | None = None
     faults_per_pair: float = 0.0  # minor page faults per pair while the pairs ran
 
     @property
@@ -286,6 +289,12 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 
+def sides_settle(processes: list) -> dict | None:
+    """Each side process's heap.settle account (None where its heap is not held), for the verdict."""
+    accounts = [dict(s.settle, side=s.label) for s in processes if getattr(s, "settle", None)]
+    return {"sides": accounts} if accounts else None
+
+
 def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, device: str, k: int, heap_mode: str,
                     threads: int | None, running: list, pool=None) -> tuple[list, list]:
     """k processes for each side, started together (A B A B ...); each holds one build. `file_a`, `file_b`:
@@ -323,23 +332,30 @@ class GateArms(Measure):
     looks: tuple = sequential.LOOKS  # fractions of the case's budget at which its test is read
     kind = "gate"
 
-    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> GateVerdict:
+    @contextlib.contextmanager
+    def side_processes(self, case: Case, cfg: RunConfig):
+        """The case's side processes while they are used: (base's, the working tree's), each a list
+        of `builds` sides; the ones started for this case are closed on the way out (a pool's stay)."""
         from perfsuite.compare import sides
 
         running: list = []
         try:
-            base, now = _side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
-                                        case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running,
-                                        self.base_pool)
+            yield _side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
+                                  case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running,
+                                  self.base_pool)
+        finally:
+            for s in running:
+                s.close()
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> GateVerdict:
+        with self.side_processes(case, cfg) as (base, now):
             v = gate_case(GateCase(case.label, [s.steps[0] for s in base], [s.steps[0] for s in now],
                                    self.floors.get(case.label, 0.0)), self.clock, self.threshold, cfg.max_time, self.fdr,
                           self.looks)
             # The faults that matter happen in the sides' timed blocks, not in this process.
-            v.run = replace(v.run, faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1))
+            v.run = replace(v.run, faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1),
+                            settle=sides_settle(base + now))
             return v
-        finally:
-            for s in running:
-                s.close()
 
 
 def gate_sides(new, cases: list[dict], args, device: str, threads: int | None, floors: dict, events=None):

@@ -1,4 +1,4 @@
-"""One side of a gate, in a process of its own: `python -m perfsuite.compare.side_worker`.
+"""One side of a gate, in a process of its own, forked from perfsuite's fork server.
 
 Two revisions of the user's code cannot share one interpreter's module table (both import
 `myproj.model`), so the gate runs each side here, in its own checkout, and drives the two in
@@ -8,23 +8,31 @@ heap, and answers requests on a private pipe: call a build once, time n calls of
 `perfsuite why`) profile a window of its steps and read one step's peak memory
 (perfsuite.profiling.ops), outside any timed block.
 
-Requests and answers are JSON lines on the file descriptors given by PERFSUITE_SIDE_FDS; the
-user's own prints go to stderr, never into the protocol.
+The process is forked from the server perfsuite's worker processes come from
+(perfsuite.measure.workers.context: torch, torchvision and perfsuite's core imported once), so a
+side costs a fork and its builds, not an interpreter and a torch import (2-5 s each here: a
+bisection starts three sides per probe). Requests and answers are dicts on a private
+multiprocessing pipe; the user's own prints go to a log file, never into the protocol.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import traceback
 from pathlib import Path
 
-
-def _answer(out, obj: dict) -> None:
-    out.write(json.dumps(obj) + "\n")
-    out.flush()
+# Imported by the fork server (perfsuite.measure.workers.PRELOAD), before any parent's state reaches
+# a child: multiprocessing gives each child its parent's sys.path, and the parent's holds the
+# working tree's root (discovery put it there), where a base revision must not find modules.
+# A side's path is this one, as a fresh `python -P` with perfsuite's core first would have it:
+# no working folder (a workload folder's bench/types.py shadows nothing), no parent's additions.
+CORE_ROOT = str(Path(__file__).resolve().parents[2])
+FRESH_PATH = [CORE_ROOT, *(p for p in sys.path if p and p != CORE_ROOT and p != os.getcwd())]
+# What the server imported before any side's code (torch, torchvision, scipy, perfsuite's core):
+# a checkout's package of one of those names cannot be a side's own (it is already in sys.modules).
+PRELOADED = frozenset(name.partition(".")[0] for name in sys.modules)
 
 
 def build_side(files: list[str], name: str, params: dict, device: str, builds: int):
@@ -56,11 +64,13 @@ def foreign_imports(root: Path) -> list[str]:
             mod = sys.modules.get(pkg.name) if (pkg / "__init__.py").exists() else None
             where = getattr(mod, "__file__", None)
             if where and root.resolve() not in Path(where).resolve().parents:
-                out.append(f"{pkg.name} from {where}")
+                out.append(f"{pkg.name} from {where}" + (
+                    " (imported by perfsuite's fork server before any side's code: a revision of that "
+                    "package itself cannot be a side)" if pkg.name in PRELOADED else ""))
     return out
 
 
-def serve(inp, out, job: dict) -> int:
+def serve(conn, job: dict) -> int:
     from perfsuite.measure import heap
     from perfsuite.measure.system import pinned
     from perfsuite.measure.timing import clock_for
@@ -70,47 +80,51 @@ def serve(inp, out, job: dict) -> int:
         try:
             w, built = build_side(job["files"], job["workload"], job["params"], job["device"], job["builds"])
         except Exception as exc:  # noqa: BLE001 - the side's own code: its error goes back to the gate
-            _answer(out, {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+            conn.send({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
             return 1
         foreign = foreign_imports(Path(job["root"])) if job.get("root") else []
         if foreign:
-            _answer(out, {"kind": "environment",  # the user's environment, not this case: bad input
-                          "error": f"this side must run the code of {job['root']}, but it imported "
-                                   f"{'; '.join(foreign)} (an installed copy of the project: an editable "
-                                   "install or a regular one shadows the checkout; uninstall it, or gate "
-                                   "from an environment without it)"})
+            conn.send({"kind": "environment",  # the user's environment, not this case: bad input
+                       "error": f"this side must run the code of {job['root']}, but it imported "
+                                f"{'; '.join(foreign)} (an installed copy of the project: an editable "
+                                "install or a regular one shadows the checkout; uninstall it, or gate "
+                                "from an environment without it)"})
             return 1
         steps = [b.fn for b in built]
         clock = clock_for(job["device"], "host")  # host-inclusive, as the in-process gate times
+        settled = None
         if heap.held():  # run the builds until they stop faulting, before the parent's budget starts
-            heap.settle(steps + steps[::-1], clock.now, job.get("settle_s", 10.0))
-        _answer(out, {"ok": True, "work": dataclasses.asdict(built[0].work)})
-        for line in inp:
-            req = json.loads(line)
+            settled = heap.settle(steps + steps[::-1], clock.now, job.get("settle_s", 10.0))
+        conn.send({"ok": True, "work": dataclasses.asdict(built[0].work), "settle": settled})
+        while True:
+            try:
+                req = conn.recv()
+            except EOFError:  # the parent went away: nothing left to answer
+                break
             op = req["op"]
             try:
                 if op == "call":
                     steps[req["build"]]()
-                    _answer(out, {"ok": True})
+                    conn.send({"ok": True})
                 elif op == "time":
                     before = heap.minor_faults()
                     s = clock.time_block(steps[req["build"]], req["n"])
-                    _answer(out, {"s": s, "faults": heap.minor_faults() - before})
+                    conn.send({"s": s, "faults": heap.minor_faults() - before})
                 elif op == "profile":
                     from perfsuite.profiling.ops import profile_ops
 
                     ops = profile_ops(steps[req["build"]], req["steps"], job["device"], req.get("warmup", 1))
-                    _answer(out, {"ops": ops})
+                    conn.send({"ops": ops})
                 elif op == "memory":
                     from perfsuite.profiling.ops import step_peak_memory
 
-                    _answer(out, {"memory": step_peak_memory(steps[req["build"]], job["device"])})
+                    conn.send({"memory": step_peak_memory(steps[req["build"]], job["device"])})
                 elif op == "quit":
                     break
                 else:
-                    _answer(out, {"error": f"unknown request {op!r}"})
+                    conn.send({"error": f"unknown request {op!r}"})
             except Exception as exc:  # noqa: BLE001 - a step that raises ends this side with its error
-                _answer(out, {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+                conn.send({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
                 return 1
         for b in built:
             if b.teardown is not None:
@@ -118,13 +132,17 @@ def serve(inp, out, job: dict) -> int:
     return 0
 
 
-def main() -> int:
-    rfd, wfd = (int(x) for x in os.environ["PERFSUITE_SIDE_FDS"].split(","))
-    inp, out = os.fdopen(rfd, "r"), os.fdopen(wfd, "w")
-    os.dup2(2, 1)  # the user's prints go to stderr; the protocol has its own pipe
-    job = json.loads(inp.readline())
-    return serve(inp, out, job)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def side_main(conn, log_path: str, job: dict) -> None:
+    """The forked side: its output to `log_path`, a fresh interpreter's sys.path, then serve the parent."""
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(log, 1)  # the user's prints (and errors) go to the log the parent reads on failure
+    os.dup2(log, 2)
+    os.close(log)
+    sys.path[:] = FRESH_PATH  # the side's checkout goes first when its workload file is loaded
+    try:
+        code = serve(conn, job)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent reports it
+        code = 1
+    finally:
+        conn.close()
+    sys.exit(code)

@@ -1,9 +1,9 @@
 """The two sides of a gate as processes of their own, each in its own checkout, driven in turn.
 
 A base revision is checked out in a temporary git worktree (removed afterwards, also after
-Ctrl-C); each side's workload file is loaded in its own interpreter (perfsuite.compare.side_worker)
-with that checkout first on sys.path, so `from myproj.model import Net` imports the revision
-it belongs to. The parent asks one side, then the other, to time a block of calls; each side
+Ctrl-C); each side's workload file is loaded in a process of its own (perfsuite.compare.side_worker,
+forked from the fork server that already imported torch) with that checkout first on sys.path, so
+`from myproj.model import Net` imports the revision it belongs to. The parent asks one side, then the other, to time a block of calls; each side
 times its own block with its own clock, so the pipe's latency is never part of a step's time,
 and while one side runs the other waits on its pipe. perfsuite's own workloads take the same
 road: their file in the base checkout is loaded beside the current perfsuite core.
@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -96,59 +95,66 @@ class Side:
                  wait: bool = True) -> None:
         """`root`: the checkout this side's code must come from (checked once it is built).
         `wait=False` returns once the process is asked to build: call `ready()` before using it,
-        so that several sides import torch and build at the same time (start_all)."""
+        so that several sides build at the same time (start_all)."""
+        import multiprocessing.util
+
+        from perfsuite.compare.side_worker import side_main
+        from perfsuite.measure.workers import context
+
         self.label, self.builds = label, builds
-        r_parent, w_child = os.pipe()
-        r_child, w_parent = os.pipe()
-        env = dict(os.environ, PERFSUITE_SIDE_FDS=f"{r_child},{w_child}",
-                   # the current perfsuite core, whichever checkout the side's workload file is in
-                   PYTHONPATH=os.pathsep.join([str(Path(perfsuite.__file__).resolve().parents[1]),
-                                               os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+        # Forked from the fork server the worker processes come from (torch already imported there:
+        # started once per parent, before any budget), never from this process, whose module table
+        # holds the working tree's code: "forkserver" whatever the workers' start method is.
+        ctx = context("forkserver")
         # The side's output (the user's prints included) goes to a file, never a pipe nobody reads
         # while the gate runs: a step that prints every call would fill a pipe and hang the gate.
-        self._log = tempfile.TemporaryFile()
-        # -P: the working folder is not put first on sys.path, so a workload folder's file named
-        # like a standard module (bench/types.py) shadows nothing; the user's own folder stays the cwd.
-        safe_path = ["-P"] if sys.version_info >= (3, 11) else []
-        self.proc = subprocess.Popen([sys.executable, *safe_path, "-m", "perfsuite.compare.side_worker"],
-                                     pass_fds=(r_child, w_child), env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=self._log)
-        os.close(r_child)
-        os.close(w_child)
-        self._out = os.fdopen(w_parent, "w")
-        self._in = os.fdopen(r_parent, "r")
+        # Its name is removed once the side has opened it (ready); this process reads it by fd.
+        self._log_fd, self._log_path = tempfile.mkstemp(prefix="perfsuite-side-", suffix=".log")
         self.steps: list[RemoteStep] = []
         self.faults = 0  # minor page faults inside this side's timed blocks
+        self._conn, self._closed = None, False
         try:
-            self._send({"files": [str(file)], "workload": workload, "params": params, "device": device,
-                        "builds": builds, "heap": heap, "threads": threads, "root": str(root) if root else None})
+            self._conn, child = ctx.Pipe(duplex=True)
+            job = {"files": [str(file)], "workload": workload, "params": params, "device": device,
+                   "builds": builds, "heap": heap, "threads": threads, "root": str(root) if root else None}
+            self.proc = ctx.Process(target=side_main, args=(child, self._log_path, job),
+                                    name=f"perfsuite-side-{label}".replace(" ", "-"))
+            try:
+                self.proc.start()
+            finally:
+                child.close()  # the parent's copy: once the side exits, recv() ends with EOFError
         except BaseException:
-            self.close()
+            self._release()
             raise
+        # At exit, before multiprocessing joins its children: a side nobody closed sees its pipe
+        # end and exits, instead of waiting for a request while this process waits for it.
+        multiprocessing.util.Finalize(self, self._conn.close, exitpriority=10)
         if wait:
             self.ready()
+
+    def alive(self) -> bool:
+        return not self._closed and self.proc.is_alive()
 
     def ready(self) -> "Side":
         """Waits for the side's builds; a side that failed to build leaves no process or pipe behind."""
         if not self.steps:
             try:
-                self.work = self._receive()["work"]
+                msg = self._receive()
+                self.work, self.settle = msg["work"], msg.get("settle")  # settle: heap.settle's account
             except BaseException:
                 self.close()
                 raise
+            self._unlink_log()  # the side has it open: nothing is left behind if this process dies
             self.steps = [RemoteStep(self, j) for j in range(self.builds)]
         return self
 
-    def _send(self, obj: dict) -> None:
-        self._out.write(json.dumps(obj) + "\n")
-        self._out.flush()
-
     def _receive(self) -> dict:
-        line = self._in.readline()
-        if not line:
-            self.proc.wait()
-            raise SideFailed(f"{self.label}: the side process ended (exit {self.proc.returncode}):\n{self.output()}")
-        msg = json.loads(line)
+        try:
+            msg = self._conn.recv()
+        except (EOFError, OSError):  # the side ended (a reset connection when it left requests unread)
+            self.proc.join()
+            raise SideFailed(f"{self.label}: the side process ended (exit {self.proc.exitcode}):\n"
+                             f"{self.output()}") from None
         if "error" in msg:
             if msg.get("kind") == "environment":
                 raise SideEnvironmentError(f"{self.label}: {msg['error']}")
@@ -158,26 +164,48 @@ class Side:
     def output(self, limit: int = 3000) -> str:
         """The end of what the side printed (its errors, the user's prints)."""
         try:
-            self._log.seek(0)
-            return self._log.read().decode(errors="replace")[-limit:]
-        except (OSError, ValueError):
+            size = os.fstat(self._log_fd).st_size
+            return os.pread(self._log_fd, limit, max(0, size - limit)).decode(errors="replace")
+        except (OSError, TypeError):
             return ""
 
     def request(self, obj: dict) -> dict:
-        self._send(obj)
+        try:
+            self._conn.send(obj)
+        except (OSError, ValueError):  # the side has gone: _receive says with what exit and output
+            pass
         return self._receive()
 
     def close(self) -> None:
+        """Ends the side (asked first, killed after 30 s); closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
         with contextlib.suppress(OSError, ValueError):
-            self._send({"op": "quit"})
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+            self._conn.send({"op": "quit"})
+        self.proc.join(timeout=30)
+        if self.proc.exitcode is None:
             self.proc.kill()
-            self.proc.wait()
-        for f in (self._in, self._out, self._log):
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                f.close()
+            self.proc.join()
+        self._release()
+
+    def _unlink_log(self) -> None:
+        if self._log_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._log_path)
+            self._log_path = None
+
+    def _release(self) -> None:
+        self._unlink_log()
+        if self._conn is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._conn.close()
+        if self._log_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._log_fd)
+            self._log_fd = None
+        with contextlib.suppress(AttributeError, ValueError):
+            self.proc.close()  # its sentinel and the server's pipe for it (a live one: left alone)
 
 
 class RemoteStep:
@@ -211,8 +239,8 @@ class SideClock:
 
 
 def start_all(specs: list[dict], running: list, pool: "SidePool | None" = None) -> list[Side]:
-    """Sides built at the same time (each `Side(**spec)`): their interpreters start, import torch
-    and build while the others do, instead of one after another. Every side started is appended
+    """Sides built at the same time (each `Side(**spec)`): each forks, imports its checkout's code
+    and builds while the others do, instead of one after another. Every side started is appended
     to `running` first, so the caller closes them all whichever one fails. Specs marked
     `"keep": True` come from `pool` instead: started once, kept alive for the pool's owner."""
     started = []
@@ -242,7 +270,7 @@ class SidePool:
         kept = self._free.setdefault(key, [])
         i = self._given.get(key, 0)
         self._given[key] = i + 1
-        if i < len(kept) and kept[i].proc.poll() is None:
+        if i < len(kept) and kept[i].alive():
             kept[i].faults = 0  # page faults are counted per case
             return kept[i]
         s = Side(**spec, wait=False)

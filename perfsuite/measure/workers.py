@@ -2,8 +2,8 @@
 
 The same step measured in two processes differs by more than the samples inside one process
 say (placement on the CPUs, memory layout, neighbours: docs/peers.md), and no loop inside
-one process averages that away. So with `processes = N` each worker is a fresh interpreter
-(multiprocessing "spawn"): it builds the step once and measures 1/N of the budget with the
+one process averages that away. So with `processes = N` each worker is a fresh process (forked
+from the fork server below): it builds the step once and measures 1/N of the budget with the
 normal runner (runner.run_case), and the parent merges the N records into one. That record keeps
 every process's samples and median; its median and interval come from the process medians
 (stats.process_spread), and its `conditions` say how much of the spread is between processes.
@@ -17,6 +17,7 @@ still gets its own heap, its own page placement and its own threads, where the v
 processes comes from. The budget holds everything after that start-up: the case's `max_time` ends
 at one deadline, each worker gets an equal slot of what is left when it starts (a slow one costs
 the later ones, not the total), and its fork, build and first call come out of its slot.
+The gate's, bisect's and why's side processes (perfsuite.compare.sides) fork from the same server.
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ from perfsuite.core.workload import Workload
 # Forked from a server that preloaded these (an import that fails there is skipped, as
 # multiprocessing does); the server never runs a torch op, so no thread pool is inherited.
 START_METHOD = "forkserver"
+# perfsuite.cli: a child of the `perfsuite` script runs that script again as __mp_main__ (it imports
+# perfsuite.cli); preload: last, it freezes what the others imported.
 PRELOAD = ("torch", "torchvision", "scipy.stats", "perfsuite.measure.runner", "perfsuite.measure.workers",
-           "perfsuite.measure.system", "perfsuite.core.discover", "perfsuite.measure.preload")
+           "perfsuite.measure.system", "perfsuite.core.discover", "perfsuite.compare.side_worker",
+           "perfsuite.cli", "perfsuite.measure.preload")
 _server_warm = False  # whether this process's fork server has started and preloaded
 # A merged record warns when most of a process median's variance is between processes.
 BETWEEN_WARN_SHARE = 0.5
