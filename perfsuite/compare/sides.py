@@ -3,9 +3,10 @@
 A base revision is checked out in a temporary git worktree (removed afterwards, also after
 Ctrl-C); each side's workload file is loaded in a process of its own (perfsuite.compare.side_worker,
 forked from the fork server that already imported torch) with that checkout first on sys.path, so
-`from myproj.model import Net` imports the revision it belongs to. The parent asks one side, then the other, to time a block of calls; each side
-times its own block with its own clock, so the pipe's latency is never part of a step's time,
-and while one side runs the other waits on its pipe. perfsuite's own workloads take the same
+`from myproj.model import Net` imports the revision it belongs to. The parent asks one side,
+then the other, to time a block of calls; each side times its own block with its own clock, so
+the pipe's latency is never part of a step's time, and while one side runs the other waits on
+its pipe. perfsuite's own workloads take the same
 road: their file in the base checkout is loaded beside the current perfsuite core.
 """
 
