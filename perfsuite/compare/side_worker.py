@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import sys
 import traceback
 from pathlib import Path
@@ -135,10 +134,6 @@ def serve(conn, job: dict) -> int:
 
 def side_main(conn, log_path: str, job: dict) -> None:
     """The forked side: its output to `log_path`, a fresh interpreter's sys.path, then serve the parent."""
-    # Ctrl-C reaches the whole process group; the parent owns it: it stops at its next step and
-    # closes its sides. A side that died of it first would look to the parent like a side that
-    # failed (a candidate skipped, a good side's probe retried) before its own KeyboardInterrupt.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(log, 1)  # the user's prints (and errors) go to the log the parent reads on failure
     os.dup2(log, 2)
@@ -146,6 +141,8 @@ def side_main(conn, log_path: str, job: dict) -> None:
     sys.path[:] = FRESH_PATH  # the side's checkout goes first when its workload file is loaded
     try:
         code = serve(conn, job)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent reports it
+        code = 1
     finally:
         conn.close()
     sys.exit(code)
