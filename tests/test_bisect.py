@@ -242,8 +242,10 @@ def test_bisect_names_the_slower_commit_skips_the_broken_one_resumes_after_ctrl_
     argv = [sys.executable, "-m", "perfsuite", "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", *ARGS,
             "--log", str(log)]
     # Ctrl-C after the second probe, as a terminal sends it: to the whole process group.
+    # SIGINT back to its default in the child: a test run started in the background ('make test &'
+    # from a script) inherits it ignored, and Python then never raises KeyboardInterrupt.
     proc = subprocess.Popen(argv, cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in proc.stdout:
         seen.append(line)
