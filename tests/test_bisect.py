@@ -85,8 +85,10 @@ def test_a_skipped_commit_right_before_the_first_slower_could_be_the_first():
 
 def test_bad_that_cannot_be_measured_is_an_error():
     good, commits = history(4)
+    prober = FakeProber(commits, 2, broken={3})
     with pytest.raises(ConfigError, match="--bad .*could not be measured"):
-        run_bisection(Bisection("w", {}, "cpu", good, commits), FakeProber(commits, 2, broken={3}))
+        run_bisection(Bisection("w", {}, "cpu", good, commits), prober)
+    assert prober.asked == [3]  # stopped at bad: nothing probed on an unconfirmed slowdown
 
 
 def test_an_interrupted_bisection_resumes_from_its_log_without_probing_again(tmp_path):
@@ -118,6 +120,7 @@ def test_an_interrupted_bisection_resumes_from_its_log_without_probing_again(tmp
 def test_probe_outcomes_are_checked():
     with pytest.raises(ValueError, match="outcome"):
         Probe("a" * 40, "faster")
+    assert [Probe("a" * 40, o).outcome for o in (SLOWER, SAME, SKIPPED)] == [SLOWER, SAME, SKIPPED]
 
 
 # --- the git history it walks (git only, fast) ---------------------------------------------------
@@ -167,6 +170,9 @@ def test_a_good_merged_in_from_a_side_branch_is_refused(repo):
     _git(repo, "merge", "-q", "--no-ff", "-m", "merge", "side")
     with pytest.raises(ConfigError, match="first-parent"):
         first_parent_commits(repo, side, _git(repo, "rev-parse", "HEAD"))
+    # The merge's first parent is the good to give instead: the merge itself is then the one commit.
+    after = first_parent_commits(repo, _git(repo, "rev-parse", "HEAD^1"), _git(repo, "rev-parse", "HEAD"))
+    assert [c.subject for c in after] == ["merge"]
 
 
 # --- whole bisections (slow) ---------------------------------------------------------------------
