@@ -385,6 +385,39 @@ def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(m
     assert 1.0 < v.run.median < 1.06
 
 
+def test_a_probe_is_not_classified_on_less_than_a_whole_budget_of_pairs(monkeypatch):
+    """Half a budget of pairs can be one process pairing's or one slow stretch's: even a commit whose
+    first pairs sit far above halfway is read only from the look that completes a budget."""
+    from fakeclock import FakeClock
+
+    from perfsuite.compare import bisect_probe, gate
+    from perfsuite.core.case import Case, Context
+    from perfsuite.core.config import RunConfig
+    from perfsuite.core.registry import get
+
+    class Step:
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self):
+            return None
+
+    class FakeSide:
+        def __init__(self, factor):
+            self.steps, self.faults = [Step(factor)], 0
+
+    clock = FakeClock(step_s=1e-2, noise=0.01, seed=2, speed=lambda fn: getattr(fn, "factor", 1.0))
+    monkeypatch.setattr(gate, "_side_processes", lambda *a, **k: ([FakeSide(1.0) for _ in range(3)],
+                                                                  [FakeSide(1.20) for _ in range(3)]))
+    arms = bisect_probe.HalfwayArms(("a.py", None), ("b.py", None), ("good", "commit"), 3, "default", 1, 0.01,
+                                    0.01, clock, mid=bisect_probe.halfway(1.20))
+    v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
+    assert v.run.decision == SLOWER and v.slower
+    # Decided at the look that completes the 2 s budget (the half-budget look before it was clear too).
+    assert [look["decision"] for look in v.run.looks] == [None, SLOWER]
+    assert v.run.looks[0]["seconds"] < 2.0 <= v.run.looks[1]["seconds"] * 1.05
+
+
 def test_the_confirmation_reads_four_budgets_of_pairs_and_shows_a_5pc_slowdown_that_one_budget_misses():
     """10% noise per step (this VM on a bad day): the gate's one 15 s budget shows a 5% slowdown in
     a minority of trials; the confirmation's four, read at CONFIRM_LOOKS, in (nearly) all; and an

@@ -89,11 +89,21 @@ def test_settle_runs_until_enough_quiet_rotations_in_a_row():
 
 def test_settle_gives_up_at_its_time_or_rotation_limit_and_says_so():
     clock = Clock(step_s=0.5)
-    always = iter(range(0, 10**9, 7))
+    always = iter(range(0, 10**9, 700))  # 3.5 ms of faults in a 0.5 s rotation: not quiet
     res = heap.settle([clock.step], clock.now, max_s=3.0, faults=lambda: next(always))
     assert not res["settled"] and res["rotations"] == 6 and res["seconds"] == pytest.approx(3.0)
     res = heap.settle([lambda: None], lambda: 0.0, max_s=3.0, max_rounds=25, faults=lambda: next(always))
     assert not res["settled"] and res["rotations"] == 25  # a clock that never moves cannot spin for ever
+
+
+def test_settle_takes_a_trickle_of_faults_that_costs_nothing_for_quiet_but_not_for_a_fast_step():
+    # 40 pages per rotation: 0.2 ms of a 0.5 s rotation is quiet; of a 10 ms rotation it is not.
+    for step_s, settled in ((0.5, True), (0.01, False)):
+        clock, trickle = Clock(step_s=step_s), iter(range(0, 10**9, 40))
+        res = heap.settle([clock.step], clock.now, max_s=60 * step_s, faults=lambda: next(trickle))
+        assert res["settled"] is settled
+        assert res["rotations"] == (8 if settled else 60)
+        assert res["faults"] == 40 * res["rotations"]
 
 
 def test_fault_count_adds_up_every_region_it_wraps():

@@ -26,8 +26,11 @@ from perfsuite.compare.gate import GateArms
 from perfsuite.core.errors import ConfigError
 
 # A probe after the confirmation measures in looks of half the budget until its pairs fall on one
-# side of halfway, for at most this many budgets.
-LOOK_SHARE, MAX_BUDGETS = 0.5, 4
+# side of halfway, for at most this many budgets, read from the FIRST_READ-th look on. Pairs
+# come in runs of one process pairing and one stretch of the machine's speed: on 2026-11-26 a
+# commit carrying the whole 5% slowdown showed a median of 0.922 over its first 18 pairs (half a
+# budget) and was put with good, and the bisection named a later commit (reports/bisect/).
+LOOK_SHARE, MAX_BUDGETS, FIRST_READ = 0.5, 4, 2
 # The confirmation is the gate's sequential test over MAX_BUDGETS budgets, read at half a budget and
 # then at every budget: a 5% slowdown gets the pairs to show it on a noisy machine (in 15 s it was
 # shown as often as not on this VM, 2026-11-26), an unchanged one stops at the first look whose
@@ -73,8 +76,9 @@ def exists_at(repo: Path, sha: str, rel: Path) -> bool:
 class HalfwayArms(GateArms):
     """A commit against good, classified like good or like bad (perfsuite.compare.bisect.classify):
     the gate's two arms, their pairs gathered in looks of LOOK_SHARE of the budget until they fall
-    on one side of `mid` (half of bad's confirmed log ratio), for at most MAX_BUDGETS budgets; then
-    by the side their median lies on, with a note."""
+    on one side of `mid` (half of bad's confirmed log ratio), read from the FIRST_READ-th look (a
+    whole budget) on, for at most MAX_BUDGETS budgets; then by the side their median lies on, with
+    a note."""
 
     mid: float = 0.0
 
@@ -91,7 +95,7 @@ class HalfwayArms(GateArms):
             while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
                 runs.append(gate.paired_ratios(a, b, self.clock, LOOK_SHARE * cfg.max_time))
                 ratios += runs[-1].ratios
-                decision = classify(ratios, self.mid)
+                decision = classify(ratios, self.mid) if len(runs) >= FIRST_READ else None
                 looks.append({"pairs": len(ratios), "seconds": self.clock.now() - t0, "decision": decision})
             notes = [f"classified against halfway to bad's slowdown: ratio {math.exp(self.mid):.3f}"]
             if decision is None:
