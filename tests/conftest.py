@@ -13,3 +13,16 @@ def cuda_available():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device; this machine has none")
     return True
+
+
+@pytest.fixture
+def no_gc_pauses(monkeypatch):
+    """The runner collects garbage before its budget and its timed blocks, so that real set-up
+    garbage is not collected inside a timed block. A fake clock cannot see a collection, and in a
+    test session's heap each full one costs a real ~0.3 s: the tests that simulate hundreds of
+    runs spent most of their minutes in them."""
+    import types
+
+    from perfsuite.measure import runner
+
+    monkeypatch.setattr(runner, "gc", types.SimpleNamespace(collect=lambda generation=2: 0))

@@ -140,7 +140,7 @@ def _fake_run(seed, slower=1.0):
 
 
 @pytest.mark.slow
-def test_two_runs_of_the_same_step_are_not_called_slower():
+def test_two_runs_of_the_same_step_are_not_called_slower(no_gc_pauses):
     # Builds 5% apart (SD) in every run: two runs' medians differ by several percent, which one
     # build's samples (+-1%) would call a significant slowdown.
     verdicts = [compare_records([_fake_run(2 * i)], [_fake_run(2 * i + 1)]).cases[0] for i in range(10)]
@@ -149,7 +149,7 @@ def test_two_runs_of_the_same_step_are_not_called_slower():
 
 
 @pytest.mark.slow
-def test_a_large_real_slowdown_between_such_runs_is_slower():
+def test_a_large_real_slowdown_between_such_runs_is_slower(no_gc_pauses):
     verdicts = [compare_records([_fake_run(2 * i)], [_fake_run(2 * i + 1, slower=1.5)]).cases[0]
                 for i in range(10)]
     assert [c.verdict for c in verdicts] == ["slower"] * 10

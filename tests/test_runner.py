@@ -208,7 +208,7 @@ def test_steal_and_other_load_in_the_timed_region_become_warnings():
 # ---- builds that differ in speed (issue 26) -----------------------------------------------------
 
 @pytest.mark.slow
-def test_builds_that_differ_in_speed_give_an_interval_that_covers_the_spread_between_runs():
+def test_builds_that_differ_in_speed_give_an_interval_that_covers_the_spread_between_runs(no_gc_pauses):
     # Each simulated run's builds are 5% apart (SD); one build's samples say +-1%. The interval must
     # come from the builds: it holds every build's median and the true median of all runs.
     from fakeclock import build_spread_case

@@ -171,7 +171,7 @@ def test_trace_cannot_be_combined_with_workers(tmp_path):
 # ---- processes that differ in speed (issue 26, item 4) ---------------------------------------------
 
 @pytest.mark.slow
-def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_between_runs():
+def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_between_runs(no_gc_pauses):
     # Each process runs 5% apart (SD) and every build inside it alike (0.5%); samples say +-1%. A run in
     # worker processes takes its interval from the process medians and covers the true median (1 ms)
     # as often as it claims; one process with three builds sees only the builds' 0.5% and misses it.
@@ -199,7 +199,7 @@ def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_
 
 
 @pytest.mark.slow
-def test_compare_of_two_such_runs_of_the_same_step_is_never_slower_but_sees_a_real_slowdown():
+def test_compare_of_two_such_runs_of_the_same_step_is_never_slower_but_sees_a_real_slowdown(no_gc_pauses):
     from fakeclock import multi_process_run
 
     from perfsuite.compare.records import compare_records
