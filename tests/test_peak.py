@@ -69,6 +69,29 @@ def test_cpu_peak_is_fp32_and_bf16_and_leaves_tf32_alone(monkeypatch, tf32_on):
     assert all(tf32 is True for _, _, tf32 in seen)
 
 
+@pytest.mark.parametrize("call_s, n", [(1e-4, 2048), (0.02, 768), (0.25, 256)])
+def test_a_cpu_roofs_matmul_is_sized_so_one_call_takes_a_tenth_of_the_budget(monkeypatch, call_s, n):
+    """A CPU without native bf16 runs it ~50x slower than fp32: a 2048 matmul then takes minutes
+    a call. The probe call at 256 sets n (work grows as n^3) so that one call takes <= 10% of the budget."""
+    from fakeclock import FakeClock
+
+    from perfsuite.measure import timing
+
+    monkeypatch.setattr(timing, "clock_for", lambda device, how: FakeClock(step_s=call_s))
+    assert peak.cpu_matmul_n("bf16", 6.0) == n
+    assert (n / peak.PROBE_N) ** 3 * call_s <= 0.6 or n == peak.PROBE_N
+
+
+def test_cpu_peak_records_the_size_each_roof_was_measured_at(monkeypatch):
+    seen = []
+    monkeypatch.setattr(runner, "run_case", _fake_run_case(seen))
+    monkeypatch.setattr(peak, "cpu_matmul_n", lambda dtype, budget: {"fp32": 2048, "bf16": 512}[dtype])
+    p = peak.measure_peak(RunConfig(max_time=6.0), {"cpu_model": "Test CPU", "torch_threads": 1}, "cpu")
+    assert [(params["dtype"], params["n"]) for name, params, _ in seen if name == "matmul"] == [("fp32", 2048),
+                                                                                               ("bf16", 512)]
+    assert p["matmul_n"] == {"fp32": 2048, "bf16": 512}
+
+
 def test_matmul_tf32_restores_the_flag_after_an_error():
     import torch
 

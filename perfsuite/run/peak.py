@@ -26,6 +26,12 @@ from perfsuite.workloads.base import BuiltStep, Workload
 
 # Big enough to leave caches and reach steady kernel throughput; small enough for 2 CPU cores.
 MATMUL_N = {"cpu": 2048, "cuda": 8192}
+# On a CPU a roof's matmul is sized to the machine first: one call of the roof's dtype at PROBE_N
+# gives its rate, and n is the largest multiple of PROBE_N up to MATMUL_N whose call takes at most
+# CALL_SHARE of the budget. A CPU without native bf16 (AVX2 only: this VM on 2026-11-27) runs bf16
+# in ATen's reference gemm at ~0.1 GFLOP/s, where one 2048 call takes minutes and `peak` (the first
+# step of `make bench`) never ended.
+PROBE_N, CALL_SHARE = 256, 0.1
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
 # CPU fp16 matmul is mostly converted to fp32 and back: no CPU workload runs against that roof.
 PEAK_DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "tf32", "bf16", "fp16")}
@@ -77,11 +83,12 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
     # In this process: a roof's TF32 setting is this process's, and a forked worker would not see it.
     cfg = replace(cfg, processes=1)
     matmul = registry.get("matmul")
-    flops, records = {}, []
+    flops, records, sizes = {}, [], {}
     for roof in PEAK_DTYPES[kind]:
+        dtype = _MATMUL_DTYPE.get(roof, roof)
         with _roof_mode(roof, kind):
-            rec = _measure_one(Case(matmul, {"n": MATMUL_N[kind], "dtype": _MATMUL_DTYPE.get(roof, roof)}), cfg, env,
-                               device, f"the {roof} roof")
+            sizes[roof] = MATMUL_N[kind] if kind == "cuda" else cpu_matmul_n(dtype, cfg.max_time)
+            rec = _measure_one(Case(matmul, {"n": sizes[roof], "dtype": dtype}), cfg, env, device, f"the {roof} roof")
         flops[roof] = rec.flops_per_s
         records.append(rec)
     copy = _measure_one(Case(_copy_workload(COPY_BYTES[kind]), {}), cfg, env, device, "memory bandwidth")
@@ -91,11 +98,25 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
         "flops_per_s": flops,
         "bytes_per_s": copy.work.bytes_per_step / copy.median_s,
         "measured": datetime.now(timezone.utc).isoformat(),
-        "matmul_n": MATMUL_N[kind],
+        "matmul_n": sizes,
         "copy_bytes": COPY_BYTES[kind],
         "torch": env.get("torch"),
         "records": [r.id for r in records],
     }
+
+
+def cpu_matmul_n(dtype: str, budget_s: float) -> int:
+    """The CPU matmul size for a roof of `dtype`: as large as MATMUL_N, as small as one call of
+    CALL_SHARE of the budget needs (a warm call at PROBE_N gives the rate; n^3 work per call)."""
+    from perfsuite.measure.timing import clock_for
+
+    matmul = registry.get("matmul")
+    built = matmul.build(matmul.resolve({"n": PROBE_N, "dtype": dtype}), "cpu")
+    clock = clock_for("cpu", "host")
+    built.fn()  # the first call pays one-time set-up (threads, packing buffers)
+    per_call = max(clock.time_block(built.fn, 1), 1e-9)
+    scale = (CALL_SHARE * budget_s / per_call) ** (1 / 3)
+    return int(min(MATMUL_N["cpu"], max(PROBE_N, PROBE_N * int(scale))))
 
 
 def _measure_one(case: Case, cfg: RunConfig, env: dict, device: str, what: str):
