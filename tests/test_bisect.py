@@ -25,6 +25,24 @@ EXAMPLE = REPO / "examples" / "my-project"
 GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
 
 
+
+class Step:
+    """A fake step: the fake clock charges it `factor` times its step time."""
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self):
+        return None
+
+
+class FakeSide:
+    """A side process with one build of a Step, as HalfwayArms reads it."""
+
+    def __init__(self, factor):
+        self.steps, self.faults = [Step(factor)], 0
+
+
 def history(n: int) -> tuple[Commit, list[Commit]]:
     return Commit("g" * 40, "good"), [Commit(f"{i:040d}", f"commit {i}") for i in range(n)]
 
@@ -120,7 +138,14 @@ def test_an_interrupted_bisection_resumes_from_its_log_without_probing_again(tmp
 def test_probe_outcomes_are_checked():
     with pytest.raises(ValueError, match="outcome"):
         Probe("a" * 40, "faster")
-    assert [Probe("a" * 40, o).outcome for o in (SLOWER, SAME, SKIPPED)] == [SLOWER, SAME, SKIPPED]
+    with pytest.raises(ValueError, match="outcome 'faster'"):  # also when read back from a log
+        Probe.from_dict({"sha": "a" * 40, "outcome": "faster"})
+    # A valid probe comes back from its log entry whole, its ratio recomputed from its pairs.
+    probe = Probe("a" * 40, SLOWER, {"ratios": [1.1, 1.3, 1.2, 1.25, 1.15] * 3}, seconds=3.5)
+    back = Probe.from_dict(json.loads(json.dumps(probe.to_dict())))
+    assert back == probe and back.median_ratio == pytest.approx(1.2)
+    assert back.ratio_ci[0] <= 1.2 <= back.ratio_ci[1]
+    assert Probe.from_dict({"sha": "b" * 40, "outcome": SKIPPED, "error": "no"}).median_ratio is None
 
 
 # --- the git history it walks (git only, fast) ---------------------------------------------------
@@ -356,18 +381,7 @@ def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(m
     from perfsuite.core.config import RunConfig
     from perfsuite.core.registry import get
 
-    class Step:
-        def __init__(self, factor):
-            self.factor = factor
-
-        def __call__(self):
-            return None
-
     clock = FakeClock(step_s=1e-2, noise=0.08, seed=1, speed=lambda fn: getattr(fn, "factor", 1.0))
-
-    class FakeSide:
-        def __init__(self, factor):
-            self.steps, self.faults = [Step(factor)], 0
 
     sides_made = []
 
@@ -395,17 +409,6 @@ def test_a_probe_is_not_classified_on_less_than_a_whole_budget_of_pairs(monkeypa
     from perfsuite.core.config import RunConfig
     from perfsuite.core.registry import get
 
-    class Step:
-        def __init__(self, factor):
-            self.factor = factor
-
-        def __call__(self):
-            return None
-
-    class FakeSide:
-        def __init__(self, factor):
-            self.steps, self.faults = [Step(factor)], 0
-
     clock = FakeClock(step_s=1e-2, noise=0.01, seed=2, speed=lambda fn: getattr(fn, "factor", 1.0))
     monkeypatch.setattr(gate, "_side_processes", lambda *a, **k: ([FakeSide(1.0) for _ in range(3)],
                                                                   [FakeSide(1.20) for _ in range(3)]))
@@ -426,13 +429,6 @@ def test_the_confirmation_reads_four_budgets_of_pairs_and_shows_a_5pc_slowdown_t
 
     from perfsuite.compare.bisect_probe import CONFIRM_LOOKS, MAX_BUDGETS
     from perfsuite.compare.gate import GateCase, gate_case
-
-    class Step:
-        def __init__(self, factor):
-            self.factor = factor
-
-        def __call__(self):
-            return None
 
     def caught(factor, budget, looks, seeds=range(8)):
         n = 0
