@@ -52,6 +52,7 @@ def write(tmp_path, text, name="s.yaml"):
         ("suites: [{workload: noop}, {workload: noop}]\n", "suites[1].name: two suites are named 'noop'"),
         ("suites: [{workload: activation, kind: pair, vary: {impl: [custom]}}]\n", "suites[0].vary.impl"),
         ("max_time: -1\nsuites: [{workload: noop}]\n", "max_time: must be a positive number"),
+        ("emulated_bf16: no\nsuites: [{workload: noop}]\n", "emulated_bf16: must be run or skip, got False"),
         # Names become file names in the output directory: a path or a hidden name is refused.
         ("suites: [{name: /abs/victim, workload: noop}]\n", "suites[0].name: '/abs/victim' is not a safe file name"),
         ("suites: [{workload: noop}, {name: ../../x, workload: matmul}]\n", "suites[1].name: '../../x' is not a safe"),
@@ -69,6 +70,49 @@ def test_bad_suite_files_name_the_key_path(tmp_path, text, message):
     with pytest.raises(ConfigError) as info:
         load_suite(write(tmp_path, text))
     assert message in str(info.value)
+
+
+BF16_SUITE = """
+name: b
+device: cpu
+{key}
+suites:
+  - {{name: mm, workload: matmul, params: {{n: 16, dtype: [fp32, bf16]}}}}
+  - {{name: amp, kind: amp, workload: autoencoder, params: {{size: cpu}}, precisions: [fp32, bf16]}}
+  - {{name: ae, workload: autoencoder, params: {{size: cpu}}}}
+"""
+
+
+@pytest.mark.parametrize("key, native, skipped", [
+    ("emulated_bf16: skip", False, {("mm", "bf16"), ("amp", "fp32")}),  # an amp case has a bf16 arm
+    ("emulated_bf16: skip", True, set()),
+    ("emulated_bf16: skip", None, set()),  # flags unreadable: nothing is assumed
+    ("", False, set()),                    # the default runs bf16 wherever it can
+])
+def test_a_suite_can_skip_bf16_where_the_cpu_only_emulates_it(tmp_path, monkeypatch, key, native, skipped):
+    from perfsuite.measure import env
+    from perfsuite.run.suite import EMULATED_BF16, check_cases
+
+    monkeypatch.setattr(env, "cpu_native_bf16", lambda: native)
+    out = check_cases(load_suite(write(tmp_path, BF16_SUITE.format(key=key))), "cpu")
+    # (entry, the case's own dtype/precision): resolved defaults count too (ae's precision is fp32)
+    assert {(k[-1], dict(k[1]).get("dtype", dict(k[1]).get("precision"))) for k in out} == skipped
+    assert set(out.values()) <= {EMULATED_BF16}
+
+
+@pytest.mark.parametrize("text, native", [
+    ("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n", False),
+    ("processor\t: 0\nflags\t\t: avx2 avx512f avx512_bf16\n", True),
+    ("processor\t: 0\nflags\t\t: avx2 amx_tile amx_bf16\n", True),
+    ("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n", True),
+    ("processor\t: 0\nFeatures\t: fp asimd\n", False),
+    ("processor\t: 0\n", None),
+])
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, text, native):
+    from perfsuite.measure.env import cpu_native_bf16
+
+    assert cpu_native_bf16(write(tmp_path, text, "cpuinfo")) is native
+    assert cpu_native_bf16(tmp_path / "missing") is None
 
 
 def test_cli_refuses_bad_input_before_running_anything(tmp_path, capsys):

@@ -7,6 +7,8 @@
                           # left out: RunConfig's default, one per 2 s of max_time, 2 to 5)
     output: results/cpu   # default output directory (--out overrides)
     checks: true          # run the workloads' correctness checks before timing (perfsuite check)
+    emulated_bf16: skip   # run (default) | skip: bf16 cases on a CPU without bf16 in hardware
+                          # are skipped with that reason (torch emulates them, 10-50x slower)
     suites:
       - name: matmul
         workload: matmul
@@ -41,7 +43,7 @@ from typing import Any
 from perfsuite.core.errors import ConfigError
 from perfsuite.storage.read import read_bytes as _read_bytes
 
-TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "suites", "others"}
+TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "emulated_bf16", "suites", "others"}
 ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "processes", "vary", "precisions", "pairs", "steps"}
 KINDS = ("run", "pair", "amp")
 # Keys that mean something for one kind only: on another kind they would be silently ignored.
@@ -83,6 +85,7 @@ class Suite:
     output: Path | None
     entries: list[Entry] = field(default_factory=list)
     checks: bool = True  # correctness checks of its workloads before any is timed
+    skip_emulated_bf16: bool = False  # `emulated_bf16: skip`: bf16 cases skipped where the CPU emulates bf16
 
 
 def _err(path: str, what: str) -> ConfigError:
@@ -251,6 +254,9 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     checks = doc.get("checks", True)
     if not isinstance(checks, bool):
         raise _err("checks", f"must be true or false, got {_shown(checks)}")
+    emulated_bf16 = doc.get("emulated_bf16", "run")
+    if emulated_bf16 not in ("run", "skip"):
+        raise _err("emulated_bf16", f"must be run or skip, got {_shown(emulated_bf16)}")
     dev = doc.get("device", "auto")
     if not isinstance(dev, str):
         raise _err("device", f"must be auto, cpu, cuda or cuda:N, got {_shown(dev)}")
@@ -258,7 +264,8 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
         raise _err("description", f"must be text, got {_shown(doc['description'])}")
     return Suite(name=doc.get("name", path.stem), path=path,
                  sha256=hashlib.sha256(_read_bytes(path, ConfigError)).hexdigest(), device=str(device or dev),
-                 output=Path(out) if out else None, entries=entries, checks=checks)
+                 output=Path(out) if out else None, entries=entries, checks=checks,
+                 skip_emulated_bf16=emulated_bf16 == "skip")
 
 
 def _others(value: Any, entries_raw: list) -> list[dict]:
@@ -314,7 +321,7 @@ def resolved_config(suite: Suite, device: str) -> dict:
 
     # `checks` too: one folder holds either numbers from checked steps or from unchecked ones.
     out = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device,
-           "checks": suite.checks, "entries": []}
+           "checks": suite.checks, **({"emulated_bf16": "skip"} if suite.skip_emulated_bf16 else {}), "entries": []}
     for e in suite.entries:
         w = registry.get(e.workload)
         out["entries"].append({"name": e.name, "kind": e.kind, "workload": e.workload, "max_time": e.max_time,
