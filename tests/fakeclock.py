@@ -57,11 +57,14 @@ class FakeClock:
         return self.t
 
 
-def build_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, noise: float = 0.01):
+def build_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, noise: float = 0.01,
+                      machine: float = 1.0, reference_s: float | None = None):
     """One simulated fresh run of a toy workload: every build of its step that the runner makes
     runs at its own speed, a factor drawn lognormal(0, `spread`) (median 1) when it is built, as
-    builds in separate runs differ (where their memory landed). Returns (workload, clock); the
-    step's true median over runs is `step_s`."""
+    builds in separate runs differ (where their memory landed). `machine` scales every block of
+    the run, the step's and any other callable's (the machine-speed reference kernel, whose call
+    takes `reference_s`, default `step_s`): how fast the machine ran during this run. Returns
+    (workload, clock); the step's true median over runs is `step_s` x `machine`."""
     from perfsuite.core.record import Work
     from perfsuite.core.workload import BuiltStep, Workload
 
@@ -75,12 +78,13 @@ def build_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, noi
         factors[step] = float(rng.lognormal(0.0, spread))
         return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="calls"))
 
-    clock = FakeClock(step_s=step_s, noise=noise, seed=seed, speed=lambda fn: factors.get(fn, 1.0))
+    other = (reference_s or step_s) / step_s
+    clock = FakeClock(step_s=step_s, noise=noise, seed=seed, speed=lambda fn: machine * factors.get(fn, other))
     return Workload("toy", "builds that differ in speed", (), build), clock
 
 
 def process_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, build_spread: float = 0.005,
-                        noise: float = 0.01):
+                        noise: float = 0.01, reference_s: float = 1e-4):
     """One simulated fresh *process* of a toy workload: its speed factor, drawn lognormal(0, `spread`)
     (median 1), moves every build made in it alike (where the process's memory and threads landed),
     and each build adds only lognormal(0, `build_spread`) of its own. Builds inside one process then
@@ -100,7 +104,10 @@ def process_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, b
         factors[step] = process * float(rng.lognormal(0.0, build_spread))
         return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="calls"))
 
-    clock = FakeClock(step_s=step_s, noise=noise, seed=seed, speed=lambda fn: factors.get(fn, 1.0))
+    # Any other callable is the machine-speed reference kernel: what moved the process (where its
+    # memory landed) does not move it, and neither does a slower step.
+    clock = FakeClock(step_s=step_s, noise=noise, seed=seed,
+                      speed=lambda fn: factors.get(fn, reference_s / step_s))
     return Workload("toy", "processes that differ in speed", (), build), clock
 
 

@@ -63,6 +63,9 @@ class CaseComparison:
     noise: float = 0.0  # the noise band: what separate runs of unchanged code differ by, as a fraction
     drift: float = 0.0  # what each run's centre moves by between runs (95% half-width) in that band
     base_runs: int = 1  # base runs of the case the drift was learned from (1: none, run_drift used)
+    # new / base of the machine-speed reference (perfsuite.measure.reference) when both records
+    # carry one: how much slower the machine ran for new. The ratio is then per reference time.
+    machine: float | None = None
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -114,17 +117,26 @@ def noise_band(base_units: list[float] | None, new_units: list[float] | None, fl
 MIN_RUNS_TO_LEARN = 3
 
 
-def learned_drift(runs: list[Record]) -> float | None:
+def learned_drift(runs: list[Record], relative: bool = False) -> float | None:
     """What separate runs of the same code moved by, learned from several base runs of one case: a
     95% half-width (as RunConfig.run_drift), t(0.975, K-1) SDs of their K log medians (the t
     quantile widens it for a few runs' uncertain SD). None below MIN_RUNS_TO_LEARN runs. The runs'
     medians carry their own sampling noise too: what a run's centre moves by, all of it."""
-    medians = [r.median_s for r in runs if r.median_s and r.median_s > 0 and math.isfinite(r.median_s)]
+    medians = [_centre(r, relative) for r in runs]
+    medians = [m for m in medians if m and m > 0 and math.isfinite(m)]
     if len(medians) < MIN_RUNS_TO_LEARN:
         return None
     from scipy.stats import t
 
     return math.expm1(float(t.ppf(0.975, len(medians) - 1)) * _log_sd(medians))
+
+
+def _centre(r: Record, relative: bool) -> float | None:
+    """A run's centre: its median in seconds, or per its machine-speed reference."""
+    if not relative:
+        return r.median_s
+    ref = r.conditions.get("reference")
+    return r.median_s / ref["median_s"] if ref else None
 
 
 def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
@@ -243,7 +255,15 @@ def compare_records(
         if len(alike) < len(base_runs[key]) - 1:
             warnings.append(f"{len(base_runs[key]) - 1 - len(alike)} earlier base run(s) measured unlike the last "
                             "(threads or environment) were left out of the drift between runs")
-        learned = learned_drift([*alike, rb])
+        # Per reference time when both sides carry the machine-speed reference (the same kernel):
+        # the machine's drift between the runs divides out (perfsuite.measure.reference).
+        rel_b, rel_n = rb.relative_units(), rn.relative_units()
+        relative = bool(rel_b and rel_n and rb.reference_kernel == rn.reference_kernel)
+        if not relative and (rel_b or rel_n):
+            warnings.append("only one side timed the machine-speed reference (or their kernels differ): compared "
+                            "in seconds, which the machine's drift between runs moves")
+        learned = learned_drift([*alike, rb], relative=relative and all(r.reference_kernel == rb.reference_kernel
+                                                                        for r in alike))
         runs_used = 1
         if learned is not None and learned > drift:
             drift, runs_used = learned, len(alike) + 1
@@ -252,8 +272,16 @@ def compare_records(
             kinds = [f"{'process' if r.processes else 'build'} medians" for r in (rb, rn)]
             basis = f"{kinds[0]} ({len(ub)} vs {len(un)})" if kinds[0] == kinds[1] else \
                 f"{kinds[0]} ({len(ub)}) vs {kinds[1]} ({len(un)})"
-            c = compare_units(rn.label(), ub, un, threshold, alpha, floor,
-                              independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
+            if relative:
+                c = compare_units(rn.label(), rel_b, rel_n, threshold, alpha, floor,
+                                  independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
+                machine = rn.conditions["reference"]["median_s"] / rb.conditions["reference"]["median_s"]
+                c = replace(c, base_median_s=stats.median(ub), new_median_s=stats.median(un), machine=machine)
+                basis += (f" per reference-kernel time (the reference ran {abs(machine - 1):.1%} "
+                          f"{'slower' if machine >= 1 else 'faster'} for new)")
+            else:
+                c = compare_units(rn.label(), ub, un, threshold, alpha, floor,
+                                  independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
         else:
             basis = "samples"
             missing = [name for name, u in (("base", ub), ("new", un)) if not u]

@@ -54,6 +54,10 @@ class RunConfig:
     # spread +-1%, reports/quality). Added in quadrature to the reported interval's half-width
     # (Record.stats), not to the convergence test; 0 reports the run's own interval alone.
     run_drift: float = 0.01
+    # Time a fixed reference kernel between the blocks (perfsuite.measure.reference), into the
+    # record's conditions: `compare` then judges the step's time per reference time, which the
+    # machine's drift between runs moves far less than seconds.
+    reference: bool = True
     confidence: float = 0.95
     min_samples: int = 10
     max_samples: int = 100_000

@@ -27,6 +27,10 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       `samples_s` is then all of them pooled in build order, and without `processes` the median
       and its interval come from the build medians. Versions 1 and 2 read as version 3 with no
       `builds` (one build: the interval is that of the pooled samples, as they were measured).
+      Additive, 2026-11-27: `conditions` (and each process's) may carry `reference`, the
+      machine-speed reference kernel timed between the blocks (perfsuite.measure.reference):
+      kernel, median_s and, per process, samples_s and calls_per_block; `compare` judges
+      two records that both carry one on step time per reference time.
 
 A record validates itself when built and never changes afterwards. Derived numbers (median,
 percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:
@@ -65,6 +69,15 @@ def case_key(workload: str, params: dict, device: str) -> tuple:
 def _need(cond: bool, field_name: str, what: str) -> None:
     if not cond:
         raise RecordError(f"record field {field_name!r}: {what}")
+
+
+def _check_reference(ref: Any, where: str) -> None:
+    """A machine-speed reference (perfsuite.measure.reference), when present: compare divides by it."""
+    if ref is None:
+        return
+    _need(isinstance(ref, dict) and isinstance(ref.get("kernel"), str), where, "must be an object naming its kernel")
+    _need(_is_number(ref.get("median_s")) and ref["median_s"] > 0, f"{where}.median_s",
+          "must be a positive finite number of seconds")
 
 
 def _is_number(x: Any) -> bool:
@@ -146,9 +159,14 @@ class Record:
             _need(isinstance(getattr(self, name), dict), name, "must be an object")
         _need(self.peak is None or isinstance(self.peak, dict), "peak", "must be an object or null")
         _need(isinstance(self.conditions, dict), "conditions", "must be an object")
+        _check_reference(self.conditions.get("reference"), "conditions.reference")
         if self.processes is not None:
             object.__setattr__(self, "processes", tuple(self.processes))
             self._check_groups("processes", "worker process")
+            for i, p in enumerate(self.processes):
+                cond = p.get("conditions")
+                _need(cond is None or isinstance(cond, dict), f"processes[{i}].conditions", "must be an object")
+                _check_reference((cond or {}).get("reference"), f"processes[{i}].conditions.reference")
         if self.builds is not None:
             object.__setattr__(self, "builds", tuple(self.builds))
             self._check_groups("builds", "build of the step")
@@ -196,6 +214,25 @@ class Record:
         if self.builds:
             return [b["median"] for b in self.builds]
         return None
+
+    def relative_units(self) -> list[float] | None:
+        """units() per the machine-speed reference measured beside them (conditions["reference"],
+        perfsuite.measure.reference): each process median over its own process's reference
+        median, build medians over their one process's. None when any is missing."""
+        if self.processes:
+            refs = [(p.get("conditions") or {}).get("reference") for p in self.processes]
+            if not all(refs) or len({ref["kernel"] for ref in refs}) > 1:
+                return None
+            return [p["median"] / ref["median_s"] for p, ref in zip(self.processes, refs)]
+        ref = self.conditions.get("reference")
+        units = self.units()
+        if not ref or not units:
+            return None
+        return [u / ref["median_s"] for u in units]
+
+    @property
+    def reference_kernel(self) -> str | None:
+        return (self.conditions.get("reference") or {}).get("kernel")
 
     @cached_property
     def stats(self) -> stats.Summary:

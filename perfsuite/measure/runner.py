@@ -19,6 +19,7 @@ from perfsuite.measure import heap
 from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS
 from perfsuite.measure.nvml import NvmlSampler
 from perfsuite.measure.nvtx import nvtx_range
+from perfsuite.measure.reference import Reference
 from perfsuite.measure.timing import Clock, clock_for
 from perfsuite.core.record import Record
 from perfsuite.core.workload import Workload
@@ -55,6 +56,7 @@ class Measurement:
     measure_s: float
     warnings: list[str] = field(default_factory=list)
     builds_s: list[list[float]] = field(default_factory=list)  # each build's samples, in time order
+    reference: dict | None = None  # the machine-speed reference timed between the blocks (Reference.summary)
 
 def _settled(samples: list[float], window: int, tolerance: float) -> bool:
     """The last two windows' medians agree within `tolerance`, or within what the noise allows.
@@ -207,6 +209,7 @@ def measure(
     timed_region: Callable[[], ContextManager] = contextlib.nullcontext,
     warmup_region: Callable[[], ContextManager] = contextlib.nullcontext,
     deadline: float | None = None,
+    reference: "Reference | None" = None,
 ) -> Measurement:
     """The timing algorithm: warm up, size the block, then timed blocks until the CI converges.
 
@@ -215,7 +218,9 @@ def measure(
     medians disagree, which is what a separate run (new allocations, new weights) would see and
     one build's samples cannot. The CI may stop the timing only after `cfg.min_fraction` of the
     budget (and `cfg.min_time` of timing). `deadline` (time.monotonic(), a worker's slot) ends the
-    budget earlier when the set-up before it took part of the slot."""
+    budget earlier when the set-up before it took part of the slot. `reference`
+    (perfsuite.measure.reference) is timed between the turns, at most once per reference.GAP_S of
+    timing, inside the budget: how fast the machine was while the step was timed."""
     fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
     k = len(fns)
     warnings: list[str] = []
@@ -295,6 +300,8 @@ def measure(
                     x = clock.time_block(fns[i], n) / n
                     groups[i].append(x)
                     timeline.append(x)
+                if reference is not None and reference.due(clock.now()):
+                    reference.take()
                 now = clock.now()
                 total = len(timeline)
                 if now - deadline_start >= cfg.max_time or total >= cfg.max_samples:
@@ -341,6 +348,7 @@ def measure(
         measure_s=measure_s,
         warnings=warnings,
         builds_s=groups,
+        reference=reference.summary() if reference is not None else None,
     )
 
 
@@ -538,6 +546,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
             timed_region=timed_region,
             warmup_region=lambda: nvtx_range(f"{label}/warmup", cfg.nvtx),
             deadline=deadline,
+            reference=Reference(clock, device) if cfg.reference else None,
         )
         if built.extra is not None:
             extra = built.extra()
@@ -573,6 +582,8 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
         memory.update(cuda_mem.to_dict())
     conditions, load_warnings = measured_conditions(cfg, usage.readings, faults, len(m.samples_s) * m.block_size)
     conditions["builds"] = len(m.builds_s)
+    if m.reference is not None:
+        conditions["reference"] = m.reference
     warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings
     if cfg.heap == "steady" and conditions["heap"] != "steady":
         warnings.append(f"heap steady was asked for but not held ({heap.hold().get('reason')}): "

@@ -241,6 +241,11 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     builds = [{**b, "process": i} for i, r in enumerate(records)
               for b in (r.builds or [{"samples_s": list(r.samples_s), "median": r.median_s}])]
     conditions["builds"] = len(builds)
+    conditions.pop("reference", None)  # each process keeps its own; the run's is their median
+    refs = [r.conditions.get("reference") for r in records]
+    if all(refs) and len({ref["kernel"] for ref in refs}) == 1:
+        conditions["reference"] = {"kernel": refs[0]["kernel"],
+                                   "median_s": stats.median([ref["median_s"] for ref in refs])}
     warnings = conditions_warnings(conditions) if first.conditions else []
     hw = spread.rel_ci_halfwidth
     converged = hw <= cfg.target_rel_ci

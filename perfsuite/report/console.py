@@ -36,11 +36,14 @@ _STYLE = {"slower": "bold red", "faster": "green", "same": "", "noisy": "yellow"
 
 def comparison_table(cmp: Comparison) -> Table:
     t = Table(title="perfsuite compare (new / base)")
-    for col in ("case", "base", "new", "ratio", "95% CI", "noise", "p", "verdict"):
+    for col in ("case", "base", "new", "machine", "ratio", "95% CI", "noise", "p", "verdict"):
         t.add_column(col, justify="left" if col == "case" else "right")
     for c in cmp.cases:
+        # machine: new / base of the reference kernel's time (perfsuite.measure.reference); the ratio
+        # is then per reference time, so it is not new / base of the two seconds beside it.
         # noise: what separate runs of unchanged code differ by (compare.records.noise_band)
-        t.add_row(Text(printable(c.label)), fmt_seconds(c.base_median_s), fmt_seconds(c.new_median_s), f"{c.ratio:.3f}",
+        t.add_row(Text(printable(c.label)), fmt_seconds(c.base_median_s), fmt_seconds(c.new_median_s),
+                  f"{c.machine:.3f}" if c.machine else "-", f"{c.ratio:.3f}",
                   f"{c.ci_low:.3f}..{c.ci_high:.3f}", f"±{c.noise:.1%}" if c.noise else "-", f"{c.p_value:.2g}",
                   f"[{_STYLE[c.verdict]}]{c.verdict}[/]" if _STYLE[c.verdict] else c.verdict)
     return t
