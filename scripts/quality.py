@@ -174,20 +174,47 @@ def measure_case(case: str, runs: int, max_time: float | None, tmp: Path) -> dic
 
 
 def _in_seconds(rec):
-    """The record without its machine-speed reference: `compare` then judges it in seconds, as it
-    did before the reference existed (the contrast in the report)."""
+    """The record without its machine-speed reference and learned drift: `compare` then judges it
+    in seconds, as it did before either existed (the contrast in the report)."""
     from dataclasses import replace
 
     def strip(cond):
-        return {k: v for k, v in (cond or {}).items() if k != "reference"}
+        return {k: v for k, v in (cond or {}).items() if k not in ("reference", "machine_drift")}
 
     procs = [{**p, "conditions": strip(p.get("conditions"))} for p in rec.processes] if rec.processes else None
     return replace(rec, conditions=strip(rec.conditions), processes=procs)
 
 
+def _with_machine_log(base: list, same: list, slow: list) -> list:
+    """The base records as `perfsuite run` reports them with its machine-speed log: each with the
+    drift learned from the log it would have read (perfsuite.measure.machine_drift), rebuilt from
+    every run of the case (base, unchanged and slowed: all are runs on this machine; the padding
+    does not touch the reference) that ended before it, itself included. The child runs keep no
+    log of their own, so the same records can be reanalysed under other rules."""
+    from dataclasses import replace
+    from datetime import datetime
+
+    from perfsuite.measure import machine_drift
+
+    def when(r):
+        return datetime.fromisoformat(r.created).timestamp()
+
+    entries = sorted(({**machine_drift.run_key(r), "time": when(r), "median_s": r.conditions["reference"]["median_s"]}
+                      for r in base + same + slow if r.conditions.get("reference")), key=lambda e: e["time"])
+    out = []
+    for r in base:
+        key = machine_drift.run_key(r)
+        drift = key and machine_drift.learned([e for e in entries if e["time"] <= when(r)], key, when(r))
+        out.append(replace(r, conditions={**r.conditions, "machine_drift": drift}) if drift else r)
+    return out
+
+
 def analyse(base: list, same: list, slow: list, walls: list | None = None) -> dict:
     """perfsuite's figures from the records of one case's runs, as today's code reports them."""
     from perfsuite.compare.records import compare_records
+
+    plain = base
+    base = _with_machine_log(base, same, slow)
 
     medians = [r.median_s for r in base]
     center = _spread(medians)["median_of_medians"]
@@ -196,6 +223,7 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
         return lo is not None and lo <= center <= hi
 
     covered = sum(covers(r.stats.ci_low, r.stats.ci_high) for r in base)
+    covered_without_log = sum(covers(r.stats.ci_low, r.stats.ci_high) for r in plain)
     # The run's own interval (its processes' or builds' spread), before RunConfig.run_drift widens it.
     own = [(r.between.ci_low, r.between.ci_high) if r.between is not None else (r.stats.ci_low, r.stats.ci_high)
            for r in base]
@@ -215,6 +243,8 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
     return {
         "perfsuite": {**_spread(medians), "covered": covered,
                       "covered_without_run_drift": sum(covers(lo, hi) for lo, hi in own),
+                      "covered_without_machine_log": covered_without_log,
+                      "machine_drift": [r.machine_drift for r in base],
                       "run_drift": [r.config.get("run_drift") for r in base],
                       "intervals": [[r.stats.ci_low, r.stats.ci_high] for r in base],
                       "own_intervals": [list(x) for x in own], "medians": medians,
@@ -278,7 +308,8 @@ def summary(results: list[dict]) -> str:
         lines.append(f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s, {p['processes'][0]} processes, "
                      f"wall {min(p['wall_s']):.0f}-{max(p['wall_s']):.0f} s, load {min(r['load_1min']):.1f}-"
                      f"{max(r['load_1min']):.1f} | {p['covered']}/{r['runs']} "
-                     f"({p['covered_without_run_drift']}/{r['runs']} without run_drift) | "
+                     f"({p.get('covered_without_machine_log', '-')}/{r['runs']} without the machine-speed log, "
+                     f"{p['covered_without_run_drift']}/{r['runs']} without either) | "
                      f"{p['cv']:.1%} / {p['range_over_median']:.1%}"
                      + (f" ({p['per_reference']['cv']:.1%} / {p['per_reference']['range_over_median']:.1%})"
                         if p.get("per_reference") else "")

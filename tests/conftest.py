@@ -26,3 +26,13 @@ def no_gc_pauses(monkeypatch):
     from perfsuite.measure import runner
 
     monkeypatch.setattr(runner, "gc", types.SimpleNamespace(collect=lambda generation=2: 0))
+
+
+@pytest.fixture(autouse=True)
+def machine_log_in_tmp(tmp_path, monkeypatch):
+    """`perfsuite run` notes each run in a machine-speed log (default ~/.cache/perfsuite): the
+    tests' runs go to a log of their own test, so they neither write to the user's home nor
+    widen each other's intervals."""
+    from perfsuite.cli import parser
+
+    monkeypatch.setattr(parser, "DEFAULT_MACHINE_LOG", tmp_path / "machine-speed.jsonl")

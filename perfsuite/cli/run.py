@@ -162,6 +162,7 @@ def cmd_run(args, console) -> int:
                   TimeElapsedColumn(), console=console, transient=True, disable=len(cases) < 2) as progress:
         try:
             out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
+                            machine_log=args.machine_log,
                             events=ConsoleEvents(console, len(cases), progress))
         except BaseException:
             if not writer.records and not writer.failures:
@@ -197,6 +198,10 @@ def _print_process_spread(console, records) -> None:
     for rec in records:
         if line := describe(rec):
             console.print(Text(line))
+        if drift := rec.conditions.get("machine_drift"):
+            console.print(Text(f"{rec.label()}: the interval includes ±{drift['half_width']:.1%}, how far this "
+                               f"machine's speed moved over its last {drift['runs']} runs of this case "
+                               f"({drift['hours']:.1f} h; machine-speed log)"))
 
 
 def _check_pinning(cpus) -> None:
@@ -275,7 +280,7 @@ def _run_suite(args, console) -> int:
             heap.apply(args.heap)
         with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
             res = run_suite(suite, out, ConsoleSuiteEvents(console), retry_failed=args.retry_failed,
-                            peak_file=args.peak_file,
+                            peak_file=args.peak_file, machine_log=args.machine_log,
                             settings={"cpus": args.cpus, "threads": args.threads,
                                       **({"heap": args.heap} if args.heap else {})})
     except KeyboardInterrupt:

@@ -114,7 +114,7 @@ def noise_band(base_units: list[float] | None, new_units: list[float] | None, fl
     return max(floor, math.exp(2.0 * math.sqrt(var)) - 1.0)
 
 
-MIN_RUNS_TO_LEARN = 3
+MIN_RUNS_TO_LEARN = stats.MIN_RUNS_FOR_DRIFT
 
 
 def learned_drift(runs: list[Record], relative: bool = False) -> float | None:
@@ -126,9 +126,7 @@ def learned_drift(runs: list[Record], relative: bool = False) -> float | None:
     medians = [m for m in medians if m and m > 0 and math.isfinite(m)]
     if len(medians) < MIN_RUNS_TO_LEARN:
         return None
-    from scipy.stats import t
-
-    return math.expm1(float(t.ppf(0.975, len(medians) - 1)) * _log_sd(medians))
+    return stats.drift_halfwidth(medians)
 
 
 def _centre(r: Record, relative: bool) -> float | None:
@@ -262,6 +260,8 @@ def compare_records(
         if not relative and (rel_b or rel_n):
             warnings.append("only one side timed the machine-speed reference (or their kernels differ): compared "
                             "in seconds, which the machine's drift between runs moves")
+        if not relative:  # in seconds, the machine's own drift between runs is noise too
+            drift = max(drift, rb.machine_drift, rn.machine_drift)
         learned = learned_drift([*alike, rb], relative=relative and all(r.reference_kernel == rb.reference_kernel
                                                                         for r in alike))
         runs_used = 1

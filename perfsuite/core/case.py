@@ -53,7 +53,8 @@ class Measure:
 @dataclass
 class Context:
     """What a measurement may use besides its case: the environment fingerprint, the stored peak,
-    the clock, a hook run after measuring (a trace), the records this run has measured so far."""
+    the clock, a hook run after measuring (a trace), the records this run has measured so far,
+    and the machine-speed log a plain run notes its reference in (perfsuite.measure.machine_drift)."""
 
     env: dict | None = None
     peak: dict | None = None
@@ -61,5 +62,6 @@ class Context:
     after: Callable[[object], None] | None = None
     trace_dir: Path | None = None
     measured: tuple = ()
+    machine_log: Path | None = None
 
 

@@ -30,7 +30,9 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       Additive, 2026-11-27: `conditions` (and each process's) may carry `reference`, the
       machine-speed reference kernel timed between the blocks (perfsuite.measure.reference):
       kernel, median_s and, per process, samples_s and calls_per_block; `compare` judges
-      two records that both carry one on step time per reference time.
+      two records that both carry one on step time per reference time. `conditions` may carry
+      `machine_drift` (half_width, runs, hours: perfsuite.measure.machine_drift), which widens
+      the reported interval like config.run_drift when larger.
 
 A record validates itself when built and never changes afterwards. Derived numbers (median,
 percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:
@@ -160,6 +162,10 @@ class Record:
         _need(self.peak is None or isinstance(self.peak, dict), "peak", "must be an object or null")
         _need(isinstance(self.conditions, dict), "conditions", "must be an object")
         _check_reference(self.conditions.get("reference"), "conditions.reference")
+        drift = self.conditions.get("machine_drift")
+        _need(drift is None or (isinstance(drift, dict) and _is_number(drift.get("half_width"))
+                                and drift["half_width"] >= 0), "conditions.machine_drift",
+              "must be an object with a half_width >= 0")
         if self.processes is not None:
             object.__setattr__(self, "processes", tuple(self.processes))
             self._check_groups("processes", "worker process")
@@ -231,6 +237,12 @@ class Record:
         return [u / ref["median_s"] for u in units]
 
     @property
+    def machine_drift(self) -> float:
+        """How far this machine's speed moved between its last alike runs, a 95% half-width
+        (conditions["machine_drift"], perfsuite.measure.machine_drift); 0 when not learned."""
+        return (self.conditions.get("machine_drift") or {}).get("half_width", 0.0)
+
+    @property
     def reference_kernel(self) -> str | None:
         return (self.conditions.get("reference") or {}).get("kernel")
 
@@ -245,9 +257,10 @@ class Record:
         spread = self.between
         if spread is not None:
             s = replace(s, median=spread.median, ci_low=spread.ci_low, ci_high=spread.ci_high)
-        # The drift between runs that the run could not see in itself (RunConfig.run_drift), in
-        # quadrature; records written before it (no `run_drift` in their config) keep their interval.
-        drift = self.config.get("run_drift") or 0.0
+        # The drift between runs that the run could not see in itself (RunConfig.run_drift, or what
+        # the machine-speed log learned when larger), in quadrature; records written before it (no
+        # `run_drift` in their config) keep their interval.
+        drift = max(self.config.get("run_drift") or 0.0, self.machine_drift)
         if drift and s.ci_low is not None:
             s = replace(s, **dict(zip(("ci_low", "ci_high"), stats.widened(s.median, s.ci_low, s.ci_high, drift))))
         return s

@@ -10,8 +10,8 @@ ratio when both carry a reference (record.relative_units); the seconds reported 
 
 The kernel is a small fp32 matmul into a preallocated output: no allocation (no page faults, no
 allocator in its time), the same work on every machine and torch, and compute-bound like most
-steps. A block starts with one untimed call, so that what the step left in the caches is not
-charged to the machine.
+steps. A block starts with WARM_S of untimed calls, so that the wake of the step before it (its caches,
+its state) is not charged to the machine.
 """
 
 from __future__ import annotations
@@ -20,9 +20,17 @@ from typing import Callable
 
 from perfsuite.stats.summary import median
 
-KERNEL_N = {"cpu": 128, "cuda": 1024}  # cuda: large enough that the GPU's time, not the launch, is timed
+# On CUDA its three 256x256 fp32 tensors (0.75 MiB) are live in the timed region and count in the
+# record's CUDA memory peak; larger ones would move small steps' peaks. Unproven on a GPU (no GPU
+# was lent when this was written): scripts/gpu-check.sh measures it.
+KERNEL_N = {"cpu": 128, "cuda": 256}
 BLOCK_S = 1e-3  # timed calls per block: about this long
-GAP_S = 0.025  # at most one block per this much of the step's timing: <= ~4% of a budget
+# Untimed calls before each block, about this long. Right after a ResNet18 step the kernel ran at
+# 86 us a call for its first ~20 calls and reached its steady 51 us only after ~3 ms (right after
+# 256x256 matmuls: at once); timed at once, the reference measured the step's wake, not the
+# machine, and a slowdown made of matmuls read as 1.7x per reference (reports/quality, 2026-11-27).
+WARM_S = 5e-3
+GAP_S = 0.2  # at most one block (~6 ms) per this much of the step's timing: ~3% of a budget
 
 
 def kernel_name(device: str) -> str:
@@ -52,6 +60,7 @@ class Reference:
         self.fn()
         per_call = clock.time_block(self.fn, 4) / 4
         self.calls = max(1, int(BLOCK_S / per_call)) if per_call > 0 else 1
+        self.warm_calls = max(1, int(WARM_S / per_call)) if per_call > 0 else 1
         self.samples_s: list[float] = []
         self.last: float | None = None
 
@@ -59,7 +68,8 @@ class Reference:
         return self.last is None or now - self.last >= GAP_S
 
     def take(self) -> None:
-        self.fn()  # untimed: the step's footprint in the caches is the step's, not the machine's
+        for _ in range(self.warm_calls):  # untimed: the step's wake is the step's, not the machine's
+            self.fn()
         self.samples_s.append(self.clock.time_block(self.fn, self.calls) / self.calls)
         self.last = self.clock.now()
 
@@ -68,4 +78,4 @@ class Reference:
         if not self.samples_s:
             return None
         return {"kernel": self.name, "median_s": median(self.samples_s), "samples_s": list(self.samples_s),
-                "calls_per_block": self.calls}
+                "calls_per_block": self.calls, "warm_calls": self.warm_calls}

@@ -48,6 +48,14 @@ class Records(Measure):
     workload's `launcher`)."""
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
+        record = self._measure(case, cfg, ctx)
+        if ctx.machine_log is not None:  # the drift between this machine's runs, into the interval
+            from perfsuite.measure.machine_drift import note_run
+
+            record = note_run(record, ctx.machine_log)
+        return record
+
+    def _measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
         launcher = getattr(case.workload, "launcher", None)
         if launcher is not None:  # distributed: ranks under torchrun, one record (perfsuite.distributed)
             return launcher(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak,
@@ -159,13 +167,14 @@ def _release_device_memory(device: str) -> None:
 def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measure = RECORDS, writer=None,
               env: dict | None = None, peak: dict | None = None, events: Events | None = None,
               trace_dir: Path | None = None, record_config: Mapping[str, Any] | None = None,
-              clock=None) -> Outcome:
+              clock=None, machine_log: Path | None = None) -> Outcome:
     """Measure `cases` one after another on `device` (already resolved), each as `measure` says.
 
     `writer` (storage's ResultsWriter, or a DocumentWriter for other kinds) receives each result
     or failure as soon as it exists. `record_config` is merged into each record's `config` (a
     suite's name and digest). Ctrl-C stops the run and returns with `interrupted` set: everything
-    finished is kept.
+    finished is kept. `machine_log`: the machine-speed log (perfsuite.measure.machine_drift) that
+    plain records note their reference in and learn the drift between runs from.
     """
     events = events or Events()
     cfg = replace(cfg, device=device)
@@ -183,6 +192,7 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
                 continue
             events.start(case)
             ctx = Context(env=env, peak=peak, clock=clock, trace_dir=trace_dir, measured=tuple(out.records),
+                          machine_log=machine_log,
                           after=_tracer(case, trace_dir, device, events) if trace_dir is not None else None)
             try:
                 result = measure.measure(case, cfg, ctx)

@@ -162,7 +162,8 @@ def run_checks_first(suite: Suite, device: str, events: SuiteEvents, out: Path) 
 
 
 def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_failed: bool = False,
-              peak_file: Path | None = None, settings: dict | None = None) -> SuiteOutcome:
+              peak_file: Path | None = None, settings: dict | None = None,
+              machine_log: Path | None = None) -> SuiteOutcome:
     """Every entry of `suite` into `out`, each kind through perfsuite.run.execute.run_cases.
     `settings`: RunConfig fields the command line sets for every entry (cpus, threads, heap)."""
     import os
@@ -180,12 +181,13 @@ def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_
     lock = lock_output(out)
     try:
         return _run_entries(suite, out, events or SuiteEvents(), device, unsupported, config, retry_failed,
-                            peak_file, {k: v for k, v in (settings or {}).items() if v is not None})
+                            peak_file, {k: v for k, v in (settings or {}).items() if v is not None}, machine_log)
     finally:
         os.close(lock)
 
 
-def _run_entries(suite, out, events, device, unsupported, config, retry_failed, peak_file, settings) -> SuiteOutcome:
+def _run_entries(suite, out, events, device, unsupported, config, retry_failed, peak_file, settings,
+                 machine_log=None) -> SuiteOutcome:
     """One loop for every kind of entry: the entry's writer (a results file for `run`, a versioned
     document for `pair` and `amp`) says which cases are done or failed before, the rest are
     measured by run_cases, and a case that fails is that case's recorded failure (exit 3)."""
@@ -234,7 +236,7 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
         events.entry_started(e.name, e.kind, len(todo))
         cfg = RunConfig(device=device, max_time=e.max_time, processes=e.processes, **settings)
         res = run_cases(todo, cfg, device, measure=measure, writer=writer, env=env, peak=peak,
-                        record_config=run_info, events=events.case_events(e.name))
+                        record_config=run_info, events=events.case_events(e.name), machine_log=machine_log)
         outcome.measured += len(res.records)
         outcome.failed += len(res.failures)
         outcome.unsupported += len(res.unsupported)

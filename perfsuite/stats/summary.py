@@ -257,6 +257,21 @@ def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
     return ProcessSpread(tuple(meds), point, max(lo, 0.0), hi, method, between, within, confidence)
 
 
+MIN_RUNS_FOR_DRIFT = 3  # separate runs before their spread is taken as the drift between runs
+
+
+def drift_halfwidth(values: Sequence[float]) -> float:
+    """Where one more of `values` (separate runs' medians) lands, as a relative 95% half-width:
+    t(0.975, K-1) SDs of their K logs (the t quantile widens it for a few values' uncertain SD).
+    The drift between runs that stats.widened adds and compare's noise band counts."""
+    from scipy.stats import t
+
+    logs = np.log(np.asarray(_checked(values, "medians"), dtype=float))
+    if len(logs) < 2:
+        raise ValueError("the drift between runs needs at least 2 of them")
+    return math.expm1(float(t.ppf(0.975, len(logs) - 1)) * float(np.std(logs, ddof=1)))
+
+
 def widened(centre: float, lo: float, hi: float, drift: float) -> tuple[float, float]:
     """An interval [lo, hi] around `centre` with a relative `drift` (a 95% half-width, e.g. 0.01)
     added in quadrature on each side, on logs: what a run cannot see in itself (the machine's state

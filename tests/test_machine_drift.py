@@ -1,0 +1,130 @@
+"""The drift between a machine's runs, learned from the machine-speed log (issue 26)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import t
+
+from perfsuite.measure import machine_drift
+
+KEY = {"case": "matmul[n=256,dtype=fp32]", "kernel": "matmul 128x128 fp32", "device": "cpu", "threads": 1, "host": "h"}
+
+
+def entry(median_s, time, **other):
+    return {**KEY, **other, "time": time, "median_s": median_s}
+
+
+def test_the_drift_is_learned_from_the_last_alike_runs_only():
+    medians = [1.0, 1.1, 0.9, 1.05]
+    entries = [entry(m, 100.0 + i) for i, m in enumerate(medians)]
+    assert machine_drift.learned(entries[:2], KEY, 200.0) is None  # two runs teach nothing
+    got = machine_drift.learned(entries, KEY, 200.0)
+    sd = float(np.std(np.log(medians), ddof=1))
+    assert got["half_width"] == pytest.approx(math.expm1(t.ppf(0.975, 3) * sd)) and got["runs"] == 4
+    # Another case, thread count or host, a run older than a day: not this case on this machine now.
+    others = [entry(5.0, 150.0, threads=4), entry(5.0, 150.0, host="other"), entry(5.0, 200.0 - 25 * 3600),
+              entry(5.0, 150.0, case="resnet[]")]
+    assert machine_drift.learned(entries + others, KEY, 200.0) == got
+    # Only the last KEEP alike runs: an old wild one drops out.
+    many = [entry(9.0, 0.0)] + [entry(1.0 + 0.01 * (i % 2), 1.0 + i) for i in range(machine_drift.KEEP)]
+    assert machine_drift.learned(many, KEY, 100.0)["half_width"] < 0.05
+
+
+def _record(median_ref, median_s=1e-3):
+    from dataclasses import replace
+
+    from records import make_record
+
+    rec = make_record()
+    return replace(rec, env={**rec.env, "host": "h"},
+                   conditions={**rec.conditions, "torch_threads": 1,
+                               "reference": {"kernel": "matmul 128x128 fp32", "median_s": median_ref}})
+
+
+def test_each_run_is_noted_and_from_the_third_its_interval_includes_the_drift(tmp_path):
+    log = tmp_path / "speed.jsonl"
+    recs = [machine_drift.note_run(_record(m), log, now=1000.0 + i) for i, m in enumerate([1e-4, 1.2e-4, 0.9e-4])]
+    assert len(log.read_text().splitlines()) == 3
+    assert [r.machine_drift for r in recs[:2]] == [0.0, 0.0] and recs[2].machine_drift > 0.2
+    plain, wide = recs[0].stats, recs[2].stats
+    assert (wide.ci_high - wide.ci_low) / wide.median > 2 * (plain.ci_high - plain.ci_low) / plain.median
+    assert recs[2].conditions["machine_drift"]["runs"] == 3
+    # A torn line (a run killed mid-write) is passed over, not an error; a record without a
+    # reference is returned as it was and not noted.
+    with log.open("a") as f:
+        f.write('{"kernel": "matmul 12')
+    from dataclasses import replace
+
+    bare = replace(recs[0], conditions={})
+    assert machine_drift.note_run(bare, log) is bare and len(machine_drift.read_log(log)) == 3
+
+
+def test_a_bad_machine_drift_in_a_record_is_refused():
+    from dataclasses import replace
+
+    from perfsuite.core.errors import RecordError
+
+    with pytest.raises(RecordError, match="conditions.machine_drift"):
+        replace(_record(1e-4), conditions={"machine_drift": {"half_width": "wide"}})
+    with pytest.raises(RecordError, match="conditions.reference.median_s"):
+        replace(_record(1e-4), conditions={"reference": {"kernel": "k", "median_s": 0}})
+
+
+def _machine_runs(log, n=10, machine_sd=0.08):
+    """n simulated `perfsuite run`s of one step, each on the machine at its own speed (a factor
+    lognormal(0, machine_sd) on the step and the reference alike): a shared VM minutes apart."""
+    from fakeclock import build_spread_case
+
+    from perfsuite.core.config import RunConfig
+    from perfsuite.run.execute import Case, run_cases
+
+    rng = np.random.default_rng(7)
+    out = []
+    for i in range(n):
+        workload, clock = build_spread_case(i, spread=0.01, machine=float(rng.lognormal(0, machine_sd)),
+                                            reference_s=1e-4)
+        cfg = RunConfig(max_time=1.0, processes=1)
+        (rec,) = run_cases([Case(workload, {})], cfg, "cpu", clock=clock, env={"host": "h"}, machine_log=log).records
+        out.append(rec)
+    return out
+
+
+def test_runs_on_a_drifting_machine_cover_the_median_of_medians_once_the_log_knows_it(tmp_path, no_gc_pauses):
+    """Issue 26, item 4: a fake machine whose speed differs between runs. Each run's builds agree
+    within 1%, so its own interval cannot cover the others; with the log, every run from the
+    third on covers the median of all the runs' medians."""
+    runs = _machine_runs(tmp_path / "log.jsonl")
+    centre = float(np.median([r.median_s for r in runs]))
+
+    def covers(r):
+        return r.stats.ci_low <= centre <= r.stats.ci_high
+
+    assert sum(covers(r) for r in runs[2:]) == len(runs) - 2
+    plain = _machine_runs(None)
+    assert sum(covers(r) for r in plain) <= len(runs) // 2
+
+
+def test_the_run_command_notes_its_runs_in_the_machine_log(tmp_path, capsys):
+    from perfsuite import cli
+
+    log = tmp_path / "speed.jsonl"
+    for i in range(3):
+        assert cli.main(["--machine-log", str(log), "run", "noop", "--max-time", "0.3",
+                         "--out", str(tmp_path / f"r{i}.json")]) == 0
+    assert [json.loads(line)["kernel"] for line in log.read_text().splitlines()] == ["matmul 128x128 fp32"] * 3
+    assert "how far this machine's speed moved over its last 3 runs of this case" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "r2.json").read_text())["records"][0]
+    assert saved["conditions"]["machine_drift"]["runs"] == 3
+    assert cli.main(["--machine-log", "none", "run", "noop", "--max-time", "0.3",
+                     "--out", str(tmp_path / "r3.json")]) == 0
+    assert len(log.read_text().splitlines()) == 3
+
+
+def test_a_log_that_cannot_be_written_costs_the_learning_not_the_record(tmp_path):
+    rec = _record(1e-4)
+    (tmp_path / "log").mkdir()  # a folder where the log's file should be
+    got = machine_drift.note_run(rec, tmp_path / "log")
+    assert got.samples_s == rec.samples_s and got.machine_drift == 0.0
+    assert any("machine-speed log" in w and "not used" in w for w in got.warnings)
