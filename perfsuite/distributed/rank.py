@@ -246,7 +246,10 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
     workload = load_workload(job["workload"])
     # No held heap on a rank: settling calls the step until this rank's own faults stop, and a
     # rank that calls a collective step a different number of times than its peers would hang.
-    cfg = replace(_rank_cfg(job, ctx), heap="default")
+    # No machine-speed reference either: its blocks would go through RankClock (a barrier and an
+    # all-reduce each) and interleave with the step's readings, which gather matches to the
+    # record's timed blocks. A distributed record is compared in seconds.
+    cfg = replace(_rank_cfg(job, ctx), heap="default", reference=False)
     clock = RankClock(clock_for(ctx.device, cfg.timing), ctx.ctrl, on_first=lambda: status.stage("measure"))
     comm: dict = {}
 
