@@ -13,6 +13,8 @@
 #   peak        perfsuite peak --max-time 6 (as `make bench`)    -> bench.log
 #   roofs       fp32 matmul and ResNet records: roof, kernels, flags -> crosscheck.log
 #   user        examples/my-project's workload run and gated on CUDA -> crosscheck.log
+#   since       issues 24 and 26 on CUDA: the machine-speed reference and log in three matmul
+#               runs and compare of two; bisect and why over a 4-commit my-project history -> crosscheck.log
 #   graphs      ResNet18 b128 cuda_graph false/true, Qwen b8     -> graphs.log
 #   check       perfsuite check --device cuda (fp16 AMP, resume)  -> crosscheck.log
 #   crosscheck  scripts/cuda_crosscheck.py                       -> crosscheck.log
@@ -206,6 +208,50 @@ PYEOF
     NOTE[user]=$(grep -E "median ratio|saved" "$CROSSLOG" | tail -2 | cut -c1-120 | tr '\n' ';')
     stage_end user ;;
 
+  since)
+    # Issue 26 on CUDA: records carry the machine-speed reference (256x256 matmul on the device),
+    # compare divides by it, the third run is widened by the log. Issue 24 on CUDA: bisect names
+    # the commit of a 4-commit history that slowed tiny_mlp, then why profiles it.
+    stage_begin since "$(left)" "$CROSSLOG"
+    for i in 1 2 3; do
+      keep_rc since "$(run "$(cap 40)" "$CROSSLOG" $PY -m perfsuite --machine-log "$W/machine.jsonl" run matmul \
+        -p n=2048 -p dtype=fp32 --device cuda --max-time 3 --out "$W/ref-$i.json")"
+    done
+    $PY - "$W" >> "$CROSSLOG" 2>&1 <<'PYEOF'
+import json, statistics, sys
+from pathlib import Path
+for i in (1, 2, 3):
+    p = Path(sys.argv[1]) / f"ref-{i}.json"
+    if p.exists():
+        for r in json.loads(p.read_text())["records"]:
+            ref = (r.get("conditions") or {}).get("reference") or {}
+            print(f"ref-{i}: median {statistics.median(r['samples_s']) / r['block_size']:.6g} s reference {ref.get('kernel')} "
+                  f"{ref.get('median_s')} s blocks {len(ref.get('samples_s') or [])} "
+                  f"machine_drift {(r.get('conditions') or {}).get('machine_drift')}")
+PYEOF
+    [[ -f $W/ref-1.json && -f $W/ref-2.json ]] && \
+      run "$(cap 30)" "$CROSSLOG" env COLUMNS=200 $PY -m perfsuite compare "$W/ref-1.json" "$W/ref-2.json" > /dev/null
+    U=$W/bisect-project; rm -rf "$U"; cp -r examples/my-project "$U"
+    (
+      cd "$U" && git init -q -b main && git add -A && git -c user.email=g@x -c user.name=g commit -qm good && \
+      for n in 1 2 3 4; do
+        if [[ $n == 3 ]]; then  # the slow commit: forty extra width x width matmuls in forward
+          $PY - <<'PYEOF'
+from pathlib import Path
+p = Path("myproj/model.py"); s = p.read_text()
+s = s.replace("        return self.body(x)", "        for _ in range(40):\n            x = torch.relu(x @ self.body[0].weight.detach().T) * 0 + x\n        return self.body(x)")
+p.write_text(s)
+PYEOF
+        fi
+        echo "# $n" >> myproj/__init__.py
+        git -c user.email=g@x -c user.name=g commit -qam "change $n"
+      done
+    ) >> "$CROSSLOG" 2>&1
+    keep_rc since "$(cd "$U" && run "$(cap 150)" "$CROSSLOG" $PY -m perfsuite bisect tiny_mlp --good HEAD~4 --bad HEAD \
+      -p batch_size=32 --device cuda --max-time 3 --builds 2 --rounds 2)"
+    NOTE[since]="$(grep -E '^ref-3' "$CROSSLOG" | tail -1 | cut -c1-110); $(grep -E 'first slower commit' "$CROSSLOG" | tail -1)"
+    stage_end since ;;
+
   heap)
     # Issue 23: on the H100 machine of 2026-11-25 `--heap steady` was refused ('default'); the
     # probe says why (a preloaded allocator, glibc refusing mallopt) and the tests skip with it.
@@ -232,7 +278,7 @@ PYEOF
     CUDA_TESTS=(tests/test_timing.py tests/test_training_workloads.py tests/test_crosscheck.py tests/test_memory.py
                 tests/test_nvml.py tests/test_nvtx.py tests/test_profiling.py tests/test_runner.py
                 tests/test_cuda_device_index.py tests/test_input_layout.py tests/test_checks.py tests/test_peak.py
-                tests/test_cli.py tests/test_step_marking.py tests/test_heap.py tests/perf/test_amp_benchmarks.py)
+                tests/test_cli.py tests/test_step_marking.py tests/test_heap.py tests/test_amp_benchmarks.py)
     if [[ $s == pytest-cuda ]]; then
       rc=$(run "$(cap 200)" "$ENVLOG" $PY -m pytest "${ARGS[@]}" "${CUDA_TESTS[@]}")
     else
