@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # perfsuite on the lent GPU machine. From the repository root, with the wheels perfsuite needs
-# carried in .whl/ (see /work/shared/gpu/README.md):
+# carried in .whl/ (see /work/shared/gpu/README.md; since the documents' schemas, also pydantic==2.14.4
+# pydantic_core==2.50.5 annotated-types typing-inspection typing_extensions: that machine has no pydantic):
 #
 #     bash scripts/gpu-check.sh OUTDIR [STAGES]
 #
