@@ -128,3 +128,12 @@ def test_a_log_that_cannot_be_written_costs_the_learning_not_the_record(tmp_path
     got = machine_drift.note_run(rec, tmp_path / "log")
     assert got.samples_s == rec.samples_s and got.machine_drift == 0.0
     assert any("machine-speed log" in w and "not used" in w for w in got.warnings)
+
+
+def test_the_reference_is_timed_where_the_step_runs_on_the_cpu_only():
+    # On an H100 a tiny device matmul timed the host's launches and moved 19% between runs of an
+    # unchanged step (reports/gpu/2026-11-27-h100): CUDA records are compared in seconds.
+    from perfsuite.measure import reference
+
+    assert reference.taken_on("cpu")
+    assert not reference.taken_on("cuda") and not reference.taken_on("cuda:1")

@@ -167,3 +167,45 @@ def test_why_base_lists_the_new_operator_of_a_users_commit_first_and_bad_input_i
                           (("--base", "HEAD", "--json", str(out)), "file exists")):
         res = why_cli(*args)
         assert res.returncode == 2 and message in res.stderr, (args, res.stderr)
+
+
+def _cuda_op(name, cpu_us, device_us):
+    return {**op(name, cpu_us), "self_device_us": device_us}
+
+
+def test_on_cuda_a_step_the_host_cannot_feed_is_ranked_by_host_time_and_a_busy_gpu_by_device_time():
+    # As on the H100: 40 extra small matmuls per step cost the host ~100 us each to launch and the
+    # GPU ~6 us each; ranked by device time the table explained a small share of the slowdown.
+    a_ops = [_cuda_op("aten::addmm", 30, 5)]
+    b_ops = [_cuda_op("aten::addmm", 30, 5), _cuda_op("aten::mm", 4000, 233), _cuda_op("cudaLaunchKernel", 300, 0)]
+    a = WhySide("A", {}, a_ops, [1.1e-3] * 5, {})
+    b = WhySide("B", {}, b_ops, [5.2e-3] * 5, {})
+    host_bound = WhyResult("w", "cuda:0", "--base X", a, b, steps=5, rounds=2)
+    assert host_bound.device_busy(b) == pytest.approx(238 / 5200)
+    assert host_bound.metric == "self_cpu_us" and host_bound.explained > 0.9
+    # The same operators where the GPU is the step's bottleneck: device time.
+    busy_b = WhySide("B", {}, [_cuda_op("aten::addmm", 30, 5), _cuda_op("aten::mm", 40, 4000)], [4.2e-3] * 5, {})
+    busy_a = WhySide("A", {}, [_cuda_op("aten::addmm", 30, 5)], [0.2e-3] * 5, {})
+    device_bound = WhyResult("w", "cuda:0", "--base X", busy_a, busy_b, steps=5, rounds=2)
+    assert device_bound.metric == "self_device_us" and device_bound.rows[0].delta_us == 4000
+    # On the CPU there is no device time to weigh.
+    assert WhyResult("w", "cpu", "--base X", a, b, steps=5, rounds=2).device_busy(b) is None
+
+
+def test_kernel_rows_are_left_out_of_the_operators_their_time_belongs_to():
+    from types import SimpleNamespace
+
+    from perfsuite.profiling import ops
+
+    class Kind:
+        def __init__(self, name):
+            self.name = name
+
+    assert ops._on_the_device(SimpleNamespace(device_type=Kind("CUDA")))
+    assert not ops._on_the_device(SimpleNamespace(device_type=Kind("CPU")))
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.mm(torch.ones(8, 8), torch.ones(8, 8))
+    assert all(not ops._on_the_device(e) for e in prof.key_averages())  # a real CPU row is kept

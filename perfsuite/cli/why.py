@@ -65,6 +65,11 @@ def print_why(r, console) -> None:
     console.print(Text(f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
                        f"B - A {_signed_us(r.measured_delta_us)} ({tb / ta - 1:+.1%})"))
     what = "self CUDA time" if r.metric == "self_device_us" else "self CPU time"
+    busy = [r.device_busy(side) for side in (a, b)]
+    if all(x is not None for x in busy):
+        what += f"; the GPU busy {busy[0]:.0%} of A's step, {busy[1]:.0%} of B's"
+        if r.metric == "self_cpu_us":
+            what += ": the host's time is the step's"
     t = Table(title=f"operators per step, by their share of the difference ({what}; "
                     f"{r.rounds} windows of {r.steps} steps per side)", title_justify="left")
     for col in ("operator", "input shapes", "A", "B", "B - A", "calls A/B", "alloc B - A", ""):

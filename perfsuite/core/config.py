@@ -56,7 +56,7 @@ class RunConfig:
     run_drift: float = 0.01
     # Time a fixed reference kernel between the blocks (perfsuite.measure.reference), into the
     # record's conditions: `compare` then judges the step's time per reference time, which the
-    # machine's drift between runs moves far less than seconds.
+    # machine's drift between runs moves far less than seconds. The CPU only (reference.taken_on).
     reference: bool = True
     confidence: float = 0.95
     min_samples: int = 10

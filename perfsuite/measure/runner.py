@@ -20,6 +20,7 @@ from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS
 from perfsuite.measure.nvml import NvmlSampler
 from perfsuite.measure.nvtx import nvtx_range
 from perfsuite.measure.reference import Reference
+from perfsuite.measure.reference import taken_on as reference_taken_on
 from perfsuite.measure.timing import Clock, clock_for
 from perfsuite.core.record import Record
 from perfsuite.core.workload import Workload
@@ -546,7 +547,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
             timed_region=timed_region,
             warmup_region=lambda: nvtx_range(f"{label}/warmup", cfg.nvtx),
             deadline=deadline,
-            reference=Reference(clock, device) if cfg.reference else None,
+            reference=Reference(clock, device) if cfg.reference and reference_taken_on(device) else None,
         )
         if built.extra is not None:
             extra = built.extra()
