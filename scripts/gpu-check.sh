@@ -226,7 +226,7 @@ for i in (1, 2, 3):
     if p.exists():
         for r in json.loads(p.read_text())["records"]:
             ref = (r.get("conditions") or {}).get("reference") or {}
-            print(f"ref-{i}: median {statistics.median(r['samples_s']) / r['block_size']:.6g} s reference {ref.get('kernel')} "
+            print(f"ref-{i}: median {statistics.median(r['samples_s']):.6g} s reference {ref.get('kernel')} "
                   f"{ref.get('median_s')} s blocks {len(ref.get('samples_s') or [])} "
                   f"machine_drift {(r.get('conditions') or {}).get('machine_drift')}")
 PYEOF

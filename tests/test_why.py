@@ -188,6 +188,11 @@ def test_on_cuda_a_step_the_host_cannot_feed_is_ranked_by_host_time_and_a_busy_g
     busy_a = WhySide("A", {}, [_cuda_op("aten::addmm", 30, 5)], [0.2e-3] * 5, {})
     device_bound = WhyResult("w", "cuda:0", "--base X", busy_a, busy_b, steps=5, rounds=2)
     assert device_bound.metric == "self_device_us" and device_bound.rows[0].delta_us == 4000
+    # Ranked by host time, the memory shown is still the device's.
+    grown = WhyResult("w", "cuda:0", "--base X", a,
+                      WhySide("B", {}, [*b_ops[:1], {**b_ops[1], "self_device_bytes": 1024}], [5.2e-3] * 5, {}),
+                      steps=5, rounds=2)
+    assert grown.metric == "self_cpu_us" and [(g.name, g.delta_bytes) for g in grown.grew] == [("aten::mm", 1024)]
     # On the CPU there is no device time to weigh.
     assert WhyResult("w", "cpu", "--base X", a, b, steps=5, rounds=2).device_busy(b) is None
 

@@ -60,7 +60,8 @@ class OpRow:
     shapes: str
     a: dict | None
     b: dict | None
-    metric: str  # the time field compared: self_cpu_us, or self_device_us on a GPU
+    metric: str  # the time field compared: self_cpu_us, or self_device_us where the GPU is the bound
+    bytes_key: str = "self_cpu_bytes"  # the memory the step allocates: the device's on CUDA
 
     @property
     def mark(self) -> str:
@@ -75,8 +76,7 @@ class OpRow:
 
     @property
     def delta_bytes(self) -> float:
-        key = "self_device_bytes" if self.metric == "self_device_us" else "self_cpu_bytes"
-        return self.value(self.b, key) - self.value(self.a, key)
+        return self.value(self.b, self.bytes_key) - self.value(self.a, self.bytes_key)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "shapes": self.shapes, "a": self.a, "b": self.b, "mark": self.mark,
@@ -122,7 +122,10 @@ class WhyResult:
     @property
     def rows(self) -> list[OpRow]:
         """Every operator, sorted by its contribution in the direction of the measured difference."""
-        return align(self.a.ops, self.b.ops, self.metric, self.measured_delta_us)
+        # Memory is the device's on CUDA whichever time ranks the rows (a host-bound step's
+        # operators still allocate on the GPU).
+        bytes_key = "self_device_bytes" if self.device.startswith("cuda") else "self_cpu_bytes"
+        return align(self.a.ops, self.b.ops, self.metric, self.measured_delta_us, bytes_key)
 
     @property
     def listed(self) -> list[OpRow]:
@@ -144,8 +147,7 @@ class WhyResult:
     def grew(self) -> list[OpRow]:
         """Operators that keep more memory per step on B, largest growth first (an operator gone from
         B that freed memory on A is not one: its difference is positive, but B allocates nothing)."""
-        key = "self_device_bytes" if self.metric == "self_device_us" else "self_cpu_bytes"
-        grown = [r for r in self.rows if r.delta_bytes > 0 and r.value(r.b, key) > 0]
+        grown = [r for r in self.rows if r.delta_bytes > 0 and r.value(r.b, r.bytes_key) > 0]
         return sorted(grown, key=lambda r: -r.delta_bytes)[:self.top]
 
     DERIVED = ("measured_delta_us", "explained", "memory_delta_bytes", "rows", "grew", "metric")
@@ -165,13 +167,14 @@ class WhyResult:
                    int(d["steps"]), int(d["rounds"]), int(d.get("top", TOP)), list(d.get("notes", [])))
 
 
-def align(ops_a: list[dict], ops_b: list[dict], metric: str, direction: float = 1.0) -> list[OpRow]:
+def align(ops_a: list[dict], ops_b: list[dict], metric: str, direction: float = 1.0,
+          bytes_key: str = "self_cpu_bytes") -> list[OpRow]:
     """Rows of both sides' operators by (name, shapes), the largest contribution to a difference
     of sign `direction` first (a speed-up lists what got faster first)."""
     a = {(o["name"], o["shapes"]): o for o in ops_a}
     b = {(o["name"], o["shapes"]): o for o in ops_b}
     keys = list(dict.fromkeys([*a, *b]))
-    rows = [OpRow(n, s, a.get((n, s)), b.get((n, s)), metric) for n, s in keys]
+    rows = [OpRow(n, s, a.get((n, s)), b.get((n, s)), metric, bytes_key) for n, s in keys]
     sign = -1.0 if direction < 0 else 1.0
     return sorted(rows, key=lambda r: (-sign * r.delta_us, r.name, r.shapes))
 
