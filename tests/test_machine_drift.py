@@ -93,16 +93,17 @@ def _machine_runs(log, n=10, machine_sd=0.08):
 
 def test_runs_on_a_drifting_machine_cover_the_median_of_medians_once_the_log_knows_it(tmp_path, no_gc_pauses):
     """Issue 26, item 4: a fake machine whose speed differs between runs. Each run's builds agree
-    within 1%, so its own interval cannot cover the others; with the log, every run from the
-    third on covers the median of all the runs' medians."""
-    runs = _machine_runs(tmp_path / "log.jsonl")
+    within 1%, so its own interval cannot cover the others; with the log, the runs from the third
+    on cover the median of all the runs' medians at least as often as the issue asks (90%: a 95%
+    interval may miss; with ten runs one miss by 0.1% was a coin of the seed)."""
+    runs = _machine_runs(tmp_path / "log.jsonl", n=20)
     centre = float(np.median([r.median_s for r in runs]))
 
     def covers(r):
         return r.stats.ci_low <= centre <= r.stats.ci_high
 
-    assert sum(covers(r) for r in runs[2:]) == len(runs) - 2
-    plain = _machine_runs(None)
+    assert sum(covers(r) for r in runs[2:]) >= 0.9 * (len(runs) - 2)
+    plain = _machine_runs(None, n=20)
     assert sum(covers(r) for r in plain) <= len(runs) // 2
 
 
@@ -137,3 +138,50 @@ def test_the_reference_is_timed_where_the_step_runs_on_the_cpu_only():
 
     assert reference.taken_on("cpu")
     assert not reference.taken_on("cuda") and not reference.taken_on("cuda:1")
+
+
+class _WakeClock:
+    """A clock for the reference alone: after each `step(s)` the kernel's first calls are slow
+    (the step's wake: 86 us a call, as after a ResNet18 step), then it runs at 51 us."""
+
+    def __init__(self, wake_calls=20):
+        self.t, self.wake_calls, self.left = 0.0, wake_calls, 0
+
+    def step(self, seconds):
+        self.t += seconds
+        self.left = self.wake_calls
+
+    def now(self):
+        return self.t
+
+    def time_block(self, fn, n):
+        took = 0.0
+        for _ in range(n):
+            took += 86e-6 if self.left > 0 else 51e-6
+            self.left = max(0, self.left - 1)
+        self.t += took
+        return took
+
+
+def test_a_reference_block_waits_out_the_steps_wake_and_takes_a_bounded_share_of_the_timing():
+    from perfsuite.measure import reference
+
+    clock = _WakeClock()
+    ref = reference.Reference(clock, "cpu", kernel=lambda: None)
+    for _ in range(400):  # 2 s of a 5 ms step, the reference taken whenever it is due
+        clock.step(5e-3)
+        if ref.due(clock.now()):
+            ref.take()
+    # Each block read the steady speed, not the wake (a block timed at once would read ~86 us).
+    assert max(ref.samples_s) < 51e-6 * (1 + reference.STEADY)
+    assert all(m > 2 for m in ref.minis)  # it did wait
+    # Blocks as often as the share allows: many, and within it.
+    assert len(ref.samples_s) >= 20
+    assert ref.spent_s <= reference.SHARE * clock.now() + max(ref.minis) * ref.calls * 86e-6
+    # Without a wake (right after matmuls), once the process knows the kernel's speed, a block is
+    # two mini-blocks; the first blocks wait the whole WARM_S.
+    quiet = reference.Reference(_WakeClock(wake_calls=0), "cpu", kernel=lambda: None)
+    for _ in range(reference.MIN_KNOWN + 2):
+        quiet.take()
+    assert quiet.minis[reference.MIN_KNOWN:] == [2, 2] and quiet.minis[0] == quiet.max_minis
+    assert quiet.samples_s[-1] == pytest.approx(51e-6)

@@ -29,7 +29,7 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       `builds` (one build: the interval is that of the pooled samples, as they were measured).
       Additive, 2026-11-27: `conditions` (and each process's) may carry `reference`, the
       machine-speed reference kernel timed between the blocks (perfsuite.measure.reference):
-      kernel, median_s and, per process, samples_s and calls_per_block; `compare` judges
+      kernel, median_s and, per process, samples_s, calls_per_block (a mini-block's) and mini_blocks; `compare` judges
       two records that both carry one on step time per reference time. `conditions` may carry
       `machine_drift` (half_width, runs, hours: perfsuite.measure.machine_drift), which widens
       the reported interval like config.run_drift when larger.

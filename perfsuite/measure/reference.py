@@ -10,8 +10,9 @@ ratio when both carry a reference (record.relative_units); the seconds reported 
 
 The kernel is a small fp32 matmul into a preallocated output: no allocation (no page faults, no
 allocator in its time), the same work on every machine and torch, and compute-bound like most
-steps. A block starts with WARM_S of untimed calls, so that the wake of the step before it (its caches,
-its state) is not charged to the machine.
+steps. A block is short mini-blocks timed until two in a row agree (STEADY), so that the wake of the
+step before it (its caches, its state) is not charged to the machine, and blocks come as often as
+SHARE of the timing allows: many small readings of the machine's speed rather than a few.
 
 Only where the step runs on the CPU (`taken_on`). On an H100 (2026-11-27, reports/gpu/) a 256x256
 matmul on the device read 19-24 us a call, which is the host launching and synchronising, not the
@@ -29,13 +30,21 @@ from perfsuite.stats.summary import median
 
 KERNEL_N = 128
 KERNEL_NAME = f"matmul {KERNEL_N}x{KERNEL_N} fp32"
-BLOCK_S = 1e-3  # timed calls per block: about this long
-# Untimed calls before each block, about this long. Right after a ResNet18 step the kernel ran at
-# 86 us a call for its first ~20 calls and reached its steady 51 us only after ~3 ms (right after
-# 256x256 matmuls: at once); timed at once, the reference measured the step's wake, not the
-# machine, and a slowdown made of matmuls read as 1.7x per reference (reports/quality, 2026-11-27).
-WARM_S = 5e-3
-GAP_S = 0.2  # at most one block (~6 ms) per this much of the step's timing: ~3% of a budget
+BLOCK_S = 1e-3  # a mini-block is a quarter of this: ~0.25 ms of calls
+# A block is timed mini-blocks until the kernel is steady; the last two's mean is the block's
+# per-call time. Right after a ResNet18 step the kernel ran at 86 us a call for its first ~20
+# calls and reached its steady 51 us only after ~3 ms (right after 256x256 matmuls: at once);
+# timed at once, the reference measured the step's wake, not the machine, and a slowdown made of
+# matmuls read as 1.7x per reference (reports/quality, 2026-11-27). A fixed 5 ms of warm calls fixed
+# that but cost ~6 ms a block, so a 2 s worker slot held ~5 blocks and one slow block moved a
+# process's ratio. Steady: two mini-blocks in a row agree within STEADY, and (once the process has
+# MIN_KNOWN blocks) the latest is within WAKE of their median: a wake can be a plateau, and two
+# readings of it agree. A machine that really slowed waits WARM_S and is then read as it is.
+STEADY = 0.03
+WAKE = 0.05
+MIN_KNOWN = 3
+WARM_S = 6e-3  # at most this long waiting for the kernel to be steady; then the last two count
+SHARE = 0.05  # the reference's blocks take at most this share of the step's timing (~40 a 2 s slot)
 
 
 def taken_on(device: str) -> bool:
@@ -62,25 +71,42 @@ class Reference:
         self.clock, self.device = clock, device
         self.fn = kernel or build_kernel(device)
         self.name = KERNEL_NAME
-        self.fn()
+        for _ in range(8):  # its first calls are slow (caches, lazy set-up): not the size of a call
+            self.fn()
         per_call = clock.time_block(self.fn, 4) / 4
-        self.calls = max(1, int(BLOCK_S / per_call)) if per_call > 0 else 1
-        self.warm_calls = max(1, int(WARM_S / per_call)) if per_call > 0 else 1
+        self.calls = max(1, int(BLOCK_S / 4 / per_call)) if per_call > 0 else 1  # per mini-block
+        self.max_minis = max(2, int(WARM_S / (BLOCK_S / 4)))
         self.samples_s: list[float] = []
-        self.last: float | None = None
+        self.minis: list[int] = []  # mini-blocks each block took to agree
+        self.spent_s = 0.0  # time inside take(), against SHARE of the timing since `started`
+        self.started: float | None = None
 
     def due(self, now: float) -> bool:
-        return self.last is None or now - self.last >= GAP_S
+        if self.started is None:
+            self.started = now
+            return True
+        return self.spent_s <= SHARE * (now - self.started)
 
     def take(self) -> None:
-        for _ in range(self.warm_calls):  # untimed: the step's wake is the step's, not the machine's
-            self.fn()
-        self.samples_s.append(self.clock.time_block(self.fn, self.calls) / self.calls)
-        self.last = self.clock.now()
+        t0 = self.clock.now()
+        times: list[float] = []
+        known = median(self.samples_s) if len(self.samples_s) >= MIN_KNOWN else None
+        if known is not None and len(self.samples_s) == MIN_KNOWN:  # sized again on the steady speed
+            self.calls = max(1, int(BLOCK_S / 4 / known))
+        # The first blocks have nothing to go by: they wait the whole WARM_S, as the old fixed warm-up.
+        while len(times) < self.max_minis:
+            times.append(self.clock.time_block(self.fn, self.calls) / self.calls)
+            if known is None or len(times) < 2:
+                continue
+            if abs(times[-1] - times[-2]) <= STEADY * min(times[-2:]) and times[-1] <= (1 + WAKE) * known:
+                break
+        self.samples_s.append((times[-1] + times[-2]) / 2 if len(times) >= 2 else times[-1])
+        self.minis.append(len(times))
+        self.spent_s += self.clock.now() - t0
 
     def summary(self) -> dict | None:
         """What a record keeps (its `conditions["reference"]`); None before any block."""
         if not self.samples_s:
             return None
         return {"kernel": self.name, "median_s": median(self.samples_s), "samples_s": list(self.samples_s),
-                "calls_per_block": self.calls, "warm_calls": self.warm_calls}
+                "calls_per_block": self.calls, "mini_blocks": list(self.minis)}

@@ -220,7 +220,7 @@ def measure(
     one build's samples cannot. The CI may stop the timing only after `cfg.min_fraction` of the
     budget (and `cfg.min_time` of timing). `deadline` (time.monotonic(), a worker's slot) ends the
     budget earlier when the set-up before it took part of the slot. `reference`
-    (perfsuite.measure.reference) is timed between the turns, at most once per reference.GAP_S of
+    (perfsuite.measure.reference) is timed between the turns, in at most reference.SHARE of the
     timing, inside the budget: how fast the machine was while the step was timed."""
     fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
     k = len(fns)
