@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,36 @@ def _with_machine_log(base: list, same: list, slow: list) -> list:
     return out
 
 
+THRESHOLDS = (0.03, 0.04, 0.05, 0.06, 0.07, 0.08)
+
+
+def pair_floor(base: list, same: list, slow: list) -> dict | None:
+    """What any rule on a pair's ratio could do with these runs: each pair's log ratio of run
+    centres per reference (the geometric mean of the processes' medians over their own reference
+    medians, compare's units), their spread over the unchanged pairs, and for fixed thresholds how
+    many unchanged and slowed pairs lie above. The noise floor of separate runs, not a verdict."""
+    def centre(r):
+        units = [p["median"] / p["conditions"]["reference"]["median_s"] for p in (r.processes or [])
+                 if (p.get("conditions") or {}).get("reference")]
+        return math.exp(statistics.fmean(math.log(u) for u in units)) if units else None
+
+    def logs(news):
+        out = []
+        for b, n in zip(base, news):
+            cb, cn = centre(b), centre(n)
+            if cb and cn:
+                out.append(math.log(cn / cb))
+        return out
+
+    unchanged, slowed = logs(same), logs(slow)
+    if len(unchanged) < 3 or len(slowed) < 3:
+        return None
+    return {"pairs": len(unchanged), "unchanged_sd": statistics.stdev(unchanged),
+            "slowed_mean": statistics.fmean(slowed), "slowed_sd": statistics.stdev(slowed),
+            "above": [{"threshold": t, "unchanged": sum(x > math.log1p(t) for x in unchanged),
+                       "slowed": sum(x > math.log1p(t) for x in slowed)} for t in THRESHOLDS]}
+
+
 def analyse(base: list, same: list, slow: list, walls: list | None = None) -> dict:
     """perfsuite's figures from the records of one case's runs, as today's code reports them."""
     from perfsuite.compare.records import compare_records
@@ -241,6 +272,7 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
     refs = [(r.conditions.get("reference") or {}).get("median_s") for r in base]
     relative = _spread([m / x for m, x in zip(medians, refs)]) if all(refs) else None
     return {
+        "pair_floor": pair_floor(plain, same, slow),
         "perfsuite": {**_spread(medians), "covered": covered,
                       "covered_without_run_drift": sum(covers(lo, hi) for lo, hi in own),
                       "covered_without_machine_log": covered_without_log,
@@ -322,6 +354,18 @@ def summary(results: list[dict]) -> str:
                         f"{r['compare_in_seconds']['slowed']['slower']}/{r['runs']} |" if "compare_in_seconds" in r else " - |"))
     lines += ["", "Goals: >= 90% of intervals cover the median of medians; unchanged code called slower "
               "<= 1 in 20; the 10% slowdown called slower >= 18 in 20."]
+    floors = [r for r in results if r.get("pair_floor")]
+    if floors:
+        lines += ["", "What any threshold on a pair's ratio per reference could do with these runs (the log ratio "
+                  "of run centres, compare's units; not a verdict): pairs above each threshold, unchanged and slowed.",
+                  "", "| case | unchanged pairs: SD of log ratio | slowed: mean | "
+                  + " | ".join(f"> {1 + t:.2f}" for t in THRESHOLDS) + " |",
+                  "|---|---|---|" + "---|" * len(THRESHOLDS)]
+        for r in floors:
+            f = r["pair_floor"]
+            lines.append(f"| {r['case']} | {f['unchanged_sd']:.1%} | {math.expm1(f['slowed_mean']):+.1%} | "
+                         + " | ".join(f"{a['unchanged']}/{f['pairs']}, {a['slowed']}/{f['pairs']}" for a in f["above"])
+                         + " |")
     return "\n".join(lines) + "\n"
 
 
