@@ -3,7 +3,7 @@
 A run's own interval comes from its processes and builds, which share the machine's state of
 those few seconds; a run minutes later meets another state (on the 2-core VM of 2026-11-26 the
 same step's run medians spread with a CV of 7-15% while each run's processes agreed within 1-2%).
-No run can see that in itself, but every run times the machine-speed reference
+No run can see that in itself, but every CPU run times the machine-speed reference
 (perfsuite.measure.reference), and how far the reference's medians of the last runs on this
 machine spread is how far the machine moved between them. `perfsuite run` keeps one line per run
 in a log (default ~/.cache/perfsuite/machine-speed.jsonl) and adds that spread to the run's

@@ -40,6 +40,8 @@ BLOCK_S = 1e-3  # a mini-block is a quarter of this: ~0.25 ms of calls
 # process's ratio. Steady: two mini-blocks in a row agree within STEADY, and (once the process has
 # MIN_KNOWN blocks) the latest is within WAKE of their median: a wake can be a plateau, and two
 # readings of it agree. A machine that really slowed waits WARM_S and is then read as it is.
+# So a block is anchored to the process's first blocks: a reading more than WAKE above them waits
+# (a block that waited the whole WARM_S shows as mini_blocks == the cap in the record).
 STEADY = 0.03
 WAKE = 0.05
 MIN_KNOWN = 3
@@ -75,7 +77,7 @@ class Reference:
             self.fn()
         per_call = clock.time_block(self.fn, 4) / 4
         self.calls = max(1, int(BLOCK_S / 4 / per_call)) if per_call > 0 else 1  # per mini-block
-        self.max_minis = max(2, int(WARM_S / (BLOCK_S / 4)))
+        self.max_minis = max(2, round(WARM_S / (BLOCK_S / 4)))
         self.samples_s: list[float] = []
         self.minis: list[int] = []  # mini-blocks each block took to agree
         self.spent_s = 0.0  # time inside take(), against SHARE of the timing since `started`
@@ -91,7 +93,7 @@ class Reference:
         t0 = self.clock.now()
         times: list[float] = []
         known = median(self.samples_s) if len(self.samples_s) >= MIN_KNOWN else None
-        if known is not None and len(self.samples_s) == MIN_KNOWN:  # sized again on the steady speed
+        if known is not None and known > 0 and len(self.samples_s) == MIN_KNOWN:  # sized on the steady speed
             self.calls = max(1, int(BLOCK_S / 4 / known))
         # The first blocks have nothing to go by: they wait the whole WARM_S, as the old fixed warm-up.
         while len(times) < self.max_minis:
