@@ -95,11 +95,15 @@ class WhyResult:
     top: int = TOP
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
     def device_busy(self, side: WhySide) -> float | None:
         """The share of `side`'s unprofiled step its operators kept the device busy (their self
         device time per step over the step's time); None off CUDA or without device time."""
         busy_us = sum(o.get("self_device_us", 0.0) for o in side.ops)
-        if not self.device.startswith("cuda") or busy_us <= 0 or side.median_step_s <= 0:
+        if not self.on_cuda or busy_us <= 0 or side.median_step_s <= 0:
             return None
         return busy_us / (side.median_step_s * 1e6)
 
@@ -124,7 +128,7 @@ class WhyResult:
         """Every operator, sorted by its contribution in the direction of the measured difference."""
         # Memory is the device's on CUDA whichever time ranks the rows (a host-bound step's
         # operators still allocate on the GPU).
-        bytes_key = "self_device_bytes" if self.device.startswith("cuda") else "self_cpu_bytes"
+        bytes_key = "self_device_bytes" if self.on_cuda else "self_cpu_bytes"
         return align(self.a.ops, self.b.ops, self.metric, self.measured_delta_us, bytes_key)
 
     @property
@@ -139,7 +143,7 @@ class WhyResult:
 
     @property
     def memory_delta_bytes(self) -> int | None:
-        key = "cuda_peak_delta_bytes" if self.device.startswith("cuda") else "host_peak_delta_bytes"
+        key = "cuda_peak_delta_bytes" if self.on_cuda else "host_peak_delta_bytes"
         a, b = self.a.memory.get(key), self.b.memory.get(key)
         return None if a is None or b is None else b - a
 

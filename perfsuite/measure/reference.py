@@ -102,7 +102,7 @@ class Reference:
                 continue
             if abs(times[-1] - times[-2]) <= STEADY * min(times[-2:]) and times[-1] <= (1 + WAKE) * known:
                 break
-        self.samples_s.append((times[-1] + times[-2]) / 2 if len(times) >= 2 else times[-1])
+        self.samples_s.append((times[-1] + times[-2]) / 2)  # max_minis >= 2: always two
         self.minis.append(len(times))
         self.spent_s += self.clock.now() - t0
 
