@@ -215,12 +215,11 @@ THRESHOLDS = (0.03, 0.04, 0.05, 0.06, 0.07, 0.08)
 
 def pair_floor(base: list, same: list, slow: list) -> dict | None:
     """What any rule on a pair's ratio could do with these runs: each pair's log ratio of run
-    centres per reference (the geometric mean of the processes' medians over their own reference
-    medians, compare's units), their spread over the unchanged pairs, and for fixed thresholds how
-    many unchanged and slowed pairs lie above. The noise floor of separate runs, not a verdict."""
+    centres per reference (the geometric mean of the record's relative units, compare's units),
+    their spread over the unchanged pairs, and for fixed thresholds how many unchanged and slowed
+    pairs lie above. The noise floor of separate runs, not a verdict."""
     def centre(r):
-        units = [p["median"] / p["conditions"]["reference"]["median_s"] for p in (r.processes or [])
-                 if (p.get("conditions") or {}).get("reference")]
+        units = r.relative_units()
         return math.exp(statistics.fmean(math.log(u) for u in units)) if units else None
 
     def logs(news):

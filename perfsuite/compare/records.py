@@ -130,9 +130,13 @@ def learned_drift(runs: list[Record], relative: bool = False) -> float | None:
 
 
 def _centre(r: Record, relative: bool) -> float | None:
-    """A run's centre: its median in seconds, or per its machine-speed reference."""
+    """A run's centre: its median in seconds, or the median of its units per the machine-speed
+    reference (a record in one build of one process: its median over the reference's)."""
     if not relative:
         return r.median_s
+    units = r.relative_units()
+    if units and r.units():
+        return stats.median(units)
     ref = r.conditions.get("reference")
     return r.median_s / ref["median_s"] if ref else None
 

@@ -49,7 +49,15 @@ def build_side(files: list[str], name: str, params: dict, device: str, builds: i
         raise LookupError(f"no workload named {name!r} in {', '.join(files)}")
     w = matches[0]
     w.check(params, device)
-    return w, [w.build(params, device) for _ in range(builds)]
+    from perfsuite.measure import counted
+
+    out: list = []
+    first: dict = {}  # the first build's counts of the step's work, which the others reuse
+    for _ in range(builds):
+        with counted.shared(first) as made:
+            out.append(w.build(params, device))
+        first = first or made
+    return w, out
 
 
 def foreign_imports(root: Path) -> list[str]:

@@ -30,7 +30,10 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       Additive, 2026-11-27: `conditions` (and each process's) may carry `reference`, the
       machine-speed reference kernel timed between the blocks (perfsuite.measure.reference):
       kernel, median_s and, per process, samples_s, calls_per_block (a mini-block's) and mini_blocks; `compare` judges
-      two records that both carry one on step time per reference time. `conditions` may carry
+      two records that both carry one on step time per reference time. Additive, 2026-11-28: a
+      process's reference may carry at_sample (the step samples before each block), ratio (the
+      median of each sample over the reference read nearest it) and, with several builds,
+      build_ratios (the same per build): compare's units per reference when present. `conditions` may carry
       `machine_drift` (half_width, runs, hours: perfsuite.measure.machine_drift), which widens
       the reported interval like config.run_drift when larger.
 
@@ -80,6 +83,11 @@ def _check_reference(ref: Any, where: str) -> None:
     _need(isinstance(ref, dict) and isinstance(ref.get("kernel"), str), where, "must be an object naming its kernel")
     _need(_is_number(ref.get("median_s")) and ref["median_s"] > 0, f"{where}.median_s",
           "must be a positive finite number of seconds")
+    if "ratio" in ref:
+        _need(_is_number(ref["ratio"]) and ref["ratio"] > 0, f"{where}.ratio", "must be a positive finite number")
+    if "build_ratios" in ref:
+        _need(isinstance(ref["build_ratios"], list) and all(_is_number(x) and x > 0 for x in ref["build_ratios"]),
+              f"{where}.build_ratios", "must be a list of positive finite numbers")
 
 
 def _is_number(x: Any) -> bool:
@@ -223,17 +231,20 @@ class Record:
 
     def relative_units(self) -> list[float] | None:
         """units() per the machine-speed reference measured beside them (conditions["reference"],
-        perfsuite.measure.reference): each process median over its own process's reference
-        median, build medians over their one process's. None when any is missing."""
+        perfsuite.measure.reference): each process's (or build's) samples over the reference read
+        nearest each in time, their median (`ratio`, `build_ratios`); a record written before
+        those: each median over its process's reference median. None when any is missing."""
         if self.processes:
             refs = [(p.get("conditions") or {}).get("reference") for p in self.processes]
             if not all(refs) or len({ref["kernel"] for ref in refs}) > 1:
                 return None
-            return [p["median"] / ref["median_s"] for p, ref in zip(self.processes, refs)]
+            return [ref.get("ratio") or p["median"] / ref["median_s"] for p, ref in zip(self.processes, refs)]
         ref = self.conditions.get("reference")
         units = self.units()
         if not ref or not units:
             return None
+        if self.builds and len(ref.get("build_ratios") or []) == len(units):
+            return list(ref["build_ratios"])
         return [u / ref["median_s"] for u in units]
 
     @property

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+from perfsuite.measure.counted import once_per_case
 
+
+@once_per_case  # every build of a case has the same FLOPs: the first build counts
 def count_flops(fn: Callable[[], object]) -> float:
     """FLOPs of one call of `fn`, counted by torch's FlopCounterMode (runs `fn` once, untimed).
 

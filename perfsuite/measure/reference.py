@@ -8,6 +8,14 @@ processes of ResNet18 `ci` batch 8 spread with a CV of 11.5% in step time and 3.
 per reference-kernel time (matmul n=256: 6.7% and 4.1%). `compare` judges two records on that
 ratio when both carry a reference (record.relative_units); the seconds reported stay the step's.
 
+The ratio is taken sample by sample (`ratios`): each step sample over the reference read nearest
+it in time, and a process's ratio is the median of those. The machine's speed moves within one
+process too (a 1 s worker slot of matmul n=256 drifted by up to 20% on 2026-11-27), and one
+process-wide reference median divides a process's whole-slot drift by an average of it. On the
+20 runs of reports/quality/runs20-2026-11-27b, sample by sample took the SD of the log ratio
+between two separate runs of unchanged matmul n=256 from 3.9% to 2.3% (resnet `ci` b8: 8.4% to
+8.1%, whose ~3 samples a process get ~3 readings).
+
 The kernel is a small fp32 matmul into a preallocated output: no allocation (no page faults, no
 allocator in its time), the same work on every machine and torch, and compute-bound like most
 steps. A block is short mini-blocks timed until two in a row agree (STEADY), so that the wake of the
@@ -80,6 +88,7 @@ class Reference:
         self.max_minis = max(2, round(WARM_S / (BLOCK_S / 4)))
         self.samples_s: list[float] = []
         self.minis: list[int] = []  # mini-blocks each block took to agree
+        self.at: list[int] = []  # the step samples timed before each block: where it fell among them
         self.spent_s = 0.0  # time inside take(), against SHARE of the timing since `started`
         self.started: float | None = None
 
@@ -89,7 +98,8 @@ class Reference:
             return True
         return self.spent_s <= SHARE * (now - self.started)
 
-    def take(self) -> None:
+    def take(self, at: int = 0) -> None:
+        """One block, taken after `at` of the step's samples."""
         t0 = self.clock.now()
         times: list[float] = []
         known = median(self.samples_s) if len(self.samples_s) >= MIN_KNOWN else None
@@ -104,11 +114,37 @@ class Reference:
                 break
         self.samples_s.append((times[-1] + times[-2]) / 2)  # max_minis >= 2: always two
         self.minis.append(len(times))
+        self.at.append(at)
         self.spent_s += self.clock.now() - t0
 
-    def summary(self) -> dict | None:
-        """What a record keeps (its `conditions["reference"]`); None before any block."""
+    def summary(self, timeline: list[float] | None = None, builds_of: list[int] | None = None) -> dict | None:
+        """What a record keeps (its `conditions["reference"]`); None before any block. With the
+        step's samples in time order (`timeline`, and the build each came from), also the step per
+        reference time: `ratio`, the median of every sample over the reference read nearest it,
+        and with several builds `build_ratios`, the same over each build's samples."""
         if not self.samples_s:
             return None
-        return {"kernel": self.name, "median_s": median(self.samples_s), "samples_s": list(self.samples_s),
-                "calls_per_block": self.calls, "mini_blocks": list(self.minis)}
+        out = {"kernel": self.name, "median_s": median(self.samples_s), "samples_s": list(self.samples_s),
+               "calls_per_block": self.calls, "mini_blocks": list(self.minis), "at_sample": list(self.at)}
+        if timeline:
+            per = ratios(timeline, self.samples_s, self.at)
+            out["ratio"] = median(per)
+            builds = sorted(set(builds_of or []))
+            if len(builds) > 1:
+                out["build_ratios"] = [median([r for r, b in zip(per, builds_of) if b == i]) for i in builds]
+        return out
+
+
+def ratios(timeline: list[float], blocks_s: list[float], at: list[int]) -> list[float]:
+    """Each step sample (in time order) over the reference read nearest it in time: the mean of
+    the block before it and the block after it, or the one there is. `at[j]`: how many samples
+    came before block j (non-decreasing)."""
+    if not blocks_s or len(blocks_s) != len(at):
+        raise ValueError(f"{len(blocks_s)} reference blocks with {len(at)} positions")
+    out, j = [], 0  # j: the first block after sample i
+    for i, x in enumerate(timeline):
+        while j < len(at) and at[j] <= i:
+            j += 1
+        near = [blocks_s[k] for k in (j - 1, j) if 0 <= k < len(blocks_s)]
+        out.append(x / (sum(near) / len(near)))
+    return out

@@ -19,6 +19,7 @@ from perfsuite.measure import heap
 from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS
 from perfsuite.measure.nvml import NvmlSampler
 from perfsuite.measure.nvtx import nvtx_range
+from perfsuite.measure import counted
 from perfsuite.measure.reference import Reference
 from perfsuite.measure.reference import taken_on as reference_taken_on
 from perfsuite.measure.timing import Clock, clock_for
@@ -284,7 +285,8 @@ def measure(
     may_stop_at = max(cfg.min_fraction * cfg.max_time, 0.0)
 
     groups: list[list[float]] = [[] for _ in fns]
-    timeline: list[float] = []  # every sample in time order, for the drift test
+    timeline: list[float] = []  # every sample in time order, for the drift test and the reference
+    builds_of: list[int] = []  # the build each of them came from
     hw = math.inf
     converged = False
     gc.collect(1)  # warm-up's garbage is young: collected now, cheaply, rather than inside a timed block
@@ -301,8 +303,9 @@ def measure(
                     x = clock.time_block(fns[i], n) / n
                     groups[i].append(x)
                     timeline.append(x)
+                    builds_of.append(i)
                 if reference is not None and reference.due(clock.now()):
-                    reference.take()
+                    reference.take(at=len(timeline))
                 now = clock.now()
                 total = len(timeline)
                 if now - deadline_start >= cfg.max_time or total >= cfg.max_samples:
@@ -349,7 +352,7 @@ def measure(
         measure_s=measure_s,
         warnings=warnings,
         builds_s=groups,
-        reference=reference.summary() if reference is not None else None,
+        reference=reference.summary(timeline, builds_of) if reference is not None else None,
     )
 
 
@@ -501,12 +504,15 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     wanted = cfg.builds if cfg.builds is not None else IN_PROCESS_BUILDS
     count = min(wanted, workload.max_builds or wanted)
     builds = []
+    first: dict = {}  # the first build's counts of the step's work, which the others reuse
     try:
         for _ in range(count):
             # Each build from the same seed, as a separate run would make it: builds then differ as
             # separate runs do (where their memory lands), not in their random weights.
             torch.manual_seed(cfg.seed)
-            builds.append(workload.build(resolved, device))
+            with counted.shared(first) as made:
+                builds.append(workload.build(resolved, device))
+            first = first or made
     except BaseException:
         for b in builds:
             if b.teardown is not None:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+from perfsuite.measure.counted import once_per_case
 
+
+@once_per_case  # every build of a case saves the same: the first build counts
 def saved_tensor_bytes(fn: Callable[[], object]) -> int:
     import torch
 

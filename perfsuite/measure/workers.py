@@ -65,6 +65,9 @@ class Job:
     # that a user workload is found by name there as it is here.
     load: tuple[str, ...] = ()
     deadline: float | None = None  # time.monotonic() by which this worker's slot ends (set-up included)
+    # What an earlier worker's builds counted of the step's work (perfsuite.measure.counted): the
+    # same in every worker, so only the first pays for counting it inside its slot.
+    counts: dict | None = None
 
 
 def worker_main(conn, job: Job) -> None:
@@ -79,10 +82,13 @@ def worker_main(conn, job: Job) -> None:
         for path in job.load:
             load_file(Path(path))
         load_entry_points()  # a package's workloads, as the parent found them
+        from perfsuite.measure import counted
+
         workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
-        rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock,
-                              deadline=job.deadline)
-        conn.send(("ok", rec.to_dict()))
+        with counted.shared(job.counts) as made:
+            rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock,
+                                  deadline=job.deadline)
+        conn.send(("ok", rec.to_dict(), made))
     except Unsupported as exc:
         conn.send(("unsupported", str(exc)))
     except Exception as exc:  # noqa: BLE001 - the parent makes it the case's failure
@@ -117,14 +123,14 @@ def _portable(workload: Workload) -> Workload | str:
     return workload
 
 
-def _run_worker(ctx, target: Callable, job: Job, label: str) -> tuple[Record, int]:
+def _run_worker(ctx, target: Callable, job: Job, label: str) -> tuple[Record, int, dict | None]:
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=target, args=(child, job), name=f"perfsuite-{label.replace(' ', '-')}")
     proc.start()
     child.close()  # the parent's copy: once the worker exits, recv() ends with EOFError, never hangs
     try:
         try:
-            kind, payload = parent.recv()
+            kind, payload, *counts = parent.recv()  # a worker body may send no counts
         except EOFError:
             proc.join()
             raise WorkerFailed(f"{label} (pid {proc.pid}) exited with code {proc.exitcode} "
@@ -139,7 +145,7 @@ def _run_worker(ctx, target: Callable, job: Job, label: str) -> tuple[Record, in
         raise Unsupported(payload)
     if kind != "ok":
         raise WorkerFailed(f"{label} (pid {proc.pid}): {payload}")
-    return Record.from_dict(payload), proc.pid
+    return Record.from_dict(payload), proc.pid, (counts[0] if counts else None)
 
 
 def _noop() -> None:
@@ -203,7 +209,9 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
     for i in range(n):
         now = time.monotonic()
         deadline = now + max(end - now, 0.0) / (n - i)
-        runs.append(_run_worker(ctx, target, replace(job, deadline=deadline), f"worker {i + 1}/{n}"))
+        rec, pid, counts = _run_worker(ctx, target, replace(job, deadline=deadline), f"worker {i + 1}/{n}")
+        runs.append((rec, pid))
+        job = replace(job, counts=job.counts or counts)  # the first worker's counts serve the rest
     return merge([r for r, _ in runs], [pid for _, pid in runs], cfg)
 
 
