@@ -218,14 +218,14 @@ def pair_floor(base: list, same: list, slow: list) -> dict | None:
     centres per reference (the geometric mean of the record's relative units, compare's units),
     their spread over the unchanged pairs, and for fixed thresholds how many unchanged and slowed
     pairs lie above. The noise floor of separate runs, not a verdict."""
-    def centre(r):
-        units = r.relative_units()
+    def centre(r, relative=True):
+        units = r.relative_units() if relative else r.units()
         return math.exp(statistics.fmean(math.log(u) for u in units)) if units else None
 
-    def logs(news):
+    def logs(news, relative=True):
         out = []
         for b, n in zip(base, news):
-            cb, cn = centre(b), centre(n)
+            cb, cn = centre(b, relative), centre(n, relative)
             if cb and cn:
                 out.append(math.log(cn / cb))
         return out
@@ -233,8 +233,12 @@ def pair_floor(base: list, same: list, slow: list) -> dict | None:
     unchanged, slowed = logs(same), logs(slow)
     if len(unchanged) < 3 or len(slowed) < 3:
         return None
+    # What the padding really added, in seconds, over the 20 pairs: _pad_for estimates it once,
+    # from matmuls timed alone, and a matmul's share of a step moves with the machine's state.
+    seconds = logs(slow, relative=False)
     return {"pairs": len(unchanged), "unchanged_sd": statistics.stdev(unchanged),
             "slowed_mean": statistics.fmean(slowed), "slowed_sd": statistics.stdev(slowed),
+            "slowed_mean_in_seconds": statistics.fmean(seconds) if seconds else None,
             "above": [{"threshold": t, "unchanged": sum(x > math.log1p(t) for x in unchanged),
                        "slowed": sum(x > math.log1p(t) for x in slowed)} for t in THRESHOLDS]}
 
@@ -357,12 +361,14 @@ def summary(results: list[dict]) -> str:
     if floors:
         lines += ["", "What any threshold on a pair's ratio per reference could do with these runs (the log ratio "
                   "of run centres, compare's units; not a verdict): pairs above each threshold, unchanged and slowed.",
-                  "", "| case | unchanged pairs: SD of log ratio | slowed: mean | "
+                  "", "| case | unchanged pairs: SD of log ratio | slowed: mean (in seconds) | "
                   + " | ".join(f"> {1 + t:.2f}" for t in THRESHOLDS) + " |",
                   "|---|---|---|" + "---|" * len(THRESHOLDS)]
         for r in floors:
             f = r["pair_floor"]
-            lines.append(f"| {r['case']} | {f['unchanged_sd']:.1%} | {math.expm1(f['slowed_mean']):+.1%} | "
+            secs = f.get("slowed_mean_in_seconds")
+            lines.append(f"| {r['case']} | {f['unchanged_sd']:.1%} | {math.expm1(f['slowed_mean']):+.1%}"
+                         + (f" ({math.expm1(secs):+.1%})" if secs is not None else "") + " | "
                          + " | ".join(f"{a['unchanged']}/{f['pairs']}, {a['slowed']}/{f['pairs']}" for a in f["above"])
                          + " |")
     return "\n".join(lines) + "\n"

@@ -16,7 +16,10 @@ torch import (2-5 s here), so that measuring every case in several processes, th
 still gets its own heap, its own page placement and its own threads, where the variation between
 processes comes from. The budget holds everything after that start-up: the case's `max_time` ends
 at one deadline, each worker gets an equal slot of what is left when it starts (a slow one costs
-the later ones, not the total), and its fork, build and first call come out of its slot.
+the later ones, not the total), and its fork, build and first call come out of its slot. What a
+build counts of the step's work (FLOPs, saved bytes: perfsuite.measure.counted) the first worker
+counts and sends back with its record; the later workers reuse it (for ResNet18 `ci` batch 8 on
+the 2-core VM, ~0.7 s of a 2 s slot).
 The gate's, bisect's and why's side processes (perfsuite.compare.sides) fork from the same server.
 """
 
