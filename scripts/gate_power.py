@@ -31,6 +31,7 @@ SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05)
 
 def collect(args) -> None:
     from perfsuite.compare import gate
+    from perfsuite.measure import counted
     from perfsuite.core import registry
     from perfsuite.measure.env import collect_activity
     from perfsuite.measure import heap
@@ -38,6 +39,7 @@ def collect(args) -> None:
     from perfsuite.measure.system import CpuUsage, pinned, read_load_average
 
     w = registry.get("resnet")
+    build = counted.alike(lambda: w.build({"size": "ci"}, "cpu"))  # every build of the case: counted once
     clock = PerfCounterClock()
     runs = []
     held = heap.apply(args.heap)  # as `perfsuite gate` does by default
@@ -46,8 +48,7 @@ def collect(args) -> None:
         for i in range(args.runs):
             load0 = read_load_average()
             # Built A B A B ..., as the gate builds them: neither side gets all the later allocations.
-            a, b = gate.alternate(lambda: w.build({"size": "ci"}, "cpu").fn, lambda: w.build({"size": "ci"}, "cpu").fn,
-                                  args.builds)
+            a, b = gate.alternate(lambda: build().fn, lambda: build().fn, args.builds)
             t0 = time.perf_counter()
             run = gate.paired_ratios(a, b, clock, args.budget)
             # The budget's seconds: the heap's settling before it is set-up, as in the gate.

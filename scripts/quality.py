@@ -273,7 +273,9 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
     seconds = {kind: [compare_records([_in_seconds(b)], [_in_seconds(n)]).cases[0] for b, n in zip(base, news)]
                for kind, news in (("unchanged", same), ("slowed", slow))}
     refs = [(r.conditions.get("reference") or {}).get("median_s") for r in base]
-    relative = _spread([m / x for m, x in zip(medians, refs)]) if all(refs) else None
+    # Each run's centre per reference as compare takes it: the median of its relative units.
+    centres = [r.relative_units() for r in base]
+    relative = _spread([statistics.median(u) for u in centres]) if all(centres) else None
     return {
         "pair_floor": pair_floor(plain, same, slow),
         "perfsuite": {**_spread(medians), "covered": covered,

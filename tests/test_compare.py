@@ -195,6 +195,34 @@ def test_one_side_without_the_reference_is_compared_in_seconds_and_says_so(no_gc
     assert c.machine is None and "only one side timed the machine-speed reference" in " ".join(c.warnings)
 
 
+def _without_per_sample_ratios(rec):
+    """The record as written before the per-sample ratio (2026-11-28): its reference's blocks only."""
+    from dataclasses import replace
+
+    ref = {k: v for k, v in rec.conditions["reference"].items() if k not in ("ratio", "build_ratios")}
+    return replace(rec, conditions={**rec.conditions, "reference": ref})
+
+
+def test_per_sample_ratios_are_compared_only_when_every_record_has_them(no_gc_pauses):
+    from perfsuite.stats import summary as stats
+
+    base, new = _machine_run(0, machine=1.0), _machine_run(1, machine=1.1, slower=1.2)
+    assert base.sample_ratios and base.relative_units() == base.conditions["reference"]["build_ratios"]
+    (c,) = compare_records([base], [new]).cases
+    assert c.ratio == pytest.approx(stats.log_ratio_test(base.relative_units(), new.relative_units())[0])
+    old_base, old_new = _without_per_sample_ratios(base), _without_per_sample_ratios(new)
+    assert not old_base.sample_ratios
+    (old,) = compare_records([old_base], [old_new]).cases
+    assert old.ratio == pytest.approx(stats.log_ratio_test(base.relative_units(per_sample=False),
+                                                           new.relative_units(per_sample=False))[0])
+    assert old.ratio != pytest.approx(c.ratio, rel=1e-6)  # the two units differ, so mixing them would show
+    # One old record among them (a side, or an earlier base run): all are compared in the old unit.
+    (mixed,) = compare_records([old_base], [new]).cases
+    assert mixed.ratio == pytest.approx(old.ratio)
+    (learned,) = compare_records([old_base, _machine_run(2, machine=1.0), base], [new]).cases
+    assert learned.ratio == pytest.approx(old.ratio)
+
+
 def test_a_learned_floor_widens_the_noise_band():
     base, new = [_fake_run(0)], [_fake_run(1, slower=1.5)]
     (c,) = compare_records(base, new, floors={"toy[]": 0.6}).cases

@@ -58,6 +58,37 @@ def test_the_first_worker_counts_and_the_later_workers_get_its_counts(tmp_path, 
     assert rec.work.flops_per_step == 2 * N**3
 
 
+def test_workers_of_several_builds_each_count_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(workers, "START_METHOD", "fork")
+    log = tmp_path / "calls"
+    rec = workers.run_in_workers(COUNTING, {"log": str(log)},
+                                 RunConfig(max_time=0.6, processes=2, builds=2, device="cpu"),
+                                 clock=FakeClock(step_s=1e-4, noise=0.01, seed=3), env={})
+    assert len(rec.processes) == 2 and len(rec.builds) == 4
+    assert log.read_text().count("x") == 2
+
+
+def test_a_failed_count_keeps_the_later_counts_in_their_places():
+    @counted.once_per_case
+    def count(fn):
+        return fn()
+
+    steps = [lambda: 1 / 0, lambda: 7]  # what the build's two counting calls run
+    build = counted.alike(lambda: [_try(count, steps[0]), count(steps[1])])
+    assert build() == [None, 7]
+    # The next build counts again the call that failed (now it succeeds) and gets the first build's 7
+    # for the second call: a failure must not shift the 7 onto the first call.
+    steps[:] = [lambda: 5, lambda: 9]
+    assert build() == [5, 7]
+
+
+def _try(count, fn):
+    try:
+        return count(fn)
+    except ZeroDivisionError:
+        return None
+
+
 def test_counts_are_handed_out_in_the_order_made_and_a_failed_count_is_not_kept():
     calls = []
 

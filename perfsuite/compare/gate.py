@@ -400,7 +400,10 @@ class SelfCheck(Measure):
     kind = "gate-selfcheck"
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> dict:
-        res = power_and_false_alarms(lambda: case.workload.build(dict(case.params), cfg.device).fn, self.clock,
+        from perfsuite.measure import counted
+
+        build = counted.alike(lambda: case.workload.build(dict(case.params), cfg.device))  # counted once
+        res = power_and_false_alarms(lambda: build().fn, self.clock,
                                      self.fraction, self.trials, cfg.max_time, self.threshold, self.builds)
         return {"case": case.label, **res}
 

@@ -117,28 +117,31 @@ def noise_band(base_units: list[float] | None, new_units: list[float] | None, fl
 MIN_RUNS_TO_LEARN = stats.MIN_RUNS_FOR_DRIFT
 
 
-def learned_drift(runs: list[Record], relative: bool = False) -> float | None:
+def learned_drift(runs: list[Record], relative: bool = False, per_sample: bool = True) -> float | None:
     """What separate runs of the same code moved by, learned from several base runs of one case: a
     95% half-width (as RunConfig.run_drift), t(0.975, K-1) SDs of their K log medians (the t
     quantile widens it for a few runs' uncertain SD). None below MIN_RUNS_TO_LEARN runs. The runs'
     medians carry their own sampling noise too: what a run's centre moves by, all of it."""
-    medians = [_centre(r, relative) for r in runs]
+    medians = [_centre(r, relative, per_sample) for r in runs]
     medians = [m for m in medians if m and m > 0 and math.isfinite(m)]
     if len(medians) < MIN_RUNS_TO_LEARN:
         return None
     return stats.drift_halfwidth(medians)
 
 
-def _centre(r: Record, relative: bool) -> float | None:
+def _centre(r: Record, relative: bool, per_sample: bool = True) -> float | None:
     """A run's centre: its median in seconds, or the median of its units per the machine-speed
-    reference (a record in one build of one process: its median over the reference's)."""
+    reference (a record in one build of one process: its per-sample ratio, or its median over the
+    reference's)."""
     if not relative:
         return r.median_s
-    units = r.relative_units()
+    units = r.relative_units(per_sample)
     if units and r.units():
         return stats.median(units)
     ref = r.conditions.get("reference")
-    return r.median_s / ref["median_s"] if ref else None
+    if not ref:
+        return None
+    return ref["ratio"] if per_sample and ref.get("ratio") else r.median_s / ref["median_s"]
 
 
 def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
@@ -259,7 +262,10 @@ def compare_records(
                             "(threads or environment) were left out of the drift between runs")
         # Per reference time when both sides carry the machine-speed reference (the same kernel):
         # the machine's drift between the runs divides out (perfsuite.measure.reference).
-        rel_b, rel_n = rb.relative_units(), rn.relative_units()
+        # Sample by sample when every record involved carries it; else all in the older unit (a
+        # process median over its reference median), never the two units mixed in one verdict.
+        per_sample = all(r.sample_ratios for r in (*alike, rb, rn))
+        rel_b, rel_n = rb.relative_units(per_sample), rn.relative_units(per_sample)
         relative = bool(rel_b and rel_n and rb.reference_kernel == rn.reference_kernel)
         if not relative and (rel_b or rel_n):
             warnings.append("only one side timed the machine-speed reference (or their kernels differ): compared "
@@ -267,7 +273,7 @@ def compare_records(
         if not relative:  # in seconds, the machine's own drift between runs is noise too
             drift = max(drift, rb.machine_drift, rn.machine_drift)
         learned = learned_drift([*alike, rb], relative=relative and all(r.reference_kernel == rb.reference_kernel
-                                                                        for r in alike))
+                                                                        for r in alike), per_sample=per_sample)
         runs_used = 1
         if learned is not None and learned > drift:
             drift, runs_used = learned, len(alike) + 1

@@ -51,13 +51,8 @@ def build_side(files: list[str], name: str, params: dict, device: str, builds: i
     w.check(params, device)
     from perfsuite.measure import counted
 
-    out: list = []
-    first: dict = {}  # the first build's counts of the step's work, which the others reuse
-    for _ in range(builds):
-        with counted.shared(first) as made:
-            out.append(w.build(params, device))
-        first = first or made
-    return w, out
+    build = counted.alike(lambda: w.build(params, device))  # the first build counts the step's work
+    return w, [build() for _ in range(builds)]
 
 
 def foreign_imports(root: Path) -> list[str]:

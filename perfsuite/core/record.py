@@ -88,6 +88,11 @@ def _check_reference(ref: Any, where: str) -> None:
     if "build_ratios" in ref:
         _need(isinstance(ref["build_ratios"], list) and all(_is_number(x) and x > 0 for x in ref["build_ratios"]),
               f"{where}.build_ratios", "must be a list of positive finite numbers")
+    if "at_sample" in ref:
+        at = ref["at_sample"]
+        _need(isinstance(at, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in at)
+              and at == sorted(at) and len(at) == len(ref.get("samples_s") or []), f"{where}.at_sample",
+              "must list one non-decreasing sample count per reference block")
 
 
 def _is_number(x: Any) -> bool:
@@ -229,21 +234,38 @@ class Record:
             return [b["median"] for b in self.builds]
         return None
 
-    def relative_units(self) -> list[float] | None:
+    @property
+    def sample_ratios(self) -> bool:
+        """Whether every reference in the record carries the per-sample ratio (`ratio`), which
+        records written before 2026-11-28 lack: compare then uses the older unit on both sides."""
+        refs = [(p.get("conditions") or {}).get("reference") for p in self.processes] if self.processes \
+            else [self.conditions.get("reference")]
+        return all(ref and "ratio" in ref for ref in refs)
+
+    def relative_units(self, per_sample: bool = True) -> list[float] | None:
         """units() per the machine-speed reference measured beside them (conditions["reference"],
-        perfsuite.measure.reference): each process's (or build's) samples over the reference read
-        nearest each in time, their median (`ratio`, `build_ratios`); a record written before
-        those: each median over its process's reference median. None when any is missing."""
+        perfsuite.measure.reference). `per_sample` (where recorded): each process's (or build's)
+        samples over the reference read nearest each in time, their median (`ratio`, and
+        `build_ratios` for a process of several builds: their median, as its unit in seconds is);
+        otherwise, or for a record written before those: each median over its process's reference
+        median. None when any reference is missing."""
+        def unit(median: float, ref: dict) -> float:
+            if per_sample and ref.get("build_ratios"):
+                return stats.median(ref["build_ratios"])
+            if per_sample and ref.get("ratio"):
+                return ref["ratio"]
+            return median / ref["median_s"]
+
         if self.processes:
             refs = [(p.get("conditions") or {}).get("reference") for p in self.processes]
             if not all(refs) or len({ref["kernel"] for ref in refs}) > 1:
                 return None
-            return [ref.get("ratio") or p["median"] / ref["median_s"] for p, ref in zip(self.processes, refs)]
+            return [unit(p["median"], ref) for p, ref in zip(self.processes, refs)]
         ref = self.conditions.get("reference")
         units = self.units()
         if not ref or not units:
             return None
-        if self.builds and len(ref.get("build_ratios") or []) == len(units):
+        if per_sample and self.builds and len(ref.get("build_ratios") or []) == len(units):
             return list(ref["build_ratios"])
         return [u / ref["median_s"] for u in units]
 

@@ -21,7 +21,20 @@ import functools
 from typing import Callable, Iterator, TypeVar
 
 T = TypeVar("T")
-_frames: list[tuple[dict[str, list], dict[str, list]]] = []  # (counts left to hand out, counts made)
+
+
+class _Frame:
+    """One `shared` block: the counts left to hand out and the counts made, by counting function.
+    Frames are told apart by identity (two frames can hold equal counts)."""
+
+    __slots__ = ("known", "made")
+
+    def __init__(self, known: dict[str, list]) -> None:
+        self.known = {key: list(values) for key, values in known.items()}
+        self.made: dict[str, list] = {}
+
+
+_frames: list[_Frame] = []
 
 
 def once_per_case(count: Callable[[Callable[[], object]], T]) -> Callable[[Callable[[], object]], T]:
@@ -29,26 +42,50 @@ def once_per_case(count: Callable[[Callable[[], object]], T]) -> Callable[[Calla
 
     @functools.wraps(count)
     def reused(fn: Callable[[], object]) -> T:
-        for known, _ in reversed(_frames):
-            if known.get(key):
-                value = known[key].pop(0)
+        value = None
+        for frame in reversed(_frames):
+            if frame.known.get(key):
+                value = frame.known[key].pop(0)
                 break
-        else:
-            value = count(fn)  # an exception (an op the counter cannot follow) is not kept: the next build counts
-        for _, made in _frames:
-            made.setdefault(key, []).append(value)
+        if value is None:  # nothing to hand out, or the first build's count of this call failed
+            try:
+                value = count(fn)
+            except BaseException:
+                _note(key, None)  # kept as a failure, so that the counts after it keep their places
+                raise
+        _note(key, value)
         return value
 
     return reused
 
 
+def _note(key: str, value) -> None:
+    for frame in _frames:
+        frame.made.setdefault(key, []).append(value)
+
+
 @contextlib.contextmanager
 def shared(known: dict[str, list] | None = None) -> Iterator[dict[str, list]]:
     """Builds of one case inside: counts from `known` (by counting function) are handed out first.
-    Yields the counts handed out or made inside, by counting function."""
-    frame = ({key: list(values) for key, values in (known or {}).items()}, {})
+    Yields the counts handed out or made inside, by counting function (None where one failed)."""
+    frame = _Frame(known or {})
     _frames.append(frame)
     try:
-        yield frame[1]
+        yield frame.made
     finally:
         _frames.remove(frame)
+
+
+def alike(make: Callable[[], T]) -> Callable[[], T]:
+    """`make` (one build of a case) for building again: its first call counts, the later ones
+    reuse those counts (and whatever counts an enclosing `shared` hands out)."""
+    first: dict[str, list] = {}
+
+    def build() -> T:
+        nonlocal first
+        with shared(first) as made:
+            out = make()
+        first = first or made
+        return out
+
+    return build

@@ -11,10 +11,11 @@ ratio when both carry a reference (record.relative_units); the seconds reported 
 The ratio is taken sample by sample (`ratios`): each step sample over the reference read nearest
 it in time, and a process's ratio is the median of those. The machine's speed moves within one
 process too (a 1 s worker slot of matmul n=256 drifted by up to 20% on 2026-11-27), and one
-process-wide reference median divides a process's whole-slot drift by an average of it. On the
-20 runs of reports/quality/runs20-2026-11-27b, sample by sample took the SD of the log ratio
-between two separate runs of unchanged matmul n=256 from 3.9% to 2.3% (resnet `ci` b8: 8.4% to
-8.1%, whose ~3 samples a process get ~3 readings).
+process-wide median of ~24 one-millisecond blocks reads that drift with a few percent of noise of
+its own. On 20 fresh pairs of runs of unchanged matmul n=256 (reports/quality/runs20-2026-11-27c),
+the SD of the log ratio between two runs was 4.1% process median over blocks' median, 2.3% sample
+by sample (7.9% in seconds). ResNet18 `ci` b8 gained nothing (10.4% and 10.1%): the kernel does
+not follow that step's wander on the VM.
 
 The kernel is a small fp32 matmul into a preallocated output: no allocation (no page faults, no
 allocator in its time), the same work on every machine and torch, and compute-bound like most
@@ -98,8 +99,8 @@ class Reference:
             return True
         return self.spent_s <= SHARE * (now - self.started)
 
-    def take(self, at: int = 0) -> None:
-        """One block, taken after `at` of the step's samples."""
+    def take(self, *, at: int) -> None:
+        """One block, taken after `at` of the step's samples (where it falls among them: `ratios`)."""
         t0 = self.clock.now()
         times: list[float] = []
         known = median(self.samples_s) if len(self.samples_s) >= MIN_KNOWN else None

@@ -504,15 +504,13 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     wanted = cfg.builds if cfg.builds is not None else IN_PROCESS_BUILDS
     count = min(wanted, workload.max_builds or wanted)
     builds = []
-    first: dict = {}  # the first build's counts of the step's work, which the others reuse
+    build = counted.alike(lambda: workload.build(resolved, device))  # the first build counts the step's work
     try:
         for _ in range(count):
             # Each build from the same seed, as a separate run would make it: builds then differ as
             # separate runs do (where their memory lands), not in their random weights.
             torch.manual_seed(cfg.seed)
-            with counted.shared(first) as made:
-                builds.append(workload.build(resolved, device))
-            first = first or made
+            builds.append(build())
     except BaseException:
         for b in builds:
             if b.teardown is not None:

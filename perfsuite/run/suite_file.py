@@ -404,8 +404,9 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     build = lambda w: PLAN_BUILD_S[kind].get(w, PLAN_BUILD_S[kind]["*"])  # noqa: E731
     # A run in this process builds its step IN_PROCESS_BUILDS times (rotated while timing), unless the
     # workload allows fewer; a worker process builds it once. The builds after the first are counted at
-    # half a first build: the process, the CUDA context and the libraries' caches are warm by then (an
-    # estimate, not yet measured on a GPU).
+    # half a first build: the process, the CUDA context and the libraries' caches are warm by then, and
+    # they reuse the first build's FLOP and saved-bytes counts (measure.counted), which run the step
+    # (an estimate, not yet measured on a GPU).
     runs_builds = lambda w: 1 + 0.5 * (min(IN_PROCESS_BUILDS, registry.get(w).max_builds or IN_PROCESS_BUILDS) - 1)  # noqa: E731
     lines = []
     if bench:

@@ -226,7 +226,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
             return validate()
 
         items = bs * len(train_steps) + params["val_size"]
-    flops = count_flops(step)  # also the first warm-up step
+    flops = count_flops(step)  # runs the step once, in a case's first build only (measure.counted)
     nbytes = training_bytes(model, step) if phase == "train" else None
     extra = None
     if validate is not None:
