@@ -75,6 +75,7 @@ def test_bisection_names_the_first_slower_commit_wherever_it_is(first):
     answer = run_bisection(state, prober)
     assert answer.state == FOUND and answer.commit == commits[first]
     assert answer.probe.median_ratio == pytest.approx(1.3)
+    assert answer.probe.sha == commits[first].sha  # the answer carries that commit's own probe
     assert prober.asked[0] == 15  # bad is confirmed first
     assert len(prober.asked) == len(set(prober.asked)) <= 1 + 4  # log2(16) probes after the confirmation
 

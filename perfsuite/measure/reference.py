@@ -118,21 +118,21 @@ class Reference:
         self.at.append(at)
         self.spent_s += self.clock.now() - t0
 
-    def summary(self, timeline: list[float] | None = None, builds_of: list[int] | None = None) -> dict | None:
-        """What a record keeps (its `conditions["reference"]`); None before any block. With the
+    def summary(self, timeline: list[float], builds_of: list[int]) -> dict | None:
+        """What a record keeps (its `conditions["reference"]`); None before any block. From the
         step's samples in time order (`timeline`, and the build each came from), also the step per
         reference time: `ratio`, the median of every sample over the reference read nearest it,
-        and with several builds `build_ratios`, the same over each build's samples."""
+        and with several builds `build_ratios`, the same over each build's samples. (A block is
+        taken only after a sample, so a reference with blocks has a timeline.)"""
         if not self.samples_s:
             return None
+        per = ratios(timeline, self.samples_s, self.at)
         out = {"kernel": self.name, "median_s": median(self.samples_s), "samples_s": list(self.samples_s),
-               "calls_per_block": self.calls, "mini_blocks": list(self.minis), "at_sample": list(self.at)}
-        if timeline:
-            per = ratios(timeline, self.samples_s, self.at)
-            out["ratio"] = median(per)
-            builds = sorted(set(builds_of or []))
-            if len(builds) > 1:
-                out["build_ratios"] = [median([r for r, b in zip(per, builds_of) if b == i]) for i in builds]
+               "calls_per_block": self.calls, "mini_blocks": list(self.minis), "at_sample": list(self.at),
+               "ratio": median(per)}
+        builds = sorted(set(builds_of))
+        if len(builds) > 1:
+            out["build_ratios"] = [median([r for r, b in zip(per, builds_of) if b == i]) for i in builds]
         return out
 
 
