@@ -23,7 +23,8 @@ BENCH_TIME ?= 6
 setup: $(DEPS)
 
 $(PY):
-	$(PYTHON) scripts/venv_torch.py --venv $(VENV) --torch "$(TORCH)" --pins "$(TORCH_PINS)" --venv-args "$(VENV_ARGS)"
+	$(PYTHON) scripts/venv_torch.py --venv $(VENV) --torch "$(TORCH)" --pins "$(TORCH_PINS)" --venv-args "$(VENV_ARGS)" \
+		$(if $(VENV_NEEDS_GIB),--needs-gib $(VENV_NEEDS_GIB))
 
 # The torch chosen above is a constraint of every install, so no extra replaces it. A venv made
 # before constraints.txt existed gets TORCH_PINS, as it always did. (Tested in the shell, not

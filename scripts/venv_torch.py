@@ -31,6 +31,10 @@ from pathlib import Path
 CHOICES = ("auto", "system", "pinned")
 ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = "constraints.txt"
+# What a pinned venv takes on disk, measured on x86_64 with Python 3.11 (2026-11-27): 6.3 GiB,
+# of which torch 1.2, its nvidia-* libraries 3.2 and triton 0.9 (TORCH_PINS is a CUDA build).
+# pip fills the disk half-way through otherwise, and says only "[Errno 28] No space left".
+PINNED_NEEDS_GIB = 6.5
 
 
 class Refused(Exception):
@@ -162,18 +166,35 @@ def plan(choice: str, found: Probe, pins: list[str], venv: Path, python: str, ve
     return p
 
 
+def room_for(p: Plan, venv: Path, needs_gib: float = PINNED_NEEDS_GIB) -> None:
+    """Refused when the disk the venv goes on cannot hold a pinned torch; a system torch needs none."""
+    if p.mode != "pinned" or needs_gib <= 0:
+        return
+    where = venv.resolve()
+    while not where.exists():  # the venv, or its parent, is not made yet: the disk it will be on
+        where = where.parent
+    free_gib = shutil.disk_usage(where).free / 2**30
+    if free_gib < needs_gib:
+        raise Refused(f"{venv}: {free_gib:.1f} GiB free on the disk of {where}, and a pinned torch venv takes "
+                      f"about {needs_gib:g} GiB (torch, its nvidia libraries and triton); free some space, "
+                      "use TORCH=system with a torch already installed, or set VENV_NEEDS_GIB=0 to try anyway")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--venv", type=Path, required=True)
     ap.add_argument("--torch", default="auto", help="auto | system | pinned (make's TORCH)")
     ap.add_argument("--pins", default="", help="make's TORCH_PINS, space-separated requirements")
     ap.add_argument("--venv-args", default="", help="make's VENV_ARGS, passed to `python -m venv`")
+    ap.add_argument("--needs-gib", type=float, default=PINNED_NEEDS_GIB,
+                    help="free disk a pinned venv needs (make's VENV_NEEDS_GIB); 0 skips the check")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the commands; change nothing")
     args = ap.parse_args(argv)
     pins = args.pins.split()
     found = probe() if args.torch != "pinned" else Probe(why_not="not looked at: TORCH=pinned")
     try:
         p = plan(args.torch, found, pins, args.venv, sys.executable, shlex.split(args.venv_args), torch_range())
+        room_for(p, args.venv, args.needs_gib)
     except Refused as exc:
         print(f"venv_torch: {exc}", file=sys.stderr)
         return 2

@@ -152,3 +152,32 @@ def test_make_bench_reports_what_was_measured_when_a_check_failed(tmp_path, stat
     assert ("perfsuite run exited 3 (see above); reporting what it measured" in res.stdout) == (status == 3)
     if status:
         assert f"Error {status}" in res.stderr  # make names the recipe's status: the failure is not lost
+
+
+def test_a_disk_too_small_for_the_pinned_torch_is_refused_before_anything_is_made(tmp_path, monkeypatch, capsys):
+    """CI's clean clone once ran out of disk half-way through pip's install of torch, which said
+    only "[Errno 28] No space left on device". Now the script refuses first and says how much."""
+    free = {"gib": 2.5}
+    monkeypatch.setattr(venv_torch.shutil, "disk_usage",
+                        lambda path: shutil._ntuple_diskusage(300 * 2**30, 0, int(free["gib"] * 2**30)))
+    venv = tmp_path / "not" / "yet" / ".venv"
+    rc = venv_torch.main(["--venv", str(venv), "--torch", "pinned", "--pins", " ".join(PINS)])
+    err = capsys.readouterr().err
+    assert rc == 2 and not venv.exists() and not (tmp_path / "not").exists()
+    assert f"2.5 GiB free on the disk of {tmp_path.resolve()}" in err and "about 6.5 GiB" in err
+    # Enough room, a system torch (nothing installed) and an explicit 0 all pass the check.
+    free["gib"] = 7.0
+    venv_torch.room_for(_plan("pinned", H100), venv)
+    free["gib"] = 0.1
+    venv_torch.room_for(_plan("auto", H100), venv)
+    venv_torch.room_for(_plan("pinned", H100), venv, needs_gib=0)
+    with pytest.raises(Refused, match="VENV_NEEDS_GIB=0 to try anyway"):
+        venv_torch.room_for(_plan("pinned", H100), venv, needs_gib=1)
+
+
+@needs_make
+def test_make_passes_the_disk_need_to_the_script(tmp_path):
+    res = subprocess.run(["make", "-n", "-C", str(ROOT), "setup", f"VENV={tmp_path / 'v'}", "VENV_NEEDS_GIB=0"],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "--needs-gib 0" in res.stdout
