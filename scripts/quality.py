@@ -213,6 +213,26 @@ def _with_machine_log(base: list, same: list, slow: list) -> list:
 THRESHOLDS = (0.03, 0.04, 0.05, 0.06, 0.07, 0.08)
 
 
+def between_runs(runs: list, relative: bool = True) -> dict | None:
+    """Where the spread between separate runs of unchanged code lives, from their records: the SD of
+    the runs' log centres (geometric means of their units), the part the runs' own processes
+    explain (the pooled within-run variance of log units over their number: what averaging more
+    processes removes), and the rest, sqrt(between^2 - explained^2): what moves a whole run with the
+    machine's state, which more processes in a run cannot remove and only a reference that follows
+    the step, or interleaving, can."""
+    per_run = [(r.relative_units() if relative else r.units()) for r in runs]
+    per_run = [[math.log(u) for u in units] for units in per_run if units and len(units) >= 2]
+    if len(per_run) < 3:
+        return None
+    between = statistics.stdev(statistics.fmean(logs) for logs in per_run)
+    # Pooled: the mean of the within-run variances is unbiased, where a median of small-sample SDs
+    # reads low and would leave process noise in the rest.
+    explained = math.sqrt(statistics.fmean(statistics.variance(logs) / len(logs) for logs in per_run))
+    return {"runs": len(per_run), "units": statistics.median(len(logs) for logs in per_run),
+            "between_sd": between, "explained_by_processes_sd": explained,
+            "run_level_sd": math.sqrt(max(0.0, between ** 2 - explained ** 2))}
+
+
 def pair_floor(base: list, same: list, slow: list) -> dict | None:
     """What any rule on a pair's ratio could do with these runs: each pair's log ratio of run
     centres per reference (the geometric mean of the record's relative units, compare's units),
@@ -239,6 +259,8 @@ def pair_floor(base: list, same: list, slow: list) -> dict | None:
     return {"pairs": len(unchanged), "unchanged_sd": statistics.stdev(unchanged),
             "slowed_mean": statistics.fmean(slowed), "slowed_sd": statistics.stdev(slowed),
             "slowed_mean_in_seconds": statistics.fmean(seconds) if seconds else None,
+            # Unchanged code only: the base runs and their unchanged partners.
+            "between_runs": {"per_reference": between_runs(base + same), "seconds": between_runs(base + same, False)},
             "above": [{"threshold": t, "unchanged": sum(x > math.log1p(t) for x in unchanged),
                        "slowed": sum(x > math.log1p(t) for x in slowed)} for t in THRESHOLDS]}
 
@@ -373,6 +395,19 @@ def summary(results: list[dict]) -> str:
                          + (f" ({math.expm1(secs):+.1%})" if secs is not None else "") + " | "
                          + " | ".join(f"{a['unchanged']}/{f['pairs']}, {a['slowed']}/{f['pairs']}" for a in f["above"])
                          + " |")
+        splits = [(r["case"], r["pair_floor"].get("between_runs") or {}) for r in floors]
+        if any(v for _, split in splits for v in split.values()):
+            lines += ["", "Where the spread between runs of unchanged code lives (log SDs of run centres; "
+                      "scripts/quality.py's between_runs): what the runs' processes explain falls with more "
+                      "processes per run, the run-level rest does not.", "",
+                      "| case | unit | runs x units | between runs | explained by processes | run-level rest |",
+                      "|---|---|---|---|---|---|"]
+            for case, split in splits:
+                for unit, v in split.items():
+                    if v:
+                        lines.append(f"| {case} | {unit.replace('_', ' ')} | {v['runs']} x {v['units']:g} | "
+                                     f"{v['between_sd']:.1%} | {v['explained_by_processes_sd']:.1%} | "
+                                     f"{v['run_level_sd']:.1%} |")
     return "\n".join(lines) + "\n"
 
 
