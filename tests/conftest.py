@@ -30,9 +30,9 @@ def no_gc_pauses(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def machine_log_in_tmp(tmp_path, monkeypatch):
-    """`perfsuite run` notes each run in a machine-speed log (default ~/.cache/perfsuite): the
-    tests' runs go to a log of their own test, so they neither write to the user's home nor
-    widen each other's intervals."""
-    from perfsuite.cli import parser
+    """Every fresh run notes itself in a machine-speed log (default ~/.cache/perfsuite): the tests'
+    runs, the asv and pytest front-ends' and their subprocesses' included, go to a log of their
+    own test, so they neither write to the user's home nor widen each other's intervals."""
+    from perfsuite.measure import machine_drift
 
-    monkeypatch.setattr(parser, "DEFAULT_MACHINE_LOG", tmp_path / "machine-speed.jsonl")
+    monkeypatch.setenv(machine_drift.ENV_VAR, str(tmp_path / "machine-speed.jsonl"))

@@ -243,3 +243,36 @@ def test_a_process_per_reference_is_steady_when_the_machine_moves_inside_it(no_g
         whole.append(math.log(rec.median_s / ref["median_s"]) - truth)
     assert abs(float(np.mean(local))) < 0.03
     assert float(np.std(local)) < 0.5 * float(np.std(whole))
+
+
+def test_the_asv_and_pytest_front_ends_note_their_runs_in_the_same_log(tmp_path, monkeypatch):
+    """Issue 26, item 1: 'same for the asv classes and the pytest front-end'. They measured
+    through run_cases without the log, so their intervals never held the drift between runs that
+    `perfsuite run`'s did (20/20 against 15/20 covering, reports/quality). One log for all roads:
+    $PERFSUITE_MACHINE_LOG (conftest points it at this test's folder)."""
+    from benchmarks._suite import measure_cases
+
+    from perfsuite.core import registry
+    from perfsuite.frontends.pytest_plugin import measure_record
+
+    log = machine_drift.default_log()
+    assert log == tmp_path / "machine-speed.jsonl" and not log.exists()
+    asv = [measure_cases("noop", {}, max_time=0.2) for _ in range(2)]
+    assert all("_skip" not in r for out in asv for r in out.values()), asv
+    rec = measure_record(registry.get("noop"), {}, "cpu", 0.2)  # the third alike run of the case
+    assert [json.loads(line)["case"] for line in log.read_text().splitlines()] == [rec.label()] * 3
+    assert rec.conditions["machine_drift"]["runs"] == 3  # learned from the asv runs and its own
+    monkeypatch.setenv(machine_drift.ENV_VAR, "none")
+    assert machine_drift.default_log() is None
+    measure_record(registry.get("noop"), {}, "cpu", 0.2)
+    assert len(log.read_text().splitlines()) == 3
+
+
+def test_asv_gives_no_log_to_a_commit_whose_case_loop_takes_none():
+    from perfsuite.frontends.asv import _machine_log
+
+    def run_cases(cases, config, device, env=None, events=None):  # an older commit's signature
+        raise AssertionError("not called")
+
+    assert _machine_log(run_cases) == {}
+    assert _machine_log(lambda cases, machine_log=None: None) == {"machine_log": machine_drift.default_log()}

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from perfsuite.measure import machine_drift
+
 DEFAULT_RESULTS_DIR = Path("results")
 
 
 DEFAULT_PEAK_FILE = Path.home() / ".cache" / "perfsuite" / "peak.json"
-DEFAULT_MACHINE_LOG = Path.home() / ".cache" / "perfsuite" / "machine-speed.jsonl"
 
 
 def _positive_float(name: str):
@@ -136,9 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfsuite", description="Benchmark deep-learning workloads.")
     p.add_argument("--peak-file", type=Path, default=DEFAULT_PEAK_FILE,
                    help=f"where machine peaks are stored (default {DEFAULT_PEAK_FILE})")
-    p.add_argument("--machine-log", type=_machine_log, default=DEFAULT_MACHINE_LOG, metavar="PATH",
+    log = machine_drift.default_log()
+    p.add_argument("--machine-log", type=_machine_log, default=log, metavar="PATH",
                    help="`run` notes each run's machine-speed reference here and widens a run's interval by "
-                        f"how far the last runs of the same case moved (default {DEFAULT_MACHINE_LOG}; none: off)")
+                        f"how far the last runs of the same case moved (default ${machine_drift.ENV_VAR}, "
+                        f"else {log if log is not None else 'none'}; none: off)")
     p.add_argument("--workloads", dest="workload_paths", action="append", type=Path, default=[], metavar="PATH",
                    help="a file or folder of your own workloads (@perfsuite.workload); repeatable. "
                         "[tool.perfsuite] workloads in pyproject.toml are found without it")

@@ -56,10 +56,12 @@ def measure_record(workload, params: dict, device: str, max_time: float):
     `perfsuite run` measures it: its record, or a skip or failure with the reason."""
     from perfsuite.core.config import RunConfig
     from perfsuite.measure.env import fingerprint
+    from perfsuite.measure.machine_drift import default_log
     from perfsuite.run.execute import Case, run_cases
 
+    # The machine-speed log `perfsuite run` keeps too: the interval says where the next run lands.
     out = run_cases([Case(workload, params)], RunConfig(device=device, max_time=max_time), device,
-                    env=fingerprint(device=device))
+                    env=fingerprint(device=device), machine_log=default_log())
     if out.interrupted:
         raise KeyboardInterrupt
     if out.unsupported:

@@ -5,9 +5,11 @@ those few seconds; a run minutes later meets another state (on the 2-core VM of 
 same step's run medians spread with a CV of 7-15% while each run's processes agreed within 1-2%).
 No run can see that in itself, but every CPU run times the machine-speed reference
 (perfsuite.measure.reference), and how far the reference's medians of the last runs on this
-machine spread is how far the machine moved between them. `perfsuite run` keeps one line per run
-in a log (default ~/.cache/perfsuite/machine-speed.jsonl) and adds that spread to the run's
-reported interval (Record.stats), so that the interval says where the next run will land.
+machine spread is how far the machine moved between them. Every road that measures a case in a
+fresh run (`perfsuite run` and `suite`, the asv classes, the pytest front-end) keeps one line per
+run in one log, `default_log()`: $PERFSUITE_MACHINE_LOG, or ~/.cache/perfsuite/machine-speed.jsonl,
+and adds that spread to the run's reported interval (Record.stats), so that the interval says where
+the next run will land.
 
 Only runs alike count: the same case, reference kernel, device, torch threads and host (the
 reference's time depends a little on the step beside it, through the caches: 52-89 us beside a
@@ -19,15 +21,26 @@ With fewer than MIN_RUNS alike runs nothing is learned and RunConfig.run_drift s
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 from perfsuite.stats import summary as stats
 
+ENV_VAR = "PERFSUITE_MACHINE_LOG"  # a path, or "none" to keep no log (the CLI's --machine-log beats it)
 KEEP = 20
 MAX_AGE_S = 24 * 3600.0
 MIN_RUNS = stats.MIN_RUNS_FOR_DRIFT
 MAX_LINES = 2000  # the log is rewritten to its last lines past this
+
+
+def default_log() -> Path | None:
+    """The machine-speed log of this user on this machine, read when asked (a test, or asv's
+    environment, may set the variable after import); None when $PERFSUITE_MACHINE_LOG is "none"."""
+    value = os.environ.get(ENV_VAR, "").strip()
+    if value == "none":
+        return None
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "perfsuite" / "machine-speed.jsonl"
 
 
 def run_key(record) -> dict | None:
