@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     found = probe() if args.torch != "pinned" else Probe(why_not="not looked at: TORCH=pinned")
     try:
         p = plan(args.torch, found, pins, args.venv, sys.executable, shlex.split(args.venv_args), torch_range())
-        room_for(p, args.venv, args.needs_gib)
+        if not args.dry_run:  # a dry run prints the plan wherever it is asked
+            room_for(p, args.venv, args.needs_gib)
     except Refused as exc:
         print(f"venv_torch: {exc}", file=sys.stderr)
         return 2

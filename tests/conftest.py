@@ -29,10 +29,14 @@ def no_gc_pauses(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def machine_log_in_tmp(tmp_path, monkeypatch):
+def machine_log_in_tmp(request, tmp_path, monkeypatch):
     """Every fresh run notes itself in a machine-speed log (default ~/.cache/perfsuite): the tests'
-    runs, the asv and pytest front-ends' and their subprocesses' included, go to a log of their
-    own test, so they neither write to the user's home nor widen each other's intervals."""
+    runs, the pytest front-end's and their subprocesses' included, go to a log of their own test,
+    so they neither write to the user's home nor widen each other's intervals. Not the
+    benchmarks of tests/perf when they measure (`make bench-pytest`: --benchmark-only): their
+    intervals are to learn from this machine's earlier runs, as a user's benchmarks' do."""
     from perfsuite.measure import machine_drift
 
+    if request.config.getoption("benchmark_only", False) and request.node.path.parent.name == "perf":
+        return
     monkeypatch.setenv(machine_drift.ENV_VAR, str(tmp_path / "machine-speed.jsonl"))

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -159,12 +160,13 @@ def test_a_disk_too_small_for_the_pinned_torch_is_refused_before_anything_is_mad
     only "[Errno 28] No space left on device". Now the script refuses first and says how much."""
     free = {"gib": 2.5}
     monkeypatch.setattr(venv_torch.shutil, "disk_usage",
-                        lambda path: shutil._ntuple_diskusage(300 * 2**30, 0, int(free["gib"] * 2**30)))
+                        lambda path: SimpleNamespace(total=300 * 2**30, free=int(free["gib"] * 2**30)))
     venv = tmp_path / "not" / "yet" / ".venv"
     rc = venv_torch.main(["--venv", str(venv), "--torch", "pinned", "--pins", " ".join(PINS)])
     err = capsys.readouterr().err
     assert rc == 2 and not venv.exists() and not (tmp_path / "not").exists()
     assert f"2.5 GiB free on the disk of {tmp_path.resolve()}" in err and "about 6.5 GiB" in err
+    assert venv_torch.main(["--venv", str(venv), "--torch", "pinned", "--pins", " ".join(PINS), "--dry-run"]) == 0
     # Enough room, a system torch (nothing installed) and an explicit 0 all pass the check.
     free["gib"] = 7.0
     venv_torch.room_for(_plan("pinned", H100), venv)

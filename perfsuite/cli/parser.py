@@ -139,9 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"where machine peaks are stored (default {DEFAULT_PEAK_FILE})")
     log = machine_drift.default_log()
     p.add_argument("--machine-log", type=_machine_log, default=log, metavar="PATH",
-                   help="`run` notes each run's machine-speed reference here and widens a run's interval by "
-                        f"how far the last runs of the same case moved (default ${machine_drift.ENV_VAR}, "
-                        f"else {log if log is not None else 'none'}; none: off)")
+                   help="`run` (suites included) notes each run's machine-speed reference here and widens a "
+                        "run's interval by how far the last runs of the same case moved (default: "
+                        f"${machine_drift.ENV_VAR} when set, else ~/.cache/perfsuite/machine-speed.jsonl; "
+                        f"now {log if log is not None else 'none'}; none: off)")
     p.add_argument("--workloads", dest="workload_paths", action="append", type=Path, default=[], metavar="PATH",
                    help="a file or folder of your own workloads (@perfsuite.workload); repeatable. "
                         "[tool.perfsuite] workloads in pyproject.toml are found without it")

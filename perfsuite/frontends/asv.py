@@ -125,24 +125,10 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
 
     try:
         run_cases([Case(w, c) for c in cases], _config(RunConfig, device, max_time, processes), device,
-                  env=fingerprint(), events=Keep(), **_machine_log(run_cases))
+                  env=fingerprint(), events=Keep())
     except PerfsuiteError as exc:  # a grid this commit's workload does not accept
         return {"_skip": str(exc)}
     return result
-
-
-def _machine_log(run_cases) -> dict:
-    """run_cases' machine_log argument, the one log `perfsuite run` keeps (so that a commit's
-    interval includes how far this machine moved between its runs), where this commit has it."""
-    import inspect
-
-    try:
-        default_log = _module("perfsuite.measure.machine_drift").default_log
-    except (ImportError, AttributeError):  # older commits: no log
-        return {}
-    if "machine_log" not in inspect.signature(run_cases).parameters:
-        return {}
-    return {"machine_log": default_log()}
 
 
 def _config(RunConfig, device: str, max_time: float, processes: int):

@@ -5,11 +5,12 @@ those few seconds; a run minutes later meets another state (on the 2-core VM of 
 same step's run medians spread with a CV of 7-15% while each run's processes agreed within 1-2%).
 No run can see that in itself, but every CPU run times the machine-speed reference
 (perfsuite.measure.reference), and how far the reference's medians of the last runs on this
-machine spread is how far the machine moved between them. Every road that measures a case in a
-fresh run (`perfsuite run` and `suite`, the asv classes, the pytest front-end) keeps one line per
-run in one log, `default_log()`: $PERFSUITE_MACHINE_LOG, or ~/.cache/perfsuite/machine-speed.jsonl,
-and adds that spread to the run's reported interval (Record.stats), so that the interval says where
-the next run will land.
+machine spread is how far the machine moved between them. `perfsuite run` (a suite's cases
+included) and the pytest front-end keep one line per run in one log, `default_log()`:
+$PERFSUITE_MACHINE_LOG, or ~/.cache/perfsuite/machine-speed.jsonl, and add that spread to the run's
+reported interval (Record.stats), so that the interval says where the next run will land. The asv
+classes do not: asv stores medians only, no interval, and `asv run` over a range of commits would
+teach the log the steps' differences (the reference moves with the step beside it) as drift.
 
 Only runs alike count: the same case, reference kernel, device, torch threads and host (the
 reference's time depends a little on the step beside it, through the caches: 52-89 us beside a
@@ -38,9 +39,10 @@ def default_log() -> Path | None:
     """The machine-speed log of this user on this machine, read when asked (a test, or asv's
     environment, may set the variable after import); None when $PERFSUITE_MACHINE_LOG is "none"."""
     value = os.environ.get(ENV_VAR, "").strip()
-    if value == "none":
+    if value.lower() == "none":
         return None
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "perfsuite" / "machine-speed.jsonl"
+    # A relative path is taken from where it is read, once: workers get the absolute one.
+    return Path(value).expanduser().absolute() if value else Path.home() / ".cache" / "perfsuite" / "machine-speed.jsonl"
 
 
 def run_key(record) -> dict | None:
