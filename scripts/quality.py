@@ -213,6 +213,12 @@ def _with_machine_log(base: list, same: list, slow: list) -> list:
 THRESHOLDS = (0.03, 0.04, 0.05, 0.06, 0.07, 0.08)
 
 
+def _log_units(r, relative: bool = True) -> list[float]:
+    """A record's units (compare's: per reference, or in seconds), as logs; [] when it has none."""
+    units = r.relative_units() if relative else r.units()
+    return [math.log(u) for u in units or []]
+
+
 def between_runs(runs: list, relative: bool = True) -> dict | None:
     """Where the spread between separate runs of unchanged code lives, from their records: the SD of
     the runs' log centres (geometric means of their units), the part the runs' own processes
@@ -220,8 +226,7 @@ def between_runs(runs: list, relative: bool = True) -> dict | None:
     processes removes), and the rest, sqrt(between^2 - explained^2): what moves a whole run with the
     machine's state, which more processes in a run cannot remove and only a reference that follows
     the step, or interleaving, can."""
-    per_run = [(r.relative_units() if relative else r.units()) for r in runs]
-    per_run = [[math.log(u) for u in units] for units in per_run if units and len(units) >= 2]
+    per_run = [logs for logs in map(lambda r: _log_units(r, relative), runs) if len(logs) >= 2]
     if len(per_run) < 3:
         return None
     between = statistics.stdev(statistics.fmean(logs) for logs in per_run)
@@ -239,8 +244,8 @@ def pair_floor(base: list, same: list, slow: list) -> dict | None:
     their spread over the unchanged pairs, and for fixed thresholds how many unchanged and slowed
     pairs lie above. The noise floor of separate runs, not a verdict."""
     def centre(r, relative=True):
-        units = r.relative_units() if relative else r.units()
-        return math.exp(statistics.fmean(math.log(u) for u in units)) if units else None
+        logs = _log_units(r, relative)
+        return math.exp(statistics.fmean(logs)) if logs else None
 
     def logs(news, relative=True):
         out = []

@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -48,11 +49,14 @@ def history(n: int) -> tuple[Commit, list[Commit]]:
 
 
 class FakeProber:
-    """Commits from `first_slower` on are slower; `broken` ones fail to build. Counts its probes."""
+    """Commits from `first_slower` on are slower; `broken` ones fail to build. Counts its probes and
+    keeps the pairs' ratios it gave each commit: every commit's differ (a slower one's by 1% more
+    per commit, and spread within), so an answer shows whose probe it carries."""
 
     def __init__(self, commits: list[Commit], first_slower: int | None, broken: set[int] = frozenset()):
         self.index = {c.sha: i for i, c in enumerate(commits)}
         self.first_slower, self.broken, self.asked = first_slower, broken, []
+        self.ratios: dict[int, list[float]] = {}
 
     def __call__(self, c: Commit, confirmation: Probe | None) -> Probe:
         i = self.index[c.sha]
@@ -63,7 +67,8 @@ class FakeProber:
         if i in self.broken:
             return Probe(c.sha, SKIPPED, error="ModuleNotFoundError: no module named 'myproj.model'")
         slower = self.first_slower is not None and i >= self.first_slower
-        ratios = [1.3 if slower else 1.0] * 8
+        centre = 1.2 + 0.01 * i if slower else 1.0
+        ratios = self.ratios[i] = [centre * (1 + 0.01 * (k % 3 - 1)) for k in range(8)]
         return Probe(c.sha, SLOWER if slower else SAME, {"ratios": ratios, "slower": slower})
 
 
@@ -74,8 +79,11 @@ def test_bisection_names_the_first_slower_commit_wherever_it_is(first):
     prober = FakeProber(commits, first)
     answer = run_bisection(state, prober)
     assert answer.state == FOUND and answer.commit == commits[first]
-    assert answer.probe.median_ratio == pytest.approx(1.3)
-    assert answer.probe.sha == commits[first].sha  # the answer carries that commit's own probe
+    # The answer carries that commit's own probe, its ratio the median of that commit's pairs.
+    assert answer.probe.sha == commits[first].sha
+    assert answer.probe.median_ratio == pytest.approx(statistics.median(prober.ratios[first]))
+    assert answer.probe.median_ratio >= 1.2 and (first == 15 or answer.probe.median_ratio < statistics.median(
+        prober.ratios[15]))  # not bad's confirmation, which the bisection probed first
     assert prober.asked[0] == 15  # bad is confirmed first
     assert len(prober.asked) == len(set(prober.asked)) <= 1 + 4  # log2(16) probes after the confirmation
 
@@ -128,7 +136,8 @@ def test_an_interrupted_bisection_resumes_from_its_log_without_probing_again(tmp
     (stored,) = load_document(log, "bisect")
     resumed = Bisection.from_dict(stored)
     assert resumed.same_question(state) and len(resumed.probes) == 2
-    assert resumed.probes[0].median_ratio == pytest.approx(1.3)  # recomputed from the stored pairs
+    # Recomputed from the stored pairs of the commit probed first (bad, the confirmation).
+    assert resumed.probes[0].median_ratio == pytest.approx(statistics.median(first.ratios[first.asked[0]]))
     second = FakeProber(commits, 5)
     answer = run_bisection(resumed, second)
     assert answer.commit == commits[5] and not set(second.asked) & set(first.asked)

@@ -42,7 +42,9 @@ def default_log() -> Path | None:
     if value.lower() == "none":
         return None
     # A relative path is taken from where it is read, once: workers get the absolute one.
-    return Path(value).expanduser().absolute() if value else Path.home() / ".cache" / "perfsuite" / "machine-speed.jsonl"
+    if value:
+        return Path(value).expanduser().absolute()
+    return Path.home() / ".cache" / "perfsuite" / "machine-speed.jsonl"
 
 
 def run_key(record) -> dict | None:
