@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.compare.bisect import (FOUND, NOT_SLOWER, SAME, SKIPPED, SLOWER, Bisection, Commit, Probe,
+from perfsuite.compare.bisect import (FOUND, NOT_CHANGED, SAME, SKIPPED, CHANGED, Bisection, Commit, Probe,
                                       run_bisection)
 from perfsuite.core.errors import ConfigError
 
@@ -63,13 +63,13 @@ class FakeProber:
         self.asked.append(i)
         # Only bad is asked without bad's confirmation; every later probe is given it.
         assert (confirmation is None) == (i == len(self.index) - 1)
-        assert confirmation is None or confirmation.outcome == SLOWER
+        assert confirmation is None or confirmation.outcome == CHANGED
         if i in self.broken:
             return Probe(c.sha, SKIPPED, error="ModuleNotFoundError: no module named 'myproj.model'")
         slower = self.first_slower is not None and i >= self.first_slower
         centre = 1.2 + 0.01 * i if slower else 1.0
         ratios = self.ratios[i] = [centre * (1 + 0.01 * (k % 3 - 1)) for k in range(8)]
-        return Probe(c.sha, SLOWER if slower else SAME, {"ratios": ratios, "slower": slower})
+        return Probe(c.sha, CHANGED if slower else SAME, {"ratios": ratios, "slower": slower})
 
 
 @pytest.mark.parametrize("first", range(16))
@@ -92,7 +92,7 @@ def test_a_bad_that_is_not_slower_ends_after_one_probe():
     good, commits = history(16)
     prober = FakeProber(commits, None)
     answer = run_bisection(Bisection("w", {}, "cpu", good, commits), prober)
-    assert answer.state == NOT_SLOWER and answer.commit is None and prober.asked == [15]
+    assert answer.state == NOT_CHANGED and answer.commit is None and prober.asked == [15]
 
 
 def test_a_commit_that_does_not_build_is_skipped_and_named():
@@ -151,10 +151,13 @@ def test_probe_outcomes_are_checked():
     with pytest.raises(ValueError, match="outcome 'faster'"):  # also when read back from a log
         Probe.from_dict({"sha": "a" * 40, "outcome": "faster"})
     # A valid probe comes back from its log entry whole, its ratio recomputed from its pairs.
-    probe = Probe("a" * 40, SLOWER, {"ratios": [1.1, 1.3, 1.2, 1.25, 1.15] * 3}, seconds=3.5)
+    probe = Probe("a" * 40, CHANGED, {"ratios": [1.1, 1.3, 1.2, 1.25, 1.15] * 3}, seconds=3.5)
     back = Probe.from_dict(json.loads(json.dumps(probe.to_dict())))
     assert back == probe and back.median_ratio == pytest.approx(1.2)
-    assert back.ratio_ci[0] <= 1.2 <= back.ratio_ci[1]
+    full = Probe("a" * 40, CHANGED, {"label": "c", "threshold": 0.01, "p": 0.001, "block_size": 1, "confirmed": True,
+                                     "ratios": [1.1, 1.3, 1.2, 1.25, 1.15] * 3})
+    lo, hi = full.gate.interval  # the interval and the word come back from the stored pairs
+    assert lo <= 1.2 <= hi and full.word == "slower"
     assert Probe.from_dict({"sha": "b" * 40, "outcome": SKIPPED, "error": "no"}).median_ratio is None
 
 
@@ -178,7 +181,7 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_first_parent_commits_oldest_first_and_bad_input(repo):
-    from perfsuite.compare.bisect_probe import exists_at, first_parent_commits
+    from perfsuite.compare.bisect_probe import first_parent_commits
     from perfsuite.compare.sides import resolve_commit
 
     shas = _git(repo, "rev-list", "--reverse", "HEAD").split()
@@ -190,7 +193,6 @@ def test_first_parent_commits_oldest_first_and_bad_input(repo):
         first_parent_commits(repo, shas[3], shas[1])
     with pytest.raises(ConfigError, match="same commit"):
         first_parent_commits(repo, shas[2], shas[2])
-    assert exists_at(repo, shas[0], Path("f.txt")) and not exists_at(repo, shas[0], Path("bench/x.py"))
 
 
 def test_a_good_merged_in_from_a_side_branch_is_refused(repo):
@@ -340,12 +342,34 @@ def test_bisect_bad_input_is_exit_2_naming_what_is_wrong(tmp_path):
     cases = [
         (("tiny_mlp", "--good", "nosuch", "--bad", "HEAD"), "--good nosuch: no such commit"),
         (("tiny_mlp", "--good", "HEAD", "--bad", "HEAD~2"), "is not an ancestor of --bad"),
-        (("later", "--good", first, "--bad", "HEAD"), "bench/later.py (workload 'later') does not exist at that revision"),
+        (("later", "--good", first, "--bad", "HEAD", "--workloads-from", "revision"),
+         "bench/later.py does not exist at this commit"),
         (("tiny_mlp", "--good", "HEAD~1", "--bad", "HEAD", "-p", "batch_size=1,2"), "takes one value"),
     ]
     for args, message in cases:
         res = perfsuite(root, "bisect", *args, "--device", "cpu", timeout=120)
         assert res.returncode == 2 and message in res.stderr, (args, res.stdout, res.stderr)
+    assert _worktrees(root) == 1
+
+
+@pytest.mark.slow
+def test_commits_older_than_the_workload_file_are_measured_with_the_working_trees_file(tmp_path):
+    """A project adopts perfsuite after its history began: the gate measures a revision from
+    before the workload file existed, with today's file and that revision's own code."""
+    root = _project(tmp_path)
+    (root / "bench" / "tiny_mlp.py").rename(root / "tiny_mlp_later.py")
+    first = _commit(root, "history before any benchmark")
+    (root / "tiny_mlp_later.py").rename(root / "bench" / "tiny_mlp.py")
+    model = root / "myproj" / "model.py"
+    model.write_text(model.read_text().replace(SLOW_INIT, SLOW_INIT_NEW).replace(SLOW_FWD, SLOW_FWD_NEW))
+    _commit(root, "the benchmark, and a slower model")
+    res = perfsuite(root, "gate", "tiny_mlp", "--base", first, "-p", "batch_size=32", "--device", "cpu",
+                    "--max-time", "3", "--builds", "1", "--threshold", "0.5", timeout=300)
+    # The base ran the old (fast) model with today's workload file: the working tree is slower.
+    assert res.returncode == 1 and "slower, ratio" in res.stdout and "CI" in res.stdout, res.stdout + res.stderr
+    res = perfsuite(root, "gate", "tiny_mlp", "--base", first, "--workloads-from", "revision", "--device", "cpu",
+                    timeout=120)
+    assert res.returncode == 2 and "bench/tiny_mlp.py does not exist at this commit" in res.stderr, res.stderr
     assert _worktrees(root) == 1
 
 
@@ -374,7 +398,7 @@ def test_classify_puts_pairs_on_their_side_of_halfway_and_waits_while_they_canno
     rng = random.Random(3)
     mid = halfway(1.05)  # bad was confirmed 5% slower
     noisy = lambda centre, n: [centre * math.exp(rng.gauss(0, 0.05)) for _ in range(n)]  # noqa: E731
-    assert classify(noisy(1.05, 200), mid) == SLOWER  # the whole slowdown: past halfway
+    assert classify(noisy(1.05, 200), mid) == CHANGED  # the whole slowdown: past halfway
     assert classify(noisy(1.0, 200), mid) == SAME
     assert classify(noisy(1.012, 200), mid) == SAME  # a fifth of it: still like good
     assert classify(noisy(1.025, 6), mid) is None  # at halfway, a few pairs cannot tell
@@ -425,9 +449,9 @@ def test_a_probe_is_not_classified_on_less_than_a_whole_budget_of_pairs(monkeypa
     arms = bisect_probe.HalfwayArms(("a.py", None), ("b.py", None), ("good", "commit"), 3, "default", 1, 0.01,
                                     0.01, clock, mid=bisect_probe.halfway(1.20))
     v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
-    assert v.run.decision == SLOWER and v.slower
+    assert v.run.decision == CHANGED and v.slower
     # Decided at the look that completes the 2 s budget (the half-budget look before it was clear too).
-    assert [look["decision"] for look in v.run.looks] == [None, SLOWER]
+    assert [look["decision"] for look in v.run.looks] == [None, CHANGED]
     assert v.run.looks[0]["seconds"] < 2.0 <= v.run.looks[1]["seconds"] * 1.05
 
 
@@ -480,11 +504,11 @@ def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
     with pytest.raises(ConfigError, match="settings differ: max_time"):
         _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))
     # The log of the same bisection, under today's rule, is resumed: its probes are taken.
-    same = Bisection("w", {}, "cpu", good, commits, settings, [Probe(commits[-1].sha, SLOWER, {"ratios": [1.2] * 8})])
+    same = Bisection("w", {}, "cpu", good, commits, settings, [Probe(commits[-1].sha, CHANGED, {"ratios": [1.2] * 8})])
     atomic_write_text(log, document("bisect", [same.to_dict()]))
     fresh = Bisection("w", {}, "cpu", good, commits, settings)
     _resume(fresh, log, Console(file=io.StringIO()))
-    assert [p.sha for p in fresh.probes] == [commits[-1].sha] and fresh.probes[0].outcome == SLOWER
+    assert [p.sha for p in fresh.probes] == [commits[-1].sha] and fresh.probes[0].outcome == CHANGED
 
 
 def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skipped(monkeypatch, tmp_path):
@@ -498,9 +522,9 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
     from perfsuite.run import execute
 
     monkeypatch.setattr(sides, "worktree", lambda repo, sha: contextlib.nullcontext(tmp_path))
-    monkeypatch.setattr(bisect_probe, "exists_at", lambda repo, sha, rel: True)
+    revs = SimpleNamespace(repo=tmp_path, missing_at=lambda sha: None, side=lambda root: (root / "w.py", None))
     good = "a" * 40
-    verdict = SimpleNamespace(slower=True, to_dict=lambda: {"ratios": [1.1] * 8, "slower": True})
+    verdict = SimpleNamespace(confirmed=True, to_dict=lambda: {"ratios": [1.1] * 8, "slower": True})
     answers = [SimpleNamespace(interrupted=False, unsupported=[], records=[],
                                failures=[{"error": f"SideFailed: good {good[:12]}: the side process ended (exit -15):"}]),
                SimpleNamespace(interrupted=False, unsupported=[], failures=[], records=[verdict])]
@@ -511,16 +535,16 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
         return answers[len(calls) - 1]
 
     monkeypatch.setattr(execute, "run_cases", fake_run_cases)
-    confirmation = Probe("b" * 40, SLOWER, {"ratios": [1.1] * 8})
-    with bisect_probe.Prober(get("noop"), {}, tmp_path, Path("w.py"), good, "cpu", budget_s=1.0, builds=1,
+    confirmation = Probe("b" * 40, CHANGED, {"ratios": [1.1] * 8})
+    with bisect_probe.Prober(get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1,
                              threshold=0.01, threads=1) as prober:
         probe = prober(Commit("c" * 40, "candidate"), confirmation)
-    assert len(calls) == 2 and probe.outcome == SLOWER
+    assert len(calls) == 2 and probe.outcome == CHANGED
     # A candidate's own failure skips it at once.
     answers[:] = [SimpleNamespace(interrupted=False, unsupported=[], records=[],
                                   failures=[{"error": "SideFailed: commit cccccccccccc: ImportError"}])]
     calls.clear()
-    with bisect_probe.Prober(get("noop"), {}, tmp_path, Path("w.py"), good, "cpu", budget_s=1.0, builds=1,
+    with bisect_probe.Prober(get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1,
                              threshold=0.01, threads=1) as prober:
         assert prober(Commit("c" * 40, "candidate"), confirmation).outcome == SKIPPED
     assert len(calls) == 1

@@ -15,10 +15,11 @@ from perfsuite.core.errors import ConfigError, PerfsuiteError
 def bisect_command(args, console) -> int:
     from perfsuite.compare import bisect as b
     from perfsuite.compare import sides
-    from perfsuite.compare.bisect_probe import MAX_BUDGETS, Prober, exists_at, first_parent_commits, subject
+    from perfsuite.compare.bisect_probe import MAX_BUDGETS, Prober, first_parent_commits, subject
     from perfsuite.core import registry
     from perfsuite.core.config import RunConfig, resolve_device
     from perfsuite.core.params import single_values
+    from perfsuite.storage.files import writable_dir
 
     if args.threshold < 0:
         raise ConfigError(f"--threshold must be >= 0, got {args.threshold}")
@@ -27,57 +28,95 @@ def bisect_command(args, console) -> int:
     device = resolve_device(args.device)
     args.threads = RunConfig(threads=args.threads).threads_on(device)  # 1 on the CPU, as the gate
     w.check(params, device)
-    file_now = sides.workload_file(w.source, w.name)
-    repo = sides.git_root(file_now.parent)
-    try:
-        rel = file_now.resolve().relative_to(repo.resolve())
-    except ValueError:
-        raise ConfigError(f"{file_now} is not inside the repository {repo}: bisect walks that repository's "
-                          "history") from None
-    good = sides.resolve_commit(args.good, repo, "--good")
-    bad = sides.resolve_commit(args.bad, repo, "--bad")
-    commits = first_parent_commits(repo, good, bad)
-    for flag, rev, sha in (("--good", args.good, good), ("--bad", args.bad, bad)):
-        if not exists_at(repo, sha, rel):
-            raise ConfigError(f"{flag} {rev}: {rel} (workload {w.name!r}) does not exist at that revision")
-    settings = {"max_time": args.budget, "builds": args.builds, "threshold": args.threshold, "fdr": args.fdr,
-                "threads": args.threads, "heap": args.heap, "rule": b.PROBE_RULE}
-    state = b.Bisection(w.name, params, device, b.Commit(good, subject(repo, good)), commits, settings)
-    log = args.log or Path(".perfsuite") / "bisect" / f"{w.name}-{good[:10]}-{bad[:10]}.bisect.json"
-    _resume(state, log, console)
+    direction, change = (-1, "faster") if args.faster else (1, "slower")
+    with sides.Revisions(w, args.workloads_from) as revs:
+        good = sides.resolve_commit(args.good, revs.repo, "--good")
+        bad = sides.resolve_commit(args.bad, revs.repo, "--bad")
+        commits = first_parent_commits(revs.repo, good, bad)
+        for flag, rev, sha in (("--good", args.good, good), ("--bad", args.bad, bad)):
+            missing = revs.missing_at(sha)
+            if missing:
+                raise ConfigError(f"{flag} {rev}: {missing}")
+        settings = {"max_time": args.budget, "builds": args.builds, "threshold": args.threshold, "fdr": args.fdr,
+                    "threads": args.threads, "heap": args.heap, "rule": b.PROBE_RULE, "direction": change,
+                    "workloads_from": revs.mode if revs.mode in (sides.TREE, sides.REVISION) else
+                    sides.resolve_commit(revs.mode, revs.repo)}
+        state = b.Bisection(w.name, params, device, b.Commit(good, subject(revs.repo, good)), commits, settings)
+        log = args.log or Path(".perfsuite") / "bisect" / _log_name(w.name, good, bad, change)
+        _resume(state, log, console)
+        writable_dir(log.parent, "--log folder")  # before any probe: a measured probe is never lost
 
-    probes = math.ceil(math.log2(len(commits)))  # bad is known slower once confirmed: halve the rest
-    console.print(Text(f"bisecting {len(commits)} first-parent commit(s) of {repo} after {good[:12]} up to "
-                       f"{bad[:12]}: confirming --bad, then about {probes} probe(s), {args.budget:g}-{MAX_BUDGETS * args.budget:g}s each plus "
-                       f"start-up; log {log}"))
-    with Prober(w, params, repo, rel, good, device, budget_s=args.budget, builds=args.builds,
-                threshold=args.threshold, threads=args.threads, heap=args.heap, fdr=args.fdr) as prober:
-        answer = b.run_bisection(state, prober, lambda s, p: _logged(s, p, log, console))
-    _save(state, log, answer)
-    for c, error in answer.skipped:
-        console.print(Text(f"skipped {c.sha[:12]} {printable(c.subject)}: {error.splitlines()[0] if error else ''}",
-                           style="yellow"))
-    if answer.state == b.NOT_SLOWER:
-        console.print(Text(f"--bad {args.bad} is not slower than --good {args.good}: "
-                           f"{_effect(answer.confirmation)}; nothing to bisect"))
-        return 0
-    console.print(Text(f"first slower commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}", style="bold red"))
-    console.print(Text(f"  against --good: {_effect(answer.probe)}"))
-    if answer.could_also_be:
-        console.print(Text("  or one of the skipped commits before it: "
-                           + ", ".join(f"{c.sha[:12]} {printable(c.subject)}" for c in answer.could_also_be), style="yellow"))
-    if not args.no_why:
-        _why(w, params, repo, rel, good, answer.commit.sha, device, args, log, console)
-    return 1
+        probes = math.ceil(math.log2(len(commits)))  # bad is known changed once confirmed: halve the rest
+        console.print(Text(f"bisecting {len(commits)} first-parent commit(s) of {revs.repo} after {good[:12]} up to "
+                           f"{bad[:12]} for the first {change} one: confirming --bad, then about {probes} probe(s), "
+                           f"{args.budget:g}-{MAX_BUDGETS * args.budget:g}s each plus start-up; workload file from "
+                           f"{_from(revs)}; log {log}"))
+        with console.status("starting") as status, \
+                Prober(w, params, revs, good, device, budget_s=args.budget, builds=args.builds,
+                       threshold=args.threshold, threads=args.threads, heap=args.heap, fdr=args.fdr, direction=direction,
+                       progress=lambda text: status.update(Text(printable(text)))) as prober:
+            answer = b.run_bisection(state, prober, lambda s, p: _logged(s, p, log, console))
+        _save(state, log, answer)
+        for c, error in answer.skipped:
+            console.print(Text(f"skipped {c.sha[:12]} {printable(c.subject)}: {error.splitlines()[0] if error else ''}",
+                               style="yellow"))
+        if answer.state != b.FOUND:
+            return _not_found(answer, args, change, console)
+        console.print(Text(f"first {change} commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}",
+                           style="bold red" if direction > 0 else "bold green"))
+        console.print(Text(f"  against --good: {_effect(answer.probe)}"))
+        if answer.could_also_be:
+            console.print(Text("  or one of the skipped commits before it: "
+                               + ", ".join(f"{c.sha[:12]} {printable(c.subject)}" for c in answer.could_also_be),
+                               style="yellow"))
+        if not args.no_why:
+            _why(w, params, revs, good, answer.commit.sha, device, args, log, console)
+    # A slowdown found is the documented exit 1; a speed-up found is good news (0).
+    return 1 if direction > 0 else 0
+
+
+def _log_name(name: str, good: str, bad: str, change: str) -> str:
+    """The default log's file name: the workload's name made safe for a path (a name from a
+    user's file never leaves .perfsuite/bisect/)."""
+    import re
+
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "workload"
+    return f"{safe}-{good[:10]}-{bad[:10]}{'-faster' if change == 'faster' else ''}.bisect.json"
+
+
+def _from(revs) -> str:
+    from perfsuite.compare import sides
+
+    if revs.mode == sides.TREE:
+        return f"the working tree ({revs.file_now})"
+    return "each revision's own copy" if revs.mode == sides.REVISION else f"revision {revs.mode}"
+
+
+def _not_found(answer, args, change: str, console) -> int:
+    """bad was not shown changed: undecided (exit 5), or shown not changed in that direction (0)."""
+    from perfsuite.compare.bisect import UNDECIDED
+    from perfsuite.stats import verdict
+
+    conf = answer.confirmation
+    if answer.state == UNDECIDED:
+        console.print(Text(f"--bad {args.bad} against --good {args.good}: {_effect(conf)}; nothing bisected "
+                           f"(a longer --max-time gives the test more pairs)", style="yellow"))
+        return verdict.EXIT_UNDECIDED
+    word = conf.word
+    hint = ""
+    if word in (verdict.FASTER, verdict.SLOWER) and word != change:
+        hint = f"; it is {word}: `perfsuite bisect{' --faster' if word == 'faster' else ''}` finds that commit"
+    console.print(Text(f"--bad {args.bad} is not {change} than --good {args.good}: {_effect(conf)}; nothing to "
+                       f"bisect{hint}"))
+    return 0
 
 
 def _resume(state, log: Path, console) -> None:
     """Take the probes of a stored log of the same bisection; refuse a log of another one."""
     from perfsuite.compare.bisect import Bisection
-    from perfsuite.storage.files import load_document, writable_dir
+    from perfsuite.storage.files import load_document
 
     if not log.exists():
-        writable_dir(log.parent, "--log folder")
         return
     (stored,) = load_document(log, "bisect")[:1] or [None]
     try:
@@ -108,37 +147,42 @@ def _save(state, log: Path, answer=None) -> None:
 def _logged(state, probe, log: Path, console) -> None:
     _save(state, log)
     c = next(c for c in state.commits if c.sha == probe.sha)
-    what = probe.outcome if probe.outcome != "skipped" else f"skipped ({(probe.error.splitlines() or [''])[0]})"
-    console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {printable(c.subject)}: {what}"
-                       + (f", {_effect(probe)}" if probe.verdict else "") + f" [{probe.seconds:.0f}s]"))
-    threshold = (probe.verdict or {}).get("threshold", 0.0)
+    if probe.outcome == "skipped":
+        what = f"skipped ({printable((probe.error.splitlines() or [''])[0])})"
+    elif probe.sha == state.bad.sha:  # the confirmation: the gate's own words
+        what = f"--bad {_effect(probe)}"
+    else:
+        what = f"like {'bad' if probe.outcome == 'changed' else 'good'}; {_effect(probe, worded=False)}"
+    console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {printable(c.subject)}: {what} [{probe.seconds:.0f}s]"))
     if probe.sha != state.bad.sha:  # like good or like bad: say when the pairs could not tell
         for note in (probe.verdict or {}).get("notes", []):
             if note.startswith("undecided"):
                 console.print(Text(f"  {note}", style="yellow"))
-    elif probe.outcome == "same" and probe.median_ratio is not None and probe.median_ratio > 1 + threshold:
-        # The gate's test could not tell with so few pairs: nothing is bisected.
-        console.print(Text(f"  undecided rather than the same: the median is above the threshold "
-                           f"(+{threshold:.0%}) but {len(probe.ratios)} pairs could not show it; a longer "
-                           "--max-time gives the test more pairs", style="yellow"))
 
 
-def _effect(probe) -> str:
+def _effect(probe, worded: bool = True) -> str:
+    """The probe's verdict with its ratio and interval (perfsuite.stats.verdict), over how many pairs.
+    `worded=False`: the ratio and interval alone (a probe judged against halfway, whose word would
+    be about halfway, not about good)."""
     if probe is None or probe.median_ratio is None:
         return "no pairs"
-    ci = probe.ratio_ci
-    ci_txt = f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
-    return f"time ratio {probe.median_ratio:.3f}{ci_txt} over {len(probe.ratios)} pairs"
+    gate = probe.gate
+    if gate is None:
+        return f"time ratio {probe.median_ratio:.3f} over {len(probe.ratios)} pairs"
+    text = gate.describe()
+    if not worded:
+        text = text.split(", ", 1)[1].split(": ")[0]  # "ratio 1.050 (98% CI ...)"
+    return f"{text} over {len(probe.ratios)} pairs"
 
 
-def _why(w, params, repo, rel, good, named, device, args, log: Path, console) -> None:
+def _why(w, params, revs, good, named, device, args, log: Path, console) -> None:
     """The differential profile of good against the named commit, printed and stored beside the log."""
     from perfsuite.cli.why import print_why
     from perfsuite.compare.why_sides import why_commits
     from perfsuite.storage.files import atomic_write_text, document
 
     try:
-        result = why_commits(w, params, repo, rel, good, named, device, threads=args.threads, steps=args.steps,
+        result = why_commits(w, params, revs, good, named, device, threads=args.threads, steps=args.steps,
                              rounds=args.rounds, top=args.top)
     except PerfsuiteError as exc:  # the commit is named and logged already: its exit status stands
         console.print(Text(f"why could not profile the two sides: {exc}", style="yellow"))

@@ -8,6 +8,10 @@ from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.measure import heap
+from perfsuite.stats import verdict
+
+# The console's colour for each verdict word.
+_STYLE = {verdict.SLOWER: "bold red", verdict.FASTER: "green", verdict.UNDECIDED: "yellow"}
 
 
 def gate_command(args, console) -> int:
@@ -121,23 +125,28 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
         atomic_write_text(args.floors, document("noise-floors", floors))
         return _ended(out, 0)
 
-    out = g.gate_sides(new, [c.params for c in cases], args, device, threads, floors, events=_GateEvents(console))
+    out = g.gate_sides(new, [c.params for c in cases], args.base_ref, device, threads, floors, budget=args.budget,
+                       builds=args.builds, heap_mode=args.heap, threshold=args.threshold, fdr=args.fdr,
+                       workloads_from=args.workloads_from, events=_GateEvents(console))
     for v in out.records:
         looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
-        console.print(Text(f"{v.label}: median ratio {v.run.median:.3f} over {len(v.run.ratios)} pairs in "
-                           f"{looks['seconds']:.1f}s ({v.run.faults_per_pair:.0f} page faults a pair), "
-                           f"look {len(v.run.looks)} of {len(g.sequential.LOOKS)} "
-                           f"(threshold +{v.threshold:.1%}, p={v.p:.2g} on the alpha scale) -> "
-                           f"{'SLOWER' if v.slower else 'ok'}{''.join('; ' + n for n in v.notes)}",
-                           style="bold red" if v.slower else ""))
+        word = v.word
+        console.print(Text(f"{v.label}: {v.describe()} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
+                           f"threshold +{v.threshold:.1%}, p={v.p:.2g} on the alpha scale, look {len(v.run.looks)} "
+                           f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
+                           f"{''.join('; ' + n for n in v.notes)}",
+                           style=_STYLE.get(word, "")))
     console.print(Text(how))
     if args.json:
         atomic_write_text(args.json, document("gate", [v.to_dict() for v in out.records], out.failures))
-    return _ended(out, 1 if any(v.slower for v in out.records) else 0)
+    return _ended(out, verdict.exit_code([v.word for v in out.records]))
 
 
 def _ended(out, code: int) -> int:
-    """Ctrl-C: 130; a confirmed slowdown: 1; else a case that failed: 3 (it was not gated)."""
+    """Ctrl-C: 130; a confirmed slowdown: 1; else a case that failed: 3 (it was not gated); else
+    a case the pairs could not decide: 5 (verdict.EXIT_UNDECIDED)."""
     if out.interrupted:
         return 130
-    return code or (3 if out.failures else 0)
+    if code == 1:
+        return 1
+    return 3 if out.failures else code

@@ -106,6 +106,9 @@ def bisect_and_why(sub) -> None:
                     help="the log of probes, resumed when it exists "
                          "(default .perfsuite/bisect/WORKLOAD-GOOD-BAD.bisect.json)")
     bi.add_argument("--no-why", action="store_true", help="do not profile the commit it names")
+    bi.add_argument("--faster", action="store_true",
+                    help="find the first commit that made it faster instead (--bad is then the faster revision)")
+    workloads_from_option(bi)
     why_options(bi)
 
     wy = sub.add_parser("why", help="which operators changed between two sides: a differential torch.profiler "
@@ -119,7 +122,17 @@ def bisect_and_why(sub) -> None:
     wy.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
                     help="torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)")
     wy.add_argument("--json", type=Path, help="write the comparison as JSON (must not exist)")
+    workloads_from_option(wy)
     why_options(wy)
+
+
+def workloads_from_option(sp: argparse.ArgumentParser) -> None:
+    """Which copy of a user's workload file each revision is measured with (sides.Revisions)."""
+    sp.add_argument("--workloads-from", default="tree", metavar="tree|revision|REV",
+                    help="the workload file each revision is measured with: tree (default) the working tree's, "
+                         "so commits older than the benchmark are measured too; revision: each revision's own; "
+                         "REV: that revision's copy. The project's code always comes from the revision "
+                         "(perfsuite's own workloads are always the revision's)")
 
 
 def why_options(sp: argparse.ArgumentParser) -> None:
@@ -148,7 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "[tool.perfsuite] workloads in pyproject.toml are found without it")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("list", help="workloads with their parameters, defaults and allowed values")
+    ls = sub.add_parser("list", help="workloads with their parameters, defaults and allowed values")
+    ls.add_argument("--all", action="store_true",
+                    help="inside a project with [tool.perfsuite]: perfsuite's built-ins too (default: the project's)")
     sub.add_parser("env", help="print this machine's environment fingerprint (JSON)")
     sy = sub.add_parser("system", help="what could disturb measurements here: governor, turbo, load, steal, "
                                        "busy processes, threads, affinity")
@@ -273,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="self-check: gate current code against itself slowed by this fraction, --trials times")
     gate.add_argument("--trials", type=_count("--trials"), default=10)
     gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
+    workloads_from_option(gate)
 
     bisect_and_why(sub)
 
@@ -328,7 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     chk = sub.add_parser("check", help="run the workloads' correctness checks (gradcheck, AMP loss, resume, "
                                        "early stopping); exit 3 on a failure")
-    chk.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="default: every workload")
+    chk.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+                     help="default: inside a project with [tool.perfsuite] its workloads, elsewhere every workload")
+    chk.add_argument("--all", action="store_true", help="every workload, perfsuite's built-ins included")
     chk.add_argument("--device", default="cpu", help="cpu (default) | cuda | cuda:N | auto")
 
     exp = sub.add_parser("export", help="results as a tidy CSV/Parquet table, or TensorBoard event files")

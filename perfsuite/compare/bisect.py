@@ -1,4 +1,5 @@
-"""Which commit made it slower: bisection over first-parent commits, as a log of probes.
+"""Which commit made it slower (or, with `direction` -1, faster): bisection over first-parent
+commits, as a log of probes.
 
 The state is the log itself: the commits between `good` and `bad` (first-parent, oldest first,
 `bad` last) and every probe so far, each the gate's verdict of one commit against `good`
@@ -7,9 +8,10 @@ log alone, so a bisection that was interrupted resumes from its stored log, and 
 tested with a fake prober and no timing.
 
 The first probe is `bad` itself, judged by the gate's own rule (its sequential test and false-alarm
-rate): if it is not slower than `good` there is nothing to find, and no commit is named. Every
-later probe asks a different question, with the size of the slowdown now known: is this commit
-like `good` or like `bad`? Its pairs against `good` are classified by which side of halfway
+rate, in the bisection's direction): if it is not slower (faster) than `good` there is nothing to
+find, and no commit is named; the answer then says whether the pairs showed that or could not
+tell (undecided). Every later probe asks a different question, with the size of the change now
+known: is this commit like `good` or like `bad`? Its pairs against `good` are classified by which side of halfway
 (between no change and bad's confirmed ratio) their centre lies, measured until a signed-rank test
 puts it on one side (`classify`): the gate's own rule would call a commit that carries the whole
 5% slowdown "not shown slower" whenever its 15 s of pairs fall short of significance, and a
@@ -29,39 +31,44 @@ from typing import Callable
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import summary as stats
 
-SLOWER, SAME, SKIPPED = "slower", "same", "skipped"
-NOT_SLOWER, FOUND = "not slower", "found"
+# A probe's outcome: like bad (slower when bisecting a slowdown, faster when bisecting a speed-up),
+# like good, or not measured.
+CHANGED, SAME, SKIPPED = "changed", "same", "skipped"
+# How a bisection ends: the first changed commit, bad shown not changed, or bad not decided.
+FOUND, NOT_CHANGED, UNDECIDED = "found", "not changed", "undecided"
 # Per look of a probe's classification: the chance of putting a commit on the wrong side of halfway.
 CLASSIFY_ALPHA = 0.01
 
 
 # What a bisection's probes are judged by, stored in its log's settings: a log written under another
-# rule (before 2: every probe by the gate's own test) is not resumed.
-PROBE_RULE = 2
+# rule (before 2: every probe by the gate's own test; before 3: slowdowns only, "slower" outcomes)
+# is not resumed.
+PROBE_RULE = 3
 
 
-def halfway(confirmed_ratio: float | None, threshold: float = 0.0) -> float:
-    """The log ratio halfway between no change and bad's confirmed slowdown, never below half of
-    `threshold` (bad was confirmed slower than 1 + threshold, whatever its pairs' median says)."""
+def halfway(confirmed_ratio: float | None, threshold: float = 0.0, direction: int = 1) -> float:
+    """The log ratio halfway between no change and bad's confirmed change, never nearer 1 than half
+    of `threshold` (bad was confirmed beyond 1 + threshold, or below 1 / (1 + threshold) with
+    `direction` -1, whatever its pairs' median says)."""
     import math
 
-    floor = 1.0 + max(threshold, 0.0)
-    ratio = confirmed_ratio if confirmed_ratio is not None and math.isfinite(confirmed_ratio) else floor
-    return math.log(max(ratio, floor)) / 2.0
+    floor = math.log1p(max(threshold, 0.0))
+    got = math.log(confirmed_ratio) if confirmed_ratio and math.isfinite(confirmed_ratio) else direction * floor
+    return direction * max(direction * got, floor) / 2.0
 
 
-def classify(ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA) -> str | None:
-    """A commit's pairs against good (time ratios) put on one side of `mid` (a log ratio): SLOWER
-    when their centre is above it at level `alpha` (one-sided Wilcoxon signed rank), SAME when
-    below, None while the pairs cannot tell."""
+def classify(ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA, direction: int = 1) -> str | None:
+    """A commit's pairs against good (time ratios) put on one side of `mid` (a log ratio): CHANGED
+    when their centre lies beyond it, on bad's side, at level `alpha` (one-sided Wilcoxon signed
+    rank), SAME when on good's, None while the pairs cannot tell."""
     import math
 
-    logs = [math.log(r) for r in ratios]
+    logs = [direction * math.log(r) for r in ratios]
     if len(logs) < 6:  # the signed-rank test cannot reach 1% below 7 pairs
         return None
-    if stats.signed_rank_greater(logs, mid) < alpha:
-        return SLOWER
-    if stats.signed_rank_greater([-x for x in logs], -mid) < alpha:
+    if stats.signed_rank_greater(logs, direction * mid) < alpha:
+        return CHANGED
+    if stats.signed_rank_greater([-x for x in logs], -direction * mid) < alpha:
         return SAME
     return None
 
@@ -81,7 +88,8 @@ class Commit:
 
 @dataclass(frozen=True)
 class Probe:
-    """One commit measured against `good`: slower, same, or skipped (with the error that skipped it)."""
+    """One commit measured against `good`: changed (like bad), same (like good), or skipped (with the
+    error that skipped it)."""
 
     sha: str
     outcome: str
@@ -90,8 +98,8 @@ class Probe:
     seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.outcome not in (SLOWER, SAME, SKIPPED):
-            raise ValueError(f"probe outcome {self.outcome!r}: expected {SLOWER}, {SAME} or {SKIPPED}")
+        if self.outcome not in (CHANGED, SAME, SKIPPED):
+            raise ValueError(f"probe outcome {self.outcome!r}: expected {CHANGED}, {SAME} or {SKIPPED}")
 
     @property
     def ratios(self) -> list[float]:
@@ -103,13 +111,23 @@ class Probe:
         return stats.median(self.ratios) if self.ratios else None
 
     @property
-    def ratio_ci(self) -> tuple[float, float] | None:
-        return stats.median_ci(self.ratios) if len(self.ratios) > 1 else None
+    def gate(self):
+        """The verdict as the gate's GateVerdict (its word and interval); None when skipped."""
+        from perfsuite.compare.gate import GateVerdict
+
+        try:
+            return GateVerdict.from_dict(self.verdict) if self.verdict and self.verdict.get("ratios") else None
+        except (KeyError, TypeError, ValueError):  # a verdict stored without the gate's fields
+            return None
+
+    @property
+    def word(self) -> str | None:
+        """slower / faster / same / undecided (perfsuite.stats.verdict), from the stored pairs."""
+        return self.gate.word if self.gate else None
 
     def to_dict(self) -> dict:
         return {"sha": self.sha, "outcome": self.outcome, "verdict": self.verdict, "error": self.error,
-                "seconds": self.seconds, "median_ratio": self.median_ratio,
-                "ratio_ci": list(self.ratio_ci) if self.ratio_ci else None}
+                "seconds": self.seconds, "median_ratio": self.median_ratio}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Probe":
@@ -120,10 +138,10 @@ class Probe:
 
 @dataclass(frozen=True)
 class Answer:
-    """How a bisection ended: `bad` not slower, or the first slower commit (and the skipped commits
-    that could have been first instead)."""
+    """How a bisection ended: `bad` not changed or undecided, or the first changed commit (and the
+    skipped commits that could have been first instead)."""
 
-    state: str  # NOT_SLOWER or FOUND
+    state: str  # FOUND, NOT_CHANGED or UNDECIDED
     commit: Commit | None = None
     probe: Probe | None = None  # the named commit's own probe against good
     confirmation: Probe | None = None  # bad against good
@@ -155,6 +173,11 @@ class Bisection:
             raise ConfigError("no commits between --good and --bad")
 
     @property
+    def direction(self) -> int:
+        """1: the first slower commit is sought; -1: the first faster one (settings["direction"])."""
+        return -1 if self.settings.get("direction") == "faster" else 1
+
+    @property
     def bad(self) -> Commit:
         return self.commits[-1]
 
@@ -169,9 +192,9 @@ class Bisection:
         return next((p for p in reversed(self.probes) if p.sha == sha), None)
 
     def _bounds(self) -> tuple[int, int]:
-        """(highest index known not slower below hi, or -1 for good; lowest index known slower)."""
+        """(highest index known like good below hi, or -1 for good; lowest index known like bad)."""
         found = [self.outcome(c.sha) for c in self.commits]
-        hi = next(i for i, o in enumerate(found) if o == SLOWER)
+        hi = next(i for i, o in enumerate(found) if o == CHANGED)
         lo = max((i for i in range(hi) if found[i] == SAME), default=-1)
         return lo, hi
 
@@ -180,7 +203,7 @@ class Bisection:
         confirmed = self.outcome(self.bad.sha)
         if confirmed is None:
             return self.bad
-        if confirmed != SLOWER:
+        if confirmed != CHANGED:
             return None
         lo, hi = self._bounds()
         open_ = [i for i in range(lo + 1, hi) if self.outcome(self.commits[i].sha) is None]
@@ -199,7 +222,10 @@ class Bisection:
             raise ConfigError(f"--bad {self.bad.sha[:12]}: could not be measured against --good: "
                               f"{confirmation.error}")
         if confirmation.outcome == SAME:
-            return Answer(NOT_SLOWER, confirmation=confirmation, skipped=skipped)
+            from perfsuite.stats import verdict
+
+            state = UNDECIDED if confirmation.word == verdict.UNDECIDED else NOT_CHANGED
+            return Answer(state, confirmation=confirmation, skipped=skipped)
         lo, hi = self._bounds()
         could = tuple(self.commits[i] for i in range(lo + 1, hi) if self.outcome(self.commits[i].sha) == SKIPPED)
         named = self.commits[hi]

@@ -21,7 +21,7 @@ from pathlib import Path
 from dataclasses import dataclass, replace
 
 from perfsuite.compare import sides
-from perfsuite.compare.bisect import SAME, SKIPPED, SLOWER, Commit, Probe, classify, halfway
+from perfsuite.compare.bisect import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
 from perfsuite.compare.gate import GateArms
 from perfsuite.core.errors import ConfigError
 
@@ -54,7 +54,7 @@ def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
         raise ConfigError(f"--good and --bad are the same commit ({good[:12]}): nothing to bisect")
     if _git(repo, "merge-base", "--is-ancestor", good, bad).returncode != 0:
         raise ConfigError(f"--good {good[:12]} is not an ancestor of --bad {bad[:12]}: bisect looks for the "
-                          "commit that made bad slower than an earlier good")
+                          "commit that made bad slower (or faster, with --faster) than an earlier good")
     res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", bad)
     if res.returncode != 0:
         raise ConfigError(f"cannot read the history of {bad[:12]}: {res.stderr.strip()}")
@@ -68,13 +68,10 @@ def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
                       "(it was merged in from a side branch): give the merge's first parent instead")
 
 
-def exists_at(repo: Path, sha: str, rel: Path) -> bool:
-    return _git(repo, "cat-file", "-e", f"{sha}:{rel.as_posix()}").returncode == 0
-
-
 @dataclass(frozen=True)
 class HalfwayArms(GateArms):
-    """A commit against good, classified like good or like bad (perfsuite.compare.bisect.classify):
+    """A commit against good, classified like good or like bad (perfsuite.compare.bisect.classify, in
+    the arms' direction: 1 bisects a slowdown, -1 a speed-up):
     the gate's two arms, their pairs gathered in looks of LOOK_SHARE of the budget until they fall
     on one side of `mid` (half of bad's confirmed log ratio), read from the FIRST_READ-th look (a
     whole budget) on, for at most MAX_BUDGETS budgets; then by the side their median lies on, with
@@ -93,36 +90,41 @@ class HalfwayArms(GateArms):
             ratios, looks, runs, decision = [], [], [], None
             t0 = self.clock.now()
             while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
-                runs.append(gate.paired_ratios(a, b, self.clock, LOOK_SHARE * cfg.max_time))
+                runs.append(gate.paired_ratios(a, b, self.clock, LOOK_SHARE * cfg.max_time,
+                                               on_look=self.look_said(case)))
                 ratios += runs[-1].ratios
-                decision = classify(ratios, self.mid) if len(runs) >= FIRST_READ else None
+                decision = classify(ratios, self.mid, direction=self.direction) if len(runs) >= FIRST_READ else None
                 looks.append({"pairs": len(ratios), "seconds": self.clock.now() - t0, "decision": decision})
-            notes = [f"classified against halfway to bad's slowdown: ratio {math.exp(self.mid):.3f}"]
+            notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]
             if decision is None:
-                decision = SLOWER if stats.median([math.log(r) for r in ratios]) > self.mid else SAME
+                beyond = self.direction * stats.median([math.log(r) for r in ratios]) > self.direction * self.mid
+                decision = CHANGED if beyond else SAME
                 notes.append(f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
-                             f"{'bad' if decision == SLOWER else 'good'} by its median ratio {stats.median(ratios):.3f}")
+                             f"{'bad' if decision == CHANGED else 'good'} by its median ratio {stats.median(ratios):.3f}")
             faults = sum(s.faults for s in base + now) / max(len(ratios), 1)
             run = gate.PairedRun(ratios, runs[0].block_size, tuple(looks), decision, 1.0,
                                  gate.sides_settle(base + now), faults)
-            return gate.GateVerdict(case.label, math.expm1(self.mid), run, decision == SLOWER, notes)
+            return gate.GateVerdict(case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes,
+                                    self.fdr, self.direction)
 
 
 class Prober:
-    """Measures a commit against `good` with the gate; a context manager holding good's worktree."""
+    """Measures a commit against `good` with the gate; a context manager holding good's worktree.
+    `revs` (sides.Revisions) says which workload file each revision is measured with; `direction`
+    1 bisects a slowdown, -1 a speed-up."""
 
-    def __init__(self, workload, params: dict, repo: Path, rel_file: Path, good: str, device: str, *,
+    def __init__(self, workload, params: dict, revs: sides.Revisions, good: str, device: str, *,
                  budget_s: float, builds: int, threshold: float, threads: int | None, heap: str = "steady",
-                 fdr: float | None = None) -> None:
-        self.workload, self.params, self.repo, self.rel, self.good = workload, params, repo, rel_file, good
+                 fdr: float | None = None, direction: int = 1, progress=None) -> None:
+        self.workload, self.params, self.revs, self.good = workload, params, revs, good
         self.device, self.budget_s, self.builds, self.threshold = device, budget_s, builds, threshold
-        self.threads, self.heap, self.fdr = threads, heap, fdr
-        self.user = bool(workload.source)  # perfsuite's own workloads run beside the current core
+        self.threads, self.heap, self.fdr, self.direction = threads, heap, fdr, direction
+        self.progress = progress
         self._stack = contextlib.ExitStack()
         self.good_root: Path | None = None
 
     def __enter__(self) -> "Prober":
-        self.good_root = self._stack.enter_context(sides.worktree(self.repo, self.good))
+        self.good_root = self._stack.enter_context(sides.worktree(self.revs.repo, self.good))
         # Every probe measures a candidate against good: good's side processes start once and
         # serve every probe (closed before its worktree is removed).
         self.good_sides = sides.SidePool()
@@ -142,19 +144,19 @@ class Prober:
         from perfsuite.run.execute import run_cases
 
         t0 = time.monotonic()
-        if not exists_at(self.repo, commit.sha, self.rel):
-            return Probe(commit.sha, SKIPPED, error=f"{self.rel} does not exist at this commit")
+        missing = self.revs.missing_at(commit.sha)
+        if missing:
+            return Probe(commit.sha, SKIPPED, error=missing)
         fdr = self.fdr or ALPHA
-        with sides.worktree(self.repo, commit.sha) as root:
-            arms = GateArms((self.good_root / self.rel, self.good_root if self.user else None),
-                            (root / self.rel, root if self.user else None),
+        with sides.worktree(self.revs.repo, commit.sha) as root:
+            arms = GateArms(self.revs.side(self.good_root), self.revs.side(root),
                             (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.builds, self.heap,
                             self.threads, self.threshold, fdr, sides.SideClock(clock_for(self.device, "host")),
-                            base_pool=self.good_sides)
+                            base_pool=self.good_sides, direction=self.direction, progress=self.progress)
             budget = self.budget_s
             if confirmation is not None:
                 arms = HalfwayArms(**{f: getattr(arms, f) for f in arms.__dataclass_fields__},
-                                   mid=halfway(confirmation.median_ratio, self.threshold))
+                                   mid=halfway(confirmation.median_ratio, self.threshold, self.direction))
             else:
                 arms, budget = replace(arms, looks=CONFIRM_LOOKS), MAX_BUDGETS * self.budget_s
             for attempt in range(2):
@@ -174,4 +176,4 @@ class Prober:
         if out.unsupported:
             raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
         (v,) = across_cases(out.records, fdr) if confirmation is None else out.records
-        return Probe(commit.sha, SLOWER if v.slower else SAME, v.to_dict(), seconds=seconds)
+        return Probe(commit.sha, CHANGED if v.confirmed else SAME, v.to_dict(), seconds=seconds)

@@ -36,6 +36,7 @@ from typing import Any, Callable
 from perfsuite.stats import sequential
 
 from perfsuite.stats import summary as stats
+from perfsuite.stats import verdict
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import PerfsuiteError
@@ -87,13 +88,16 @@ def _builds(step) -> list[Step]:
 
 def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float = BLOCK_S, *,
                   threshold: float | None = None, alpha: float = ALPHA,
-                  looks: tuple[float, ...] = sequential.LOOKS) -> PairedRun:
+                  looks: tuple[float, ...] = sequential.LOOKS, direction: int = 1, on_look=None) -> PairedRun:
     """Interleave A and B (A B, then B A, ...) for `budget_s`, in blocks of about `block_s`; each
     pair gives one ratio. `step_a`/`step_b` may be lists of builds: the pairs rotate through them.
 
     All steps are warmed up first by the runner's calibration (together at most WARMUP_SHARE of
     the budget). With a `threshold`, the sequential test (perfsuite.stats.sequential) is read at each
-    look and the run stops as soon as it decides; without one, the pairs fill the budget."""
+    look and the run stops as soon as it decides; without one, the pairs fill the budget.
+    `direction` -1 asks the mirror question, "is B faster than A by the threshold?" (bisect --faster).
+    `on_look(ratios, looks_read, looks_in_all)` is called about once a second and after each look
+    (the console's progress line), outside the timed blocks."""
     from perfsuite.core.config import RunConfig
     from perfsuite.measure.runner import calibrate
 
@@ -116,7 +120,7 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     faults = heap.FaultCount()  # around the timed blocks only: a look's lazy scipy import is not the step's
     marks = looks if threshold is not None else (1.0,)
     bounds = sequential.boundaries(marks, alpha)
-    decision, p_scaled = None, 1.0
+    decision, p_scaled, said = None, 1.0, clock.now()
     for k, (frac, bound) in enumerate(zip(marks, bounds)):
         while clock.now() - t0 < frac * pairs_s or len(ratios) < MIN_PAIRS:
             # Two pairs (A B, B A) of one build of each side, then the next builds.
@@ -124,11 +128,16 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
                 ta, tb = interleaved_blocks(a[j % len(a)], b[j % len(b)], clock, n, pairs=2)
             ratios += [y / x for x, y in zip(ta, tb)]
             j += 1
+            if on_look is not None and clock.now() - said >= 1.0:
+                on_look(ratios, k, len(marks))
+                said = clock.now()
         if threshold is None:
             break
-        decision, p = read_look([math.log(r) for r in ratios], threshold, bound, k == len(marks) - 1)
+        decision, p = read_look([direction * math.log(r) for r in ratios], threshold, bound, k == len(marks) - 1)
         p_scaled = sequential.p_on_alpha_scale(p, bound, alpha)
         read.append({"pairs": len(ratios), "p": p, "boundary": bound, "seconds": clock.now() - t0})
+        if on_look is not None:
+            on_look(ratios, k + 1, len(marks))
         if decision is not None:
             break
     return PairedRun(ratios, n, tuple(read), decision, p_scaled, settled, faults.count / max(len(ratios), 1))
@@ -157,20 +166,49 @@ class GateVerdict:
     label: str
     threshold: float
     run: PairedRun
-    slower: bool = False
+    # The sequential test's alarm after Benjamini-Hochberg across the gate's cases: B slower than
+    # A by the threshold (direction 1), or faster (direction -1, bisect --faster).
+    confirmed: bool = False
     notes: list[str] = field(default_factory=list)
+    alpha: float = ALPHA  # the test's false-alarm rate: each end of `interval` is one-sided at it
+    direction: int = 1
 
     @property
     def p(self) -> float:
         return self.run.p
 
+    @property
+    def slower(self) -> bool:
+        return self.confirmed and self.direction > 0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The ratio's interval: the signed-rank test inverted at `alpha` per end (perfsuite.stats.verdict)."""
+        return verdict.ratio_interval(self.run.ratios, self.alpha)
+
+    @property
+    def confidence(self) -> float:
+        return 1.0 - 2.0 * self.alpha
+
+    @property
+    def word(self) -> str:
+        """slower / faster / same / undecided (perfsuite.stats.verdict.judge): the test decides its
+        own direction, the interval the rest, so the word never contradicts the interval."""
+        return verdict.judge(*self.interval, self.threshold, self.confirmed, self.direction)
+
+    def describe(self) -> str:
+        return verdict.describe(self.word, self.run.median, *self.interval, self.confidence)
+
     def to_dict(self) -> dict:
+        lo, hi = self.interval
         return {
             "label": self.label, "threshold": self.threshold, "median_ratio": self.run.median, "p": self.p,
-            "slower": self.slower, "decision": self.run.decision, "pairs": len(self.run.ratios),
+            "word": self.word, "interval": [lo, hi if math.isfinite(hi) else None], "alpha": self.alpha,
+            "direction": self.direction, "confirmed": self.confirmed, "slower": self.slower,
+            "decision": self.run.decision, "pairs": len(self.run.ratios),
             "looks": list(self.run.looks), "notes": self.notes, "settle": self.run.settle,
             "faults_per_pair": self.run.faults_per_pair,
-            # The raw pairs: the median and every other figure are recomputed from them on load.
+            # The raw pairs: the median, the interval and the word are recomputed from them on load.
             "ratios": list(self.run.ratios), "block_size": self.run.block_size,
         }
 
@@ -182,7 +220,8 @@ class GateVerdict:
             raise ValueError(f"gate verdict {d.get('label')!r}: written without its pairs (an older document)")
         run = PairedRun(list(d["ratios"]), int(d["block_size"]), tuple(d.get("looks", ())), d.get("decision"),
                         float(d["p"]), d.get("settle"), float(d.get("faults_per_pair", 0.0)))
-        return cls(d["label"], float(d["threshold"]), run, bool(d["slower"]), list(d.get("notes", [])))
+        return cls(d["label"], float(d["threshold"]), run, bool(d.get("confirmed", d.get("slower"))),
+                   list(d.get("notes", [])), float(d.get("alpha", ALPHA)), int(d.get("direction", 1)))
 
 
 def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget_s: float = 15.0,
@@ -195,20 +234,22 @@ def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget
 
 
 def gate_case(c: GateCase, clock: Clock, threshold: float, budget_s: float, q: float = ALPHA,
-              looks: tuple[float, ...] = sequential.LOOKS) -> GateVerdict:
+              looks: tuple[float, ...] = sequential.LOOKS, direction: int = 1, on_look=None) -> GateVerdict:
     """One case's sequential test, read at `looks` (fractions of the budget); `slower` is decided
     across cases by `across_cases`."""
     thr = max(threshold, c.floor)
     return GateVerdict(c.label, thr, paired_ratios(c.step_a, c.step_b, clock, budget_s, threshold=thr, alpha=q,
-                                                   looks=looks))
+                                                   looks=looks, direction=direction, on_look=on_look),
+                       alpha=q, direction=direction)
 
 
 def across_cases(verdicts: list[GateVerdict], q: float = ALPHA) -> list[GateVerdict]:
     """Benjamini-Hochberg at `q` over the cases' p values: the false-alarm rate holds for the gate."""
     for v, rejected in zip(verdicts, stats.benjamini_hochberg([v.p for v in verdicts], q)):
-        v.slower = rejected
+        v.confirmed = rejected
         if v.run.decision == sequential.SLOWER and not rejected:
-            v.notes.append(f"slower by its own test, not after Benjamini-Hochberg across {len(verdicts)} cases")
+            v.notes.append(f"{'slower' if v.direction > 0 else 'faster'} by its own test, not after "
+                           f"Benjamini-Hochberg across {len(verdicts)} cases")
     return verdicts
 
 
@@ -330,7 +371,23 @@ class GateArms(Measure):
     floors: dict = field(default_factory=dict)
     base_pool: Any = None  # sides.SidePool keeping the base side's processes across cases (bisect)
     looks: tuple = sequential.LOOKS  # fractions of the case's budget at which its test is read
+    direction: int = 1  # 1: is the working tree slower? -1: faster? (bisect --faster)
+    progress: Any = None  # called with one line of what is happening (the console's status line)
     kind = "gate"
+
+    def say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(text)
+
+    def look_said(self, case: Case):
+        """The pairs' progress as one line: how many, their median so far, the looks read."""
+        if self.progress is None:
+            return None
+
+        def said(ratios: list[float], read: int, looks: int) -> None:
+            self.say(f"{case.label}: {len(ratios)} pairs, median ratio {stats.median(ratios):.3f} so far "
+                     f"(look {read} of {looks} read)")
+        return said
 
     @contextlib.contextmanager
     def side_processes(self, case: Case, cfg: RunConfig):
@@ -340,9 +397,12 @@ class GateArms(Measure):
 
         running: list = []
         try:
-            yield _side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
-                                  case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running,
-                                  self.base_pool)
+            self.say(f"{case.label}: starting {2 * self.builds} side processes (builds, then the heap settling)")
+            started = _side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
+                                      case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running,
+                                      self.base_pool)
+            self.say(f"{case.label}: sides ready; calibrating")
+            yield started
         finally:
             for s in running:
                 s.close()
@@ -351,39 +411,36 @@ class GateArms(Measure):
         with self.side_processes(case, cfg) as (base, now):
             v = gate_case(GateCase(case.label, [s.steps[0] for s in base], [s.steps[0] for s in now],
                                    self.floors.get(case.label, 0.0)), self.clock, self.threshold, cfg.max_time, self.fdr,
-                          self.looks)
+                          self.looks, self.direction, on_look=self.look_said(case))
             # The faults that matter happen in the sides' timed blocks, not in this process.
             v.run = replace(v.run, faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1),
                             settle=sides_settle(base + now))
             return v
 
 
-def gate_sides(new, cases: list[dict], args, device: str, threads: int | None, floors: dict, events=None):
-    """Gate each case of `new` at `args.base_ref` against the working tree through the one case
-    loop (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across
-    the cases that were gated. Returns run_cases' Outcome: `records` holds the verdicts, a case
-    whose side failed to build or crashed is in `failures`."""
+def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int | None, floors: dict, *,
+               budget: float, builds: int = BUILDS, heap_mode: str = "steady", threshold: float = 0.0,
+               fdr: float = ALPHA, workloads_from: str = "tree", events=None):
+    """Gate each case of `new` at `base_ref` against the working tree through the one case loop
+    (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across the
+    cases that were gated. Each side loads the workload file `workloads_from` says
+    (sides.Revisions: the working tree's by default) beside its own revision's code. Returns
+    run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`."""
     from perfsuite.compare import sides
     from perfsuite.measure.timing import clock_for
     from perfsuite.run.execute import run_cases
 
-    file_now = sides.workload_file(new.source, new.name)
-    repo = sides.git_root(file_now.parent)
-    commit = sides.resolve_commit(args.base_ref, repo)
-    with sides.worktree(repo, commit) as base_root:
-        file_base = sides.file_in(repo, base_root, file_now)
-        if not file_base.exists():
-            raise PerfsuiteError(f"--base {args.base_ref}: {file_base.relative_to(base_root)} does not exist at "
-                                 "that revision")
-        # A user's project must import its own code from each side's checkout; perfsuite's own
-        # workloads run, by design, beside the current perfsuite core (no check).
-        user = not new.builtin
-        arms = GateArms((file_base, base_root if user else None), (file_now, repo if user else None),
-                        (f"base {args.base_ref}", "working tree"), args.builds, args.heap, threads, args.threshold,
-                        args.fdr, sides.SideClock(clock_for(device, "host")), floors)
-        out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=args.budget), device,
-                        measure=arms, events=events)
-    across_cases(out.records, args.fdr)
+    with sides.Revisions(new, workloads_from) as revs:
+        commit = sides.resolve_commit(base_ref, revs.repo)
+        missing = revs.missing_at(commit)
+        if missing:
+            raise PerfsuiteError(f"--base {base_ref}: {missing}")
+        with sides.worktree(revs.repo, commit) as base_root:
+            arms = GateArms(revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"), builds,
+                            heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors)
+            out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=budget), device,
+                            measure=arms, events=events)
+    across_cases(out.records, fdr)
     return out
 
 

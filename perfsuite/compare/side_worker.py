@@ -35,15 +35,17 @@ FRESH_PATH = [CORE_ROOT, *(p for p in sys.path if p and p != CORE_ROOT and p != 
 PRELOADED = frozenset(name.partition(".")[0] for name in sys.modules)
 
 
-def build_side(files: list[str], name: str, params: dict, device: str, builds: int):
-    """`builds` built steps of workload `name` declared in `files` (their project root first on sys.path)."""
+def build_side(files: list[str], name: str, params: dict, device: str, builds: int, code_root: str | None = None):
+    """`builds` built steps of workload `name` declared in `files`, the project's own code imported
+    from `code_root` (the side's checkout; None: the files' own project). The workload file may come
+    from another checkout than the code (the working tree's, measuring an older revision's code)."""
     from perfsuite.core import registry
     from perfsuite.core.discover import load_file
 
     captured: list = []
     with registry.capturing(captured):
         for f in files:
-            load_file(Path(f))
+            load_file(Path(f), Path(code_root) if code_root else None)
     matches = [w for w in captured if w.name == name]
     if not matches:
         raise LookupError(f"no workload named {name!r} in {', '.join(files)}")
@@ -81,7 +83,8 @@ def serve(conn, job: dict) -> int:
     heap.apply(job.get("heap", "default"))
     with pinned(None, job.get("threads")):
         try:
-            w, built = build_side(job["files"], job["workload"], job["params"], job["device"], job["builds"])
+            w, built = build_side(job["files"], job["workload"], job["params"], job["device"], job["builds"],
+                                  job.get("root"))
         except Exception as exc:  # noqa: BLE001 - the side's own code: its error goes back to the gate
             conn.send({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
             return 1

@@ -83,9 +83,85 @@ def file_in(root_now: Path, root_base: Path, file: Path) -> Path:
     try:
         rel = file.resolve().relative_to(root_now.resolve())
     except ValueError:
-        raise ConfigError(f"{file} is not inside the repository {root_now}: the gate compares revisions of "
-                          "that repository's code") from None
+        raise ConfigError(f"{file} is not inside the repository {root_now}: --workloads-from revision takes each "
+                          "revision's own copy of the workload file, so it must be in that repository") from None
     return root_base / rel
+
+
+TREE, REVISION = "tree", "revision"
+
+
+class Revisions:
+    """Where a comparison of revisions (gate, bisect, why) finds the repository and, for each
+    revision, the workload file it loads beside that revision's code.
+
+    A user's workloads come from the working tree by default (`workloads_from="tree"`): a project
+    adopts a benchmark long after its history began, and the commits before the benchmark file
+    existed are measured with today's file and their own code, as asv takes its benchmarks from
+    the current tree. "revision" takes each revision's own copy; any other value is a git revision
+    whose copy every side loads. perfsuite's own workloads are the code under test, so theirs is
+    always the revision's. The repository is the one around the current folder (the project you
+    are in), else the workload file's."""
+
+    def __init__(self, workload, workloads_from: str = TREE) -> None:
+        self.file_now = workload_file(workload.source, workload.name)
+        self.user = not workload.builtin
+        here = _git_root_or_none(Path.cwd()) if self.user else None
+        self.repo = here or git_root(self.file_now.parent)
+        self.mode = workloads_from if self.user else REVISION
+        self._stack = contextlib.ExitStack()
+        self._pinned: Path | None = None
+        if self.mode not in (TREE, REVISION):
+            sha = resolve_commit(self.mode, self.repo, "--workloads-from")
+            rel = file_in(self.repo, self.repo, self.file_now).relative_to(self.repo)
+            res = subprocess.run(["git", "show", f"{sha}:{rel.as_posix()}"], cwd=self.repo, capture_output=True)
+            if res.returncode != 0:
+                raise ConfigError(f"--workloads-from {self.mode}: {rel} does not exist at that revision")
+            folder = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="perfsuite-workloads-")))
+            self._pinned = folder / self.file_now.name
+            self._pinned.write_bytes(res.stdout)
+        if self.mode == REVISION:
+            self.rel = file_in(self.repo, self.repo, self.file_now).relative_to(self.repo)
+
+    def __enter__(self) -> "Revisions":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def code_root(self, checkout: Path) -> Path | None:
+        """The checkout a side's project code must come from (None: perfsuite's own, beside its core)."""
+        return checkout if self.user else None
+
+    def file_at(self, checkout: Path) -> Path:
+        """The workload file a side of `checkout` loads."""
+        if self.mode == TREE:
+            return self.file_now
+        if self.mode == REVISION:
+            return checkout / self.rel
+        return self._pinned
+
+    def missing_at(self, sha: str) -> str | None:
+        """Why `sha` cannot be measured with its own workload file (None: it can, or it is not needed)."""
+        if self.mode != REVISION:
+            return None
+        res = subprocess.run(["git", "cat-file", "-e", f"{sha}:{self.rel.as_posix()}"], cwd=self.repo,
+                             capture_output=True)
+        if res.returncode == 0:
+            return None
+        return (f"{self.rel} does not exist at this commit (--workloads-from revision; the default, tree, "
+                "measures it with the working tree's workload file)")
+
+    def side(self, checkout: Path) -> tuple[Path, Path | None]:
+        """(workload file, code root) of the side measuring `checkout`."""
+        return self.file_at(checkout), self.code_root(checkout)
+
+
+def _git_root_or_none(path: Path) -> Path | None:
+    try:
+        return git_root(path)
+    except ConfigError:
+        return None
 
 
 class Side:

@@ -88,30 +88,27 @@ def compare(workload, params: dict, arms: WhyArms, device: str) -> WhyResult:
         lambda error: ConfigError(f"why {workload.name}: {error}"))
 
 
-def why_revision(workload, params: dict, base_ref: str, device: str, **kw: Any) -> WhyResult:
-    """The workload at `base_ref` (A, from a temporary worktree) against the working tree (B)."""
-    file_now = sides.workload_file(workload.source, workload.name)
-    repo = sides.git_root(file_now.parent)
-    commit = sides.resolve_commit(base_ref, repo)
-    user = bool(workload.source)  # perfsuite's own workloads run beside the current core (docs/gate.md)
-    with sides.worktree(repo, commit) as base_root:
-        file_base = sides.file_in(repo, base_root, file_now)
-        if not file_base.exists():
-            raise ConfigError(f"--base {base_ref}: {file_base.relative_to(base_root)} does not exist at that "
-                              "revision")
-        arms = WhyArms((f"base {base_ref}", file_base, base_root if user else None),
-                       ("working tree", file_now, repo if user else None), f"--base {base_ref}", **kw)
-        return compare(workload, params, arms, device)
+def why_revision(workload, params: dict, base_ref: str, device: str, workloads_from: str = sides.TREE,
+                 **kw: Any) -> WhyResult:
+    """The workload at `base_ref` (A, from a temporary worktree) against the working tree (B), each
+    side with the workload file `workloads_from` says (sides.Revisions)."""
+    with sides.Revisions(workload, workloads_from) as revs:
+        commit = sides.resolve_commit(base_ref, revs.repo)
+        missing = revs.missing_at(commit)
+        if missing:
+            raise ConfigError(f"--base {base_ref}: {missing}")
+        with sides.worktree(revs.repo, commit) as base_root:
+            arms = WhyArms((f"base {base_ref}", *revs.side(base_root)), ("working tree", *revs.side(revs.repo)),
+                           f"--base {base_ref}", **kw)
+            return compare(workload, params, arms, device)
 
 
-def why_commits(workload, params: dict, repo: Path, rel_file: Path, commit_a: str, commit_b: str, device: str,
+def why_commits(workload, params: dict, revs: sides.Revisions, commit_a: str, commit_b: str, device: str,
                 **kw: Any) -> WhyResult:
     """Two commits of the workload's repository, each from its own temporary worktree (bisect's
     good revision against the commit it named)."""
-    user = bool(workload.source)
-    with sides.worktree(repo, commit_a) as root_a, sides.worktree(repo, commit_b) as root_b:
-        arms = WhyArms((commit_a[:12], root_a / rel_file, root_a if user else None),
-                       (commit_b[:12], root_b / rel_file, root_b if user else None),
+    with sides.worktree(revs.repo, commit_a) as root_a, sides.worktree(revs.repo, commit_b) as root_b:
+        arms = WhyArms((commit_a[:12], *revs.side(root_a)), (commit_b[:12], *revs.side(root_b)),
                        f"{commit_a[:12]}..{commit_b[:12]}", **kw)
         return compare(workload, params, arms, device)
 

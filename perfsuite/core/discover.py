@@ -95,16 +95,39 @@ def _project_root(file: Path) -> Path:
     return file.parent
 
 
-def load_file(file: Path) -> str:
-    """Import one workload file (once); its workloads register. Errors name the file and line."""
+def code_roots(file: Path, code_root: Path | None = None) -> list[Path]:
+    """The folders a workload file's imports are looked up in, first first, each with its src/
+    layout before it. With `code_root` (the checkout a gate side measures) that checkout alone: a
+    package missing at an old revision must fail there, not come silently from the working tree.
+    Else the file's own project, then the project (pyproject.toml or .git) around the current
+    folder: a workload folder outside the repository measures the repository you are in."""
+    if code_root is not None:
+        roots = [code_root]
+    else:
+        here = Path.cwd().resolve()
+        around = next((f for f in (here, *here.parents) if (f / "pyproject.toml").exists() or (f / ".git").exists()),
+                      None)
+        roots = [_project_root(file), *([around] if around is not None else [])]
+    out: list[Path] = []
+    for root in roots:
+        for folder in (root / "src", root):
+            if folder.is_dir() and folder not in out:
+                out.append(folder)
+    return out
+
+
+def load_file(file: Path, code_root: Path | None = None) -> str:
+    """Import one workload file (once); its workloads register. Errors name the file and line.
+    `code_root`: the checkout the project's own code is imported from (default: the file's project)."""
     file = file.resolve()
     if file in _loaded:
         return _loaded[file]
     name = f"_perfsuite_workloads.{file.stem}_{hashlib.sha1(str(file).encode()).hexdigest()[:8]}"
-    root = _project_root(file)
-    for folder in (root / "src", root):  # a src/ layout's packages, then the root's
-        if folder.is_dir() and str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))  # the user's own package imports as it does in their code
+    # The user's own package imports as it does in their code, from the first of these that has it.
+    for i, folder in enumerate(code_roots(file, code_root.resolve() if code_root else None)):
+        if str(folder) in sys.path:
+            sys.path.remove(str(folder))
+        sys.path.insert(i, str(folder))
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise ConfigError(f"{file}: not a Python module")

@@ -1,0 +1,96 @@
+"""The words a comparison ends in, and the interval that goes with each: one rule for every road.
+
+    word = SLOWER     if the test says slower than 1 + threshold (its interval then lies above it)
+           FASTER     elif the interval lies below 1 / (1 + threshold)
+           SAME       elif the interval lies below 1 + threshold (no slowdown that counts)
+           UNDECIDED  otherwise: the pairs cannot tell; more time or a quieter machine would
+
+A gate's pairs are judged by a one-sided Wilcoxon signed-rank test on their log ratios
+(perfsuite.stats.sequential). The interval printed beside the verdict is that test inverted
+(`signed_rank_interval`): the lower end is the largest centre the test would still reject
+"centred above", so "slower at level a" and "the level-a interval lies above the threshold" are
+one statement, and a verdict cannot contradict its own interval (issue 36: bisect said "same,
+1.031 (95% CI 1.010-1.050)" beside a 1% threshold, because its interval and its test were
+different statistics at different levels). "Undecided" is kept apart from "same": a median 7.7%
+slower over 88 pairs that the test could not confirm is not "ok".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from perfsuite.stats.summary import signed_rank_greater
+
+SLOWER, FASTER, SAME, UNDECIDED = "slower", "faster", "same", "undecided"
+WORDS = (SLOWER, FASTER, SAME, UNDECIDED)
+# Exit status of a command whose verdict is undecided (docs/commands.md): apart from 0 (same or
+# faster) and 1 (a confirmed slowdown), so CI can choose what "could not tell" means to it.
+EXIT_UNDECIDED = 5
+UNDECIDED_ADVICE = "needs more time (--max-time) or a quieter machine"
+# Halvings in the search for an interval's end: 48 reach a log ratio's float precision.
+_BISECT_STEPS = 48
+
+
+def signed_rank_interval(logs: Sequence[float], level: float) -> tuple[float, float]:
+    """(lo, hi) on the log scale: lo the largest c with signed_rank_greater(logs, c) < level (the
+    test of 'centred above c' rejects for every c below it), hi the mirror image. Each end is
+    one-sided at `level`, so the two-sided confidence is 1 - 2 level. Unbounded ends are -inf/inf
+    (too few pairs for the test to reach `level`)."""
+    xs = [float(x) for x in logs]
+    if not xs:
+        return (-math.inf, math.inf)
+    return (_lower_end(xs, level), -_lower_end([-x for x in xs], level))
+
+
+def _lower_end(xs: list[float], level: float) -> float:
+    """Bisection on c of a p value that rises with c: the test itself, so the end is its inversion."""
+    span = max(xs) - min(xs)
+    lo, hi = min(xs) - max(span, 1e-9), max(xs)
+    if signed_rank_greater(xs, lo) >= level:  # not even below every pair: the data cannot reach level
+        return -math.inf
+    for _ in range(_BISECT_STEPS):
+        mid = (lo + hi) / 2
+        if signed_rank_greater(xs, mid) < level:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def judge(lo: float, hi: float, threshold: float, confirmed: bool | None = None, direction: int = 1) -> str:
+    """The word for an interval (lo, hi) of a ratio new/base. `confirmed`: the decision of the test
+    that governs the alarm (the gate's sequential test after Benjamini-Hochberg) in its
+    `direction` (1: slower, -1: faster, as bisect --faster asks); None: the interval decides it too."""
+    if direction < 0:  # the mirror question on the inverted ratio, its answer mirrored back
+        word = judge(1.0 / hi if hi > 0 else math.inf, 1.0 / lo if lo > 0 else math.inf, threshold, confirmed)
+        return {SLOWER: FASTER, FASTER: SLOWER}.get(word, word)  # same: no speed-up beyond the threshold
+    up = 1.0 + threshold
+    if confirmed if confirmed is not None else lo > up:
+        return SLOWER
+    if hi < 1.0 / up:
+        return FASTER
+    if hi <= up:
+        return SAME
+    return UNDECIDED
+
+
+
+def ratio_interval(ratios: Sequence[float], level: float) -> tuple[float, float]:
+    """signed_rank_interval of the pairs' ratios, as ratios."""
+    lo, hi = signed_rank_interval([math.log(r) for r in ratios], level)
+    return (math.exp(lo) if lo > -math.inf else 0.0, math.exp(hi) if hi < math.inf else math.inf)
+
+
+def describe(word: str, ratio: float, lo: float, hi: float, confidence: float) -> str:
+    """'slower, ratio 1.077 (98% CI 1.012-1.150)': the word with its ratio and interval."""
+    hi_txt = "inf" if math.isinf(hi) else f"{hi:.3f}"
+    text = f"{word}, ratio {ratio:.3f} ({confidence:.0%} CI {lo:.3f}-{hi_txt})"
+    return text + (f": {UNDECIDED_ADVICE}" if word == UNDECIDED else "")
+
+
+def exit_code(words: Sequence[str]) -> int:
+    """1 when any is slower, EXIT_UNDECIDED when none is but one could not tell, else 0."""
+    if SLOWER in words:
+        return 1
+    return EXIT_UNDECIDED if UNDECIDED in words else 0
