@@ -33,14 +33,14 @@ def test_two_draws_from_one_distribution_are_not_flagged(seed):
 def test_large_but_unsupported_change_is_noisy():
     # Five very noisy samples each: a 10% median difference the data cannot support.
     c = compare_samples("case", _draws(3, n=5, sigma=0.5), _draws(4, n=5, sigma=0.5, scale=1.1))
-    assert c.verdict in ("noisy", "same")
+    assert c.verdict in ("undecided", "same")
     assert c.verdict != "slower"
 
 
 def test_verdict_rule():
     assert verdict(1.10, (1.07, 1.13), 1e-6, 0.05, 0.01) == "slower"
-    assert verdict(1.10, (0.98, 1.20), 1e-6, 0.05, 0.01) == "noisy"  # CI includes 1
-    assert verdict(1.10, (1.07, 1.13), 0.2, 0.05, 0.01) == "noisy"  # test not significant
+    assert verdict(1.10, (0.98, 1.20), 1e-6, 0.05, 0.01) == "undecided"  # CI includes 1
+    assert verdict(1.10, (1.07, 1.13), 0.2, 0.05, 0.01) == "undecided"  # test not significant
     assert verdict(1.03, (1.02, 1.04), 1e-9, 0.05, 0.01) == "same"  # significant but small
     assert verdict(0.90, (0.88, 0.92), 1e-6, 0.05, 0.01) == "faster"
 
@@ -226,7 +226,7 @@ def test_per_sample_ratios_are_compared_only_when_every_record_has_them(no_gc_pa
 def test_a_learned_floor_widens_the_noise_band():
     base, new = [_fake_run(0)], [_fake_run(1, slower=1.5)]
     (c,) = compare_records(base, new, floors={"toy[]": 0.6}).cases
-    assert c.noise == 0.6 and c.verdict == "noisy"
+    assert c.noise == 0.6 and c.verdict == "undecided"
 
 
 def test_noise_band_and_the_unit_test():
@@ -290,7 +290,7 @@ def test_runs_that_drift_together_teach_compare_not_to_cry_wolf_but_a_large_slow
     alone = compare_records(history[-1:], [drifted]).cases[0]
     assert alone.verdict == "slower"  # what issue 26 found: 2 in 10 unchanged pairs called slower
     (c,) = compare_records(history, [drifted]).cases
-    assert c.verdict == "noisy" and "learned from 5 base runs" in c.basis and c.noise > alone.noise
+    assert c.verdict == "undecided" and "learned from 5 base runs" in c.basis and c.noise > alone.noise
     assert compare_records(history, [_worker_run(1.5, 98)]).cases[0].verdict == "slower"
 
 
@@ -317,3 +317,30 @@ def test_earlier_base_runs_measured_unlike_the_last_are_left_out_of_the_drift():
     (c,) = compare_records(history, [_worker_run(1.0, 97)]).cases
     assert c.base_runs == 3 and "2 earlier base run(s) measured unlike the last" in " ".join(c.warnings)
     assert c.to_dict()["drift"] == c.drift > 0.01
+
+
+def test_a_difference_smaller_than_the_machines_own_move_is_undecided_not_slower(no_gc_pauses):
+    """Issue 36: two runs two minutes apart on a machine whose reference moved 39% were called
+    slower. When the machine itself moved more than the difference, compare says undecided (exit
+    5, never 1) and why."""
+    base = _machine_run(0, machine=1.0)
+    (c,) = compare_records([base], [_machine_run(1, machine=1.5, slower=1.2)]).cases
+    assert c.verdict == "undecided" and c.ratio == pytest.approx(1.2, rel=0.05)
+    assert any("the machine itself ran 50% slower" in w and "perfsuite gate" in w for w in c.warnings)
+    # The same 20% slowdown on a machine that moved 10% stands.
+    (c,) = compare_records([base], [_machine_run(1, machine=1.1, slower=1.2)]).cases
+    assert c.verdict == "slower" and not any("machine itself" in w for w in c.warnings)
+
+
+def test_compare_exits_5_on_an_undecided_case_and_1_only_on_a_slower_one(tmp_path, no_gc_pauses):
+    from perfsuite.cli.app import main
+    from perfsuite.storage.files import atomic_write_text, results_document
+
+    base = _machine_run(0, machine=1.0)
+    files = {}
+    for name, rec in (("base", base), ("moved", _machine_run(1, machine=1.5, slower=1.2)),
+                      ("slow", _machine_run(1, machine=1.1, slower=1.2))):
+        files[name] = tmp_path / f"{name}.json"
+        atomic_write_text(files[name], results_document([rec]))
+    assert main(["compare", str(files["base"]), str(files["moved"])]) == 5
+    assert main(["compare", str(files["base"]), str(files["slow"])]) == 1

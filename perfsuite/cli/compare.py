@@ -1,5 +1,5 @@
 """`perfsuite compare BASE NEW`: case-by-case verdicts against the noise between runs, exit 1 on a
-slower case."""
+slower case, 5 when none is slower but one is undecided."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
+from perfsuite.stats.verdict import EXIT_UNDECIDED, UNDECIDED_ADVICE
 
 
 def cmd_compare(args, console) -> int:
@@ -43,10 +44,12 @@ def cmd_compare(args, console) -> int:
             console.print(Text(printable(f"only in base: {label}")))
         for label in cmp.only_new:
             console.print(Text(printable(f"only in new: {label}")))
+    # On stderr, so that --json output stays one JSON document.
+    err = Console(stderr=True)
     if cmp.regressed:
-        # On stderr, so that --json output stays one JSON document.
-        err = Console(stderr=True)
         err.print(f"[bold red]slower[/] beyond {args.threshold:.0%} and the noise between runs "
                   f"(significant at p < {args.alpha})")
-        return 1
-    return 0
+    elif cmp.exit_code == EXIT_UNDECIDED:
+        err.print(f"[yellow]undecided[/]: a difference beyond {args.threshold:.0%} that separate runs cannot "
+                  f"confirm; {UNDECIDED_ADVICE} (or one interleaved `perfsuite gate`)")
+    return cmp.exit_code

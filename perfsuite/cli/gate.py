@@ -7,6 +7,7 @@ import os
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 from perfsuite.measure import heap
 from perfsuite.stats import verdict
 
@@ -125,9 +126,11 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
         atomic_write_text(args.floors, document("noise-floors", floors))
         return _ended(out, 0)
 
-    out = g.gate_sides(new, [c.params for c in cases], args.base_ref, device, threads, floors, budget=args.budget,
-                       builds=args.builds, heap_mode=args.heap, threshold=args.threshold, fdr=args.fdr,
-                       workloads_from=args.workloads_from, events=_GateEvents(console))
+    with console.status(f"checking out {args.base_ref}") as status:
+        out = g.gate_sides(new, [c.params for c in cases], args.base_ref, device, threads, floors,
+                           budget=args.budget, builds=args.builds, heap_mode=args.heap, threshold=args.threshold,
+                           fdr=args.fdr, workloads_from=args.workloads_from, events=_GateEvents(console),
+                           progress=lambda text: status.update(Text(printable(text))))
     for v in out.records:
         looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
         word = v.word

@@ -420,12 +420,13 @@ class GateArms(Measure):
 
 def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int | None, floors: dict, *,
                budget: float, builds: int = BUILDS, heap_mode: str = "steady", threshold: float = 0.0,
-               fdr: float = ALPHA, workloads_from: str = "tree", events=None):
+               fdr: float = ALPHA, workloads_from: str = "tree", events=None, progress=None):
     """Gate each case of `new` at `base_ref` against the working tree through the one case loop
     (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across the
     cases that were gated. Each side loads the workload file `workloads_from` says
     (sides.Revisions: the working tree's by default) beside its own revision's code. Returns
-    run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`."""
+    run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`.
+    `progress(text)` hears what is happening (sides starting, pairs so far)."""
     from perfsuite.compare import sides
     from perfsuite.measure.timing import clock_for
     from perfsuite.run.execute import run_cases
@@ -437,7 +438,8 @@ def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int 
             raise PerfsuiteError(f"--base {base_ref}: {missing}")
         with sides.worktree(revs.repo, commit) as base_root:
             arms = GateArms(revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"), builds,
-                            heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors)
+                            heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors,
+                            progress=progress)
             out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=budget), device,
                             measure=arms, events=events)
     across_cases(out.records, fdr)

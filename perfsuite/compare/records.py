@@ -18,7 +18,12 @@ the step it rotated (record.units()), not on its pooled samples:
   or re-measures in one file), the drift learned from them (`learned_drift`) when that is larger;
 - *slower* when the ratio exceeds 1 + threshold and 1 + noise band, the interval lies wholly
   above 1 and p < alpha; *faster* is the mirror image; a change beyond the threshold that the
-  units or the noise band cannot support is *noisy*; anything else is *same*.
+  units or the noise band cannot support is *undecided* (perfsuite.stats.verdict: exit 5, never
+  1); anything else is *same*;
+- and never slower or faster while the machine-speed reference moved between the two runs by
+  more than the difference itself: the machine changed more than the code could be seen to
+  (issue 36: two runs of one commit two minutes apart, the reference 39% apart, were called
+  1.57x slower). The case is undecided and says so.
 
 Records with one build in one process (versions 1 and 2) have no units: they are compared on
 their raw samples as before (bootstrap interval of the ratio of medians, Mann-Whitney U), with
@@ -42,10 +47,11 @@ import numpy as np
 
 from perfsuite.measure import env as envmod
 from perfsuite.stats import summary as stats
+from perfsuite.stats import verdict as words
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
 
-VERDICTS = ("faster", "slower", "same", "noisy")
+VERDICTS = words.WORDS
 
 
 @dataclass(frozen=True)
@@ -74,13 +80,29 @@ class CaseComparison:
 def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, alpha: float,
             noise: float = 0.0) -> str:
     """`threshold` is the smallest change that matters; `noise` the band separate runs of
-    unchanged code stay within: a change inside it is `noisy` however significant."""
+    unchanged code stay within: a change inside it is undecided however significant."""
     significant = p < alpha and (ci[0] > 1.0 or ci[1] < 1.0)
     if ratio > 1.0 + threshold:
-        return "slower" if significant and ci[0] > 1.0 and ratio > 1.0 + noise else "noisy"
+        return words.SLOWER if significant and ci[0] > 1.0 and ratio > 1.0 + noise else words.UNDECIDED
     if ratio < 1.0 / (1.0 + threshold):
-        return "faster" if significant and ci[1] < 1.0 and ratio < 1.0 / (1.0 + noise) else "noisy"
-    return "same"
+        return words.FASTER if significant and ci[1] < 1.0 and ratio < 1.0 / (1.0 + noise) else words.UNDECIDED
+    return words.SAME
+
+
+def machine_moved(c: CaseComparison, base: Record, new: Record) -> str | None:
+    """Why a slower/faster verdict cannot stand: the machine-speed reference (the same kernel,
+    timed in both runs) moved by more than the difference. None when it did not, or either
+    record lacks the reference."""
+    rb, rn = base.conditions.get("reference"), new.conditions.get("reference")
+    if c.verdict not in (words.SLOWER, words.FASTER) or not rb or not rn or base.reference_kernel != new.reference_kernel:
+        return None
+    m = rn["median_s"] / rb["median_s"]
+    if not (m > 0 and math.isfinite(m)) or abs(math.log(m)) < abs(math.log(c.ratio)):
+        return None
+    return (f"undecided rather than {c.verdict}: the machine itself ran {abs(m - 1):.0%} "
+            f"{'slower' if m > 1 else 'faster'} for new (the machine-speed reference kernel, timed in both runs), "
+            f"more than the {abs(c.ratio - 1):.0%} difference; separate runs on a machine that moved this much "
+            "cannot show it: measure both in one interleaved `perfsuite gate`, or again on a quieter machine")
 
 
 def _log_sd(units: list[float] | None) -> float | None:
@@ -180,7 +202,12 @@ class Comparison:
 
     @property
     def regressed(self) -> bool:
-        return any(c.verdict == "slower" for c in self.cases)
+        return any(c.verdict == words.SLOWER for c in self.cases)
+
+    @property
+    def exit_code(self) -> int:
+        """1 on a slower case; else 5 when a case is undecided; else 0 (perfsuite.stats.verdict)."""
+        return words.exit_code([c.verdict for c in self.cases])
 
 
 def _side(name: str, cond: dict) -> list[str]:
@@ -302,6 +329,10 @@ def compare_records(
                                 noise=noise_band(ub, un, floor, (bool(rb.processes), bool(rn.processes)), drift))
         if runs_used > 1:
             basis += f"; separate runs differ by ±{drift:.1%} (learned from {runs_used} base runs)"
+        moved = machine_moved(c, rb, rn)
+        if moved:
+            c = replace(c, verdict=words.UNDECIDED)
+            warnings.append(moved)
         cases.append(replace(c, warnings=tuple(warnings), basis=basis, drift=drift, base_runs=runs_used))
     return Comparison(
         cases=cases,

@@ -31,7 +31,7 @@ def records_table(records: list[Record]) -> Table:
     return t
 
 
-_STYLE = {"slower": "bold red", "faster": "green", "same": "", "noisy": "yellow"}
+_STYLE = {"slower": "bold red", "faster": "green", "same": "", "undecided": "yellow"}
 
 
 def comparison_table(cmp: Comparison) -> Table:
