@@ -4,7 +4,7 @@
 
 examples/my-project is copied into a temporary git repository. Unchanged code: a commit that
 touches only a note, gated against its parent `--trials` times (every `perfsuite gate` that says
-SLOWER is a false alarm). Slowed code: a commit whose model adds 256x256 matmuls to the forward,
+slower is a false alarm; "undecided", exit 5, is counted apart). Slowed code: a commit whose model adds 256x256 matmuls to the forward,
 sized from an in-process timing to cost about `--slowdown` of the step, gated against its parent
 `--trials` times (power). Every gate is the real command: each side in its own processes, the
 base in a git worktree, the defaults unless given (`--max-time`, `--builds`, `--threads`).
@@ -93,7 +93,7 @@ def _gate(repo: Path, args) -> dict:
     json_out.unlink(missing_ok=True)
     (verdict,) = doc.get("results") or [None]
     return {"exit": res.returncode, "seconds": seconds, "load_1m": os.getloadavg()[0], "verdict": verdict,
-            "stderr": res.stderr[-2000:] if res.returncode not in (0, 1) else ""}
+            "stderr": res.stderr[-2000:] if res.returncode not in (0, 1, 5) else ""}
 
 
 def main() -> None:
@@ -134,19 +134,21 @@ def main() -> None:
                 r = _gate(repo, args)
                 runs.append({"kind": kind, "trial": i, **r})
                 print(f"{kind} {i}: exit {r['exit']} in {r['seconds']:.0f}s, load {r['load_1m']:.1f}"
-                      + (f", median ratio {r['verdict']['median_ratio']:.3f}" if r["verdict"] else f" {r['stderr'][-300:]}"),
-                      flush=True)
+                      + (f", {r['verdict']['word']}, median ratio {r['verdict']['median_ratio']:.3f}"
+                         if r["verdict"] else f" {r['stderr'][-300:]}"), flush=True)
     out = {"trials": args.trials, "slowdown_requested": args.slowdown, "matmuls_added": count,
            "slowdown_estimated": estimated, "max_time": args.max_time, "builds": args.builds,
            "threads": args.threads, "runs": runs}
     for kind in ("same", "slow"):
         mine = [r for r in runs if r["kind"] == kind]
         flagged = sum(r["exit"] == 1 for r in mine)
-        errors = sum(r["exit"] not in (0, 1) for r in mine)
+        errors = sum(r["exit"] not in (0, 1, 5) for r in mine)
+        words = {w: sum(1 for r in mine if r["verdict"] and r["verdict"].get("word") == w)
+                 for w in ("slower", "faster", "same", "undecided")}
         lo, hi = wilson_interval(flagged, len(mine))
-        out[kind] = {"flagged": flagged, "of": len(mine), "errors": errors, "ci95": [lo, hi]}
-        print(f"{'unchanged' if kind == 'same' else f'+{estimated:.1%}'}: SLOWER {flagged}/{len(mine)} "
-              f"(95% CI {lo:.0%}-{hi:.0%}), {errors} errors")
+        out[kind] = {"flagged": flagged, "of": len(mine), "errors": errors, "ci95": [lo, hi], "words": words}
+        print(f"{'unchanged' if kind == 'same' else f'+{estimated:.1%}'}: slower {flagged}/{len(mine)} "
+              f"(95% CI {lo:.0%}-{hi:.0%}), words {words}, {errors} errors")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
 

@@ -3,8 +3,10 @@
 Exit status, one meaning each: 0 success; 1 a confirmed slowdown (`compare`, `gate`, `bisect`
 naming a commit) and nothing else; 2 bad input or environment (the message names the file, field
 or parameter); 3 some cases failed (their reasons are stored; `amp` whose precisions disagree);
-4 an internal error (a bug: the message names a log file with the traceback); 130 interrupted
-(every case finished before Ctrl-C is on disk).
+4 an internal error (a bug: the message names a log file with the traceback); 5 undecided: a
+comparison (`compare`, `gate`, `bisect`'s confirmation) could not tell, and needs more time or a
+quieter machine (perfsuite.stats.verdict); 130 interrupted (every case finished before Ctrl-C is
+on disk).
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
     try:
+        if _uses_processes(args):
+            from perfsuite.measure.workers import start_server_soon
+
+            start_server_soon()  # its torch import overlaps this process's own, below
         if args.command in WORKLOAD_COMMANDS:
             discover(args.workload_paths)
         return COMMANDS[args.command](args, console)
@@ -83,6 +89,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 EXIT_INTERNAL = 4
+
+
+def _uses_processes(args) -> bool:
+    """Whether the command will fork worker or side processes (so their server may start now)."""
+    if args.command in ("gate", "bisect", "why"):
+        return getattr(args, "slowdown", None) is None  # the gate's self-check times in this process
+    if args.command == "run":
+        if getattr(args, "plan", False):
+            return False
+        if getattr(args, "suite", None) or getattr(args, "config", None):
+            return True
+        from perfsuite.core.config import RunConfig
+
+        return _run_workers(RunConfig, args) > 1
+    return False
+
+
+def _run_workers(RunConfig, args) -> int:
+    """The worker processes `perfsuite run`'s flags ask for (RunConfig.workers: auto from the budget)."""
+    given = {"max_time": args.max_time, "processes": getattr(args, "processes", None)}
+    return RunConfig(**{k: v for k, v in given.items() if v is not None}).workers
 
 
 def _quiet_stdout() -> None:

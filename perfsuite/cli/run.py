@@ -159,7 +159,7 @@ def cmd_run(args, console) -> int:
     console.print(f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each "
                   f"-> {path}", highlight=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True, disable=len(cases) < 2) as progress:
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
         try:
             out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
                             machine_log=args.machine_log,

@@ -80,6 +80,19 @@ def _settled(samples: list[float], window: int, tolerance: float) -> bool:
     return abs(last - prev) <= allowance
 
 
+def _budget_advice(hw: float, cfg: RunConfig) -> str:
+    """The next step after a run that missed its target: the budget the interval's width asks
+    for (it narrows as one over the square root of the time), or, past ten minutes, the roads
+    that get there instead."""
+    if math.isinf(hw) or hw <= 0:
+        return f"next: a longer --max-time (the step is too slow for {cfg.max_time:g}s to hold enough samples)"
+    need = cfg.max_time * (hw / cfg.target_rel_ci) ** 2
+    if need > 600:
+        return (f"next: --processes 5 (the spread between builds and processes does not shrink with time), a wider "
+                "--target-ci, or an interleaved `perfsuite gate` to compare versions")
+    return f"next: --max-time {math.ceil(need)} (the interval narrows as 1/sqrt(time))"
+
+
 def _drift_warning(samples: list[float], cfg: RunConfig) -> str | None:
     """A trend across the timed region (thermal, a neighbour, unfinished warm-up) is reported:
     the median of the first third against the last third, when beyond the CI target and
@@ -333,7 +346,7 @@ def measure(
         warnings.append(
             f"did not converge: the {cfg.confidence:.0%} CI {basis} is {ci} "
             f"(target +-{cfg.target_rel_ci:.2%}) after {len(samples)} samples; "
-            f"budget of {cfg.max_time:g}s spent"
+            f"budget of {cfg.max_time:g}s spent; {_budget_advice(hw, cfg)}"
         )
     drift = _drift_warning(timeline, cfg)
     if drift:

@@ -25,6 +25,7 @@ The gate's, bisect's and why's side processes (perfsuite.compare.sides) fork fro
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import pickle
 import traceback
@@ -170,6 +171,37 @@ def context(start_method: str | None = None):
     return ctx
 
 
+def processes_advice(spread, cfg: RunConfig, n: int) -> str:
+    """The next step after a multi-process run that missed its target: the processes the observed
+    spread of process medians needs (a t interval on n - 1 degrees of freedom: 2 processes pay
+    t = 12.7, 5 pay 2.8), or, past a few dozen, that separate runs cannot reach it here."""
+    from scipy.stats import t
+
+    cv = max(math.sqrt(spread.between_var + spread.within_var) / spread.median, 1e-9)
+    need = next((k for k in range(max(n + 1, 3), 65)
+                 if t.ppf(0.5 + cfg.confidence / 2, k - 1) * cv / math.sqrt(k) <= cfg.target_rel_ci), None)
+    slot = cfg.max_time / n
+    if need is None:
+        return (f"the process medians spread {cv:.1%} (CV), too much for +-{cfg.target_rel_ci:.1%} from separate "
+                "processes on this machine: widen --target-ci, or compare versions in one interleaved "
+                "`perfsuite gate` (paired, immune to this spread)")
+    return (f"next: --processes {need} --max-time {need * slot:.0f} (the medians spread {cv:.1%}; each "
+            "process adds a degree of freedom to the interval)")
+
+
+def start_server_soon() -> None:
+    """Start the fork server without waiting for it, when a command will need it: the server
+    imports torch while this process finds the workloads and imports torch too, instead of after
+    it (the two imports overlap on a 2-core machine; a `--max-time 4` run spent 13 s before its
+    first sample waiting on the server, issue 36). context() later waits for it to be ready."""
+    if START_METHOD != "forkserver" or _server_warm:
+        return
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context(START_METHOD).set_forkserver_preload(list(PRELOAD))
+    forkserver.ensure_running()
+
+
 def worker_count(workload: Workload, cfg: RunConfig) -> int:
     """The worker processes `workload` is measured in: `cfg.workers`, except that the default (None)
     keeps a workload allowing one build at a time (Workload.max_builds=1: a large model, ranks of a
@@ -262,7 +294,7 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     converged = hw <= cfg.target_rel_ci
     if not converged:
         warnings.append(f"did not converge: the {cfg.confidence:.0%} CI from {n} process medians is +-{hw:.2%} "
-                        f"(target +-{cfg.target_rel_ci:.2%})")
+                        f"(target +-{cfg.target_rel_ci:.2%}); " + processes_advice(spread, cfg, n))
     if spread.between_share > BETWEEN_WARN_SHARE and spread.between_cv > cfg.target_rel_ci:
         warnings.append(f"between processes: {spread.between_share:.0%} of a process median's variance "
                         f"(CV {spread.between_cv:.1%}); more processes narrow the CI, longer ones do not")

@@ -16,8 +16,10 @@ from perfsuite.core.units import fmt_seconds
 def records_table(records: list[Record]) -> Table:
     t = Table(title="perfsuite results", show_lines=False)
     bound = shows_bound(records)  # CPU-only runs get no column of "n/a"
+    # "CI target": whether the median's interval reached --target-ci ("not met" is not a failure:
+    # the warning under the table says what to do next); "met, warnings": reached, with warnings.
     cols = ["case", "median", "95% CI", "IQR", "n x block", "throughput", "FLOP/s", "of peak",
-            "peak RSS (region)"] + (["GPU"] if bound else []) + ["ok"]
+            "peak RSS (region)"] + (["GPU"] if bound else []) + ["CI target"]
     for col in cols:
         t.add_column(col, justify="left" if col == "case" else "right")
     for r in records:
@@ -26,7 +28,7 @@ def records_table(records: list[Record]) -> Table:
             Text(printable(r.label())),  # Text: the label's [k=v] must not be read as rich markup
             c["median"], c["ci"], c["iqr"], c["n_block"], c["throughput"], c["flops"], c["peak"], c["memory"],
             *([c["bound"]] if bound else []),
-            "yes" if r.converged and not r.warnings else ("warn" if r.converged else "no"),
+            ("met" if not r.warnings else "met, warnings") if r.converged else Text("not met", style="yellow"),
         )
     return t
 
