@@ -1,9 +1,11 @@
-"""`perfsuite why` (issue 24): alignment and the explained share against known rows, the
+"""`perfsuite why` (issues 24 and 36): matching by name and shape, each row's noise floor from
+its windows, the reconciliation with the measured difference, against hand-built sides; the
 interleaving of the sides with fake sides (no timing), one real profiler window, and — slow —
 the built-in activation's custom autograd Function against torch's built-in, end to end."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -12,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.compare.why import GONE, NEW, ProfiledSide, WhyResult, WhySide, align, merge_rounds, why
+from perfsuite.compare.why import (CHANGED, GONE, NEW, ProfiledSide, WhyResult, WhySide, _shape_distance, align,
+                                   merge_rounds, why)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,14 +25,17 @@ def op(name, us, calls=1, shapes="[[4]]", nbytes=0.0):
             "self_cpu_bytes": nbytes, "self_device_bytes": 0.0}
 
 
-def test_rows_align_by_name_and_shapes_sorted_by_their_share_of_the_difference():
+def test_rows_align_by_name_and_shapes_sorted_by_the_size_of_their_difference():
     a = [op("aten::mm", 100), op("aten::relu", 10), op("aten::mm", 5, shapes="[[2]]")]
     b = [op("aten::mm", 101), op("aten::tanh", 50, nbytes=64), op("aten::mm", 5, shapes="[[2]]")]
-    rows = align(a, b, "self_cpu_us", direction=+1)
-    assert [(r.name, r.shapes, r.mark) for r in rows][:2] == [("aten::tanh", "[[4]]", NEW), ("aten::mm", "[[4]]", "")]
-    assert rows[-1].name == "aten::relu" and rows[-1].mark == GONE and rows[-1].delta_us == -10
-    # A speed-up lists what got faster first.
-    assert align(a, b, "self_cpu_us", direction=-1)[0].name == "aten::relu"
+    rows = align(a, b, "self_cpu_us")
+    assert [(r.name, r.shapes, r.mark) for r in rows][:3] == [
+        ("aten::tanh", "[[4]]", NEW), ("aten::relu", "[[4]]", GONE), ("aten::mm", "[[4]]", "")]
+    assert rows[1].delta_us == -10
+    # Without per-window times (as in a document written before they were kept) no row has a
+    # floor; a name one side never runs is outside it all the same.
+    assert all(r.noise_us is None for r in rows)
+    assert [r.within_noise for r in rows] == [False, False, None, None]
 
 
 def test_explained_share_memory_and_round_trip():
@@ -54,9 +60,117 @@ def test_explained_share_memory_and_round_trip():
         path.unlink(missing_ok=True)
 
 
-def test_rounds_are_averaged_and_an_op_missing_from_a_window_counts_zero_there():
+def test_rounds_are_averaged_keeping_each_windows_time_and_an_op_missing_from_a_window_counts_zero_there():
     merged = {o["name"]: o for o in merge_rounds([[op("x", 10), op("y", 4)], [op("x", 20)]])}
     assert merged["x"]["self_cpu_us"] == 15 and merged["y"]["self_cpu_us"] == 2 and merged["y"]["calls"] == 0.5
+    assert merged["x"]["windows"]["self_cpu_us"] == [10, 20] and merged["y"]["windows"]["self_cpu_us"] == [4, 0]
+
+
+def side(label, windows, step_s, memory=None):
+    """A side as differential_profile builds it, from canned windows of operators."""
+    return WhySide(label, {}, merge_rounds(windows), list(step_s), memory or {})
+
+
+def pairs(a_s, b_s, n=12, jitter=2e-6):
+    """Interleaved blocks' step times: n pairs, each side a little spread."""
+    return ([a_s + jitter * (k % 3 - 1) for k in range(n)], [b_s + jitter * ((k + 1) % 3 - 1) for k in range(n)])
+
+
+def printed(result) -> str:
+    from rich.console import Console
+
+    from perfsuite.cli.why import print_why
+
+    console = Console(file=io.StringIO(), width=260, soft_wrap=True)
+    print_why(result, console)
+    return console.file.getvalue()
+
+
+def test_a_new_operator_with_a_steady_difference_leads_a_noisy_unchanged_one_marked_within_noise():
+    # As on the GPT commit that switched to scaled_dot_product_attention: unchanged GELU rows
+    # whose per-window time swings more than the new operator costs led the table.
+    gelu_a, gelu_b = [100, 900, 150, 850], [1200, 200, 1100, 300]  # +200 us on average, all noise
+    sdpa_b = [50, 52, 49, 51]
+    bmm_a = [30, 31, 29, 30]
+    soft_a, soft_b = [20, 21, 19, 20], [60, 61, 59, 60]  # on both sides, 40 us slower on B in every window
+    win_a = [[op("aten::gelu", g), op("aten::bmm", m), op("aten::softmax", s), op("aten::addmm", 40)]
+             for g, m, s in zip(gelu_a, bmm_a, soft_a)]
+    win_b = [[op("aten::gelu", g), op("aten::scaled_dot_product_attention", s), op("aten::softmax", t),
+              op("aten::addmm", 40)] for g, s, t in zip(gelu_b, sdpa_b, soft_b)]
+    step_a, step_b = pairs(1000e-6, 1064e-6)
+    r = WhyResult("gpt", "cpu", "--base X", side("A", win_a, step_a), side("B", win_b, step_b), steps=5, rounds=4)
+    by_name = {row.name: row for row in r.rows}
+    gelu = by_name["aten::gelu"]
+    assert gelu.delta_us == pytest.approx(200) and gelu.within_noise and gelu.noise_us > 200
+    assert by_name["aten::addmm"].within_noise and by_name["aten::addmm"].noise_us == 0
+    assert [(row.name, row.mark, row.within_noise) for row in r.rows[:3]] == [
+        ("aten::scaled_dot_product_attention", NEW, False), ("aten::softmax", "", False), ("aten::bmm", GONE, False)]
+    assert r.rows[-2:] == [gelu, by_name["aten::addmm"]]  # ranked below every row outside its noise
+    # Only the rows outside their noise are reconciled: 50.5 + 40 - 30 us of the measured 66 us
+    # (the median of the pairs' differences, 66, 66, 60, ...); GELU's +200 us of noise is left out.
+    assert r.measured_delta_us == pytest.approx(66) and r.listed_delta_us == pytest.approx(60.5)
+    table = printed(r).splitlines()
+    first = next(i for i, line in enumerate(table) if "aten::" in line)
+    assert "aten::scaled_dot_product_attention" in table[first] and "new" in table[first]
+    gelu_line = next(line for line in table if "aten::gelu" in line)
+    assert gelu_line.rstrip(" │").endswith("within")
+    assert "explains 92% of the measured difference" in printed(r)
+    assert "95% CI +6.0% to +6.6% over 12 pairs" in printed(r)
+    # A name one side never runs differs however its windows spread: its size is uncertain, not its existence.
+    wild = WhyResult("gpt", "cpu", "--base X", side("A", [[op("aten::addmm", 40)]] * 4, step_a),
+                     side("B", [[op("aten::addmm", 40), op("aten::silu", s)] for s in (145, 99, 38, 65)], step_b),
+                     steps=5, rounds=4)
+    silu = wild.rows[0]
+    assert silu.name == "aten::silu" and silu.noise_us > silu.delta_us and silu.within_noise is False
+
+
+def test_an_operator_whose_shapes_changed_is_changed_showing_both_not_new_and_gone():
+    mlp_a = [op("aten::linear", 10, shapes="[[32, 256], [256, 256], [256]]"),
+             op("aten::linear", 3, shapes="[[32, 256], [10, 256], [10]]"), op("aten::mm", 7, shapes="[[32, 256]]")]
+    # B's batch doubled, its rows listed in the other order (so pairing by order alone would cross
+    # them), and it runs aten::mm on one shape more.
+    mlp_b = [op("aten::linear", 5, shapes="[[64, 256], [10, 256], [10]]"),
+             op("aten::linear", 20, shapes="[[64, 256], [256, 256], [256]]"),
+             op("aten::mm", 7, shapes="[[32, 256]]"), op("aten::mm", 9, shapes="[[64, 8]]")]
+    rows = {(r.name, r.shapes): r for r in align(mlp_a, mlp_b, "self_cpu_us")}
+    assert set(rows) == {("aten::linear", "[[32, 256], [256, 256], [256]] -> [[64, 256], [256, 256], [256]]"),
+                         ("aten::linear", "[[32, 256], [10, 256], [10]] -> [[64, 256], [10, 256], [10]]"),
+                         ("aten::mm", "[[32, 256]]"), ("aten::mm", "(none) -> [[64, 8]]")}
+    assert {key: r.mark for key, r in rows.items() if r.mark != CHANGED} == {("aten::mm", "[[32, 256]]"): ""}
+    big = rows["aten::linear", "[[32, 256], [256, 256], [256]] -> [[64, 256], [256, 256], [256]]"]
+    assert big.delta_us == 10 and big.to_dict()["mark"] == CHANGED
+    # What pairs: the same shape, then the nearest; an unreadable shape is far from everything.
+    assert _shape_distance("[[32, 256]]", "[[64, 256]]") < _shape_distance("[[32, 256]]", "[[32, 256], []]")
+    assert _shape_distance("[[1]]", "not a list") == _shape_distance("[[1]]", "[[") == 1000
+
+
+def test_listed_differences_far_above_the_measured_one_are_not_called_a_share_of_it():
+    # The profiler's cost per call in every self time: B's many small calls weigh 1.9 ms under the
+    # profiler against a measured 1 ms.
+    win_a = [[op("aten::add", 100 + k, calls=2)] for k in range(4)]
+    win_b = [[op("aten::add", 100 + k, calls=2), op("aten::mul", 1900 + k, calls=400)] for k in range(4)]
+    over = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
+                     side("B", win_b, pairs(5e-3, 6e-3)[1]), steps=5, rounds=4)
+    assert over.listed_delta_us / over.measured_delta_us == pytest.approx(1.9, rel=0.01)
+    assert over.explained is None and over.to_dict()["explained"] is None
+    text = printed(over)
+    assert "1.9 times it, so they cannot be reconciled" in text
+    assert "400 more operator calls per step: A 2, B 402" in text
+    assert "190%" not in text and "explains" not in text
+    # A measured difference inside its own interval is no denominator either.
+    same = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
+                     side("B", win_b, pairs(5e-3, 5e-3)[1]), steps=5, rounds=4)
+    assert same.measured_within_noise and same.explained is None
+    assert "within its noise (95% CI" in same.reconciliation
+    # Pointing the other way: B's operators cost more, its step less.
+    other = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
+                      side("B", win_b, pairs(5e-3, 4e-3)[1]), steps=5, rounds=4)
+    assert other.explained is None and "point the other way" in other.reconciliation
+    # And reconcilable: 1.9 ms of a measured 2 ms.
+    fits = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
+                     side("B", win_b, pairs(5e-3, 7e-3)[1]), steps=5, rounds=4)
+    assert fits.explained == pytest.approx(0.95, rel=0.01)
+    assert "explains 95% of the measured difference" in printed(fits)
 
 
 class FakeSide(ProfiledSide):
@@ -117,7 +231,7 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
                           "-p", "numel=65536", "--device", "cpu", "--threads", "1", "--steps", "3", "--rounds", "2",
                           "--json", str(out)], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "explained" in res.stdout and "_SwishInput" in res.stdout
+    assert "against the measured" in res.stdout and "_SwishInput" in res.stdout
     (doc,) = json.loads(out.read_text())["results"]
     marks = {r["name"]: r["mark"] for r in doc["rows"]}
     # The hand-written autograd Function's forward and backward run on A only; torch's silu on B only.
@@ -136,8 +250,14 @@ def test_a_stored_why_document_comes_back_with_the_same_rows():
     # Written by bisect's why on the slow test's history: good against the commit adding a tanh.
     (d,) = load_document(REPO / "tests" / "data" / "stored" / "why-doc1.json", "why")
     r = WhyResult.from_dict(d)
-    assert r.to_dict() == d  # rows, explained share and memory recomputed from the sides as stored
+    again = r.to_dict()
+    assert {k: again[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")} == \
+        {k: d[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")}
+    # Its rows, recomputed from the sides: written before rows kept their windows, they have no
+    # noise floor, and are ranked by the size of their difference alone.
     assert r.listed[0].name == "aten::tanh" and r.listed[0].mark == NEW
+    assert all(row.noise_us is None for row in r.rows) and r.explained == pytest.approx(0.66, abs=0.01)
+    assert "explains 66% of the measured difference" in printed(r)
 
 
 @pytest.mark.slow

@@ -37,7 +37,7 @@ def why_command(args, console) -> int:
         result = why_vary(w, params, key, values[0], values[1], device, **kw)
     else:
         w.check(params, device)
-        result = why_revision(w, params, args.base_ref, device, **kw)
+        result = why_revision(w, params, args.base_ref, device, args.workloads_from, **kw)
     print_why(result, console)
     if args.json is not None:
         atomic_write_text(args.json, document("why", [result.to_dict()]))
@@ -57,33 +57,49 @@ def _signed_bytes(x: float) -> str:
     return ("+" if x >= 0 else "-") + fmt_bytes(abs(x))
 
 
+def _step_line(r) -> str:
+    """The unprofiled step times and their difference with its interval: the figure the table is
+    reconciled with (the gate's, over more pairs, is the one to quote for the size)."""
+    from perfsuite.compare.why import STEP_CONFIDENCE
+
+    ta, tb = r.a.median_step_s, r.b.median_step_s
+    ci, pairs = r.measured_ci_us, r.pair_deltas_us
+    if ci is None:
+        spread = "too few pairs for an interval"
+    else:
+        spread = (f"{STEP_CONFIDENCE:.0%} CI {ci[0] / (ta * 1e6):+.1%} to {ci[1] / (ta * 1e6):+.1%} "
+                  f"over {len(pairs)} pairs")
+    return (f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
+            f"B - A {_signed_us(r.measured_delta_us)} ({r.measured_delta_us / (ta * 1e6):+.1%}; {spread})")
+
+
 def print_why(r, console) -> None:
     """The differential profile: step times, the operators table, what it explains, memory."""
+    from perfsuite.compare.why import ROW_CONFIDENCE
+
     a, b = r.a, r.b
-    ta, tb = a.median_step_s, b.median_step_s
     console.print(Text(printable(f"{r.workload} ({r.how}, {r.device}): A = {a.label}, B = {b.label}"), style="bold"))
-    console.print(Text(f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
-                       f"B - A {_signed_us(r.measured_delta_us)} ({tb / ta - 1:+.1%})"))
+    console.print(Text(_step_line(r)))
     what = "self CUDA time" if r.metric == "self_device_us" else "self CPU time"
     busy = [r.device_busy(side) for side in (a, b)]
     if all(x is not None for x in busy):
         what += f"; the GPU busy {busy[0]:.0%} of A's step, {busy[1]:.0%} of B's"
         if r.metric == "self_cpu_us":
             what += ": the host's time is the step's"
-    t = Table(title=f"operators per step, by their share of the difference ({what}; "
-                    f"{r.rounds} windows of {r.steps} steps per side)", title_justify="left")
-    for col in ("operator", "input shapes", "A", "B", "B - A", "calls A/B", "alloc B - A", ""):
-        t.add_column(col, justify="left" if col in ("operator", "input shapes", "") else "right")
+    t = Table(title=f"operators per step, those outside their own noise first, then by |B - A| ({what}; "
+                    f"{r.rounds} windows of {r.steps} steps per side; ± is the {ROW_CONFIDENCE:.0%} interval "
+                    "from the windows' spread)", title_justify="left")
+    for col in ("operator", "input shapes", "A", "B", "B - A", "±", "calls A/B", "alloc B - A", "", "noise"):
+        t.add_column(col, justify="left" if col in ("operator", "input shapes", "", "noise") else "right")
     for row in r.listed:
         calls = f"{row.value(row.a, 'calls'):g}/{row.value(row.b, 'calls'):g}"
-        t.add_row(Text(printable(row.name)), Text(printable(row.shapes)), _us(row.value(row.a, r.metric)), _us(row.value(row.b, r.metric)),
-                  _signed_us(row.delta_us), calls, _signed_bytes(row.delta_bytes) if row.delta_bytes else "",
-                  row.mark)
+        noise = "" if row.noise_us is None else _us(row.noise_us)
+        t.add_row(Text(printable(row.name)), Text(printable(row.shapes)), _us(row.value(row.a, r.metric)),
+                  _us(row.value(row.b, r.metric)), _signed_us(row.delta_us), noise, calls,
+                  _signed_bytes(row.delta_bytes) if row.delta_bytes else "", row.mark,
+                  "within" if row.within_noise else "", style="dim" if row.within_noise else None)
     console.print(t)
-    listed = sum(row.delta_us for row in r.listed)
-    explained = "" if r.explained is None else f": explained {r.explained:.0%}"
-    console.print(Text(f"listed differences {_signed_us(listed)} against the measured {_signed_us(r.measured_delta_us)}"
-                       f"{explained}"))
+    console.print(Text(r.reconciliation))
     mem = r.memory_delta_bytes
     key = "cuda_peak_delta_bytes" if r.device.startswith("cuda") else "host_peak_delta_bytes"
     where = "CUDA max allocated" if r.device.startswith("cuda") else "host RSS"

@@ -3,12 +3,17 @@
 Each side's operators come from torch.profiler windows of the same number of steps
 (perfsuite.profiling.ops), taken in rounds that alternate which side goes first (A B, B A, ...),
 so drift over the run lands on both. The windows are outside any timed block; the step times the
-differences are judged against come from interleaved, unprofiled blocks of the same sides. Rows
-are aligned by operator name and input shapes and sorted by their contribution to the
-difference in step time; an operator only one side runs is marked new or gone. The sum of the
-listed differences over the measured difference says how much of the change the table explains
-(self times carry the profiler's own cost per call, so an operator called much more often can
-explain more than 100%).
+differences are judged against come from interleaved, unprofiled blocks of the same sides.
+
+Rows: the profiler's rows carry no call site (recording stacks would add its cost to every call),
+so operators are matched by name and, among rows of one name, by the closest input shapes: a
+batch that doubled is one operator marked "changed", both shapes shown. Only a name one side never
+runs is new or gone. Each row keeps its per-window times, and the spread of those gives its
+difference an interval; rows outside their own noise rank first, then by the size of their
+difference. The listed rows outside their noise are then reconciled with the measured step
+difference: a share of it, or a plain sentence saying why they are not one (the measured
+difference within its noise; a total that points the other way, or is many times it because the
+profiler's cost per call weighs most on operators called most often).
 
 Memory, the "fatter" half: the peak of one step on each side (host RSS of the step above its
 start on CPU, CUDA max allocated on a GPU) and the operators whose net allocations grew.
@@ -16,17 +21,28 @@ start on CPU, CUDA max allocated on a GPU) and the operators whose net allocatio
 
 from __future__ import annotations
 
+import math
+from ast import literal_eval
 from dataclasses import dataclass, field
+from functools import cached_property
 
+from perfsuite.core.units import fmt_seconds
 from perfsuite.stats import summary as stats
 
-NEW, GONE = "new", "gone"
+NEW, GONE, CHANGED = "new", "gone", "changed"
 TOP = 20  # rows the table lists; the explained share is of these
 # On CUDA, ranked by device time when the device was busy at least this share of the slower step.
 DEVICE_BOUND = 0.5
 # A measured difference below this share of the step is within what two processes of the same
 # code differ by (docs/gate.md): the table then explains noise.
 SMALL = 0.02
+# A row's interval: 99%, not 95%, because a table has hundreds of rows, and at 95% several of the
+# unchanged ones would be outside theirs by chance and lead the table, as the noise did before.
+ROW_CONFIDENCE = 0.99
+STEP_CONFIDENCE = 0.95  # the measured difference's interval, one figure: the gate's level
+# Listed differences above this multiple of the measured one are not a share of it.
+OVER = 1.5
+TIMES = ("self_cpu_us", "self_device_us")  # the fields each row keeps per window
 
 
 @dataclass(frozen=True)
@@ -35,13 +51,18 @@ class WhySide:
 
     label: str
     params: dict
-    ops: list[dict]  # perfsuite.profiling.ops rows, averaged over the rounds
-    step_s: list[float]  # seconds per step, one per timed block
+    ops: list[dict]  # perfsuite.profiling.ops rows averaged over the rounds, with per-window times (merge_rounds)
+    step_s: list[float]  # seconds per step, one per timed block, in the order of the interleaved pairs
     memory: dict
 
     @property
     def median_step_s(self) -> float:
         return stats.median(self.step_s)
+
+    @property
+    def calls(self) -> float:
+        """Operator calls per step, all rows."""
+        return sum(float(o.get("calls", 0.0)) for o in self.ops)
 
     def to_dict(self) -> dict:
         return {"label": self.label, "params": self.params, "ops": self.ops, "step_s": self.step_s,
@@ -49,23 +70,29 @@ class WhySide:
 
     @classmethod
     def from_dict(cls, d: dict) -> "WhySide":
+        # Documents written before rows kept "windows" load too: their rows have no noise floor.
         return cls(d["label"], dict(d["params"]), list(d["ops"]), [float(x) for x in d["step_s"]], dict(d["memory"]))
 
 
 @dataclass(frozen=True)
 class OpRow:
-    """One operator on both sides (None where a side does not run it), per step."""
+    """One operator on both sides (None where a side has no row for it), per step."""
 
     name: str
-    shapes: str
+    mark: str  # NEW or GONE (a name one side never runs), CHANGED (other input shapes), "" (same)
     a: dict | None
     b: dict | None
     metric: str  # the time field compared: self_cpu_us, or self_device_us where the GPU is the bound
     bytes_key: str = "self_cpu_bytes"  # the memory the step allocates: the device's on CUDA
+    noise_us: float | None = None  # half the ROW_CONFIDENCE interval of delta_us; None: not known
 
     @property
-    def mark(self) -> str:
-        return NEW if self.a is None else GONE if self.b is None else ""
+    def shapes(self) -> str:
+        """The input shapes; "A -> B" where they changed ("(none)" for a side without that row)."""
+        sa, sb = (None if s is None else str(s["shapes"]) for s in (self.a, self.b))
+        if self.mark != CHANGED:
+            return sa if sb is None else sb
+        return f"{sa or '(none)'} -> {sb or '(none)'}"
 
     def value(self, side: dict | None, key: str) -> float:
         return 0.0 if side is None else float(side.get(key, 0.0))
@@ -78,9 +105,19 @@ class OpRow:
     def delta_bytes(self) -> float:
         return self.value(self.b, self.bytes_key) - self.value(self.a, self.bytes_key)
 
+    @property
+    def within_noise(self) -> bool | None:
+        """Whether the difference is inside its own interval; None without one. A name one side
+        never runs is never within noise: however its windows spread, its time on the side that
+        runs it is not 0 (its interval says how sure its size is, not whether it differs)."""
+        if self.mark in (NEW, GONE):
+            return False
+        return None if self.noise_us is None else abs(self.delta_us) <= self.noise_us
+
     def to_dict(self) -> dict:
         return {"name": self.name, "shapes": self.shapes, "a": self.a, "b": self.b, "mark": self.mark,
-                "delta_us": self.delta_us, "delta_bytes": self.delta_bytes}
+                "delta_us": self.delta_us, "noise_us": self.noise_us, "within_noise": self.within_noise,
+                "delta_bytes": self.delta_bytes}
 
 
 @dataclass
@@ -119,27 +156,88 @@ class WhyResult:
         return "self_device_us" if busy is not None and busy >= DEVICE_BOUND else "self_cpu_us"
 
     @property
-    def measured_delta_us(self) -> float:
-        """The unprofiled step's difference, B - A, in microseconds."""
-        return (self.b.median_step_s - self.a.median_step_s) * 1e6
+    def pair_deltas_us(self) -> list[float] | None:
+        """B - A of each interleaved pair of blocks (us); None when the blocks do not pair up."""
+        a, b = self.a.step_s, self.b.step_s
+        return [(y - x) * 1e6 for x, y in zip(a, b)] if a and len(a) == len(b) else None
 
     @property
+    def measured_delta_us(self) -> float:
+        """The unprofiled step's difference, B - A, in microseconds: the median of the pairs'
+        differences (the two blocks of a pair share the machine's moment, so its drift cancels)."""
+        d = self.pair_deltas_us
+        return stats.median(d) if d else (self.b.median_step_s - self.a.median_step_s) * 1e6
+
+    @property
+    def measured_ci_us(self) -> tuple[float, float] | None:
+        """STEP_CONFIDENCE interval of measured_delta_us; None with fewer than 6 pairs."""
+        d = self.pair_deltas_us
+        return None if not d else stats.median_ci(d, STEP_CONFIDENCE)
+
+    @property
+    def measured_within_noise(self) -> bool:
+        """The measured difference's interval holds 0 (without one: it is under SMALL of A's step)."""
+        ci, m = self.measured_ci_us, self.measured_delta_us
+        if ci is None:
+            return m == 0 or abs(m) < SMALL * self.a.median_step_s * 1e6
+        return ci[0] <= 0 <= ci[1]
+
+    @cached_property
     def rows(self) -> list[OpRow]:
-        """Every operator, sorted by its contribution in the direction of the measured difference."""
+        """Every operator: those outside their own noise first, then by |B - A|."""
         # Memory is the device's on CUDA whichever time ranks the rows (a host-bound step's
         # operators still allocate on the GPU).
         bytes_key = "self_device_bytes" if self.on_cuda else "self_cpu_bytes"
-        return align(self.a.ops, self.b.ops, self.metric, self.measured_delta_us, bytes_key)
+        return align(self.a.ops, self.b.ops, self.metric, bytes_key)
 
     @property
     def listed(self) -> list[OpRow]:
         return self.rows[:self.top]
 
     @property
+    def listed_delta_us(self) -> float:
+        """The total difference of the listed rows outside their own noise (inside it, a row's
+        difference is as likely the windows' noise as the change)."""
+        return sum(r.delta_us for r in self.listed if not r.within_noise)
+
+    @property
     def explained(self) -> float | None:
-        """The listed rows' total difference over the measured one (None when nothing differs)."""
+        """listed_delta_us over the measured difference; None when it is no share of it (see
+        reconciliation): the measured difference within its noise, or the listed total pointing
+        the other way or more than OVER times it."""
         m = self.measured_delta_us
-        return None if m == 0 else sum(r.delta_us for r in self.listed) / m
+        if m == 0 or self.measured_within_noise:
+            return None
+        share = self.listed_delta_us / m
+        return share if 0 <= share <= OVER else None
+
+    @property
+    def reconciliation(self) -> str:
+        """The listed differences against the measured one, in a sentence."""
+        m, s = self.measured_delta_us, self.listed_delta_us
+        head = f"listed differences outside their noise {_signed_us(s)} against the measured {_signed_us(m)}: "
+        calls = self.b.calls - self.a.calls
+        per_call = (f" (B makes {abs(calls):.4g} {'more' if calls > 0 else 'fewer'} operator calls per step: "
+                    f"A {self.a.calls:.4g}, B {self.b.calls:.4g})" if abs(calls) >= 0.5 else "")
+        if self.measured_within_noise:
+            ci = self.measured_ci_us
+            where = (f"under {SMALL:.0%} of the step" if ci is None
+                     else f"{STEP_CONFIDENCE:.0%} CI {_signed_us(ci[0])} to {_signed_us(ci[1])}")
+            return head + (f"the measured difference is within its noise ({where}), so they are no share of it: "
+                           "the rows say where the sides differ, not what made a step slower or faster")
+        if not any(r.within_noise is not True for r in self.listed):
+            return head + "no listed operator differs beyond its own noise, so the table does not explain it"
+        share = s / m
+        if share < 0:
+            return head + ("they point the other way and cannot be reconciled with it: the profiled windows "
+                           f"and the unprofiled blocks disagree{per_call}")
+        if share > OVER:
+            return head + (f"{share:.1f} times it, so they cannot be reconciled with it: the profiler's cost per "
+                           f"call is in every self time and weighs most on operators called most often{per_call}; "
+                           "the rows rank where the sides differ, their sizes do not add up to the step")
+        rest = "" if share >= 0.5 else (f" (the rest is outside the operators listed: Python, data loading, "
+                                        f"waiting, or rows below the top {self.top})")
+        return head + f"explains {share:.0%} of the measured difference{rest}"
 
     @property
     def memory_delta_bytes(self) -> int | None:
@@ -154,15 +252,18 @@ class WhyResult:
         grown = [r for r in self.rows if r.delta_bytes > 0 and r.value(r.b, r.bytes_key) > 0]
         return sorted(grown, key=lambda r: -r.delta_bytes)[:self.top]
 
-    DERIVED = ("measured_delta_us", "explained", "memory_delta_bytes", "rows", "grew", "metric")
+    DERIVED = ("measured_delta_us", "measured_ci_us", "explained", "reconciliation", "memory_delta_bytes", "rows",
+               "grew", "metric")
 
     def to_dict(self) -> dict:
+        ci = self.measured_ci_us
         return {"workload": self.workload, "device": self.device, "how": self.how, "a": self.a.to_dict(),
                 "b": self.b.to_dict(), "steps": self.steps, "rounds": self.rounds, "top": self.top,
                 "notes": self.notes,
                 # Derived, for readers without perfsuite; from_dict recomputes them from the sides.
-                "metric": self.metric, "measured_delta_us": self.measured_delta_us, "explained": self.explained,
-                "memory_delta_bytes": self.memory_delta_bytes,
+                "metric": self.metric, "measured_delta_us": self.measured_delta_us,
+                "measured_ci_us": None if ci is None else list(ci), "explained": self.explained,
+                "reconciliation": self.reconciliation, "memory_delta_bytes": self.memory_delta_bytes,
                 "rows": [r.to_dict() for r in self.listed], "grew": [r.to_dict() for r in self.grew]}
 
     @classmethod
@@ -171,29 +272,121 @@ class WhyResult:
                    int(d["steps"]), int(d["rounds"]), int(d.get("top", TOP)), list(d.get("notes", [])))
 
 
-def align(ops_a: list[dict], ops_b: list[dict], metric: str, direction: float = 1.0,
-          bytes_key: str = "self_cpu_bytes") -> list[OpRow]:
-    """Rows of both sides' operators by (name, shapes), the largest contribution to a difference
-    of sign `direction` first (a speed-up lists what got faster first)."""
-    a = {(o["name"], o["shapes"]): o for o in ops_a}
-    b = {(o["name"], o["shapes"]): o for o in ops_b}
-    keys = list(dict.fromkeys([*a, *b]))
-    rows = [OpRow(n, s, a.get((n, s)), b.get((n, s)), metric, bytes_key) for n, s in keys]
-    sign = -1.0 if direction < 0 else 1.0
-    return sorted(rows, key=lambda r: (-sign * r.delta_us, r.name, r.shapes))
+def _signed_us(us: float) -> str:
+    return ("+" if us >= 0 else "-") + fmt_seconds(abs(us) * 1e-6)
+
+
+def align(ops_a: list[dict], ops_b: list[dict], metric: str, bytes_key: str = "self_cpu_bytes") -> list[OpRow]:
+    """Both sides' operators matched by name and, among rows of one name, by the closest input
+    shapes; rows outside their own noise first, then the largest |B - A| first."""
+    names_a, names_b = _by_name(ops_a), _by_name(ops_b)
+    rows = []
+    for name in dict.fromkeys([*names_a, *names_b]):
+        xs, ys = names_a.get(name, []), names_b.get(name, [])
+        for x, y in _pair_by_shape(xs, ys):
+            if not xs or not ys:
+                mark = NEW if not xs else GONE
+            else:  # a row without a partner still belongs to an operator both sides run
+                mark = "" if x is not None and y is not None and x["shapes"] == y["shapes"] else CHANGED
+            rows.append(OpRow(name, mark, x, y, metric, bytes_key, _noise_us(x, y, metric)))
+    return sorted(rows, key=lambda r: (r.within_noise is True, -abs(r.delta_us), r.name, r.shapes))
+
+
+def _by_name(ops: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for o in ops:
+        out.setdefault(o["name"], []).append(o)
+    return out
+
+
+def _pair_by_shape(xs: list[dict], ys: list[dict]) -> list[tuple[dict | None, dict | None]]:
+    """Rows of one name paired greedily, closest shapes first, then nearest in the profile's
+    order (its rows come in the order the step first ran them); the rest each alone."""
+    candidates = sorted((_shape_distance(str(x["shapes"]), str(y["shapes"])), abs(i - j), i, j)
+                        for i, x in enumerate(xs) for j, y in enumerate(ys))
+    used_a, used_b, pairs = set(), set(), []
+    for *_, i, j in candidates:
+        if i not in used_a and j not in used_b:
+            used_a.add(i)
+            used_b.add(j)
+            pairs.append((i, j))
+    out = [(xs[i], ys[j]) for i, j in sorted(pairs)]
+    return out + [(x, None) for i, x in enumerate(xs) if i not in used_a] + \
+        [(None, y) for j, y in enumerate(ys) if j not in used_b]
+
+
+def _shape_distance(sa: str, sb: str) -> float:
+    """How far apart two input-shape lists are: 0 when equal; a size that differs costs the log2
+    of its ratio, a rank that differs 10, a missing input 100 (so a batch that doubled pairs with
+    its own call before another call's)."""
+    if sa == sb:
+        return 0.0
+    try:
+        la, lb = literal_eval(sa), literal_eval(sb)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return 1000.0
+    if not isinstance(la, list) or not isinstance(lb, list):
+        return 1000.0
+    d = 100.0 * abs(len(la) - len(lb))
+    for x, y in zip(la, lb):
+        if x == y:
+            continue
+        if _dims(x) and _dims(y) and len(x) == len(y):
+            d += sum(abs(math.log2((p + 1) / (q + 1))) for p, q in zip(x, y))
+        else:
+            d += 10.0
+    return d
+
+
+def _dims(x) -> bool:
+    return isinstance(x, list) and all(type(v) is int and v >= 0 for v in x)
+
+
+def _windows(row: dict | None, metric: str) -> list[float] | None:
+    w = None if row is None else row.get("windows", {}).get(metric)
+    return None if w is None else [float(v) for v in w]
+
+
+def _noise_us(x: dict | None, y: dict | None, metric: str) -> float | None:
+    """Half the ROW_CONFIDENCE interval of B - A from the per-window times (Welch's t: the sides
+    spread differently); a side without the row ran it 0 us in each window. None where a row
+    has no per-window times (a document written before they were kept) or one window a side."""
+    wa, wb = _windows(x, metric), _windows(y, metric)
+    if x is None and wb is not None:
+        wa = [0.0] * len(wb)
+    if y is None and wa is not None:
+        wb = [0.0] * len(wa)
+    if wa is None or wb is None or len(wa) < 2 or len(wb) < 2:
+        return None
+    va, vb = (_variance(w) / len(w) for w in (wa, wb))
+    if va + vb <= 0:
+        return 0.0  # identical windows: any difference is outside the noise
+    df = (va + vb) ** 2 / (va ** 2 / (len(wa) - 1) + vb ** 2 / (len(wb) - 1))
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + ROW_CONFIDENCE / 2, df)) * math.sqrt(va + vb)
+
+
+def _variance(xs: list[float]) -> float:
+    mean = sum(xs) / len(xs)
+    return sum((v - mean) ** 2 for v in xs) / (len(xs) - 1)
 
 
 def merge_rounds(windows: list[list[dict]]) -> list[dict]:
-    """Per-step operator rows averaged over windows; an operator missing from a window counts 0 there."""
+    """Per-step operator rows averaged over windows, each keeping its times per window under
+    "windows" (the spread its noise is read from); an operator missing from a window counts 0 there."""
+    n = max(len(windows), 1)
     total: dict[tuple, dict] = {}
-    for ops in windows:
+    for w, ops in enumerate(windows):
         for o in ops:
             key = (o["name"], o["shapes"])
-            acc = total.setdefault(key, {"name": o["name"], "shapes": o["shapes"]})
+            acc = total.setdefault(key, {"name": o["name"], "shapes": o["shapes"],
+                                         "windows": {k: [0.0] * n for k in TIMES}})
             for k, v in o.items():
-                if isinstance(v, (int, float)):
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
                     acc[k] = acc.get(k, 0.0) + v
-    n = max(len(windows), 1)
+            for k in TIMES:
+                acc["windows"][k][w] += float(o.get(k, 0.0))
     return [{k: (v / n if isinstance(v, (int, float)) else v) for k, v in acc.items()} for acc in total.values()]
 
 
@@ -247,4 +440,6 @@ def why(workload: str, device: str, how: str, a: ProfiledSide, b: ProfiledSide, 
     if abs(out.measured_delta_us) < SMALL * side_a.median_step_s * 1e6:
         out.notes.append(f"the sides' step times differ by less than {SMALL:.0%}: the rows show where they "
                          "differ, not a cause of a slowdown")
+    if rounds < 2:
+        out.notes.append("one window per side: no row has a noise floor (--rounds 2 or more gives one)")
     return out
