@@ -93,3 +93,27 @@ def test_a_stored_verdict_comes_back_with_its_word_and_interval():
     assert back.word == v.word == "slower" and back.interval == v.interval
     old = {k: x for k, x in v.to_dict().items() if k not in ("confirmed", "word", "interval", "alpha", "direction")}
     assert GateVerdict.from_dict(old).word == "slower"  # a document written before the words
+
+
+def test_pairings_of_processes_that_disagree_widen_the_interval():
+    """Pairs from three pairings of side processes, each pairing 3% off the others (a process's
+    placement): the pairs alone give a tight interval; the pairings' spread widens it, and unchanged
+    code is no longer called faster or slower."""
+    rng = random.Random(11)
+    offsets = (0.955, 0.985, 1.015)
+    ratios, units = [], []
+    for j in range(120):
+        u = j % 3
+        for _ in range(2):
+            ratios.append(offsets[u] * math.exp(rng.gauss(0, 0.01)))
+            units.append(u)
+    tight = verdict.ratio_interval(ratios, 0.01)
+    wide = verdict.ratio_interval(ratios, 0.01, units)
+    assert wide[0] < tight[0] and wide[1] > tight[1]
+    assert verdict.judge(*tight, 0.01) == "faster"  # the pairs alone: a false speed-up
+    assert verdict.judge(*wide, 0.01) in ("same", "undecided")
+    # One pairing, or pairings that agree: nothing to widen by.
+    same_units = [0] * len(ratios)
+    assert verdict.ratio_interval(ratios, 0.01, same_units) == tight
+    v = GateVerdict("c", 0.01, PairedRun(ratios, 1, decision="slower", p=0.001, units=tuple(units)), True)
+    assert GateVerdict.from_dict(v.to_dict()).interval == wide == v.interval

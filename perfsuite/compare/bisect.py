@@ -132,8 +132,10 @@ class Probe:
     @classmethod
     def from_dict(cls, d: dict) -> "Probe":
         """Back from to_dict(); the ratio and its interval are recomputed from the verdict's pairs."""
-        return cls(str(d["sha"]), str(d["outcome"]), d.get("verdict"), str(d.get("error", "")),
-                   float(d.get("seconds", 0.0)))
+        outcome = str(d["outcome"])
+        # Logs of rule 2 and before bisected slowdowns only, and called "like bad" slower.
+        outcome = CHANGED if outcome == "slower" else outcome
+        return cls(str(d["sha"]), outcome, d.get("verdict"), str(d.get("error", "")), float(d.get("seconds", 0.0)))
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,9 @@ class HalfwayArms(GateArms):
                 notes.append(f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
                              f"{'bad' if decision == CHANGED else 'good'} by its median ratio {stats.median(ratios):.3f}")
             faults = sum(s.faults for s in base + now) / max(len(ratios), 1)
+            units = tuple(u for r in runs for u in (r.units or (0,) * len(r.ratios)))
             run = gate.PairedRun(ratios, runs[0].block_size, tuple(looks), decision, 1.0,
-                                 gate.sides_settle(base + now), faults)
+                                 gate.sides_settle(base + now), faults, units if len(set(units)) > 1 else ())
             return gate.GateVerdict(case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes,
                                     self.fdr, self.direction)
 

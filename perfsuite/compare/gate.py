@@ -72,6 +72,9 @@ class PairedRun:
     # heap.settle's account before the budget ({"sides": [...]}: one per side process); None: not held
     settle: dict | None = None
     faults_per_pair: float = 0.0  # minor page faults per pair while the pairs ran
+    # Per pair, which pairing of builds (or side processes) it came from: A's j-th with B's j-th.
+    # Empty: one pairing (or a document written before they were kept).
+    units: tuple = ()
 
     @property
     def median(self) -> float:
@@ -116,7 +119,7 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     slowest = max(w["step_estimate_s"] for w in cal.warmups)
     n = max(1, min(cal.block_size, int(block_s / max(slowest, 1e-12))))
     pairs_s = budget_s - (clock.now() - start)
-    t0, ratios, read, j = clock.now(), [], [], 0
+    t0, ratios, units, read, j = clock.now(), [], [], [], 0
     faults = heap.FaultCount()  # around the timed blocks only: a look's lazy scipy import is not the step's
     marks = looks if threshold is not None else (1.0,)
     bounds = sequential.boundaries(marks, alpha)
@@ -127,6 +130,7 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
             with faults:
                 ta, tb = interleaved_blocks(a[j % len(a)], b[j % len(b)], clock, n, pairs=2)
             ratios += [y / x for x, y in zip(ta, tb)]
+            units += [j % len(a)] * len(ta)
             j += 1
             if on_look is not None and clock.now() - said >= 1.0:
                 on_look(ratios, k, len(marks))
@@ -140,7 +144,8 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
             on_look(ratios, k + 1, len(marks))
         if decision is not None:
             break
-    return PairedRun(ratios, n, tuple(read), decision, p_scaled, settled, faults.count / max(len(ratios), 1))
+    return PairedRun(ratios, n, tuple(read), decision, p_scaled, settled, faults.count / max(len(ratios), 1),
+                     tuple(units) if len(a) > 1 else ())
 
 
 def read_look(logs: list[float], threshold: float, bound: float, final: bool) -> tuple[str | None, float]:
@@ -172,6 +177,7 @@ class GateVerdict:
     notes: list[str] = field(default_factory=list)
     alpha: float = ALPHA  # the test's false-alarm rate: each end of `interval` is one-sided at it
     direction: int = 1
+    _cached: tuple = field(default=(None, None), repr=False, compare=False)  # (key, interval)
 
     @property
     def p(self) -> float:
@@ -183,8 +189,12 @@ class GateVerdict:
 
     @property
     def interval(self) -> tuple[float, float]:
-        """The ratio's interval: the signed-rank test inverted at `alpha` per end (perfsuite.stats.verdict)."""
-        return verdict.ratio_interval(self.run.ratios, self.alpha)
+        """The ratio's interval: the signed-rank test inverted at `alpha` per end, widened by how
+        much the pairings of processes (builds) disagree (perfsuite.stats.verdict.ratio_interval)."""
+        key = (id(self.run), len(self.run.ratios), self.alpha)  # `run` is replaced, never changed in place
+        if self._cached[0] != key:
+            self._cached = (key, verdict.ratio_interval(self.run.ratios, self.alpha, self.run.units))
+        return self._cached[1]
 
     @property
     def confidence(self) -> float:
@@ -209,7 +219,7 @@ class GateVerdict:
             "looks": list(self.run.looks), "notes": self.notes, "settle": self.run.settle,
             "faults_per_pair": self.run.faults_per_pair,
             # The raw pairs: the median, the interval and the word are recomputed from them on load.
-            "ratios": list(self.run.ratios), "block_size": self.run.block_size,
+            "ratios": list(self.run.ratios), "units": list(self.run.units), "block_size": self.run.block_size,
         }
 
     @classmethod
@@ -219,7 +229,8 @@ class GateVerdict:
         if "ratios" not in d:
             raise ValueError(f"gate verdict {d.get('label')!r}: written without its pairs (an older document)")
         run = PairedRun(list(d["ratios"]), int(d["block_size"]), tuple(d.get("looks", ())), d.get("decision"),
-                        float(d["p"]), d.get("settle"), float(d.get("faults_per_pair", 0.0)))
+                        float(d["p"]), d.get("settle"), float(d.get("faults_per_pair", 0.0)),
+                        tuple(int(u) for u in d.get("units") or ()))
         return cls(d["label"], float(d["threshold"]), run, bool(d.get("confirmed", d.get("slower"))),
                    list(d.get("notes", [])), float(d.get("alpha", ALPHA)), int(d.get("direction", 1)))
 
