@@ -1,7 +1,8 @@
 """`perfsuite why` (issues 24 and 36): matching by name and shape, each row's noise floor from
-its windows, the reconciliation with the measured difference, against hand-built sides; the
-interleaving of the sides with fake sides (no timing), one real profiler window, and — slow —
-the built-in activation's custom autograd Function against torch's built-in, end to end."""
+its windows, the reconciliation with the measured difference, and the report saying what the
+console says, against hand-built sides and a stored document; the interleaving of the sides with
+fake sides (no timing), one real profiler window, and — slow — the built-in activation's custom
+autograd Function against torch's built-in, end to end."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.compare.why import (CHANGED, GONE, NEW, ProfiledSide, WhyResult, WhySide, _shape_distance, align,
-                                   merge_rounds, why)
+from perfsuite.compare.why import ProfiledSide, WhyResult, WhySide, merge_rounds, why
+from perfsuite.compare.why_rows import CHANGED, GONE, NEW, _shape_distance, align
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,6 +87,19 @@ def printed(result) -> str:
     return console.file.getvalue()
 
 
+def reported(result) -> str:
+    """The report's section for `result`, through its JSON as `perfsuite report` reads it."""
+    from perfsuite.report.why import section
+
+    return "\n".join(section([json.loads(json.dumps(result.to_dict()))]))
+
+
+def report_row(page: str, name: str) -> list[str]:
+    """The cells of the report's table row for operator `name`."""
+    line = next(line for line in page.splitlines() if f"`{name}`" in line)
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
 def test_a_new_operator_with_a_steady_difference_leads_a_noisy_unchanged_one_marked_within_noise():
     # As on the GPT commit that switched to scaled_dot_product_attention: unchanged GELU rows
     # whose per-window time swings more than the new operator costs led the table.
@@ -116,6 +130,13 @@ def test_a_new_operator_with_a_steady_difference_leads_a_noisy_unchanged_one_mar
     assert gelu_line.rstrip(" │").endswith("within")
     assert "explains 92% of the measured difference" in printed(r)
     assert "95% CI +6.0% to +6.6% over 12 pairs" in printed(r)
+    # The report says the same: the measured difference of the pairs (a ratio of the medians
+    # says +6.4%), each row's interval, the rows within it marked, the reconciliation.
+    page = reported(r)
+    assert "B - A +66 us (+6.6%; 95% CI +6.0% to +6.6% over 12 pairs)" in page and "+6.4%" not in page
+    assert report_row(page, "aten::gelu")[5:] == ["1.277 ms", "1/1", "", "", "within"]
+    assert report_row(page, "aten::scaled_dot_product_attention")[5:] == ["3.77 us", "0/1", "", "new", ""]
+    assert "explains 92% of the measured difference" in page
     # A name one side never runs differs however its windows spread: its size is uncertain, not its existence.
     wild = WhyResult("gpt", "cpu", "--base X", side("A", [[op("aten::addmm", 40)]] * 4, step_a),
                      side("B", [[op("aten::addmm", 40), op("aten::silu", s)] for s in (145, 99, 38, 65)], step_b),
@@ -157,11 +178,16 @@ def test_listed_differences_far_above_the_measured_one_are_not_called_a_share_of
     assert "1.9 times it, so they cannot be reconciled" in text
     assert "400 more operator calls per step: A 2, B 402" in text
     assert "190%" not in text and "explains" not in text
+    # Nor in the report: its sentence, no share ("explain -" or a percentage of the difference).
+    page = reported(over)
+    assert "1.9 times it, so they cannot be reconciled" in page and "400 more operator calls per step" in page
+    assert "190%" not in page and "explain" not in page
     # A measured difference inside its own interval is no denominator either.
     same = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
                      side("B", win_b, pairs(5e-3, 5e-3)[1]), steps=5, rounds=4)
     assert same.measured_within_noise and same.explained is None
     assert "within its noise (95% CI" in same.reconciliation
+    assert "within its noise (95% CI" in reported(same) and "explain" not in reported(same)
     # Pointing the other way: B's operators cost more, its step less.
     other = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
                       side("B", win_b, pairs(5e-3, 4e-3)[1]), steps=5, rounds=4)
@@ -241,10 +267,11 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert rep.returncode == 0, rep.stdout + rep.stderr
     page = (tmp_path / "rep" / "summary.md").read_text()
-    assert "## Why: operators that changed" in page and "`aten::silu`" in page
+    assert "## Why: operators that changed" in page and "`aten::silu`" in page and "against the measured" in page
 
 
-def test_a_stored_why_document_comes_back_with_the_same_rows():
+def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_renders_it():
+    from perfsuite.report.why import section
     from perfsuite.storage.files import load_document
 
     # Written by bisect's why on the slow test's history: good against the commit adding a tanh.
@@ -258,6 +285,24 @@ def test_a_stored_why_document_comes_back_with_the_same_rows():
     assert r.listed[0].name == "aten::tanh" and r.listed[0].mark == NEW
     assert all(row.noise_us is None for row in r.rows) and r.explained == pytest.approx(0.66, abs=0.01)
     assert "explains 66% of the measured difference" in printed(r)
+    # The report renders it with the same figures: the measured difference of its 15 pairs (the
+    # ratio of the medians is +854.3%), no interval for rows without windows.
+    page = "\n".join(section([d]))
+    assert "B - A +8.63 ms (+863.0%; 95% CI +754.1% to +1028.2% over 15 pairs)" in page and "854.3%" not in page
+    assert "explains 66% of the measured difference" in page
+    assert report_row(page, "aten::tanh")[4:] == ["+3.881 ms", "", "0/1", "", "new", ""]
+
+
+def test_a_why_document_whose_sides_cannot_be_rendered_is_named_and_the_report_goes_on():
+    from perfsuite.report.why import section
+
+    a = WhySide("A", {}, [op("aten::mm", 100)], [1e-3] * 6, {})
+    good = WhyResult("w", "cpu", "--base X", a, WhySide("B", {}, [op("aten::mm", 130)], [1.03e-3] * 6, {}),
+                     steps=5, rounds=1).to_dict()
+    empty = {**good, "b": {**good["b"], "step_s": []}}  # hand-edited: no timed blocks
+    page = "\n".join(section([empty, good]))
+    assert "a why document that cannot be read: ValueError" in page
+    assert page.count("### w (--base X, cpu)") == 1 and "`aten::mm`" in page
 
 
 @pytest.mark.slow

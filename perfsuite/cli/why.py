@@ -57,29 +57,13 @@ def _signed_bytes(x: float) -> str:
     return ("+" if x >= 0 else "-") + fmt_bytes(abs(x))
 
 
-def _step_line(r) -> str:
-    """The unprofiled step times and their difference with its interval: the figure the table is
-    reconciled with (the gate's, over more pairs, is the one to quote for the size)."""
-    from perfsuite.compare.why import STEP_CONFIDENCE
-
-    ta, tb = r.a.median_step_s, r.b.median_step_s
-    ci, pairs = r.measured_ci_us, r.pair_deltas_us
-    if ci is None:
-        spread = "too few pairs for an interval"
-    else:
-        spread = (f"{STEP_CONFIDENCE:.0%} CI {ci[0] / (ta * 1e6):+.1%} to {ci[1] / (ta * 1e6):+.1%} "
-                  f"over {len(pairs)} pairs")
-    return (f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
-            f"B - A {_signed_us(r.measured_delta_us)} ({r.measured_delta_us / (ta * 1e6):+.1%}; {spread})")
-
-
 def print_why(r, console) -> None:
     """The differential profile: step times, the operators table, what it explains, memory."""
-    from perfsuite.compare.why import ROW_CONFIDENCE
+    from perfsuite.compare.why_rows import ROW_CONFIDENCE
 
     a, b = r.a, r.b
     console.print(Text(printable(f"{r.workload} ({r.how}, {r.device}): A = {a.label}, B = {b.label}"), style="bold"))
-    console.print(Text(_step_line(r)))
+    console.print(Text(r.step_summary()))
     what = "self CUDA time" if r.metric == "self_device_us" else "self CPU time"
     busy = [r.device_busy(side) for side in (a, b)]
     if all(x is not None for x in busy):

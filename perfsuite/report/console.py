@@ -14,7 +14,11 @@ from perfsuite.core.units import fmt_seconds
 
 
 def records_table(records: list[Record]) -> Table:
-    t = Table(title="perfsuite results", show_lines=False)
+    t = Table(title="perfsuite results", show_lines=False, caption_justify="left",
+              caption="median: seconds per step; 95% CI: of that median; IQR: spread of the timed blocks, as a "
+                      "share of the median; n x block: timed blocks x steps in each; peak RSS (region): host "
+                      "memory the step added above its start; CI target: whether the CI reached --target-ci "
+                      "(a miss is not a failure: its warning says what to do next)")
     bound = shows_bound(records)  # CPU-only runs get no column of "n/a"
     # "CI target": whether the median's interval reached --target-ci ("not met" is not a failure:
     # the warning under the table says what to do next); "met, warnings": reached, with warnings.
@@ -37,7 +41,10 @@ _STYLE = {"slower": "bold red", "faster": "green", "same": "", "undecided": "yel
 
 
 def comparison_table(cmp: Comparison) -> Table:
-    t = Table(title="perfsuite compare (new / base)")
+    t = Table(title="perfsuite compare (new / base)", caption_justify="left",
+              caption="ratio: new / base (per reference-kernel time when machine is shown, the reference's own "
+                      "new / base); noise: what separate runs of unchanged code differ by; verdict: slower (exit 1), "
+                      "faster or same (0), undecided (5: more time or a quieter machine)")
     for col in ("case", "base", "new", "machine", "ratio", "95% CI", "noise", "p", "verdict"):
         t.add_column(col, justify="left" if col == "case" else "right")
     for c in cmp.cases:

@@ -1,4 +1,10 @@
-"""The report's section for differential profiles (`perfsuite why --json`, and bisect's)."""
+"""The report's section for differential profiles (`perfsuite why --json`, and bisect's).
+
+It says what `perfsuite why` printed (perfsuite.cli.why): the figures come from the result
+rebuilt from the document's sides (WhyResult.from_dict), not from the derived fields stored beside
+them, so a document written before rows kept their windows or before the step difference was
+measured from pairs renders with the figures the current `why` gives those sides.
+"""
 
 from __future__ import annotations
 
@@ -11,40 +17,64 @@ ROWS = 10  # operators per comparison in the report; the JSON keeps the command'
 
 
 def _us(x: float) -> str:
-    return ("-" if x < 0 else "") + fmt_seconds(abs(x) * 1e-6)
+    return fmt_seconds(x * 1e-6)
+
+
+def _signed_us(x: float) -> str:
+    return ("-" if x < 0 else "+") + _us(abs(x))
+
+
+def _step_line(r) -> str:
+    return f"A = {markdown_cell(r.a.label)}, B = {markdown_cell(r.b.label)}: {r.step_summary()}."
+
+
+def _table(r) -> list[str]:
+    """The first ROWS operators, those outside their own noise first; a row within it is marked
+    "within" (its difference is as likely the windows' noise as the change)."""
+    from perfsuite.compare.why_rows import ROW_CONFIDENCE
+
+    what = "self CUDA" if r.metric == "self_device_us" else "self CPU"
+    lines = [f"Operators per step, those outside their own noise first, then by |B - A| ({what} time; "
+             f"{r.rounds} windows of {r.steps} steps per side; ± is the {ROW_CONFIDENCE:.0%} interval from "
+             "the windows' spread, empty where the document kept no windows):", "",
+             f"| operator | input shapes | A ({what}) | B | B - A | ± | calls A/B | alloc B - A | | noise |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in r.listed[:ROWS]:
+        alloc = "" if not row.delta_bytes else ("-" if row.delta_bytes < 0 else "+") + fmt_bytes(abs(row.delta_bytes))
+        noise = "" if row.noise_us is None else _us(row.noise_us)
+        calls = f"{row.value(row.a, 'calls'):g}/{row.value(row.b, 'calls'):g}"
+        lines.append(f"| `{markdown_cell(row.name)}` | {markdown_cell(row.shapes)} | "
+                     f"{_us(row.value(row.a, r.metric))} | {_us(row.value(row.b, r.metric))} | "
+                     f"{_signed_us(row.delta_us)} | {noise} | {calls} | {alloc} | {row.mark} | "
+                     f"{'within' if row.within_noise else ''} |")
+    return lines
+
+
+def _comparison(r) -> list[str]:
+    lines = [f"### {markdown_cell(r.workload)} ({markdown_cell(r.how)}, {markdown_cell(r.device)})", "",
+             _step_line(r), "", *_table(r), "",
+             # The sentence, not a share: a share is only given where the sum is one (WhyResult.explained).
+             markdown_cell(r.reconciliation) + "."]
+    mem = r.memory_delta_bytes
+    if mem is not None:
+        lines += ["", f"Peak memory of a step above its start: B - A {'-' if mem < 0 else '+'}{fmt_bytes(abs(mem))}"
+                  + (f"; allocations grew in {', '.join(f'`{g.name}`' for g in r.grew[:3])}" if r.grew else "")
+                  + "."]
+    return lines + [f"- note: {n}" for n in r.notes] + [""]
 
 
 def section(docs: list[dict]) -> list[str]:
-    """Markdown lines: per comparison, the step times, what the listed operators explain, the top
-    operators by their share of the difference, and peak memory."""
+    """Markdown lines: per comparison, the step times and measured difference, the top operators
+    with their intervals, how they reconcile with the measured difference, and peak memory."""
     from perfsuite.compare.why import WhyResult
 
     lines = ["## Why: operators that changed (differential torch.profiler)", ""]
     for d in docs:
         try:
-            r = WhyResult.from_dict(d)
+            # Rendering is inside too: a side's step times are only read here (empty: ValueError).
+            lines += _comparison(WhyResult.from_dict(d))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hand-edited or foreign file
             lines += [f"- a why document that cannot be read: {type(exc).__name__}: {markdown_cell(str(exc))}", ""]
-            continue
-        ta, tb = r.a.median_step_s, r.b.median_step_s
-        explained = "-" if r.explained is None else f"{r.explained:.0%}"
-        what = "self CUDA" if r.metric == "self_device_us" else "self CPU"
-        lines += [f"### {markdown_cell(r.workload)} ({markdown_cell(r.how)}, {markdown_cell(r.device)})", "",
-                  f"A = {markdown_cell(r.a.label)}, B = {markdown_cell(r.b.label)}: step {fmt_seconds(ta)} / {fmt_seconds(tb)} "
-                  f"({tb / ta - 1:+.1%}); the operators listed in the JSON explain {explained} of the difference.",
-                  "", f"| operator | input shapes | A ({what}) | B | B - A | calls A/B | alloc B - A | |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for row in r.listed[:ROWS]:
-            alloc = "" if not row.delta_bytes else ("-" if row.delta_bytes < 0 else "+") + fmt_bytes(abs(row.delta_bytes))
-            lines.append(f"| `{markdown_cell(row.name)}` | {markdown_cell(row.shapes)} | {_us(row.value(row.a, r.metric))} | "
-                         f"{_us(row.value(row.b, r.metric))} | {_us(row.delta_us)} | "
-                         f"{row.value(row.a, 'calls'):g}/{row.value(row.b, 'calls'):g} | {alloc} | {row.mark} |")
-        mem = r.memory_delta_bytes
-        if mem is not None:
-            lines += ["", f"Peak memory of a step above its start: B - A {'-' if mem < 0 else '+'}{fmt_bytes(abs(mem))}"
-                      + (f"; allocations grew in {', '.join(f'`{g.name}`' for g in r.grew[:3])}" if r.grew else "")
-                      + "."]
-        lines += [f"- note: {n}" for n in r.notes] + [""]
     return lines
 
 
