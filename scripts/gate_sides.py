@@ -4,7 +4,7 @@
 
 examples/my-project is copied into a temporary git repository. Unchanged code: a commit that
 touches only a note, gated against its parent `--trials` times (every `perfsuite gate` that says
-slower is a false alarm; "undecided", exit 5, is counted apart). Slowed code: a commit whose model adds 256x256 matmuls to the forward,
+slower is a false alarm; "undecided", exit 5, is counted apart). Slowed code: a commit whose model adds 64x64 matmuls to the forward,
 sized from an in-process timing to cost about `--slowdown` of the step, gated against its parent
 `--trials` times (power). Every gate is the real command: each side in its own processes, the
 base in a git worktree, the defaults unless given (`--max-time`, `--builds`, `--threads`).
@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+PAD = 64  # the injected slowdown's unit: a PAD x PAD matmul
 PADDED_FORWARD = '''    def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.body(x)
         for _ in range({count}):  # injected: about {fraction:.1%} of the step
@@ -39,7 +40,7 @@ def _git(repo: Path, *args: str) -> None:
 
 
 def _padding_count(fraction: float, threads: int | None) -> tuple[int, float]:
-    """Matmuls of 256x256 that cost `fraction` of tiny_mlp's step (batch 32), timed here."""
+    """Matmuls of PAD x PAD that cost `fraction` of tiny_mlp's step (batch 32), timed here."""
     import torch
 
     from perfsuite.measure.timing import PerfCounterClock
@@ -59,7 +60,9 @@ def _padding_count(fraction: float, threads: int | None) -> tuple[int, float]:
         torch.nn.functional.cross_entropy(net(x), y).backward()
         opt.step()
 
-    a, b, out = torch.randn(256, 256), torch.randn(256, 256), torch.empty(256, 256)
+    # A 64x64 unit: a 256x256 matmul costs about tiny_mlp's whole step, so one of them could not
+    # make a 5% slowdown (the first runs of this script injected 2-4x and called it 8.7%).
+    a, b, out = torch.randn(PAD, PAD), torch.randn(PAD, PAD), torch.empty(PAD, PAD)
     clock = PerfCounterClock()
     for _ in range(50):
         step()
@@ -121,8 +124,8 @@ def main() -> None:
         text = model.read_text()
         text = text.replace("                                        torch.nn.Linear(width, classes))\n",
                             "                                        torch.nn.Linear(width, classes))\n"
-                            "        self._pad_a, self._pad_b = torch.randn(256, 256), torch.randn(256, 256)\n"
-                            "        self._pad_out = torch.empty(256, 256)\n")
+                            f"        self._pad_a, self._pad_b = torch.randn({PAD}, {PAD}), torch.randn({PAD}, {PAD})\n"
+                            f"        self._pad_out = torch.empty({PAD}, {PAD})\n")
         start = text.index("    def forward(")
         model.write_text(text[:start] + PADDED_FORWARD.format(count=count, fraction=estimated))
         _git(slow, "add", "-A")

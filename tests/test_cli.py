@@ -296,3 +296,24 @@ def test_bad_pinning_and_worker_options_are_refused(capsys, flag, message):
     with pytest.raises(SystemExit) as exc:
         cli.main(["run", "noop", *flag])
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_fork_server_imports_torchvision_only_for_workloads_that_use_it(tmp_path, monkeypatch):
+    """torchvision costs as much as torch to import; a user's workload that does not use it should
+    not wait for it before its first sample (issue 36)."""
+    from perfsuite.cli.app import _needs_vision
+    from perfsuite.cli.parser import build_parser
+
+    (tmp_path / "pyproject.toml").write_text('[tool.perfsuite]\nworkloads = ["bench"]\n')
+    (tmp_path / "bench").mkdir()
+    step = tmp_path / "bench" / "mine.py"
+    step.write_text("import perfsuite\n\n@perfsuite.workload(params={'n': 1})\ndef mine(n: int, device: str):\n"
+                    "    return perfsuite.Step(lambda: None, items=n)\n")
+    monkeypatch.chdir(tmp_path)
+    parse = build_parser().parse_args
+    assert _needs_vision(parse(["run", "mine"])) is False
+    assert _needs_vision(parse(["gate", "mine"])) is False
+    assert _needs_vision(parse(["run", "resnet"])) is True  # perfsuite's own: full preload
+    assert _needs_vision(parse(["run", "--suite", "ci"])) is True
+    step.write_text("import torchvision\n" + step.read_text())
+    assert _needs_vision(parse(["run", "mine"])) is True

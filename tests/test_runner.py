@@ -97,7 +97,8 @@ def test_noisy_case_stops_at_budget_and_says_so():
     cfg = RunConfig(max_time=1.0)
     m = measure(_noop, clock, cfg)
     assert not m.converged
-    assert any("did not converge" in w for w in m.warnings)
+    (line,) = [w for w in m.warnings if "did not converge" in w]
+    assert "next: " in line  # the next step: a longer budget, or the roads past it
     # The budget covers warm-up and measurement; at most one block past it.
     assert clock.now() <= cfg.max_time + 2 * 0.01 * 1.5 * m.block_size + 1e-3
     assert len(m.samples_s) >= 2

@@ -68,6 +68,12 @@ def test_merge_keeps_every_process_and_reports_the_median_of_their_medians():
     text = "\n".join(rec.warnings)
     assert "steal took 5.4%" in text and "between processes" in text and "did not converge" in text
     assert "processes 1,2,3 of 3: noisy" in text  # one line for what every process said
+    # The "did not converge" line ends with the next step: processes 10% apart cannot reach +-1%.
+    assert "compare versions in one interleaved `perfsuite gate`" in text
+    close = [_child(1e-3, 0), _child(1.01e-3, 1), _child(1.005e-3, 2)]
+    near = "\n".join(workers.merge(close, [1, 2, 3], RunConfig(max_time=3.0, processes=3)).warnings)
+    need = int(near.split("next: --processes ")[1].split()[0])
+    assert 3 < need <= 64 and f"--max-time {need}" in near  # one second a process, as this run had
     back = Record.from_dict(json.loads(rec.to_json()))
     assert back.median_s == rec.median_s and back.processes == rec.processes
 

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         if _uses_processes(args):
             from perfsuite.measure.workers import start_server_soon
 
-            start_server_soon()  # its torch import overlaps this process's own, below
+            start_server_soon(_needs_vision(args))  # its torch import overlaps this process's own, below
         if args.command in WORKLOAD_COMMANDS:
             discover(args.workload_paths)
         return COMMANDS[args.command](args, console)
@@ -104,6 +104,27 @@ def _uses_processes(args) -> bool:
 
         return _run_workers(RunConfig, args) > 1
     return False
+
+
+def _needs_vision(args) -> bool:
+    """Whether the server should import torchvision for this command: not when the named workload
+    is the project's own (`[tool.perfsuite]`) and none of its files mentions torchvision (a file of
+    the user's model that imports it anyway pays the import in each process, as any module of
+    theirs does); perfsuite's own workloads and suites keep it."""
+    name = getattr(args, "workload", None)
+    if not isinstance(name, str) or getattr(args, "suite", None) or getattr(args, "config", None):
+        return True
+    from perfsuite.core.discover import find_project, project_paths, workload_files
+
+    try:
+        project = find_project(Path.cwd())
+        files = [f for p in (project_paths(project) if project else []) for f in workload_files(p)]
+        files += [f for p in (getattr(args, "workload_paths", None) or []) for f in workload_files(Path(p))]
+        texts = [f.read_text(errors="replace") for f in files]
+    except (PerfsuiteError, OSError):
+        return True  # discovery will say what is wrong; the server keeps its full preload
+    declares = any(f"def {name}(" in t for t in texts)
+    return not declares or any("torchvision" in t for t in texts)
 
 
 def _run_workers(RunConfig, args) -> int:

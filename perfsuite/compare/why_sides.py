@@ -11,7 +11,6 @@ with `WhyArms` as its Measure.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from perfsuite.compare import sides

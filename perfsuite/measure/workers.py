@@ -47,6 +47,7 @@ PRELOAD = ("torch", "torchvision", "scipy.stats", "perfsuite.measure.runner", "p
            "perfsuite.measure.system", "perfsuite.core.discover", "perfsuite.compare.side_worker",
            "perfsuite.cli", "perfsuite.measure.preload")
 _server_warm = False  # whether this process's fork server has started and preloaded
+_preload: tuple[str, ...] = PRELOAD  # what this process's fork server imports (start_server_soon may drop one)
 # A merged record warns when most of a process median's variance is between processes.
 BETWEEN_WARN_SHARE = 0.5
 
@@ -163,7 +164,7 @@ def context(start_method: str | None = None):
     method = start_method or START_METHOD
     ctx = multiprocessing.get_context(method)
     if method == "forkserver" and not _server_warm:
-        ctx.set_forkserver_preload(list(PRELOAD))
+        ctx.set_forkserver_preload(list(_preload))
         warm = ctx.Process(target=_noop, name="perfsuite-forkserver-warm")
         warm.start()
         warm.join()
@@ -189,16 +190,20 @@ def processes_advice(spread, cfg: RunConfig, n: int) -> str:
             "process adds a degree of freedom to the interval)")
 
 
-def start_server_soon() -> None:
+def start_server_soon(vision: bool = True) -> None:
     """Start the fork server without waiting for it, when a command will need it: the server
     imports torch while this process finds the workloads and imports torch too, instead of after
-    it (the two imports overlap on a 2-core machine; a `--max-time 4` run spent 13 s before its
-    first sample waiting on the server, issue 36). context() later waits for it to be ready."""
+    it. `vision=False` leaves torchvision out of its imports, for a user's workloads that do not
+    use it: it costs as much as torch itself (6.7 s against 6.1 s on the loaded 2-core VM,
+    2026-11-27), paid before the first sample of every run (issue 36: a `--max-time 4` run took
+    31-37 s). context() later waits for the server to be ready."""
+    global _preload
     if START_METHOD != "forkserver" or _server_warm:
         return
     from multiprocessing import forkserver
 
-    multiprocessing.get_context(START_METHOD).set_forkserver_preload(list(PRELOAD))
+    _preload = PRELOAD if vision else tuple(m for m in PRELOAD if m != "torchvision")
+    multiprocessing.get_context(START_METHOD).set_forkserver_preload(list(_preload))
     forkserver.ensure_running()
 
 
