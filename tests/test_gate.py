@@ -141,8 +141,8 @@ def test_perfsuites_own_workload_is_gated_from_a_worktree_and_the_worktree_is_re
     code = main(["gate", "matmul", "-p", "n=32", "--base", "HEAD", "--device", "cpu", "--max-time", "0.5", "--builds", "1",
                  "--heap", "default", "--threads", "1"])
     out = capsys.readouterr().out
-    assert "matmul[n=32,dtype=fp32]: median ratio" in out and "pairs" in out
-    assert code in (0, 1)  # a verdict either way (an A/A of 0.5 s may say either): the road is the point
+    assert "matmul[n=32,dtype=fp32]: " in out and ", ratio " in out and "pairs" in out
+    assert code in (0, 1, 5)  # a verdict either way (an A/A of 0.5 s may say any): the road is the point
     after = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
     assert after == before  # the base checkout is gone
 
