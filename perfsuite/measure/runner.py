@@ -19,7 +19,7 @@ from perfsuite.measure import heap
 from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS
 from perfsuite.measure.nvml import NvmlSampler
 from perfsuite.measure.nvtx import nvtx_range
-from perfsuite.measure import counted
+from perfsuite.measure import counted, flops
 from perfsuite.measure.reference import Reference
 from perfsuite.measure.reference import taken_on as reference_taken_on
 from perfsuite.measure.timing import Clock, clock_for
@@ -519,11 +519,13 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     builds = []
     build = counted.alike(lambda: workload.build(resolved, device))  # the first build counts the step's work
     try:
-        for _ in range(count):
-            # Each build from the same seed, as a separate run would make it: builds then differ as
-            # separate runs do (where their memory lands), not in their random weights.
-            torch.manual_seed(cfg.seed)
-            builds.append(build())
+        # What a build's FLOP count could not see (an operator without a formula) goes in the record.
+        with flops.warnings_heard() as flop_warnings:
+            for _ in range(count):
+                # Each build from the same seed, as a separate run would make it: builds then differ as
+                # separate runs do (where their memory lands), not in their random weights.
+                torch.manual_seed(cfg.seed)
+                builds.append(build())
     except BaseException:
         for b in builds:
             if b.teardown is not None:
@@ -602,7 +604,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
     conditions["builds"] = len(m.builds_s)
     if m.reference is not None:
         conditions["reference"] = m.reference
-    warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings
+    warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings + flop_warnings
     if cfg.heap == "steady" and conditions["heap"] != "steady":
         warnings.append(f"heap steady was asked for but not held ({heap.hold().get('reason')}): "
                         "page faults stay in the step's time")
