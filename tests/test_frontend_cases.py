@@ -45,17 +45,29 @@ def _discovered(size: str, monkeypatch) -> dict:
     return {b["name"]: b for b in json.loads(out.getvalue())}
 
 
+# Changed on purpose since 4d23e8c (issue 36): the whole process's peak RSS became the step's own
+# peak memory (another measure, so another name: its history must not continue the old one's), and
+# time_step's setup warms the step and skips under --quick (its stored figures were a fresh build's
+# first call, so a new version is right). Every other benchmark keeps its stored results.
+RENAMED = {".track_peak_rss": ".track_step_peak_memory"}
+NEW_VERSION = (".track_step_peak_memory", ".time_step")
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_asv_sees_the_benchmarks_stored_results_know(size, monkeypatch):
     """Generated from the declarations, perfsuite's asv benchmarks keep the names, parameters and
     versions (a hash of their source) of the hand-written bench_<name>.py modules they replace, so
-    results stored before still match."""
-    before = json.loads(STORED.read_text())["sizes"][size]
+    results stored before still match, except where a benchmark changed on purpose."""
+    before = {}
+    for name, b in json.loads(STORED.read_text())["sizes"][size].items():
+        for old, new in RENAMED.items():
+            name = name.replace(old, new)
+        before[name] = b
     now = _discovered(size, monkeypatch)
     assert set(now) == set(before)
     for name, b in before.items():
-        assert (now[name]["param_names"], now[name]["params"], now[name]["version"]) == \
-            (b["param_names"], b["params"], b["version"]), name
+        assert (now[name]["param_names"], now[name]["params"]) == (b["param_names"], b["params"]), name
+        assert (now[name]["version"] == b["version"]) is not name.endswith(NEW_VERSION), name
 
 
 def test_asv_worker_processes_fit_the_workloads_and_no_module_sets_asv_processes():

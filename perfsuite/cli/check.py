@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from perfsuite.cli.listing import default_workloads
+from perfsuite.core.errors import ConfigError
 from perfsuite.run.checks import EXIT_FAILED, CheckResult, checks_for, run_checks
 
 
@@ -11,8 +13,13 @@ def check_command(args, console) -> int:
     from perfsuite.core import registry
     from perfsuite.core.config import resolve_device
 
+    if args.workloads and args.all:
+        raise ConfigError("name workloads or give --all, not both")
     device = resolve_device(args.device)
-    names = args.workloads or registry.names()
+    names, project = (args.workloads, None) if args.workloads else default_workloads(args.all, args.workload_paths)
+    if project is not None:
+        console.print(Text(f"checking the workloads of {project} ({len(names)}); "
+                           "--all checks perfsuite's built-ins too", style="dim"))
     for w in names:
         registry.get(w)  # bad input (exit 2) before any check runs
     without = [w for w in names if not checks_for(w)]
