@@ -43,7 +43,10 @@ from perfsuite.core.workload import Workload
 START_METHOD = "forkserver"
 # perfsuite.cli: a child of the `perfsuite` script runs that script again as __mp_main__ (it imports
 # perfsuite.cli); preload: last, it freezes what the others imported.
-PRELOAD = ("torch", "torchvision", "scipy.stats", "perfsuite.measure.runner", "perfsuite.measure.workers",
+# torch._dynamo: FlopCounterMode's first use imports it (with sympy), 1.8-2.2 s on this VM, paid by
+# every process that counts a step's FLOPs: the first worker of a run, and each of a gate's and a
+# bisect probe's side processes (six per probe); imported here once, a child's first count takes 30 ms.
+PRELOAD = ("torch", "torch._dynamo", "torchvision", "scipy.stats", "perfsuite.measure.runner", "perfsuite.measure.workers",
            "perfsuite.measure.system", "perfsuite.core.discover", "perfsuite.compare.side_worker",
            "perfsuite.cli", "perfsuite.measure.preload")
 _server_warm = False  # whether this process's fork server has started and preloaded
