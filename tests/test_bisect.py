@@ -553,3 +553,34 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
                              threshold=0.01, threads=1) as prober:
         assert prober(Commit("c" * 40, "candidate"), confirmation).outcome == SKIPPED
     assert len(calls) == 1
+
+
+@pytest.mark.slow
+def test_bisect_faster_names_the_commit_that_made_it_faster(tmp_path):
+    """`git bisect --term-old/--term-new` for speed-ups: most speed-relevant commits of a real
+    history make it faster (issue 36)."""
+    root = _project(tmp_path)
+    model = root / "myproj" / "model.py"
+    model.write_text(model.read_text().replace(SLOW_INIT, SLOW_INIT_NEW).replace(SLOW_FWD, SLOW_FWD_NEW))
+    good = _commit(root, "model: scratch tanh in forward")
+    shas = []
+    for i in range(6):
+        if i == 3:
+            model.write_text(model.read_text().replace(SLOW_INIT_NEW, SLOW_INIT).replace(SLOW_FWD_NEW, SLOW_FWD))
+            shas.append(_commit(root, "model: drop the scratch tanh"))
+        else:
+            (root / "NOTES.md").write_text(f"note {i}\n")
+            shas.append(_commit(root, f"notes {i}"))
+    log = tmp_path / "f.json"
+    res = perfsuite(root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", "--faster", "--no-why", *ARGS,
+                    "--log", str(log))
+    assert res.returncode == 0, res.stdout + res.stderr  # a speed-up found is not a failure
+    assert f"first faster commit: {shas[3][:12]} model: drop the scratch tanh" in res.stdout, res.stdout
+    assert "--bad faster, ratio 0." in res.stdout  # the confirmation's word, ratio and interval
+    doc = json.loads(log.read_text())["results"][0]
+    assert doc["settings"]["direction"] == "faster" and doc["answer"]["commit"]["sha"] == shas[3]
+    # Asked the other way, the same history has nothing slower to find, and says what it is.
+    res = perfsuite(root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", "--no-why", *ARGS,
+                    "--log", str(tmp_path / "s.json"))
+    assert res.returncode == 0 and "is not slower than --good" in res.stdout and "--faster" in res.stdout, res.stdout
+    assert _worktrees(root) == 1
