@@ -39,7 +39,7 @@ from perfsuite.stats import summary as stats
 from perfsuite.stats import verdict
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
-from perfsuite.core.errors import PerfsuiteError
+
 from perfsuite.measure.interleave import interleaved_blocks
 from perfsuite.measure import heap
 from perfsuite.measure.timing import Clock
@@ -442,17 +442,12 @@ def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int 
     from perfsuite.measure.timing import clock_for
     from perfsuite.run.execute import run_cases
 
-    with sides.Revisions(new, workloads_from) as revs:
-        commit = sides.resolve_commit(base_ref, revs.repo)
-        missing = revs.missing_at(commit)
-        if missing:
-            raise PerfsuiteError(f"--base {base_ref}: {missing}")
-        with sides.worktree(revs.repo, commit) as base_root:
-            arms = GateArms(revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"), builds,
-                            heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors,
-                            progress=progress)
-            out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=budget), device,
-                            measure=arms, events=events)
+    with sides.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
+        arms = GateArms(revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"), builds,
+                        heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors,
+                        progress=progress)
+        out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=budget), device,
+                        measure=arms, events=events)
     across_cases(out.records, fdr)
     return out
 

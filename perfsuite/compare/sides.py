@@ -156,6 +156,17 @@ class Revisions:
         """(workload file, code root) of the side measuring `checkout`."""
         return self.file_at(checkout), self.code_root(checkout)
 
+    @contextlib.contextmanager
+    def checkout(self, rev: str, flag: str = "--base"):
+        """A temporary worktree of `rev` (given as `flag`), refused first when the revision cannot be
+        measured with the workload file asked for."""
+        commit = resolve_commit(rev, self.repo, flag)
+        missing = self.missing_at(commit)
+        if missing:
+            raise ConfigError(f"{flag} {rev}: {missing}")
+        with worktree(self.repo, commit) as root:
+            yield root
+
 
 def _git_root_or_none(path: Path) -> Path | None:
     try:

@@ -91,15 +91,10 @@ def why_revision(workload, params: dict, base_ref: str, device: str, workloads_f
                  **kw: Any) -> WhyResult:
     """The workload at `base_ref` (A, from a temporary worktree) against the working tree (B), each
     side with the workload file `workloads_from` says (sides.Revisions)."""
-    with sides.Revisions(workload, workloads_from) as revs:
-        commit = sides.resolve_commit(base_ref, revs.repo)
-        missing = revs.missing_at(commit)
-        if missing:
-            raise ConfigError(f"--base {base_ref}: {missing}")
-        with sides.worktree(revs.repo, commit) as base_root:
-            arms = WhyArms((f"base {base_ref}", *revs.side(base_root)), ("working tree", *revs.side(revs.repo)),
-                           f"--base {base_ref}", **kw)
-            return compare(workload, params, arms, device)
+    with sides.Revisions(workload, workloads_from) as revs, revs.checkout(base_ref) as base_root:
+        arms = WhyArms((f"base {base_ref}", *revs.side(base_root)), ("working tree", *revs.side(revs.repo)),
+                       f"--base {base_ref}", **kw)
+        return compare(workload, params, arms, device)
 
 
 def why_commits(workload, params: dict, revs: sides.Revisions, commit_a: str, commit_b: str, device: str,
