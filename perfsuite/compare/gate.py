@@ -39,7 +39,6 @@ from perfsuite.stats import summary as stats
 from perfsuite.stats import verdict
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
-
 from perfsuite.measure.interleave import interleaved_blocks
 from perfsuite.measure import heap
 from perfsuite.measure.timing import Clock
