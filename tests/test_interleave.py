@@ -45,3 +45,36 @@ def test_pairs_capped_by_the_budget():
     assert len(ta) == 3
     ta, _ = interleaved_blocks(a, b, FakeClock(step_s=1.0), 1, pairs=20, budget_s=0.0, min_pairs=2)
     assert len(ta) == 2
+
+
+class _WarmRepeatClock:
+    """A step that runs `bonus` faster when its block follows a block of the same callable (its
+    caches and its process still warm), as two side processes of one code do on a short step."""
+
+    def __init__(self, step_s: float = 1e-3, bonus: float = 0.08) -> None:
+        self.step_s, self.bonus, self.t, self.last = step_s, bonus, 0.0, None
+
+    def time_block(self, fn, n: int) -> float:
+        s = n * self.step_s * ((1 - self.bonus) if fn is self.last else 1.0)
+        self.last, self.t = fn, self.t + s
+        return s
+
+    def now(self) -> float:
+        return self.t
+
+
+def test_the_gates_rotation_gives_neither_side_the_warm_repeats():
+    """The gate times two pairs per build (A B B A) and moves to the next builds: B alone followed
+    itself, and two builds of the same code read B 4% faster. Alternating the first side of each
+    call gives both sides the warm turn equally: the unchanged step is the same."""
+    import statistics
+
+    from perfsuite.compare.gate import paired_ratios
+
+    def noop_factory():
+        return lambda: None
+
+    a, b = [noop_factory() for _ in range(3)], [noop_factory() for _ in range(3)]
+    run = paired_ratios(a, b, _WarmRepeatClock(), budget_s=2.0)
+    assert statistics.median(run.ratios) == pytest.approx(1.0, abs=1e-9)
+    assert statistics.geometric_mean(run.ratios) == pytest.approx(1.0, abs=1e-9)

@@ -125,9 +125,10 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     decision, p_scaled, said = None, 1.0, clock.now()
     for k, (frac, bound) in enumerate(zip(marks, bounds)):
         while clock.now() - t0 < frac * pairs_s or len(ratios) < MIN_PAIRS:
-            # Two pairs (A B, B A) of one build of each side, then the next builds.
+            # Two pairs of one build of each side, then the next builds.
             with faults:
-                ta, tb = interleaved_blocks(a[j % len(a)], b[j % len(b)], clock, n, pairs=2)
+                # A B B A, then B A A B: each side gets the warm second turn as often (interleave.py).
+                ta, tb = interleaved_blocks(a[j % len(a)], b[j % len(b)], clock, n, pairs=2, b_first=j % 2 == 1)
             ratios += [y / x for x, y in zip(ta, tb)]
             units += [j % len(a)] * len(ta)
             j += 1
