@@ -40,7 +40,9 @@ def test_too_few_pairs_give_an_unbounded_interval_and_an_undecided_word():
     (1.00, 1.15, False, "undecided"),  # issue 36: 7.7% over 88 pairs, not shown: never "ok"
     (1.005, 1.05, False, "undecided"),  # above 1 but not beyond the threshold: the test could not tell
     (0.80, 0.92, False, "faster"),
-    (0.985, 1.004, False, "same"),     # below 1 + threshold: no slowdown that counts
+    (0.992, 1.004, False, "same"),     # within the threshold both ways
+    (0.985, 1.004, False, "undecided"),  # not slower, but not shown the same either
+    (0.732, 1.002, False, "undecided"),  # issue 36: a 13.5% speed-up at half the budget was "same"
 ])
 def test_words_follow_the_interval(lo, hi, confirmed, word):
     assert verdict.judge(lo, hi, 0.01, confirmed) == word
@@ -49,7 +51,7 @@ def test_words_follow_the_interval(lo, hi, confirmed, word):
 def test_the_faster_direction_mirrors_the_words():
     assert verdict.judge(0.80, 0.92, 0.01, True, direction=-1) == "faster"
     assert verdict.judge(0.80, 0.995, 0.01, False, direction=-1) == "undecided"
-    assert verdict.judge(0.995, 1.02, 0.01, False, direction=-1) == "same"
+    assert verdict.judge(0.995, 1.008, 0.01, False, direction=-1) == "same"
 
 
 def test_exit_codes_keep_undecided_apart():
@@ -117,3 +119,22 @@ def test_pairings_of_processes_that_disagree_widen_the_interval():
     assert verdict.ratio_interval(ratios, 0.01, same_units) == tight
     v = GateVerdict("c", 0.01, PairedRun(ratios, 1, decision="slower", p=0.001, units=tuple(units)), True)
     assert GateVerdict.from_dict(v.to_dict()).interval == wide == v.interval
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_futility_does_not_stop_the_gate_while_its_word_would_be_undecided(seed):
+    """A 5% speed-up in noisy pairs: the sequential test soon sees it is not slower, but the
+    gate goes on until the pairs say faster (or the budget ends): never 'same', never an early
+    'undecided' with budget left."""
+    from fakeclock import FakeClock
+
+    from perfsuite.compare.gate import gate_case, GateCase
+
+    a = [lambda: None for _ in range(3)]
+    b = [lambda: None for _ in range(3)]
+    # Before: "same" after the first look in 2 of these 6 (an interval reaching 0.9x called same).
+    clock = FakeClock(step_s=1e-3, noise=0.2, seed=seed, speed=lambda fn: 0.95 if fn in b else 1.0)
+    v = gate_case(GateCase("c", a, b), clock, 0.01, 15.0)
+    assert v.word in ("faster", "undecided") and v.word != "same"
+    if v.word == "undecided":
+        assert len(v.run.looks) == 3  # the whole budget was spent first

@@ -137,7 +137,15 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
                 said = clock.now()
         if threshold is None:
             break
-        decision, p = read_look([direction * math.log(r) for r in ratios], threshold, bound, k == len(marks) - 1)
+        final = k == len(marks) - 1
+        decision, p = read_look([direction * math.log(r) for r in ratios], threshold, bound, final)
+        if decision == sequential.NOT_SLOWER and not final and verdict.judge(
+                *verdict.ratio_interval(ratios, alpha, units if len(a) > 1 else ()), threshold, False,
+                direction) == verdict.UNDECIDED:
+            # Futility says "not slower", but the pairs cannot yet say same or faster: go on, so
+            # that the verdict's word is not undecided while budget is left (issue 36: a 13.5%
+            # speed-up said "same" at 0.865 (0.732-1.002) after half the budget).
+            decision = None
         p_scaled = sequential.p_on_alpha_scale(p, bound, alpha)
         read.append({"pairs": len(ratios), "p": p, "boundary": bound, "seconds": clock.now() - t0})
         if on_look is not None:

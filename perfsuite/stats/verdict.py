@@ -2,8 +2,12 @@
 
     word = SLOWER     if the test says slower than 1 + threshold (its interval then lies above it)
            FASTER     elif the interval lies below 1 / (1 + threshold)
-           SAME       elif the interval lies below 1 + threshold (no slowdown that counts)
+           SAME       elif the interval lies within 1 / (1 + threshold) .. 1 + threshold
            UNDECIDED  otherwise: the pairs cannot tell; more time or a quieter machine would
+
+"Same" is a claim too: an interval 0.73-1.00 around a median 13.5% faster is not shown faster,
+but it is not shown the same either (issue 36's nanoGPT flash-attention gate said "same" there,
+and "faster, 0.866 (0.796-0.892)" on the rerun).
 
 A gate's pairs are judged by a one-sided Wilcoxon signed-rank test on their log ratios
 (perfsuite.stats.sequential). The interval printed beside the verdict is that test inverted
@@ -73,7 +77,7 @@ def judge(lo: float, hi: float, threshold: float, confirmed: bool | None = None,
         return SLOWER
     if hi < 1.0 / up:
         return FASTER
-    if hi <= up:
+    if hi <= up and lo >= 1.0 / up:
         return SAME
     return UNDECIDED
 
