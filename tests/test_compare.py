@@ -43,6 +43,9 @@ def test_verdict_rule():
     assert verdict(1.10, (1.07, 1.13), 0.2, 0.05, 0.01) == "undecided"  # test not significant
     assert verdict(1.03, (1.02, 1.04), 1e-9, 0.05, 0.01) == "same"  # significant but small
     assert verdict(0.90, (0.88, 0.92), 1e-6, 0.05, 0.01) == "faster"
+    # Issue 36: a ratio within the threshold whose interval reaches far beyond it is not "same".
+    assert verdict(1.043, (0.912, 1.193), 0.3, 0.05, 0.01) == "undecided"
+    assert verdict(1.043, (0.912, 1.193), 0.3, 0.05, 0.01, noise=0.2) == "same"  # within the noise band
 
 
 def test_records_are_matched_by_case_and_env_checked():

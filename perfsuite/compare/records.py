@@ -19,7 +19,8 @@ the step it rotated (record.units()), not on its pooled samples:
 - *slower* when the ratio exceeds 1 + threshold and 1 + noise band, the interval lies wholly
   above 1 and p < alpha; *faster* is the mirror image; a change beyond the threshold that the
   units or the noise band cannot support is *undecided* (perfsuite.stats.verdict: exit 5, never
-  1); anything else is *same*;
+  1); a change within the threshold is *same* when its interval lies within the threshold or the
+  noise band (the wider), else undecided;
 - and never slower or faster while the machine-speed reference moved between the two runs by
   more than the difference itself: the machine changed more than the code could be seen to
   (issue 36: two runs of one commit two minutes apart, the reference 39% apart, were called
@@ -86,7 +87,10 @@ def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, a
         return words.SLOWER if significant and ci[0] > 1.0 and ratio > 1.0 + noise else words.UNDECIDED
     if ratio < 1.0 / (1.0 + threshold):
         return words.FASTER if significant and ci[1] < 1.0 and ratio < 1.0 / (1.0 + noise) else words.UNDECIDED
-    return words.SAME
+    # Same only when the interval says so too, within the threshold or the noise band, whichever
+    # is wider (a ratio of 1.043 with an interval up to 1.19 is not "same": issue 36).
+    band = 1.0 + max(threshold, noise)
+    return words.SAME if 1.0 / band <= ci[0] and ci[1] <= band else words.UNDECIDED
 
 
 def machine_moved(c: CaseComparison, base: Record, new: Record) -> str | None:
