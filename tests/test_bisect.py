@@ -410,6 +410,29 @@ def test_classify_puts_pairs_on_their_side_of_halfway_and_waits_while_they_canno
     assert classify([1.2] * 5, mid) is None  # below the test's reach
 
 
+def test_a_probe_whose_side_processes_disagree_is_not_classified_on_its_pairs_alone():
+    """Issue 36 (minGPT): an unchanged commit read 0.962 (0.951-0.982), "like bad" beside a 4%
+    speed-up, because its three fresh processes sat a few percent off good's. The pairings'
+    spread widens the interval, and the probe waits instead of naming the wrong commit."""
+    import random
+
+    from perfsuite.compare.bisect import classify, halfway
+
+    rng = random.Random(5)
+    mid = halfway(0.96, 0.01, direction=-1)  # bad confirmed 4% faster
+    offsets = (0.94, 0.965, 0.99)  # the pairings of one unchanged commit: 0.965 on average
+    ratios, units = [], []
+    for j in range(90):
+        for _ in range(2):
+            ratios.append(offsets[j % 3] * math.exp(rng.gauss(0, 0.01)))
+            units.append(j % 3)
+    assert classify(ratios, mid, direction=-1) == CHANGED  # the pairs alone: like bad
+    assert classify(ratios, mid, direction=-1, units=tuple(units)) is None  # cannot tell: measure on
+    # A real speed-up whose pairings agree is still classified at once.
+    agree = [0.96 * math.exp(rng.gauss(0, 0.01)) for _ in range(180)]
+    assert classify(agree, mid, direction=-1, units=tuple(units)) == CHANGED
+
+
 def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(monkeypatch):
     """HalfwayArms with fake sides: a commit 2.5% slower is 'like good' against a confirmed 20%, the
     pairs are gathered in looks until they tell, and the verdict keeps them all."""

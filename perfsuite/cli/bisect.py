@@ -65,6 +65,11 @@ def bisect_command(args, console) -> int:
         console.print(Text(f"first {change} commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}",
                            style="bold red" if direction > 0 else "bold green"))
         console.print(Text(f"  against --good: {_effect(answer.probe)}"))
+        forced = [p for p in state.probes if any(n.startswith("undecided") for n in (p.verdict or {}).get("notes", []))]
+        if forced:  # put on a side by their median after the whole budget: the answer rests on a coin
+            console.print(Text(f"  uncertain: {len(forced)} probe(s) could not tell good from bad and were put by their "
+                               f"median ({', '.join(p.sha[:12] for p in forced)}); a longer --max-time or more "
+                               "--builds would decide them", style="yellow"))
         if answer.could_also_be:
             console.print(Text("  or one of the skipped commits before it: "
                                + ", ".join(f"{c.sha[:12]} {printable(c.subject)}" for c in answer.could_also_be),

@@ -93,7 +93,9 @@ class HalfwayArms(GateArms):
                 runs.append(gate.paired_ratios(a, b, self.clock, LOOK_SHARE * cfg.max_time,
                                                on_look=self.look_said(case)))
                 ratios += runs[-1].ratios
-                decision = classify(ratios, self.mid, direction=self.direction) if len(runs) >= FIRST_READ else None
+                units = tuple(u for r in runs for u in (r.units or (0,) * len(r.ratios)))
+                decision = (classify(ratios, self.mid, direction=self.direction, units=units)
+                            if len(runs) >= FIRST_READ else None)
                 looks.append({"pairs": len(ratios), "seconds": self.clock.now() - t0, "decision": decision})
             notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]
             if decision is None:
@@ -102,7 +104,6 @@ class HalfwayArms(GateArms):
                 notes.append(f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
                              f"{'bad' if decision == CHANGED else 'good'} by its median ratio {stats.median(ratios):.3f}")
             faults = sum(s.faults for s in base + now) / max(len(ratios), 1)
-            units = tuple(u for r in runs for u in (r.units or (0,) * len(r.ratios)))
             run = gate.PairedRun(ratios, runs[0].block_size, tuple(looks), decision, 1.0,
                                  gate.sides_settle(base + now), faults, units if len(set(units)) > 1 else ())
             return gate.GateVerdict(case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes,
