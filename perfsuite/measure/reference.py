@@ -56,6 +56,10 @@ WAKE = 0.05
 MIN_KNOWN = 3
 WARM_S = 6e-3  # at most this long waiting for the kernel to be steady; then the last two count
 SHARE = 0.05  # the reference's blocks take at most this share of the step's timing (~40 a 2 s slot)
+# A process whose reference has fewer blocks carries none: a median of two is their mean, and a
+# process with two (453 us and 50 us, the kernel's steady speed 43 us) made a run's reference 3.4x
+# the other's, and compare's ratio 0.376 for one commit (issue 36); of three, one wild block is outvoted.
+MIN_BLOCKS = MIN_KNOWN
 
 
 def taken_on(device: str) -> bool:
@@ -119,12 +123,12 @@ class Reference:
         self.spent_s += self.clock.now() - t0
 
     def summary(self, timeline: list[float], builds_of: list[int]) -> dict | None:
-        """What a record keeps (its `conditions["reference"]`); None before any block. From the
+        """What a record keeps (its `conditions["reference"]`); None below MIN_BLOCKS blocks. From the
         step's samples in time order (`timeline`, and the build each came from), also the step per
         reference time: `ratio`, the median of every sample over the reference read nearest it,
         and with several builds `build_ratios`, the same over each build's samples. (A block is
         taken only after a sample, so a reference with blocks has a timeline.)"""
-        if not self.samples_s:
+        if len(self.samples_s) < MIN_BLOCKS:
             return None
         per = ratios(timeline, self.samples_s, self.at)
         out = {"kernel": self.name, "median_s": median(self.samples_s), "samples_s": list(self.samples_s),
