@@ -10,14 +10,15 @@ from perfsuite.measure.timing import TIMING_MODES
 
 # Upper bound for `processes` and `threads`: a typo (1000) should fail, not fork a thousand times.
 MAX_WORKERS = 256
-# processes=None ("auto"): one worker process per this many seconds of budget, from 2 up to
-# AUTO_MAX_PROCESSES; a budget shorter than two such slots is measured in the calling process.
-# Most of the variation between runs is between processes (docs/measurement.md), so a case is
+# processes=None ("auto"): one worker process per this many seconds of budget, from
+# AUTO_MIN_PROCESSES up to AUTO_MAX_PROCESSES; a budget shorter than two such slots is measured in
+# the calling process. Most of the variation between runs is between processes (docs/measurement.md), so a case is
 # measured in several by default; each slot must hold a fork, the build(s), warm-up and timing.
 AUTO_WORKER_S = 2.0
 # Builds of the step rotated inside one process measuring alone (builds=None; see RunConfig.builds).
 IN_PROCESS_BUILDS = 3
 AUTO_MAX_PROCESSES = 5
+AUTO_MIN_PROCESSES = 3
 
 
 # torch threads for a CPU measurement unless `threads` says otherwise: one, as torch.utils.benchmark's
@@ -28,9 +29,11 @@ CPU_THREADS = 1
 
 
 def auto_processes(max_time: float) -> int:
-    """How many worker processes `processes=None` means for a budget of `max_time` seconds."""
+    """How many worker processes `processes=None` means for a budget of `max_time` seconds: never
+    two, whose interval pays t = 12.7 on one degree of freedom (issue 36: a 4 s run's two processes
+    agreeing within 5% gave 962 us .. 245 ms); three pay 4.3."""
     n = int(max_time // AUTO_WORKER_S)
-    return 1 if n < 2 else min(n, AUTO_MAX_PROCESSES)
+    return 1 if n < 2 else min(max(n, AUTO_MIN_PROCESSES), AUTO_MAX_PROCESSES)
 
 
 @dataclass(frozen=True)
