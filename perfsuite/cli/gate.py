@@ -135,9 +135,12 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
         looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
         word = v.word
         console.print(Text(f"{v.label}: {v.describe()} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
-                           f"threshold +{v.threshold:.1%}, p={v.p:.2g} on the alpha scale, look {len(v.run.looks)} "
+                           f"threshold +{v.threshold:.1%}"
+                           # p answers "slower?": beside another word it says nothing the interval does not
+                           + (f", p={v.p:.2g} on the alpha scale" if word in ("slower", "undecided") else "")
+                           + f", look {len(v.run.looks)} "
                            f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
-                           f"{''.join('; ' + n for n in v.notes)}",
+                           f"{''.join('; ' + n for n in v.notes)}{verdict.advice(word)}",
                            style=_STYLE.get(word, "")))
     console.print(Text(how))
     if args.json:

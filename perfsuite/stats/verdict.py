@@ -126,8 +126,12 @@ def _between_units(logs: list[float], units: Sequence[int], level: float) -> flo
 def describe(word: str, ratio: float, lo: float, hi: float, confidence: float) -> str:
     """'slower, ratio 1.077 (98% CI 1.012-1.150)': the word with its ratio and interval."""
     hi_txt = "inf" if math.isinf(hi) else f"{hi:.3f}"
-    text = f"{word}, ratio {ratio:.3f} ({confidence:.0%} CI {lo:.3f}-{hi_txt})"
-    return text + (f": {UNDECIDED_ADVICE}" if word == UNDECIDED else "")
+    return f"{word}, ratio {ratio:.3f} ({confidence:.0%} CI {lo:.3f}-{hi_txt})"
+
+
+def advice(word: str) -> str:
+    """What to do next, for the end of a verdict's line ('' when the word is decided)."""
+    return f" -> {UNDECIDED}: {UNDECIDED_ADVICE}" if word == UNDECIDED else ""
 
 
 def exit_code(words: Sequence[str]) -> int:
