@@ -347,3 +347,20 @@ def test_compare_exits_5_on_an_undecided_case_and_1_only_on_a_slower_one(tmp_pat
         atomic_write_text(files[name], results_document([rec]))
     assert main(["compare", str(files["base"]), str(files["moved"])]) == 5
     assert main(["compare", str(files["base"]), str(files["slow"])]) == 1
+
+
+def test_a_process_reference_of_two_blocks_is_not_divided_by():
+    """Issue 36, nanoGPT: two runs of one commit compared at 0.376, 'machine 3.398', because one
+    process's reference had two blocks (453 us and 50 us; its steady speed 43 us). Such a process
+    has no reference to divide by: the two runs are compared in seconds, and say so."""
+    from pathlib import Path
+
+    from perfsuite.storage.files import load_records
+
+    stored = Path(__file__).parent / "data" / "stored"
+    (base,) = load_records(stored / "nanogpt-forward-run1.json")
+    (new,) = load_records(stored / "nanogpt-forward-run2.json")
+    assert new.relative_units() is None and base.relative_units() is not None
+    (c,) = compare_records([base], [new]).cases
+    assert c.machine is None and 0.7 < c.ratio < 1.2  # in seconds: 13.2 ms over 15.35 ms
+    assert any("only one side timed the machine-speed reference" in w for w in c.warnings)

@@ -100,6 +100,8 @@ def machine_moved(c: CaseComparison, base: Record, new: Record) -> str | None:
     rb, rn = base.conditions.get("reference"), new.conditions.get("reference")
     if c.verdict not in (words.SLOWER, words.FASTER) or not rb or not rn or base.reference_kernel != new.reference_kernel:
         return None
+    if base.relative_units() is None or new.relative_units() is None:  # a process's reference too short to read
+        return None
     m = rn["median_s"] / rb["median_s"]
     if not (m > 0 and math.isfinite(m)) or abs(math.log(m)) < abs(math.log(c.ratio)):
         return None

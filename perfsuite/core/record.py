@@ -65,6 +65,12 @@ RESULTS_FORMAT = documents.RESULTS_FORMAT
 
 _SCALARS = (str, int, float, bool, type(None))
 
+# A process's machine-speed reference of fewer blocks is not used (perfsuite.measure.reference
+# records none below it; records written before that are read the same way): a median of two blocks
+# is their mean, and one process's 453 us and 50 us (the kernel's steady speed 43 us) made a run's
+# reference 3.4x another's and compare's ratio 0.376 for two runs of one commit (issue 36).
+REFERENCE_MIN_BLOCKS = 3
+
 
 def case_key(workload: str, params: dict, device: str) -> tuple:
     """Which case a record, a stored failure or a planned run is: workload, parameters, device."""
@@ -248,7 +254,7 @@ class Record:
         samples over the reference read nearest each in time, their median (`ratio`, and
         `build_ratios` for a process of several builds: their median, as its unit in seconds is);
         otherwise, or for a record written before those: each median over its process's reference
-        median. None when any reference is missing."""
+        median. None when any reference is missing, or has fewer than REFERENCE_MIN_BLOCKS blocks."""
         def unit(median: float, ref: dict) -> float:
             if per_sample and ref.get("build_ratios"):
                 return stats.median(ref["build_ratios"])
@@ -258,6 +264,7 @@ class Record:
 
         if self.processes:
             refs = [(p.get("conditions") or {}).get("reference") for p in self.processes]
+            refs = [ref if ref and len(ref.get("samples_s") or ()) >= REFERENCE_MIN_BLOCKS else None for ref in refs]
             if not all(refs) or len({ref["kernel"] for ref in refs}) > 1:
                 return None
             return [unit(p["median"], ref) for p, ref in zip(self.processes, refs)]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from perfsuite.core.record import REFERENCE_MIN_BLOCKS
 from perfsuite.stats.summary import median
 
 KERNEL_N = 128
@@ -56,10 +57,8 @@ WAKE = 0.05
 MIN_KNOWN = 3
 WARM_S = 6e-3  # at most this long waiting for the kernel to be steady; then the last two count
 SHARE = 0.05  # the reference's blocks take at most this share of the step's timing (~40 a 2 s slot)
-# A process whose reference has fewer blocks carries none: a median of two is their mean, and a
-# process with two (453 us and 50 us, the kernel's steady speed 43 us) made a run's reference 3.4x
-# the other's, and compare's ratio 0.376 for one commit (issue 36); of three, one wild block is outvoted.
-MIN_BLOCKS = MIN_KNOWN
+# A process whose reference has fewer blocks carries none (core.record.REFERENCE_MIN_BLOCKS says why).
+MIN_BLOCKS = REFERENCE_MIN_BLOCKS
 
 
 def taken_on(device: str) -> bool:
