@@ -146,7 +146,9 @@ def test_pytest_collects_one_benchmark_per_case_without_a_test_file(project):
                            cwd=project, env=_env(), capture_output=True, text=True, timeout=300)
     assert timed.returncode == 0, timed.stdout + timed.stderr
     benches = json.loads(out.read_text())["benchmarks"]
-    assert sorted(b["name"] for b in benches) == ["test_tiny_mlp[batch_size=128]", "test_tiny_mlp[batch_size=32]"]
+    # Every parameter in the id, the scalar default width too (a workload of scalars alone was `test_x[]`).
+    assert sorted(b["name"] for b in benches) == ["test_tiny_mlp[batch_size=128,width=256]",
+                                                  "test_tiny_mlp[batch_size=32,width=256]"]
     for b in benches:
         assert b["extra_info"]["flops_per_s"] > 0 and b["extra_info"]["throughput_unit"] == "samples/s"
 

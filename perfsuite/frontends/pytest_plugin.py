@@ -127,7 +127,9 @@ def _tests_for(workloads) -> types.ModuleType:
 
         test.__name__ = f"test_{w.name}"
         test.__doc__ = w.description
-        setattr(module, test.__name__, pytest.mark.parametrize("case", cases, ids=[case_id(c) for c in cases])(test))
+        # Ids from every parameter's value, defaults included: a workload of scalar defaults was `test_x[]`.
+        setattr(module, test.__name__,
+                pytest.mark.parametrize("case", cases, ids=[case_id(w.resolve(c)) for c in cases])(test))
     return module
 
 
