@@ -34,10 +34,13 @@ def why_command(args, console) -> int:
             raise ConfigError(f"parameter {key!r} is given both by --vary and -p")
         for v in values:
             w.check({**params, key: v}, device)
-        result = why_vary(w, params, key, values[0], values[1], device, **kw)
+        with console.status(f"{w.name}: two side processes, {args.rounds} profiler windows each, then timed pairs"):
+            result = why_vary(w, params, key, values[0], values[1], device, **kw)
     else:
         w.check(params, device)
-        result = why_revision(w, params, args.base_ref, device, args.workloads_from, **kw)
+        with console.status(f"{w.name}: checking out {args.base_ref}, two side processes, {args.rounds} profiler "
+                            "windows each, then timed pairs"):
+            result = why_revision(w, params, args.base_ref, device, args.workloads_from, **kw)
     print_why(result, console)
     if args.json is not None:
         atomic_write_text(args.json, document("why", [result.to_dict()]))
