@@ -80,17 +80,19 @@ def _settled(samples: list[float], window: int, tolerance: float) -> bool:
     return abs(last - prev) <= allowance
 
 
-def _budget_advice(hw: float, cfg: RunConfig) -> str:
+def _budget_advice(hw: float, cfg: RunConfig, builds: bool = False) -> str:
     """The next step after a run that missed its target: the budget the interval's width asks
     for (it narrows as one over the square root of the time), or, past ten minutes, the roads
-    that get there instead."""
+    that get there instead. `builds`: the interval came from builds' medians, whose spread a
+    longer run does not shrink when the builds themselves differ."""
     if math.isinf(hw) or hw <= 0:
         return f"next: a longer --max-time (the step is too slow for {cfg.max_time:g}s to hold enough samples)"
     need = cfg.max_time * (hw / cfg.target_rel_ci) ** 2
     if need > 600:
         return (f"next: --processes 5 (the spread between builds and processes does not shrink with time), a wider "
                 "--target-ci, or an interleaved `perfsuite gate` to compare versions")
-    return f"next: --max-time {math.ceil(need)} (the interval narrows as 1/sqrt(time))"
+    more = " if the builds stay apart, --processes 5: their spread does not shrink with time" if builds else ""
+    return f"next: --max-time {math.ceil(need)} (the interval narrows as 1/sqrt(time)){';' if more else ''}{more}"
 
 
 def _drift_warning(samples: list[float], cfg: RunConfig) -> str | None:
@@ -346,7 +348,7 @@ def measure(
         warnings.append(
             f"did not converge: the {cfg.confidence:.0%} CI {basis} is {ci} "
             f"(target +-{cfg.target_rel_ci:.2%}) after {len(samples)} samples; "
-            f"budget of {cfg.max_time:g}s spent; {_budget_advice(hw, cfg)}"
+            f"budget of {cfg.max_time:g}s spent; {_budget_advice(hw, cfg, builds=len(groups) > 1)}"
         )
     drift = _drift_warning(timeline, cfg)
     if drift:
