@@ -154,6 +154,10 @@ def test_a_real_side_is_forked_from_the_server_runs_its_checkouts_code_and_its_d
         server = Path(f"/proc/{parent_pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         assert "multiprocessing.forkserver" in server and "torch" in server  # it preloaded torch
         assert not list(logs.glob("perfsuite-side-*"))  # the log's name is gone once the side has it open
+        # Timing on the core every side shares (sides.side_cpus), once built: the driver keeps the others.
+        allowed = Path(f"/proc/{side_pid}/status").read_text().split("Cpus_allowed_list:")[1].split()[0]
+        want = sides.side_cpus("cpu", 1)
+        assert allowed == (str(want[0]) if want else allowed)
         s.proc.kill()
         s.proc.join()
         assert not s.alive()
@@ -161,3 +165,12 @@ def test_a_real_side_is_forked_from_the_server_runs_its_checkouts_code_and_its_d
             s.steps[0].time(1)
     finally:
         s.close()
+
+
+def test_sides_time_on_the_last_cpus_and_the_driver_on_the_others(monkeypatch):
+    monkeypatch.setattr(sides, "_ALLOWED", (0, 1, 2, 3))
+    assert sides.side_cpus("cpu", 1) == (3,) and sides.side_cpus("cpu", 2) == (2, 3)
+    assert sides.side_cpus("cuda", 1) is None  # a GPU's sides are left where they are
+    assert sides.side_cpus("cpu", 4) is None  # no CPU would be left to drive them
+    monkeypatch.setattr(sides, "_ALLOWED", (0,))
+    assert sides.side_cpus("cpu", None) is None

@@ -51,7 +51,7 @@ def bisect_command(args, console) -> int:
                            f"{bad[:12]} for the first {change} one: confirming --bad, then about {probes} probe(s), "
                            f"{args.budget:g}-{MAX_BUDGETS * args.budget:g}s each plus start-up; workload file from "
                            f"{_from(revs)}; log {log}"))
-        with console.status("starting") as status, \
+        with console.status("starting") as status, sides.placed(device, args.threads), \
                 Prober(w, params, revs, good, device, budget_s=args.budget, builds=args.builds,
                        threshold=args.threshold, threads=args.threads, heap=args.heap, fdr=args.fdr, direction=direction,
                        progress=lambda text: status.update(Text(printable(text)))) as prober:

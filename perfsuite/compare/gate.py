@@ -454,8 +454,9 @@ def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int 
         arms = GateArms(revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"), builds,
                         heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors,
                         progress=progress)
-        out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=budget), device,
-                        measure=arms, events=events)
+        with sides.placed(device, threads):
+            out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=budget), device,
+                            measure=arms, events=events)
     across_cases(out.records, fdr)
     return out
 
@@ -506,15 +507,15 @@ def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds
     file_now = sides.workload_file(new.source, new.name)
     clock = sides.SideClock(clock_for(device, "host"))
     worst = 0.0
-    for _ in range(runs):
-        running: list = []
-        try:
-            a, b = _side_processes(sides, (file_now, None), (file_now, None), ("A", "A'"), new.name,
-                                   new.resolve(case), device,
-                                   builds, heap_mode, threads, running)
-            run = paired_ratios([s.steps[0] for s in a], [s.steps[0] for s in b], clock, budget_s)
-            worst = max(worst, abs(run.median - 1.0))
-        finally:
-            for s in running:
-                s.close()
+    with sides.placed(device, threads):
+        for _ in range(runs):
+            running: list = []
+            try:
+                a, b = _side_processes(sides, (file_now, None), (file_now, None), ("A", "A'"), new.name,
+                                       new.resolve(case), device, builds, heap_mode, threads, running)
+                run = paired_ratios([s.steps[0] for s in a], [s.steps[0] for s in b], clock, budget_s)
+                worst = max(worst, abs(run.median - 1.0))
+            finally:
+                for s in running:
+                    s.close()
     return worst

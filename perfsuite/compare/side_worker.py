@@ -101,6 +101,10 @@ def serve(conn, job: dict) -> int:
         settled = None
         if heap.held():  # run the builds until they stop faulting, before the parent's budget starts
             settled = heap.settle(steps + steps[::-1], clock.now, job.get("settle_s", 10.0))
+        if job.get("cpus"):
+            # The timing core(s) shared by every side (sides.side_cpus), from here on: the builds and
+            # the settling above ran wherever the scheduler put them, all sides at once.
+            os.sched_setaffinity(0, set(job["cpus"]))
         conn.send({"ok": True, "work": dataclasses.asdict(built[0].work), "settle": settled})
         while True:
             try:

@@ -175,6 +175,33 @@ def _git_root_or_none(path: Path) -> Path | None:
         return None
 
 
+# The CPUs this process may use when perfsuite was imported, before placed() narrows them.
+_ALLOWED = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+
+
+def side_cpus(device: str, threads: int | None) -> tuple[int, ...] | None:
+    """The CPUs every side process is pinned to on the CPU: the last `threads` (1) of those allowed,
+    so that the sides, which time one at a time, all run on the same core(s), and the driving
+    process on the others (placed). Unpinned, where a side ran depended on the scheduler, and a
+    gate's three processes of one side could share the driver's core: A/A gates of side processes
+    ended "same" in 1 of 6 against 5 of 6 pinned (2026-11-27). None on a GPU, or when no CPU would
+    be left for the driver."""
+    n = threads or 1
+    if not device.startswith("cpu") or len(_ALLOWED) <= n:
+        return None
+    return _ALLOWED[-n:]
+
+
+@contextlib.contextmanager
+def placed(device: str, threads: int | None):
+    """This process (the driver of the sides) on the CPUs side_cpus leaves free, for the block."""
+    from perfsuite.measure.system import pinned
+
+    mine = side_cpus(device, threads)
+    with pinned(tuple(c for c in _ALLOWED if c not in mine) if mine else None):
+        yield
+
+
 class Side:
     """A side process holding `builds` builds of one case; `steps` call into it."""
 
@@ -204,7 +231,8 @@ class Side:
         try:
             self._conn, child = ctx.Pipe(duplex=True)
             job = {"files": [str(file)], "workload": workload, "params": params, "device": device,
-                   "builds": builds, "heap": heap, "threads": threads, "root": str(root) if root else None}
+                   "builds": builds, "heap": heap, "threads": threads, "root": str(root) if root else None,
+                   "cpus": side_cpus(device, threads)}
             self.proc = ctx.Process(target=side_main, args=(child, self._log_path, job),
                                     name=f"perfsuite-side-{label}".replace(" ", "-"))
             try:

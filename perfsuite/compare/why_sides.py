@@ -82,7 +82,9 @@ def compare(workload, params: dict, arms: WhyArms, device: str) -> WhyResult:
     """One comparison through the case loop; a side that fails is an error naming it (exit 2)."""
     from perfsuite.run.execute import run_cases
 
-    return run_cases([Case(workload, params)], RunConfig(device=device), device, measure=arms).only(
+    with sides.placed(device, arms.threads):  # the driver off the sides' core (sides.side_cpus)
+        out = run_cases([Case(workload, params)], RunConfig(device=device), device, measure=arms)
+    return out.only(
         lambda why: ConfigError(f"{workload.name}: {why}"),
         lambda error: ConfigError(f"why {workload.name}: {error}"))
 
