@@ -182,7 +182,7 @@ def repo(tmp_path: Path) -> Path:
 
 def test_first_parent_commits_oldest_first_and_bad_input(repo):
     from perfsuite.compare.bisect_probe import first_parent_commits
-    from perfsuite.compare.sides import resolve_commit
+    from perfsuite.compare.revisions import resolve_commit
 
     shas = _git(repo, "rev-list", "--reverse", "HEAD").split()
     commits = first_parent_commits(repo, shas[0], shas[3])
@@ -545,11 +545,11 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
     import contextlib
     from types import SimpleNamespace
 
-    from perfsuite.compare import bisect_probe, sides
+    from perfsuite.compare import bisect_probe, revisions
     from perfsuite.core.registry import get
     from perfsuite.run import execute
 
-    monkeypatch.setattr(sides, "worktree", lambda repo, sha: contextlib.nullcontext(tmp_path))
+    monkeypatch.setattr(revisions, "worktree", lambda repo, sha: contextlib.nullcontext(tmp_path))
     revs = SimpleNamespace(repo=tmp_path, missing_at=lambda sha: None, side=lambda root: (root / "w.py", None))
     good = "a" * 40
     verdict = SimpleNamespace(confirmed=True, to_dict=lambda: {"ratios": [1.1] * 8, "slower": True})

@@ -103,7 +103,7 @@ def _repo_root():
 
 
 def test_an_option_like_base_ref_never_reaches_git(tmp_path):
-    from perfsuite.compare.sides import resolve_commit
+    from perfsuite.compare.revisions import resolve_commit
     from perfsuite.core.errors import ConfigError
 
     # Where `git worktree add --output=...`-style options would write, made writable.
@@ -116,7 +116,7 @@ def test_an_option_like_base_ref_never_reaches_git(tmp_path):
 def test_base_ref_is_resolved_to_a_commit():
     import subprocess
 
-    from perfsuite.compare.sides import resolve_commit
+    from perfsuite.compare.revisions import resolve_commit
     from perfsuite.core.errors import ConfigError
 
     root = Path(_repo_root())

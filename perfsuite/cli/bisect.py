@@ -14,7 +14,7 @@ from perfsuite.core.errors import ConfigError, PerfsuiteError
 
 def bisect_command(args, console) -> int:
     from perfsuite.compare import bisect as b
-    from perfsuite.compare import sides
+    from perfsuite.compare import revisions, sides
     from perfsuite.compare.bisect_probe import MAX_BUDGETS, Prober, first_parent_commits, subject
     from perfsuite.core import registry
     from perfsuite.core.config import RunConfig, resolve_device
@@ -29,9 +29,9 @@ def bisect_command(args, console) -> int:
     args.threads = RunConfig(threads=args.threads).threads_on(device)  # 1 on the CPU, as the gate
     w.check(params, device)
     direction, change = (-1, "faster") if args.faster else (1, "slower")
-    with sides.Revisions(w, args.workloads_from) as revs:
-        good = sides.resolve_commit(args.good, revs.repo, "--good")
-        bad = sides.resolve_commit(args.bad, revs.repo, "--bad")
+    with revisions.Revisions(w, args.workloads_from) as revs:
+        good = revisions.resolve_commit(args.good, revs.repo, "--good")
+        bad = revisions.resolve_commit(args.bad, revs.repo, "--bad")
         commits = first_parent_commits(revs.repo, good, bad)
         for flag, rev, sha in (("--good", args.good, good), ("--bad", args.bad, bad)):
             missing = revs.missing_at(sha)
@@ -39,8 +39,8 @@ def bisect_command(args, console) -> int:
                 raise ConfigError(f"{flag} {rev}: {missing}")
         settings = {"max_time": args.budget, "builds": args.builds, "threshold": args.threshold, "fdr": args.fdr,
                     "threads": args.threads, "heap": args.heap, "rule": b.PROBE_RULE, "direction": change,
-                    "workloads_from": revs.mode if revs.mode in (sides.TREE, sides.REVISION) else
-                    sides.resolve_commit(revs.mode, revs.repo)}
+                    "workloads_from": revs.mode if revs.mode in (revisions.TREE, revisions.REVISION) else
+                    revisions.resolve_commit(revs.mode, revs.repo)}
         state = b.Bisection(w.name, params, device, b.Commit(good, subject(revs.repo, good)), commits, settings)
         log = args.log or Path(".perfsuite") / "bisect" / _log_name(w.name, good, bad, change)
         _resume(state, log, console)
@@ -90,11 +90,11 @@ def _log_name(name: str, good: str, bad: str, change: str) -> str:
 
 
 def _from(revs) -> str:
-    from perfsuite.compare import sides
+    from perfsuite.compare import revisions
 
-    if revs.mode == sides.TREE:
+    if revs.mode == revisions.TREE:
         return f"the working tree ({revs.file_now})"
-    return "each revision's own copy" if revs.mode == sides.REVISION else f"revision {revs.mode}"
+    return "each revision's own copy" if revs.mode == revisions.REVISION else f"revision {revs.mode}"
 
 
 def _not_found(answer, args, change: str, console) -> int:

@@ -127,7 +127,7 @@ def bisect_and_why(sub) -> None:
 
 
 def workloads_from_option(sp: argparse.ArgumentParser) -> None:
-    """Which copy of a user's workload file each revision is measured with (sides.Revisions)."""
+    """Which copy of a user's workload file each revision is measured with (revisions.Revisions)."""
     sp.add_argument("--workloads-from", default="tree", metavar="tree|revision|REV",
                     help="the workload file each revision is measured with: tree (default) the working tree's, "
                          "so commits older than the benchmark are measured too; revision: each revision's own; "

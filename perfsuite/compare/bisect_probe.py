@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dataclasses import dataclass, replace
 
-from perfsuite.compare import sides
+from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
 from perfsuite.compare.gate import GateArms
 from perfsuite.core.errors import ConfigError
@@ -112,10 +112,10 @@ class HalfwayArms(GateArms):
 
 class Prober:
     """Measures a commit against `good` with the gate; a context manager holding good's worktree.
-    `revs` (sides.Revisions) says which workload file each revision is measured with; `direction`
+    `revs` (revisions.Revisions) says which workload file each revision is measured with; `direction`
     1 bisects a slowdown, -1 a speed-up."""
 
-    def __init__(self, workload, params: dict, revs: sides.Revisions, good: str, device: str, *,
+    def __init__(self, workload, params: dict, revs: revisions.Revisions, good: str, device: str, *,
                  budget_s: float, builds: int, threshold: float, threads: int | None, heap: str = "steady",
                  fdr: float | None = None, direction: int = 1, progress=None) -> None:
         self.workload, self.params, self.revs, self.good = workload, params, revs, good
@@ -126,7 +126,7 @@ class Prober:
         self.good_root: Path | None = None
 
     def __enter__(self) -> "Prober":
-        self.good_root = self._stack.enter_context(sides.worktree(self.revs.repo, self.good))
+        self.good_root = self._stack.enter_context(revisions.worktree(self.revs.repo, self.good))
         # Every probe measures a candidate against good: good's side processes start once and
         # serve every probe (closed before its worktree is removed).
         self.good_sides = sides.SidePool()
@@ -150,7 +150,7 @@ class Prober:
         if missing:
             return Probe(commit.sha, SKIPPED, error=missing)
         fdr = self.fdr or ALPHA
-        with sides.worktree(self.revs.repo, commit.sha) as root:
+        with revisions.worktree(self.revs.repo, commit.sha) as root:
             arms = GateArms(self.revs.side(self.good_root), self.revs.side(root),
                             (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.builds, self.heap,
                             self.threads, self.threshold, fdr, sides.SideClock(clock_for(self.device, "host")),

@@ -443,14 +443,14 @@ def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int 
     """Gate each case of `new` at `base_ref` against the working tree through the one case loop
     (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across the
     cases that were gated. Each side loads the workload file `workloads_from` says
-    (sides.Revisions: the working tree's by default) beside its own revision's code. Returns
+    (revisions.Revisions: the working tree's by default) beside its own revision's code. Returns
     run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`.
     `progress(text)` hears what is happening (sides starting, pairs so far)."""
-    from perfsuite.compare import sides
+    from perfsuite.compare import revisions, sides
     from perfsuite.measure.timing import clock_for
     from perfsuite.run.execute import run_cases
 
-    with sides.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
+    with revisions.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
         arms = GateArms(revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"), builds,
                         heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors,
                         progress=progress)
@@ -501,10 +501,10 @@ def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds
                 threads: int | None) -> float:
     """The noise floor as the gate sees it: the working tree against itself, each side in fresh
     processes (so the floor holds the difference between processes), the largest |median - 1|."""
-    from perfsuite.compare import sides
+    from perfsuite.compare import revisions, sides
     from perfsuite.measure.timing import clock_for
 
-    file_now = sides.workload_file(new.source, new.name)
+    file_now = revisions.workload_file(new.source, new.name)
     clock = sides.SideClock(clock_for(device, "host"))
     worst = 0.0
     with sides.placed(device, threads):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite.compare import sides
+from perfsuite.compare import revisions, sides
 from perfsuite.compare.why import TOP, ProfiledSide, WhyResult, why
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
@@ -89,21 +89,21 @@ def compare(workload, params: dict, arms: WhyArms, device: str) -> WhyResult:
         lambda error: ConfigError(f"why {workload.name}: {error}"))
 
 
-def why_revision(workload, params: dict, base_ref: str, device: str, workloads_from: str = sides.TREE,
+def why_revision(workload, params: dict, base_ref: str, device: str, workloads_from: str = revisions.TREE,
                  **kw: Any) -> WhyResult:
     """The workload at `base_ref` (A, from a temporary worktree) against the working tree (B), each
-    side with the workload file `workloads_from` says (sides.Revisions)."""
-    with sides.Revisions(workload, workloads_from) as revs, revs.checkout(base_ref) as base_root:
+    side with the workload file `workloads_from` says (revisions.Revisions)."""
+    with revisions.Revisions(workload, workloads_from) as revs, revs.checkout(base_ref) as base_root:
         arms = WhyArms((f"base {base_ref}", *revs.side(base_root)), ("working tree", *revs.side(revs.repo)),
                        f"--base {base_ref}", **kw)
         return compare(workload, params, arms, device)
 
 
-def why_commits(workload, params: dict, revs: sides.Revisions, commit_a: str, commit_b: str, device: str,
+def why_commits(workload, params: dict, revs: revisions.Revisions, commit_a: str, commit_b: str, device: str,
                 **kw: Any) -> WhyResult:
     """Two commits of the workload's repository, each from its own temporary worktree (bisect's
     good revision against the commit it named)."""
-    with sides.worktree(revs.repo, commit_a) as root_a, sides.worktree(revs.repo, commit_b) as root_b:
+    with revisions.worktree(revs.repo, commit_a) as root_a, revisions.worktree(revs.repo, commit_b) as root_b:
         arms = WhyArms((commit_a[:12], *revs.side(root_a)), (commit_b[:12], *revs.side(root_b)),
                        f"{commit_a[:12]}..{commit_b[:12]}", **kw)
         return compare(workload, params, arms, device)
@@ -111,7 +111,7 @@ def why_commits(workload, params: dict, revs: sides.Revisions, commit_a: str, co
 
 def why_vary(workload, params: dict, key: str, a, b, device: str, **kw: Any) -> WhyResult:
     """Two values of one parameter of the working tree's workload."""
-    file_now = sides.workload_file(workload.source, workload.name)
+    file_now = revisions.workload_file(workload.source, workload.name)
     arms = WhyArms((f"{key}={a}", file_now, None), (f"{key}={b}", file_now, None), f"--vary {key}={a},{b}",
                    vary=(key, a, b), **kw)
     return compare(workload, params, arms, device)
