@@ -438,7 +438,7 @@ def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(m
     pairs are gathered in looks until they tell, and the verdict keeps them all."""
     from fakeclock import FakeClock
 
-    from perfsuite.compare import bisect_probe, gate
+    from perfsuite.compare import bisect_probe, gate_sides
     from perfsuite.core.case import Case, Context
     from perfsuite.core.config import RunConfig
     from perfsuite.core.registry import get
@@ -452,7 +452,7 @@ def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(m
         sides_made.append((a, b))
         return a, b
 
-    monkeypatch.setattr(gate, "_side_processes", fake_sides)
+    monkeypatch.setattr(gate_sides, "_side_processes", fake_sides)
     arms = bisect_probe.HalfwayArms(("a.py", None), ("b.py", None), ("good", "commit"), 3, "default", 1, 0.01,
                                     0.01, clock, mid=bisect_probe.halfway(1.20))
     v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
@@ -466,13 +466,13 @@ def test_a_probe_is_not_classified_on_less_than_a_whole_budget_of_pairs(monkeypa
     first pairs sit far above halfway is read only from the look that completes a budget."""
     from fakeclock import FakeClock
 
-    from perfsuite.compare import bisect_probe, gate
+    from perfsuite.compare import bisect_probe, gate_sides
     from perfsuite.core.case import Case, Context
     from perfsuite.core.config import RunConfig
     from perfsuite.core.registry import get
 
     clock = FakeClock(step_s=1e-2, noise=0.01, seed=2, speed=lambda fn: getattr(fn, "factor", 1.0))
-    monkeypatch.setattr(gate, "_side_processes", lambda *a, **k: ([FakeSide(1.0) for _ in range(3)],
+    monkeypatch.setattr(gate_sides, "_side_processes", lambda *a, **k: ([FakeSide(1.0) for _ in range(3)],
                                                                   [FakeSide(1.20) for _ in range(3)]))
     arms = bisect_probe.HalfwayArms(("a.py", None), ("b.py", None), ("good", "commit"), 3, "default", 1, 0.01,
                                     0.01, clock, mid=bisect_probe.halfway(1.20))

@@ -5,7 +5,8 @@ import pytest
 from pathlib import Path
 
 from perfsuite.stats import summary as stats
-from perfsuite.compare.gate import GateCase, floor_sides, paired_ratios, run_gate, wilson_interval
+from perfsuite.compare.gate import GateCase, paired_ratios, run_gate, wilson_interval
+from perfsuite.compare.gate_sides import floor_sides
 
 
 class Work:

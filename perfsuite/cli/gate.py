@@ -72,6 +72,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     """Every case through the one case loop (perfsuite.run.execute.run_cases): the self-check,
     learning floors or the gate itself are only what one case measures."""
     from perfsuite.compare import gate as g
+    from perfsuite.compare import gate_sides
     from perfsuite.core.config import RunConfig
     from perfsuite.core.params import expand_sweep, parse_assignments
     from perfsuite.measure.timing import clock_for
@@ -120,14 +121,14 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
             console.print(Text(f"{case.label}: noise floor {floor:.2%}"))
 
         make_dir(args.floors.parent, "--floors folder")
-        measure = g.NoiseFloor(args.learn_floor, args.builds, args.heap, threads)
+        measure = gate_sides.NoiseFloor(args.learn_floor, args.builds, args.heap, threads)
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget / 3), device, measure=measure,
                         events=_GateEvents(console, learned))
         atomic_write_text(args.floors, document("noise-floors", floors))
         return _ended(out, 0)
 
     with console.status(f"checking out {args.base_ref}") as status:
-        out = g.gate_sides(new, [c.params for c in cases], args.base_ref, device, threads, floors,
+        out = gate_sides.gate_sides(new, [c.params for c in cases], args.base_ref, device, threads, floors,
                            budget=args.budget, builds=args.builds, heap_mode=args.heap, threshold=args.threshold,
                            fdr=args.fdr, workloads_from=args.workloads_from, events=_GateEvents(console),
                            progress=lambda text: status.update(Text(printable(text))))

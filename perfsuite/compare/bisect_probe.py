@@ -1,7 +1,7 @@
 """Bisect's contact with git and the gate: the first-parent commits between two revisions, and a
 prober that measures one commit against the good revision.
 
-Each probe is the gate itself: the gate's two arms (perfsuite.compare.gate.GateArms) through the
+Each probe is the gate itself: the gate's two arms (perfsuite.compare.gate_sides.GateArms) through the
 one case loop (perfsuite.run.execute.run_cases), with the good revision as the base arm and the
 candidate as the new one, each checked out in a temporary git worktree and run in side processes
 of their own, interleaved, judged by the gate's sequential test; one case, so its own test (and
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
-from perfsuite.compare.gate import GateArms
+from perfsuite.compare.gate_sides import GateArms, sides_settle
 from perfsuite.core.errors import ConfigError
 
 # A probe after the confirmation measures in looks of half the budget until its pairs fall on one
@@ -105,7 +105,7 @@ class HalfwayArms(GateArms):
                              f"{'bad' if decision == CHANGED else 'good'} by its median ratio {stats.median(ratios):.3f}")
             faults = sum(s.faults for s in base + now) / max(len(ratios), 1)
             run = gate.PairedRun(ratios, runs[0].block_size, tuple(looks), decision, 1.0,
-                                 gate.sides_settle(base + now), faults, units if len(set(units)) > 1 else ())
+                                 sides_settle(base + now), faults, units if len(set(units)) > 1 else ())
             return gate.GateVerdict(case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes,
                                     self.fdr, self.direction)
 

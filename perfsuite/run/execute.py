@@ -4,7 +4,7 @@ Every measured result comes through `run_cases`: `perfsuite run` (a workload's s
 entries of every kind), `pair`, `amp`, `peak`, the gate's arms, the asv classes and the
 pytest-benchmark front-end. What differs between them is only *what* one case measures — a
 `Measure`: `Records` (the default: one calibrated record), `compare.pair.Pair`,
-`compare.amp.Amp`, `compare.gate.GateArms` — so a case is judged the same way whichever road it
+`compare.amp.Amp`, `compare.gate_sides.GateArms` — so a case is judged the same way whichever road it
 took:
 - every case is checked before any is measured: a bad parameter is bad input (ConfigError,
   nothing measured), a case this device cannot run is skipped with its reason;

@@ -1,0 +1,169 @@
+"""The gate on revisions: each side in processes of its own (perfsuite.compare.sides), the base
+in a worktree of its revision (perfsuite.compare.revisions), measured as the gate's two arms
+through the one case loop, and the noise floor learned the same way (the working tree against
+itself). The paired test itself is perfsuite.compare.gate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from perfsuite.compare.gate import ALPHA, BUILDS, GateCase, GateVerdict, across_cases, gate_case, paired_ratios
+from perfsuite.core.case import Case, Context, Measure
+from perfsuite.core.config import RunConfig
+from perfsuite.measure.timing import Clock
+from perfsuite.stats import sequential
+from perfsuite.stats import summary as stats
+
+
+def sides_settle(processes: list) -> dict | None:
+    """Each side process's heap.settle account (None where its heap is not held), for the verdict."""
+    accounts = [dict(s.settle, side=s.label) for s in processes if getattr(s, "settle", None)]
+    return {"sides": accounts} if accounts else None
+
+
+def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, device: str, k: int, heap_mode: str,
+                    threads: int | None, running: list, pool=None) -> tuple[list, list]:
+    """k processes for each side, started together (A B A B ...); each holds one build. `file_a`, `file_b`:
+    (workload file, the checkout its project's code must come from, or None). Two processes of the
+    same code differ by a few percent (where their memory lands), so the pairs rotate through k
+    of each, as the in-process gate rotates through builds. With a `pool` (sides.SidePool), side
+    A's processes are the pool's, kept alive for its owner (bisect's good revision)."""
+    if pool is not None:
+        pool.next_case()
+    specs = [dict(label=label, file=f, workload=name, params=params, device=device, builds=1, heap=heap_mode,
+                  threads=threads, root=root, keep=keep)
+             for _ in range(k)
+             for (f, root), label, keep in ((file_a, labels[0], pool is not None), (file_b, labels[1], False))]
+    started = sides.start_all(specs, running, pool)
+    return started[0::2], started[1::2]
+
+
+@dataclass(frozen=True)
+class GateArms(Measure):
+    """A case measured as the gate's two arms: the workload from the base revision's checkout and
+    from the working tree, each side in `builds` processes of its own (perfsuite.compare.sides),
+    started, gated for the case's budget and stopped before the next case's."""
+
+    file_base: Any  # (workload file, the checkout its project's code comes from, or None)
+    file_now: Any
+    labels: tuple[str, str]
+    builds: int
+    heap_mode: str
+    threads: int | None
+    threshold: float
+    fdr: float
+    clock: Clock
+    floors: dict = field(default_factory=dict)
+    base_pool: Any = None  # sides.SidePool keeping the base side's processes across cases (bisect)
+    looks: tuple = sequential.LOOKS  # fractions of the case's budget at which its test is read
+    direction: int = 1  # 1: is the working tree slower? -1: faster? (bisect --faster)
+    progress: Any = None  # called with one line of what is happening (the console's status line)
+    kind = "gate"
+
+    def say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(text)
+
+    def look_said(self, case: Case):
+        """The pairs' progress as one line: how many, their median so far, the looks read."""
+        if self.progress is None:
+            return None
+
+        def said(ratios: list[float], read: int, looks: int) -> None:
+            self.say(f"{case.label}: {len(ratios)} pairs, median ratio {stats.median(ratios):.3f} so far "
+                     f"(look {read} of {looks} read)")
+        return said
+
+    @contextlib.contextmanager
+    def side_processes(self, case: Case, cfg: RunConfig):
+        """The case's side processes while they are used: (base's, the working tree's), each a list
+        of `builds` sides; the ones started for this case are closed on the way out (a pool's stay)."""
+        from perfsuite.compare import sides
+
+        running: list = []
+        try:
+            self.say(f"{case.label}: starting {2 * self.builds} side processes (builds, then the heap settling)")
+            started = _side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
+                                      case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running,
+                                      self.base_pool)
+            self.say(f"{case.label}: sides ready; calibrating")
+            yield started
+        finally:
+            for s in running:
+                s.close()
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> GateVerdict:
+        with self.side_processes(case, cfg) as (base, now):
+            v = gate_case(GateCase(case.label, [s.steps[0] for s in base], [s.steps[0] for s in now],
+                                   self.floors.get(case.label, 0.0)), self.clock, self.threshold, cfg.max_time, self.fdr,
+                          self.looks, self.direction, on_look=self.look_said(case))
+            # The faults that matter happen in the sides' timed blocks, not in this process.
+            v.run = replace(v.run, faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1),
+                            settle=sides_settle(base + now))
+            return v
+
+
+def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int | None, floors: dict, *,
+               budget: float, builds: int = BUILDS, heap_mode: str = "steady", threshold: float = 0.0,
+               fdr: float = ALPHA, workloads_from: str = "tree", events=None, progress=None):
+    """Gate each case of `new` at `base_ref` against the working tree through the one case loop
+    (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across the
+    cases that were gated. Each side loads the workload file `workloads_from` says
+    (revisions.Revisions: the working tree's by default) beside its own revision's code. Returns
+    run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`.
+    `progress(text)` hears what is happening (sides starting, pairs so far)."""
+    from perfsuite.compare import revisions, sides
+    from perfsuite.measure.timing import clock_for
+    from perfsuite.run.execute import run_cases
+
+    with revisions.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
+        arms = GateArms(revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"), builds,
+                        heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors,
+                        progress=progress)
+        with sides.placed(device, threads):
+            out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=budget), device,
+                            measure=arms, events=events)
+    across_cases(out.records, fdr)
+    return out
+
+
+@dataclass(frozen=True)
+class NoiseFloor(Measure):
+    """A case measured as its noise floor: the working tree against itself (floor_sides)."""
+
+    runs: int
+    builds: int
+    heap_mode: str
+    threads: int | None
+    kind = "noise-floors"
+
+    def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> float:
+        return floor_sides(case.workload, dict(case.params), cfg.device, self.runs, cfg.max_time, self.builds,
+                           self.heap_mode, self.threads)
+
+
+def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds: int, heap_mode: str,
+                threads: int | None) -> float:
+    """The noise floor as the gate sees it: the working tree against itself, each side in fresh
+    processes (so the floor holds the difference between processes), the largest |median - 1|."""
+    from perfsuite.compare import revisions, sides
+    from perfsuite.measure.timing import clock_for
+
+    file_now = revisions.workload_file(new.source, new.name)
+    clock = sides.SideClock(clock_for(device, "host"))
+    worst = 0.0
+    with sides.placed(device, threads):
+        for _ in range(runs):
+            running: list = []
+            try:
+                a, b = _side_processes(sides, (file_now, None), (file_now, None), ("A", "A'"), new.name,
+                                       new.resolve(case), device, builds, heap_mode, threads, running)
+                run = paired_ratios([s.steps[0] for s in a], [s.steps[0] for s in b], clock, budget_s)
+                worst = max(worst, abs(run.median - 1.0))
+            finally:
+                for s in running:
+                    s.close()
+    return worst
