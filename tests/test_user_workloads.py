@@ -375,3 +375,34 @@ def test_a_workload_folder_leaves_out_tests_conftest_and_environments(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
     assert [p.relative_to(tmp_path).as_posix() for p in workload_files(tmp_path)] == ["a.py", "sub/b.py"]
+
+
+def test_in_an_environment_asv_built_for_a_commit_the_installed_project_wins(tmp_path, monkeypatch):
+    """`asv run A..B` installs each commit into its environment and runs the current tree's
+    benchmark module: the tree's copy of the project must not shadow the commit's (it did: every
+    commit measured the working tree's code). Under `--python=same` the tree is what is measured."""
+    import importlib
+    import sys
+
+    from perfsuite.core import discover
+
+    tree = tmp_path / "tree"
+    (tree / "histpkg_x").mkdir(parents=True)
+    (tree / "histpkg_x" / "__init__.py").write_text("WHO = 'tree'\n")
+    (tree / "pyproject.toml").write_text("[tool.perfsuite]\nworkloads = ['bench']\n")
+    (tree / "bench").mkdir()
+    installed = tmp_path / "site"
+    (installed / "histpkg_x").mkdir(parents=True)
+    (installed / "histpkg_x" / "__init__.py").write_text("WHO = 'installed'\n")
+    monkeypatch.syspath_prepend(str(installed))
+    for env, (name, want) in {"virtualenv": ("a", "installed"), "existing": ("b", "tree")}.items():
+        f = tree / "bench" / f"w_{name}.py"
+        f.write_text("import histpkg_x\nWHO = histpkg_x.WHO\n")
+        monkeypatch.setenv("ASV", "true")
+        monkeypatch.setenv("ASV_ENV_TYPE", env)
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        sys.modules.pop("histpkg_x", None)
+        importlib.invalidate_caches()
+        mod = sys.modules[discover.load_file(f)]
+        assert mod.WHO == want, env
+        sys.modules.pop("histpkg_x", None)

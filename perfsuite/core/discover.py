@@ -116,6 +116,16 @@ def code_roots(file: Path, code_root: Path | None = None) -> list[Path]:
     return out
 
 
+def installed_code_wins() -> bool:
+    """Whether this process runs in an environment asv built for one commit (`asv run A..B`): its
+    benchmarks come from the current tree, the project's code from the commit asv installed, so
+    the tree's copy of the project must not shadow it (asv sets ASV_ENV_TYPE; "existing" is
+    `--python=same`, where the tree is what is measured)."""
+    import os
+
+    return os.environ.get("ASV") == "true" and os.environ.get("ASV_ENV_TYPE", "existing") != "existing"
+
+
 def load_file(file: Path, code_root: Path | None = None) -> str:
     """Import one workload file (once); its workloads register. Errors name the file and line.
     `code_root`: the checkout the project's own code is imported from (default: the file's project)."""
@@ -123,11 +133,16 @@ def load_file(file: Path, code_root: Path | None = None) -> str:
     if file in _loaded:
         return _loaded[file]
     name = f"_perfsuite_workloads.{file.stem}_{hashlib.sha1(str(file).encode()).hexdigest()[:8]}"
-    # The user's own package imports as it does in their code, from the first of these that has it.
-    for i, folder in enumerate(code_roots(file, code_root.resolve() if code_root else None)):
-        if str(folder) in sys.path:
-            sys.path.remove(str(folder))
-        sys.path.insert(i, str(folder))
+    # The user's own package imports as it does in their code, from the first of these that has it;
+    # under asv's own environment for a commit, from the copy asv installed there (the tree's last).
+    roots = code_roots(file, code_root.resolve() if code_root else None)
+    if code_root is None and installed_code_wins():
+        sys.path.extend(str(f) for f in roots if str(f) not in sys.path)
+    else:
+        for i, folder in enumerate(roots):
+            if str(folder) in sys.path:
+                sys.path.remove(str(folder))
+            sys.path.insert(i, str(folder))
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise ConfigError(f"{file}: not a Python module")
