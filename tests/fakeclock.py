@@ -111,7 +111,8 @@ def process_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, b
     return Workload("toy", "processes that differ in speed", (), build), clock
 
 
-def multi_process_run(seed: int, processes: int = 5, slower: float = 1.0, max_time: float = 2.0):
+def multi_process_run(seed: int, processes: int = 5, slower: float = 1.0, max_time: float = 4.0):
+    # 0.8 s a process: enough for the machine-speed reference's three blocks (reference.MIN_BLOCKS).
     """One simulated `perfsuite run` over `processes` worker processes, as perfsuite.measure.workers
     does it (each worker measures its share with the runner, one build; the parent merges), but with
     every process simulated in this one by process_spread_case: no real time, no fork."""

