@@ -103,3 +103,25 @@ def test_qwen_rows_export_the_verdict_and_a_host_bound_best_batch_says_so_first(
     cpu = qwen.row(replace(make_record(params={"batch_size": 1, "dtype": "fp32"})))
     assert cpu["bound"] == "n/a (cpu)"
     assert not qwen.bottleneck([cpu], cpu).startswith("host")
+
+
+def test_figures_are_not_left_open_in_pyplot(tmp_path):
+    """Figures drawn for a report are matplotlib Figures of their own, not pyplot's: a report of
+    hostile records that raised while drawing left them open, and after 20 every figure warned
+    (an error under filterwarnings=error: the fuzz test's report became an internal error)."""
+    import matplotlib.pyplot as plt
+
+    from records import make_record
+
+    from perfsuite.report.plots import throughput_figure
+
+    import pytest
+
+    before = plt.get_fignums()
+    recs = [make_record(params={"n": 1}, seed=1), make_record(params={"n": 2}, seed=2)]
+    (tmp_path / "taken.png").mkdir()  # writing the figure fails: the figure must not stay open
+    for _ in range(3):
+        with pytest.raises(Exception):
+            throughput_figure(recs, tmp_path / "taken.png")
+    throughput_figure(recs, tmp_path / "f.png")
+    assert plt.get_fignums() == before and (tmp_path / "f.png").stat().st_size > 1000

@@ -32,7 +32,7 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     import numpy as np
     from matplotlib.lines import Line2D
 
@@ -55,7 +55,10 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
     lo, hi = (min(xs) / 4, max(xs) * 4) if xs else (0.1, 100.0)
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
 
-    fig, ax = plt.subplots(figsize=(12.5, 6.5))
+    # A Figure of its own, not pyplot's: nothing to close, and none left open when drawing raises
+    # (a report of hostile records left 20 open, and every later figure warned: an error).
+    fig = Figure(figsize=(12.5, 6.5))
+    ax = fig.subplots()
     fig.subplots_adjust(left=0.07, right=0.64, bottom=0.16)
     fastest = max(ceilings.memory.values(), default=None)
     for pipe, roof in roofs:  # from where the fastest memory slope meets it (or the whole width)
@@ -114,5 +117,4 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
 
     make_dir(out.parent, "chart folder")
     save_figure(fig, out, dpi=110)
-    plt.close(fig)
     return out
