@@ -125,3 +125,15 @@ def test_figures_are_not_left_open_in_pyplot(tmp_path):
             throughput_figure(recs, tmp_path / "taken.png")
     throughput_figure(recs, tmp_path / "f.png")
     assert plt.get_fignums() == before and (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_a_name_with_a_character_the_font_lacks_is_drawn_without_a_warning(tmp_path):
+    """A workload name from a user's data (the fuzz test found \\U000a2e5e): matplotlib warns of a
+    missing glyph, which under warnings-as-errors made `report` an internal error."""
+    from records import make_record
+
+    from perfsuite.report.plots import throughput_figure
+
+    recs = [replace(make_record(params={"n": 1}, seed=1), workload="w\U000a2e5e"),
+            replace(make_record(params={"n": 2}, seed=2), workload="w\U000a2e5e")]
+    assert throughput_figure(recs, tmp_path / "g.png").stat().st_size > 1000
