@@ -18,7 +18,7 @@ CONSTRAINTS := $(VENV)/constraints.txt
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 BENCH_TIME ?= 6
 
-.PHONY: test test-fast bench setup clean-venv chromium asv-run asv-publish regress bench-pytest
+.PHONY: test test-fast bench setup clean-venv chromium postgres asv-run asv-publish regress bench-pytest
 
 setup: $(DEPS)
 
@@ -31,7 +31,7 @@ $(PY):
 # with $(wildcard): make caches directory listings and may not see a file made during the run.)
 $(DEPS): pyproject.toml | $(PY)
 	$(if $(TORCH_PINS),test -f $(CONSTRAINTS) || $(PY) -m pip install --quiet $(TORCH_PINS))
-	$(PY) -m pip install --quiet $$(test -f $(CONSTRAINTS) && echo -c $(CONSTRAINTS)) -e ".[vision,gpu,report,llm,dev]"
+	$(PY) -m pip install --quiet $$(test -f $(CONSTRAINTS) && echo -c $(CONSTRAINTS)) -e ".[vision,gpu,report,llm,postgres,dev]"
 	touch $(DEPS)
 
 # Debian's Chromium, for the test that opens the published asv site; without root or apt the
@@ -41,8 +41,16 @@ chromium:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "chromium could not be installed: the published-site test will be skipped"
 
+# Debian's PostgreSQL server, which the store's tests start in a temporary folder (tests/pgserver.py);
+# without root or apt those tests skip and say why (under CI=true they fail instead).
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		{ command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+		echo "postgresql could not be installed: the store's PostgreSQL tests will be skipped"
+
 # Benchmarks run once each, untimed, as a smoke test; `make bench-pytest` measures them.
-test: $(DEPS) chromium
+test: $(DEPS) chromium postgres
 	$(PY) -m pytest --benchmark-disable
 
 # The fast tier, for while you work (under 2 minutes on 2 cores): every test not marked slow.

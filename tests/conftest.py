@@ -40,3 +40,12 @@ def machine_log_in_tmp(request, tmp_path, monkeypatch):
     if request.config.getoption("benchmark_only", False) and request.node.path.parent.name == "perf":
         return
     monkeypatch.setenv(machine_drift.ENV_VAR, str(tmp_path / "machine-speed.jsonl"))
+
+
+@pytest.fixture(autouse=True)
+def store_in_tmp(tmp_path, monkeypatch):
+    """Every command a test runs keeps its results in a store of its own test (perfsuite.store),
+    never in the repository's .perfsuite/results.db; the machine is named so no test writes a
+    machine id into the user's configuration folder. Subprocesses inherit both."""
+    monkeypatch.setenv("PERFSUITE_STORE", str(tmp_path / "store" / "results.db"))
+    monkeypatch.setenv("PERFSUITE_MACHINE", "test-machine")

@@ -58,7 +58,7 @@ def cmd_amp(args, console) -> int:
 
     try:
         out = run_cases([case], RunConfig(device=device, max_time=args.max_time), device, measure=measure,
-                        writer=writer, events=Show())
+                        writer=writer, events=Show(), store=args.recorder)
     finally:
         if writer is not None:
             writer.discard_if_empty()

@@ -34,6 +34,7 @@ from perfsuite.cli.profile import profile_step_command, trace_command
 from perfsuite.cli.report import cmd_report
 from perfsuite.cli.roofline import roofline_command
 from perfsuite.cli.run import cmd_run
+from perfsuite.cli.store import store_command, store_given, stored_run
 from perfsuite.cli.system import system_command
 from perfsuite.cli.why import why_command
 from perfsuite.cli.parser import build_parser
@@ -46,7 +47,7 @@ COMMANDS = {
     "compare": cmd_compare, "amp": cmd_amp, "report": cmd_report, "gate": gate_command, "pair": pair_command,
     "roofline": roofline_command, "profile-step": profile_step_command, "trace": trace_command,
     "export": export_command, "system": system_command, "check": check_command,
-    "bisect": bisect_command, "why": why_command,
+    "bisect": bisect_command, "why": why_command, "store": store_command,
 }
 
 
@@ -70,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             start_server_soon(_needs_vision(args))  # its torch import overlaps this process's own, below
         if args.command in WORKLOAD_COMMANDS:
             discover(args.workload_paths)
-        return COMMANDS[args.command](args, console)
+        with store_given(args.store), stored_run(args, err) as run:
+            args.recorder = run.recorder  # perfsuite.store.recorder.Recorder, or None
+            return run.exit(COMMANDS[args.command](args, console))
     except PerfsuiteError as exc:
         # Messages quote files' contents: shown, never obeyed by the terminal.
         err.print(Text("error: ", style="bold red") + Text(printable(str(exc))))

@@ -57,6 +57,9 @@ def bisect_command(args, console) -> int:
                        progress=lambda text: status.update(Text(printable(text)))) as prober:
             answer = b.run_bisection(state, prober, lambda s, p: _logged(s, p, log, console))
         _save(state, log, answer)
+        if args.recorder is not None:  # the finished bisection, with its answer, in the store's history
+            d = state.to_dict()
+            args.recorder.add_document("bisect", {**d, "answer": answer.to_dict()}, workload=w.name)
         for c, error in answer.skipped:
             console.print(Text(f"skipped {c.sha[:12]} {printable(c.subject)}: {error.splitlines()[0] if error else ''}",
                                style="yellow"))
@@ -195,4 +198,6 @@ def _why(w, params, revs, good, named, device, args, log: Path, console) -> None
     print_why(result, console)
     out = log.with_name(log.name.removesuffix(".json").removesuffix(".bisect") + ".why.json")
     atomic_write_text(out, document("why", [result.to_dict()]))
+    if args.recorder is not None:
+        args.recorder.add_document("why", result.to_dict(), workload=w.name)
     console.print(Text(f"why written to {out}"))

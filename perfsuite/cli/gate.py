@@ -109,7 +109,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
 
         measure = g.SelfCheck(args.slowdown, args.trials, args.threshold, args.builds, clock)
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
-                        events=_GateEvents(console, show))
+                        events=_GateEvents(console, show), store=args.recorder)
         if args.json:
             atomic_write_text(args.json, document("gate-selfcheck", out.records, out.failures))
         return _ended(out, 0)
@@ -144,6 +144,9 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
                            f"{''.join('; ' + n for n in v.notes)}{verdict.advice(word)}",
                            style=_STYLE.get(word, "")))
     console.print(Text(how))
+    if args.recorder is not None:
+        for v in out.records:
+            args.recorder.add_document("gate", v.to_dict(), workload=new.name)
     if args.json:
         atomic_write_text(args.json, document("gate", [v.to_dict() for v in out.records], out.failures))
     return _ended(out, verdict.exit_code([v.word for v in out.records]))

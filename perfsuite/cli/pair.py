@@ -34,7 +34,7 @@ def pair_command(args, console) -> int:
     writer = DocumentWriter(args.out, "pair") if args.out is not None else None
     try:
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
-                        writer=writer, events=_EntryEvents(console, w.name))
+                        writer=writer, events=_EntryEvents(console, w.name), store=args.recorder)
     finally:
         if writer is not None:
             writer.discard_if_empty()

@@ -146,6 +146,13 @@ def _machine_log(text: str) -> Path | None:
     return None if text == "none" else Path(text)
 
 
+def _shard(text: str) -> tuple[int, int]:
+    k, slash, n = text.partition("/")
+    if not (slash and k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n) <= 1000:
+        raise argparse.ArgumentTypeError(f"--shard expects K/N with 1 <= K <= N <= 1000, got {text!r}")
+    return int(k), int(n)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfsuite", description="Benchmark deep-learning workloads.")
     p.add_argument("--peak-file", type=Path, default=DEFAULT_PEAK_FILE,
@@ -159,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", dest="workload_paths", action="append", type=Path, default=[], metavar="PATH",
                    help="a file or folder of your own workloads (@perfsuite.workload); repeatable. "
                         "[tool.perfsuite] workloads in pyproject.toml are found without it")
+    p.add_argument("--store", default=None, metavar="PATH|URL",
+                   help="the results store every measuring command writes to and `store:` sources read: a "
+                        "SQLite file or postgresql://user@host/db (default: $PERFSUITE_STORE, else [tool.perfsuite] "
+                        "store, else .perfsuite/results.db in the project)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ls = sub.add_parser("list", help="workloads with their parameters, defaults and allowed values")
@@ -217,10 +228,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="results file to write (must not exist)")
     run.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
                      help="directory for results when --out is not given (default results/)")
+    run.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                     help="with a suite: measure only the K-th of N shards (each case in exactly one, the same "
+                          "one every run); the store joins the shards of one commit into one batch")
     run.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
                      help="after the run, write its records as TensorBoard event files under DIR")
 
     sub.add_parser("suites", help="the suite files shipped with perfsuite")
+    from perfsuite.cli.store import add_arguments as store_arguments
+
+    store_arguments(sub, _count)
 
     peak = sub.add_parser("peak", help="measure and store this device's matmul FLOP/s and bandwidth")
     measuring(peak)

@@ -134,8 +134,9 @@ def cmd_run(args, console) -> int:
 
     if args.config or args.suite:
         return _run_suite(args, console)
-    if args.no_checks or args.retry_failed or args.plan:
-        flag = "--no-checks" if args.no_checks else "--retry-failed" if args.retry_failed else "--plan"
+    if args.no_checks or args.retry_failed or args.plan or args.shard:
+        flag = ("--no-checks" if args.no_checks else "--retry-failed" if args.retry_failed else
+                "--plan" if args.plan else "--shard")
         raise PerfsuiteError(f"{flag} applies to a suite run (--suite or --config)")
     if not args.workload:
         raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
@@ -162,7 +163,7 @@ def cmd_run(args, console) -> int:
                   TimeElapsedColumn(), console=console, transient=True) as progress:
         try:
             out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
-                            machine_log=args.machine_log,
+                            machine_log=args.machine_log, store=args.recorder,
                             events=ConsoleEvents(console, len(cases), progress))
         except BaseException:
             if not writer.records and not writer.failures:
@@ -267,6 +268,10 @@ def _run_suite(args, console) -> int:
         return 0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or suite.output or args.results_dir / f"{suite.name}-{stamp}"
+    if args.shard and args.recorder is not None:
+        from perfsuite.store.shards import batch_of
+
+        args.recorder.set_batch(batch_of(suite, args.param, args.recorder.run["commit"], args.shard), *args.shard)
     console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))
     try:
         if args.tensorboard is not None:
@@ -280,7 +285,8 @@ def _run_suite(args, console) -> int:
             heap.apply(args.heap)
         with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
             res = run_suite(suite, out, ConsoleSuiteEvents(console), retry_failed=args.retry_failed,
-                            peak_file=args.peak_file, machine_log=args.machine_log,
+                            peak_file=args.peak_file, machine_log=args.machine_log, store=args.recorder,
+                            shard=args.shard,
                             settings={"cpus": args.cpus, "threads": args.threads,
                                       **({"heap": args.heap} if args.heap else {})})
     except KeyboardInterrupt:
@@ -292,6 +298,7 @@ def _run_suite(args, console) -> int:
     console.print(Text(f"measured {res.measured}, skipped {res.skipped_done} already measured, "
                        f"{res.skipped_failed} failed before (--retry-failed to retry), "
                        f"{res.unsupported} unsupported here, {res.failed} failed now"
+                       + (f", {res.other_shards} in other shards" if res.other_shards else "")
                        + (f" ({res.checks_failed} correctness check(s) failed: their workloads were not timed)"
                           if res.checks_failed else "")))
     return 3 if res.failed or res.checks_failed else 0

@@ -42,6 +42,8 @@ def why_command(args, console) -> int:
                             "windows each, then timed pairs"):
             result = why_revision(w, params, args.base_ref, device, args.workloads_from, **kw)
     print_why(result, console)
+    if args.recorder is not None:
+        args.recorder.add_document("why", result.to_dict(), workload=w.name)
     if args.json is not None:
         atomic_write_text(args.json, document("why", [result.to_dict()]))
         console.print(Text(f"written to {args.json}"))

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from perfsuite.core.errors import ConfigError
 
-KNOWN_KEYS = {"workloads": "files or folders of workload modules, relative to pyproject.toml"}
+KNOWN_KEYS = {"workloads": "files or folders of workload modules, relative to pyproject.toml",
+              "store": "the results store: a SQLite path or postgresql:// URL (perfsuite.store.location)"}
 ENTRY_POINT_GROUP = "perfsuite.workloads"
 
 _loaded: dict[Path, str] = {}  # resolved file -> module name

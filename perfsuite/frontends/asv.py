@@ -20,6 +20,8 @@ TFLOP, which rise when throughput falls.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import math
 import time
 
@@ -115,10 +117,13 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
         return {"_skip": f"this commit predates perfsuite's one case loop: {exc}"}
 
     result: dict = {}
+    store = _store("asv", {"workload": workload, "grid": grid, "max_time": max_time, "processes": processes})
 
     class Keep(Events):  # keyed by the grid's own values, as asv passes them to setup()
         def done(self, case, record):
             result[_key(case.params[n] for n in names)] = record.to_dict()
+            if store is not None:
+                store.add_record(record)
 
         def failed(self, case, failure):  # a failed case becomes a skip with its reason; the rest go on
             result[_key(case.params[n] for n in names)] = {"_skip": f"failed: {failure['error']}"}
@@ -131,7 +136,23 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
                   env=fingerprint(), events=Keep())
     except PerfsuiteError as exc:  # a grid this commit's workload does not accept
         return {"_skip": str(exc)}
+    finally:
+        if store is not None:
+            store.finish()
+            for note in store.notes:
+                print(f"perfsuite store: {note}", file=sys.stderr)
     return result
+
+
+def _store(kind: str, config: dict):
+    """The results store's recorder for this asv run (the commit asv measures, from ASV_COMMIT), or
+    None in a commit older than the store."""
+    try:
+        for_frontend = _module("perfsuite.store.recorder").for_frontend
+    except (ImportError, AttributeError):
+        return None
+    return for_frontend(kind, config, commit=os.environ.get("ASV_COMMIT"),
+                        warn=lambda text: print(f"perfsuite: {text}", file=sys.stderr))
 
 
 def _config(RunConfig, device: str, max_time: float, processes: int):
@@ -305,33 +326,40 @@ def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_
         return {"_skip": f"no AMP comparison through the case loop in this commit: {exc}"}
     device = resolve_device("auto")
     out: dict = {}
-    for precision in grid["precision"]:
-        cases, keys = [], {}
-        for workload in grid["workload"]:
+    store = _store("asv", {"amp": grid, "size": size, "pairs": pairs, "steps": steps, "max_time": max_time})
+    try:
+        for precision in grid["precision"]:
+            cases, keys = [], {}
+            for workload in grid["workload"]:
+                try:
+                    w = _workload_or_skip(workload)
+                except NotImplementedError as exc:
+                    out[_key((workload, precision))] = {"_skip": str(exc)}
+                    continue
+                cases.append(execute.Case(w, {"size": size, **(params or {})}))
+                keys[id(cases[-1])] = _key((workload, precision))
+
+            class Keep(execute.Events):  # a failed or unsupported case is a skip with its reason; the rest go on
+                def done(self, case, res):
+                    out[keys[id(case)]] = res.to_dict()
+                    if store is not None:
+                        store.add_result(res, case, kind="amp")
+
+                def failed(self, case, failure):
+                    out[keys[id(case)]] = {"_skip": f"failed: {failure['error']}"}
+
+                def skipped(self, case, reason):
+                    out[keys[id(case)]] = {"_skip": reason}
+
             try:
-                w = _workload_or_skip(workload)
-            except NotImplementedError as exc:
-                out[_key((workload, precision))] = {"_skip": str(exc)}
-                continue
-            cases.append(execute.Case(w, {"size": size, **(params or {})}))
-            keys[id(cases[-1])] = _key((workload, precision))
-
-        class Keep(execute.Events):  # a failed or unsupported case is a skip with its reason; the rest go on
-            def done(self, case, res):
-                out[keys[id(case)]] = res.to_dict()
-
-            def failed(self, case, failure):
-                out[keys[id(case)]] = {"_skip": f"failed: {failure['error']}"}
-
-            def skipped(self, case, reason):
-                out[keys[id(case)]] = {"_skip": reason}
-
-        try:
-            execute.run_cases(cases, RunConfig(device=device, max_time=max_time), device,
-                              measure=Amp("fp32", precision, pairs=pairs, steps=steps), events=Keep())
-        except PerfsuiteError as exc:  # a size or parameter this commit's workload does not accept
-            for case in cases:
-                out[keys[id(case)]] = {"_skip": f"{type(exc).__name__}: {exc}"}
+                execute.run_cases(cases, RunConfig(device=device, max_time=max_time), device,
+                                  measure=Amp("fp32", precision, pairs=pairs, steps=steps), events=Keep())
+            except PerfsuiteError as exc:  # a size or parameter this commit's workload does not accept
+                for case in cases:
+                    out[keys[id(case)]] = {"_skip": f"{type(exc).__name__}: {exc}"}
+    finally:
+        if store is not None:
+            store.finish()
     return out
 
 

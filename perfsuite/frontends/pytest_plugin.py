@@ -11,6 +11,7 @@ benchmark tests (tests/perf/) and can be called from a user's test for custom ca
 
 from __future__ import annotations
 
+import sys
 import types
 from pathlib import Path
 
@@ -59,9 +60,19 @@ def measure_record(workload, params: dict, device: str, max_time: float):
     from perfsuite.measure.machine_drift import default_log
     from perfsuite.run.execute import Case, run_cases
 
+    from perfsuite.store.recorder import for_frontend
+
+    store = for_frontend("pytest", {"workload": workload.name, "params": params, "max_time": max_time},
+                         warn=lambda text: sys.stderr.write(f"perfsuite: {text}\n"))
     # The machine-speed log `perfsuite run` keeps too: the interval says where the next run lands.
-    out = run_cases([Case(workload, params)], RunConfig(device=device, max_time=max_time), device,
-                    env=fingerprint(device=device), machine_log=default_log())
+    try:
+        out = run_cases([Case(workload, params)], RunConfig(device=device, max_time=max_time), device,
+                        env=fingerprint(device=device), machine_log=default_log(), store=store)
+    finally:
+        if store is not None:
+            store.finish()
+            for note in store.notes:
+                sys.stderr.write(f"perfsuite store: {note}\n")
     if out.interrupted:
         raise KeyboardInterrupt
     if out.unsupported:

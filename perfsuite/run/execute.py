@@ -167,14 +167,15 @@ def _release_device_memory(device: str) -> None:
 def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measure = RECORDS, writer=None,
               env: dict | None = None, peak: dict | None = None, events: Events | None = None,
               trace_dir: Path | None = None, record_config: Mapping[str, Any] | None = None,
-              clock=None, machine_log: Path | None = None) -> Outcome:
+              clock=None, machine_log: Path | None = None, store=None) -> Outcome:
     """Measure `cases` one after another on `device` (already resolved), each as `measure` says.
 
     `writer` (storage's ResultsWriter, or a DocumentWriter for other kinds) receives each result
     or failure as soon as it exists. `record_config` is merged into each record's `config` (a
     suite's name and digest). Ctrl-C stops the run and returns with `interrupted` set: everything
     finished is kept. `machine_log`: the machine-speed log (perfsuite.measure.machine_drift) that
-    plain records note their reference in and learn the drift between runs from.
+    plain records note their reference in and learn the drift between runs from. `store`
+    (perfsuite.store.recorder.Recorder) keeps each result in the results store as well.
     """
     events = events or Events()
     cfg = replace(cfg, device=device)
@@ -209,6 +210,8 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
                 out.failures.append(failure)
                 if writer is not None:
                     writer.add_failure(failure)
+                if store is not None:
+                    store.add_document("failure", failure, workload=case.workload.name)
                 events.failed(case, failure)
                 continue
             if record_config and isinstance(result, Record):
@@ -216,6 +219,8 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
             out.records.append(result)
             if writer is not None:
                 writer.add(result, case)
+            if store is not None:
+                store.add_result(result, case, kind=getattr(measure, "kind", "results"))
             events.done(case, result)
     except KeyboardInterrupt:
         out.interrupted = True

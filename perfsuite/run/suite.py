@@ -26,6 +26,7 @@ class SuiteOutcome:
     unsupported: int = 0
     failed: int = 0
     checks_failed: int = 0  # correctness checks that failed (their workloads were not timed)
+    other_shards: int = 0  # cases another shard measures (run --shard K/N)
 
 
 def prepare_output(out: Path, config: dict) -> None:
@@ -163,9 +164,11 @@ def run_checks_first(suite: Suite, device: str, events: SuiteEvents, out: Path) 
 
 def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_failed: bool = False,
               peak_file: Path | None = None, settings: dict | None = None,
-              machine_log: Path | None = None) -> SuiteOutcome:
+              machine_log: Path | None = None, store=None, shard: tuple[int, int] | None = None) -> SuiteOutcome:
     """Every entry of `suite` into `out`, each kind through perfsuite.run.execute.run_cases.
-    `settings`: RunConfig fields the command line sets for every entry (cpus, threads, heap)."""
+    `settings`: RunConfig fields the command line sets for every entry (cpus, threads, heap).
+    `store`: the results store's recorder; `shard` (K, N): only the cases of the K-th of N shards
+    (perfsuite.store.shards), the folder then holding that shard alone."""
     import os
 
     from perfsuite.core.config import resolve_device
@@ -173,6 +176,8 @@ def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_
     device = resolve_device(suite.device)
     unsupported = check_cases(suite, device)
     config = resolved_config(suite, device)
+    if shard is not None:  # a folder holds one shard: resuming it as another is refused
+        config = {**config, "shard": f"{shard[0]}/{shard[1]}"}
     if peak_file:  # a bad peak file is bad input: refused before the output folder exists
         from perfsuite.run.peak import load_peaks
 
@@ -181,13 +186,14 @@ def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_
     lock = lock_output(out)
     try:
         return _run_entries(suite, out, events or SuiteEvents(), device, unsupported, config, retry_failed,
-                            peak_file, {k: v for k, v in (settings or {}).items() if v is not None}, machine_log)
+                            peak_file, {k: v for k, v in (settings or {}).items() if v is not None}, machine_log,
+                            store, shard)
     finally:
         os.close(lock)
 
 
 def _run_entries(suite, out, events, device, unsupported, config, retry_failed, peak_file, settings,
-                 machine_log=None) -> SuiteOutcome:
+                 machine_log=None, store=None, shard=None) -> SuiteOutcome:
     """One loop for every kind of entry: the entry's writer (a results file for `run`, a versioned
     document for `pair` and `amp`) says which cases are done or failed before, the rest are
     measured by run_cases, and a case that fails is that case's recorded failure (exit 3)."""
@@ -197,6 +203,7 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
     from perfsuite.run.execute import Case, run_cases
     from perfsuite.run.peak import peak_for
     from perfsuite.storage.files import ResultsWriter
+    from perfsuite.store.shards import in_shard
 
     env = fingerprint(device=device)
     peak = peak_for(peak_file, env, device) if peak_file else None
@@ -216,7 +223,9 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
         for params in e.cases():
             case = Case(w, params)
             key = case.key(device)
-            if key + (e.name,) in unsupported:
+            if shard is not None and not in_shard(e.name, params, *shard):
+                outcome.other_shards += 1
+            elif key + (e.name,) in unsupported:
                 skipped += 1
                 outcome.unsupported += 1
                 events.case_events(e.name).skipped(case, unsupported[key + (e.name,)])
@@ -236,7 +245,8 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
         events.entry_started(e.name, e.kind, len(todo))
         cfg = RunConfig(device=device, max_time=e.max_time, processes=e.processes, **settings)
         res = run_cases(todo, cfg, device, measure=measure, writer=writer, env=env, peak=peak,
-                        record_config=run_info, events=events.case_events(e.name), machine_log=machine_log)
+                        record_config=run_info, events=events.case_events(e.name), machine_log=machine_log,
+                        store=store)
         outcome.measured += len(res.records)
         outcome.failed += len(res.failures)
         outcome.unsupported += len(res.unsupported)

@@ -265,7 +265,12 @@ def _failure_key(f: dict) -> tuple:
 
 
 def load_records(path: str | os.PathLike) -> list[Record]:
-    """Records from a results file (or a single bare record); errors name the file and the fault."""
+    """Records from a results file (or a single bare record), or from the results store for a
+    `store:` source (perfsuite.store.select); errors name the file and the fault."""
+    from perfsuite.store import select
+
+    if select.is_source(path):
+        return select.load(path)
     records, problems = _read_records(Path(path))
     if problems:
         raise RecordError(problems[0])
@@ -330,7 +335,12 @@ def load_many(paths: Iterable[str | os.PathLike]) -> tuple[list[Record], list[st
     in the returned problems."""
     records: list[Record] = []
     problems: list[str] = []
+    from perfsuite.store import select
+
     for given in paths:
+        if select.is_source(given):
+            records.extend(select.load(given))
+            continue
         p = Path(given)
         files = results_in(p) if p.is_dir() else [p]
         for f in files:

@@ -1,0 +1,255 @@
+"""`perfsuite store`: import, push, info, runs, query; and the store's part in every measuring
+command (stored_run: a run row opened before measuring, finished with the command's exit)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+from rich.table import Table
+from rich.text import Text
+
+from perfsuite.core.errors import PerfsuiteError
+
+# The commands whose results are kept in the store, and the kind of run each makes.
+STORED = {"run": "run", "pair": "pair", "amp": "amp", "gate": "gate", "bisect": "bisect", "why": "why"}
+# How a command's exit status reads in its run row.
+_STATE = {0: "finished", 1: "finished", 3: "finished", 5: "finished", 130: "interrupted"}
+
+
+class _Run:
+    """A command's run in the store: `recorder` (None for commands that store nothing, and for
+    `run --plan`, which measures nothing) and the exit status it ends with."""
+
+    def __init__(self, recorder) -> None:
+        self.recorder = recorder
+        self.status: int | None = None
+
+    def exit(self, status: int) -> int:
+        self.status = status
+        return status
+
+
+def _config(args) -> dict:
+    """The command's configuration as its run row keeps it (no store URL: it may hold a password)."""
+    out = {}
+    for k, v in vars(args).items():
+        if k in ("recorder", "store") or callable(v):
+            continue
+        out[k] = [str(x) for x in v] if isinstance(v, list) else v if isinstance(v, (int, float, bool, str, type(None))) else str(v)
+    return out
+
+
+def _kind(args) -> str | None:
+    kind = STORED.get(args.command)
+    if kind == "run":
+        if getattr(args, "plan", False):
+            return None
+        if getattr(args, "suite", None) or getattr(args, "config", None):
+            return "suite"
+    if kind == "gate" and getattr(args, "learn_floor", None):
+        return None
+    return kind
+
+
+@contextlib.contextmanager
+def store_given(given: str | None):
+    """`--store` is PERFSUITE_STORE for this command: its `store:` sources, and the side and worker
+    processes it starts, use the same store. Restored afterwards (main() may be called again)."""
+    from perfsuite.store.location import ENV
+
+    if given is None:
+        yield
+        return
+    before = os.environ.get(ENV)
+    os.environ[ENV] = given
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
+
+
+@contextlib.contextmanager
+def stored_run(args, err):
+    """The store's run of this command (see the module's docstring); notes go to `err`."""
+    kind = _kind(args)
+    if kind is None:
+        yield _Run(None)
+        return
+    from perfsuite.store.location import resolve
+    from perfsuite.store.recorder import Recorder
+
+    location = resolve(getattr(args, "store", None), warn=lambda t: err.print(Text("warning: " + t, style="yellow")))
+    run = _Run(Recorder(location, kind, _config(args)))
+    state = "failed"
+    try:
+        yield run
+        state = _STATE.get(run.status, "failed")
+    except KeyboardInterrupt:
+        state = "interrupted"
+        raise
+    finally:
+        run.recorder.finish(state)
+        for note in run.recorder.notes:
+            err.print(Text("store: " + note, style="yellow"))
+
+
+def _location(args):
+    from perfsuite.store.location import resolve
+
+    return resolve(getattr(args, "store", None))
+
+
+def store_command(args, console) -> int:
+    return {"import": _import, "push": _push, "info": _info, "runs": _runs, "query": _query}[args.store_command](args, console)
+
+
+def _import(args, console) -> int:
+    from perfsuite.store.importing import import_paths
+    from perfsuite.store.store import Store
+
+    with Store(_location(args)) as store:
+        report = import_paths(store, args.paths)
+    for line in report.problems:
+        console.print(Text(f"skipped: {line}", style="yellow"))
+    console.print(Text(f"imported {report.records} new record(s) and {report.documents} document(s) from "
+                       f"{report.files} file(s) into {store.location.shown} ({report.already} already there)"))
+    return 3 if report.problems and not report.files else 0
+
+
+def _push(args, console) -> int:
+    from perfsuite.store.recorder import push
+
+    location = _location(args)
+    if location.spool == location.path:
+        raise PerfsuiteError(f"the store is the spool itself ({location.shown}); name the store to push to with "
+                             "--store or PERFSUITE_STORE")
+    runs, records, documents = push(location)
+    console.print(Text(f"pushed {runs} run(s): {records} new record(s), {documents} document(s) to {location.shown}"
+                       if runs else f"nothing to push ({location.spool} holds no runs)"))
+    return 0
+
+
+def _info(args, console) -> int:
+    from perfsuite.store.database import HEAD
+    from perfsuite.store.machine import machine_id
+    from perfsuite.store.store import Store
+
+    with Store(_location(args)) as store:
+        counts, machines = store.counts(), store.machines()
+    console.print(Text(f"store {store.location.shown} ({store.location.source}), schema {HEAD}"))
+    console.print(Text(", ".join(f"{v} {k}" for k, v in counts.items())))
+    me = machine_id()
+    for m in machines:
+        console.print(Text(f"  machine {m['id']}  {m['name']}{'  (this machine)' if m['id'] == me else ''}"))
+    spool = store.location.spool
+    if spool.exists() and spool != store.location.path:
+        console.print(Text(f"a spool waits in {spool}: `perfsuite store push` sends it", style="yellow"))
+    return 0
+
+
+def _runs(args, console) -> int:
+    from perfsuite.store.store import Store
+
+    with Store(_location(args)) as store:
+        runs = store.runs(kind=args.kind, batch=args.batch,
+                          machine=None if args.machine == "all" else args.machine or _this())
+    if args.json:
+        console.print_json(json.dumps(runs, default=str))
+        return 0
+    t = Table("run", "kind", "state", "machine", "commit", "started", "records", "shard")
+    for r in runs:
+        shard = f"{r['shard']}/{r['shards']} of {r['batch'][:10]}" if r.get("shards") else ""
+        t.add_row(r["id"][:12], r["kind"], r["state"], r["machine_id"][:16], (r["commit"] or "")[:10],
+                  r["started"][:19], str(r["records"]), shard)
+    console.print(t)
+    if args.batch and runs:
+        shards = runs[0]["shards"]
+        present = sorted({r["shard"] for r in runs if r.get("shard")})
+        missing = [k for k in range(1, (shards or 0) + 1) if k not in present]
+        console.print(Text(f"batch {args.batch[:12]}: shards {present} of {shards}"
+                           + (f"; missing {missing}" if missing else "; complete")))
+    return 0
+
+
+def _this() -> str:
+    from perfsuite.store.machine import machine_id
+
+    return machine_id()
+
+
+def _query(args, console) -> int:
+    from perfsuite.core.units import fmt_seconds
+    from perfsuite.store import select
+    from perfsuite.store.store import Store
+
+    sel = {"workload": args.workload} if args.workload else {}
+    for key in ("machine", "since", "until", "device", "batch"):
+        if getattr(args, key, None):
+            sel[key] = getattr(args, key)
+    if args.range:
+        sel["commit"] = args.range
+    kw, prefix = select.filters(sel, _this())
+    params = _params(args.param)
+    with Store(_location(args)) as store:
+        rows = store.rows(params=params, **kw)
+    if prefix:
+        rows = [r for r in rows if (r["commit"] or "").startswith(prefix)]
+    if args.json:
+        console.print_json(json.dumps(rows, default=str))
+        return 0
+    t = Table("created", "machine", "commit", "workload", "params", "device", "median")
+    for r in rows[-args.limit:]:
+        t.add_row(r["created"][:19], r["machine_id"][:16], (r["commit"] or "")[:10] + ("+" if r["dirty"] else ""),
+                  r["workload"], ",".join(f"{k}={v}" for k, v in sorted(r["params"].items())), r["device"],
+                  fmt_seconds(r["median_s"]))
+    console.print(t)
+    console.print(Text(f"{len(rows)} record(s)" + (f", the last {args.limit} shown" if len(rows) > args.limit else "")))
+    return 0
+
+
+def _params(items: list[str]) -> dict:
+    """-p key=value filters, values read as JSON where they parse (8 -> 8, fp32 -> "fp32")."""
+    out = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            raise PerfsuiteError(f"-p expects key=value, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
+def add_arguments(sub, positive_count) -> None:
+    """`perfsuite store ...` (perfsuite.cli.parser calls this)."""
+    st = sub.add_parser("store", help="the results store: import files, push a spool, list runs, query records")
+    ss = st.add_subparsers(dest="store_command", required=True, metavar="ACTION")
+    im = ss.add_parser("import", help="perfsuite, asv and pytest-benchmark results files or folders; importing "
+                                      "twice adds nothing")
+    im.add_argument("paths", nargs="+", help="files or folders of results")
+    ss.add_parser("push", help="send results kept in the local spool (.perfsuite/spool.db) to the store")
+    ss.add_parser("info", help="where the store is, its schema, what it holds and which machines reported")
+    rn = ss.add_parser("runs", help="the runs in the store (the shards of a suite run with --batch)")
+    rn.add_argument("--kind", help="run, suite, pair, amp, gate, bisect, why, asv, pytest, import")
+    rn.add_argument("--batch", help="the shards of one suite run")
+    rn.add_argument("--machine", help="a machine id, or all (default: this machine)")
+    rn.add_argument("--json", action="store_true")
+    q = ss.add_parser("query", help="stored records of this machine (or --machine) by workload, parameters, "
+                                    "commits and time")
+    q.add_argument("workload", nargs="?")
+    q.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    q.add_argument("--machine", help="a machine id, or all (default: this machine: times of different machines "
+                                     "are not comparable)")
+    q.add_argument("--range", metavar="REV|A..B", help="one commit, or the first-parent commits after A up to B")
+    q.add_argument("--since", help="ISO date or time, e.g. 2026-11-01")
+    q.add_argument("--until", help="ISO date or time (exclusive)")
+    q.add_argument("--device")
+    q.add_argument("--batch")
+    q.add_argument("--limit", type=positive_count("--limit"), default=50, help="rows shown (default 50)")
+    q.add_argument("--json", action="store_true", help="every matching row as JSON")

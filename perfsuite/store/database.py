@@ -1,0 +1,229 @@
+"""Opening a store: an engine with the right settings for its kind, the schema migrated to head.
+
+An older store is migrated forward (Alembic, perfsuite/store/migrations); a store written by a newer
+perfsuite is refused, as is a file that is not a SQLite database. A server that cannot be reached
+is StoreUnreachable, which the recorder answers by keeping results in the local spool; wrong
+credentials are a StoreError before anything is measured. No message carries the password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from perfsuite.core.errors import PerfsuiteError
+from perfsuite.store.location import Location
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+# How long a writer waits for another's lock (SQLite) and for a server to answer (PostgreSQL).
+BUSY_TIMEOUT_S = 60
+CONNECT_TIMEOUT_S = 5
+# A lock key all perfsuite processes share while migrating one PostgreSQL store.
+_PG_MIGRATION_LOCK = 0x70657266
+
+
+class StoreError(PerfsuiteError):
+    """The store cannot be used as it is (a newer schema, a corrupted file, wrong credentials)."""
+
+
+class StoreUnreachable(StoreError):
+    """The server did not answer: results are kept locally until `perfsuite store push`."""
+
+
+def _scripts() -> ScriptDirectory:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return ScriptDirectory.from_config(cfg)
+
+
+HEAD = _scripts().get_current_head()
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cur = dbapi_connection.cursor()
+    # WAL: readers never wait for a writer and a killed writer's transaction is rolled back on
+    # the next open; busy_timeout: concurrent writers queue instead of failing.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+WRITE = {"perfsuite_write": True}  # execution options of a connection that will write
+
+
+def _sqlite_begin(conn) -> None:
+    # pysqlite starts transactions lazily, after the first read: two writers that both read first
+    # then deadlock on the upgrade. A writer's BEGIN IMMEDIATE takes the write lock up front
+    # (SQLAlchemy's recipe for pysqlite); readers begin plainly and never wait for one.
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("perfsuite_write") else "BEGIN")
+
+
+def engine_for(location: Location) -> sa.Engine:
+    """An engine for `location` (nothing is connected yet)."""
+    if location.is_server:
+        try:
+            import psycopg  # noqa: F401 - the driver SQLAlchemy loads for postgresql+psycopg
+        except ImportError:
+            raise StoreError(f"store {location.shown}: PostgreSQL needs its driver: pip install 'perfsuite[postgres]' "
+                             "(psycopg)") from None
+        return sa.create_engine(location.url, pool_pre_ping=True,
+                                connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "perfsuite"})
+    path = location.path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"store {path}: cannot create its folder ({exc.strerror})") from None
+    if path.is_dir():
+        raise StoreError(f"store {path}: is a folder; give a file path (e.g. {path / 'results.db'})")
+    engine = sa.create_engine(location.url, connect_args={"timeout": BUSY_TIMEOUT_S, "isolation_level": None})
+    sa.event.listen(engine, "connect", _sqlite_pragmas)
+    sa.event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def describe_failure(location: Location, exc: sa.exc.DBAPIError) -> StoreError:
+    """What went wrong with `location`, in words, without the password."""
+    text = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(getattr(exc, "orig", exc)).strip() else ""
+    if location.url.password:
+        text = text.replace(location.url.password, "***")
+    if location.is_server:
+        if "password authentication failed" in text or "authentication" in text.lower() or "role" in text and "does not exist" in text:
+            return StoreError(f"store {location.shown}: the server refused the credentials ({text}); "
+                              "check the user and password (~/.pgpass or PERFSUITE_STORE)")
+        if "does not exist" in text and "database" in text:
+            return StoreError(f"store {location.shown}: {text}; create it first (createdb)")
+        return StoreUnreachable(f"store {location.shown}: cannot reach the server ({text})")
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return StoreError(f"store {location.shown}: not a readable SQLite database ({text}); move the file aside "
+                          "and rebuild the store from JSON results with `perfsuite store import`")
+    if "locked" in text:
+        return StoreError(f"store {location.shown}: locked by another writer for over {BUSY_TIMEOUT_S} s ({text})")
+    if "readonly" in text or "unable to open" in text:
+        return StoreError(f"store {location.shown}: cannot write the file ({text})")
+    return StoreError(f"store {location.shown}: {text or type(exc).__name__}")
+
+
+@contextlib.contextmanager
+def _migration_lock(location: Location, conn):
+    if location.is_server:
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+        yield
+        return
+    lock = location.path.with_name(location.path.name + ".migrate-lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def current_revision(conn) -> str | None:
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def migrate(location: Location, engine: sa.Engine) -> str:
+    """Bring the store to this perfsuite's schema; returns the revision it was at (None: new)."""
+    scripts = _scripts()
+    with engine.connect() as conn:
+        before = current_revision(conn)
+        conn.rollback()
+    if before == HEAD:
+        return before
+    _refuse_newer(location, scripts, before)
+    with engine.connect() as conn, conn.execution_options(**WRITE).begin(), _migration_lock(location, conn):
+        again = current_revision(conn)  # another process may have migrated while we waited
+        _refuse_newer(location, scripts, again)
+        if again != HEAD:
+            cfg = Config()
+            cfg.set_main_option("script_location", str(MIGRATIONS))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    return before
+
+
+def _refuse_newer(location: Location, scripts: ScriptDirectory, revision: str | None) -> None:
+    if revision is None:
+        return
+    try:
+        scripts.get_revision(revision)
+    except Exception:  # noqa: BLE001 - alembic raises several kinds for an unknown revision
+        raise StoreError(f"store {location.shown}: schema revision {revision!r} was written by a newer perfsuite "
+                         f"(this one knows up to {HEAD}); upgrade perfsuite to use it") from None
+
+
+def open_engine(location: Location) -> sa.Engine:
+    """A migrated engine for `location`; StoreError (StoreUnreachable for a silent server) otherwise."""
+    engine = engine_for(location)
+    try:
+        if location.path is not None and location.path.exists() and location.path.stat().st_size:
+            _check_sqlite_header(location)
+        migrate(location, engine)
+    except sa.exc.DBAPIError as exc:
+        engine.dispose()
+        raise describe_failure(location, exc) from None
+    except StoreError:
+        engine.dispose()
+        raise
+    return engine
+
+
+def preflight(location: Location) -> None:
+    """Whether `location` can take results, found before anything is measured and without writing:
+    a server answers with credentials it accepts and a schema this perfsuite knows; a SQLite file
+    is one, of such a schema, or can be created. StoreError says what is wrong (StoreUnreachable:
+    the server did not answer)."""
+    if location.is_server:
+        engine = engine_for(location)
+        try:
+            with engine.connect() as conn:
+                revision = current_revision(conn)
+        except sa.exc.DBAPIError as exc:
+            raise describe_failure(location, exc) from None
+        finally:
+            engine.dispose()
+        _refuse_newer(location, _scripts(), revision)
+        return
+    path = location.path
+    if path.is_dir():
+        raise StoreError(f"store {path}: is a folder; give a file path (e.g. {path / 'results.db'})")
+    if path.exists():
+        if path.stat().st_size:
+            _check_sqlite_header(location)
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise StoreError(f"store {path}: cannot read and write the file (permissions)")
+        engine = sa.create_engine(location.url, connect_args={"timeout": BUSY_TIMEOUT_S})
+        try:
+            with engine.connect() as conn:
+                revision = current_revision(conn)
+        except sa.exc.DBAPIError as exc:
+            raise describe_failure(location, exc) from None
+        finally:
+            engine.dispose()
+        _refuse_newer(location, _scripts(), revision)
+        return
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"store {path}: cannot create it ({folder} is not a writable folder)")
+
+
+def _check_sqlite_header(location: Location) -> None:
+    # SQLite opens any file lazily; a foreign file would only fail at the first query, deep inside
+    # Alembic. The 16-byte header says at once.
+    with open(location.path, "rb") as f:
+        head = f.read(16)
+    if head != b"SQLite format 3\x00":
+        raise StoreError(f"store {location.shown}: not a SQLite database (the file starts {head[:8]!r}); "
+                         "move it aside and rebuild the store with `perfsuite store import`")

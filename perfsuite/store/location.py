@@ -1,0 +1,116 @@
+"""Which store a command uses, and how it is named on the console.
+
+In order: `--store` on the command line, the PERFSUITE_STORE environment variable, `store` in the
+project's `[tool.perfsuite]`, and else `.perfsuite/results.db` beside the project's pyproject.toml
+(or in the current folder). A path is a SQLite file; `postgresql://user@host/db` is a server
+(driver psycopg). A password is never shown: every message names the store by `shown`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from perfsuite.core.errors import ConfigError
+
+ENV = "PERFSUITE_STORE"
+DEFAULT = Path(".perfsuite") / "results.db"
+SPOOL = Path(".perfsuite") / "spool.db"  # where results wait when the server cannot be reached
+_SERVER_SCHEMES = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg",
+                   "postgresql+psycopg": "postgresql+psycopg"}
+
+
+@dataclass(frozen=True)
+class Location:
+    url: sa.URL
+    source: str  # where it was chosen: "--store", "PERFSUITE_STORE", a pyproject.toml, "default"
+    home: Path  # the folder whose .perfsuite/ keeps the spool (and the default store)
+
+    @property
+    def is_server(self) -> bool:
+        return self.url.get_backend_name() == "postgresql"
+
+    @property
+    def path(self) -> Path | None:
+        return Path(self.url.database) if not self.is_server and self.url.database else None
+
+    @property
+    def shown(self) -> str:
+        """The URL as messages show it: the password hidden."""
+        if self.path is not None:
+            return str(self.path)
+        return self.url.render_as_string(hide_password=True).replace("+psycopg", "")
+
+    @property
+    def spool(self) -> Path:
+        return self.home / SPOOL
+
+
+def _project_table(start: Path) -> tuple[Path | None, dict]:
+    from perfsuite.core.discover import find_project
+
+    pyproject = find_project(start)
+    if pyproject is None:
+        return None, {}
+    table = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["perfsuite"]
+    return pyproject, table if isinstance(table, dict) else {}
+
+
+def parse(text: str, source: str, home: Path) -> Location:
+    """A store named by `text` (a path or a URL) from `source`; bad text is a ConfigError naming it."""
+    if not isinstance(text, str) or not text.strip() or "\x00" in text:
+        raise ConfigError(f"{source}: the store must be a SQLite path or a postgresql:// URL, got {str(text)[:80]!r}")
+    text = text.strip()
+    scheme, sep, _ = text.partition("://")
+    if not sep:
+        path = (home / Path(text).expanduser()) if not Path(text).expanduser().is_absolute() else Path(text).expanduser()
+        return Location(sa.URL.create("sqlite", database=str(path)), source, home)
+    if scheme == "sqlite":
+        try:
+            url = sa.make_url(text)
+        except sa.exc.ArgumentError:
+            raise ConfigError(f"{source}: not a store URL: {text[:80]!r}") from None
+        if not url.database or url.database == ":memory:":
+            raise ConfigError(f"{source}: a SQLite store needs a file (sqlite:///path/results.db)")
+        return parse(url.database, source, home)
+    if scheme not in _SERVER_SCHEMES:
+        raise ConfigError(f"{source}: the store must be a SQLite path or a postgresql:// URL, not {scheme}://...")
+    try:
+        url = sa.make_url(text).set(drivername=_SERVER_SCHEMES[scheme])
+    except (sa.exc.ArgumentError, ValueError):
+        raise ConfigError(f"{source}: not a PostgreSQL URL (postgresql://user@host:5432/database)") from None
+    if not url.database:
+        raise ConfigError(f"{source}: the URL names no database (postgresql://user@host:5432/DATABASE)")
+    return Location(url, source, home)
+
+
+def resolve(given: str | None = None, cwd: Path | None = None, warn=None) -> Location:
+    """The store this command uses (see the module's docstring); `warn(text)` is told when a
+    password sits in a file other users can read."""
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    if given is not None:
+        return parse(given, "--store", cwd)
+    if os.environ.get(ENV):
+        return parse(os.environ[ENV], ENV, cwd)
+    pyproject, table = _project_table(cwd)
+    home = pyproject.parent if pyproject is not None else cwd
+    if "store" in table:
+        where = f"{pyproject}: [tool.perfsuite] store"
+        loc = parse(table["store"], where, home)
+        if loc.url.password and warn is not None and _readable_by_others(pyproject):
+            warn(f"{pyproject} holds the store's password and other users can read it: keep the password in "
+                 f"~/.pgpass or {ENV} instead (chmod o-r would hide the whole file)")
+        return loc
+    return Location(sa.URL.create("sqlite", database=str(home / DEFAULT)), "default", home)
+
+
+def _readable_by_others(path: Path) -> bool:
+    try:
+        return bool(path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH))
+    except OSError:
+        return False

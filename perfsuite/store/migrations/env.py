@@ -1,0 +1,13 @@
+"""Alembic's environment: perfsuite.store.database hands it an open connection; nothing else is read
+(no alembic.ini, no logging set-up: the console belongs to the command line)."""
+
+from alembic import context
+
+from perfsuite.store.schema import metadata
+
+connection = context.config.attributes["connection"]
+# SQLite cannot ALTER most things in place: batch mode copies the table (Alembic's own way).
+context.configure(connection=connection, target_metadata=metadata,
+                  render_as_batch=connection.dialect.name == "sqlite")
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,196 @@
+"""One command's run in the store: opened before anything is measured, written as each result
+arrives, finished when the command ends.
+
+A store that cannot be used as it is (wrong credentials, a newer schema, a broken file) stops the
+command before it measures (StoreError, exit 2). A server that does not answer, at the start or
+mid-way, never costs a measurement: the write is retried, then the run goes on into the local
+spool (`.perfsuite/spool.db`, a SQLite store of the same schema) and `notes` tell the user to run
+`perfsuite store push`. The engine returns these notes; the command line prints them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from perfsuite.core.record import Record
+from perfsuite.store.database import StoreError, StoreUnreachable, preflight
+from perfsuite.store.location import Location, parse
+from perfsuite.store.machine import Machine, this_machine
+from perfsuite.store.store import Store, new_run
+
+# Waits between tries of a write the server did not answer (then the spool takes it).
+RETRY_WAITS_S = (0.5, 2.0)
+
+
+def light_env() -> dict:
+    """What identifies this machine's times (perfsuite.measure.env without the slow collectors)."""
+    from perfsuite.measure import env
+
+    out: dict = {}
+    for collect in (env.collect_python, env.collect_os, env.collect_host, env.collect_cpu, env.collect_torch):
+        out.update(collect())
+    return out
+
+
+class Recorder:
+    """A run of `kind` (run, suite, pair, amp, gate, bisect, why, asv, pytest)."""
+
+    def __init__(self, location: Location, kind: str, config: dict | None = None, *,
+                 machine: Machine | None = None, cwd: Path | None = None, batch: str | None = None,
+                 shard: int | None = None, shards: int | None = None, commit: str | None = None,
+                 sleep=time.sleep) -> None:
+        from perfsuite.measure.env import collect_git
+
+        self.location, self.kind, self.sleep = location, kind, sleep
+        self.machine = machine or this_machine(light_env())
+        # `commit`: the commit measured, when it is not the checkout's (asv measures a commit it built)
+        git = {"git_commit": commit, "git_dirty": False} if commit else collect_git(cwd)
+        self.commit = commit
+        self.run = new_run(kind, self.machine, config=config, commit=git.get("git_commit"),
+                           dirty=git.get("git_dirty"), batch=batch, shard=shard, shards=shards)
+        self.notes: list[str] = []
+        self.written = 0  # results in the store (or the spool)
+        self.store: Store | None = None
+        self.spool: Store | None = None
+        self._unreachable: StoreError | None = None
+        # Checked now, written at the first result: a store that cannot be used stops the command
+        # before it measures (StoreError), and a command that measures nothing writes nothing.
+        try:
+            preflight(location)
+        except StoreUnreachable as exc:
+            self._unreachable = exc
+
+    @property
+    def run_id(self) -> str:
+        return self.run["id"]
+
+    @property
+    def spooled(self) -> bool:
+        return self.spool is not None
+
+    # ---- writing ---------------------------------------------------------------------------
+    def add_record(self, record: Record) -> None:
+        self._write(lambda s: s.add_records(self.run_id, self.machine.id, [record], commit=self.commit))
+
+    def add_result(self, result, case=None, kind: str = "results") -> None:
+        """What perfsuite's case loop measured: a Record, or a result of another kind (pair, amp,
+        gate) stored as its document with the parameters its case was given."""
+        if isinstance(result, Record):
+            self.add_record(result)
+            return
+        entry = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        if case is not None:
+            entry = {**entry, "case": dict(case.params)}
+        self.add_document(kind, entry, workload=getattr(getattr(case, "workload", None), "name", None))
+
+    def add_document(self, kind: str, entry: dict, workload: str | None = None) -> None:
+        self._write(lambda s: s.add_documents(self.run_id, self.machine.id, kind, [entry], workload=workload,
+                                              commit=self.run["commit"]))
+
+    def set_batch(self, batch: str, shard: int, shards: int) -> None:
+        """This run is shard `shard` of `shards` of the suite run `batch` (perfsuite.store.shards)."""
+        self.run.update(batch=batch, shard=shard, shards=shards)
+        self._write(lambda s: s.set_batch(self.run_id, batch, shard, shards), counted=False)
+
+    def finish(self, state: str = "finished") -> None:
+        """Mark the run finished (or failed, interrupted); says where its results are."""
+        target = self.spool or self.store
+        if target is None:  # nothing was measured: nothing is written
+            return
+        try:
+            if target is not None:
+                target.finish_run(self.run_id, state)
+        except StoreError as exc:
+            if target is self.store:
+                self._to_spool(exc)
+                if self.spool is not None:
+                    self.spool.finish_run(self.run_id, state)
+        if self.spooled and self.spool is not None:
+            self.notes.append(f"{self.written} result(s) kept in {self.location.spool}: the store "
+                              f"{self.location.shown} could not be reached; `perfsuite store push` sends them")
+        for s in (self.store, self.spool):
+            if s is not None:
+                s.close()
+
+    def _open(self) -> None:
+        """The store, migrated, with this run's row: at the first result."""
+        if self.store is None and self.spool is None:
+            if self._unreachable is not None:
+                self._to_spool(self._unreachable)
+                return
+            store = Store(self.location)
+            store.begin_run(self.run, self.machine)
+            self.store = store
+
+    def _write(self, write, counted: bool = True) -> None:
+        try:
+            self._open()
+        except StoreError as exc:
+            self._to_spool(exc)
+        if self.spool is None and self.store is not None:
+            for wait in (*RETRY_WAITS_S, None):
+                try:
+                    write(self.store)
+                    self.written += counted
+                    return
+                except StoreUnreachable as exc:
+                    if wait is None:
+                        self._to_spool(exc)
+                        break
+                    self.sleep(wait)
+                except StoreError as exc:  # a full disk, a lock held too long: keep it locally too
+                    self._to_spool(exc)
+                    break
+        if self.spool is not None:
+            try:
+                write(self.spool)
+                self.written += counted
+            except StoreError as exc:
+                self.notes.append(f"could not store a result in the spool either ({exc}); it is in the JSON "
+                                  "output only, `perfsuite store import` reads it later")
+
+    def _to_spool(self, why: StoreError) -> None:
+        if self.spool is not None or self.location.spool == self.location.path:
+            return
+        self.notes.append(f"{why}; results go to the local spool {self.location.spool}")
+        try:
+            self.spool = Store(parse(str(self.location.spool), "spool", self.location.home))
+            self.spool.begin_run({**self.run}, self.machine)
+        except StoreError as exc:
+            self.spool = None
+            self.notes.append(f"the spool cannot be used either ({exc}); results are in the JSON output only")
+
+
+def for_frontend(kind: str, config: dict, commit: str | None = None, warn=None) -> Recorder | None:
+    """A recorder for asv's or pytest's runs: the store the project names (PERFSUITE_STORE, or
+    [tool.perfsuite] store, or the default). A store that cannot be used is said through `warn`
+    and skipped: those front-ends keep their own results, and a measurement is never refused."""
+    from perfsuite.store.location import resolve
+
+    try:
+        return Recorder(resolve(warn=warn), kind, config, commit=commit)
+    except StoreError as exc:
+        if warn is not None:
+            warn(f"results not stored: {exc}")
+        return None
+
+
+def push(location: Location) -> tuple[int, int, int]:
+    """Send the spool's runs to the store at `location`; returns (runs, new records, new documents).
+    Each run is copied in one transaction and leaves the spool only after the store has it."""
+    spool_path = location.spool
+    if not spool_path.exists():
+        return 0, 0, 0
+    spool = Store(parse(str(spool_path), "spool", location.home))
+    target = Store(location)
+    runs = n_recs = n_docs = 0
+    try:
+        for run in spool.runs():
+            r, d = target.copy_run(spool, run["id"])
+            spool.delete_run(run["id"])
+            runs, n_recs, n_docs = runs + 1, n_recs + r, n_docs + d
+    finally:
+        spool.close()
+        target.close()
+    return runs, n_recs, n_docs

@@ -1,0 +1,113 @@
+"""`store:` sources: records read from the store wherever a results file is read (`report`,
+`export`, `compare`, `roofline`, `perfsuite.load`, the pandas table).
+
+    store:                      this machine's records
+    store:REV                   this machine's records of one commit (any git revision, or a hash prefix)
+    store:A..B                  of the first-parent commits after A up to B
+    store:workload=W,commit=REV,machine=M|all,device=D,since=2026-11-01,run=ID,batch=ID
+
+Times from different machines are not comparable: a source reads one machine's records (this
+one's unless `machine=` names another) and `machine=all` is asked for by name.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from perfsuite.core.errors import ConfigError
+from perfsuite.core.record import Record
+
+PREFIX = "store:"
+KEYS = ("workload", "commit", "machine", "device", "since", "until", "run", "batch")
+
+
+def is_source(path: str | os.PathLike) -> bool:
+    return str(path).startswith(PREFIX)
+
+
+def parse(text: str) -> dict:
+    body = str(text)[len(PREFIX):].strip()
+    if not body:
+        return {}
+    if "=" not in body:
+        return {"commit": body}
+    out = {}
+    for part in body.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or key not in KEYS or not value.strip():
+            raise ConfigError(f"{text[:120]!r}: expected store:KEY=VALUE,... with keys {', '.join(KEYS)}")
+        if key in out:
+            raise ConfigError(f"{text[:120]!r}: {key} is given twice")
+        out[key] = value.strip()
+    return out
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def commits(spec: str) -> list[str] | None:
+    """The commit hashes `spec` names (REV, or A..B along the first parents); None when git does not
+    know it (then it is matched as a hash prefix)."""
+    if ".." in spec:
+        a, _, b = spec.partition("..")
+        listed = _git("rev-list", "--first-parent", f"{a}..{b or 'HEAD'}", "--")
+        if listed is None:
+            raise ConfigError(f"commit range {spec!r}: git does not know it here")
+        return listed.split()
+    full = _git("rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}")
+    return [full] if full else None
+
+
+def filters(sel: dict, this_machine: str) -> tuple[dict, str | None]:
+    """Store.rows/records keywords for a parsed selector, and a commit prefix to match by hand."""
+    out: dict = {}
+    machine = sel.get("machine", this_machine)
+    if machine != "all":
+        out["machine"] = machine
+    for key in ("workload", "device", "since", "until", "run", "batch"):
+        if key in sel:
+            out[key] = sel[key]
+    prefix = None
+    if "commit" in sel:
+        found = commits(sel["commit"])
+        if found is not None:
+            out["commits"] = found
+        elif all(c in "0123456789abcdef" for c in sel["commit"].lower()) and len(sel["commit"]) >= 4:
+            prefix = sel["commit"].lower()
+        else:
+            raise ConfigError(f"store:{sel['commit']}: not a commit git knows here, nor a hash prefix")
+    return out, prefix
+
+
+def load(text: str | os.PathLike, location=None) -> list[Record]:
+    """The records a `store:` source names (see the module's docstring)."""
+    from perfsuite.store.location import resolve
+    from perfsuite.store.machine import machine_id
+    from perfsuite.store.store import Store
+
+    sel = parse(str(text))
+    kw, prefix = filters(sel, machine_id())
+    with Store(location or resolve()) as store:
+        records = store.records(**kw)
+    if prefix:
+        records = [r for r in records if str(r.env.get("git_commit") or "").startswith(prefix)]
+    return records
+
+
+def describe(text: str | os.PathLike) -> str:
+    return f"{text} (the store)"
+
+
+def paths_and_sources(paths) -> tuple[list[Path], list[str]]:
+    files, sources = [], []
+    for p in paths:
+        (sources if is_source(p) else files).append(str(p) if is_source(p) else Path(p))
+    return files, sources
