@@ -49,3 +49,18 @@ def store_in_tmp(tmp_path, monkeypatch):
     machine id into the user's configuration folder. Subprocesses inherit both."""
     monkeypatch.setenv("PERFSUITE_STORE", str(tmp_path / "store" / "results.db"))
     monkeypatch.setenv("PERFSUITE_MACHINE", "test-machine")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    """A fresh, empty results store on each engine: a SQLite file, and a database of its own on a
+    real PostgreSQL server the tests start (tests/storebackends.py)."""
+    from storebackends import fresh_url
+
+    return fresh_url(request.param, tmp_path)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import storebackends
+
+    storebackends.stop_server()

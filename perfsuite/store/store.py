@@ -93,8 +93,9 @@ class Store:
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        result = conn.execute(insert(table).on_conflict_do_nothing(), rows)
-        return max(result.rowcount, 0)
+        # RETURNING counts what was new on both engines (an executemany's rowcount is -1 on psycopg).
+        result = conn.execute(insert(table).on_conflict_do_nothing().returning(table.c.id), rows)
+        return len(result.all())
 
     def add_machine(self, machine: Machine) -> None:
         with self._write() as conn:
