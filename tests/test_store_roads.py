@@ -188,3 +188,12 @@ def test_a_bad_store_url_names_itself(text, message):
 
     with pytest.raises(ConfigError, match=message):
         resolve(text)
+
+
+def test_reading_a_store_that_does_not_exist_says_so_and_creates_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "nowhere" / "results.db"
+    for argv in (["store", "info"], ["store", "query"], ["export", "csv", "store:", "--out", "x.csv"]):
+        assert cli.main(["--store", str(missing), *argv]) == 2
+        assert "no store there yet" in capsys.readouterr().err
+    assert not missing.parent.exists()

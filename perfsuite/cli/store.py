@@ -109,7 +109,7 @@ def store_command(args, console) -> int:
 
 
 def _import(args, console) -> int:
-    from perfsuite.store.importing import import_paths
+    from perfsuite.storage.store_import import import_paths
     from perfsuite.store.store import Store
 
     with Store(_location(args)) as store:
@@ -139,7 +139,7 @@ def _info(args, console) -> int:
     from perfsuite.store.machine import machine_id
     from perfsuite.store.store import Store
 
-    with Store(_location(args)) as store:
+    with Store(_location(args), create=False) as store:
         counts, machines = store.counts(), store.machines()
     console.print(Text(f"store {store.location.shown} ({store.location.source}), schema {HEAD}"))
     console.print(Text(", ".join(f"{v} {k}" for k, v in counts.items())))
@@ -155,7 +155,7 @@ def _info(args, console) -> int:
 def _runs(args, console) -> int:
     from perfsuite.store.store import Store
 
-    with Store(_location(args)) as store:
+    with Store(_location(args), create=False) as store:
         runs = store.runs(kind=args.kind, batch=args.batch,
                           machine=None if args.machine == "all" else args.machine or _this())
     if args.json:
@@ -195,7 +195,7 @@ def _query(args, console) -> int:
         sel["commit"] = args.range
     kw, prefix = select.filters(sel, _this())
     params = _params(args.param)
-    with Store(_location(args)) as store:
+    with Store(_location(args), create=False) as store:
         rows = store.rows(params=params, **kw)
     if prefix:
         rows = [r for r in rows if (r["commit"] or "").startswith(prefix)]

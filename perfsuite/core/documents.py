@@ -24,6 +24,18 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, T
 
 from perfsuite.core.errors import RecordError
 
+
+def finite(obj):
+    """`obj` with every NaN or infinity replaced by None: strict JSON, which any parser reads
+    (Python's json writes `NaN`/`Infinity`, which strict parsers refuse)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
 # The results schema (perfsuite.core.record) and which older versions still read.
 RESULTS_FORMAT = "perfsuite.results"
 RESULTS_VERSION = 3

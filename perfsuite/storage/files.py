@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from perfsuite.core import documents
+from perfsuite.core.documents import finite
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import READABLE_VERSIONS, RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
 from perfsuite.core.text import slug
@@ -54,18 +55,6 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` so that readers see either the old or the new file, never half
     (perfsuite.storage.write: a symlink there is refused, an OSError is a StorageError)."""
     write.write_text(path, text)
-
-
-def finite(obj):
-    """`obj` with every NaN or infinity replaced by None: strict JSON, which any parser reads
-    (Python's json writes `NaN`/`Infinity`, which strict parsers refuse)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def dumps(obj, indent: int | None = 1) -> str:

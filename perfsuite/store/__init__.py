@@ -13,6 +13,8 @@ Modules, one job each:
   store      Store: write records, documents and runs; query them
   recorder   one command's run in the store, kept in a local spool when the server cannot be reached
   shards     which cases of a suite a shard (K/N) measures
-  importing  `perfsuite store import`: perfsuite, asv and pytest-benchmark files, idempotently
-JSON files stay the portable export/import format.
+  select     `store:` sources, read wherever a results file is read
+JSON files stay the portable export/import format; `perfsuite store import`, which reads them into
+the store, is perfsuite.storage.store_import (files sit above the store: the store imports no file
+reader).
 """

@@ -95,7 +95,7 @@ def load(text: str | os.PathLike, location=None) -> list[Record]:
 
     sel = parse(str(text))
     kw, prefix = filters(sel, machine_id())
-    with Store(location or resolve()) as store:
+    with Store(location or resolve(), create=False) as store:
         records = store.records(**kw)
     if prefix:
         records = [r for r in records if str(r.env.get("git_commit") or "").startswith(prefix)]

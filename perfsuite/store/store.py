@@ -17,10 +17,11 @@ from typing import Iterable
 
 import sqlalchemy as sa
 
+from perfsuite.core.documents import finite
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
 from perfsuite.store import schema
-from perfsuite.store.database import WRITE, describe_failure, open_engine
+from perfsuite.store.database import WRITE, StoreError, describe_failure, open_engine
 from perfsuite.store.location import Location
 from perfsuite.store.machine import Machine
 
@@ -31,8 +32,6 @@ def now() -> str:
 
 def canonical(obj) -> str:
     """The JSON text a store keeps: sorted keys, no spaces, strict (no NaN)."""
-    from perfsuite.storage.files import finite
-
     return json.dumps(finite(obj), sort_keys=True, separators=(",", ":"), allow_nan=False, default=str)
 
 
@@ -68,8 +67,12 @@ def _record_row(record: Record, run_id: str, machine_id: str, commit: str | None
 class Store:
     """One open store (perfsuite.store.open_store)."""
 
-    def __init__(self, location: Location, engine: sa.Engine | None = None) -> None:
+    def __init__(self, location: Location, engine: sa.Engine | None = None, create: bool = True) -> None:
+        """`create=False`: a reader's store, which must exist already (a query never makes one)."""
         self.location = location
+        if not create and location.path is not None and not location.path.exists():
+            raise StoreError(f"store {location.shown}: no store there yet (nothing has been stored; "
+                             f"it is chosen by {location.source})")
         self.engine = engine if engine is not None else open_engine(location)
 
     def close(self) -> None:
