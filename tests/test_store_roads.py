@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -144,6 +145,7 @@ def test_the_front_ends_write_their_runs_with_asvs_commit(monkeypatch):
 
     monkeypatch.setattr(config, "resolve_device", lambda spec: "cpu")
     monkeypatch.setenv("ASV_COMMIT", "c" * 40)
+    monkeypatch.setenv("ASV_CONF_DIR", str(Path.cwd()))
     (asv,) = measure_cases("noop", {}, max_time=0.3).values()
     monkeypatch.delenv("ASV_COMMIT")
     rec = measure_record(registry.get("noop"), {}, "cpu", 0.3)
@@ -197,3 +199,19 @@ def test_reading_a_store_that_does_not_exist_says_so_and_creates_nothing(tmp_pat
         assert cli.main(["--store", str(missing), *argv]) == 2
         assert "no store there yet" in capsys.readouterr().err
     assert not missing.parent.exists()
+
+
+def test_asv_finds_the_projects_store_from_its_temporary_folder(tmp_path, monkeypatch):
+    """asv runs each benchmark in a temporary folder: the store is the project's (ASV_CONF_DIR)."""
+    from benchmarks._suite import measure_cases
+
+    from perfsuite.core import config
+
+    project, elsewhere = tmp_path / "project", tmp_path / "asv-tmp"
+    project.mkdir(), elsewhere.mkdir()
+    monkeypatch.delenv("PERFSUITE_STORE")
+    monkeypatch.setattr(config, "resolve_device", lambda spec: "cpu")
+    monkeypatch.setenv("ASV_CONF_DIR", str(project))
+    monkeypatch.chdir(elsewhere)
+    measure_cases("noop", {}, max_time=0.2)
+    assert (project / ".perfsuite" / "results.db").exists() and not (elsewhere / ".perfsuite").exists()

@@ -20,10 +20,11 @@ TFLOP, which rise when throughput falls.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import sys
-import math
 import time
+from pathlib import Path
 
 # This file also runs against perfsuite as installed at older commits (benchmarks/_suite.py loads
 # it by path for `asv run` over history): modules are looked up where this version keeps them,
@@ -151,8 +152,12 @@ def _store(kind: str, config: dict):
         for_frontend = _module("perfsuite.store.recorder").for_frontend
     except (ImportError, AttributeError):
         return None
+    # asv runs each benchmark in a temporary folder; ASV_CONF_DIR is the project's, where
+    # asv.conf.json is: its .perfsuite/results.db (or its [tool.perfsuite] store) is the store.
+    home = os.environ.get("ASV_CONF_DIR")
+    kw = {"home": Path(home)} if home else {}
     return for_frontend(kind, config, commit=os.environ.get("ASV_COMMIT"),
-                        warn=lambda text: print(f"perfsuite: {text}", file=sys.stderr))
+                        warn=lambda text: print(f"perfsuite: {text}", file=sys.stderr), **kw)
 
 
 def _config(RunConfig, device: str, max_time: float, processes: int):
@@ -489,7 +494,6 @@ def declarations(root, size: str) -> dict:
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     root = Path(root).resolve()
     try:
@@ -557,7 +561,6 @@ def amp_grid(declarations: dict) -> dict:
 
 def _user_workloads(start) -> list:
     """The workloads declared by the files the project around `start` names."""
-    from pathlib import Path
 
     discover = _module("perfsuite.core.discover")
     discover.discover(start=Path(start))
@@ -589,7 +592,6 @@ def expose(namespace: dict, max_time: float = 5.0, processes: int = 1) -> list[s
     seconds per item and per TFLOP, the step's peak memory) and a `<Name>Time` (asv's own timing of the
     step) for every workload of the project around that module; returns the class names."""
     import os
-    from pathlib import Path
 
     global _MAX_TIME, _PROCESSES
     _MAX_TIME, _PROCESSES = max_time, processes

@@ -162,14 +162,16 @@ class Recorder:
             self.notes.append(f"the spool cannot be used either ({exc}); results are in the JSON output only")
 
 
-def for_frontend(kind: str, config: dict, commit: str | None = None, warn=None) -> Recorder | None:
+def for_frontend(kind: str, config: dict, commit: str | None = None, warn=None,
+                 home: Path | None = None) -> Recorder | None:
     """A recorder for asv's or pytest's runs: the store the project names (PERFSUITE_STORE, or
     [tool.perfsuite] store, or the default). A store that cannot be used is said through `warn`
-    and skipped: those front-ends keep their own results, and a measurement is never refused."""
+    and skipped: those front-ends keep their own results, and a measurement is never refused.
+    `home`: the project folder the store is found from (asv runs benchmarks in a temporary one)."""
     from perfsuite.store.location import resolve
 
     try:
-        return Recorder(resolve(warn=warn), kind, config, commit=commit)
+        return Recorder(resolve(cwd=home, warn=warn), kind, config, commit=commit, cwd=home)
     except StoreError as exc:
         if warn is not None:
             warn(f"results not stored: {exc}")
