@@ -35,13 +35,13 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self) -> None:
+    def __init__(self, port: int | None = None) -> None:
         self.bin = binaries()
         if self.bin is None:
             raise FileNotFoundError("PostgreSQL is not installed (initdb not found)")
         self.root = Path(tempfile.mkdtemp(prefix="perfsuite-pg-"))
         self.data = self.root / "data"
-        self.port = _free_port()
+        self.port = port or _free_port()
         self.as_user: list[str] = []
         if os.geteuid() == 0:
             owner = pwd.getpwnam("postgres")

@@ -206,27 +206,48 @@ def _closed_port() -> int:
 
 
 def test_an_unreachable_server_keeps_the_measurement_in_the_spool_until_pushed(tmp_path, capsys, monkeypatch):
+    import pgserver
     from storebackends import postgres_server
 
+    postgres_server()  # skips, saying why, where PostgreSQL cannot run
     monkeypatch.chdir(tmp_path)
-    down = f"postgresql://perfsuite:pw-not-shown@127.0.0.1:{_closed_port()}/perfsuite"
-    assert cli.main(["--store", down, "run", "matmul", "-p", "n=16", "--max-time", "0.3"]) == 0
+    port = _closed_port()
+    url = f"postgresql://{pgserver.USER}:{pgserver.PASSWORD}@127.0.0.1:{port}/{pgserver.DATABASE}"
+    assert cli.main(["--store", url, "run", "matmul", "-p", "n=16", "--max-time", "0.3"]) == 0
     err = capsys.readouterr().err
-    assert "cannot reach the server" in err and "perfsuite store push" in err and "pw-not-shown" not in err
-    with Store(parse(str(tmp_path / ".perfsuite" / "spool.db"), "t", tmp_path)) as spool:
+    assert "cannot reach the server" in err and "perfsuite store push" in err and pgserver.PASSWORD not in err
+    spool_path = parse(url, "t", tmp_path).spool
+    with Store(parse(str(spool_path), "t", tmp_path)) as spool:
         (kept,) = spool.records()
         assert spool.runs()[0]["state"] == "finished"
-    # The server is back (here: another one): push sends the run whole, once.
-    up = postgres_server().create_database("pushed")
-    assert cli.main(["--store", up, "store", "push"]) == 0
-    assert "pushed 1 run(s): 1 new record(s)" in capsys.readouterr().out
-    with _store(up) as store:
-        assert [r.id for r in store.records()] == [kept.id]
-        assert store.runs()[0]["state"] == "finished"
-    assert cli.main(["--store", up, "store", "push"]) == 0
-    assert "nothing to push" in capsys.readouterr().out
-    with _store(up) as store:
-        assert store.counts()["records"] == 1
+    # The server comes up at that address: push sends the run whole, once.
+    server = pgserver.Server(port=port).start()
+    try:
+        assert cli.main(["--store", url, "store", "push"]) == 0
+        assert "pushed 1 run(s): 1 new record(s)" in capsys.readouterr().out
+        with _store(url) as store:
+            assert [r.id for r in store.records(machine="test-machine")] == [kept.id]
+            assert store.runs()[0]["state"] == "finished"
+        assert cli.main(["--store", url, "store", "push"]) == 0
+        assert "nothing pushed" in capsys.readouterr().out
+        with _store(url) as store:
+            assert store.counts()["records"] == 1
+    finally:
+        server.stop()
+
+
+def test_push_waits_for_a_command_still_writing_to_the_spool(tmp_path):
+    """A push while a command spools would take the run from under it: refused until it ends."""
+    down = parse(f"postgresql://u:p@127.0.0.1:{_closed_port()}/d", "t", tmp_path)
+    rec = Recorder(down, "run", {}, machine=MACHINE, cwd=tmp_path)
+    rec.add_record(make_record(seed=1))
+    assert rec.spooled
+    with pytest.raises(StoreError, match="still writing to it"):
+        push(down)
+    rec.add_record(make_record(seed=2))
+    rec.finish()
+    with Store(parse(str(down.spool), "t", tmp_path)) as spool:
+        assert len(spool.records()) == 2 and spool.runs()[0]["state"] == "finished"
 
 
 def test_a_connection_lost_mid_run_is_retried_then_spooled(tmp_path, monkeypatch):
@@ -251,7 +272,7 @@ def test_a_connection_lost_mid_run_is_retried_then_spooled(tmp_path, monkeypatch
     assert any("store push" in n for n in rec.notes)
     with Store(resolve(str(store_path))) as main, Store(resolve(str(tmp_path / ".perfsuite" / "spool.db"))) as spool:
         assert len(main.records()) == 1 and len(spool.records()) == 2
-    assert push(resolve(str(store_path), cwd=tmp_path)) == (1, 2, 0)
+    assert push(resolve(str(store_path), cwd=tmp_path)) == (1, 2, 0, [])
     with Store(resolve(str(store_path))) as main:
         assert len(main.records()) == 3 and main.runs()[0]["state"] == "finished"
 
@@ -270,6 +291,7 @@ WRITER = textwrap.dedent("""
     store.begin_run(run, m)
     for i in range(n):
         store.add_records(run["id"], m.id, [make_record(seed=who * 1000 + i, n=20)])
+        store.add_records(run["id"], m.id, [make_record(seed=999_999, n=20)])  # one measurement, every writer
     store.finish_run(run["id"], "finished")
 """)
 
@@ -285,7 +307,7 @@ def test_several_processes_writing_at_once_lose_nothing(store_url, tmp_path):
         assert p.returncode == 0, err.decode()[-2000:]
     with _store(store_url) as store:
         rows = store.rows(machine=[f"m{w}" for w in range(6)])
-        assert len(rows) == 90 and len({r["id"] for r in rows}) == 90
+        assert len(rows) == 91  # 6 x 15 of their own, and the one all six wrote: once
         assert {r["state"] for r in store.runs()} == {"finished"}
 
 
@@ -341,3 +363,53 @@ def test_schema_module_and_migrations_describe_the_same_tables(tmp_path):
         migrated = {c["name"] for c in inspector.get_columns(table.name)}
         assert migrated == {c.name for c in table.columns}, table.name
     engine.dispose()
+
+
+def test_a_user_who_may_not_create_the_tables_is_told_before_measuring(tmp_path, capsys, monkeypatch):
+    """PostgreSQL 15 lets only a database's owner create tables in its public schema."""
+    import psycopg
+
+    from storebackends import postgres_server
+
+    server = postgres_server()
+    name = f"owned_{os.getpid()}_{tmp_path.name[-6:].lower()}".replace("-", "_")
+    server.create_database(name)
+    with psycopg.connect(server.url("postgres"), autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE r_{name} LOGIN PASSWORD 'reader-pw'")
+    url = server.url(name).replace("perfsuite:" + server.url().split(":")[2].split("@")[0], f"r_{name}:reader-pw")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["--store", url, "run", "matmul", "-p", "n=16", "--max-time", "0.3",
+                     "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "create tables in the public schema" in err and "reader-pw" not in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_password_in_the_urls_query_is_hidden_too():
+    loc = parse("postgresql://ci@db.internal:5432/perf?password=q-secret&sslmode=require", "t", Path("."))
+    assert "q-secret" not in loc.shown and "sslmode=require" in loc.shown and loc.secrets == ["q-secret"]
+    from perfsuite.store.database import describe_failure
+
+    class Orig(Exception):
+        sqlstate = "28P01"
+
+    err = sa.exc.OperationalError("connect", {}, Orig('password "q-secret" authentication failed'))
+    assert "q-secret" not in str(describe_failure(loc, err)) and "refused the credentials" in str(describe_failure(loc, err))
+
+
+def test_a_value_a_column_cannot_hold_is_stored_not_a_crash(store_url):
+    """A NUL or a lone surrogate in a name, an id of 200 characters, a commit that is not a hash:
+    the columns get a safe form, the record's JSON keeps the value."""
+    from dataclasses import replace
+
+    odd = replace(make_record(seed=5, workload="mat\x00mul", env={"git_commit": "not a hash", "git_dirty": "yes"}),
+                  id="x" * 200)
+    with _store(store_url) as store:
+        run = _run(store)
+        assert store.add_records(run, MACHINE.id, [odd]) == 1
+        (back,) = store.records()
+        (row,) = store.rows()
+    assert back.id == "x" * 200 and back.workload == odd.workload
+    assert row["commit"] is None and row["dirty"] is None and "\x00" not in row["workload"]
+    from perfsuite.store.store import column_text
+    assert column_text("a\udc80b", 10) == "a\\udc80b"  # a lone surrogate, spelled out

@@ -128,10 +128,12 @@ def _push(args, console) -> int:
     if location.spool == location.path:
         raise PerfsuiteError(f"the store is the spool itself ({location.shown}); name the store to push to with "
                              "--store or PERFSUITE_STORE")
-    runs, records, documents = push(location)
+    runs, records, documents, problems = push(location)
+    for line in problems:
+        console.print(Text(f"kept in the spool: {line}", style="yellow"))
     console.print(Text(f"pushed {runs} run(s): {records} new record(s), {documents} document(s) to {location.shown}"
-                       if runs else f"nothing to push ({location.spool} holds no runs)"))
-    return 0
+                       if runs else f"nothing pushed ({location.spool} holds no run the store took)"))
+    return 3 if problems else 0
 
 
 def _info(args, console) -> int:
@@ -156,8 +158,10 @@ def _runs(args, console) -> int:
     from perfsuite.store.store import Store
 
     with Store(_location(args), create=False) as store:
+        # A batch's shards ran on several machines: all of them, unless one is named.
+        default = None if args.batch else _this()
         runs = store.runs(kind=args.kind, batch=args.batch,
-                          machine=None if args.machine == "all" else args.machine or _this())
+                          machine=None if args.machine == "all" else args.machine or default)
     if args.json:
         console.print_json(json.dumps(runs, default=str))
         return 0
@@ -193,12 +197,9 @@ def _query(args, console) -> int:
             sel[key] = getattr(args, key)
     if args.range:
         sel["commit"] = args.range
-    kw, prefix = select.filters(sel, _this())
     params = _params(args.param)
     with Store(_location(args), create=False) as store:
-        rows = store.rows(params=params, **kw)
-    if prefix:
-        rows = [r for r in rows if (r["commit"] or "").startswith(prefix)]
+        rows = store.rows(params=params, **select.filters(sel, _this()))
     if args.json:
         console.print_json(json.dumps(rows, default=str))
         return 0

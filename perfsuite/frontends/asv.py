@@ -365,6 +365,8 @@ def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_
     finally:
         if store is not None:
             store.finish()
+            for note in store.notes:
+                print(f"perfsuite store: {note}", file=sys.stderr)
     return out
 
 

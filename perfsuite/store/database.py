@@ -26,6 +26,7 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 # How long a writer waits for another's lock (SQLite) and for a server to answer (PostgreSQL).
 BUSY_TIMEOUT_S = 60
 CONNECT_TIMEOUT_S = 5
+STATEMENT_TIMEOUT_S = 120
 # A lock key all perfsuite processes share while migrating one PostgreSQL store.
 _PG_MIGRATION_LOCK = 0x70657266
 
@@ -76,8 +77,13 @@ def engine_for(location: Location) -> sa.Engine:
         except ImportError:
             raise StoreError(f"store {location.shown}: PostgreSQL needs its driver: pip install 'perfsuite[postgres]' "
                              "(psycopg)") from None
-        return sa.create_engine(location.url, pool_pre_ping=True,
-                                connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "perfsuite"})
+        # Keepalives and a statement timeout: a connection that went half-open mid-run (a partition,
+        # a host gone) fails within a minute and the result goes to the spool, instead of a write
+        # blocking for the kernel's 15-minute retransmission timeout.
+        return sa.create_engine(location.url, pool_pre_ping=True, connect_args={
+            "connect_timeout": CONNECT_TIMEOUT_S, "application_name": "perfsuite", "keepalives": 1,
+            "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3, "tcp_user_timeout": 30_000,
+            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000} -c lock_timeout={BUSY_TIMEOUT_S * 1000}"})
     path = location.path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,18 +97,38 @@ def engine_for(location: Location) -> sa.Engine:
     return engine
 
 
-def describe_failure(location: Location, exc: sa.exc.DBAPIError) -> StoreError:
+def _unreachable(exc: Exception) -> bool:
+    """A connection that failed or broke (retry, then spool), not a statement the server refused
+    (which no retry fixes): SQLSTATE class 08 (connection) or 57P (the server shutting down), or
+    no SQLSTATE at all from a connection attempt."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if state is None:
+        return isinstance(exc, sa.exc.OperationalError)
+    return state.startswith("08") or state.startswith("57P")
+
+
+def describe_failure(location: Location, exc: Exception) -> StoreError:
     """What went wrong with `location`, in words, without the password."""
-    text = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(getattr(exc, "orig", exc)).strip() else ""
-    if location.url.password:
-        text = text.replace(location.url.password, "***")
+    first = str(getattr(exc, "orig", exc)).strip()
+    text = first.splitlines()[0] if first else type(exc).__name__
+    for secret in location.secrets:
+        text = text.replace(secret, "***")
     if location.is_server:
-        if "password authentication failed" in text or "authentication" in text.lower() or "role" in text and "does not exist" in text:
+        state = getattr(getattr(exc, "orig", None), "sqlstate", None) or ""
+        if state.startswith("28") or "password authentication failed" in text or "authentication" in text.lower() \
+                or ("role" in text and "does not exist" in text):
             return StoreError(f"store {location.shown}: the server refused the credentials ({text}); "
                               "check the user and password (~/.pgpass or PERFSUITE_STORE)")
-        if "does not exist" in text and "database" in text:
+        if state == "3D000" or ("does not exist" in text and "database" in text):
             return StoreError(f"store {location.shown}: {text}; create it first (createdb)")
-        return StoreUnreachable(f"store {location.shown}: cannot reach the server ({text})")
+        if state == "42501" or "permission denied" in text:
+            return StoreError(f"store {location.shown}: {text}; the store's user needs to create tables in the "
+                              "database's public schema (once) and to insert and select in them")
+        if _unreachable(exc):
+            return StoreUnreachable(f"store {location.shown}: cannot reach the server ({text})")
+        return StoreError(f"store {location.shown}: the server refused a write ({text})")
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return StoreError(f"store {location.shown}: not a readable SQLite database ({text}); move the file aside "
                           "and rebuild the store from JSON results with `perfsuite store import`")
@@ -120,7 +146,10 @@ def _migration_lock(location: Location, conn):
         yield
         return
     lock = location.path.with_name(location.path.name + ".migrate-lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise StoreError(f"store {location.shown}: cannot create {lock.name} beside it ({exc.strerror})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -188,11 +217,15 @@ def preflight(location: Location) -> None:
         try:
             with engine.connect() as conn:
                 revision = current_revision(conn)
+                missing = _missing_rights(conn, revision)
         except sa.exc.DBAPIError as exc:
             raise describe_failure(location, exc) from None
         finally:
             engine.dispose()
         _refuse_newer(location, _scripts(), revision)
+        if missing:
+            raise StoreError(f"store {location.shown}: this user may not {missing}; the store's user needs to "
+                             "create tables in the public schema (once) and to insert and select in them")
         return
     path = location.path
     if path.is_dir():
@@ -217,6 +250,18 @@ def preflight(location: Location) -> None:
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise StoreError(f"store {path}: cannot create it ({folder} is not a writable folder)")
+
+
+def _missing_rights(conn, revision: str | None) -> str | None:
+    """On PostgreSQL, what this user may not do that the store needs (None: nothing)."""
+    if revision is None or revision != HEAD:  # the store's tables are to be created or migrated
+        if not conn.execute(sa.text("SELECT has_schema_privilege('public', 'CREATE')")).scalar():
+            return "create tables in the public schema"
+    if revision is not None:
+        for table in ("machines", "runs", "records"):
+            if not conn.execute(sa.text("SELECT has_table_privilege(:t, 'INSERT')"), {"t": table}).scalar():
+                return f"insert into {table}"
+    return None
 
 
 def _check_sqlite_header(location: Location) -> None:

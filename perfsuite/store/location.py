@@ -8,6 +8,7 @@ project's `[tool.perfsuite]`, and else `.perfsuite/results.db` beside the projec
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import tomllib
@@ -21,6 +22,7 @@ from perfsuite.core.errors import ConfigError
 ENV = "PERFSUITE_STORE"
 DEFAULT = Path(".perfsuite") / "results.db"
 SPOOL = Path(".perfsuite") / "spool.db"  # where results wait when the server cannot be reached
+_SECRET_QUERY = {"password", "passfile", "sslpassword", "sslkey"}
 _SERVER_SCHEMES = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg",
                    "postgresql+psycopg": "postgresql+psycopg"}
 
@@ -41,14 +43,29 @@ class Location:
 
     @property
     def shown(self) -> str:
-        """The URL as messages show it: the password hidden."""
+        """The URL as messages show it: the password hidden, in the user part and in the query
+        (libpq takes `?password=` too), and secret file names left out."""
         if self.path is not None:
             return str(self.path)
-        return self.url.render_as_string(hide_password=True).replace("+psycopg", "")
+        url = self.url.difference_update_query([k for k in self.url.query if k.lower() in _SECRET_QUERY])
+        hidden = url.render_as_string(hide_password=True).replace("+psycopg", "")
+        return hidden + ("?***" if len(url.query) != len(self.url.query) else "")
+
+    @property
+    def secrets(self) -> list[str]:
+        """The secrets in the URL, to be blanked out of any message that might quote them."""
+        out = [self.url.password] if self.url.password else []
+        out += [str(v) for k, v in self.url.query.items() if k.lower() in _SECRET_QUERY and v]
+        return out
 
     @property
     def spool(self) -> Path:
-        return self.home / SPOOL
+        """Where results wait when this store cannot take them: one spool per store, so a push
+        never sends them to another (`perfsuite store push` with the same store)."""
+        if not self.is_server:
+            return self.home / SPOOL
+        key = hashlib.sha256(self.shown.encode()).hexdigest()[:12]
+        return self.home / SPOOL.with_name(f"spool-{key}.db")
 
 
 def _project_table(start: Path) -> tuple[Path | None, dict]:
@@ -64,7 +81,9 @@ def _project_table(start: Path) -> tuple[Path | None, dict]:
 def parse(text: str, source: str, home: Path) -> Location:
     """A store named by `text` (a path or a URL) from `source`; bad text is a ConfigError naming it."""
     if not isinstance(text, str) or not text.strip() or "\x00" in text:
-        raise ConfigError(f"{source}: the store must be a SQLite path or a postgresql:// URL, got {str(text)[:80]!r}")
+        # Never echoed: the text may hold a password.
+        raise ConfigError(f"{source}: the store must be a SQLite path or a postgresql:// URL (this one is empty or "
+                          "holds a NUL character)")
     text = text.strip()
     scheme, sep, _ = text.partition("://")
     if not sep:
@@ -102,7 +121,7 @@ def resolve(given: str | None = None, cwd: Path | None = None, warn=None) -> Loc
     if "store" in table:
         where = f"{pyproject}: [tool.perfsuite] store"
         loc = parse(table["store"], where, home)
-        if loc.url.password and warn is not None and _readable_by_others(pyproject):
+        if loc.secrets and warn is not None and _readable_by_others(pyproject):
             warn(f"{pyproject} holds the store's password and other users can read it: keep the password in "
                  f"~/.pgpass or {ENV} instead (chmod o-r would hide the whole file)")
         return loc

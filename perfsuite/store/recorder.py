@@ -10,9 +10,12 @@ spool (`.perfsuite/spool.db`, a SQLite store of the same schema) and `notes` tel
 
 from __future__ import annotations
 
+import fcntl
+import os
 import time
 from pathlib import Path
 
+from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.record import Record
 from perfsuite.store.database import StoreError, StoreUnreachable, preflight
 from perfsuite.store.location import Location, parse
@@ -50,7 +53,9 @@ class Recorder:
         self.run = new_run(kind, self.machine, config=config, commit=git.get("git_commit"),
                            dirty=git.get("git_dirty"), batch=batch, shard=shard, shards=shards)
         self.notes: list[str] = []
-        self.written = 0  # results in the store (or the spool)
+        self.written = 0  # results in the store
+        self.spooled_results = 0  # results in the spool
+        self._spool_lock: int | None = None
         self.store: Store | None = None
         self.spool: Store | None = None
         self._unreachable: StoreError | None = None
@@ -107,11 +112,15 @@ class Recorder:
                 if self.spool is not None:
                     self.spool.finish_run(self.run_id, state)
         if self.spooled and self.spool is not None:
-            self.notes.append(f"{self.written} result(s) kept in {self.location.spool}: the store "
-                              f"{self.location.shown} could not be reached; `perfsuite store push` sends them")
-        for s in (self.store, self.spool):
-            if s is not None:
-                s.close()
+            self.notes.append(f"{self.spooled_results} result(s) kept in {self.location.spool}: the store "
+                              f"{self.location.shown} could not take them; `perfsuite store push` with the same "
+                              "store (--store or PERFSUITE_STORE) sends them")
+        for st in (self.store, self.spool):
+            if st is not None:
+                st.close()
+        if self._spool_lock is not None:
+            os.close(self._spool_lock)
+            self._spool_lock = None
 
     def _open(self) -> None:
         """The store, migrated, with this run's row: at the first result."""
@@ -145,16 +154,20 @@ class Recorder:
         if self.spool is not None:
             try:
                 write(self.spool)
-                self.written += counted
+                self.spooled_results += counted
             except StoreError as exc:
                 self.notes.append(f"could not store a result in the spool either ({exc}); it is in the JSON "
                                   "output only, `perfsuite store import` reads it later")
 
     def _to_spool(self, why: StoreError) -> None:
-        if self.spool is not None or self.location.spool == self.location.path:
+        if self.spool is not None:
+            return
+        if self.location.spool == self.location.path:
+            self.notes.append(f"{why}; the store is the spool itself: results are in the JSON output only")
             return
         self.notes.append(f"{why}; results go to the local spool {self.location.spool}")
         try:
+            self._spool_lock = _lock(self.location.spool, shared=True)  # `store push` waits for this run
             self.spool = Store(parse(str(self.location.spool), "spool", self.location.home))
             self.spool.begin_run({**self.run}, self.machine)
         except StoreError as exc:
@@ -172,27 +185,54 @@ def for_frontend(kind: str, config: dict, commit: str | None = None, warn=None,
 
     try:
         return Recorder(resolve(cwd=home, warn=warn), kind, config, commit=commit, cwd=home)
-    except StoreError as exc:
+    except PerfsuiteError as exc:  # a bad PERFSUITE_STORE or PERFSUITE_MACHINE as well
         if warn is not None:
             warn(f"results not stored: {exc}")
         return None
 
 
-def push(location: Location) -> tuple[int, int, int]:
-    """Send the spool's runs to the store at `location`; returns (runs, new records, new documents).
-    Each run is copied in one transaction and leaves the spool only after the store has it."""
+def _lock(spool: Path, shared: bool) -> int:
+    """An flock beside the spool: shared while a command writes to it, exclusive while `store push`
+    empties it. The kernel drops it when its process ends, however it ends."""
+    path = spool.with_name(spool.name + ".lock")
+    try:
+        spool.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise StoreError(f"spool {spool}: cannot create its lock ({exc.strerror})") from None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(f"spool {spool}: a perfsuite command is still writing to it; push when it has ended") from None
+    return fd
+
+
+def push(location: Location) -> tuple[int, int, int, list[str]]:
+    """Send the spool's runs to the store at `location`; returns (runs, new records, new documents,
+    problems). Each run is copied in one transaction and leaves the spool only after the store has
+    it; a run the store refuses stays in the spool, named, and the others go on. A run left
+    `running` by a command that was killed arrives as `interrupted`."""
     spool_path = location.spool
     if not spool_path.exists():
-        return 0, 0, 0
-    spool = Store(parse(str(spool_path), "spool", location.home))
-    target = Store(location)
+        return 0, 0, 0, []
+    lock = _lock(spool_path, shared=False)
     runs = n_recs = n_docs = 0
+    problems: list[str] = []
     try:
-        for run in spool.runs():
-            r, d = target.copy_run(spool, run["id"])
-            spool.delete_run(run["id"])
-            runs, n_recs, n_docs = runs + 1, n_recs + r, n_docs + d
+        with Store(parse(str(spool_path), "spool", location.home)) as spool, Store(location) as target:
+            for run in spool.runs():
+                if run["state"] == "running":  # nobody holds the lock: its command is gone
+                    spool.finish_run(run["id"], "interrupted")
+                try:
+                    r, d = target.copy_run(spool, run["id"])
+                except StoreUnreachable:
+                    raise
+                except StoreError as exc:
+                    problems.append(f"run {run['id']}: {exc}")
+                    continue
+                spool.delete_run(run["id"])
+                runs, n_recs, n_docs = runs + 1, n_recs + r, n_docs + d
     finally:
-        spool.close()
-        target.close()
-    return runs, n_recs, n_docs
+        os.close(lock)
+    return runs, n_recs, n_docs, problems

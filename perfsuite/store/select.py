@@ -66,25 +66,25 @@ def commits(spec: str) -> list[str] | None:
     return [full] if full else None
 
 
-def filters(sel: dict, this_machine: str) -> tuple[dict, str | None]:
-    """Store.rows/records keywords for a parsed selector, and a commit prefix to match by hand."""
+def filters(sel: dict, this_machine: str) -> dict:
+    """Store.rows/records keywords for a parsed selector. A batch is read across its machines (its
+    shards ran on several); anything else on this machine unless `machine=` says otherwise."""
     out: dict = {}
-    machine = sel.get("machine", this_machine)
+    machine = sel.get("machine", "all" if "batch" in sel else this_machine)
     if machine != "all":
         out["machine"] = machine
     for key in ("workload", "device", "since", "until", "run", "batch"):
         if key in sel:
             out[key] = sel[key]
-    prefix = None
     if "commit" in sel:
         found = commits(sel["commit"])
         if found is not None:
             out["commits"] = found
         elif all(c in "0123456789abcdef" for c in sel["commit"].lower()) and len(sel["commit"]) >= 4:
-            prefix = sel["commit"].lower()
+            out["commit_prefix"] = sel["commit"].lower()
         else:
             raise ConfigError(f"store:{sel['commit']}: not a commit git knows here, nor a hash prefix")
-    return out, prefix
+    return out
 
 
 def load(text: str | os.PathLike, location=None) -> list[Record]:
@@ -94,12 +94,8 @@ def load(text: str | os.PathLike, location=None) -> list[Record]:
     from perfsuite.store.store import Store
 
     sel = parse(str(text))
-    kw, prefix = filters(sel, machine_id())
     with Store(location or resolve(), create=False) as store:
-        records = store.records(**kw)
-    if prefix:
-        records = [r for r in records if str(r.env.get("git_commit") or "").startswith(prefix)]
-    return records
+        return store.records(**filters(sel, machine_id()))
 
 
 def describe(text: str | os.PathLike) -> str:

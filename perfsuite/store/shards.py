@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 
 def shard_of(entry: str, params: dict, shards: int) -> int:
@@ -24,7 +25,11 @@ def in_shard(entry: str, params: dict, shard: int, shards: int) -> bool:
     return shard_of(entry, params, shards) == shard
 
 
+BATCH_ENV = "PERFSUITE_BATCH"
+
+
 def batch_of(suite, overrides: list[str], commit: str | None, shard: tuple[int, int]) -> str:
-    """The id every shard of one suite run at one commit shares."""
-    key = json.dumps([suite.name, suite.sha256, sorted(overrides), commit, shard[1]])
+    """The id every shard of one suite run at one commit shares. Set PERFSUITE_BATCH (a CI
+    pipeline's id) to keep two runs of one suite at one commit (two nights) apart."""
+    key = json.dumps([suite.name, suite.sha256, sorted(overrides), commit, shard[1], os.environ.get(BATCH_ENV)])
     return hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -54,13 +54,31 @@ def new_run(kind: str, machine: Machine, *, config: dict | None = None, commit: 
             "state": "running", "batch": batch, "shard": shard, "shards": shards}
 
 
+def column_text(value, limit: int) -> str:
+    """Text a column of either engine takes: no NUL (PostgreSQL refuses it), no lone surrogate
+    (not UTF-8), at most `limit` characters. The record's own JSON keeps the exact value."""
+    text = str(value).replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    return text[:limit]
+
+
+def _commit(value) -> str | None:
+    """A commit hash for the indexed column (a git SHA-1 or SHA-256 in hex), else None."""
+    text = str(value).lower() if isinstance(value, str) else ""
+    return text if 4 <= len(text) <= 64 and all(c in "0123456789abcdef" for c in text) else None
+
+
 def _record_row(record: Record, run_id: str, machine_id: str, commit: str | None = None) -> dict:
     doc = record.to_dict()
     body = {k: v for k, v in doc.items() if k not in ("id", "created", "derived")}
-    return {"id": record.id, "digest": hashlib.sha256(canonical(body).encode()).hexdigest(), "run_id": run_id,
-            "machine_id": machine_id, "workload": record.workload[:255], "params": canonical(record.params),
-            "device": record.device[:64], "commit": commit or record.env.get("git_commit"),
-            "dirty": None if commit else record.env.get("git_dirty"),
+    # A record's id may be up to 200 characters of anything (an imported one): the row's key is
+    # then its digest; the record read back keeps its own id from its JSON.
+    key = record.id if len(record.id) <= 64 and record.id.isascii() and record.id.isprintable() \
+        else hashlib.sha256(record.id.encode("utf-8", "backslashreplace")).hexdigest()
+    dirty = record.env.get("git_dirty")
+    return {"id": key, "digest": hashlib.sha256(canonical(body).encode()).hexdigest(), "run_id": run_id,
+            "machine_id": machine_id, "workload": column_text(record.workload, 255), "params": canonical(record.params),
+            "device": column_text(record.device, 64), "commit": _commit(commit or record.env.get("git_commit")),
+            "dirty": None if commit or not isinstance(dirty, bool) else dirty,
             "created": record.created, "median_s": record.median_s, "doc": canonical(doc)}
 
 
@@ -133,9 +151,11 @@ class Store:
         rows = []
         for entry in entries:
             name = workload or entry.get("workload") or entry.get("name")
+            created = entry.get("created")
             rows.append({"id": document_digest(kind, entry), "run_id": run_id, "machine_id": machine_id,
-                         "kind": kind, "workload": None if name is None else str(name)[:255],
-                         "commit": commit, "created": entry.get("created") or now(), "doc": canonical(entry)})
+                         "kind": kind[:32], "workload": None if name is None else column_text(name, 255),
+                         "commit": _commit(commit), "created": column_text(created, 40) if created else now(),
+                         "doc": canonical(entry)})
         with self._write() as conn:
             return self._insert_absent(conn, schema.documents, rows)
 
@@ -176,7 +196,7 @@ class Store:
             raise describe_failure(self.location, exc) from None
 
     def _record_query(self, columns, *, workload=None, device=None, machine=None, commits=None,
-                      since=None, until=None, run=None, batch=None):
+                      since=None, until=None, run=None, batch=None, commit_prefix=None):
         r = schema.records
         q = sa.select(*columns)
         if workload is not None:
@@ -187,6 +207,8 @@ class Store:
             q = q.where(r.c.machine_id.in_([machine] if isinstance(machine, str) else list(machine)))
         if commits is not None:
             q = q.where(r.c.commit.in_(list(commits)))
+        if commit_prefix is not None:  # hex only (perfsuite.store.select): no LIKE wildcard can hide in it
+            q = q.where(r.c.commit.startswith(commit_prefix))
         if since is not None:
             q = q.where(r.c.created >= since)
         if until is not None:
@@ -268,10 +290,13 @@ class _Writing:
         self.store = store
 
     def __enter__(self):
+        self.conn = None
         try:
             self.conn = self.store.engine.connect().execution_options(**WRITE)
             self.tx = self.conn.begin()
         except sa.exc.DBAPIError as exc:
+            if self.conn is not None:
+                self.conn.close()
             raise describe_failure(self.store.location, exc) from None
         return self.conn
 
@@ -285,7 +310,7 @@ class _Writing:
             raise describe_failure(self.store.location, failure) from None
         finally:
             self.conn.close()
-        if isinstance(exc, sa.exc.DBAPIError):
+        if isinstance(exc, (sa.exc.StatementError, UnicodeError)):  # a value a column refused, too
             raise describe_failure(self.store.location, exc) from None
         return False
 
