@@ -121,16 +121,12 @@ def test_import_takes_perfsuite_asv_and_pytest_benchmark_files_once(store_url, t
 
 def _at_revision(url: str, revision: str) -> None:
     from alembic import command
-    from alembic.config import Config
 
-    from perfsuite.store.database import MIGRATIONS, engine_for
+    from perfsuite.store.database import _config, engine_for
 
     engine = engine_for(resolve(url))
     with engine.begin() as conn:
-        cfg = Config()
-        cfg.set_main_option("script_location", str(MIGRATIONS))
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+        command.upgrade(_config(conn), revision)
     engine.dispose()
 
 
@@ -354,7 +350,14 @@ def test_every_record_digest_ignores_only_its_id_and_time():
 
 
 def test_schema_module_and_migrations_describe_the_same_tables(tmp_path):
-    """schema.py is head; the migrations must build exactly it (columns of every table)."""
+    """schema.py is head; the migrations must build exactly it (columns of every table), and
+    database.REVISIONS must be Alembic's own list of them."""
+    from alembic.script import ScriptDirectory
+
+    from perfsuite.store.database import REVISIONS, _config
+
+    scripts = ScriptDirectory.from_config(_config())
+    assert tuple(reversed([r.revision for r in scripts.walk_revisions()])) == REVISIONS
     url = str(tmp_path / "m.db")
     _at_revision(url, "head")
     engine = sa.create_engine(resolve(url).url)

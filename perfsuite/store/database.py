@@ -14,11 +14,6 @@ import os
 from pathlib import Path
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.store.location import Location
 
@@ -39,13 +34,21 @@ class StoreUnreachable(StoreError):
     """The server did not answer: results are kept locally until `perfsuite store push`."""
 
 
-def _scripts() -> ScriptDirectory:
+# The migrations' revisions, oldest first (migrations/versions; a test holds this to Alembic's own
+# list). Kept here so that opening an up-to-date store imports no Alembic: every command opens
+# one, and Alembic with Mako costs a third of a second to import.
+REVISIONS = ("0001", "0002")
+HEAD = REVISIONS[-1]
+
+
+def _config(connection=None):
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    return ScriptDirectory.from_config(cfg)
-
-
-HEAD = _scripts().get_current_head()
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -158,35 +161,33 @@ def _migration_lock(location: Location, conn):
 
 
 def current_revision(conn) -> str | None:
-    return MigrationContext.configure(conn).get_current_revision()
+    """The store's schema revision (Alembic's version table), None for a database without one."""
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return None
+    versions = [row[0] for row in conn.execute(sa.text("SELECT version_num FROM alembic_version"))]
+    return versions[0] if len(versions) == 1 else ",".join(versions) or None
 
 
 def migrate(location: Location, engine: sa.Engine) -> str:
     """Bring the store to this perfsuite's schema; returns the revision it was at (None: new)."""
-    scripts = _scripts()
     with engine.connect() as conn:
         before = current_revision(conn)
         conn.rollback()
     if before == HEAD:
         return before
-    _refuse_newer(location, scripts, before)
+    _refuse_newer(location, before)
     with engine.connect() as conn, conn.execution_options(**WRITE).begin(), _migration_lock(location, conn):
         again = current_revision(conn)  # another process may have migrated while we waited
-        _refuse_newer(location, scripts, again)
+        _refuse_newer(location, again)
         if again != HEAD:
-            cfg = Config()
-            cfg.set_main_option("script_location", str(MIGRATIONS))
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            from alembic import command
+
+            command.upgrade(_config(conn), "head")
     return before
 
 
-def _refuse_newer(location: Location, scripts: ScriptDirectory, revision: str | None) -> None:
-    if revision is None:
-        return
-    try:
-        scripts.get_revision(revision)
-    except Exception:  # noqa: BLE001 - alembic raises several kinds for an unknown revision
+def _refuse_newer(location: Location, revision: str | None) -> None:
+    if revision is not None and revision not in REVISIONS:
         raise StoreError(f"store {location.shown}: schema revision {revision!r} was written by a newer perfsuite "
                          f"(this one knows up to {HEAD}); upgrade perfsuite to use it") from None
 
@@ -222,7 +223,7 @@ def preflight(location: Location) -> None:
             raise describe_failure(location, exc) from None
         finally:
             engine.dispose()
-        _refuse_newer(location, _scripts(), revision)
+        _refuse_newer(location, revision)
         if missing:
             raise StoreError(f"store {location.shown}: this user may not {missing}; the store's user needs to "
                              "create tables in the public schema (once) and to insert and select in them")
@@ -243,7 +244,7 @@ def preflight(location: Location) -> None:
             raise describe_failure(location, exc) from None
         finally:
             engine.dispose()
-        _refuse_newer(location, _scripts(), revision)
+        _refuse_newer(location, revision)
         return
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
