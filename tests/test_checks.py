@@ -101,7 +101,7 @@ def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):
     from perfsuite.training import checkpoint
 
     assert "identical" in checks.resume_bit_exact(AE, steps=2, folder=tmp_path)
-    monkeypatch.setattr(checkpoint, "_set_rng_state", lambda state: None)
+    monkeypatch.setattr(checkpoint, "_set_rng_state", lambda state, *rest: None)
     with pytest.raises(CheckFailed, match="resumed loss|RNG stream"):
         checks.resume_bit_exact(AE, steps=2, folder=tmp_path)
 

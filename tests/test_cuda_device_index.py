@@ -157,3 +157,140 @@ def test_the_crosscheck_builds_times_and_runs_on_the_named_device(crosscheck, fa
     assert {d for what, d in seen if what != "check"} == {1}
     assert ("check", "cuda:1") in seen and ("run_case", 1) in seen
     assert fake_cuda.devices() == {1} and fake_cuda.current == [0]  # given back afterwards
+
+
+# ---- issue 40: what still used device 0 for a run on cuda:N ------------------------------------------
+
+TORCHRUN_RANK_1_OF_2 = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+
+
+def test_a_ddp_rank_takes_its_gpu_counting_from_the_cases_device(fake_cuda, monkeypatch):
+    """Ranks of a case on cuda:2 run on cuda:2 and cuda:3: local rank 1 took cuda:1, whatever N was."""
+    import torch.distributed as dist
+
+    from perfsuite.distributed import ddp_model, rank
+
+    for k, v in TORCHRUN_RANK_1_OF_2.items():
+        monkeypatch.setenv(k, v)
+    joined, set_to, wrapped = [], [], []
+    monkeypatch.setattr(torch.cuda, "set_device", set_to.append)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: joined.append((backend, kw)))
+    monkeypatch.setattr(dist, "new_group", lambda **kw: "gloo-group")
+    ctx = rank.open_context({"backend": "nccl", "device": "cuda:2", "timeout_s": 10,
+                             "params": {"world_size": 2, "nnodes": 1}})
+    assert ctx.device == "cuda:3" and set_to == ["cuda:3"]
+    assert joined[0][0] == "nccl" and joined[0][1]["device_id"] == torch.device("cuda:3")
+    # DistributedDataParallel is given the same GPU.
+    from torch.nn import parallel
+
+    monkeypatch.setattr(parallel, "DistributedDataParallel",
+                        lambda module, device_ids, process_group: wrapped.append(device_ids))
+    ddp_model.wrap(torch.nn.Linear(1, 1), ctx)
+    assert wrapped == [[3]]
+    assert rank.rank_device("cpu", 1) == "cpu" and rank.rank_device("cuda", 1) == "cuda:1"
+
+
+def test_a_world_that_runs_past_the_last_gpu_is_skipped(fake_cuda):
+    """Two ranks from cuda:1 on a 2-GPU node need a cuda:2 that does not exist: skipped, not a
+    rank failing in NCCL (the count was checked from GPU 0)."""
+    from perfsuite.core.errors import Unsupported
+    from perfsuite.distributed.launch import check_world
+
+    params = {"world_size": 2, "nnodes": 1, "backend": "auto"}
+    with pytest.raises(Unsupported, match="2 ranks per node on cuda:1 need 2 GPUs, cuda:1 to cuda:2; this node has 2"):
+        check_world(params, "cuda:1")
+    check_world(params, "cuda:0")
+    check_world({**params, "world_size": 1}, "cuda:1")
+
+
+def _image_folder(root, n=6, side=8):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        d = root / f"c{i % 2}"
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(d / f"{i}.png")
+    return root
+
+
+def test_the_dataloader_pins_from_the_runs_gpu(fake_cuda, monkeypatch, tmp_path):
+    """A DataLoader pins in a thread set to the device current when its iterator starts: for a run
+    on cuda:1 that was GPU 0 (a CUDA context there, and pinning from the wrong GPU)."""
+    import torch.utils.data
+
+    from perfsuite.core import registry
+    from perfsuite.workloads import dataloader
+
+    started_on = []
+
+    class Loader:  # the real one's rule, without a GPU: the current device is read at iter()
+        def __init__(self, ds, **kw):
+            assert kw["pin_memory"] is True
+            self.ds = ds
+
+        def __iter__(self):
+            started_on.append(fake_cuda.current[-1])
+            return iter([(torch.zeros(2, 3, 8, 8), torch.zeros(2))])
+
+    monkeypatch.setattr(torch.utils.data, "DataLoader", Loader)
+    monkeypatch.setattr(dataloader, "to_device", lambda batch, device: batch)
+    w = registry.get("dataloader")
+    params = w.resolve({"dataset": str(_image_folder(tmp_path / "ds")), "pin_memory": True, "batch_size": 2})
+    built = w.build(params, "cuda:1")
+    built.fn()
+    assert started_on == [1, 1]  # the first batch's iterator, then the step's
+    assert fake_cuda.current == [0]  # given back afterwards
+
+
+class _OnGpu:
+    """A model (or optimiser) whose parameters live on cuda:`index`, with an empty state."""
+
+    def __init__(self, index: int) -> None:
+        self.param = SimpleNamespace(device=torch.device("cuda", index))
+
+    def parameters(self):
+        return iter([self.param])
+
+    def buffers(self):
+        return iter([])
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+@pytest.fixture
+def cuda_generators(fake_cuda, monkeypatch):
+    """Two fake CUDA generators, their states as the real ones give them (CPU uint8 tensors)."""
+    gens = {0: torch.full((8,), 10, dtype=torch.uint8), 1: torch.full((8,), 11, dtype=torch.uint8)}
+
+    def set_state(state, device="cuda"):
+        index = torch.device(device).index if isinstance(device, (str, torch.device)) else device
+        gens[fake_cuda.current[-1] if index is None else index] = state.clone()
+
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [gens[i].clone() for i in sorted(gens)])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: [set_state(s, i) for i, s in enumerate(states)])
+    monkeypatch.setattr(torch.cuda, "set_rng_state", set_state)
+    return gens
+
+
+def test_a_checkpoint_resumes_the_steps_cuda_generator_on_the_device_it_resumes_on(cuda_generators, tmp_path):
+    """Saved from a step on cuda:1 and resumed on cuda:0 (map_location), the resumed step drew from
+    GPU 0's own generator, restored to what it was when saved, not from the stream it had run on."""
+    from perfsuite.training.checkpoint import Progress, load_checkpoint, save_checkpoint
+
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint(path, model=_OnGpu(1), optimizer=_OnGpu(1), progress=Progress(step=1))
+    step_stream = cuda_generators[1].clone()
+    for i in cuda_generators:  # both generators move on after the save
+        cuda_generators[i] = torch.full((8,), 99, dtype=torch.uint8)
+    load_checkpoint(path, model=_OnGpu(0), optimizer=_OnGpu(0), map_location="cuda:0")
+    assert torch.equal(cuda_generators[0], step_stream)
+    # Resumed on the device it was saved on, every generator is as it was.
+    load_checkpoint(path, model=_OnGpu(1), optimizer=_OnGpu(1), map_location="cuda:1")
+    assert torch.equal(cuda_generators[1], step_stream)
+    assert torch.equal(cuda_generators[0], torch.full((8,), 10, dtype=torch.uint8))

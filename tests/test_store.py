@@ -201,6 +201,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_keeps_the_measurement_in_the_spool_until_pushed(tmp_path, capsys, monkeypatch):
     import pgserver
     from storebackends import postgres_server
@@ -292,6 +293,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_several_processes_writing_at_once_lose_nothing(store_url, tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER.format(root=str(ROOT), tests=str(ROOT / "tests")))
@@ -327,6 +329,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_transaction_leaves_no_half_written_results(store_url, tmp_path):
     script = tmp_path / "killed.py"
     script.write_text(KILLED.format(root=str(ROOT), tests=str(ROOT / "tests")))

@@ -233,7 +233,8 @@ def test_make_bench_with_a_shipped_suite_plans_to_ten_minutes_or_less(name, caps
     last = out.strip().splitlines()[-1]
     assert last.startswith("total: ") and last.endswith(" s"), last
     total = int(last.split()[1])
-    assert 0 < total <= 10 * 60, f"{name}.yaml plans to {total} s with make bench; keep it <= 600 s\n{out}"
+    limit = 540 if name == "gpu" else 600  # gpu: one 10-minute device call with the machine's start (issue 40)
+    assert 0 < total <= limit, f"{name}.yaml plans to {total} s with make bench; keep it <= {limit} s\n{out}"
     suite = load_suite(shipped_suites_dir() / f"{name}.yaml")
     for e in suite.entries:  # every entry has its own line
         assert any(line.startswith(e.name) for line in out.splitlines()), e.name

@@ -6,11 +6,12 @@ is the median of the per-pair time ratios with its distribution-free 95% interva
 Memory: bytes saved for backward by one step of each (exact on any device), and on CUDA the
 allocator's peak. Where the time went: on CUDA each side's step then runs alone under NVML
 (host-bound when the GPU sits idle most of it). Accuracy: both train from the same initial
-weights on the same batch for N steps; the final losses (mean of the last 5) must agree within
-a relative tolerance. Fitting one fixed batch is a deterministic, well-conditioned target that
-both precisions must reach; on fresh random batches (random labels) the loss of a small-batch
-ResNet wanders chaotically and two healthy runs can differ by 50% (seen here), so a tolerance
-means nothing.
+weights on the same batch until each has *applied* N optimiser steps (fp16's GradScaler skips
+its first ones: that side trains on, within perfsuite.training.applied.max_skips, and the skips
+are counted); the final losses (mean of the last 5) must agree within a relative tolerance.
+Fitting one fixed batch is a deterministic, well-conditioned target that both precisions must
+reach; on fresh random batches (random labels) the loss of a small-batch ResNet wanders
+chaotically and two healthy runs can differ by 50% (seen here), so a tolerance means nothing.
 """
 
 from __future__ import annotations
@@ -54,12 +55,16 @@ class AmpComparison:
     final_loss_a: float
     final_loss_b: float
     loss_tolerance: float
-    steps: int
+    steps: int  # optimiser steps each side *applied* before its final loss
     nvml_a: dict = field(default_factory=lambda: dict(_NOT_SAMPLED))  # NvmlSampler summary of A alone
     nvml_b: dict = field(default_factory=lambda: dict(_NOT_SAMPLED))
-    # The accuracy check's loss per training step, each side (TensorBoard draws them).
+    # The accuracy check's loss per applied optimiser step, each side (TensorBoard draws them).
     losses_a: list[float] = field(default_factory=list)
     losses_b: list[float] = field(default_factory=list)
+    # Training steps each side's GradScaler skipped (overflowing gradients) on the way to `steps`
+    # applied ones; 0 without a scaler, and in documents written before they were counted.
+    skipped_a: int = 0
+    skipped_b: int = 0
 
     @property
     def bound_a(self) -> Bound:
@@ -90,13 +95,21 @@ class AmpComparison:
     def memory_ratio(self) -> float:
         return self.saved_bytes_b / self.saved_bytes_a if self.saved_bytes_a else math.nan
 
+    def _skips(self) -> str:
+        """The training steps each side ran beyond the applied ones, its GradScaler having skipped them."""
+        said = [f"{p} ran {n} more, skipped by its GradScaler" for p, n in ((self.precision_a, self.skipped_a),
+                                                                            (self.precision_b, self.skipped_b)) if n]
+        return f" ({'; '.join(said)})" if said else ""
+
     def verdict(self) -> str:
         ci = "" if self.speedup_ci is None else f" (95% CI {self.speedup_ci[0]:.2f}-{self.speedup_ci[1]:.2f})"
         if not self.accuracy_ok:
             return (f"{self.precision_b} diverges from {self.precision_a}: final loss {self.final_loss_b:.4g} vs "
-                    f"{self.final_loss_a:.4g} after {self.steps} steps (tolerance {self.loss_tolerance:.0%})")
+                    f"{self.final_loss_a:.4g} after {self.steps} applied steps{self._skips()} "
+                    f"(tolerance {self.loss_tolerance:.0%})")
         return (f"speed-up {self.speedup:.2f}x{ci} of {self.precision_b} over {self.precision_a} at equal loss "
-                f"({self.final_loss_b:.4g} vs {self.final_loss_a:.4g}, within {self.loss_tolerance:.0%})")
+                f"({self.final_loss_b:.4g} vs {self.final_loss_a:.4g} after {self.steps} applied steps{self._skips()}, "
+                f"within {self.loss_tolerance:.0%})")
 
     @property
     def speedup(self) -> float:
@@ -154,15 +167,18 @@ def side_utilisation(step: Callable, clock: Clock, n: int, index: int | None, in
 
 
 def training_losses(workload: str, params: Mapping[str, Any], device: str, precision_a: str, precision_b: str,
-                    steps: int, setup_b: Callable | None = None, seed: int = 1) -> tuple[list[float], list[float]]:
+                    steps: int, setup_b: Callable | None = None, seed: int = 1):
     """The accuracy half of the comparison: both precisions train from the same initial weights
-    (seed `seed`) on the same fixed batch for `steps` steps; each side's loss per step."""
-    from perfsuite.training.setup import train_losses, training_setup
+    (seed `seed`) on the same fixed batch until each has applied `steps` optimiser steps; each
+    side's AppliedLosses (perfsuite.training.applied: the check lines its runs up the same way).
+    A GradScaler that skips past its bound raises ScalerDiverged: no final loss to compare."""
+    from perfsuite.training.applied import losses_at_applied_steps
+    from perfsuite.training.setup import training_setup
 
     build_b = setup_b or (lambda p, d, seed: training_setup(workload, p, d, seed))
     ra = training_setup(workload, {**params, "precision": precision_a}, device, seed=seed)
     rb = build_b({**params, "precision": precision_b}, device, seed)
-    return train_losses(ra, 0, steps, fixed_batch=True), train_losses(rb, 0, steps, fixed_batch=True)
+    return losses_at_applied_steps(ra, steps, precision_a), losses_at_applied_steps(rb, steps, precision_b)
 
 
 def final_loss(losses: list[float]) -> float:
@@ -214,8 +230,9 @@ def compare_precisions(
     index = (torch.device(device).index or 0) if device.startswith("cuda") else None
     nvml_a, nvml_b = (side_utilisation(s, clock, n, index, cfg.nvml_interval) for s in (step_a, step_b))
 
-    # Accuracy: fresh runs from the same initial weights, fitting the same batch.
-    losses_a, losses_b = training_losses(workload, params, device, precision_a, precision_b, steps, setup_b)
+    # Accuracy: fresh runs from the same initial weights, fitting the same batch, to equal applied steps.
+    run_a, run_b = training_losses(workload, params, device, precision_a, precision_b, steps, setup_b)
+    losses_a, losses_b = run_a.losses, run_b.losses
     return AmpComparison(
         workload=workload, params=dict(params), device=device, precision_a=precision_a, precision_b=precision_b,
         pair_ratios=ratios, time_a_s=ta, time_b_s=tb, saved_bytes_a=saved_a, saved_bytes_b=saved_b,
@@ -223,6 +240,7 @@ def compare_precisions(
         final_loss_a=final_loss(losses_a), final_loss_b=final_loss(losses_b),
         loss_tolerance=loss_tolerance, steps=steps, nvml_a=nvml_a, nvml_b=nvml_b,
         losses_a=[float(x) for x in losses_a], losses_b=[float(x) for x in losses_b],
+        skipped_a=run_a.skipped, skipped_b=run_b.skipped,
     )
 
 

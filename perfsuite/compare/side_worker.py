@@ -80,6 +80,13 @@ def serve(conn, job: dict) -> int:
     from perfsuite.measure.system import pinned
     from perfsuite.measure.timing import clock_for
 
+    from perfsuite.measure.fork_cuda import ForkedAfterCuda, refuse_bad_fork
+
+    try:  # forked from the same server as the workers: the same guard against a CUDA-touched server
+        refuse_bad_fork(job["device"])
+    except ForkedAfterCuda as exc:
+        conn.send({"kind": "environment", "error": str(exc)})
+        return 1
     heap.apply(job.get("heap", "default"))
     with pinned(None, job.get("threads")):
         try:

@@ -36,6 +36,7 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       build_ratios (the same per build): compare's units per reference when present. `conditions` may carry
       `machine_drift` (half_width, runs, hours: perfsuite.measure.machine_drift), which widens
       the reported interval like config.run_drift when larger.
+      Additive, 2026-11-28: `conditions` (and each process's) carry `torch_flags` (perfsuite.measure.tf32).
 
 A record validates itself when built and never changes afterwards. Derived numbers (median,
 percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:

@@ -72,9 +72,14 @@ def check_world(params: Mapping[str, Any], device: str) -> None:
     if device.startswith("cuda"):
         import torch
 
+        from perfsuite.distributed.rank import rank_device
+
         have = torch.cuda.device_count()
-        if per_node > have:
-            raise Unsupported(f"{per_node} ranks per node need {per_node} GPUs; this node has {have}")
+        # The ranks take consecutive GPUs from the case's device (rank_device): cuda:N needs N + per_node.
+        first, last = rank_device(device, 0), rank_device(device, per_node - 1)
+        if int(last.split(":")[1]) >= have:
+            raise Unsupported(f"{per_node} ranks per node on {device} need {per_node} GPUs, {first} to {last}; "
+                              f"this node has {have}")
     from perfsuite.distributed.attach import attached_world
 
     world = attached_world()

@@ -2,8 +2,8 @@
 
 JOBDIR/job.json says what to run (launch.py writes it). Each rank:
 1. joins the process group from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...):
-   the case's backend for the step (gloo on CPU, NCCL on CUDA, cuda:LOCAL_RANK), and a gloo
-   group for the timing's own barriers and readings;
+   the case's backend for the step (gloo on CPU; NCCL on CUDA, on cuda:N+LOCAL_RANK for a case
+   on cuda:N: rank_device), and a gloo group for the timing's own barriers and readings;
 2. measures the case with the normal runner (runner.run_case): the workload builds its step on
    this rank (ddp: the model in DistributedDataParallel; allreduce: one collective), and the
    clock (RankClock) starts every timed block at a barrier and hands every rank the slowest
@@ -80,6 +80,15 @@ def world_from_env() -> dict | None:
             "nnodes": int(env.get("GROUP_WORLD_SIZE", max(1, world // max(local_world, 1))))}
 
 
+def rank_device(device: str, local_rank: int) -> str:
+    """The device a rank runs on: on CUDA the ranks of a node take consecutive GPUs from the
+    case's (`cuda:2` with two ranks per node: cuda:2 and cuda:3); on the CPU they share it."""
+    if not device.startswith("cuda"):
+        return device
+    base = device.partition(":")[2]
+    return f"cuda:{int(base or 0) + local_rank}"
+
+
 def open_context(job: dict, attached: bool = False) -> RankContext:
     """Join the world (or, attached, make the case's groups in the world perfsuite already joined)."""
     from datetime import timedelta
@@ -90,9 +99,8 @@ def open_context(job: dict, attached: bool = False) -> RankContext:
     w = world_from_env()
     if w is None:
         raise RuntimeError("not started by torchrun: RANK and WORLD_SIZE are not set")
-    backend, device = job["backend"], job["device"]
+    backend, device = job["backend"], rank_device(job["device"], w["local_rank"])
     if device.startswith("cuda"):
-        device = f"cuda:{w['local_rank']}"
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=float(job["timeout_s"]))
     if attached:

@@ -472,6 +472,7 @@ def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | N
     import torch
 
     from perfsuite.measure import system
+    from perfsuite.measure.tf32 import torch_flags
 
     cond = {
         "processes": 1,  # the runner measures in this process; workers.merge counts its workers
@@ -488,6 +489,9 @@ def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | N
         "heap": heap.state()["heap"],
         "heap_reason": heap.state().get("reason"),  # why steady was not held (e.g. a preloaded allocator)
         "minor_faults_per_step": faults.count / steps if faults is not None and steps else None,
+        # TF32, cuDNN and determinism flags as this process measured with them (in a worker: the
+        # caller's, set there by perfsuite.measure.workers), whether or not a peak is stored.
+        "torch_flags": torch_flags(),
     }
     return cond, conditions_warnings(cond)
 

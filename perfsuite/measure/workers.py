@@ -21,6 +21,19 @@ build counts of the step's work (FLOPs, saved bytes: perfsuite.measure.counted) 
 counts and sends back with its record; the later workers reuse it (for ResNet18 `ci` batch 8 on
 the 2-core VM, ~0.7 s of a 2 s slot).
 The gate's, bisect's and why's side processes (perfsuite.compare.sides) fork from the same server.
+
+CUDA and the fork server: CUDA cannot be used in a process forked after its parent touched CUDA
+(torch marks the child a "bad fork"; even torch.cuda.is_available() in the parent does it). So the
+server must make no CUDA call while it preloads, and none does (tests/test_fork_server_cuda.py:
+perfsuite.measure.fork_cuda.preload_cuda_calls finds none); a worker that finds itself in a bad fork refuses a CUDA case
+with ForkedAfterCuda, saying so, instead of torch's "Cannot re-initialize CUDA in forked
+subprocess" from deep inside a build (or, for --device auto, a silent CPU run: in a bad fork
+torch.cuda.is_available() is False).
+
+Flags that change what an fp32 step computes (TF32, cuDNN's benchmark and deterministic modes,
+deterministic algorithms: perfsuite.measure.tf32.torch_flags) are set by a user in the calling
+process (the API, a conftest, an asv `setup`), but a worker is forked from the server, not from
+the caller: the job carries the caller's flags, and the worker sets them before it builds the step.
 """
 
 from __future__ import annotations
@@ -76,6 +89,9 @@ class Job:
     # What an earlier worker's builds counted of the step's work (perfsuite.measure.counted): the
     # same in every worker, so only the first pays for counting it inside its slot.
     counts: dict | None = None
+    # The caller's numerics flags (perfsuite.measure.tf32.torch_flags), set in the worker before
+    # it builds: the fork server's are torch's defaults, whatever the caller set. None: leave them.
+    flags: dict | None = None
 
 
 def worker_main(conn, job: Job) -> None:
@@ -85,8 +101,13 @@ def worker_main(conn, job: Job) -> None:
 
         from perfsuite.core import registry
         from perfsuite.core.discover import load_entry_points, load_file
-        from perfsuite.measure import runner
+        from perfsuite.measure import runner, tf32
 
+        from perfsuite.measure.fork_cuda import refuse_bad_fork
+
+        refuse_bad_fork(job.cfg.device)
+        # Before the user's files load and the step is built: a build may read them (cudnn.benchmark).
+        flag_warnings = tf32.apply_torch_flags(job.flags) if job.flags is not None else []
         for path in job.load:
             load_file(Path(path))
         load_entry_points()  # a package's workloads, as the parent found them
@@ -96,6 +117,8 @@ def worker_main(conn, job: Job) -> None:
         with counted.shared(job.counts) as made:
             rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock,
                                   deadline=job.deadline)
+        if flag_warnings:
+            rec = replace(rec, warnings=[*rec.warnings, *flag_warnings])
         conn.send(("ok", rec.to_dict(), made))
     except Unsupported as exc:
         conn.send(("unsupported", str(exc)))
@@ -232,7 +255,9 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
                     builds=cfg.builds if cfg.builds is not None else 1)
     from perfsuite.core.discover import loaded_paths
 
-    job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths())
+    from perfsuite.measure.tf32 import torch_flags
+
+    job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths(), flags=torch_flags())
     if cfg.processes is None:  # workers by default only: those asked for explicitly fail as they always did
         from perfsuite.measure import runner
 

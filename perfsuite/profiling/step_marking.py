@@ -23,10 +23,17 @@ def process_range(name: str, cuda: bool):
     return nvtx_range(name, enabled=cuda)
 
 
+# nsys starts an NVTX capture range only on registered strings unless the application runs with
+# this variable at 0; torch.cuda.nvtx passes plain strings, so without it the capture never began
+# and the report held no kernel. (`argv` measures in its own process: profile-step marks the step
+# there; nsys does not follow processes forked without an exec.)
+NSYS_ANY_NVTX_STRING = "NSYS_NVTX_PROFILER_REGISTER_ONLY=0"
+
+
 def nsight_commands(argv: str) -> list[str]:
     return [
         (f"nsys profile --trace=cuda,nvtx,osrt --capture-range=nvtx --nvtx-capture=train_step "
-         f"--capture-range-end=stop -o reports/nsys/step {argv}"),
+         f"--capture-range-end=stop --env-var={NSYS_ANY_NVTX_STRING} -o reports/nsys/step {argv}"),
         # A bare range name selects a start/end range; push/pop ranges would need a trailing '/'.
         # --clock-control none: by default ncu locks the clocks to base, so its times (and the
         # FLOP/s and % of roof from them) disagree with perfsuite's, measured at the clocks it ran at.

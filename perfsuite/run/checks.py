@@ -77,46 +77,13 @@ def training_checks(case: TrainingCase) -> dict[str, Callable[[str], str]]:
             "early stopping": partial(early_stopping, case)}
 
 
-def _losses_at_applied_steps(setup, steps: int, label: str) -> tuple[list[float], int]:
-    """Train on the fixed batch 0 until the optimiser has *applied* `steps` updates: the loss of
-    each applied step (loss i was computed on the weights after i updates), and how many steps
-    the GradScaler skipped.
-
-    fp16's GradScaler starts at scale 65536 and skips every step whose scaled gradients overflow,
-    halving the scale each time: a ResNet skips its first 4 steps (emulated on CPU), so after
-    N training steps it has applied N - 4 updates and its loss is compared with fp32's at another
-    point of the fall (17.9% apart on CPU, 20.0% on an H100). A skipped step changes nothing
-    (no update, no scheduler step: Precision.step), so dropping its loss aligns the two runs.
-    A skip is read from the scale, as GradScaler.update defines it: halved exactly when an
-    inf/NaN was found and the step skipped (it only grows otherwise). This reads the device
-    after every step, which is fine here: nothing is timed."""
-    from perfsuite.training.step import make_train_step
-
-    scaler = setup.parts.precision.scaler
-    # From its initial scale, that many halvings bring the scale below 1: a step that still
-    # overflows then overflows unscaled, which is divergence, not warm-up.
-    max_skipped = 0 if scaler is None else max(0, math.ceil(math.log2(scaler.get_scale()))) + 1
-    step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward)
-    losses: list[float] = []
-    skipped = 0
-    while len(losses) < steps:
-        before = scaler.get_scale() if scaler is not None else None
-        loss = float(step().detach().float())
-        if scaler is not None and scaler.get_scale() < before:
-            skipped += 1
-            need(skipped <= max_skipped, f"{label}: the GradScaler skipped {skipped} steps (scale now "
-                                          f"{scaler.get_scale():g}): its gradients overflow even unscaled")
-            continue
-        losses.append(loss)
-    return losses, skipped
-
-
 def amp_loss_agreement(case: TrainingCase, device: str = "cpu", steps: int | None = None, tolerance: float = 0.05,
                        setup_b: Callable | None = None, low: str | None = None) -> str:
     """fp32 and the low precision (`low`: fp16 on CUDA, bf16 elsewhere) train from the same
     initial weights on the same batch; their final losses (mean of the last 5) after the same
     number of *applied* optimiser steps must be within `tolerance`."""
     from perfsuite.compare.amp import final_loss
+    from perfsuite.training.applied import ScalerDiverged, losses_at_applied_steps
     from perfsuite.training.setup import training_setup
 
     workload, params = case.workload, case.params
@@ -126,8 +93,12 @@ def amp_loss_agreement(case: TrainingCase, device: str = "cpu", steps: int | Non
     # seed 1: the initial weights `perfsuite amp` compares from (amp_compare.training_losses).
     ra = training_setup(workload, {**params, "precision": "fp32"}, device, seed=1)
     rb = build_b({**params, "precision": low}, device, 1)
-    la, _ = _losses_at_applied_steps(ra, steps, "fp32")
-    lb, skipped = _losses_at_applied_steps(rb, steps, low)
+    try:
+        la = losses_at_applied_steps(ra, steps, "fp32").losses
+        b = losses_at_applied_steps(rb, steps, low)
+    except ScalerDiverged as exc:
+        raise CheckFailed(str(exc)) from None
+    lb, skipped = b.losses, b.skipped
     fa, fb = final_loss(la), final_loss(lb)
     need(math.isfinite(fa) and math.isfinite(fb), f"non-finite loss: fp32 {fa}, {low} {fb}")
     rel = abs(fb - fa) / max(abs(fa), 1e-12)

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perfsuite.core import registry
-from perfsuite.core.config import RunConfig
+from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
 from perfsuite.core.case import Case
 from perfsuite.core.errors import PerfsuiteError, RecordError
 from perfsuite.core.record import Work
@@ -32,7 +32,15 @@ MATMUL_N = {"cpu": 2048, "cuda": 8192}
 # in ATen's reference gemm at ~0.1 GFLOP/s, where one 2048 call takes minutes and `peak` (the first
 # step of `make bench`) never ended.
 PROBE_N, CALL_SHARE = 256, 0.1
+# Each of the copy's two buffers, at most: far past every cache, so the copy runs at memory speed.
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
+# On CUDA the buffers of every build alive at once (2 x builds) take at most this share of the
+# device's free memory: at 2 GiB each, three builds held 12 GiB and `perfsuite peak`, the first
+# line of `make bench`, ran out of memory on a 12 GB GPU.
+COPY_MEMORY_SHARE = 0.25
+# A smaller buffer could stay in the L2 (H100: 50 MB, RTX 4090: 72 MB), and the copy would report
+# the cache's speed, not the memory's: each buffer is at least this, and this many times the L2.
+MIN_COPY_BYTES, MIN_COPY_L2_MULTIPLE = 64 * 2**20, 8
 # CPU fp16 matmul is mostly converted to fp32 and back: no CPU workload runs against that roof.
 PEAK_DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "tf32", "bf16", "fp16")}
 # Which matmul dtype each roof is measured with; tf32 is fp32 data with TF32 allowed.
@@ -58,11 +66,40 @@ def device_key(env: dict, device: str) -> str:
     return f"cpu|{env.get('cpu_model')}|threads={env.get('torch_threads')}"
 
 
-def _copy_workload(nbytes: int) -> Workload:
+def copy_bytes(device: str, builds: int) -> int:
+    """Bytes of each of the copy's two buffers on `device` with `builds` builds alive at once:
+    COPY_BYTES, or on CUDA less where COPY_MEMORY_SHARE of the free memory cannot hold them all."""
+    if not device.startswith("cuda"):
+        return COPY_BYTES["cpu"]
+    import torch
+
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    torch.cuda.empty_cache()  # the matmul roofs' cached blocks go back: free memory is then ours to take
+    free, total = torch.cuda.mem_get_info(index)
+    fits = int(COPY_MEMORY_SHARE * free / (2 * builds)) // 2**20 * 2**20  # whole MiB
+    nbytes = min(COPY_BYTES["cuda"], fits)
+    l2 = getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0)
+    least = max(MIN_COPY_BYTES, MIN_COPY_L2_MULTIPLE * l2)
+    if nbytes < least:
+        raise PerfsuiteError(
+            f"peak: memory bandwidth on {device} needs 2 x {builds} buffers of at least {least / 2**20:.0f} MiB "
+            f"(past its {l2 / 2**20:.0f} MiB L2) in {COPY_MEMORY_SHARE:.0%} of the free memory; "
+            f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB are free (other processes on this GPU?)")
+    return nbytes
+
+
+def _copy_workload(builds: int) -> Workload:
+    """A copy between two buffers, sized once (copy_bytes) when the first of `builds` builds is made,
+    on the device and with the memory that is free then; the other builds are made alike."""
+    sized: list[int] = []
+
     def build(params, device) -> BuiltStep:
         import torch
 
-        src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+        if not sized:
+            sized.append(copy_bytes(device, builds))
+        src = torch.ones(sized[0] // 4, dtype=torch.float32, device=device)
         dst = torch.empty_like(src)
 
         def step() -> None:
@@ -72,7 +109,7 @@ def _copy_workload(nbytes: int) -> Workload:
         return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="copies",
                                              bytes_per_step=2.0 * src.numel() * 4))
 
-    return Workload(name="copy", description="large tensor copy", params=(), builder=build)
+    return Workload(name="copy", description="large tensor copy", params=(), builder=build, max_builds=builds)
 
 
 def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
@@ -91,7 +128,10 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
             rec = _measure_one(Case(matmul, {"n": sizes[roof], "dtype": dtype}), cfg, env, device, f"the {roof} roof")
         flops[roof] = rec.flops_per_s
         records.append(rec)
-    copy = _measure_one(Case(_copy_workload(COPY_BYTES[kind]), {}), cfg, env, device, "memory bandwidth")
+    # The runner keeps every build of a case alive at once: the copy's buffers are sized for all of them.
+    builds = cfg.builds if cfg.builds is not None else IN_PROCESS_BUILDS
+    copy = _measure_one(Case(_copy_workload(builds), {}), replace(cfg, builds=builds), env, device,
+                        "memory bandwidth")
     records.append(copy)
     return {
         "device_key": device_key(env, device),
@@ -99,7 +139,8 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
         "bytes_per_s": copy.work.bytes_per_step / copy.median_s,
         "measured": datetime.now(timezone.utc).isoformat(),
         "matmul_n": sizes,
-        "copy_bytes": COPY_BYTES[kind],
+        "copy_bytes": int(copy.work.bytes_per_step // 2),  # each buffer, as measured
+        "copy_builds": builds,
         "torch": env.get("torch"),
         "records": [r.id for r in records],
     }

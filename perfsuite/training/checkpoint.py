@@ -19,7 +19,8 @@ from perfsuite.core.errors import PerfsuiteError
 
 FORMAT = "perfsuite.checkpoint"
 # 1: RNG states as tensors (moved by map_location: CUDA states could not be restored on CUDA)
-# 2: RNG states as bytes. Both are read.
+# 2: RNG states as bytes. Both are read. Since 2026-11-28 the RNG also names the CUDA device the
+#    model was on ("cuda_step", an optional key older readers ignore).
 VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
@@ -44,7 +45,17 @@ def _byte_tensor(state):
     return state.detach().to("cpu", torch.uint8).contiguous()
 
 
-def _rng_state() -> dict:
+def _cuda_index(model) -> int | None:
+    """The CUDA device the model, so the step training it, runs on; None off CUDA."""
+    import itertools
+
+    for tensor in itertools.chain(model.parameters(), model.buffers()):
+        return tensor.device.index if tensor.device.type == "cuda" else None
+    return None
+
+
+def _rng_state(cuda_step: int | None = None) -> dict:
+    """Every generator's state; `cuda_step`: the device whose generator the step draws from."""
     import torch
 
     np_state = np.random.get_state()
@@ -57,6 +68,7 @@ def _rng_state() -> dict:
     }
     if torch.cuda.is_available():
         state["cuda"] = [_rng_bytes(s) for s in torch.cuda.get_rng_state_all()]
+        state["cuda_step"] = cuda_step
     return state
 
 
@@ -66,7 +78,9 @@ def _numpy_keys(keys) -> np.ndarray:
     return keys.detach().cpu().numpy().astype(np.uint32)  # version 1: an int64 tensor
 
 
-def _set_rng_state(state: dict) -> None:
+def _set_rng_state(state: dict, cuda_step: int | None = None) -> None:
+    """Put every generator back; the saved step's CUDA generator goes to `cuda_step`, the device
+    the model is on now: a run saved on cuda:1 and resumed on cuda:0 draws on where it left off."""
     import torch
 
     torch.set_rng_state(_byte_tensor(state["torch"]))
@@ -74,7 +88,11 @@ def _set_rng_state(state: dict) -> None:
     np.random.set_state((n["name"], _numpy_keys(n["keys"]), n["pos"], n["has_gauss"], n["cached"]))
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([_byte_tensor(s) for s in state["cuda"]])
+        states = [_byte_tensor(s) for s in state["cuda"]]
+        torch.cuda.set_rng_state_all(states)
+        saved = state.get("cuda_step")  # absent in older files: each generator back on its own device
+        if saved is not None and cuda_step is not None and saved != cuda_step and saved < len(states):
+            torch.cuda.set_rng_state(states[saved], cuda_step)
 
 
 @dataclass
@@ -100,7 +118,7 @@ def save_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
         "step": progress.step,
         "epoch": progress.epoch,
         "best_metric": progress.best_metric,
-        "rng": _rng_state(),
+        "rng": _rng_state(_cuda_index(model)),
     }
     from perfsuite.storage import write
 
@@ -133,17 +151,18 @@ def load_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
 
     targets = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler}
     backup = {k: copy.deepcopy(o.state_dict()) for k, o in targets.items() if o is not None}
-    rng_backup = _rng_state()
+    cuda_step = _cuda_index(model)
+    rng_backup = _rng_state(cuda_step)
     try:
         for key, obj in targets.items():
             if obj is not None:
                 obj.load_state_dict(state[key])
-        _set_rng_state(state["rng"])
+        _set_rng_state(state["rng"], cuda_step)
     except Exception as exc:
         for key, obj in targets.items():
             if obj is not None:
                 obj.load_state_dict(backup[key])
-        _set_rng_state(rng_backup)
+        _set_rng_state(rng_backup, cuda_step)
         raise CheckpointError(f"{path}: does not fit this model/optimiser ({type(exc).__name__}: {exc}); nothing restored") from None
     return Progress(step=int(state["step"]), epoch=int(state["epoch"]), best_metric=state["best_metric"])
 

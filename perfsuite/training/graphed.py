@@ -21,7 +21,18 @@ The capture follows PyTorch's whole-network recipe (docs: "CUDA Graphs", whole-n
 - everything under `torch.cuda.device(<the step's device>)`: streams, the capture stream and
   the memory counters belong to the *current* device, which is device 0 whatever `cuda:N` the
   tensors are on (and torch.cuda.graph's default capture stream is created once per process,
-  on whichever device was current then, so the capture passes its own).
+  on whichever device was current then, so the capture passes this process's capture stream
+  for the step's device).
+
+Streams and cuBLAS workspaces (issue 40): PyTorch keeps one cuBLAS/cuBLASLt workspace (32 MiB
+on Hopper) per (handle, stream) for the life of the process, and `empty_cache()` does not free
+it. A new warm-up and capture stream per build left their workspaces behind every build (those
+made during capture inside the graph's private pool, which then could not be freed with the
+graph). So the warm-up and capture streams are made once per device per process
+(`process_stream`), and the workspaces are cleared before and after each capture, as inductor's
+CUDA graph trees do: the capture then allocates its own workspace in its own pool, released
+with the graph, and no graph uses a workspace that another graph's pool or the eager allocator
+owns. Teardown clears them again (what the eager warm-up made), where torch has the function.
 
 Memory: the graph's private pool holds the step's activations, allocated once at capture; a
 replay makes no allocator calls, so the timed region's `cuda_max_allocated_bytes` leaves them
@@ -39,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -48,6 +60,10 @@ from perfsuite.training.schedule import warmup_cosine
 # also allocates the momentum buffers that the captured optimiser step then updates in place).
 WARMUP_ITERS = 3
 AUTOCAST_DTYPES = {"fp32": None, "bf16": "bfloat16"}
+STREAM_ROLES = ("warmup", "capture")
+# This process's warm-up and capture streams: {cuda namespace: {(device index, role): stream}}.
+# Weakly keyed so that a test's fake namespace and its streams go with it.
+_streams: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
 
 def refusal(device: str, precision: str, compiled: bool) -> str | None:
@@ -146,6 +162,39 @@ def step_body(model, loss_fn, optimizer, schedule: DeviceSchedule | None, x, y, 
     return body
 
 
+def process_stream(cuda, index: int | None, role: str):
+    """This process's `role` stream ("warmup" or "capture") on device `index`, made on first use
+    (call it with that device current: a stream belongs to the device current when it is made)."""
+    if role not in STREAM_ROLES:
+        raise ValueError(f"stream role must be one of {', '.join(STREAM_ROLES)}, got {role!r}")
+    per_device = _streams.setdefault(cuda, {})
+    if (index, role) not in per_device:
+        per_device[(index, role)] = cuda.Stream()
+    return per_device[(index, role)]
+
+
+def current_index(cuda, device: int | None) -> int | None:
+    """The device index `device` names; None: the current device's (None where the namespace
+    cannot say, as a test's fake may not)."""
+    if device is not None:
+        return device
+    current = getattr(cuda, "current_device", None)
+    return current() if current is not None else None
+
+
+def clear_blas_workspaces() -> bool:
+    """Drop the cuBLAS/cuBLASLt workspaces torch keeps per (handle, stream); the next matmul on a
+    stream allocates a new one. What PyTorch's own leak check and inductor's CUDA graph trees
+    call; a private function (torch 2.11-2.14 have it), so False where this torch has not."""
+    import torch
+
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is None:
+        return False
+    clear()
+    return True
+
+
 def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_iters: int = WARMUP_ITERS,
             cuda=None, device=None) -> tuple[Any, object, dict]:
     """Warm up on a side stream, then capture one call of `body` on `device` (an index; None:
@@ -161,7 +210,8 @@ def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_it
     # Streams, the current stream and the memory counters are per device: the current one
     # unless named, so all of it happens with the step's device current.
     with cuda.device(device):
-        side = cuda.Stream()
+        index = current_index(cuda, device)
+        side = process_stream(cuda, index, "warmup")
         side.wait_stream(cuda.current_stream())
         with cuda.stream(side):
             for _ in range(warmup_iters):
@@ -169,6 +219,8 @@ def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_it
                 body()
         cuda.current_stream().wait_stream(side)
         zero_grad()  # .grad is None: backward in the graph allocates it from the graph's pool
+        # No workspace from before: the capture's matmuls allocate theirs inside the graph's pool.
+        clear_blas_workspaces()
         # Everything allocated during capture comes from the graph's new private pool, so the
         # reserved memory grows by exactly the pool's segments. `torch.cuda.graph` empties the
         # allocator's cache as it starts: emptied first, what it frees is not taken off the pool.
@@ -176,8 +228,12 @@ def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_it
         reserved_before = cuda.memory_reserved(device)
         cuda.reset_peak_memory_stats(device)
         graph = cuda.CUDAGraph()
-        with cuda.graph(graph, stream=cuda.Stream()):
+        with cuda.graph(graph, stream=process_stream(cuda, index, "capture")):
             out = body()
+        # The graph keeps its workspace's address; freed into its own pool, the block stays
+        # reserved for it while it lives (only a capture into that pool could reuse it) and goes
+        # with the pool when the graph is reset, instead of being held by torch for good.
+        clear_blas_workspaces()
         memory = {"graph_pool_bytes": cuda.memory_reserved(device) - reserved_before,
                   "graph_capture_peak_allocated_bytes": cuda.max_memory_allocated(device)}
     return graph, out, memory
@@ -200,10 +256,14 @@ class GraphedStep:
         return self.loss
 
     def teardown(self) -> None:
-        """Frees the graph's private memory pool (the next case of a suite needs it)."""
+        """Frees the graph's private memory pool and the cuBLAS workspaces torch holds (the next
+        case of a suite needs the memory; `empty_cache` does not free workspaces)."""
         reset = getattr(self.graph, "reset", None)
         if reset is not None:
             reset()
+        # Safe with other graphs alive: each capture's workspace lives in its own graph's pool
+        # (see `capture`), so what is freed here is only what eager matmuls made.
+        clear_blas_workspaces()
 
 
 def prepare(model, loss_fn, like_optimizer, x, y, *, precision: str, device: str, base_lr: float,

@@ -59,6 +59,17 @@ def make_loader(params: Mapping[str, Any], device: str):
                                        drop_last=False, **kw), ds
 
 
+def current(device: str):
+    """`device` made the current CUDA device while loader iterators run: with pin_memory a loader
+    pins batches in a thread set to the device current when the iterator starts (device 0 unless
+    someone set it), so a run on cuda:N would open a context and pin from GPU 0."""
+    import contextlib
+
+    import torch
+
+    return torch.cuda.device(device) if torch.device(device).type == "cuda" else contextlib.nullcontext()
+
+
 def to_device(batch, device: str):
     """A loader's batch on `device`, as a training loop moves it: `non_blocking`, so that a
     pinned batch's copy runs asynchronously (a pageable one is copied synchronously either way)."""
@@ -79,8 +90,9 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 
     # Worker start-up, apart from steady state: time to the first batch of a fresh iterator.
     t0 = time.perf_counter()
-    it = iter(loader)
-    next(it)
+    with current(device):
+        it = iter(loader)
+        next(it)
     extra["first_batch_s"] = time.perf_counter() - t0
     del it
 
@@ -88,8 +100,9 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     if params["mode"] == "load":
         if copy:
             def step():
-                for batch in loader:
-                    to_device(batch, device)
+                with current(device):
+                    for batch in loader:
+                        to_device(batch, device)
         else:
             def step():
                 for _ in loader:
@@ -107,11 +120,12 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
             wait = 0.0
             start = time.perf_counter()
             t = start
-            for x, y in loader:
-                wait += time.perf_counter() - t
-                x, y = to_device((x, y), device)
-                make_train_step(parts, x, y)()
-                t = time.perf_counter()
+            with current(device):
+                for x, y in loader:
+                    wait += time.perf_counter() - t
+                    x, y = to_device((x, y), device)
+                    make_train_step(parts, x, y)()
+                    t = time.perf_counter()
             waits.append(wait / (time.perf_counter() - start))
 
     def extra_metrics() -> dict:

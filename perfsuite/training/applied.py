@@ -1,0 +1,62 @@
+"""Losses at *applied* optimiser steps: how two precisions' training runs are lined up.
+
+fp16's GradScaler starts at scale 65536 and skips every step whose scaled gradients overflow,
+halving the scale each time: a ResNet skips its first 4 steps (emulated on CPU), so after N
+training steps it has applied N - 4 updates. Compared with fp32 at equal *training* steps its
+loss is read at another point of the fall (17.9% apart on CPU, 20.0% on an H100). A skipped step
+changes nothing (no update, no scheduler step: Precision.step), so dropping its loss lines the
+two runs up. `perfsuite check`'s AMP check and `perfsuite amp`'s accuracy half both compare this
+way (perfsuite.run.checks, perfsuite.compare.amp).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perfsuite.core.errors import PerfsuiteError
+
+
+class ScalerDiverged(PerfsuiteError):
+    """A GradScaler kept skipping steps after its scale fell below 1: the gradients overflow even
+    unscaled, which is divergence, not loss-scale warm-up."""
+
+
+@dataclass(frozen=True)
+class AppliedLosses:
+    losses: list[float]  # loss i was computed on the weights after i applied updates
+    skipped: int  # training steps the GradScaler skipped on the way (0 without one)
+
+
+def max_skips(scaler) -> int:
+    """How many skipped steps are warm-up: from its initial scale, that many halvings bring the
+    scale below 1, and a step that still overflows then overflows unscaled."""
+    return 0 if scaler is None else max(0, math.ceil(math.log2(scaler.get_scale()))) + 1
+
+
+def losses_at_applied_steps(setup, steps: int, label: str) -> AppliedLosses:
+    """Train `setup` (a perfsuite.training.setup.TrainingSetup) on its fixed batch 0 until the
+    optimiser has *applied* `steps` updates; the loss of each applied step and how many steps the
+    GradScaler skipped. Raises ScalerDiverged (its message starts with `label`) past max_skips.
+
+    A skip is read from the scale, as GradScaler.update defines it: halved exactly when an inf/NaN
+    was found and the step skipped (it only grows otherwise). This reads the device after every
+    step, which is fine here: nothing is timed."""
+    from perfsuite.training.step import make_train_step
+
+    scaler = setup.parts.precision.scaler
+    bound = max_skips(scaler)
+    step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward)
+    losses: list[float] = []
+    skipped = 0
+    while len(losses) < steps:
+        before = scaler.get_scale() if scaler is not None else None
+        loss = float(step().detach().float())
+        if scaler is not None and scaler.get_scale() < before:
+            skipped += 1
+            if skipped > bound:
+                raise ScalerDiverged(f"{label}: the GradScaler skipped {skipped} steps (scale now "
+                                     f"{scaler.get_scale():g}): its gradients overflow even unscaled")
+            continue
+        losses.append(loss)
+    return AppliedLosses(losses, skipped)
