@@ -179,11 +179,26 @@ def migrate(location: Location, engine: sa.Engine) -> str:
     with engine.connect() as conn, conn.execution_options(**WRITE).begin(), _migration_lock(location, conn):
         again = current_revision(conn)  # another process may have migrated while we waited
         _refuse_newer(location, again)
-        if again != HEAD:
+        if again is None and not sa.inspect(conn).get_table_names():
+            _create(conn)
+        elif again != HEAD:
             from alembic import command
 
             command.upgrade(_config(conn), "head")
     return before
+
+
+def _create(conn) -> None:
+    """A new, empty store made at head at once, as Alembic's cookbook does it (create_all, then
+    stamp head): the tables of schema.py (which a test holds equal to what the migrations build)
+    and the version row, without importing Alembic."""
+    from perfsuite.store.schema import metadata
+
+    metadata.create_all(conn)
+    version = sa.Table("alembic_version", sa.MetaData(),
+                       sa.Column("version_num", sa.String(32), primary_key=True))
+    version.create(conn)
+    conn.execute(version.insert().values(version_num=HEAD))
 
 
 def _refuse_newer(location: Location, revision: str | None) -> None:
