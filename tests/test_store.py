@@ -189,8 +189,10 @@ def test_wrong_credentials_are_refused_and_never_printed(tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert "refused the credentials" in err and "hunter2-wrong" not in err and "***" in err
     assert not (tmp_path / "results").exists()
-    assert cli.main(["--store", server.url(), "store", "info"]) == 0
-    assert server.url().split(":")[2].split("@")[0] not in capsys.readouterr().out  # the right one neither
+    assert cli.main(["--store", server.url(), "store", "info"]) == 2  # an empty database: no store yet
+    shown = capsys.readouterr()
+    assert "no store there yet" in shown.err
+    assert server.url().split(":")[2].split("@")[0] not in shown.out + shown.err  # the right one neither
 
 
 def _closed_port() -> int:
@@ -267,7 +269,9 @@ def test_a_connection_lost_mid_run_is_retried_then_spooled(tmp_path, monkeypatch
     rec.add_record(make_record(seed=3))
     rec.finish()
     assert any("store push" in n for n in rec.notes)
-    with Store(resolve(str(store_path))) as main, Store(resolve(str(tmp_path / ".perfsuite" / "spool.db"))) as spool:
+    spool_path = resolve(str(store_path), cwd=tmp_path).spool
+    assert spool_path.name.startswith("spool-")  # one spool per store
+    with Store(resolve(str(store_path))) as main, Store(resolve(str(spool_path))) as spool:
         assert len(main.records()) == 1 and len(spool.records()) == 2
     assert push(resolve(str(store_path), cwd=tmp_path)) == (1, 2, 0, [])
     with Store(resolve(str(store_path))) as main:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.text import printable
 
 # The commands whose results are kept in the store, and the kind of run each makes.
 STORED = {"run": "run", "pair": "pair", "amp": "amp", "gate": "gate", "bisect": "bisect", "why": "why"}
@@ -115,10 +116,10 @@ def _import(args, console) -> int:
     with Store(_location(args)) as store:
         report = import_paths(store, args.paths)
     for line in report.problems:
-        console.print(Text(f"skipped: {line}", style="yellow"))
+        console.print(Text(printable(f"skipped: {line}"), style="yellow"))
     console.print(Text(f"imported {report.records} new record(s) and {report.documents} document(s) from "
                        f"{report.files} file(s) into {store.location.shown} ({report.already} already there)"))
-    return 3 if report.problems and not report.files else 0
+    return 2 if report.problems and not report.files else 0  # nothing readable given: bad input
 
 
 def _push(args, console) -> int:
@@ -130,7 +131,7 @@ def _push(args, console) -> int:
                              "--store or PERFSUITE_STORE")
     runs, records, documents, problems = push(location)
     for line in problems:
-        console.print(Text(f"kept in the spool: {line}", style="yellow"))
+        console.print(Text(printable(f"kept in the spool: {line}"), style="yellow"))
     console.print(Text(f"pushed {runs} run(s): {records} new record(s), {documents} document(s) to {location.shown}"
                        if runs else f"nothing pushed ({location.spool} holds no run the store took)"))
     return 3 if problems else 0
@@ -147,7 +148,7 @@ def _info(args, console) -> int:
     console.print(Text(", ".join(f"{v} {k}" for k, v in counts.items())))
     me = machine_id()
     for m in machines:
-        console.print(Text(f"  machine {m['id']}  {m['name']}{'  (this machine)' if m['id'] == me else ''}"))
+        console.print(Text(printable(f"  machine {m['id']}  {m['name']}{'  (this machine)' if m['id'] == me else ''}")))
     spool = store.location.spool
     if spool.exists() and spool != store.location.path:
         console.print(Text(f"a spool waits in {spool}: `perfsuite store push` sends it", style="yellow"))
@@ -167,9 +168,9 @@ def _runs(args, console) -> int:
         return 0
     t = Table("run", "kind", "state", "machine", "commit", "started", "records", "shard")
     for r in runs:
-        shard = f"{r['shard']}/{r['shards']} of {r['batch'][:10]}" if r.get("shards") else ""
-        t.add_row(r["id"][:12], r["kind"], r["state"], r["machine_id"][:16], (r["commit"] or "")[:10],
-                  r["started"][:19], str(r["records"]), shard)
+        shard = f"{r['shard']}/{r['shards']} of {r['batch']}" if r.get("shards") else ""
+        t.add_row(*map(_cell, (r["id"][:12], r["kind"], r["state"], r["machine_id"][:16], (r["commit"] or "")[:10],
+                               r["started"][:19], str(r["records"]), shard)))
     console.print(t)
     if args.batch and runs:
         shards = runs[0]["shards"]
@@ -178,6 +179,12 @@ def _runs(args, console) -> int:
         console.print(Text(f"batch {args.batch[:12]}: shards {present} of {shards}"
                            + (f"; missing {missing}" if missing else "; complete")))
     return 0
+
+
+def _cell(value) -> Text:
+    """A table cell of stored text: shown as written (no rich markup read from it), control
+    characters and escape sequences made visible (a workload's name came from a user's file)."""
+    return Text(printable(value))
 
 
 def _this() -> str:
@@ -205,9 +212,10 @@ def _query(args, console) -> int:
         return 0
     t = Table("created", "machine", "commit", "workload", "params", "device", "median")
     for r in rows[-args.limit:]:
-        t.add_row(r["created"][:19], r["machine_id"][:16], (r["commit"] or "")[:10] + ("+" if r["dirty"] else ""),
-                  r["workload"], ",".join(f"{k}={v}" for k, v in sorted(r["params"].items())), r["device"],
-                  fmt_seconds(r["median_s"]))
+        t.add_row(*map(_cell, (r["created"][:19], r["machine_id"][:16],
+                               (r["commit"] or "")[:10] + ("+" if r["dirty"] else ""), r["workload"],
+                               ",".join(f"{k}={v}" for k, v in sorted(r["params"].items())), r["device"],
+                               fmt_seconds(r["median_s"]))))
     console.print(t)
     console.print(Text(f"{len(rows)} record(s)" + (f", the last {args.limit} shown" if len(rows) > args.limit else "")))
     return 0

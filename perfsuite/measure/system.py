@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +153,18 @@ def _command(proc: Path, pid: int, limit: int = 120) -> str | None:
     except OSError:
         return None
     text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-    return text[:limit] or None
+    return hide_credentials(text)[:limit] or None
+
+
+# scheme://user:PASSWORD@host, and a password=... option: another process's command line may carry
+# a store's URL (perfsuite --store postgresql://ci:secret@db ...), and records keep these lines.
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@]+@")
+_OPTION_PASSWORD = re.compile(r"((?:password|passwd|pwd)=)[^\s&]+", re.IGNORECASE)
+
+
+def hide_credentials(text: str) -> str:
+    """`text` with the passwords of URLs and of password= options replaced by ***."""
+    return _OPTION_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
 
 
 def _own_cpu_s() -> float:

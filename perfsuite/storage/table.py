@@ -131,8 +131,13 @@ def result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """The files `paths` name: files as given, folders as every results *.json inside them."""
     from perfsuite.storage.files import results_in
 
+    from perfsuite.store import select
+
     out: list[Path] = []
     for given in paths:
+        if select.is_source(given):  # read by load_records; never a path (it may be any length)
+            out.append(given)
+            continue
         p = Path(given)
         out += results_in(p) if p.is_dir() else [p]
     return out

@@ -129,6 +129,8 @@ def describe_failure(location: Location, exc: Exception) -> StoreError:
         if state == "42501" or "permission denied" in text:
             return StoreError(f"store {location.shown}: {text}; the store's user needs to create tables in the "
                               "database's public schema (once) and to insert and select in them")
+        if "invalid" in text and ("value" in text or "option" in text or "URI" in text):
+            return StoreError(f"store {location.shown}: the URL is not valid for the server's client ({text})")
         if _unreachable(exc):
             return StoreUnreachable(f"store {location.shown}: cannot reach the server ({text})")
         return StoreError(f"store {location.shown}: the server refused a write ({text})")
@@ -179,6 +181,7 @@ def migrate(location: Location, engine: sa.Engine) -> str:
     with engine.connect() as conn, conn.execution_options(**WRITE).begin(), _migration_lock(location, conn):
         again = current_revision(conn)  # another process may have migrated while we waited
         _refuse_newer(location, again)
+        _refuse_foreign(location, conn, again)
         if again is None and not sa.inspect(conn).get_table_names():
             _create(conn)
         elif again != HEAD:
@@ -207,12 +210,24 @@ def _refuse_newer(location: Location, revision: str | None) -> None:
                          f"(this one knows up to {HEAD}); upgrade perfsuite to use it") from None
 
 
-def open_engine(location: Location) -> sa.Engine:
-    """A migrated engine for `location`; StoreError (StoreUnreachable for a silent server) otherwise."""
+def open_engine(location: Location, create: bool = True) -> sa.Engine:
+    """A migrated engine for `location`; StoreError (StoreUnreachable for a silent server) otherwise.
+    `create=False` (a reader): an empty database is "no store there yet", never made into one."""
+    if location.path is not None and location.path.exists():
+        # Checked through a plain connection first: ours switches the file to WAL, which would
+        # change someone else's database before it is refused.
+        preflight(location)
     engine = engine_for(location)
     try:
         if location.path is not None and location.path.exists() and location.path.stat().st_size:
             _check_sqlite_header(location)
+        if not create:
+            with engine.connect() as conn:
+                revision = current_revision(conn)
+                _refuse_foreign(location, conn, revision)
+            if revision is None:
+                raise StoreError(f"store {location.shown}: no store there yet (nothing has been stored; it is "
+                                 f"chosen by {location.source})")
         migrate(location, engine)
     except sa.exc.DBAPIError as exc:
         engine.dispose()
@@ -233,6 +248,7 @@ def preflight(location: Location) -> None:
         try:
             with engine.connect() as conn:
                 revision = current_revision(conn)
+                _refuse_foreign(location, conn, revision)
                 missing = _missing_rights(conn, revision)
         except sa.exc.DBAPIError as exc:
             raise describe_failure(location, exc) from None
@@ -244,8 +260,17 @@ def preflight(location: Location) -> None:
                              "create tables in the public schema (once) and to insert and select in them")
         return
     path = location.path
+    try:
+        return _preflight_file(location, path)
+    except OSError as exc:  # a name too long, a folder that cannot be listed
+        raise StoreError(f"store {location.shown}: cannot use this path ({exc.strerror})") from None
+
+
+def _preflight_file(location: Location, path) -> None:
     if path.is_dir():
         raise StoreError(f"store {path}: is a folder; give a file path (e.g. {path / 'results.db'})")
+    if path.exists() and not path.is_file():
+        raise StoreError(f"store {path}: not a regular file (a device, a pipe or a socket); give a file path")
     if path.exists():
         if path.stat().st_size:
             _check_sqlite_header(location)
@@ -255,6 +280,7 @@ def preflight(location: Location) -> None:
         try:
             with engine.connect() as conn:
                 revision = current_revision(conn)
+                _refuse_foreign(location, conn, revision)
         except sa.exc.DBAPIError as exc:
             raise describe_failure(location, exc) from None
         finally:
@@ -266,6 +292,16 @@ def preflight(location: Location) -> None:
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise StoreError(f"store {path}: cannot create it ({folder} is not a writable folder)")
+
+
+def _refuse_foreign(location: Location, conn, revision: str | None) -> None:
+    """A database with tables but no store version is someone else's: never written into."""
+    if revision is None:
+        tables = sorted(sa.inspect(conn).get_table_names())
+        if tables:
+            raise StoreError(f"store {location.shown}: a database that is not a perfsuite store (it holds "
+                             f"{', '.join(tables[:5])}{'...' if len(tables) > 5 else ''}); give an empty database "
+                             "or a new file")
 
 
 def _missing_rights(conn, revision: str | None) -> str | None:

@@ -62,9 +62,9 @@ class Location:
     def spool(self) -> Path:
         """Where results wait when this store cannot take them: one spool per store, so a push
         never sends them to another (`perfsuite store push` with the same store)."""
-        if not self.is_server:
-            return self.home / SPOOL
-        key = hashlib.sha256(self.shown.encode()).hexdigest()[:12]
+        if self.path == self.home / SPOOL:
+            return self.path  # the spool itself (pushed from with --store .perfsuite/spool.db)
+        key = hashlib.sha256(self.shown.encode("utf-8", "backslashreplace")).hexdigest()[:12]
         return self.home / SPOOL.with_name(f"spool-{key}.db")
 
 
@@ -85,6 +85,8 @@ def parse(text: str, source: str, home: Path) -> Location:
         raise ConfigError(f"{source}: the store must be a SQLite path or a postgresql:// URL (this one is empty or "
                           "holds a NUL character)")
     text = text.strip()
+    if len(text) > 4096:
+        raise ConfigError(f"{source}: the store's path or URL is {len(text)} characters long; at most 4096")
     scheme, sep, _ = text.partition("://")
     if not sep:
         path = (home / Path(text).expanduser()) if not Path(text).expanduser().is_absolute() else Path(text).expanduser()

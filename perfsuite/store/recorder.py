@@ -24,6 +24,10 @@ from perfsuite.store.store import Store, new_run
 
 # Waits between tries of a write the server did not answer (then the spool takes it).
 RETRY_WAITS_S = (0.5, 2.0)
+# How long one write to a server may take before the run gives up on the server: a server that
+# stopped answering (frozen, a half-open connection the kernel still acknowledges) would otherwise
+# hold the run for as long as it stays frozen.
+SERVER_WRITE_TIMEOUT_S = 60.0
 
 
 def light_env() -> dict:
@@ -52,6 +56,7 @@ class Recorder:
         self.commit = commit
         self.run = new_run(kind, self.machine, config=config, commit=git.get("git_commit"),
                            dirty=git.get("git_dirty"), batch=batch, shard=shard, shards=shards)
+        self.write_timeout_s = SERVER_WRITE_TIMEOUT_S
         self.notes: list[str] = []
         self.written = 0  # results in the store
         self.spooled_results = 0  # results in the spool
@@ -104,7 +109,9 @@ class Recorder:
         if target is None:  # nothing was measured: nothing is written
             return
         try:
-            if target is not None:
+            if target is self.store:
+                self._bounded(lambda: target.finish_run(self.run_id, state))
+            else:
                 target.finish_run(self.run_id, state)
         except StoreError as exc:
             if target is self.store:
@@ -115,7 +122,7 @@ class Recorder:
             self.notes.append(f"{self.spooled_results} result(s) kept in {self.location.spool}: the store "
                               f"{self.location.shown} could not take them; `perfsuite store push` with the same "
                               "store (--store or PERFSUITE_STORE) sends them")
-        for st in (self.store, self.spool):
+        for st in (self.store, self.spool):  # (a store given up on a timeout is None: never waited for)
             if st is not None:
                 st.close()
         if self._spool_lock is not None:
@@ -128,9 +135,15 @@ class Recorder:
             if self._unreachable is not None:
                 self._to_spool(self._unreachable)
                 return
-            store = Store(self.location)
-            store.begin_run(self.run, self.machine)
-            self.store = store
+            opened: list[Store] = []
+
+            def open_and_begin() -> None:
+                store = Store(self.location)
+                opened.append(store)
+                store.begin_run(self.run, self.machine)
+
+            self._bounded(open_and_begin)
+            self.store = opened[0]
 
     def _write(self, write, counted: bool = True) -> None:
         try:
@@ -140,11 +153,12 @@ class Recorder:
         if self.spool is None and self.store is not None:
             for wait in (*RETRY_WAITS_S, None):
                 try:
-                    write(self.store)
+                    store = self.store
+                    self._bounded(lambda: write(store))
                     self.written += counted
                     return
                 except StoreUnreachable as exc:
-                    if wait is None:
+                    if wait is None or self.store is None:  # the last try, or the server given up
                         self._to_spool(exc)
                         break
                     self.sleep(wait)
@@ -158,6 +172,33 @@ class Recorder:
             except StoreError as exc:
                 self.notes.append(f"could not store a result in the spool either ({exc}); it is in the JSON "
                                   "output only, `perfsuite store import` reads it later")
+
+    def _bounded(self, call) -> None:
+        """`call()` (a write to the store), given at most SERVER_WRITE_TIMEOUT_S on a server; past
+        that the server is given up for this run (the stuck call is left in a daemon thread)."""
+        if not self.location.is_server:
+            call()
+            return
+        import threading
+
+        outcome: list = []
+
+        def attempt() -> None:
+            try:
+                call()
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - handed back to the run's thread below
+                outcome.append(exc)
+
+        worker = threading.Thread(target=attempt, name="perfsuite-store-write", daemon=True)
+        worker.start()
+        worker.join(self.write_timeout_s)
+        if worker.is_alive():
+            self.store = None  # never touched again by this run: its connection is stuck
+            raise StoreUnreachable(f"store {self.location.shown}: the server did not answer a write within "
+                                   f"{self.write_timeout_s:g} s")
+        if outcome and outcome[0] is not None:
+            raise outcome[0]
 
     def _to_spool(self, why: StoreError) -> None:
         if self.spool is not None:

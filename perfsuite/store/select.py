@@ -45,6 +45,20 @@ def parse(text: str) -> dict:
     return out
 
 
+def utc_time(text: str, what: str) -> str:
+    """An ISO date or time as the store keeps creation times (UTC, isoformat), so that comparing
+    the text compares the instants: a date is its midnight UTC, a time without zone is UTC."""
+    from datetime import datetime, timezone
+
+    try:
+        t = datetime.fromisoformat(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{what} {str(text)[:40]!r}: expected an ISO date or time (2026-11-01 or "
+                          "2026-11-01T08:00:00+01:00)") from None
+    t = t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    return t.isoformat()
+
+
 def _git(*args: str) -> str | None:
     try:
         done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, check=False)
@@ -53,16 +67,24 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def _revision(text: str, whole: str) -> str:
+    """A revision as git may be given it: never an option (`--output=FILE` would make git write)."""
+    if text.startswith("-") or any(ch.isspace() or not ch.isprintable() for ch in text) or len(text) > 200:
+        raise ConfigError(f"commit {whole[:80]!r}: not a revision (a name, hash, tag or REV~N)")
+    return text
+
+
 def commits(spec: str) -> list[str] | None:
     """The commit hashes `spec` names (REV, or A..B along the first parents); None when git does not
     know it (then it is matched as a hash prefix)."""
     if ".." in spec:
         a, _, b = spec.partition("..")
+        _revision(a, spec), _revision(b or "HEAD", spec)
         listed = _git("rev-list", "--first-parent", f"{a}..{b or 'HEAD'}", "--")
         if listed is None:
             raise ConfigError(f"commit range {spec!r}: git does not know it here")
         return listed.split()
-    full = _git("rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}")
+    full = _git("rev-parse", "--verify", "--quiet", f"{_revision(spec, spec)}^{{commit}}")
     return [full] if full else None
 
 
@@ -73,9 +95,12 @@ def filters(sel: dict, this_machine: str) -> dict:
     machine = sel.get("machine", "all" if "batch" in sel else this_machine)
     if machine != "all":
         out["machine"] = machine
-    for key in ("workload", "device", "since", "until", "run", "batch"):
+    for key in ("workload", "device", "run", "batch"):
         if key in sel:
             out[key] = sel[key]
+    for key in ("since", "until"):
+        if key in sel:
+            out[key] = utc_time(sel[key], key)
     if "commit" in sel:
         found = commits(sel["commit"])
         if found is not None:

@@ -91,7 +91,7 @@ class Store:
         if not create and location.path is not None and not location.path.exists():
             raise StoreError(f"store {location.shown}: no store there yet (nothing has been stored; "
                              f"it is chosen by {location.source})")
-        self.engine = engine if engine is not None else open_engine(location)
+        self.engine = engine if engine is not None else open_engine(location, create=create)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -208,15 +208,15 @@ class Store:
         if commits is not None:
             q = q.where(r.c.commit.in_(list(commits)))
         if commit_prefix is not None:  # hex only (perfsuite.store.select): no LIKE wildcard can hide in it
-            q = q.where(r.c.commit.startswith(commit_prefix))
+            q = q.where(r.c.commit.startswith(commit_prefix, autoescape=True))
         if since is not None:
             q = q.where(r.c.created >= since)
         if until is not None:
             q = q.where(r.c.created < until)
         if run is not None:
             q = q.where(r.c.run_id == run)
-        if batch is not None:
-            q = q.where(r.c.run_id.in_(sa.select(schema.runs.c.id).where(schema.runs.c.batch == batch)))
+        if batch is not None:  # a batch id or its first characters, as `store runs` shows them
+            q = q.where(r.c.run_id.in_(sa.select(schema.runs.c.id).where(schema.runs.c.batch.startswith(batch, autoescape=True))))
         # `params` (a subset every row must match) is matched by the callers, on the rows the
         # indexed filters leave.
         return q.order_by(r.c.created, r.c.id)
@@ -266,9 +266,11 @@ class Store:
         n = (sa.select(sa.func.count()).select_from(schema.records)
              .where(schema.records.c.run_id == r.c.id).scalar_subquery())
         q = sa.select(r, n.label("records"))
-        for col, value in ((r.c.kind, kind), (r.c.machine_id, machine), (r.c.batch, batch), (r.c.state, state)):
+        for col, value in ((r.c.kind, kind), (r.c.machine_id, machine), (r.c.state, state)):
             if value is not None:
                 q = q.where(col == value)
+        if batch is not None:  # an id or its first characters
+            q = q.where(r.c.batch.startswith(batch, autoescape=True))
         return [dict(row) for row in self._read(q.order_by(r.c.started, r.c.id))]
 
     def machines(self) -> list[dict]:
