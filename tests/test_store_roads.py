@@ -166,6 +166,9 @@ def test_a_password_in_a_config_file_others_can_read_is_warned_about_and_never_s
     warned = []
     loc = resolve(warn=warned.append)
     assert loc.is_server and "s3cr3t-pw" not in loc.shown and warned and "~/.pgpass" in warned[0]
+    capsys.readouterr()
+    cli.main(["store", "info"])  # the store actions warn too, not only the measuring commands
+    assert "~/.pgpass" in capsys.readouterr().err
     os.chmod(tmp_path / "pyproject.toml", stat.S_IRUSR | stat.S_IWUSR)
     warned.clear()
     resolve(warn=warned.append)

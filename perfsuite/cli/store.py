@@ -100,9 +100,15 @@ def stored_run(args, err):
 
 
 def _location(args):
+    """The store a `perfsuite store` action uses; a password in a config file others can read is
+    warned about here too, as before every measuring command."""
+    from rich.console import Console
+
     from perfsuite.store.location import resolve
 
-    return resolve(getattr(args, "store", None))
+    err = Console(stderr=True)
+    return resolve(getattr(args, "store", None),
+                   warn=lambda t: err.print(Text("warning: " + printable(t), style="yellow")))
 
 
 def store_command(args, console) -> int:
