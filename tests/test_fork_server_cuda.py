@@ -79,6 +79,21 @@ def test_a_cpu_case_in_a_bad_fork_needs_no_cuda_and_is_measured(monkeypatch):
     assert kind == "ok" and Record.from_dict(payload).device == "cpu"
 
 
+def test_a_gate_side_in_a_bad_fork_refuses_before_building_and_says_why(monkeypatch):
+    """The gate's, bisect's and why's side processes fork from the same server: the same guard."""
+    from perfsuite.compare import side_worker
+
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
+    built = []
+    monkeypatch.setattr(side_worker, "build_side", lambda *a, **kw: built.append(a))
+    conn = _Conn()
+    job = {"files": [], "workload": "noop", "params": {}, "device": "cuda", "builds": 1}
+    assert side_worker.serve(conn, job) == 1
+    ((reply,),) = [(m,) for m in conn.sent]
+    assert reply["kind"] == "environment" and "forked from perfsuite's fork server" in reply["error"]
+    assert built == []  # refused before the side built anything
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda._is_compiled(), reason="a CPU-only torch never marks a fork bad")
 def test_a_fork_server_that_touched_cuda_gives_workers_that_say_so(cuda_toucher):

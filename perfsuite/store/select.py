@@ -121,14 +121,3 @@ def load(text: str | os.PathLike, location=None) -> list[Record]:
     sel = parse(str(text))
     with Store(location or resolve(), create=False) as store:
         return store.records(**filters(sel, machine_id()))
-
-
-def describe(text: str | os.PathLike) -> str:
-    return f"{text} (the store)"
-
-
-def paths_and_sources(paths) -> tuple[list[Path], list[str]]:
-    files, sources = [], []
-    for p in paths:
-        (sources if is_source(p) else files).append(str(p) if is_source(p) else Path(p))
-    return files, sources
