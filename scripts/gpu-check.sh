@@ -434,7 +434,7 @@ PYEOF
     $PY - "$W/smoke.yaml" >> "$LOG" 2>&1 <<'PYEOF'
 import json, sys
 import torch
-from perfsuite.run.suite_file import load_suite, shipped_suites_dir
+from perfsuite.suite.file import load_suite, shipped_suites_dir
 
 gpus = torch.cuda.device_count()
 MEASURED_ABOVE = {"matmul", "resnet"}  # run entries of these: the matmul and resnet stages

@@ -188,14 +188,14 @@ def _in_seconds(rec):
 
 def _with_machine_log(base: list, same: list, slow: list) -> list:
     """The base records as `perfsuite run` reports them with its machine-speed log: each with the
-    drift learned from the log it would have read (perfsuite.measure.machine_drift), rebuilt from
+    drift learned from the log it would have read (perfsuite.storage.machine_drift), rebuilt from
     every run of the case (base, unchanged and slowed: all are runs on this machine; the padding
     does not touch the reference) that ended before it, itself included. The child runs keep no
     log of their own, so the same records can be reanalysed under other rules."""
     from dataclasses import replace
     from datetime import datetime
 
-    from perfsuite.measure import machine_drift
+    from perfsuite.storage import machine_drift
 
     def when(r):
         return datetime.fromisoformat(r.created).timestamp()

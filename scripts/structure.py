@@ -1,10 +1,14 @@
-"""The package's import structure, measured from its own source (issue 22's table).
+"""The package's import structure, measured from its own source.
 
-    python scripts/structure.py [PACKAGE_DIR]
+    python scripts/structure.py [PACKAGE_DIR]             modules, arrows, layers, cycles, flat modules
+    python scripts/structure.py --packages [PACKAGE_DIR]  the package layers of docs/layout.md, checked
 
-Counts every internal import (module level and inside functions): modules, import arrows,
-layers (longest chain of imports), import cycles (strongly connected components), and the
-modules left flat in the package root.
+Counts every internal import (module level and inside functions). The first form: modules,
+import arrows, layers (longest chain of imports), import cycles (strongly connected components),
+the modules left flat in the package root, and the share of imports made inside functions.
+`--packages` reads the layer order from docs/layout.md's ```layers block (top layer first) and
+lists every import of a package from one on its own line or above; it exits 1 when there is any
+(the test tier runs it: tests/test_structure.py).
 """
 from __future__ import annotations
 
@@ -20,11 +24,24 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(root: Path, path: Path, modules: set[str]) -> set[str]:
+def _function_nodes(tree: ast.AST) -> set[int]:
+    """ids of the import nodes that sit inside a function body."""
+    inside: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inside.update(id(n) for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return inside
+
+
+def imports_of(root: Path, path: Path, modules: set[str], counts: dict | None = None) -> set[str]:
+    """The internal modules `path` imports; `counts` (when given) adds up its internal import
+    statements under "top" and "inside" (inside a function)."""
     name = module_name(root, path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    inside = _function_nodes(tree) if counts is not None else set()
+    for node in ast.walk(tree):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -34,12 +51,69 @@ def imports_of(root: Path, path: Path, modules: set[str]) -> set[str]:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(up + ([base] if base else []))
             targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        internal = False
         for t in targets:
             while t and t not in modules:
                 t = t.rpartition(".")[0]
             if t and t != name:
                 found.add(t)
+            internal = internal or bool(t)
+        if counts is not None and internal:
+            counts["inside" if id(node) in inside else "top"] += 1
     return found
+
+
+def package_of(module: str) -> str:
+    """perfsuite.core.record -> core; the package root's own modules are `__init__` and `__main__`."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "__init__"
+    return parts[1]
+
+
+def layers_from(doc: Path) -> list[list[str]]:
+    """The ```layers block of docs/layout.md: one layer per line, top first, its packages separated
+    by spaces (text after `#` is a comment)."""
+    text = doc.read_text()
+    start = text.index("```layers\n") + len("```layers\n")
+    block = text[start:text.index("```", start)]
+    return [line.split("#")[0].split() for line in block.splitlines() if line.split("#")[0].strip()]
+
+
+def check_packages(pkg: str = "perfsuite", doc: str = "docs/layout.md") -> int:
+    """Print the package graph against the documented layers; the number of imports that go
+    sideways or up (0 when the packages layer)."""
+    root = Path(pkg).resolve()
+    files = sorted(root.rglob("*.py"))
+    modules = {module_name(root, f) for f in files}
+    layers = layers_from(Path(doc))
+    rank = {p: len(layers) - i for i, layer in enumerate(layers) for p in layer}
+    counts = {"top": 0, "inside": 0}
+    wrong: list[str] = []
+    packages = {package_of(module_name(root, f)) for f in files}
+    for missing in sorted(packages - set(rank)):
+        wrong.append(f"package {missing} is in no layer of {doc}")
+    arrows: dict[tuple[str, str], int] = {}
+    pkg_name = root.name
+    for f in files:
+        name = module_name(root, f)
+        for dep in sorted(imports_of(root, f, modules, counts)):
+            a, b = package_of(name), package_of(dep)
+            if a == b:
+                continue
+            arrows[(a, b)] = arrows.get((a, b), 0) + 1
+            line = f"{name} imports {pkg_name}.{b}: {b} is not below {a}"
+            if a in rank and b in rank and rank[b] >= rank[a] and line not in wrong:
+                wrong.append(line)
+    total = counts["top"] + counts["inside"]
+    print(f"packages {len(packages)}, layers {len(layers)}, package arrows {len(arrows)}, "
+          f"imports inside functions {counts['inside']} of {total} ({counts['inside'] / max(total, 1):.0%})")
+    for layer in layers:
+        below = sorted({b for (a, b) in arrows if a in layer})
+        print(f"  {' '.join(layer):<28} -> {' '.join(below) or '-'}")
+    for w in wrong:
+        print("  NOT LAYERED:", w)
+    return len(wrong)
 
 
 def main(pkg: str = "perfsuite") -> None:
@@ -102,4 +176,7 @@ def main(pkg: str = "perfsuite") -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    argv = sys.argv[1:]
+    if argv[:1] == ["--packages"]:
+        sys.exit(1 if check_packages(*argv[1:]) else 0)
+    main(*argv)

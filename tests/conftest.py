@@ -35,7 +35,7 @@ def machine_log_in_tmp(request, tmp_path, monkeypatch):
     so they neither write to the user's home nor widen each other's intervals. Not the
     benchmarks of tests/perf when they measure (`make bench-pytest`: --benchmark-only): their
     intervals are to learn from this machine's earlier runs, as a user's benchmarks' do."""
-    from perfsuite.measure import machine_drift
+    from perfsuite.storage import machine_drift
 
     if request.config.getoption("benchmark_only", False) and request.node.path.parent.name == "perf":
         return

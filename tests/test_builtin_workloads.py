@@ -96,7 +96,7 @@ def test_a_file_in_the_builtin_folder_is_listed_run_checked_and_reported(tree, t
 
 
 def test_a_file_in_the_builtin_folder_is_in_the_shipped_suites(tree):
-    code = ("from perfsuite.run.suite_file import load_suite, shipped_suites_dir\n"
+    code = ("from perfsuite.suite.file import load_suite, shipped_suites_dir\n"
             "for s in ('ci', 'cpu', 'gpu'):\n"
             "    e = [e for e in load_suite(shipped_suites_dir() / f'{s}.yaml').entries if e.workload == 'square']\n"
             "    print(s, [c['n'] for x in e for c in x.cases()])\n")
@@ -138,7 +138,7 @@ def test_the_declaration_reaches_every_place_in_process():
     """In this process, without a copy: what a built-in's file declares is what check, the
     report, the front-ends' grids and the suites use."""
     from perfsuite.core import registry
-    from perfsuite.run.checks import checks_for
+    from perfsuite.suite.checks import checks_for
 
     w = registry.get("qwen")
     assert w.builtin and w.report is not None and w.grid("ci")["shape"] == ["tiny"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from perfsuite.run.checks import resume_bit_exact
+from perfsuite.training.checks import resume_bit_exact
 from perfsuite.training.checkpoint import CheckpointError, EarlyStopping, Progress, load_checkpoint, save_checkpoint
 from perfsuite.training.setup import training_setup
 

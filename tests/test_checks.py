@@ -7,10 +7,11 @@ import re
 import pytest
 import torch
 
-from perfsuite.run import checks
+from perfsuite.suite import checks as suite_checks
+from perfsuite.training import checks
 
 from perfsuite import cli
-from perfsuite.run.checks import CheckFailed
+from perfsuite.core.checks import CheckFailed
 from perfsuite.training.setup import training_setup
 from perfsuite.workloads.autoencoder import TRAINING_CHECKS as AE
 from perfsuite.workloads.resnet import TRAINING_CHECKS as RESNET
@@ -109,10 +110,10 @@ def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):
 def test_the_checks_are_what_each_workload_file_declares():
     from perfsuite.core import registry
 
-    assert [n for n, _ in checks.checks_for("resnet")] == ["AMP keeps the loss", "resume is bit-exact", "early stopping"]
-    assert checks.checks_for("noop") == []
+    assert [n for n, _ in suite_checks.checks_for("resnet")] == ["AMP keeps the loss", "resume is bit-exact", "early stopping"]
+    assert suite_checks.checks_for("noop") == []
     for name in registry.names():
-        assert checks.checks_for(name) == list((registry.get(name).checks or {}).items())
+        assert suite_checks.checks_for(name) == list((registry.get(name).checks or {}).items())
 
 
 def _summation_order_noise(g):

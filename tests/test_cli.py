@@ -136,7 +136,7 @@ def test_ctrl_c_during_a_sweep_keeps_finished_cases(capsys, tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_peak_then_records_report_peak_fraction(capsys, tmp_path, monkeypatch):
-    from perfsuite.run import peak
+    from perfsuite.suite import peak
 
     monkeypatch.setitem(peak.MATMUL_N, "cpu", 128)
     monkeypatch.setitem(peak.COPY_BYTES, "cpu", 4 * 2**20)
@@ -238,7 +238,7 @@ def test_options_a_suite_would_ignore_are_refused(capsys, tmp_path, flag):
 
 def test_suite_overrides_are_parsed_by_each_entrys_own_workload(tmp_path):
     from perfsuite.core.errors import ConfigError
-    from perfsuite.run.suite_file import load_suite
+    from perfsuite.suite.file import load_suite
 
     path = tmp_path / "mm.yaml"
     path.write_text("name: mm\nsuites:\n  - name: mm\n    workload: matmul\n    params: {n: [64]}\n")

@@ -109,7 +109,7 @@ def test_sweep_writes_report_with_knee_and_plot(cache, tmp_path, capsys):
 def test_knee_is_the_cheapest_within_five_percent():
     from records import make_record
 
-    from perfsuite.report.dataloader import knee
+    from perfsuite.workloads.dataloader_report import knee
 
     def rec(workers, median):
         return make_record(median_s=median, sigma=0.0, n=11, workload="dataloader",

@@ -108,7 +108,7 @@ def _ddp_record(world_size: int, median_s: float, **extra) -> Record:
 
 
 def test_scaling_pairs_a_case_with_the_one_rank_case_of_its_run_and_the_report_shows_it():
-    from perfsuite.report.distributed import section
+    from perfsuite.distributed.report import section
 
     one = _ddp_record(1, 0.10)
     two = _ddp_record(2, 0.125, comm={"comm_share": 0.3, "exposed_comm_share": 0.05, "overlapped_fraction": 0.8})

@@ -100,7 +100,7 @@ def image_files(dest: Path) -> Path:
 
 def test_the_images_file_set_runs_suites_and_list(tmp_path):
     image = image_files(tmp_path / "opt-perfsuite")
-    # make bench reads the suite files through perfsuite.run.suite_file.shipped_suites_dir().
+    # make bench reads the suite files through perfsuite.suite.file.shipped_suites_dir().
     assert (image / "suites" / "gpu.yaml").is_file() and (image / "Makefile").is_file()
     for args in (["suites"], ["list"]):
         res = subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=image, capture_output=True, text=True,
@@ -113,6 +113,6 @@ def test_the_images_file_set_runs_suites_and_list(tmp_path):
         else:
             assert "autoencoder" in res.stdout and "qwen" in res.stdout
     # The package imported there is the image's copy, not this checkout's.
-    where = subprocess.run([sys.executable, "-c", "import perfsuite.run.suite_file as s; print(s.shipped_suites_dir())"],
+    where = subprocess.run([sys.executable, "-c", "import perfsuite.suite.file as s; print(s.shipped_suites_dir())"],
                            cwd=image, capture_output=True, text=True, timeout=60)
     assert where.stdout.strip() == str(image / "suites"), where.stderr

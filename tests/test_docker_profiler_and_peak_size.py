@@ -19,7 +19,7 @@ from perfsuite.cli.parser import build_parser
 from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.measure import runner
-from perfsuite.run import peak
+from perfsuite.suite import peak
 
 ROOT = Path(__file__).resolve().parents[1]
 GiB = 2**30

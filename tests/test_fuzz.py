@@ -85,7 +85,7 @@ def test_any_suite_file_is_valid_or_refused_with_a_config_error(tmp_path_factory
     """Whatever the YAML holds, loading it gives a suite or a ConfigError naming the key (the CLI
     prints that and exits 2), never another exception."""
     from perfsuite.core.errors import ConfigError
-    from perfsuite.run.suite_file import load_suite
+    from perfsuite.suite.file import load_suite
 
     path = tmp_path_factory.mktemp("s") / "suite.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -170,7 +170,7 @@ def test_a_second_run_into_a_locked_suite_folder_fails_at_once(tmp_path):
     import os
 
     from perfsuite.core.errors import ConfigError
-    from perfsuite.run.suite import lock_output
+    from perfsuite.suite.run import lock_output
 
     held = lock_output(tmp_path)
     try:

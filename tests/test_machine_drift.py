@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import t
 
-from perfsuite.measure import machine_drift
+from perfsuite.storage import machine_drift
 
 KEY = {"case": "matmul[n=256,dtype=fp32]", "kernel": "matmul 128x128 fp32", "device": "cpu", "threads": 1, "host": "h"}
 

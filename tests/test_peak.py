@@ -8,7 +8,7 @@ import pytest
 from records import make_record
 
 from perfsuite.measure import tf32
-from perfsuite.run import peak
+from perfsuite.suite import peak
 
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig

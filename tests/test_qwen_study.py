@@ -14,7 +14,7 @@ from perfsuite.core.errors import ConfigError
 from perfsuite.llm.data import read_csv
 from perfsuite.measure.percall import PerCallTimer, fixed_protocol, timed_tail
 from perfsuite.core.record import Work
-from perfsuite.report import qwen
+from perfsuite.workloads import qwen_report as qwen
 
 
 def test_labels_column_is_accepted_as_well_as_label(tmp_path):

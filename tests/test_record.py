@@ -80,7 +80,7 @@ def test_schema_version_is_current():
     assert make_record().to_dict()["schema_version"] == SCHEMA_VERSION
 
 
-# ---- where the time went (perfsuite.measure.bound) ----------------------------------------------------
+# ---- where the time went (perfsuite.core.bound) ----------------------------------------------------
 
 def _cuda(nvml: dict) -> Record:
     from dataclasses import replace

@@ -8,7 +8,7 @@ from records import make_record
 from rich.console import Console
 
 from perfsuite.core.record import Work
-from perfsuite.report import qwen
+from perfsuite.workloads import qwen_report as qwen
 from perfsuite.report.console import print_bounds, records_table
 from perfsuite.report.markdown import write_report
 

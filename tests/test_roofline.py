@@ -152,7 +152,7 @@ def test_roof_sources_in_order_and_a_pipe_without_roof_is_not_judged():
 
 
 def test_roofs_from_this_gpus_peak_file(tmp_path, capsys):
-    from perfsuite.run.peak import save_peak
+    from perfsuite.suite.peak import save_peak
 
     entry = {"flops_per_s": {"fp32": 5e13, "tf32": 3e14, "bf16": 6e14, "fp16": 7e14}, "bytes_per_s": 3e12}
     peaks = {"cuda|NVIDIA H100 80GB HBM3": entry, "cpu|Some CPU|threads=2": {"flops_per_s": {"fp32": 1e11}}}
@@ -404,7 +404,7 @@ def test_tensor_flops_unknown_is_said_in_the_output_and_the_summary(tmp_path, ca
 
 @pytest.mark.slow
 def test_cpu_roofline_from_records(tmp_path, monkeypatch):
-    from perfsuite.run import peak
+    from perfsuite.suite import peak
 
     monkeypatch.setitem(peak.MATMUL_N, "cpu", 128)
     monkeypatch.setitem(peak.COPY_BYTES, "cpu", 4 * 2**20)

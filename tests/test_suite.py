@@ -10,7 +10,7 @@ from perfsuite import cli
 
 from perfsuite.measure import runner
 from perfsuite.core.errors import ConfigError
-from perfsuite.run.suite_file import load_suite, shipped_suites_dir
+from perfsuite.suite.file import load_suite, shipped_suites_dir
 from perfsuite.workloads import dataloader
 
 SMALL = """
@@ -91,7 +91,7 @@ suites:
 ])
 def test_a_suite_can_skip_bf16_where_the_cpu_only_emulates_it(tmp_path, monkeypatch, key, native, skipped):
     from perfsuite.measure import env
-    from perfsuite.run.suite import EMULATED_BF16, check_cases
+    from perfsuite.suite.run import EMULATED_BF16, check_cases
 
     monkeypatch.setattr(env, "cpu_native_bf16", lambda: native)
     out = check_cases(load_suite(write(tmp_path, BF16_SUITE.format(key=key))), "cpu")
@@ -250,7 +250,7 @@ def test_the_gpu_suite_keeps_the_graph_pair_and_a_qwen_batch_8():
 
 def test_a_plan_adds_up_its_parts_and_costs_processes_launches_and_the_fixed_amp(tmp_path):
     from perfsuite.core.config import IN_PROCESS_BUILDS
-    from perfsuite.run import suite_file as s
+    from perfsuite.suite import file as s
 
     f = tmp_path / "p.yaml"
     f.write_text("device: cpu\nmax_time: 2\nchecks: false\nsuites:\n"
@@ -354,10 +354,11 @@ def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, monkeypatch):
-    from perfsuite.run import checks
+    from perfsuite.core.checks import CheckFailed
+    from perfsuite.suite import checks
 
     def wrong(device):
-        raise checks.CheckFailed("fp32 relative error 3e-01 against float64")
+        raise CheckFailed("fp32 relative error 3e-01 against float64")
 
     real = checks.checks_for
     monkeypatch.setattr(checks, "checks_for", lambda w: [("agrees", wrong)] if w == "matmul" else [])

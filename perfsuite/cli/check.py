@@ -6,7 +6,7 @@ from rich.text import Text
 
 from perfsuite.cli.listing import default_workloads
 from perfsuite.core.errors import ConfigError
-from perfsuite.run.checks import EXIT_FAILED, CheckResult, checks_for, run_checks
+from perfsuite.suite.checks import EXIT_FAILED, CheckResult, checks_for, run_checks
 
 
 def check_command(args, console) -> int:

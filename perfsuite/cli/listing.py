@@ -57,13 +57,13 @@ def cmd_list(args, console) -> int:
 def cmd_suites(args, console) -> int:
     from rich.table import Table
 
-    from perfsuite.run.suite_file import load_suite, shipped_suites_dir
+    from perfsuite.suite.file import load_suite, shipped_suites_dir
 
     t = Table(title=f"suites in {shipped_suites_dir()}")
     for col in ("name", "entries", "workloads", "description"):
         t.add_column(col)
     for path in sorted(shipped_suites_dir().glob("*.yaml")):
-        from perfsuite.run.suite_file import parse_yaml
+        from perfsuite.suite.file import parse_yaml
 
         doc = parse_yaml(path)
         suite = load_suite(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perfsuite.measure import machine_drift
+from perfsuite.storage import machine_drift
 
 DEFAULT_RESULTS_DIR = Path("results")
 

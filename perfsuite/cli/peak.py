@@ -10,7 +10,7 @@ def cmd_peak(args, console) -> int:
     from perfsuite.core.config import resolve_device
     from perfsuite.core.units import fmt_rate
     from perfsuite.measure.env import fingerprint
-    from perfsuite.run.peak import load_peaks, measure_peak, roofs, save_peak
+    from perfsuite.suite.peak import load_peaks, measure_peak, roofs, save_peak
     from perfsuite.storage.files import writable_dir
 
     cfg = _run_config(args)

@@ -47,7 +47,7 @@ def _ceilings(args, launches, console):
     from perfsuite.core.errors import RecordError
     from perfsuite.roofline import ceilings as C
     from perfsuite.roofline.devices import KNOWN_DEVICES
-    from perfsuite.run.peak import load_peaks
+    from perfsuite.suite.peak import load_peaks
 
     sources = [C.given(args.peak_compute, args.peak_bw), C.from_file(launches)]
     if args.device:

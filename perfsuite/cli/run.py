@@ -129,7 +129,7 @@ def cmd_run(args, console) -> int:
     from perfsuite.measure.env import fingerprint
     from perfsuite.report.console import print_bounds, print_warnings, records_table
     from perfsuite.run.execute import Case, check_cases, run_cases
-    from perfsuite.run.peak import peak_for
+    from perfsuite.suite.peak import peak_for
     from perfsuite.storage.files import ResultsWriter, new_results_path
 
     if args.config or args.suite:
@@ -215,7 +215,7 @@ def _check_pinning(cpus) -> None:
 
 
 def _overrides(items: list[str]) -> dict[str, str]:
-    """-p values for a suite, as typed: each entry's own workload parses them (perfsuite.run.suite_file)."""
+    """-p values for a suite, as typed: each entry's own workload parses them (perfsuite.suite.file)."""
     out: dict[str, str] = {}
     for item in items:
         key, eq, raw = item.partition("=")
@@ -236,8 +236,8 @@ SUITE_DECIDES = {"workload": "a workload", "max_time": "--max-time", "min_time":
 def _run_suite(args, console) -> int:
     from datetime import datetime, timezone
 
-    from perfsuite.run.suite import run_suite
-    from perfsuite.run.suite_file import load_suite, shipped_suites_dir
+    from perfsuite.suite.run import run_suite
+    from perfsuite.suite.file import load_suite, shipped_suites_dir
 
     if args.config and args.suite:
         raise PerfsuiteError("give --config or --suite, not both")
@@ -246,7 +246,7 @@ def _run_suite(args, console) -> int:
             raise PerfsuiteError(f"{flag} cannot be combined with --suite/--config: the suite file sets it "
                                  "(max_time and processes per suite or per entry); only -p, --device, --out, "
                                  "--retry-failed, --no-checks, --cpus, --threads and --heap apply")
-    from perfsuite.run.suite_file import SAFE_NAME
+    from perfsuite.suite.file import SAFE_NAME
 
     # A suite *name* names a shipped suite; `--suite ../../x` must not run a file from anywhere.
     if args.suite is not None and not SAFE_NAME.fullmatch(args.suite):
@@ -262,7 +262,7 @@ def _run_suite(args, console) -> int:
 
         suite = replace(suite, checks=False)
     if args.plan:  # before any output folder, lock or device: a plan runs on any machine
-        from perfsuite.run.suite_file import format_plan, plan_suite
+        from perfsuite.suite.file import format_plan, plan_suite
 
         console.print(Text(format_plan(suite, *plan_suite(suite))), highlight=False)
         return 0

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
 from perfsuite.stats import summary as stats
-from perfsuite.measure.bound import Bound, where_time_went
+from perfsuite.core.bound import Bound, where_time_went
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.measure.interleave import interleaved_blocks
@@ -29,6 +29,7 @@ from perfsuite.measure.nvml import NvmlSampler
 from perfsuite.measure.saved import saved_tensor_bytes
 from perfsuite.measure.timing import Clock, clock_for
 from perfsuite.measure.runner import calibrate
+from perfsuite.training.applied import final_loss
 
 # NVML's utilisation is an average over its last sample period (1/6 s to 1 s by board), and the
 # interleaved blocks alternate sides far faster than that: each side is sampled on its own,
@@ -179,12 +180,6 @@ def training_losses(workload: str, params: Mapping[str, Any], device: str, preci
     ra = training_setup(workload, {**params, "precision": precision_a}, device, seed=seed)
     rb = build_b({**params, "precision": precision_b}, device, seed)
     return losses_at_applied_steps(ra, steps, precision_a), losses_at_applied_steps(rb, steps, precision_b)
-
-
-def final_loss(losses: list[float]) -> float:
-    """What the comparison calls the final loss: the mean of the last 5 steps."""
-    tail = min(5, len(losses))
-    return sum(losses[-tail:]) / tail
 
 
 def compare_precisions(

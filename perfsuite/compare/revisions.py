@@ -15,7 +15,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import perfsuite
 from perfsuite.core.errors import ConfigError
 
 
@@ -59,7 +58,7 @@ def workload_file(source: str, name: str) -> Path:
     """The file a workload is declared in: a user's `file:line`, or perfsuite's own module."""
     if source:
         return Path(source.rsplit(":", 1)[0]).resolve()
-    return Path(perfsuite.__file__).resolve().parent / "workloads" / f"{name}.py"
+    return Path(__file__).resolve().parents[1] / "workloads" / f"{name}.py"
 
 
 def file_in(root_now: Path, root_base: Path, file: Path) -> Path:

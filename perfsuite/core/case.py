@@ -54,7 +54,7 @@ class Measure:
 class Context:
     """What a measurement may use besides its case: the environment fingerprint, the stored peak,
     the clock, a hook run after measuring (a trace), the records this run has measured so far,
-    and the machine-speed log a plain run notes its reference in (perfsuite.measure.machine_drift)."""
+    and the machine-speed log a plain run notes its reference in (perfsuite.storage.machine_drift)."""
 
     env: dict | None = None
     peak: dict | None = None

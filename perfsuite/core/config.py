@@ -6,7 +6,12 @@ import math
 from dataclasses import asdict, dataclass
 
 from perfsuite.core.errors import ConfigError, DeviceUnavailable
-from perfsuite.measure.timing import TIMING_MODES
+
+# How the step is timed on CUDA (perfsuite.measure.timing.clock_for): CUDA events around the
+# timed region, or a synchronise and the host's clock.
+TIMING_MODES = ("event", "host")
+# The allocator set-up around the timed region (perfsuite.measure.heap).
+HEAP_MODES = ("default", "steady")
 
 # Upper bound for `processes` and `threads`: a typo (1000) should fail, not fork a thousand times.
 MAX_WORKERS = 256
@@ -124,8 +129,6 @@ class RunConfig:
             if v is not None and (
                     not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_WORKERS):
                 raise ConfigError(f"{name} must be an integer from 1 to {MAX_WORKERS}, got {v!r}")
-        from perfsuite.measure.heap import HEAP_MODES
-
         if self.heap not in HEAP_MODES:
             raise ConfigError(f"heap must be one of {', '.join(HEAP_MODES)}, got {self.heap!r}")
         if self.cpus is not None:

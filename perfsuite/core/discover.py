@@ -181,18 +181,39 @@ def load_entry_points() -> list[str]:
     before = set(registry.names())
     out = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.value.split(":")[0].startswith("perfsuite.workloads"):
-            continue  # perfsuite's own: the registry loads its folder the same way, from source too
-        try:
-            ep.load()
-        except ConfigError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the package's code: name it, show its error
-            raise WorkloadFileError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
-                                    f"failed to load: {type(exc).__name__}: {exc}") from None
+        if _is_perfsuites(ep):
+            continue  # the built-ins: the registry loaded them first
+        _load_entry_point(ep)
         out.append(ep.value)
     _entry_point_workloads.update(set(registry.names()) - before)
     return out
+
+
+def _is_perfsuites(ep) -> bool:
+    return ep.dist is not None and ep.dist.name == "perfsuite"
+
+
+def _load_entry_point(ep) -> None:
+    try:
+        ep.load()
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the package's code: name it, show its error
+        raise WorkloadFileError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
+                                f"failed to load: {type(exc).__name__}: {exc}") from None
+
+
+def load_builtin_workloads() -> None:
+    """perfsuite's own workloads, through its entry point in the `perfsuite.workloads` group."""
+    from importlib.metadata import entry_points
+
+    own = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if _is_perfsuites(ep)]
+    if not own:
+        raise ConfigError(f"perfsuite's built-in workloads are not registered: the installed perfsuite has no "
+                          f"{ENTRY_POINT_GROUP!r} entry point (installed before it was declared, or not installed). "
+                          f"Reinstall it: pip install -e <your perfsuite checkout>")
+    for ep in own:
+        _load_entry_point(ep)
 
 
 def entry_point_workloads() -> frozenset[str]:

@@ -34,7 +34,7 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       process's reference may carry at_sample (the step samples before each block), ratio (the
       median of each sample over the reference read nearest it) and, with several builds,
       build_ratios (the same per build): compare's units per reference when present. `conditions` may carry
-      `machine_drift` (half_width, runs, hours: perfsuite.measure.machine_drift), which widens
+      `machine_drift` (half_width, runs, hours: perfsuite.storage.machine_drift), which widens
       the reported interval like config.run_drift when larger.
       Additive, 2026-11-28: `conditions` (and each process's) carry `torch_flags` (perfsuite.measure.tf32).
 
@@ -54,7 +54,7 @@ from functools import cached_property
 from typing import Any
 
 from perfsuite.stats import summary as stats
-from perfsuite.measure.bound import Bound, where_time_went
+from perfsuite.core.bound import Bound, where_time_went
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 
@@ -280,7 +280,7 @@ class Record:
     @property
     def machine_drift(self) -> float:
         """How far this machine's speed moved between its last alike runs, a 95% half-width
-        (conditions["machine_drift"], perfsuite.measure.machine_drift); 0 when not learned."""
+        (conditions["machine_drift"], perfsuite.storage.machine_drift); 0 when not learned."""
         return (self.conditions.get("machine_drift") or {}).get("half_width", 0.0)
 
     @property

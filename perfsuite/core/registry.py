@@ -39,19 +39,11 @@ def _load_builtin() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        import importlib
-        import pkgutil
+        # The built-ins come in through perfsuite's own `perfsuite.workloads` entry point, the way
+        # an installed package's workloads do: the core names no module above it.
+        from perfsuite.core.discover import load_builtin_workloads
 
-        import perfsuite.workloads as folder
-
-        # The built-ins are a folder of workload files like a user's (the same rule picks the
-        # files): every module in it is imported and registers what it declares, with the same
-        # register() a user's @perfsuite.workload calls; adding a workload is adding a file. They
-        # are imported as perfsuite.workloads.<name> (not by path, as a user's are) because
-        # perfsuite's own modules import them by that name.
-        for info in sorted(pkgutil.iter_modules(folder.__path__), key=lambda m: m.name):
-            if is_workload_module(info.name):
-                importlib.import_module(f"perfsuite.workloads.{info.name}")
+        load_builtin_workloads()
 
 
 def names() -> list[str]:

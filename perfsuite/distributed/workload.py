@@ -16,8 +16,8 @@ def launch(*args, **kwargs):
 
 def report(records: list, out_dir, options) -> list[str]:
     """Scaling efficiency against world_size=1, and the collectives' algbw/busbw
-    (perfsuite/report/distributed.py): every distributed workload's report section."""
-    from perfsuite.report.distributed import section
+    (perfsuite/distributed/report.py): every distributed workload's report section."""
+    from perfsuite.distributed.report import section
 
     return section(records)
 

@@ -57,7 +57,7 @@ def measure_record(workload, params: dict, device: str, max_time: float):
     `perfsuite run` measures it: its record, or a skip or failure with the reason."""
     from perfsuite.core.config import RunConfig
     from perfsuite.measure.env import fingerprint
-    from perfsuite.measure.machine_drift import default_log
+    from perfsuite.storage.machine_drift import default_log
     from perfsuite.run.execute import Case, run_cases
 
     from perfsuite.store.recorder import for_frontend

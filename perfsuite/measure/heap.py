@@ -28,7 +28,8 @@ import resource
 import sys
 from typing import Callable, Sequence
 
-HEAP_MODES = ("default", "steady")
+from perfsuite.core.config import HEAP_MODES
+
 MMAP_THRESHOLD = 32 * 1024 * 1024  # the largest glibc accepts on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX)
 TRIM_THRESHOLD = 1 << 30
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # from <malloc.h>

@@ -11,6 +11,8 @@ import itertools
 import time
 from typing import Callable, Protocol
 
+from perfsuite.core.config import TIMING_MODES
+
 Step = Callable[[], object]
 
 
@@ -125,7 +127,6 @@ class CudaSyncWallClock:
         return time.perf_counter()
 
 
-TIMING_MODES = ("event", "host")
 
 
 def clock_for(device, timing: str = "event") -> Clock:

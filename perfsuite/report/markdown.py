@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfsuite.stats import summary as stats
 from perfsuite.storage import table as results
-from perfsuite.measure.bound import where_time_went
+from perfsuite.core.bound import where_time_went
 from perfsuite.core.record import Record
 from perfsuite.report.cells import markdown_table, record_cells, shows_bound
 from perfsuite.report.plots import throughput_figure

@@ -50,7 +50,7 @@ class Records(Measure):
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
         record = self._measure(case, cfg, ctx)
         if ctx.machine_log is not None:  # the drift between this machine's runs, into the interval
-            from perfsuite.measure.machine_drift import note_run
+            from perfsuite.storage.machine_drift import note_run
 
             record = note_run(record, ctx.machine_log)
         return record
@@ -144,9 +144,7 @@ def failure_entry(case: Case, device: str, exc: BaseException) -> dict:
 
 
 def _from_user_code(frames: list) -> list:
-    import perfsuite
-
-    ours = str(Path(perfsuite.__file__).resolve().parent)
+    ours = str(Path(__file__).resolve().parents[1])  # the perfsuite package
     for i, f in enumerate(frames):
         if not str(Path(f.filename).resolve()).startswith(ours) and "importlib" not in f.filename:
             return frames[i:]
@@ -173,7 +171,7 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
     `writer` (storage's ResultsWriter, or a DocumentWriter for other kinds) receives each result
     or failure as soon as it exists. `record_config` is merged into each record's `config` (a
     suite's name and digest). Ctrl-C stops the run and returns with `interrupted` set: everything
-    finished is kept. `machine_log`: the machine-speed log (perfsuite.measure.machine_drift) that
+    finished is kept. `machine_log`: the machine-speed log (perfsuite.storage.machine_drift) that
     plain records note their reference in and learn the drift between runs from. `store`
     (perfsuite.store.recorder.Recorder) keeps each result in the results store as well.
     """

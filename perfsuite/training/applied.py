@@ -6,7 +6,7 @@ training steps it has applied N - 4 updates. Compared with fp32 at equal *traini
 loss is read at another point of the fall (17.9% apart on CPU, 20.0% on an H100). A skipped step
 changes nothing (no update, no scheduler step: Precision.step), so dropping its loss lines the
 two runs up. `perfsuite check`'s AMP check and `perfsuite amp`'s accuracy half both compare this
-way (perfsuite.run.checks, perfsuite.compare.amp).
+way (perfsuite.training.checks, perfsuite.compare.amp).
 """
 
 from __future__ import annotations
@@ -60,3 +60,9 @@ def losses_at_applied_steps(setup, steps: int, label: str) -> AppliedLosses:
             continue
         losses.append(loss)
     return AppliedLosses(losses, skipped)
+
+
+def final_loss(losses: list[float]) -> float:
+    """What the comparison calls the final loss: the mean of the last 5 steps."""
+    tail = min(5, len(losses))
+    return sum(losses[-tail:]) / tail

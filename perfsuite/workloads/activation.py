@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
-from perfsuite.run.checks import CheckFailed, need
+from perfsuite.core.checks import CheckFailed, need
 from perfsuite.workloads.base import BuiltStep, Workload, torch_dtype
 
 # FLOPs per element, counted by hand from the formulas in perfsuite/ops/activations.py

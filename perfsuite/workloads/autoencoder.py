@@ -23,7 +23,7 @@ from perfsuite.measure.nvtx import Annotator
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
-from perfsuite.run.checks import TrainingCase, training_checks
+from perfsuite.training.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.step import TrainParts, make_train_step
 from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes

@@ -42,7 +42,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 
 def resume_check(device: str) -> str:
     """Its step saves and loads a ResNet's training state: resuming from it must be bit-exact."""
-    from perfsuite.run.checks import resume_bit_exact
+    from perfsuite.training.checks import resume_bit_exact
     from perfsuite.workloads.resnet import TRAINING_CHECKS
 
     return resume_bit_exact(TRAINING_CHECKS, device)

@@ -139,10 +139,10 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 
 def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
     """Over a sweep: the knee (the cheapest configuration within 5% of the best throughput) and
-    throughput against workers (perfsuite/report/dataloader.py)."""
+    throughput against workers (perfsuite/workloads/dataloader_report.py)."""
     if len(records) < 2:
         return []
-    from perfsuite.report.dataloader import section
+    from perfsuite.workloads.dataloader_report import section
 
     return section(records, out_dir)
 

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
-from perfsuite.run.checks import need
+from perfsuite.core.checks import need
 from perfsuite.workloads.base import DTYPES, BuiltStep, Workload, torch_dtype
 
 

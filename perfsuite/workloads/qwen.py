@@ -167,8 +167,8 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 
 def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
     """The inference study's section: optimal batch size within --latency-bound, the bottleneck,
-    six panels, a heatmap and qwen-sweep.json/.csv (perfsuite/report/qwen.py)."""
-    from perfsuite.report.qwen import section
+    six panels, a heatmap and qwen-sweep.json/.csv (perfsuite/workloads/qwen_report.py)."""
+    from perfsuite.workloads.qwen_report import section
 
     return section(records, out_dir, options.get("latency_bound_ms"))
 

@@ -8,7 +8,7 @@ from perfsuite.core.errors import Unsupported
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
-from perfsuite.run.checks import TrainingCase, training_checks
+from perfsuite.training.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.schedule import sgd_nesterov_with_schedule
 from perfsuite.training.step import TrainParts, compiled_forward, make_train_step

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.run.suite_file import Suite, config_digest, resolved_config
+from perfsuite.suite.file import Suite, config_digest, resolved_config
 
 
 @dataclass
@@ -144,7 +144,7 @@ def run_checks_first(suite: Suite, device: str, events: SuiteEvents, out: Path) 
     """The correctness checks of the suite's workloads, before anything is timed: a number from a
     wrong step is worse than none. Written to `out/checks.json`; returns {workload: why it is
     not timed} for every workload with a failed check, and how many checks failed."""
-    from perfsuite.run.checks import checks_for, run_checks
+    from perfsuite.suite.checks import checks_for, run_checks
     from perfsuite.storage.files import atomic_write_text, document
 
     names = sorted({e.workload for e in suite.entries if checks_for(e.workload)})
@@ -179,7 +179,7 @@ def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_
     if shard is not None:  # a folder holds one shard: resuming it as another is refused
         config = {**config, "shard": f"{shard[0]}/{shard[1]}"}
     if peak_file:  # a bad peak file is bad input: refused before the output folder exists
-        from perfsuite.run.peak import load_peaks
+        from perfsuite.suite.peak import load_peaks
 
         load_peaks(Path(peak_file))
     prepare_output(out, config)
@@ -201,7 +201,7 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
     from perfsuite.core.config import RunConfig
     from perfsuite.measure.env import fingerprint
     from perfsuite.run.execute import Case, run_cases
-    from perfsuite.run.peak import peak_for
+    from perfsuite.suite.peak import peak_for
     from perfsuite.storage.files import ResultsWriter
     from perfsuite.store.shards import in_shard
 

@@ -397,8 +397,8 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     from perfsuite.core import registry
     from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
     from perfsuite.measure.workers import worker_count
-    from perfsuite.run.checks import checks_for
-    from perfsuite.run.peak import PEAK_DTYPES
+    from perfsuite.suite.checks import checks_for
+    from perfsuite.suite.peak import PEAK_DTYPES
 
     kind = _kind(suite.device)
     build = lambda w: PLAN_BUILD_S[kind].get(w, PLAN_BUILD_S[kind]["*"])  # noqa: E731

@@ -1,16 +1,13 @@
-"""Correctness checks: `perfsuite check [WORKLOAD...]` runs the checks each workload declares.
-
-A number from a wrong step is worse than none, so each workload declares (`checks=` beside its
-parameters, in its own file) the checks its step must pass; each takes seconds on a CPU. The
-activation, matmul and mar checks live in their workload files; the training checks every
-training workload declares through `training_checks(TrainingCase(...))` live here:
+"""The correctness checks every training workload declares through
+`training_checks(TrainingCase(...))`:
 
 - AMP keeps the loss (fp32 and bf16 on CPU, fp16 on CUDA, from the same
   initial weights on the same batch: final losses within 5% after the same number of applied
   optimiser steps, fp16's GradScaler skipping its first ones);
-  interrupt + resume ends bit-exactly where the uninterrupted run ends (losses, weights, the RNG
-  stream, the LR schedule); early stopping on a scripted validation metric stops at the right
-  epoch and the best checkpoint holds the best epoch's weights.
+- interrupt + resume ends bit-exactly where the uninterrupted run ends (losses, weights, the RNG
+  stream, the LR schedule);
+- early stopping on a scripted validation metric stops at the right epoch and the best
+  checkpoint holds the best epoch's weights.
 
 Each check returns a one-line detail, or raises CheckFailed with what went wrong. The tests call
 the same functions (tests/test_checks.py).
@@ -23,39 +20,13 @@ import math
 import os
 import re
 import tempfile
-import time
 import warnings
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-
-from perfsuite.core.errors import PerfsuiteError
-
-
-class CheckFailed(AssertionError):
-    """A check ran and its step is wrong; the message says how."""
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    workload: str
-    name: str
-    ok: bool
-    detail: str
-    seconds: float
-
-    def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'}  {self.workload}: {self.name}: {self.detail} ({self.seconds:.1f}s)"
-
-
-def need(cond: bool, what: str) -> None:
-    if not cond:
-        raise CheckFailed(what)
-
-
-# ---- training: AMP, resume, early stopping ----------------------------------------------------
+from perfsuite.core.checks import CheckFailed, need
 
 @dataclass(frozen=True)
 class TrainingCase:
@@ -82,8 +53,7 @@ def amp_loss_agreement(case: TrainingCase, device: str = "cpu", steps: int | Non
     """fp32 and the low precision (`low`: fp16 on CUDA, bf16 elsewhere) train from the same
     initial weights on the same batch; their final losses (mean of the last 5) after the same
     number of *applied* optimiser steps must be within `tolerance`."""
-    from perfsuite.compare.amp import final_loss
-    from perfsuite.training.applied import ScalerDiverged, losses_at_applied_steps
+    from perfsuite.training.applied import ScalerDiverged, final_loss, losses_at_applied_steps
     from perfsuite.training.setup import training_setup
 
     workload, params = case.workload, case.params
@@ -296,47 +266,5 @@ def early_stopping(case: TrainingCase, device: str = "cpu", metric=SCRIPTED_METR
     for k, v in restored.parts.model.state_dict().items():
         need(torch.equal(v, best_weights[k]), f"the best checkpoint's {k} is not the best epoch's")
     return f"stopped after epoch {stopped} (patience {PATIENCE}); best epoch {EXPECT_BEST} restored from its checkpoint"
-
-
-# ---- running what the workloads declare ---------------------------------------------------------
-
-def checks_for(workload: str) -> list[tuple[str, Callable[[str], str]]]:
-    """The named checks `workload` declares (its file's `checks=`), in declaration order."""
-    from perfsuite.core import registry
-
-    return list((registry.get(workload).checks or {}).items())
-
-
-def run_checks(workloads: list[str], device: str = "cpu",
-               report: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
-    """Every check of `workloads` (unknown names raise PerfsuiteError before anything runs). A
-    check that raises anything is a failure with that message: the step is not to be trusted."""
-    import torch
-
-    from perfsuite.core import registry
-
-    for w in workloads:
-        registry.get(w)  # names the unknown workload
-    out = []
-    for w in workloads:
-        for name, fn in checks_for(w):
-            torch.manual_seed(0)
-            t0 = time.perf_counter()
-            try:
-                detail, ok = fn(device) or "passed", True
-            except CheckFailed as exc:
-                detail, ok = str(exc), False
-            except PerfsuiteError as exc:
-                detail, ok = f"{type(exc).__name__}: {exc}", False
-            except Exception as exc:  # noqa: BLE001 - a crash in the checked code fails its check
-                detail, ok = f"error: {type(exc).__name__}: {exc}", False
-            res = CheckResult(w, name, ok, detail, time.perf_counter() - t0)
-            out.append(res)
-            if report is not None:
-                report(res)
-    return out
-
-
-EXIT_FAILED = 3
 
 

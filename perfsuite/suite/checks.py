@@ -1,0 +1,65 @@
+"""`perfsuite check [WORKLOAD...]`: runs the correctness checks each workload declares (its
+file's `checks=`), every one, before a suite measures anything."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from perfsuite.core.checks import CheckFailed
+from perfsuite.core.errors import PerfsuiteError
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    workload: str
+    name: str
+    ok: bool
+    detail: str
+    seconds: float
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'}  {self.workload}: {self.name}: {self.detail} ({self.seconds:.1f}s)"
+
+
+def checks_for(workload: str) -> list[tuple[str, Callable[[str], str]]]:
+    """The named checks `workload` declares (its file's `checks=`), in declaration order."""
+    from perfsuite.core import registry
+
+    return list((registry.get(workload).checks or {}).items())
+
+
+def run_checks(workloads: list[str], device: str = "cpu",
+               report: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Every check of `workloads` (unknown names raise PerfsuiteError before anything runs). A
+    check that raises anything is a failure with that message: the step is not to be trusted."""
+    import torch
+
+    from perfsuite.core import registry
+
+    for w in workloads:
+        registry.get(w)  # names the unknown workload
+    out = []
+    for w in workloads:
+        for name, fn in checks_for(w):
+            torch.manual_seed(0)
+            t0 = time.perf_counter()
+            try:
+                detail, ok = fn(device) or "passed", True
+            except CheckFailed as exc:
+                detail, ok = str(exc), False
+            except PerfsuiteError as exc:
+                detail, ok = f"{type(exc).__name__}: {exc}", False
+            except Exception as exc:  # noqa: BLE001 - a crash in the checked code fails its check
+                detail, ok = f"error: {type(exc).__name__}: {exc}", False
+            res = CheckResult(w, name, ok, detail, time.perf_counter() - t0)
+            out.append(res)
+            if report is not None:
+                report(res)
+    return out
+
+
+EXIT_FAILED = 3
+
+

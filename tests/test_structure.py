@@ -1,0 +1,85 @@
+"""The packages import only downward, in the order docs/layout.md writes (scripts/structure.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import structure  # noqa: E402
+
+
+def test_perfsuites_packages_import_only_downward(capsys):
+    wrong = structure.check_packages(str(ROOT / "perfsuite"), str(ROOT / "docs" / "layout.md"))
+    out = capsys.readouterr().out
+    assert wrong == 0, out
+    assert "stats" in out and "core" in out
+
+
+def _package(tmp_path: Path, files: dict[str, str], layers: str) -> tuple[Path, Path]:
+    pkg = tmp_path / "pkg"
+    for name, text in files.items():
+        f = pkg / name
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(textwrap.dedent(text))
+    doc = tmp_path / "layout.md"
+    doc.write_text(f"# Layout\n\n```layers\n{layers}\n```\n")
+    return pkg, doc
+
+
+@pytest.mark.parametrize("where", ["top", "inside"])
+def test_an_import_upward_is_found_at_module_top_and_inside_a_function(tmp_path, capsys, where):
+    up = "from pkg.high import x\n" if where == "top" else "def f():\n    from pkg.high import x\n    return x\n"
+    pkg, doc = _package(tmp_path, {"__init__.py": "", "high/__init__.py": "", "high/x.py": "from pkg.low import y\n",
+                                   "low/__init__.py": "", "low/y.py": up}, "high\nlow")
+    assert structure.check_packages(str(pkg), str(doc)) >= 1
+    assert "pkg.low.y imports pkg.high" in capsys.readouterr().out
+
+
+def test_peers_on_one_line_and_a_package_in_no_layer_are_refused(tmp_path, capsys):
+    pkg, doc = _package(tmp_path, {"__init__.py": "", "a/__init__.py": "from pkg.b import z\n", "b/__init__.py": "",
+                                   "b/z.py": "", "c/__init__.py": ""}, "a b\n__init__")
+    assert structure.check_packages(str(pkg), str(doc)) == 2
+    out = capsys.readouterr().out
+    assert "b is not below a" in out and "package c is in no layer" in out
+
+
+def test_the_script_exits_1_when_the_packages_do_not_layer(tmp_path):
+    pkg, doc = _package(tmp_path, {"__init__.py": "", "a/__init__.py": "", "b/__init__.py": "import pkg.a\n"}, "a\nb")
+    ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "structure.py"), "--packages", str(pkg), str(doc)],
+                         capture_output=True, text=True)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "NOT LAYERED" in ran.stdout
+
+
+def test_every_internal_import_names_a_module_and_a_name_that_exist():
+    """Imports inside functions run only when their function does: a module moved or a name
+    renamed must not wait for that call to fail."""
+    import ast
+    import importlib
+    import importlib.util
+
+    missing = []
+    for f in sorted((ROOT / "perfsuite").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("perfsuite"):
+                if importlib.util.find_spec(node.module) is None:
+                    missing.append(f"{f.relative_to(ROOT)}:{node.lineno}: no module {node.module}")
+                    continue
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    if importlib.util.find_spec(node.module).submodule_search_locations and \
+                            importlib.util.find_spec(sub) is not None:
+                        continue
+                    if not hasattr(importlib.import_module(node.module), alias.name):
+                        missing.append(f"{f.relative_to(ROOT)}:{node.lineno}: {node.module} has no {alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("perfsuite") and importlib.util.find_spec(alias.name) is None:
+                        missing.append(f"{f.relative_to(ROOT)}:{node.lineno}: no module {alias.name}")
+    assert not missing, "\n".join(missing)
