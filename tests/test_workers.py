@@ -238,7 +238,7 @@ def test_an_entry_point_workload_goes_by_name_a_plain_import_as_the_object(monke
     (tmp_path / "plain_pkg_toy.py").write_text(
         "import perfsuite\n\n\n@perfsuite.workload()\ndef plain_toy2(device: str):\n    return perfsuite.Step(lambda: None)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    ep = importlib.metadata.EntryPoint("toy", "ep_pkg_toy", discover.ENTRY_POINT_GROUP)
+    ep = importlib.metadata.EntryPoint("toy", "ep_pkg_toy", registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [ep] if group == ep.group else [])
     monkeypatch.setattr(discover, "_entry_points_loaded", False)
     monkeypatch.setattr(discover, "_entry_point_workloads", set())

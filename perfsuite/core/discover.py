@@ -15,19 +15,16 @@ import sys
 import traceback
 from pathlib import Path
 
-from perfsuite.core.errors import ConfigError
+from perfsuite.core.errors import ConfigError, WorkloadFileError
+from perfsuite.core.registry import ENTRY_POINT_GROUP, is_perfsuites, load_entry_point
+from perfsuite.core import registry
 
 KNOWN_KEYS = {"workloads": "files or folders of workload modules, relative to pyproject.toml",
               "store": "the results store: a SQLite path or postgresql:// URL (perfsuite.store.location)"}
-ENTRY_POINT_GROUP = "perfsuite.workloads"
 
 _loaded: dict[Path, str] = {}  # resolved file -> module name
 _entry_points_loaded = False
 _entry_point_workloads: set[str] = set()
-
-
-class WorkloadFileError(ConfigError):
-    """A user's workload file failed to import; the message carries their traceback."""
 
 
 def find_project(start: Path) -> Path | None:
@@ -176,44 +173,16 @@ def load_entry_points() -> list[str]:
     _entry_points_loaded = True
     from importlib.metadata import entry_points
 
-    from perfsuite.core import registry
 
     before = set(registry.names())
     out = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if _is_perfsuites(ep):
+        if is_perfsuites(ep):
             continue  # the built-ins: the registry loaded them first
-        _load_entry_point(ep)
+        load_entry_point(ep)
         out.append(ep.value)
     _entry_point_workloads.update(set(registry.names()) - before)
     return out
-
-
-def _is_perfsuites(ep) -> bool:
-    return ep.dist is not None and ep.dist.name == "perfsuite"
-
-
-def _load_entry_point(ep) -> None:
-    try:
-        ep.load()
-    except ConfigError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the package's code: name it, show its error
-        raise WorkloadFileError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
-                                f"failed to load: {type(exc).__name__}: {exc}") from None
-
-
-def load_builtin_workloads() -> None:
-    """perfsuite's own workloads, through its entry point in the `perfsuite.workloads` group."""
-    from importlib.metadata import entry_points
-
-    own = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if _is_perfsuites(ep)]
-    if not own:
-        raise ConfigError(f"perfsuite's built-in workloads are not registered: the installed perfsuite has no "
-                          f"{ENTRY_POINT_GROUP!r} entry point (installed before it was declared, or not installed). "
-                          f"Reinstall it: pip install -e <your perfsuite checkout>")
-    for ep in own:
-        _load_entry_point(ep)
 
 
 def entry_point_workloads() -> frozenset[str]:
@@ -225,8 +194,6 @@ def entry_point_workloads() -> frozenset[str]:
 def discover(paths: list[str | Path] = (), start: Path | None = None) -> list[Path]:
     """Load every workload the user configured: `paths` (from --workloads), [tool.perfsuite] of
     the project around `start` (default: the current folder) and installed entry points."""
-    from perfsuite.core import registry
-
     registry.names()  # the built-ins first: a user's clashing name is then the one named second
     files: list[Path] = []
     for p in paths:
@@ -244,8 +211,6 @@ def discover(paths: list[str | Path] = (), start: Path | None = None) -> list[Pa
 def project_workloads(pyproject: Path | None) -> list:
     """The registered workloads declared in the files the project's [tool.perfsuite] names (not an
     installed package's, nor another project's): what the pytest plugin and asv's expose offer."""
-    from perfsuite.core import registry
-
     roots = [p.resolve() for p in project_paths(pyproject)] if pyproject is not None else []
 
     def declared_here(w) -> bool:

@@ -23,3 +23,8 @@ class Unsupported(PerfsuiteError):
 
 class StorageError(PerfsuiteError):
     """A result could not be written (disk full, a file-size limit, a folder that went away)."""
+
+
+class WorkloadFileError(ConfigError):
+    """A user's workload file (or an installed package's workloads) failed to import; the
+    message carries their traceback."""

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from perfsuite.core.errors import ConfigError
+from perfsuite.core.errors import ConfigError, WorkloadFileError
 from perfsuite.core.workload import Workload
+
+# The entry-point group a package's workloads are registered under; perfsuite's own is one of them.
+ENTRY_POINT_GROUP = "perfsuite.workloads"
 
 _REGISTRY: dict[str, Workload] = {}
 _loaded = False
@@ -41,9 +44,34 @@ def _load_builtin() -> None:
         _loaded = True
         # The built-ins come in through perfsuite's own `perfsuite.workloads` entry point, the way
         # an installed package's workloads do: the core names no module above it.
-        from perfsuite.core.discover import load_builtin_workloads
+        _load_builtin_entry_point()
 
-        load_builtin_workloads()
+
+def is_perfsuites(ep) -> bool:
+    return ep.dist is not None and ep.dist.name == "perfsuite"
+
+
+def load_entry_point(ep) -> None:
+    try:
+        ep.load()
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the package's code: name it, show its error
+        raise WorkloadFileError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
+                                f"failed to load: {type(exc).__name__}: {exc}") from None
+
+
+def _load_builtin_entry_point() -> None:
+    """perfsuite's own workloads, through its entry point in the `perfsuite.workloads` group."""
+    from importlib.metadata import entry_points
+
+    own = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if is_perfsuites(ep)]
+    if not own:
+        raise ConfigError(f"perfsuite's built-in workloads are not registered: the installed perfsuite has no "
+                          f"{ENTRY_POINT_GROUP!r} entry point (installed before it was declared, or not installed). "
+                          f"Reinstall it: pip install -e <your perfsuite checkout>")
+    for ep in own:
+        load_entry_point(ep)
 
 
 def names() -> list[str]:
