@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from perfsuite.core.record import Record, Work
 from perfsuite.user.declare import Step, param, workload
+from perfsuite.core.errors import ConfigError
+from perfsuite.storage.files import load_many
 
 __version__ = "0.1.0"
 __all__ = ["Record", "Step", "Work", "__version__", "load", "param", "workload"]
@@ -23,9 +25,6 @@ def load(*paths) -> list[Record]:
     """Records from results files and folders (perfsuite's own, pytest-benchmark's, asv's).
 
     A file that cannot be read raises perfsuite.core.errors.ConfigError naming it."""
-    from perfsuite.core.errors import ConfigError
-    from perfsuite.storage.files import load_many
-
     records, problems = load_many([str(p) for p in paths])
     if problems:
         raise ConfigError("; ".join(problems))

@@ -7,17 +7,18 @@ import os
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.compare.amp import Amp
+from perfsuite.core import registry
+from perfsuite.core.params import single_values
+from perfsuite.core.units import fmt_bytes
+from perfsuite.core.units import fmt_seconds
+from perfsuite.stats.summary import median
+from perfsuite.storage.files import DocumentWriter
 
 
 def cmd_amp(args, console) -> int:
-    from perfsuite.compare.amp import Amp
-    from perfsuite.core import registry
     from perfsuite.core.config import RunConfig, resolve_device
-    from perfsuite.core.params import single_values
-    from perfsuite.core.units import fmt_bytes, fmt_seconds
     from perfsuite.run.execute import Case, Events, run_cases
-    from perfsuite.stats.summary import median
-    from perfsuite.storage.files import DocumentWriter
 
     workload = registry.get(args.workload)
     if workload.trainer is None:  # the comparison trains from the workload's declared trainer

@@ -41,6 +41,10 @@ from perfsuite.cli.parser import build_parser
 from perfsuite.core.discover import discover
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
+from perfsuite.core.discover import find_project
+from perfsuite.core.discover import project_paths
+from perfsuite.core.discover import workload_files
+from perfsuite.storage.write import write_new_text
 
 COMMANDS = {
     "list": cmd_list, "suites": cmd_suites, "env": cmd_env, "run": cmd_run, "peak": cmd_peak,
@@ -117,7 +121,6 @@ def _needs_vision(args) -> bool:
     name = getattr(args, "workload", None)
     if not isinstance(name, str) or getattr(args, "suite", None) or getattr(args, "config", None):
         return True
-    from perfsuite.core.discover import find_project, project_paths, workload_files
 
     try:
         project = find_project(Path.cwd())
@@ -153,7 +156,6 @@ def _crash_log(exc: BaseException) -> str:
     import traceback
     from datetime import datetime, timezone
 
-    from perfsuite.storage.write import write_new_text
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")

@@ -10,16 +10,28 @@ from rich.text import Text
 from perfsuite.core.text import printable
 
 from perfsuite.core.errors import ConfigError, PerfsuiteError
+from perfsuite.cli.why import print_why
+from perfsuite.compare import bisect as b
+from perfsuite.compare import revisions
+from perfsuite.compare import sides
+from perfsuite.compare.bisect import Bisection
+from perfsuite.compare.bisect import UNDECIDED
+from perfsuite.compare.bisect_probe import MAX_BUDGETS
+from perfsuite.compare.bisect_probe import Prober
+from perfsuite.compare.bisect_probe import first_parent_commits
+from perfsuite.compare.bisect_probe import subject
+from perfsuite.compare.why_sides import why_commits
+from perfsuite.core import registry
+from perfsuite.core.params import single_values
+from perfsuite.stats import verdict
+from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.files import document
+from perfsuite.storage.files import load_document
+from perfsuite.storage.files import writable_dir
 
 
 def bisect_command(args, console) -> int:
-    from perfsuite.compare import bisect as b
-    from perfsuite.compare import revisions, sides
-    from perfsuite.compare.bisect_probe import MAX_BUDGETS, Prober, first_parent_commits, subject
-    from perfsuite.core import registry
     from perfsuite.core.config import RunConfig, resolve_device
-    from perfsuite.core.params import single_values
-    from perfsuite.storage.files import writable_dir
 
     if args.threshold < 0:
         raise ConfigError(f"--threshold must be >= 0, got {args.threshold}")
@@ -93,7 +105,6 @@ def _log_name(name: str, good: str, bad: str, change: str) -> str:
 
 
 def _from(revs) -> str:
-    from perfsuite.compare import revisions
 
     if revs.mode == revisions.TREE:
         return f"the working tree ({revs.file_now})"
@@ -102,9 +113,6 @@ def _from(revs) -> str:
 
 def _not_found(answer, args, change: str, console) -> int:
     """bad was not shown changed: undecided (exit 5), or shown not changed in that direction (0)."""
-    from perfsuite.compare.bisect import UNDECIDED
-    from perfsuite.stats import verdict
-
     conf = answer.confirmation
     if answer.state == UNDECIDED:
         console.print(Text(f"--bad {args.bad} against --good {args.good}: {_effect(conf)}; nothing bisected "
@@ -121,9 +129,6 @@ def _not_found(answer, args, change: str, console) -> int:
 
 def _resume(state, log: Path, console) -> None:
     """Take the probes of a stored log of the same bisection; refuse a log of another one."""
-    from perfsuite.compare.bisect import Bisection
-    from perfsuite.storage.files import load_document
-
     if not log.exists():
         return
     (stored,) = load_document(log, "bisect")[:1] or [None]
@@ -144,8 +149,6 @@ def _resume(state, log: Path, console) -> None:
 
 
 def _save(state, log: Path, answer=None) -> None:
-    from perfsuite.storage.files import atomic_write_text, document
-
     d = state.to_dict()
     if answer is not None:
         d["answer"] = answer.to_dict()
@@ -185,10 +188,6 @@ def _effect(probe, worded: bool = True) -> str:
 
 def _why(w, params, revs, good, named, device, args, log: Path, console) -> None:
     """The differential profile of good against the named commit, printed and stored beside the log."""
-    from perfsuite.cli.why import print_why
-    from perfsuite.compare.why_sides import why_commits
-    from perfsuite.storage.files import atomic_write_text, document
-
     try:
         result = why_commits(w, params, revs, good, named, device, threads=args.threads, steps=args.steps,
                              rounds=args.rounds, top=args.top)

@@ -7,10 +7,10 @@ from rich.text import Text
 from perfsuite.cli.listing import default_workloads
 from perfsuite.core.errors import ConfigError
 from perfsuite.suite.checks import EXIT_FAILED, CheckResult, checks_for, run_checks
+from perfsuite.core import registry
 
 
 def check_command(args, console) -> int:
-    from perfsuite.core import registry
     from perfsuite.core.config import resolve_device
 
     if args.workloads and args.all:

@@ -9,13 +9,12 @@ from rich.text import Text
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.stats.verdict import EXIT_UNDECIDED, UNDECIDED_ADVICE
+from perfsuite.compare.records import compare_records
+from perfsuite.report.console import comparison_table
+from perfsuite.storage.files import load_records
 
 
 def cmd_compare(args, console) -> int:
-    from perfsuite.compare.records import compare_records
-    from perfsuite.report.console import comparison_table
-    from perfsuite.storage.files import load_records
-
     base = [r for path in args.base for r in load_records(path)]  # runs in the order given: the last is compared
     new = load_records(args.new)
     floors = None

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+from perfsuite.measure.env import fingerprint
 
 
 def cmd_env(args, console) -> int:
-    from perfsuite.measure.env import fingerprint
-
     print(json.dumps(fingerprint(), indent=1))
     return 0

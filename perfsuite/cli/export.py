@@ -9,13 +9,12 @@ from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
+from perfsuite.storage import table as results
 
 FORMATS = ("csv", "parquet", "tensorboard")
 
 
 def export_command(args, console) -> int:
-    from perfsuite.storage import table as results
-
     if args.format == "tensorboard":
         from perfsuite.storage.tensorboard import export_tensorboard
 

@@ -10,6 +10,17 @@ from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.measure import heap
 from perfsuite.stats import verdict
+from perfsuite.compare import gate as g
+from perfsuite.compare import gate_sides
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig
+from perfsuite.core.params import expand_sweep
+from perfsuite.core.params import parse_assignments
+from perfsuite.measure.system import pinned
+from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.files import document
+from perfsuite.storage.files import load_document
+from perfsuite.storage.write import make_dir
 
 # The console's colour for each verdict word.
 _STYLE = {verdict.SLOWER: "bold red", verdict.FASTER: "green", verdict.UNDECIDED: "yellow"}
@@ -17,9 +28,7 @@ _STYLE = {verdict.SLOWER: "bold red", verdict.FASTER: "green", verdict.UNDECIDED
 
 def gate_command(args, console) -> int:
     """`perfsuite gate`: the self-check (--slowdown), learning noise floors, or the gate itself."""
-    from perfsuite.core import registry
     from perfsuite.core.config import resolve_device
-    from perfsuite.measure.system import pinned
 
     if args.threshold < 0:
         raise PerfsuiteError(f"--threshold must be >= 0, got {args.threshold}")
@@ -31,7 +40,6 @@ def gate_command(args, console) -> int:
     device = resolve_device(args.device)
     # One thread on the CPU unless asked, as every measurement (RunConfig.threads_on): six side
     # processes with two threads each on two cores made pairs 0.5-2.3x apart (bisect, 2026-11-26).
-    from perfsuite.core.config import RunConfig
 
     threads = RunConfig(threads=args.threads).threads_on(device)
     # The self-check times both arms in this process, so this process holds the heap; otherwise
@@ -47,7 +55,6 @@ def gate_command(args, console) -> int:
 class _GateEvents:
     """Prints what happens to each gated case; the verdicts themselves come after
     Benjamini-Hochberg has run across the cases."""
-
     def __init__(self, console, done=None) -> None:
         self.console, self.on_done = console, done
 
@@ -71,15 +78,9 @@ class _GateEvents:
 def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     """Every case through the one case loop (perfsuite.run.execute.run_cases): the self-check,
     learning floors or the gate itself are only what one case measures."""
-    from perfsuite.compare import gate as g
-    from perfsuite.compare import gate_sides
-    from perfsuite.core.config import RunConfig
-    from perfsuite.core.params import expand_sweep, parse_assignments
     from perfsuite.measure.timing import clock_for
     from perfsuite.run.execute import Case, run_cases
-    from perfsuite.storage.files import atomic_write_text, document, load_document
 
-    from perfsuite.storage.write import make_dir
 
     # Outputs checked before anything is measured: a verdict is never thrown away at the end.
     if args.json is not None:

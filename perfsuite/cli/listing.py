@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
+from perfsuite.core import discover
+from perfsuite.core import registry
+from perfsuite.suite.file import load_suite
+from perfsuite.suite.file import shipped_suites_dir
 
 
 def default_workloads(everything: bool, paths: Sequence[Path] = ()) -> tuple[list[str], Path | None]:
@@ -14,8 +18,6 @@ def default_workloads(everything: bool, paths: Sequence[Path] = ()) -> tuple[lis
     minute of the built-ins' checks nor a table where theirs hide among them. With `everything`
     (--all), or outside such a project: every registered workload.
     """
-    from perfsuite.core import discover, registry
-
     project = None if everything else discover.find_project(Path.cwd())
     if project is None:
         return registry.names(), None
@@ -31,7 +33,6 @@ def default_workloads(everything: bool, paths: Sequence[Path] = ()) -> tuple[lis
 def cmd_list(args, console) -> int:
     from rich.table import Table
 
-    from perfsuite.core import registry
 
     names, project = default_workloads(args.all, args.workload_paths)
     hidden = len(registry.names()) - len(names)
@@ -57,7 +58,6 @@ def cmd_list(args, console) -> int:
 def cmd_suites(args, console) -> int:
     from rich.table import Table
 
-    from perfsuite.suite.file import load_suite, shipped_suites_dir
 
     t = Table(title=f"suites in {shipped_suites_dir()}")
     for col in ("name", "entries", "workloads", "description"):

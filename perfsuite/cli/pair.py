@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.cli.run import _EntryEvents
+from perfsuite.compare.pair import Pair
+from perfsuite.core import registry
+from perfsuite.core.params import expand_sweep
+from perfsuite.core.params import parse_assignments
+from perfsuite.storage.files import DocumentWriter
 
 
 def pair_command(args, console) -> int:
     """`perfsuite pair`: each case's time ratio A/B with its CI, written case by case with --out;
     a case that fails is recorded with its reason and the rest go on (exit 3)."""
-    from perfsuite.cli.run import _EntryEvents
-    from perfsuite.compare.pair import Pair
-    from perfsuite.core import registry
     from perfsuite.core.config import RunConfig, resolve_device
-    from perfsuite.core.params import expand_sweep, parse_assignments
     from perfsuite.run.execute import Case, run_cases
-    from perfsuite.storage.files import DocumentWriter
 
     w = registry.get(args.workload)
     varied = parse_assignments([args.vary], w.params, w.name)

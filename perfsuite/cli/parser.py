@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from perfsuite.storage import machine_drift
+from perfsuite.cli.store import add_arguments as store_arguments
+from perfsuite.measure.system import parse_cpus
 
 DEFAULT_RESULTS_DIR = Path("results")
 
@@ -73,8 +75,6 @@ def _nonnegative_float(name: str):
 
 
 def _cpu_list(text: str) -> tuple[int, ...]:
-    from perfsuite.measure.system import parse_cpus
-
     try:
         return parse_cpus(text)
     except ValueError as exc:
@@ -235,7 +235,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="after the run, write its records as TensorBoard event files under DIR")
 
     sub.add_parser("suites", help="the suite files shipped with perfsuite")
-    from perfsuite.cli.store import add_arguments as store_arguments
 
     store_arguments(sub, _count)
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from perfsuite.cli.run import _run_config
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.units import fmt_rate
+from perfsuite.measure.env import fingerprint
+from perfsuite.storage.files import writable_dir
+from perfsuite.suite.peak import load_peaks
+from perfsuite.suite.peak import measure_peak
+from perfsuite.suite.peak import roofs
+from perfsuite.suite.peak import save_peak
 
 
 def cmd_peak(args, console) -> int:
     from perfsuite.core.config import resolve_device
-    from perfsuite.core.units import fmt_rate
-    from perfsuite.measure.env import fingerprint
-    from perfsuite.suite.peak import load_peaks, measure_peak, roofs, save_peak
-    from perfsuite.storage.files import writable_dir
 
     cfg = _run_config(args)
     device = resolve_device(cfg.device)

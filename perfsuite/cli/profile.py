@@ -8,18 +8,24 @@ from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import single_values
+from perfsuite.core import registry
+from perfsuite.core.text import slug
+from perfsuite.measure.timing import synchronize
+from perfsuite.profiling.step_marking import split_from_profile
+from perfsuite.profiling.trace import trace_window
+from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.files import versioned
+from perfsuite.storage.files import writable_dir
+from perfsuite.training.setup import training_setup
+from perfsuite.training.step import make_train_step
 
 
 def profile_step_command(args, console) -> int:
     import shlex
 
 
-    from perfsuite.core import registry
     from perfsuite.core.config import resolve_device
     from perfsuite.profiling.step_marking import nsight_commands, process_range
-    from perfsuite.training.setup import training_setup
-    from perfsuite.measure.timing import synchronize
-    from perfsuite.training.step import make_train_step
 
     w = registry.get(args.workload)
     params = single_values(args.param, w)
@@ -59,12 +65,7 @@ def profile_step_command(args, console) -> int:
 def trace_command(args, console) -> int:
     from torch.profiler import record_function
 
-    from perfsuite.core import registry
     from perfsuite.core.config import resolve_device
-    from perfsuite.profiling.step_marking import split_from_profile
-    from perfsuite.core.text import slug
-    from perfsuite.profiling.trace import trace_window
-    from perfsuite.storage.files import atomic_write_text, versioned, writable_dir
 
     w = registry.get(args.workload)
     params = single_values(args.param, w)

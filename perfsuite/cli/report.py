@@ -6,12 +6,13 @@ from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
+from perfsuite.report.markdown import write_report
+from perfsuite.storage.files import load_document
+from perfsuite.storage.files import load_many
+from perfsuite.storage.files import writable_dir
 
 
 def cmd_report(args, console) -> int:
-    from perfsuite.report.markdown import write_report
-    from perfsuite.storage.files import load_document, load_many, writable_dir
-
     writable_dir(args.out_dir, "--out-dir")  # checked before reading anything
 
     for given in args.results:

@@ -10,6 +10,20 @@ from rich.text import Text
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_rate, fmt_seconds
+from perfsuite.core.errors import RecordError
+from perfsuite.roofline import ceilings as C
+from perfsuite.roofline import chart
+from perfsuite.roofline import model
+from perfsuite.roofline.ceilings import Ceilings
+from perfsuite.roofline.cpu import record_points
+from perfsuite.roofline.devices import KNOWN_DEVICES
+from perfsuite.roofline.metrics import PIPE_LABEL
+from perfsuite.roofline.ncu import read_ncu_csv
+from perfsuite.roofline.summary import summary_csv
+from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.files import load_many
+from perfsuite.storage.files import load_records
+from perfsuite.suite.peak import load_peaks
 
 
 def roofline_command(args, console) -> int:
@@ -19,12 +33,6 @@ def roofline_command(args, console) -> int:
 
 
 def _cpu(args, console) -> int:
-    from perfsuite.roofline import chart
-    from perfsuite.roofline.ceilings import Ceilings
-    from perfsuite.roofline.cpu import record_points
-    from perfsuite.roofline.summary import summary_csv
-    from perfsuite.storage.files import atomic_write_text, load_many
-
     records, problems = load_many(args.records)
     for problem in problems:
         console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
@@ -44,11 +52,6 @@ def _cpu(args, console) -> int:
 
 
 def _ceilings(args, launches, console):
-    from perfsuite.core.errors import RecordError
-    from perfsuite.roofline import ceilings as C
-    from perfsuite.roofline.devices import KNOWN_DEVICES
-    from perfsuite.suite.peak import load_peaks
-
     sources = [C.given(args.peak_compute, args.peak_bw), C.from_file(launches)]
     if args.device:
         if args.device not in KNOWN_DEVICES:
@@ -69,8 +72,6 @@ def _ceilings(args, launches, console):
 
 
 def _model_record(args):
-    from perfsuite.storage.files import load_records
-
     given = getattr(args, "record", None)
     if not given:
         return None
@@ -85,12 +86,6 @@ def _model_record(args):
 
 
 def _ncu(args, console) -> int:
-    from perfsuite.roofline import chart, model
-    from perfsuite.roofline.metrics import PIPE_LABEL
-    from perfsuite.roofline.ncu import read_ncu_csv
-    from perfsuite.roofline.summary import summary_csv
-    from perfsuite.storage.files import atomic_write_text
-
     record = _model_record(args)
     launches = read_ncu_csv(args.csv)
     points = [model.point(l, args.csv) for l in launches]
@@ -149,8 +144,6 @@ def _ncu(args, console) -> int:
 
 def _print_model(console, record, total, roofs) -> None:
     """Executed (hardware) FLOPs against the model's, and the model FLOP/s of the real step."""
-    from perfsuite.roofline.metrics import PIPE_LABEL
-
     mf = record.work.flops_per_step
     console.print(Text(f"executed {total.flops:.4g} FLOPs (ncu) vs model {mf:.4g} ({record.work.flops_method}, "
                        f"{record.label()}): executed/model = {total.flops / mf:.3f}"))
@@ -174,8 +167,6 @@ def top_table(groups, ceilings, total_time: float, n: int = 10):
     from rich.table import Table
     from rich.text import Text
 
-    from perfsuite.core.units import fmt_rate, fmt_seconds
-    from perfsuite.roofline.metrics import PIPE_LABEL
 
     t = Table(title=f"top {min(n, len(groups))} of {len(groups)} kernel families by time")
     for col in ("#", "kernel family", "launches", "time", "share", "FLOPs", "FLOP/B", "FLOP/s", "pipe",

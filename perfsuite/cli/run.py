@@ -5,11 +5,26 @@ from __future__ import annotations
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig
+from perfsuite.core.params import expand_sweep
+from perfsuite.core.params import parse_assignments
+from perfsuite.core.record import Record
+from perfsuite.measure.env import fingerprint
+from perfsuite.measure.workers import describe
+from perfsuite.report.console import print_bounds
+from perfsuite.report.console import print_warnings
+from perfsuite.report.console import records_table
+from perfsuite.storage.files import ResultsWriter
+from perfsuite.storage.files import new_results_path
+from perfsuite.suite.file import SAFE_NAME
+from perfsuite.suite.file import load_suite
+from perfsuite.suite.file import shipped_suites_dir
+from perfsuite.suite.peak import peak_for
+from perfsuite.suite.run import run_suite
 
 
 def _run_config(args):
-    from perfsuite.core.config import RunConfig
-
     given = {"max_time": args.max_time, "min_time": args.min_time, "target_rel_ci": args.target_ci,
              "timing": args.timing, "processes": getattr(args, "processes", None),
              "builds": getattr(args, "builds", None),
@@ -88,9 +103,6 @@ class _EntryEvents:
         self.console.print(Text(f"{self.entry}: {case.label}"), highlight=False)
 
     def done(self, case, result) -> None:
-        from perfsuite.core.record import Record
-        from perfsuite.measure.workers import describe
-
         if isinstance(result, Record):
             line = describe(result)  # a case measured in worker processes: its between-process spread
         else:
@@ -123,14 +135,8 @@ def _comparison_line(result) -> str | None:
 def cmd_run(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from perfsuite.core import registry
     from perfsuite.core.config import resolve_device
-    from perfsuite.core.params import expand_sweep, parse_assignments
-    from perfsuite.measure.env import fingerprint
-    from perfsuite.report.console import print_bounds, print_warnings, records_table
     from perfsuite.run.execute import Case, check_cases, run_cases
-    from perfsuite.suite.peak import peak_for
-    from perfsuite.storage.files import ResultsWriter, new_results_path
 
     if args.config or args.suite:
         return _run_suite(args, console)
@@ -194,8 +200,6 @@ def cmd_run(args, console) -> int:
 
 def _print_process_spread(console, records) -> None:
     """With --processes: how much of each case's spread is between processes."""
-    from perfsuite.measure.workers import describe
-
     for rec in records:
         if line := describe(rec):
             console.print(Text(line))
@@ -236,8 +240,6 @@ SUITE_DECIDES = {"workload": "a workload", "max_time": "--max-time", "min_time":
 def _run_suite(args, console) -> int:
     from datetime import datetime, timezone
 
-    from perfsuite.suite.run import run_suite
-    from perfsuite.suite.file import load_suite, shipped_suites_dir
 
     if args.config and args.suite:
         raise PerfsuiteError("give --config or --suite, not both")
@@ -246,7 +248,6 @@ def _run_suite(args, console) -> int:
             raise PerfsuiteError(f"{flag} cannot be combined with --suite/--config: the suite file sets it "
                                  "(max_time and processes per suite or per entry); only -p, --device, --out, "
                                  "--retry-failed, --no-checks, --cpus, --threads and --heap apply")
-    from perfsuite.suite.file import SAFE_NAME
 
     # A suite *name* names a shipped suite; `--suite ../../x` must not run a file from anywhere.
     if args.suite is not None and not SAFE_NAME.fullmatch(args.suite):

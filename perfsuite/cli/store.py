@@ -12,6 +12,9 @@ from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
+from perfsuite.core.units import fmt_seconds
+from perfsuite.store import select
+from perfsuite.store.machine import machine_id
 
 # The commands whose results are kept in the store, and the kind of run each makes.
 STORED = {"run": "run", "pair": "pair", "amp": "amp", "gate": "gate", "bisect": "bisect", "why": "why"}
@@ -145,7 +148,6 @@ def _push(args, console) -> int:
 
 def _info(args, console) -> int:
     from perfsuite.store.database import HEAD
-    from perfsuite.store.machine import machine_id
     from perfsuite.store.store import Store
 
     with Store(_location(args), create=False) as store:
@@ -194,14 +196,10 @@ def _cell(value) -> Text:
 
 
 def _this() -> str:
-    from perfsuite.store.machine import machine_id
-
     return machine_id()
 
 
 def _query(args, console) -> int:
-    from perfsuite.core.units import fmt_seconds
-    from perfsuite.store import select
     from perfsuite.store.store import Store
 
     sel = {"workload": args.workload} if args.workload else {}

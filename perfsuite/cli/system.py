@@ -7,14 +7,11 @@ import json
 from rich.text import Text
 
 from perfsuite.measure.system import check, cpu_ranges
+from perfsuite.measure import env
 
 
 def system_command(args, console) -> int:
     """`perfsuite system`: what can make numbers unstable here, watched for `--window` seconds."""
-
-
-    from perfsuite.measure import env
-
     readings: dict = {}
     for collect in (env.collect_cpu, env.collect_cpu_power, env.collect_load, env.collect_threads,
                     env.collect_torch):

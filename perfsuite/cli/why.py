@@ -9,14 +9,19 @@ from perfsuite.core.text import printable
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.units import fmt_bytes, fmt_seconds
+from perfsuite.compare.why_rows import ROW_CONFIDENCE
+from perfsuite.compare.why_sides import why_revision
+from perfsuite.compare.why_sides import why_vary
+from perfsuite.core import registry
+from perfsuite.core.params import parse_assignments
+from perfsuite.core.params import single_values
+from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.files import document
+from perfsuite.storage.files import writable_dir
 
 
 def why_command(args, console) -> int:
-    from perfsuite.compare.why_sides import why_revision, why_vary
-    from perfsuite.core import registry
     from perfsuite.core.config import RunConfig, resolve_device
-    from perfsuite.core.params import parse_assignments, single_values
-    from perfsuite.storage.files import atomic_write_text, document, writable_dir
 
     w = registry.get(args.workload)
     params = single_values(args.param, w)
@@ -64,8 +69,6 @@ def _signed_bytes(x: float) -> str:
 
 def print_why(r, console) -> None:
     """The differential profile: step times, the operators table, what it explains, memory."""
-    from perfsuite.compare.why_rows import ROW_CONFIDENCE
-
     a, b = r.a, r.b
     console.print(Text(printable(f"{r.workload} ({r.how}, {r.device}): A = {a.label}, B = {b.label}"), style="bold"))
     console.print(Text(r.step_summary()))

@@ -30,6 +30,10 @@ from perfsuite.measure.saved import saved_tensor_bytes
 from perfsuite.measure.timing import Clock, clock_for
 from perfsuite.measure.runner import calibrate
 from perfsuite.training.applied import final_loss
+from perfsuite.measure.system import pinned
+from perfsuite.training.applied import losses_at_applied_steps
+from perfsuite.training.setup import training_setup
+from perfsuite.training.step import make_train_step
 
 # NVML's utilisation is an average over its last sample period (1/6 s to 1 s by board), and the
 # interleaved blocks alternate sides far faster than that: each side is sampled on its own,
@@ -173,9 +177,6 @@ def training_losses(workload: str, params: Mapping[str, Any], device: str, preci
     (seed `seed`) on the same fixed batch until each has applied `steps` optimiser steps; each
     side's AppliedLosses (perfsuite.training.applied: the check lines its runs up the same way).
     A GradScaler that skips past its bound raises ScalerDiverged: no final loss to compare."""
-    from perfsuite.training.applied import losses_at_applied_steps
-    from perfsuite.training.setup import training_setup
-
     build_b = setup_b or (lambda p, d, seed: training_setup(workload, p, d, seed))
     ra = training_setup(workload, {**params, "precision": precision_a}, device, seed=seed)
     rb = build_b({**params, "precision": precision_b}, device, seed)
@@ -198,8 +199,6 @@ def compare_precisions(
     """`setup_b` replaces how run B is built (tests use it to break a run on purpose)."""
     import torch
 
-    from perfsuite.training.setup import training_setup
-    from perfsuite.training.step import make_train_step
 
     if pairs < 2 or steps < 5:
         raise ValueError("need at least 2 pairs and 5 steps")
@@ -255,8 +254,6 @@ class Amp(Measure):
         return [{**case.params, "precision": p} for p in (self.precision_a, self.precision_b)]
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> AmpComparison:
-        from perfsuite.measure.system import pinned
-
         with pinned(cfg.cpus, cfg.threads_on(cfg.device)):  # the threads a record of this run gets
             return compare_precisions(case.workload.name, dict(case.params), cfg.device,
                                       ctx.clock or clock_for(cfg.device), self.precision_a, self.precision_b,

@@ -30,6 +30,8 @@ from typing import Callable
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import summary as stats
+from perfsuite.compare.gate import GateVerdict
+from perfsuite.stats.verdict import ratio_interval
 
 # A probe's outcome: like bad (slower when bisecting a slowdown, faster when bisecting a speed-up),
 # like good, or not measured.
@@ -68,7 +70,6 @@ def classify(ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA, dir
     speed-up (issue 36, minGPT) when only the pairs were read."""
     import math
 
-    from perfsuite.stats.verdict import ratio_interval
 
     if len(ratios) < 6:  # the signed-rank test cannot reach 1% below 7 pairs
         return None
@@ -94,7 +95,6 @@ class Commit:
 class Probe:
     """One commit measured against `good`: changed (like bad), same (like good), or skipped (with the
     error that skipped it)."""
-
     sha: str
     outcome: str
     verdict: dict | None = None  # GateVerdict.to_dict() of good (A) against this commit (B)
@@ -117,8 +117,6 @@ class Probe:
     @property
     def gate(self):
         """The verdict as the gate's GateVerdict (its word and interval); None when skipped."""
-        from perfsuite.compare.gate import GateVerdict
-
         try:
             return GateVerdict.from_dict(self.verdict) if self.verdict and self.verdict.get("ratios") else None
         except (KeyError, TypeError, ValueError):  # a verdict stored without the gate's fields
@@ -146,7 +144,6 @@ class Probe:
 class Answer:
     """How a bisection ended: `bad` not changed or undecided, or the first changed commit (and the
     skipped commits that could have been first instead)."""
-
     state: str  # FOUND, NOT_CHANGED or UNDECIDED
     commit: Commit | None = None
     probe: Probe | None = None  # the named commit's own probe against good

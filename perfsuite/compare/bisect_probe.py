@@ -24,6 +24,12 @@ from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
 from perfsuite.compare.gate_sides import GateArms, sides_settle
 from perfsuite.core.errors import ConfigError
+from perfsuite.compare import gate
+from perfsuite.compare.gate import ALPHA
+from perfsuite.compare.gate import across_cases
+from perfsuite.core.case import Case
+from perfsuite.core.config import RunConfig
+from perfsuite.stats import summary as stats
 
 # A probe after the confirmation measures in looks of half the budget until its pairs fall on one
 # side of halfway, for at most this many budgets, read from the FIRST_READ-th look on. Pairs
@@ -76,14 +82,11 @@ class HalfwayArms(GateArms):
     on one side of `mid` (half of bad's confirmed log ratio), read from the FIRST_READ-th look (a
     whole budget) on, for at most MAX_BUDGETS budgets; then by the side their median lies on, with
     a note."""
-
     mid: float = 0.0
 
     def measure(self, case, cfg, ctx):
         import math
 
-        from perfsuite.compare import gate
-        from perfsuite.stats import summary as stats
 
         with self.side_processes(case, cfg) as (base, now):
             a, b = [s.steps[0] for s in base], [s.steps[0] for s in now]
@@ -139,9 +142,6 @@ class Prober:
     def __call__(self, commit: Commit, confirmation: Probe | None = None) -> Probe:
         """`commit` against good: by the gate's rule when it confirms bad (`confirmation` None),
         else like good or like bad (HalfwayArms, halfway to the confirmation's median ratio)."""
-        from perfsuite.compare.gate import ALPHA, across_cases
-        from perfsuite.core.case import Case
-        from perfsuite.core.config import RunConfig
         from perfsuite.measure.timing import clock_for
         from perfsuite.run.execute import run_cases
 

@@ -41,6 +41,8 @@ from perfsuite.core.config import RunConfig
 from perfsuite.measure.interleave import interleaved_blocks
 from perfsuite.measure import heap
 from perfsuite.measure.timing import Clock
+from perfsuite.measure import counted
+from perfsuite.measure.runner import calibrate
 
 Step = Callable[[], object]
 
@@ -99,8 +101,6 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     `direction` -1 asks the mirror question, "is B faster than A by the threshold?" (bisect --faster).
     `on_look(ratios, looks_read, looks_in_all)` is called about once a second and after each look
     (the console's progress line), outside the timed blocks."""
-    from perfsuite.core.config import RunConfig
-    from perfsuite.measure.runner import calibrate
 
     a, b = _builds(step_a), _builds(step_b)
     # Page faults are the largest noise in a CPU training step's pair ratio; with the heap held,
@@ -352,7 +352,6 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 class SelfCheck(Measure):
     """A case measured as the gate's self-check: its power against an injected slowdown and its
     false alarms on unchanged code, both arms in this process (power_and_false_alarms)."""
-
     fraction: float
     trials: int
     threshold: float
@@ -361,8 +360,6 @@ class SelfCheck(Measure):
     kind = "gate-selfcheck"
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> dict:
-        from perfsuite.measure import counted
-
         build = counted.alike(lambda: case.workload.build(dict(case.params), cfg.device))  # counted once
         res = power_and_false_alarms(lambda: build().fn, self.clock,
                                      self.fraction, self.trials, cfg.max_time, self.threshold, self.builds)

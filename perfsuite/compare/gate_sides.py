@@ -16,6 +16,8 @@ from perfsuite.core.config import RunConfig
 from perfsuite.measure.timing import Clock
 from perfsuite.stats import sequential
 from perfsuite.stats import summary as stats
+from perfsuite.compare import revisions
+from perfsuite.compare import sides
 
 
 def sides_settle(processes: list) -> dict | None:
@@ -46,7 +48,6 @@ class GateArms(Measure):
     """A case measured as the gate's two arms: the workload from the base revision's checkout and
     from the working tree, each side in `builds` processes of its own (perfsuite.compare.sides),
     started, gated for the case's budget and stopped before the next case's."""
-
     file_base: Any  # (workload file, the checkout its project's code comes from, or None)
     file_now: Any
     labels: tuple[str, str]
@@ -81,8 +82,6 @@ class GateArms(Measure):
     def side_processes(self, case: Case, cfg: RunConfig):
         """The case's side processes while they are used: (base's, the working tree's), each a list
         of `builds` sides; the ones started for this case are closed on the way out (a pool's stay)."""
-        from perfsuite.compare import sides
-
         running: list = []
         try:
             self.say(f"{case.label}: starting {2 * self.builds} side processes (builds, then the heap settling)")
@@ -115,7 +114,6 @@ def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int 
     (revisions.Revisions: the working tree's by default) beside its own revision's code. Returns
     run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`.
     `progress(text)` hears what is happening (sides starting, pairs so far)."""
-    from perfsuite.compare import revisions, sides
     from perfsuite.measure.timing import clock_for
     from perfsuite.run.execute import run_cases
 
@@ -149,7 +147,6 @@ def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds
                 threads: int | None) -> float:
     """The noise floor as the gate sees it: the working tree against itself, each side in fresh
     processes (so the floor holds the difference between processes), the largest |median - 1|."""
-    from perfsuite.compare import revisions, sides
     from perfsuite.measure.timing import clock_for
 
     file_now = revisions.workload_file(new.source, new.name)

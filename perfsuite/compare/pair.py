@@ -14,6 +14,7 @@ from perfsuite.core.workload import Workload
 from perfsuite.measure.saved import saved_tensor_bytes
 from perfsuite.measure.timing import Clock, clock_for
 from perfsuite.stats import summary as stats
+from perfsuite.measure.system import pinned
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,6 @@ def pair(workload: Workload, params: dict, vary: str, a, b, device: str, clock: 
 class Pair(Measure):
     """A case measured as a pair: `vary` at `a` against `b`, interleaved for the case's budget
     (perfsuite.run.execute.run_cases checks both variants before anything runs)."""
-
     vary: str
     a: Any
     b: Any
@@ -78,8 +78,6 @@ class Pair(Measure):
         return [{**case.params, self.vary: self.a}, {**case.params, self.vary: self.b}]
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> PairResult:
-        from perfsuite.measure.system import pinned
-
         clock = ctx.clock or clock_for(cfg.device, "host")
         with pinned(cfg.cpus, cfg.threads_on(cfg.device)):  # the threads a record of this run gets
             return pair(case.workload, dict(case.params), self.vary, self.a, self.b, cfg.device, clock, cfg.max_time)

@@ -51,6 +51,7 @@ from perfsuite.stats import summary as stats
 from perfsuite.stats import verdict as words
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
+from perfsuite.measure import system
 
 VERDICTS = words.WORDS
 
@@ -217,8 +218,6 @@ class Comparison:
 
 
 def _side(name: str, cond: dict) -> list[str]:
-    from perfsuite.measure import system
-
     out = []
     if (cond.get("steal_fraction") or 0) > system.STEAL_WARN:
         out.append(f"{name} lost {cond['steal_fraction']:.1%} of its CPU time to hypervisor steal")

@@ -22,6 +22,13 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from perfsuite.core import registry
+from perfsuite.core.discover import load_file
+from perfsuite.measure import counted
+from perfsuite.measure import heap
+from perfsuite.measure.fork_cuda import ForkedAfterCuda
+from perfsuite.measure.fork_cuda import refuse_bad_fork
+from perfsuite.measure.system import pinned
 
 # Imported by the fork server (perfsuite.measure.workers.PRELOAD), before any parent's state reaches
 # a child: multiprocessing gives each child its parent's sys.path, and the parent's holds the
@@ -39,9 +46,6 @@ def build_side(files: list[str], name: str, params: dict, device: str, builds: i
     """`builds` built steps of workload `name` declared in `files`, the project's own code imported
     from `code_root` (the side's checkout; None: the files' own project). The workload file may come
     from another checkout than the code (the working tree's, measuring an older revision's code)."""
-    from perfsuite.core import registry
-    from perfsuite.core.discover import load_file
-
     captured: list = []
     with registry.capturing(captured):
         for f in files:
@@ -51,7 +55,6 @@ def build_side(files: list[str], name: str, params: dict, device: str, builds: i
         raise LookupError(f"no workload named {name!r} in {', '.join(files)}")
     w = matches[0]
     w.check(params, device)
-    from perfsuite.measure import counted
 
     build = counted.alike(lambda: w.build(params, device))  # the first build counts the step's work
     return w, [build() for _ in range(builds)]
@@ -76,11 +79,8 @@ def foreign_imports(root: Path) -> list[str]:
 
 
 def serve(conn, job: dict) -> int:
-    from perfsuite.measure import heap
-    from perfsuite.measure.system import pinned
     from perfsuite.measure.timing import clock_for
 
-    from perfsuite.measure.fork_cuda import ForkedAfterCuda, refuse_bad_fork
 
     try:  # forked from the same server as the workers: the same guard against a CUDA-touched server
         refuse_bad_fork(job["device"])

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from perfsuite.core.errors import ConfigError, PerfsuiteError
 from perfsuite.measure.timing import Clock
+from perfsuite.compare.side_worker import side_main
+from perfsuite.measure.system import pinned
+from perfsuite.measure.workers import context
 
 
 class SideFailed(PerfsuiteError):
@@ -52,8 +55,6 @@ def side_cpus(device: str, threads: int | None) -> tuple[int, ...] | None:
 @contextlib.contextmanager
 def placed(device: str, threads: int | None):
     """This process (the driver of the sides) on the CPUs side_cpus leaves free, for the block."""
-    from perfsuite.measure.system import pinned
-
     mine = side_cpus(device, threads)
     with pinned(tuple(c for c in _ALLOWED if c not in mine) if mine else None):
         yield
@@ -70,8 +71,6 @@ class Side:
         so that several sides build at the same time (start_all)."""
         import multiprocessing.util
 
-        from perfsuite.compare.side_worker import side_main
-        from perfsuite.measure.workers import context
 
         self.label, self.builds = label, builds
         # Forked from the fork server the worker processes come from (torch already imported there:
@@ -183,7 +182,6 @@ class Side:
 
 class RemoteStep:
     """One build in a side process: calling it runs one step there (untimed)."""
-
     def __init__(self, side: Side, build: int) -> None:
         self.side, self.build = side, build
 
@@ -233,7 +231,6 @@ class SidePool:
     """Side processes kept across gate cases of the same code: a bisection's good revision is
     measured against every candidate, so its sides start once, not once per probe (half of each
     probe's start-up). A side whose process has ended is replaced; `close()` ends them all."""
-
     def __init__(self) -> None:
         self._free: dict[str, list[Side]] = {}  # spec -> its live sides, handed out in turn
         self._given: dict[str, int] = {}

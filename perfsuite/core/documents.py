@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 
 from perfsuite.core.errors import RecordError
+from perfsuite.core.text import printable
 
 
 def finite(obj):
@@ -271,8 +272,6 @@ def _where(loc: tuple) -> str:
 
 
 def _shown(value: Any) -> str:
-    from perfsuite.core.text import printable
-
     text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
     return printable(text if len(text) <= 60 else text[:57] + "...")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.storage import write
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
@@ -99,8 +100,6 @@ def read_cifar10(path: str | Path, train: bool = True) -> tuple[np.ndarray, np.n
 
 def write_cifar10(path: str | Path, images: np.ndarray, labels: np.ndarray, batches: int = 5) -> Path:
     """Write images (N x 32 x 32 x 3 uint8) in CIFAR-10's format; returns the root folder."""
-    from perfsuite.storage import write
-
     folder = Path(path) / FOLDER
     write.make_dir(folder, "dataset folder")
     flat = images.transpose(0, 3, 1, 2).reshape(len(images), -1)

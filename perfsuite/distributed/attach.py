@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import Callable
 
 from perfsuite.distributed.rank import Status, run_job, world_from_env
+from perfsuite.distributed.errors import DistributedFailure
 
 # How long the followers wait for rank 0's next case: rank 0 may measure single-process cases
 # for hours in between.
@@ -84,7 +85,6 @@ def run_on_world(job: dict) -> dict:
     """Rank 0: run `job` on every rank of the joined world; the case's record as a dict."""
     import torch.distributed as dist
 
-    from perfsuite.distributed.errors import DistributedFailure
 
     dist.broadcast_object_list([job], src=0)
     try:

@@ -34,6 +34,12 @@ from typing import Any, Mapping
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.distributed.errors import DistributedFailure
 from perfsuite.storage import write
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig
+from perfsuite.core.record import Record
+from perfsuite.distributed.attach import attached_world
+from perfsuite.distributed.attach import run_on_world
+from perfsuite.distributed.ddp_model import sub_params
 
 RANK_MODULE = "perfsuite.distributed"  # __main__.py: rank.main
 # Starting the ranks (torchrun, then torch in every rank) and building the step come before the
@@ -80,7 +86,6 @@ def check_world(params: Mapping[str, Any], device: str) -> None:
         if int(last.split(":")[1]) >= have:
             raise Unsupported(f"{per_node} ranks per node on {device} need {per_node} GPUs, {first} to {last}; "
                               f"this node has {have}")
-    from perfsuite.distributed.attach import attached_world
 
     world = attached_world()
     if nnodes > 1 and (world is None or (world["world_size"], world["nnodes"]) != (w, nnodes)):
@@ -236,8 +241,6 @@ def run_distributed(workload, params: dict, cfg, *, env=None, peak=None, measure
                     module: str = RANK_MODULE):
     """The launcher of a distributed workload (Workload.launcher): one record of the case."""
     from perfsuite.core.config import resolve_device
-    from perfsuite.distributed.attach import attached_world, run_on_world
-    from perfsuite.core.record import Record
 
     if (cfg.processes or 1) > 1:  # asked for; None (automatic workers) does not apply to ranks
         raise ConfigError(f"{workload.name}: --processes {cfg.processes} does not apply: its ranks are its processes")
@@ -267,10 +270,6 @@ def gradient_check(models=("autoencoder", "resnet"), world_size: int = 2, *, dev
     (rank.gradient_check), for each model in one launch: rank 0's findings, one dict per model
     (max_abs_diff, max_rel_diff, and unreduced_max_rel_diff: rank 0's own gradient's distance,
     what a missing reduction would look like)."""
-    from perfsuite.core import registry
-    from perfsuite.core.config import RunConfig
-    from perfsuite.distributed.ddp_model import sub_params
-
     w = registry.get("ddp")
     case = {"world_size": world_size, **params}
     job = make_job(w, case, RunConfig(device=device), device, kind="gradcheck", timeout_s=timeout_s)

@@ -30,6 +30,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perfsuite.core.errors import Unsupported
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig
+from perfsuite.distributed.ddp_model import forward_module
+from perfsuite.distributed.ddp_model import wrap
+from perfsuite.measure import runner
+from perfsuite.measure.runner import conditions_warnings
+from perfsuite.stats import summary as stats
+from perfsuite.storage.write import write_text
+from perfsuite.training.setup import training_setup
 
 STAGES = ("init", "build", "measure", "profile", "gather", "done")
 
@@ -143,7 +152,6 @@ class RankClock:
     when to stop) takes the same path on every rank. Each rank's own reading is kept in
     `readings` (block size, seconds).
     """
-
     def __init__(self, inner, group=None, on_first: Callable[[], None] | None = None) -> None:
         import torch
 
@@ -187,7 +195,6 @@ class Status:
     def _write(self) -> None:
         if self.path is None:
             return
-        from perfsuite.storage.write import write_text
 
         write_text(self.path, json.dumps(self.state))
 
@@ -214,7 +221,6 @@ def load_workload(spec: str):
 
         module, _, attr = spec.partition(":")
         return getattr(importlib.import_module(module), attr)
-    from perfsuite.core import registry
 
     return registry.get(spec)
 
@@ -230,7 +236,6 @@ def scaled_peak(peak: dict | None, devices: int) -> dict | None:
 
 
 def _rank_cfg(job: dict, ctx: RankContext):
-    from perfsuite.core.config import RunConfig
 
     cfg = dict(job["cfg"])
     cpus = cfg.get("cpus")
@@ -247,7 +252,6 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
     """Every rank measures; rank 0 returns the case's record as a dict, the others None."""
     import torch.distributed as dist
 
-    from perfsuite.measure import runner
     from perfsuite.measure.timing import clock_for
 
     global _CURRENT
@@ -281,7 +285,6 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
     if len(timed) != k or any(b != n for b, _ in timed):
         raise RuntimeError("the clock's readings do not match the record's timed blocks")
     own = [t / n for _, t in timed]
-    from perfsuite.stats import summary as stats
 
     mine = {"rank": ctx.rank, "local_rank": ctx.local_rank, "node": ctx.node, "host": socket.gethostname(),
             "pid": os.getpid(), "device": ctx.device, "median_s": stats.median(own), "samples_s": own,
@@ -314,8 +317,6 @@ def assemble(rec, ranks: list[dict], ctx: RankContext, devices: int = 1):
     """Rank 0's record of the case, from its own record (readings agreed over the ranks) and
     every rank's own samples: the slowest rank's samples are the case's, each rank's median and
     samples are in `extra`, global throughput follows from `work` (every rank's items)."""
-    from perfsuite.stats import summary as stats
-
     ranks = sorted(ranks, key=lambda r: r["rank"])
     slowest = max(ranks, key=lambda r: r["median_s"])
     medians = [r["median_s"] for r in ranks]
@@ -339,7 +340,6 @@ def assemble(rec, ranks: list[dict], ctx: RankContext, devices: int = 1):
         extra["comm"] = {**comms[0], "rank_comm_shares": [c.get("comm_share") if c else None for c in comms]}
     # Each rank's CPU reading counts its sibling ranks as "other processes": the load outside the
     # case is rank 0's reading less what its node's other ranks used themselves.
-    from perfsuite.measure.runner import conditions_warnings
 
     outside = _outside_load(ranks, ranks[0]["node"])
     load = ("other processes kept", "hypervisor steal")  # said again below, for the case
@@ -387,8 +387,6 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
     import torch
     import torch.distributed as dist
 
-    from perfsuite.training.setup import training_setup
-    from perfsuite.distributed.ddp_model import forward_module, wrap
 
     seed = job["cfg"].get("seed", 0)
     out = []
@@ -453,8 +451,6 @@ def run_job(job: dict, status: Status, attached: bool = False) -> dict | None:
 
 
 def write_result(jobdir: Path, result: dict) -> None:
-    from perfsuite.storage.write import write_text
-
     write_text(Path(jobdir) / "result.json", json.dumps(result, allow_nan=False))
 
 

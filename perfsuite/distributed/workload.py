@@ -6,19 +6,17 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from perfsuite.core.workload import Workload
+from perfsuite.distributed.launch import run_distributed
+from perfsuite.distributed.report import section
 
 
 def launch(*args, **kwargs):
-    from perfsuite.distributed.launch import run_distributed
-
     return run_distributed(*args, **kwargs)
 
 
 def report(records: list, out_dir, options) -> list[str]:
     """Scaling efficiency against world_size=1, and the collectives' algbw/busbw
     (perfsuite/distributed/report.py): every distributed workload's report section."""
-    from perfsuite.distributed.report import section
-
     return section(records)
 
 

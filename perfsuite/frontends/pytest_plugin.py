@@ -16,6 +16,15 @@ import types
 from pathlib import Path
 
 import pytest
+from perfsuite.core.config import RunConfig
+from perfsuite.core.discover import discover
+from perfsuite.core.discover import find_project
+from perfsuite.core.discover import project_workloads
+from perfsuite.core.errors import ConfigError
+from perfsuite.core.errors import Unsupported
+from perfsuite.core.params import expand_sweep
+from perfsuite.measure.env import fingerprint
+from perfsuite.storage.machine_drift import default_log
 
 
 def add_options(parser) -> None:
@@ -31,8 +40,6 @@ def pytest_addoption(parser) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: without it installed, nothing to update
 def pytest_benchmark_update_machine_info(config, machine_info) -> None:
-    from perfsuite.measure.env import fingerprint
-
     machine_info["perfsuite"] = fingerprint()
 
 
@@ -55,9 +62,6 @@ class Replay:
 def measure_record(workload, params: dict, device: str, max_time: float):
     """One case measured by perfsuite's one case loop (perfsuite.run.execute.run_cases), as
     `perfsuite run` measures it: its record, or a skip or failure with the reason."""
-    from perfsuite.core.config import RunConfig
-    from perfsuite.measure.env import fingerprint
-    from perfsuite.storage.machine_drift import default_log
     from perfsuite.run.execute import Case, run_cases
 
     from perfsuite.store.recorder import for_frontend
@@ -94,7 +98,6 @@ def benchmark_case(benchmark, workload, params: dict, request, group: str | None
     median pytest-benchmark shows. Disabled
     (`--benchmark-disable`): the step runs once, untimed, as a smoke test."""
     from perfsuite.core.config import resolve_device
-    from perfsuite.core.errors import Unsupported
 
     device = resolve_device(request.config.getoption("--perfsuite-device"))
     try:
@@ -127,8 +130,6 @@ def case_id(params: dict) -> str:
 
 def _tests_for(workloads) -> types.ModuleType:
     """A module object holding one parametrised `test_<workload>` per user workload."""
-    from perfsuite.core.params import expand_sweep
-
     module = types.ModuleType("perfsuite_workloads")
     for w in workloads:
         cases = expand_sweep(w.default_sweep({}))
@@ -148,8 +149,6 @@ class UserWorkloads(pytest.Module):
     """The project's workloads as a test module, collected from its pyproject.toml."""
 
     def _getobj(self):
-        from perfsuite.core.discover import discover, project_workloads
-
         if not self.config.pluginmanager.has_plugin("benchmark"):  # pytest-benchmark, by its entry-point name
             raise self.CollectError("perfsuite's workloads need pytest-benchmark (pip install pytest-benchmark)")
         discover(start=self.path.parent)
@@ -159,8 +158,6 @@ class UserWorkloads(pytest.Module):
 def pytest_collect_file(file_path: Path, parent):
     if file_path.name != "pyproject.toml":
         return None
-    from perfsuite.core.discover import find_project
-    from perfsuite.core.errors import ConfigError
 
     try:
         project = find_project(file_path.parent)

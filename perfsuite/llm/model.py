@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.storage.read import read_json
 
 NUM_LABELS = 23
 PAD_TOKEN_ID = 151643
@@ -37,7 +38,6 @@ def check_checkpoint(path: str) -> None:
     cfg = p / "config.json"
     if not cfg.exists():
         raise ConfigError(f"parameter 'model': {p} is not a Hugging Face checkpoint (no config.json)")
-    from perfsuite.storage.read import read_json
 
     try:
         doc = read_json(cfg, ConfigError)  # a regular file, bounded, no duplicate keys

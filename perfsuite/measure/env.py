@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from perfsuite.measure import system
+from perfsuite.measure.system import THREAD_VARS
 
 # Keys that must agree for two records to be compared: they change what a step costs.
 # The git commit is deliberately absent - comparing commits is the point.
@@ -148,22 +150,16 @@ def collect_git(cwd: str | os.PathLike | None = None) -> dict:
 
 def collect_cpu_power() -> dict:
     """Frequency governors and turbo, where /sys shows them (inside most VMs it does not: None)."""
-    from perfsuite.measure import system
-
     governors = sorted(set(system.read_governors().values()))
     return {"cpu_governors": governors or None, "cpu_turbo": system.read_turbo()}
 
 
 def collect_load() -> dict:
-    from perfsuite.measure import system
-
     return {"load_avg": system.read_load_average()}
 
 
 def collect_threads() -> dict:
     """Thread settings that change a step's cost: OMP/MKL variables and the CPUs this process may use."""
-    from perfsuite.measure.system import THREAD_VARS
-
     affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {"thread_env": {v: os.environ[v] for v in THREAD_VARS if v in os.environ}, "cpu_affinity": affinity}
 
@@ -174,8 +170,6 @@ ACTIVITY_WINDOW_S = 0.3
 
 def collect_activity(window_s: float = ACTIVITY_WINDOW_S) -> dict:
     """Hypervisor steal, other processes' CPU use and the busiest of them, over a short window."""
-    from perfsuite.measure import system
-
     with system.CpuUsage() as usage:
         busy = system.busy_processes(window_s)
     r = usage.readings

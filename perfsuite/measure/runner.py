@@ -25,6 +25,10 @@ from perfsuite.measure.reference import taken_on as reference_taken_on
 from perfsuite.measure.timing import Clock, clock_for
 from perfsuite.core.record import Record
 from perfsuite.core.workload import Workload
+from perfsuite.core.config import IN_PROCESS_BUILDS
+from perfsuite.measure import system
+from perfsuite.measure.system import CpuUsage
+from perfsuite.measure.tf32 import torch_flags
 
 # Warm-up grows its block until one block lasts this long, so that settling is judged on
 # readings the clock's own cost does not dominate.
@@ -179,7 +183,6 @@ def block_size_for(step_s: float, overhead_s: float, limit: float) -> int:
 @dataclass(frozen=True)
 class Calibration:
     """How a step (or the two sides of a paired comparison) will be timed."""
-
     block_size: int
     clock_overhead_s: float
     step_estimate_s: float  # the fastest side's settled step time
@@ -455,8 +458,6 @@ def run_case(
     """Build the workload's step (untimed), measure it, and return its record; pinned to
     `cfg.cpus` with `cfg.threads_on(device)` torch threads, for this case only. `deadline`:
     a worker's slot (perfsuite.measure.workers), which the build comes out of."""
-    from perfsuite.measure import system
-
     heap.apply(cfg.heap)  # process-wide and for good: a process that measures with it keeps it
     with system.pinned(cfg.cpus, cfg.threads_on(resolve_device(cfg.device))):
         return _run_case(workload, params, cfg, env=env, peak=peak, clock=clock, after=after, deadline=deadline)
@@ -471,8 +472,6 @@ def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | N
 
     import torch
 
-    from perfsuite.measure import system
-    from perfsuite.measure.tf32 import torch_flags
 
     cond = {
         "processes": 1,  # the runner measures in this process; workers.merge counts its workers
@@ -498,8 +497,6 @@ def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | N
 
 def conditions_warnings(cond: dict) -> list[str]:
     """Warnings for the steal and other load a record's `conditions` saw in the timed region."""
-    from perfsuite.measure import system
-
     warnings = []
     if (cond.get("steal_fraction") or 0) > system.STEAL_WARN:
         warnings.append(f"hypervisor steal took {cond['steal_fraction']:.1%} of the CPU time during the timed region")
@@ -513,12 +510,10 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
               deadline: float | None = None) -> Record:
     import torch
 
-    from perfsuite.measure.system import CpuUsage
 
     device = resolve_device(cfg.device)
     resolved = workload.resolve(params)
     kernels = fp32_kernels(workload, resolved)  # before measuring: a bad declaration fails fast
-    from perfsuite.core.config import IN_PROCESS_BUILDS
 
     wanted = cfg.builds if cfg.builds is not None else IN_PROCESS_BUILDS
     count = min(wanted, workload.max_builds or wanted)

@@ -50,6 +50,12 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
 from perfsuite.core.workload import Workload
+from perfsuite.core import registry
+from perfsuite.core.discover import entry_point_workloads
+from perfsuite.core.discover import loaded_paths
+from perfsuite.core.units import fmt_seconds
+from perfsuite.measure.runner import conditions_warnings
+from perfsuite.measure.tf32 import torch_flags
 
 # Forked from a server that preloaded these (an import that fails there is skipped, as
 # multiprocessing does); the server never runs a torch op, so no thread pool is inherited.
@@ -139,8 +145,6 @@ def _portable(workload: Workload) -> Workload | str:
     itself (pickled by reference: the worker imports the user's module, as their script did)."""
     from pathlib import Path
 
-    from perfsuite.core import registry
-    from perfsuite.core.discover import entry_point_workloads, loaded_paths
 
     try:
         if registry.get(workload.name) is not workload:
@@ -253,9 +257,7 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
     n = cfg.workers
     share = replace(cfg, processes=1, max_time=cfg.max_time / n, min_time=cfg.min_time / n,
                     builds=cfg.builds if cfg.builds is not None else 1)
-    from perfsuite.core.discover import loaded_paths
 
-    from perfsuite.measure.tf32 import torch_flags
 
     job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths(), flags=torch_flags())
     if cfg.processes is None:  # workers by default only: those asked for explicitly fail as they always did
@@ -294,8 +296,6 @@ def _weighted(records: list[Record], key: str) -> float | None:
 def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     """One record from the workers' records: every sample pooled (in process order), each
     process's samples, median and conditions kept, the median and CI from the process medians."""
-    from perfsuite.measure.runner import conditions_warnings
-
     n, first = len(records), records[0]
     # A process's unit is the median it reports (that of its builds' medians, with several builds).
     spread = stats.process_spread([r.samples_s for r in records], cfg.confidence,
@@ -359,8 +359,6 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
 
 def describe(record: Record) -> str | None:
     """One console line on a worker record's spread: how much of it is between processes."""
-    from perfsuite.core.units import fmt_seconds
-
     s = record.spread
     if s is None:
         return None

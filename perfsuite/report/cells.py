@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perfsuite.core.record import Record
 from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
+from perfsuite.core.text import markdown_cell
 
 
 def _peak_cell(r: Record) -> str:
@@ -44,7 +45,6 @@ def markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
     cells from data files (names, parameters) lose control characters and escape "|"."""
     import pandas as pd
 
-    from perfsuite.core.text import markdown_cell
 
     cells = [[markdown_cell(c) for c in row] for row in rows]
     return pd.DataFrame(cells, columns=columns).to_markdown(index=False, disable_numparse=True).splitlines()

@@ -15,6 +15,8 @@ from perfsuite.report.plots import throughput_figure
 from perfsuite.core.units import fmt_seconds
 from perfsuite.core.text import markdown_cell, printable
 from perfsuite.storage import write
+from perfsuite.core import registry
+from perfsuite.core.errors import ConfigError
 
 
 def _table(recs: list[Record]) -> list[str]:
@@ -73,9 +75,6 @@ def _pair_section(pairs: list[dict]) -> list[str]:
 
 def _section(workload: str):
     """The report section the workload declares (its file's `report=`), if it is known here."""
-    from perfsuite.core import registry
-    from perfsuite.core.errors import ConfigError
-
     try:
         return registry.get(workload).report
     except ConfigError:  # records of a workload not loaded in this process: its table only

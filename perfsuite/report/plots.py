@@ -6,6 +6,7 @@ from pathlib import Path
 
 from perfsuite.core.record import Record
 from perfsuite.core.text import printable
+from perfsuite.storage.write import save_figure
 
 
 def throughput_figure(records: list[Record], path: Path) -> Path:
@@ -38,7 +39,6 @@ def throughput_figure(records: list[Record], path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel(f"throughput ({records[0].throughput_unit}), median with 95% CI")
     ax.set_title(printable(f"{records[0].workload} on {records[0].device}"))
-    from perfsuite.storage.write import save_figure
 
     save_figure(fig, path, dpi=110, bbox_inches="tight")
     return path

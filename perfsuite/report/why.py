@@ -12,6 +12,9 @@ from pathlib import Path
 
 from perfsuite.core.text import markdown_cell
 from perfsuite.core.units import fmt_bytes, fmt_seconds
+from perfsuite.compare.why import WhyResult
+from perfsuite.compare.why_rows import ROW_CONFIDENCE
+from perfsuite.storage import write
 
 ROWS = 10  # operators per comparison in the report; the JSON keeps the command's --top
 
@@ -31,8 +34,6 @@ def _step_line(r) -> str:
 def _table(r) -> list[str]:
     """The first ROWS operators, those outside their own noise first; a row within it is marked
     "within" (its difference is as likely the windows' noise as the change)."""
-    from perfsuite.compare.why_rows import ROW_CONFIDENCE
-
     what = "self CUDA" if r.metric == "self_device_us" else "self CPU"
     lines = [f"Operators per step, those outside their own noise first, then by |B - A| ({what} time; "
              f"{r.rounds} windows of {r.steps} steps per side; ± is the {ROW_CONFIDENCE:.0%} interval from "
@@ -66,8 +67,6 @@ def _comparison(r) -> list[str]:
 def section(docs: list[dict]) -> list[str]:
     """Markdown lines: per comparison, the step times and measured difference, the top operators
     with their intervals, how they reconcile with the measured difference, and peak memory."""
-    from perfsuite.compare.why import WhyResult
-
     lines = ["## Why: operators that changed (differential torch.profiler)", ""]
     for d in docs:
         try:
@@ -80,8 +79,6 @@ def section(docs: list[dict]) -> list[str]:
 
 def write_page(docs: list[dict], out_dir: Path, sources: list[Path]) -> Path:
     """A report of differential profiles alone (no records among the inputs)."""
-    from perfsuite.storage import write
-
     page = write.inside(write.make_dir(out_dir, "--out-dir"), "summary.md")
     write.write_text(page, "\n".join(["# perfsuite report", "",
                                       "From " + ", ".join(f"`{markdown_cell(str(s))}`" for s in sources) + ".", "",

@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perfsuite.roofline.metrics import PEAK_COMPUTE, PEAK_MEMORY, PIPE_LABEL, SM_COUNT, SM_HZ
+from perfsuite.roofline.devices import DENSE_TENSOR_PER_SM_CYCLE
+from perfsuite.roofline.devices import KNOWN_DEVICES
 
 LEVELS = ("dram", "l2", "l1")
 
@@ -144,8 +146,6 @@ _FFMA_PEAK = PEAK_COMPUTE["fp32"][0][0]
 def _check_tensor(out: Ceilings, launches) -> None:
     """Halve the file's tensor roofs that are twice the dense rate of its GPU; note the ones
     that cannot be checked (see the module docstring)."""
-    from perfsuite.roofline.devices import DENSE_TENSOR_PER_SM_CYCLE
-
     tensor = [pipe for pipe in out.compute if pipe.startswith("tensor_")]
     if not tensor:
         return
@@ -179,8 +179,6 @@ def _check_tensor(out: Ceilings, launches) -> None:
 
 
 def from_device(name: str) -> Ceilings:
-    from perfsuite.roofline.devices import KNOWN_DEVICES
-
     tflops, gbs = KNOWN_DEVICES[name]
     src = f"datasheet {name}"
     # float("66.9e12") is 6.69e13 exactly as written; 66.9 * 1e12 is not.

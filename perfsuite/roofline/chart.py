@@ -14,6 +14,8 @@ from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.metrics import PIPE_LABEL
 from perfsuite.roofline.model import Point
 from perfsuite.core.units import fmt_rate
+from perfsuite.storage.write import make_dir
+from perfsuite.storage.write import save_figure
 
 COLORS = {"fp64": "#8c564b", "fp32": "#1f77b4", "fp16": "#17becf", "tensor_fp64": "#bcbd22",
           "tensor_tf32": "#ff7f0e", "tensor_fp16": "#d62728", "tensor_fp8": "#9467bd", "tensor_int8": "#e377c2",
@@ -113,7 +115,6 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
     out = Path(out)
-    from perfsuite.storage.write import make_dir, save_figure
 
     make_dir(out.parent, "chart folder")
     save_figure(fig, out, dpi=110)

@@ -27,6 +27,8 @@ from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
+from perfsuite.measure import runner
+from perfsuite.profiling.trace import trace_step
 
 __all__ = [
     "RECORDS",
@@ -64,7 +66,6 @@ class Records(Measure):
             from perfsuite.measure.workers import run_in_workers
 
             return run_in_workers(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, clock=ctx.clock)
-        from perfsuite.measure import runner
 
         return runner.run_case(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, after=ctx.after,
                                clock=ctx.clock)
@@ -228,8 +229,6 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
 def _tracer(case: Case, trace_dir: Path, device: str, events: Events) -> Callable[[object], None]:
     """After measuring, a torch.profiler trace of the same built step (`run --trace`)."""
     def after(built) -> None:
-        from perfsuite.profiling.trace import trace_step
-
         events.traced(case, *trace_step(built.fn, trace_dir, case.label, device))
 
     return after

@@ -26,6 +26,8 @@ from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import READABLE_VERSIONS, RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
 from perfsuite.core.text import slug
 from perfsuite.storage import read, write
+from perfsuite.storage import importers
+from perfsuite.store import select
 
 
 def _temp_pattern(path: Path) -> re.Pattern:
@@ -134,7 +136,6 @@ def writable_dir(path: Path, what: str) -> Path:
 
 class ResultsWriter:
     """Accumulates a run's records in one file, saved atomically after each record."""
-
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         writable_dir(self.path.parent, "results directory")
@@ -190,7 +191,6 @@ class DocumentWriter:
     of `kind`, its results and its failed cases, saved atomically after each case. Each result is
     stored with the parameters its case was given (`case`) and `extra` (a suite's name and
     digest), so a resumed suite finds what is done by the same case key as a run entry."""
-
     def __init__(self, path: Path, kind: str, extra: dict | None = None, *, claim: bool = True) -> None:
         self.path, self.kind, self.extra = Path(path), kind, dict(extra or {})
         self.results: list[dict] = []
@@ -256,8 +256,6 @@ def _failure_key(f: dict) -> tuple:
 def load_records(path: str | os.PathLike) -> list[Record]:
     """Records from a results file (or a single bare record), or from the results store for a
     `store:` source (perfsuite.store.select); errors name the file and the fault."""
-    from perfsuite.store import select
-
     if select.is_source(path):
         return select.load(path)
     records, problems = _read_records(Path(path))
@@ -270,7 +268,6 @@ def _read_records(p: Path) -> tuple[list[Record], list[str]]:
     """The file's valid records and, one line each, what was wrong with the others. A file that
     cannot be read as a whole raises RecordError."""
     doc = read.read_json(p)
-    from perfsuite.storage import importers
 
     if importers.is_pytest_benchmark(doc):
         return importers.from_pytest_benchmark(doc, p), []
@@ -324,7 +321,6 @@ def load_many(paths: Iterable[str | os.PathLike]) -> tuple[list[Record], list[st
     in the returned problems."""
     records: list[Record] = []
     problems: list[str] = []
-    from perfsuite.store import select
 
     for given in paths:
         if select.is_source(given):

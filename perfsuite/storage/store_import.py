@@ -19,6 +19,11 @@ from pathlib import Path
 from perfsuite.core.errors import RecordError
 from perfsuite.store.machine import Machine, fingerprint_of, imported_machine, this_machine
 from perfsuite.store.store import Store, new_run
+from perfsuite.storage import read
+from perfsuite.storage.files import DOCUMENT_KINDS
+from perfsuite.storage.files import SUITE_CONFIG
+from perfsuite.storage.files import _read_records
+from perfsuite.storage.files import load_document
 
 
 @dataclass
@@ -31,8 +36,6 @@ class ImportReport:
 
 
 def _files(paths) -> list[Path]:
-    from perfsuite.storage.files import SUITE_CONFIG
-
     out = []
     for given in paths:
         p = Path(given)
@@ -44,8 +47,6 @@ def _files(paths) -> list[Path]:
 
 
 def _document_kind(doc) -> str | None:
-    from perfsuite.storage.files import DOCUMENT_KINDS
-
     if isinstance(doc, dict) and isinstance(doc.get("format"), str) and doc["format"].startswith("perfsuite."):
         kind = doc["format"].split(".", 1)[1]
         return kind if kind in DOCUMENT_KINDS else None
@@ -60,9 +61,6 @@ def _machine_for(env: dict, here: Machine) -> Machine:
 
 
 def import_paths(store: Store, paths) -> ImportReport:
-    from perfsuite.storage import read
-    from perfsuite.storage.files import _read_records, load_document
-
     report = ImportReport()
     here = this_machine()
     for f in _files(paths):

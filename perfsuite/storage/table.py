@@ -26,6 +26,10 @@ from typing import Iterable
 
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
+from perfsuite.storage import write as writer
+from perfsuite.storage.files import load_records
+from perfsuite.storage.files import results_in
+from perfsuite.store import select
 
 # The fixed columns after the parameters, in order.
 FIXED = ("device", "median_s", "ci_low_s", "ci_high_s", "iqr_s", "p90_s", "p99_s", "n_samples", "block_size",
@@ -107,8 +111,6 @@ def load(paths: Iterable[str | os.PathLike], skipped: list[str] | None = None):
     then its problem is appended there and the others are read. `perfsuite amp/pair --out` JSON
     and a suite's run-config.json and checks.json are not results and are passed over.
     """
-    from perfsuite.storage.files import load_records
-
     records: list[Record] = []
     sources: list[str] = []
     problems: list[str] = []
@@ -129,10 +131,6 @@ def load(paths: Iterable[str | os.PathLike], skipped: list[str] | None = None):
 
 def result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """The files `paths` name: files as given, folders as every results *.json inside them."""
-    from perfsuite.storage.files import results_in
-
-    from perfsuite.store import select
-
     out: list[Path] = []
     for given in paths:
         if select.is_source(given):  # read by load_records; never a path (it may be any length)
@@ -146,8 +144,6 @@ def result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
 def write(df, out: Path, fmt: str | None = None) -> Path:
     """Write the table as CSV or Parquet (by `fmt`, else by the suffix of `out`) to a new file
     (perfsuite.storage.write: never over an existing file or through a symlink)."""
-    from perfsuite.storage import write as writer
-
     out = Path(out)
     fmt = fmt or out.suffix.lstrip(".").lower()
     if fmt == "csv":

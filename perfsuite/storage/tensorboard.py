@@ -34,6 +34,10 @@ from typing import Iterable
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import Record
 from perfsuite.core.text import slug
+from perfsuite.storage.files import load_document
+from perfsuite.storage.files import load_records
+from perfsuite.storage.files import writable_dir
+from perfsuite.storage.table import result_files
 
 def _writer_class():
     try:
@@ -137,8 +141,6 @@ def write_amp(logdir: Path, doc: dict) -> int:
 
 def prepare(logdir: Path) -> Path:
     """Before measuring: the writer can be imported and the folder written to."""
-    from perfsuite.storage.files import writable_dir
-
     _writer_class()
     return writable_dir(Path(logdir), "TensorBoard log directory")
 
@@ -146,9 +148,6 @@ def prepare(logdir: Path) -> Path:
 def export_tensorboard(paths: Iterable[str | os.PathLike], logdir: Path) -> tuple[int, list[str]]:
     """Write every record (and every *.amp.json) under `paths` to `logdir`; returns the number of
     records and AMP comparisons read and the files that could not be read."""
-    from perfsuite.storage.table import result_files
-    from perfsuite.storage.files import load_document, load_records
-
     prepare(logdir)
     paths = list(paths)
     problems: list[str] = []

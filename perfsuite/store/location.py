@@ -18,6 +18,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.core.discover import find_project
 
 ENV = "PERFSUITE_STORE"
 DEFAULT = Path(".perfsuite") / "results.db"
@@ -69,8 +70,6 @@ class Location:
 
 
 def _project_table(start: Path) -> tuple[Path | None, dict]:
-    from perfsuite.core.discover import find_project
-
     pyproject = find_project(start)
     if pyproject is None:
         return None, {}

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.measure.env import comparable
 
 ENV = "PERFSUITE_MACHINE"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
@@ -73,8 +74,6 @@ def machine_id() -> str:
 
 
 def fingerprint_of(env: dict) -> tuple[str, dict]:
-    from perfsuite.measure.env import comparable
-
     info = comparable(env)
     return hashlib.sha256(json.dumps(info, sort_keys=True, default=str).encode()).hexdigest()[:16], info
 

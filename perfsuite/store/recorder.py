@@ -21,6 +21,8 @@ from perfsuite.store.database import StoreError, StoreUnreachable, preflight
 from perfsuite.store.location import Location, parse
 from perfsuite.store.machine import Machine, this_machine
 from perfsuite.store.store import Store, new_run
+from perfsuite.measure import env
+from perfsuite.measure.env import collect_git
 
 # Waits between tries of a write the server did not answer (then the spool takes it).
 RETRY_WAITS_S = (0.5, 2.0)
@@ -32,8 +34,6 @@ SERVER_WRITE_TIMEOUT_S = 60.0
 
 def light_env() -> dict:
     """What identifies this machine's times (perfsuite.measure.env without the slow collectors)."""
-    from perfsuite.measure import env
-
     out: dict = {}
     for collect in (env.collect_python, env.collect_os, env.collect_host, env.collect_cpu, env.collect_torch):
         out.update(collect())
@@ -47,7 +47,6 @@ class Recorder:
                  machine: Machine | None = None, cwd: Path | None = None, batch: str | None = None,
                  shard: int | None = None, shards: int | None = None, commit: str | None = None,
                  sleep=time.sleep) -> None:
-        from perfsuite.measure.env import collect_git
 
         self.location, self.kind, self.sleep = location, kind, sleep
         self.machine = machine or this_machine(light_env())

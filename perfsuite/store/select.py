@@ -18,6 +18,7 @@ from pathlib import Path
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.record import Record
+from perfsuite.store.machine import machine_id
 
 PREFIX = "store:"
 KEYS = ("workload", "commit", "machine", "device", "since", "until", "run", "batch")
@@ -115,7 +116,6 @@ def filters(sel: dict, this_machine: str) -> dict:
 def load(text: str | os.PathLike, location=None) -> list[Record]:
     """The records a `store:` source names (see the module's docstring)."""
     from perfsuite.store.location import resolve
-    from perfsuite.store.machine import machine_id
     from perfsuite.store.store import Store
 
     sel = parse(str(text))

@@ -9,6 +9,7 @@ from typing import Callable
 
 from perfsuite.core.checks import CheckFailed
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core import registry
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,6 @@ class CheckResult:
 
 def checks_for(workload: str) -> list[tuple[str, Callable[[str], str]]]:
     """The named checks `workload` declares (its file's `checks=`), in declaration order."""
-    from perfsuite.core import registry
-
     return list((registry.get(workload).checks or {}).items())
 
 
@@ -36,7 +35,6 @@ def run_checks(workloads: list[str], device: str = "cpu",
     check that raises anything is a failure with that message: the step is not to be trusted."""
     import torch
 
-    from perfsuite.core import registry
 
     for w in workloads:
         registry.get(w)  # names the unknown workload

@@ -42,6 +42,16 @@ from typing import Any
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.storage.read import read_bytes as _read_bytes
+from perfsuite.core import registry
+from perfsuite.core.config import IN_PROCESS_BUILDS
+from perfsuite.core.config import MAX_WORKERS
+from perfsuite.core.config import RunConfig
+from perfsuite.core.params import expand_sweep
+from perfsuite.core.text import printable
+from perfsuite.core.workload import SIZES
+from perfsuite.measure.workers import worker_count
+from perfsuite.storage.read import read_yaml
+from perfsuite.suite.peak import PEAK_DTYPES
 
 TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "emulated_bf16", "suites", "others"}
 ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "processes", "vary", "precisions", "pairs", "steps"}
@@ -71,8 +81,6 @@ class Entry:
     processes: int | None = None  # kind run only: worker processes per case; None: RunConfig's default
 
     def cases(self) -> list[dict]:
-        from perfsuite.core.params import expand_sweep
-
         return expand_sweep(self.sweep)
 
 
@@ -93,8 +101,6 @@ def _err(path: str, what: str) -> ConfigError:
 
 
 def _shown(value: Any) -> str:
-    from perfsuite.core.text import printable
-
     text = repr(value)
     return printable(text if len(text) <= 60 else text[:57] + "...")
 
@@ -129,8 +135,6 @@ def _keys(mapping: dict, allowed: set[str], where: str) -> None:
 
 def parse_yaml(path: Path) -> Any:
     """The suite file's YAML: a regular file, duplicate keys and alias bombs refused."""
-    from perfsuite.storage.read import read_yaml
-
     return read_yaml(path)
 
 
@@ -138,7 +142,6 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
     """Parse and validate; `overrides` (from -p, key -> "v1,v2" as typed) replace the file's values
     in every entry whose workload has the parameter; one that no entry has is an error."""
     used: set[str] = set()
-    from perfsuite.core import registry
 
     path = Path(path)
     doc = parse_yaml(path)
@@ -271,9 +274,6 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
 def _others(value: Any, entries_raw: list) -> list[dict]:
     """`others: SIZE` or `others: {grid: SIZE, except: [names]}`: an entry for every registered
     workload no entry names, over the grid its file declares for SIZE (Workload.grid)."""
-    from perfsuite.core import registry
-    from perfsuite.core.workload import SIZES
-
     spec = {"grid": value} if isinstance(value, str) else value
     if not isinstance(spec, dict) or set(spec) - {"grid", "except"} or spec.get("grid") not in SIZES:
         raise _err("others", f"must be a size ({', '.join(SIZES)}) or {{grid: SIZE, except: [workloads]}}, "
@@ -305,7 +305,6 @@ def _count(value: Any, where: str, least: int) -> int:
 
 
 def _processes(value: Any, where: str) -> int | None:
-    from perfsuite.core.config import MAX_WORKERS
 
     if value is None:  # RunConfig's default: as many as the budget allows
         return None
@@ -317,8 +316,6 @@ def _processes(value: Any, where: str) -> int | None:
 
 def resolved_config(suite: Suite, device: str) -> dict:
     """What will be run, exactly: stored beside the records so a report can say it."""
-    from perfsuite.core import registry
-
     # `checks` too: one folder holds either numbers from checked steps or from unchecked ones.
     out = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device,
            "checks": suite.checks, **({"emulated_bf16": "skip"} if suite.skip_emulated_bf16 else {}), "entries": []}
@@ -394,11 +391,7 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     before it and the report after), with its cases, the bound its budgets set and its estimated
     overhead. Nothing is built or measured. Every case is counted, also those a machine will skip
     (world_size 2 on one GPU): the plan is for the machine that runs them all."""
-    from perfsuite.core import registry
-    from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
-    from perfsuite.measure.workers import worker_count
     from perfsuite.suite.checks import checks_for
-    from perfsuite.suite.peak import PEAK_DTYPES
 
     kind = _kind(suite.device)
     build = lambda w: PLAN_BUILD_S[kind].get(w, PLAN_BUILD_S[kind]["*"])  # noqa: E731

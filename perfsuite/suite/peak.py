@@ -23,6 +23,8 @@ from perfsuite.run.execute import run_cases
 from perfsuite.storage.files import atomic_write_text
 from perfsuite.storage.write import make_dir
 from perfsuite.workloads.base import BuiltStep, Workload
+from perfsuite.storage.files import document
+from perfsuite.storage.files import load_document
 
 # Big enough to leave caches and reach steady kernel throughput; small enough for 2 CPU cores.
 MATMUL_N = {"cpu": 2048, "cuda": 8192}
@@ -168,8 +170,6 @@ def _measure_one(case: Case, cfg: RunConfig, env: dict, device: str, what: str):
 
 def load_peaks(path: Path) -> dict:
     """Stored peaks by device key ({} when there is no file yet)."""
-    from perfsuite.storage.files import load_document
-
     if not path.exists():
         return {}
     try:
@@ -179,8 +179,6 @@ def load_peaks(path: Path) -> dict:
 
 
 def save_peak(path: Path, peak: dict) -> None:
-    from perfsuite.storage.files import document
-
     peaks = load_peaks(path)
     peaks[peak["device_key"]] = peak
     make_dir(path.parent, "--peak-file folder")

@@ -16,6 +16,26 @@ from pathlib import Path
 
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.suite.file import Suite, config_digest, resolved_config
+from perfsuite.compare.amp import Amp
+from perfsuite.compare.pair import Pair
+from perfsuite.core import documents
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import RecordError
+from perfsuite.measure.env import fingerprint
+from perfsuite.run.execute import Case
+from perfsuite.run.execute import Events
+from perfsuite.run.execute import RECORDS
+from perfsuite.storage.files import DocumentWriter
+from perfsuite.storage.files import ResultsWriter
+from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.files import document
+from perfsuite.storage.files import versioned
+from perfsuite.storage.files import writable_dir
+from perfsuite.storage.read import read_json
+from perfsuite.storage.write import open_lock
+from perfsuite.store.shards import in_shard
+from perfsuite.suite.peak import peak_for
 
 
 @dataclass
@@ -31,11 +51,6 @@ class SuiteOutcome:
 
 def prepare_output(out: Path, config: dict) -> None:
     """Create `out`, refuse an unwritable one, and refuse to mix two configurations in one."""
-    from perfsuite.core import documents
-    from perfsuite.core.errors import RecordError
-    from perfsuite.storage.files import atomic_write_text, versioned, writable_dir
-    from perfsuite.storage.read import read_json
-
     writable_dir(out, "output directory")
 
     cfg_path = out / "run-config.json"
@@ -58,10 +73,6 @@ def prepare_output(out: Path, config: dict) -> None:
 
 def entry_measure(e):
     """What one case of entry `e` measures: a record, a pair or a precision comparison."""
-    from perfsuite.compare.amp import Amp
-    from perfsuite.compare.pair import Pair
-    from perfsuite.run.execute import RECORDS
-
     if e.kind == "pair":
         return Pair(e.vary[0], e.vary[1][0], e.vary[1][1])
     if e.kind == "amp":
@@ -82,9 +93,7 @@ def check_cases(suite: Suite, device: str) -> dict[tuple, str]:
     """Every case of every entry checked before any runs: bad parameters are errors naming the
     entry; cases the device cannot run (and, with `emulated_bf16: skip`, bf16 cases on a CPU that
     only emulates bf16) are returned with their reason (skipped, not failed)."""
-    from perfsuite.core import registry
     from perfsuite.measure.env import cpu_native_bf16
-    from perfsuite.run.execute import Case
 
     unsupported = {}
     emulated_bf16 = suite.skip_emulated_bf16 and device == "cpu" and cpu_native_bf16() is False
@@ -110,7 +119,6 @@ def lock_output(out: Path):
     kernel releases whenever this process ends, however it ends: no stale locks."""
     import fcntl
 
-    from perfsuite.storage.write import open_lock
 
     fd = open_lock(out / ".lock")  # a planted symlink is refused, never followed
     try:
@@ -124,7 +132,6 @@ def lock_output(out: Path):
 
 class SuiteEvents:
     """What a front-end hears about a suite beyond its cases; the default hears nothing."""
-
     def checks_started(self, workloads: list[str]) -> None: ...
 
     def check_done(self, result) -> None: ...
@@ -135,8 +142,6 @@ class SuiteEvents:
 
     def case_events(self, entry: str):
         """The perfsuite.run.execute.Events of one entry's cases."""
-        from perfsuite.run.execute import Events
-
         return Events()
 
 
@@ -145,7 +150,6 @@ def run_checks_first(suite: Suite, device: str, events: SuiteEvents, out: Path) 
     wrong step is worse than none. Written to `out/checks.json`; returns {workload: why it is
     not timed} for every workload with a failed check, and how many checks failed."""
     from perfsuite.suite.checks import checks_for, run_checks
-    from perfsuite.storage.files import atomic_write_text, document
 
     names = sorted({e.workload for e in suite.entries if checks_for(e.workload)})
     if not suite.checks or not names:
@@ -197,13 +201,7 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
     """One loop for every kind of entry: the entry's writer (a results file for `run`, a versioned
     document for `pair` and `amp`) says which cases are done or failed before, the rest are
     measured by run_cases, and a case that fails is that case's recorded failure (exit 3)."""
-    from perfsuite.core import registry
-    from perfsuite.core.config import RunConfig
-    from perfsuite.measure.env import fingerprint
     from perfsuite.run.execute import Case, run_cases
-    from perfsuite.suite.peak import peak_for
-    from perfsuite.storage.files import ResultsWriter
-    from perfsuite.store.shards import in_shard
 
     env = fingerprint(device=device)
     peak = peak_for(peak_file, env, device) if peak_file else None
@@ -258,9 +256,6 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
 def _resume_document(path: Path, kind: str, run_info: dict):
     """The writer of a pair/amp entry, holding the finished cases of an earlier, interrupted run
     of the same suite."""
-    from perfsuite.core.errors import RecordError
-    from perfsuite.storage.files import DocumentWriter
-
     try:
         return DocumentWriter.resume(path, kind, run_info)
     except RecordError as exc:

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.training.step import make_train_step
 
 
 class ScalerDiverged(PerfsuiteError):
@@ -42,8 +43,6 @@ def losses_at_applied_steps(setup, steps: int, label: str) -> AppliedLosses:
     A skip is read from the scale, as GradScaler.update defines it: halved exactly when an inf/NaN
     was found and the step skipped (it only grows otherwise). This reads the device after every
     step, which is fine here: nothing is timed."""
-    from perfsuite.training.step import make_train_step
-
     scaler = setup.parts.precision.scaler
     bound = max_skips(scaler)
     step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.storage import write
 
 FORMAT = "perfsuite.checkpoint"
 # 1: RNG states as tensors (moved by map_location: CUDA states could not be restored on CUDA)
@@ -120,7 +121,6 @@ def save_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
         "best_metric": progress.best_metric,
         "rng": _rng_state(_cuda_index(model)),
     }
-    from perfsuite.storage import write
 
     write.make_dir(path.parent, "checkpoint folder")
     with write.atomic(path) as f:  # temporary file, fsync, rename; a symlink there is refused
@@ -169,7 +169,6 @@ def load_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
 
 class EarlyStopping:
     """Tracks the best metric and says when `patience` evaluations passed without improvement."""
-
     def __init__(self, patience: int, mode: str = "min", min_delta: float = 0.0) -> None:
         if patience < 1:
             raise ValueError(f"patience must be >= 1, got {patience}")

@@ -27,6 +27,15 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from perfsuite.core.checks import CheckFailed, need
+from perfsuite.training.applied import ScalerDiverged
+from perfsuite.training.applied import final_loss
+from perfsuite.training.applied import losses_at_applied_steps
+from perfsuite.training.checkpoint import EarlyStopping
+from perfsuite.training.checkpoint import Progress
+from perfsuite.training.checkpoint import load_checkpoint
+from perfsuite.training.checkpoint import save_checkpoint
+from perfsuite.training.setup import train_losses
+from perfsuite.training.setup import training_setup
 
 @dataclass(frozen=True)
 class TrainingCase:
@@ -53,9 +62,6 @@ def amp_loss_agreement(case: TrainingCase, device: str = "cpu", steps: int | Non
     """fp32 and the low precision (`low`: fp16 on CUDA, bf16 elsewhere) train from the same
     initial weights on the same batch; their final losses (mean of the last 5) after the same
     number of *applied* optimiser steps must be within `tolerance`."""
-    from perfsuite.training.applied import ScalerDiverged, final_loss, losses_at_applied_steps
-    from perfsuite.training.setup import training_setup
-
     workload, params = case.workload, case.params
     steps = steps or case.amp_steps
     low = low or ("fp16" if device.startswith("cuda") else "bf16")
@@ -85,7 +91,6 @@ def _noisy_losses(setup, start: int, stop: int) -> list[float]:
     is restored as well."""
     import torch
 
-    from perfsuite.training.setup import train_losses
 
     out = []
     for i in range(start, stop):
@@ -183,8 +188,6 @@ def _resume(case: TrainingCase, device: str, steps: int | None, folder: Path | N
             nondeterministic: Callable[[], list[str]]) -> str:
     import torch
 
-    from perfsuite.training.checkpoint import Progress, load_checkpoint, save_checkpoint
-    from perfsuite.training.setup import training_setup
 
     workload, params = case.workload, case.params
     steps = steps or case.resume_steps
@@ -240,8 +243,6 @@ def early_stopping(case: TrainingCase, device: str = "cpu", metric=SCRIPTED_METR
     Training must stop after EXPECT_STOP, and the saved checkpoint must hold EXPECT_BEST's weights."""
     import torch
 
-    from perfsuite.training.checkpoint import EarlyStopping, Progress, load_checkpoint, save_checkpoint
-    from perfsuite.training.setup import train_losses, training_setup
 
     setup = training_setup(case.workload, case.params, device, seed=0)
     es = EarlyStopping(patience=PATIENCE, mode="min")

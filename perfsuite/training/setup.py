@@ -8,6 +8,10 @@ from typing import Any, Callable, Mapping
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.training.step import TrainParts
+from perfsuite.core import registry
+from perfsuite.data.cifar import synthetic_cifar10
+from perfsuite.data.cifar import to_tensors
+from perfsuite.training.step import make_train_step
 
 
 @dataclass
@@ -19,8 +23,6 @@ class TrainingSetup:
 
 def synthetic_batches(batch_size: int, device: str, autoencoder: bool, channels_last: bool = False):
     """i -> (x, y): CIFAR-10-shaped batch i, the same on every run (an autoencoder's target is x)."""
-    from perfsuite.data.cifar import synthetic_cifar10, to_tensors
-
     def batch(i: int):
         images, labels = synthetic_cifar10(batch_size, seed=1000 + i)
         x, y = to_tensors(images, labels, device, normalize=not autoencoder, channels_last=channels_last)
@@ -36,7 +38,6 @@ def training_setup(workload: str, params: Mapping[str, Any], device: str, seed: 
     parts (its `trainer`): this module imports no concrete workload."""
     import torch
 
-    from perfsuite.core import registry
 
     w = registry.get(workload)
     if w.trainer is None:
@@ -58,8 +59,6 @@ def training_setup(workload: str, params: Mapping[str, Any], device: str, seed: 
 def train_losses(setup: TrainingSetup, start: int, stop: int, fixed_batch: bool = False) -> list[float]:
     """Run steps start..stop-1, step i on batch i (or all on batch 0); the losses, read after
     each step (this is not a timed loop)."""
-    from perfsuite.training.step import make_train_step
-
     losses = []
     for i in range(start, stop):
         x, y = setup.batch(0 if fixed_batch else i)

@@ -24,6 +24,8 @@ from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
 from perfsuite.workloads.base import DTYPES, BuiltStep, torch_dtype
+from perfsuite.distributed.launch import check_world
+from perfsuite.distributed.rank import current
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 MIN_BYTES, MAX_BYTES = 1 << 10, 1 << 30
@@ -39,8 +41,6 @@ def bus_factor(op: str, n: int) -> float:
 
 
 def check(params: Mapping[str, Any], device: str) -> None:
-    from perfsuite.distributed.launch import check_world
-
     check_world(params, device)
 
 
@@ -49,7 +49,6 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     import torch
     import torch.distributed as dist
 
-    from perfsuite.distributed.rank import current
 
     ctx = current()
     n, op = ctx.world_size, params["op"]

@@ -27,6 +27,10 @@ from perfsuite.training.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.step import TrainParts, make_train_step
 from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes
+from perfsuite.data.cifar import load_batch
+from perfsuite.training.mar import mar_at_k
+from perfsuite.training.setup import TrainingSetup
+from perfsuite.training.setup import synthetic_batches
 
 SIZES = ("ci", "cpu", "gpu")
 PRESETS = {"ci": {"batch_size": 64, "val_size": 256, "batches": 2},
@@ -61,7 +65,6 @@ def build_model(variant: str):
 class HostBatch:
     """A batch in pinned host memory (pinned only where CUDA can use it) and its device buffer:
     `copy()` is the host-to-device transfer a training loop does for every batch."""
-
     def __init__(self, images, labels, device: str) -> None:
         import torch
 
@@ -99,8 +102,6 @@ def build_parts(params: Mapping[str, Any], device: str) -> TrainParts:
 def training(params: Mapping[str, Any], device: str):
     """The parts of the step `build` times, with generated batches (the AMP comparison,
     profile-step, trace and the checks build from this)."""
-    from perfsuite.training.setup import TrainingSetup, synthetic_batches
-
     parts = build_parts(params, device)
     model = parts.model
 
@@ -150,7 +151,6 @@ def validation_pass(model, images, labels, annotator: Annotator, k: int = 5, hos
     import torch
     from torchvision.utils import make_grid, save_image
 
-    from perfsuite.training.mar import mar_at_k
 
     autocast = precision.autocast if precision is not None else contextlib.nullcontext
     with annotator.range("Validation", "validation"), torch.no_grad():
@@ -179,7 +179,6 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     from pathlib import Path
 
 
-    from perfsuite.data.cifar import load_batch
 
     check(params, device)
     setup = training(params, device)

@@ -11,6 +11,7 @@ from typing import Callable
 
 from perfsuite.core.workload import Builder, BuiltStep, Checker, Workload  # noqa: F401 (re-export)
 from perfsuite.measure.flops import count_flops  # noqa: F401 (re-export for the workload modules)
+from perfsuite.measure.saved import saved_tensor_bytes
 
 DTYPES = ("fp32", "bf16", "fp16")
 
@@ -25,7 +26,5 @@ def training_bytes(model, step: Callable[[], object]) -> float:
     """Estimated memory traffic of one training step (see perfsuite/roofline/cpu.py): parameters
     read, gradients written, one optimiser state read and written (4 x parameter bytes), and
     the activations saved for backward written and read back (2 x saved bytes)."""
-    from perfsuite.measure.saved import saved_tensor_bytes
-
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     return float(4 * params + 2 * saved_tensor_bytes(step))

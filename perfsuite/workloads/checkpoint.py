@@ -10,12 +10,15 @@ from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
 from perfsuite.workloads.base import BuiltStep, Workload
+from perfsuite.training.checkpoint import Progress
+from perfsuite.training.checkpoint import load_checkpoint
+from perfsuite.training.checkpoint import save_checkpoint
+from perfsuite.training.checks import resume_bit_exact
+from perfsuite.workloads import resnet
+from perfsuite.workloads.resnet import TRAINING_CHECKS
 
 
 def build(params: Mapping[str, Any], device: str) -> BuiltStep:
-    from perfsuite.training.checkpoint import Progress, load_checkpoint, save_checkpoint
-    from perfsuite.workloads import resnet
-
     parts = resnet.build_parts({"model": params["model"], "stem": "torchvision", "channels_last": False,
                                 "precision": "fp32"}, device)
     tmpdir = tempfile.TemporaryDirectory(prefix="perfsuite-ckpt-")
@@ -42,9 +45,6 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 
 def resume_check(device: str) -> str:
     """Its step saves and loads a ResNet's training state: resuming from it must be bit-exact."""
-    from perfsuite.training.checks import resume_bit_exact
-    from perfsuite.workloads.resnet import TRAINING_CHECKS
-
     return resume_bit_exact(TRAINING_CHECKS, device)
 
 

@@ -13,6 +13,11 @@ from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
 from perfsuite.workloads.base import BuiltStep, Workload
+from perfsuite.data.imagefolder import GENERATED
+from perfsuite.data.imagefolder import ImageFolderDataset
+from perfsuite.data.imagefolder import generated_folder
+from perfsuite.data.imagefolder import train_transform
+from perfsuite.workloads.dataloader_report import section
 
 CACHE_DIR = Path.home() / ".cache" / "perfsuite" / "datasets"
 PRESETS = {"ci": {"batch_size": 64, "images": 512}, "cpu": {"batch_size": 128, "images": 2560},
@@ -20,8 +25,6 @@ PRESETS = {"ci": {"batch_size": 64, "images": 512}, "cpu": {"batch_size": 128, "
 
 
 def dataset_root(params: Mapping[str, Any]) -> Path:
-    from perfsuite.data.imagefolder import GENERATED, generated_folder
-
     name = params["dataset"]
     if name in GENERATED:
         count = params["images"] if name == "cifar-like" else min(params["images"], GENERATED[name].count)
@@ -44,7 +47,6 @@ def check(params: Mapping[str, Any], device: str) -> None:
 def make_loader(params: Mapping[str, Any], device: str):
     import torch
 
-    from perfsuite.data.imagefolder import ImageFolderDataset, train_transform
 
     root = dataset_root(params)
     ds = ImageFolderDataset(root)
@@ -142,7 +144,6 @@ def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
     throughput against workers (perfsuite/workloads/dataloader_report.py)."""
     if len(records) < 2:
         return []
-    from perfsuite.workloads.dataloader_report import section
 
     return section(records, out_dir)
 

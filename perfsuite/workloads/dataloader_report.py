@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from perfsuite.core.record import Record
+from perfsuite.storage.write import save_figure
 
 KNEE_FRACTION = 0.95  # "within 5% of the best throughput"
 
@@ -47,7 +48,6 @@ def throughput_vs_workers(records: list[Record], path: Path) -> Path:
     ax.set_title("DataLoader throughput")
     ax.legend()
     ax.grid(alpha=0.3)
-    from perfsuite.storage.write import save_figure
 
     save_figure(fig, path, dpi=110, bbox_inches="tight")
     return path

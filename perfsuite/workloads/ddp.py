@@ -26,6 +26,10 @@ from perfsuite.core.record import Work
 from perfsuite.core.registry import register
 from perfsuite.training.precision import PRECISIONS, check_precision
 from perfsuite.workloads.base import BuiltStep, count_flops, training_bytes
+from perfsuite.distributed.launch import check_world
+from perfsuite.distributed.rank import current
+from perfsuite.training.setup import training_setup
+from perfsuite.training.step import make_train_step
 
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -43,7 +47,6 @@ def _bucket_view(ddp) -> dict:
 
 
 def check(params: Mapping[str, Any], device: str) -> None:
-    from perfsuite.distributed.launch import check_world
 
     model, variant = params["model"], params["variant"]
     if variant and variant not in MODELS[model]:
@@ -55,10 +58,6 @@ def check(params: Mapping[str, Any], device: str) -> None:
 
 def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     """Runs on every rank (perfsuite.distributed.rank), inside the rank's process group."""
-    from perfsuite.distributed.rank import current
-    from perfsuite.training.setup import training_setup
-    from perfsuite.training.step import make_train_step
-
     ctx = current()
     model = params["model"]
     setup = training_setup(model, sub_params(params), ctx.device)

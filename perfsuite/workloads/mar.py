@@ -9,12 +9,12 @@ from perfsuite.core.record import Work
 from perfsuite.core.registry import register
 from perfsuite.core.checks import need
 from perfsuite.workloads.base import BuiltStep, Workload
+from perfsuite.training.mar import mar_at_k
 
 
 def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     import torch
 
-    from perfsuite.training.mar import mar_at_k
 
     gen = torch.Generator().manual_seed(0)
     n, dim = params["n"], params["dim"]
@@ -33,7 +33,6 @@ def mar_perfect_and_example(device: str = "cpu") -> str:
     """MAR@k is 1 for codes that cluster perfectly by class, and about chance for random ones."""
     import torch
 
-    from perfsuite.training.mar import mar_at_k
 
     # Ten classes of 100 codes, each class its own direction: every neighbour shares the class.
     labels = torch.arange(10).repeat_interleave(100)

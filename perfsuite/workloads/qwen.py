@@ -24,6 +24,12 @@ from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.registry import register
 from perfsuite.workloads.base import BuiltStep, Workload, torch_dtype
+from perfsuite.llm.data import generated_texts
+from perfsuite.llm.data import read_csv
+from perfsuite.llm.model import build_model
+from perfsuite.llm.model import forward_flops
+from perfsuite.llm.tokenizer import tokenizer_for
+from perfsuite.workloads.qwen_report import section
 
 PRESETS = {"ci": {"batch_size": 4, "samples": 32}, "cpu": {"batch_size": 8, "samples": 256},
            "gpu": {"batch_size": 32, "samples": 4096}}
@@ -60,9 +66,6 @@ def _tokenize(tok, texts, params):
 def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     import torch
 
-    from perfsuite.llm.data import generated_texts, read_csv
-    from perfsuite.llm.model import build_model, forward_flops
-    from perfsuite.llm.tokenizer import tokenizer_for
 
     check(params, device)
     tok = tokenizer_for(params["model"])
@@ -168,8 +171,6 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
     """The inference study's section: optimal batch size within --latency-bound, the bottleneck,
     six panels, a heatmap and qwen-sweep.json/.csv (perfsuite/workloads/qwen_report.py)."""
-    from perfsuite.workloads.qwen_report import section
-
     return section(records, out_dir, options.get("latency_bound_ms"))
 
 

@@ -8,6 +8,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from perfsuite.core.record import Record
+from perfsuite.measure.percall import timed_tail
+from perfsuite.stats import summary as stats
+from perfsuite.storage.write import save_figure
 
 COLUMNS = ("batch_size", "dtype", "shape", "latency_batch_ms", "latency_p90_ms", "latency_p99_ms",
            "latency_sample_ms", "samples_per_s", "batches_per_s", "tokens_per_s", "peak_mem_mb",
@@ -19,8 +22,6 @@ def latencies(r: Record) -> tuple[list[float], str, str]:
     """(seconds per batch, protocol, where they come from). The fixed protocol's own runs when
     the case asked for it; else the per-batch times of the timed region; else the runner's
     samples, which are per batch only when its blocks held one call."""
-    from perfsuite.measure.percall import timed_tail
-
     proto = r.extra.get("protocol") or {"name": "adaptive"}
     if proto.get("name") == "fixed" and proto.get("latencies_s"):
         return list(proto["latencies_s"]), f"fixed {proto['warmup_runs']}+{proto['runs']}", "per-batch"
@@ -31,8 +32,6 @@ def latencies(r: Record) -> tuple[list[float], str, str]:
 
 
 def row(r: Record) -> dict:
-    from perfsuite.stats import summary as stats
-
     p, e = r.params, r.extra
     lat, protocol, source = latencies(r)
     med = stats.median(lat)
@@ -119,7 +118,6 @@ def six_panels(rows: list[dict], path: Path) -> Path:
     axes.flat[0].legend()
     fig.suptitle("Qwen2 classifier: batch-size sweep (memory: CUDA peak allocated, or process peak RSS on CPU)")
     fig.subplots_adjust(hspace=0.45, wspace=0.3)
-    from perfsuite.storage.write import save_figure
 
     save_figure(fig, path, dpi=100, bbox_inches="tight")
     return path
@@ -148,7 +146,6 @@ def heatmap(rows: list[dict], path: Path) -> Path:
             ax.text(j, i, f"{m[i, j]:.3g}", ha="center", va="center", color="w" if norm[i, j] < 0.5 else "k",
                     fontsize=7)
     ax.set_title("metrics, each column scaled to its own min..max")
-    from perfsuite.storage.write import save_figure
 
     save_figure(fig, path, dpi=100, bbox_inches="tight")
     return path

@@ -13,6 +13,9 @@ from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.schedule import sgd_nesterov_with_schedule
 from perfsuite.training.step import TrainParts, compiled_forward, make_train_step
 from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes
+from perfsuite.data.cifar import load_batch
+from perfsuite.training.setup import TrainingSetup
+from perfsuite.training.setup import synthetic_batches
 
 SIZES = ("ci", "cpu", "gpu")
 # ci: a step well under 100 ms on 2 CPU cores; gpu: the seed's batch.
@@ -52,8 +55,6 @@ def build_parts(params: Mapping[str, Any], device: str) -> TrainParts:
 def training(params: Mapping[str, Any], device: str):
     """The parts of the step `build` times, with generated CIFAR-10-shaped batches (the AMP
     comparison, profile-step, trace and the checks build from this)."""
-    from perfsuite.training.setup import TrainingSetup, synthetic_batches
-
     parts = build_parts(params, device)
     return TrainingSetup(parts, parts.model,
                          synthetic_batches(params["batch_size"], device, False, params["channels_last"]))
@@ -74,8 +75,6 @@ def check(params: Mapping[str, Any], device: str) -> None:
 
 
 def build(params: Mapping[str, Any], device: str) -> BuiltStep:
-    from perfsuite.data.cifar import load_batch
-
     check(params, device)
     parts = build_parts(params, device)
     x, y = load_batch(params["data"], params["batch_size"], device, channels_last=params["channels_last"])
