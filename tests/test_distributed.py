@@ -140,7 +140,7 @@ def test_a_ddp_sweep_gives_one_record_per_case_with_ranks_scaling_and_comm_share
     ddp = registry.get("ddp")
     cases = [Case(ddp, {"model": "autoencoder", "batch_size": 8, "world_size": w}) for w in (1, 2)]
     writer = ResultsWriter(tmp_path / "ddp.json")
-    out = run_cases(cases, RunConfig(max_time=0.4), "cpu", writer=writer)
+    out = run_cases(cases, RunConfig(max_time=0.4), "cpu", outputs=(writer,))
     assert out.failures == [] and len(out.records) == 2
     one, two = load_records(tmp_path / "ddp.json")  # as stored, read back
     e = two.extra

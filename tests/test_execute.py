@@ -36,7 +36,7 @@ CFG = RunConfig(max_time=0.5)
 def _run(cases, tmp_path, events=None):
     writer = ResultsWriter(tmp_path / "out.json")
     clock = FakeClock(step_s=1e-3, seed=0)
-    return writer, run_cases(cases, CFG, "cpu", writer=writer, env={}, events=events, clock=clock)
+    return writer, run_cases(cases, CFG, "cpu", outputs=(writer,), env={}, events=events, clock=clock)
 
 
 @pytest.mark.slow

@@ -152,7 +152,7 @@ def test_roof_sources_in_order_and_a_pipe_without_roof_is_not_judged():
 
 
 def test_roofs_from_this_gpus_peak_file(tmp_path, capsys):
-    from perfsuite.suite.peak import save_peak
+    from perfsuite.storage.peaks import save_peak
 
     entry = {"flops_per_s": {"fp32": 5e13, "tf32": 3e14, "bf16": 6e14, "fp16": 7e14}, "bytes_per_s": 3e12}
     peaks = {"cuda|NVIDIA H100 80GB HBM3": entry, "cpu|Some CPU|threads=2": {"flops_per_s": {"fp32": 1e11}}}

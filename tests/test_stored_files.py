@@ -19,7 +19,7 @@ import perfsuite
 from perfsuite.compare.amp import AmpComparison
 from perfsuite.compare.gate import GateVerdict
 from perfsuite.compare.pair import PairResult
-from perfsuite.suite.peak import load_peaks
+from perfsuite.storage.peaks import load_peaks
 from perfsuite.storage.files import load_document
 
 STORED = Path(__file__).parent / "data" / "stored"

@@ -105,7 +105,7 @@ def test_the_budget_is_spread_over_the_workers(fork):
 def test_a_worker_failure_is_the_cases_failure_and_the_run_goes_on(fork, tmp_path, x, kind, message):
     writer = ResultsWriter(tmp_path / "out.json")
     out = run_cases([Case(TOY, {"x": x}), Case(TOY, {"x": 1})], RunConfig(max_time=0.2, processes=2), "cpu",
-                    writer=writer, env={}, clock=FakeClock(step_s=1e-3, seed=0))
+                    outputs=(writer,), env={}, clock=FakeClock(step_s=1e-3, seed=0))
     (failure,) = out.failures
     assert failure["kind"] == kind and message in failure["error"] and failure["params"] == {"x": x}
     assert [r.params["x"] for r in out.records] == [1] and len(load_records(tmp_path / "out.json")) == 1

@@ -18,7 +18,7 @@ from perfsuite.storage.files import DocumentWriter
 
 def cmd_amp(args, console) -> int:
     from perfsuite.core.config import RunConfig, resolve_device
-    from perfsuite.run.execute import Case, Events, run_cases
+    from perfsuite.run.execute import Case, Events, run_cases, runnable
 
     workload = registry.get(args.workload)
     if workload.trainer is None:  # the comparison trains from the workload's declared trainer
@@ -37,8 +37,7 @@ def cmd_amp(args, console) -> int:
     device = resolve_device(args.device)
     case = Case(workload, given)
     measure = Amp(precisions[0], precisions[1], pairs=args.pairs, steps=args.steps, loss_tolerance=args.loss_tol)
-    for variant in measure.variants(case):
-        workload.check(variant, device)
+    runnable([case], device, measure)
     writer = DocumentWriter(args.out, "amp") if args.out is not None else None
     console.print(f"{workload.name} {given or ''} on {device}: {precisions[0]} vs {precisions[1]}, "
                   f"up to {args.pairs} interleaved pairs in {args.max_time:g}s, {args.steps}-step loss check",
@@ -59,7 +58,7 @@ def cmd_amp(args, console) -> int:
 
     try:
         out = run_cases([case], RunConfig(device=device, max_time=args.max_time), device, measure=measure,
-                        writer=writer, events=Show(), store=args.recorder)
+                        outputs=(writer, args.recorder), events=Show())
     finally:
         if writer is not None:
             writer.discard_if_empty()

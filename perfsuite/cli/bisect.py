@@ -28,6 +28,8 @@ from perfsuite.storage.files import atomic_write_text
 from perfsuite.storage.files import document
 from perfsuite.storage.files import load_document
 from perfsuite.storage.files import writable_dir
+from perfsuite.core.case import Case
+from perfsuite.run.execute import runnable
 
 
 def bisect_command(args, console) -> int:
@@ -39,7 +41,7 @@ def bisect_command(args, console) -> int:
     params = w.resolve(single_values(args.param, w))
     device = resolve_device(args.device)
     args.threads = RunConfig(threads=args.threads).threads_on(device)  # 1 on the CPU, as the gate
-    w.check(params, device)
+    runnable([Case(w, params)], device)
     direction, change = (-1, "faster") if args.faster else (1, "slower")
     with revisions.Revisions(w, args.workloads_from) as revs:
         good = revisions.resolve_commit(args.good, revs.repo, "--good")

@@ -110,7 +110,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
 
         measure = g.SelfCheck(args.slowdown, args.trials, args.threshold, args.builds, clock)
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
-                        events=_GateEvents(console, show), store=args.recorder)
+                        events=_GateEvents(console, show), outputs=(args.recorder,))
         if args.json:
             atomic_write_text(args.json, document("gate-selfcheck", out.records, out.failures))
         return _ended(out, 0)

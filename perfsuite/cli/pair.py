@@ -15,7 +15,7 @@ def pair_command(args, console) -> int:
     """`perfsuite pair`: each case's time ratio A/B with its CI, written case by case with --out;
     a case that fails is recorded with its reason and the rest go on (exit 3)."""
     from perfsuite.core.config import RunConfig, resolve_device
-    from perfsuite.run.execute import Case, run_cases
+    from perfsuite.run.execute import Case, run_cases, runnable
 
     w = registry.get(args.workload)
     varied = parse_assignments([args.vary], w.params, w.name)
@@ -28,14 +28,12 @@ def pair_command(args, console) -> int:
     device = resolve_device(args.device)
     cases = [Case(w, c) for c in expand_sweep(sweep)]
     measure = Pair(key, values[0], values[1])
-    for case in cases:  # bad values are errors before the --out file is claimed
-        for variant in measure.variants(case):
-            w.check(variant, device)
+    runnable(cases, device, measure)  # bad values are errors before the --out file is claimed
     # Claimed before measuring: an existing file is refused, and no finished pair is thrown away.
     writer = DocumentWriter(args.out, "pair") if args.out is not None else None
     try:
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
-                        writer=writer, events=_EntryEvents(console, w.name), store=args.recorder)
+                        outputs=(writer, args.recorder), events=_EntryEvents(console, w.name))
     finally:
         if writer is not None:
             writer.discard_if_empty()

@@ -12,7 +12,7 @@ from perfsuite.measure.system import parse_cpus
 DEFAULT_RESULTS_DIR = Path("results")
 
 
-DEFAULT_PEAK_FILE = Path.home() / ".cache" / "perfsuite" / "peak.json"
+from perfsuite.storage.peaks import DEFAULT_PEAK_FILE
 
 
 def _positive_float(name: str):

@@ -7,10 +7,10 @@ from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.units import fmt_rate
 from perfsuite.measure.env import fingerprint
 from perfsuite.storage.files import writable_dir
-from perfsuite.suite.peak import load_peaks
+from perfsuite.storage.peaks import load_peaks
 from perfsuite.suite.peak import measure_peak
 from perfsuite.suite.peak import roofs
-from perfsuite.suite.peak import save_peak
+from perfsuite.storage.peaks import save_peak
 
 
 def cmd_peak(args, console) -> int:

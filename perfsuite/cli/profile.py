@@ -18,6 +18,8 @@ from perfsuite.storage.files import versioned
 from perfsuite.storage.files import writable_dir
 from perfsuite.training.setup import training_setup
 from perfsuite.training.step import make_train_step
+from perfsuite.core.case import Case
+from perfsuite.run.execute import runnable
 
 
 def profile_step_command(args, console) -> int:
@@ -30,7 +32,7 @@ def profile_step_command(args, console) -> int:
     w = registry.get(args.workload)
     params = single_values(args.param, w)
     device = resolve_device(args.device)
-    w.check(params, device)
+    runnable([Case(w, params)], device)
     k = args.warmup_iters if args.profile_iter is None else args.profile_iter
     if args.warmup_iters < 0 or k < args.warmup_iters:
         raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")
@@ -73,7 +75,7 @@ def trace_command(args, console) -> int:
     if min(args.wait, args.warmup) < 0 or not 1 <= args.active <= 10:
         raise PerfsuiteError("--wait and --warmup must be >= 0, --active between 1 and 10")
     device = resolve_device(args.device)
-    w.check(params, device)
+    runnable([Case(w, params)], device)
     label = f"{w.name}[{','.join(f'{k}={v}' for k, v in w.resolve(params).items())}]"
     if w.trainer is not None:  # a training workload: its phases are marked
         from perfsuite.training.setup import training_setup

@@ -23,7 +23,7 @@ from perfsuite.roofline.summary import summary_csv
 from perfsuite.storage.files import atomic_write_text
 from perfsuite.storage.files import load_many
 from perfsuite.storage.files import load_records
-from perfsuite.suite.peak import load_peaks
+from perfsuite.storage.peaks import load_peaks
 
 
 def roofline_command(args, console) -> int:

@@ -20,7 +20,7 @@ from perfsuite.storage.files import new_results_path
 from perfsuite.suite.file import SAFE_NAME
 from perfsuite.suite.file import load_suite
 from perfsuite.suite.file import shipped_suites_dir
-from perfsuite.suite.peak import peak_for
+from perfsuite.storage.peaks import peak_for
 from perfsuite.suite.run import run_suite
 
 
@@ -136,7 +136,7 @@ def cmd_run(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from perfsuite.core.config import resolve_device
-    from perfsuite.run.execute import Case, check_cases, run_cases
+    from perfsuite.run.execute import Case, run_cases, runnable
 
     if args.config or args.suite:
         return _run_suite(args, console)
@@ -154,8 +154,7 @@ def cmd_run(args, console) -> int:
     _check_pinning(cfg.cpus)
     # Bad parameters stop here, before anything is measured or written; so does a case asked for
     # by name that this device cannot run (a suite skips those instead).
-    for i, reason in check_cases(cases, device).items():
-        raise PerfsuiteError(f"{cases[i].label}: {reason}")
+    runnable(cases, device)
     env = fingerprint(device=device)
     peak = peak_for(args.peak_file, env, device)
     path = args.out or new_results_path(args.results_dir, workload.name)
@@ -168,8 +167,8 @@ def cmd_run(args, console) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:
         try:
-            out = run_cases(cases, cfg, device, writer=writer, env=env, peak=peak, trace_dir=args.trace,
-                            machine_log=args.machine_log, store=args.recorder,
+            out = run_cases(cases, cfg, device, outputs=(writer, args.recorder), env=env, peak=peak,
+                            trace_dir=args.trace, machine_log=args.machine_log,
                             events=ConsoleEvents(console, len(cases), progress))
         except BaseException:
             if not writer.records and not writer.failures:

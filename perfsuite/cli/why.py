@@ -18,6 +18,8 @@ from perfsuite.core.params import single_values
 from perfsuite.storage.files import atomic_write_text
 from perfsuite.storage.files import document
 from perfsuite.storage.files import writable_dir
+from perfsuite.core.case import Case
+from perfsuite.run.execute import runnable
 
 
 def why_command(args, console) -> int:
@@ -37,12 +39,11 @@ def why_command(args, console) -> int:
             raise ConfigError(f"--vary expects exactly two values of {key!r}, got {len(values)}")
         if key in params:
             raise ConfigError(f"parameter {key!r} is given both by --vary and -p")
-        for v in values:
-            w.check({**params, key: v}, device)
+        runnable([Case(w, {**params, key: v}) for v in values], device)
         with console.status(f"{w.name}: two side processes, {args.rounds} profiler windows each, then timed pairs"):
             result = why_vary(w, params, key, values[0], values[1], device, **kw)
     else:
-        w.check(params, device)
+        runnable([Case(w, params)], device)
         with console.status(f"{w.name}: checking out {args.base_ref}, two side processes, {args.rounds} profiler "
                             "windows each, then timed pairs"):
             result = why_revision(w, params, args.base_ref, device, args.workloads_from, **kw)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from perfsuite.core.config import RunConfig
 from perfsuite.core.record import case_key
@@ -65,3 +65,11 @@ class Context:
     machine_log: Path | None = None
 
 
+class Output(Protocol):
+    """Where a road's results go as each case ends (perfsuite.run.execute.run_cases' `outputs`): a
+    results file (perfsuite.storage.files.ResultsWriter, DocumentWriter) or the results store
+    (perfsuite.store.recorder.Recorder). `kind` is the measurement's (Measure.kind)."""
+
+    def add(self, result: Any, case: Case, kind: str) -> None: ...
+
+    def add_failure(self, failure: dict, case: Case) -> None: ...

@@ -347,8 +347,6 @@ def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_
             class Keep(execute.Events):  # a failed or unsupported case is a skip with its reason; the rest go on
                 def done(self, case, res):
                     out[keys[id(case)]] = res.to_dict()
-                    if store is not None:
-                        store.add_result(res, case, kind="amp")
 
                 def failed(self, case, failure):
                     out[keys[id(case)]] = {"_skip": f"failed: {failure['error']}"}
@@ -358,7 +356,8 @@ def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_
 
             try:
                 execute.run_cases(cases, RunConfig(device=device, max_time=max_time), device,
-                                  measure=Amp("fp32", precision, pairs=pairs, steps=steps), events=Keep())
+                                  measure=Amp("fp32", precision, pairs=pairs, steps=steps), events=Keep(),
+                                  outputs=(store,))
             except PerfsuiteError as exc:  # a size or parameter this commit's workload does not accept
                 for case in cases:
                     out[keys[id(case)]] = {"_skip": f"{type(exc).__name__}: {exc}"}

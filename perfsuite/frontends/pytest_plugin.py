@@ -71,7 +71,7 @@ def measure_record(workload, params: dict, device: str, max_time: float):
     # The machine-speed log `perfsuite run` keeps too: the interval says where the next run lands.
     try:
         out = run_cases([Case(workload, params)], RunConfig(device=device, max_time=max_time), device,
-                        env=fingerprint(device=device), machine_log=default_log(), store=store)
+                        env=fingerprint(device=device), machine_log=default_log(), outputs=(store,))
     finally:
         if store is not None:
             store.finish()

@@ -21,9 +21,9 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from perfsuite.core.case import Case, Context, Measure
+from perfsuite.core.case import Case, Context, Measure, Output
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
@@ -37,10 +37,12 @@ __all__ = [
     "Events",
     "Measure",
     "Outcome",
+    "Output",
     "Records",
     "check_cases",
     "failure_entry",
     "run_cases",
+    "runnable",
 ]
 
 
@@ -109,8 +111,9 @@ class Outcome:
 
 
 def check_cases(cases: list[Case], device: str, measure: Measure = RECORDS) -> dict[int, str]:
-    """Every case validated before any runs. Bad parameters raise ConfigError (naming the
-    parameter); cases the device cannot run come back as {index: reason}."""
+    """Every case validated before any runs: the one check of what is about to be measured. Bad
+    parameters raise ConfigError (naming the parameter); cases the device cannot run come back as
+    {index: reason}."""
     unsupported = {}
     for i, case in enumerate(cases):
         try:
@@ -119,6 +122,13 @@ def check_cases(cases: list[Case], device: str, measure: Measure = RECORDS) -> d
         except Unsupported as exc:
             unsupported[i] = str(exc)
     return unsupported
+
+
+def runnable(cases: list[Case], device: str, measure: Measure = RECORDS) -> None:
+    """check_cases for a command that measures exactly what it was asked to: a case this device
+    cannot run is an error (Unsupported, naming the case) before anything is claimed or measured."""
+    for i, reason in check_cases(cases, device, measure).items():
+        raise Unsupported(f"{cases[i].label}: {reason}")
 
 
 def failure_entry(case: Case, device: str, exc: BaseException) -> dict:
@@ -163,19 +173,27 @@ def _release_device_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measure = RECORDS, writer=None,
-              env: dict | None = None, peak: dict | None = None, events: Events | None = None,
-              trace_dir: Path | None = None, record_config: Mapping[str, Any] | None = None,
-              clock=None, machine_log: Path | None = None, store=None) -> Outcome:
+def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measure = RECORDS,
+              outputs: Sequence[Output | None] = (), env: dict | None = None, peak: dict | None = None,
+              events: Events | None = None, trace_dir: Path | None = None,
+              record_config: Mapping[str, Any] | None = None, clock=None, machine_log: Path | None = None) -> Outcome:
     """Measure `cases` one after another on `device` (already resolved), each as `measure` says.
 
-    `writer` (storage's ResultsWriter, or a DocumentWriter for other kinds) receives each result
-    or failure as soon as it exists. `record_config` is merged into each record's `config` (a
+        check every case (bad input raises; what the device cannot run is skipped)
+        for each case:
+            result = measure.measure(case)          # or its failure, with the user's traceback
+            each output .add(result) / .add_failure(failure), before the next case starts
+        return the Outcome (records, failures, skipped, interrupted)
+
+    `outputs` (None entries ignored) are where results go as each case ends: a results file
+    (perfsuite.storage.files.ResultsWriter, DocumentWriter) and the results store
+    (perfsuite.store.recorder.Recorder). `record_config` is merged into each record's `config` (a
     suite's name and digest). Ctrl-C stops the run and returns with `interrupted` set: everything
     finished is kept. `machine_log`: the machine-speed log (perfsuite.storage.machine_drift) that
-    plain records note their reference in and learn the drift between runs from. `store`
-    (perfsuite.store.recorder.Recorder) keeps each result in the results store as well.
+    plain records note their reference in and learn the drift between runs from.
     """
+    outputs = [o for o in outputs if o is not None]
+    kind = getattr(measure, "kind", "results")
     events = events or Events()
     cfg = replace(cfg, device=device)
     if trace_dir is not None and cfg.processes is None:
@@ -207,19 +225,15 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
                 del exc  # the traceback holds the step's tensors: let them go before the next case
                 _release_device_memory(device)
                 out.failures.append(failure)
-                if writer is not None:
-                    writer.add_failure(failure)
-                if store is not None:
-                    store.add_document("failure", failure, workload=case.workload.name)
+                for o in outputs:
+                    o.add_failure(failure, case)
                 events.failed(case, failure)
                 continue
             if record_config and isinstance(result, Record):
                 result = replace(result, config={**result.config, **record_config})
             out.records.append(result)
-            if writer is not None:
-                writer.add(result, case)
-            if store is not None:
-                store.add_result(result, case, kind=getattr(measure, "kind", "results"))
+            for o in outputs:
+                o.add(result, case, kind)
             events.done(case, result)
     except KeyboardInterrupt:
         out.interrupted = True

@@ -174,11 +174,11 @@ class ResultsWriter:
         self.failures = [f for f in self.failures if _failure_key(f) != key]
         self._save()
 
-    def add(self, record: Record, case=None) -> None:
+    def add(self, record: Record, case=None, kind: str | None = None) -> None:
         self.records.append(record)
         self._save()
 
-    def add_failure(self, failure: dict) -> None:
+    def add_failure(self, failure: dict, case=None) -> None:
         self.failures.append(failure)
         self._save()
 
@@ -227,14 +227,14 @@ class DocumentWriter:
         self.failures = [f for f in self.failures if _failure_key(f) != key]
         self._save()
 
-    def add(self, result, case=None) -> None:
+    def add(self, result, case=None, kind: str | None = None) -> None:
         entry = result.to_dict() if hasattr(result, "to_dict") else dict(result)
         if case is not None:
             entry["case"] = dict(case.params)
         self.results.append({**entry, **self.extra})
         self._save()
 
-    def add_failure(self, failure: dict) -> None:
+    def add_failure(self, failure: dict, case=None) -> None:
         self.failures.append(failure)
         self._save()
 

@@ -82,7 +82,7 @@ class Recorder:
     def add_record(self, record: Record) -> None:
         self._write(lambda s: s.add_records(self.run_id, self.machine.id, [record], commit=self.commit))
 
-    def add_result(self, result, case=None, kind: str = "results") -> None:
+    def add(self, result, case=None, kind: str = "results") -> None:
         """What perfsuite's case loop measured: a Record, or a result of another kind (pair, amp,
         gate) stored as its document with the parameters its case was given."""
         if isinstance(result, Record):
@@ -92,6 +92,11 @@ class Recorder:
         if case is not None:
             entry = {**entry, "case": dict(case.params)}
         self.add_document(kind, entry, workload=getattr(getattr(case, "workload", None), "name", None))
+
+
+    def add_failure(self, failure: dict, case=None) -> None:
+        """A case that failed, kept as a `failure` document (its reason and the user's traceback)."""
+        self.add_document("failure", failure, workload=getattr(getattr(case, "workload", None), "name", None))
 
     def add_document(self, kind: str, entry: dict, workload: str | None = None) -> None:
         self._write(lambda s: s.add_documents(self.run_id, self.machine.id, kind, [entry], workload=workload,

@@ -16,15 +16,12 @@ from pathlib import Path
 from perfsuite.core import registry
 from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
 from perfsuite.core.case import Case
-from perfsuite.core.errors import PerfsuiteError, RecordError
+from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.record import Work
 from perfsuite.measure.tf32 import matmul_tf32
 from perfsuite.run.execute import run_cases
-from perfsuite.storage.files import atomic_write_text
-from perfsuite.storage.write import make_dir
+from perfsuite.storage.peaks import device_key
 from perfsuite.workloads.base import BuiltStep, Workload
-from perfsuite.storage.files import document
-from perfsuite.storage.files import load_document
 
 # Big enough to leave caches and reach steady kernel throughput; small enough for 2 CPU cores.
 MATMUL_N = {"cpu": 2048, "cuda": 8192}
@@ -59,13 +56,6 @@ def _roof_mode(roof: str, kind: str):
     if kind == "cuda" and roof in ("fp32", "tf32"):
         return matmul_tf32(roof == "tf32")
     return contextlib.nullcontext()
-
-
-def device_key(env: dict, device: str) -> str:
-    """Peaks are per device model and thread count: the same cores with fewer threads peak lower."""
-    if device.startswith("cuda"):
-        return f"cuda|{env.get('gpu_name')}"
-    return f"cpu|{env.get('cpu_model')}|threads={env.get('torch_threads')}"
 
 
 def copy_bytes(device: str, builds: int) -> int:
@@ -166,24 +156,3 @@ def _measure_one(case: Case, cfg: RunConfig, env: dict, device: str, what: str):
     return run_cases([case], cfg, device, env=env).only(
         lambda why: PerfsuiteError(f"peak: {what} cannot be measured on {device}: {why}"),
         lambda error: PerfsuiteError(f"peak: measuring {what} failed: {error}"))
-
-
-def load_peaks(path: Path) -> dict:
-    """Stored peaks by device key ({} when there is no file yet)."""
-    if not path.exists():
-        return {}
-    try:
-        return load_document(path, "peaks")
-    except RecordError as exc:
-        raise RecordError(f"{exc}; delete it and run `perfsuite peak`") from None
-
-
-def save_peak(path: Path, peak: dict) -> None:
-    peaks = load_peaks(path)
-    peaks[peak["device_key"]] = peak
-    make_dir(path.parent, "--peak-file folder")
-    atomic_write_text(path, document("peaks", peaks))
-
-
-def peak_for(path: Path, env: dict, device: str) -> dict | None:
-    return load_peaks(path).get(device_key(env, device))

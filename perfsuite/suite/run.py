@@ -35,7 +35,7 @@ from perfsuite.storage.files import writable_dir
 from perfsuite.storage.read import read_json
 from perfsuite.storage.write import open_lock
 from perfsuite.store.shards import in_shard
-from perfsuite.suite.peak import peak_for
+from perfsuite.storage.peaks import peak_for
 
 
 @dataclass
@@ -183,7 +183,7 @@ def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_
     if shard is not None:  # a folder holds one shard: resuming it as another is refused
         config = {**config, "shard": f"{shard[0]}/{shard[1]}"}
     if peak_file:  # a bad peak file is bad input: refused before the output folder exists
-        from perfsuite.suite.peak import load_peaks
+        from perfsuite.storage.peaks import load_peaks
 
         load_peaks(Path(peak_file))
     prepare_output(out, config)
@@ -242,9 +242,8 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
                 writer.drop_failure(case.key(device))
         events.entry_started(e.name, e.kind, len(todo))
         cfg = RunConfig(device=device, max_time=e.max_time, processes=e.processes, **settings)
-        res = run_cases(todo, cfg, device, measure=measure, writer=writer, env=env, peak=peak,
-                        record_config=run_info, events=events.case_events(e.name), machine_log=machine_log,
-                        store=store)
+        res = run_cases(todo, cfg, device, measure=measure, outputs=(writer, store), env=env, peak=peak,
+                        record_config=run_info, events=events.case_events(e.name), machine_log=machine_log)
         outcome.measured += len(res.records)
         outcome.failed += len(res.failures)
         outcome.unsupported += len(res.unsupported)

@@ -1,0 +1,42 @@
+"""The peak file: each device's measured peak FLOP/s and bandwidth (`perfsuite peak` writes it,
+every run reads it to say what fraction of the peak a step reached), keyed by device model and
+thread count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfsuite.core.errors import RecordError
+from perfsuite.storage.files import atomic_write_text, document, load_document
+from perfsuite.storage.write import make_dir
+
+# Where `perfsuite peak` keeps the peaks unless --peak-file says otherwise.
+DEFAULT_PEAK_FILE = Path.home() / ".cache" / "perfsuite" / "peak.json"
+
+
+def device_key(env: dict, device: str) -> str:
+    """Peaks are per device model and thread count: the same cores with fewer threads peak lower."""
+    if device.startswith("cuda"):
+        return f"cuda|{env.get('gpu_name')}"
+    return f"cpu|{env.get('cpu_model')}|threads={env.get('torch_threads')}"
+
+
+def load_peaks(path: Path) -> dict:
+    """Stored peaks by device key ({} when there is no file yet)."""
+    if not path.exists():
+        return {}
+    try:
+        return load_document(path, "peaks")
+    except RecordError as exc:
+        raise RecordError(f"{exc}; delete it and run `perfsuite peak`") from None
+
+
+def save_peak(path: Path, peak: dict) -> None:
+    peaks = load_peaks(path)
+    peaks[peak["device_key"]] = peak
+    make_dir(path.parent, "--peak-file folder")
+    atomic_write_text(path, document("peaks", peaks))
+
+
+def peak_for(path: Path, env: dict, device: str) -> dict | None:
+    return load_peaks(path).get(device_key(env, device))
