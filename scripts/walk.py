@@ -3,9 +3,10 @@ first timed call of the step, traced after a first run has imported everything.
 
     python scripts/walk.py [--path]
 
-Prints the rooms (perfsuite modules entered), the climbs back (a call from a package into one on
-a higher layer of docs/layout.md: the road going back up), the returns (entering a module already
-left) and the entries into storage/ and store/ on the way. `--path` lists the modules in order.
+Prints the rooms (perfsuite modules entered), the hops (calls from one perfsuite module into
+another), the climbs back (hops from a package into one on a higher layer of docs/layout.md: a
+callback, the road going back up) and the hops into storage/ and store/ from outside them.
+`--path` lists the climbs and the storage hops.
 """
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from structure import layers_from, package_of  # noqa: E402
 from perfsuite.cli import app  # noqa: E402
 import perfsuite.workloads.noop as noop  # noqa: E402
 
-seq: list[str] = []
+hops: list[tuple[str, str]] = []
 
 
 class Reached(Exception):
@@ -31,8 +32,9 @@ def tracer(frame, event, arg):
         if frame.f_code is noop._noop.__code__:
             raise Reached
         mod = frame.f_globals.get("__name__", "")
-        if mod.startswith("perfsuite") and (not seq or seq[-1] != mod):
-            seq.append(mod)
+        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back is not None else ""
+        if mod.startswith("perfsuite") and caller.startswith("perfsuite") and mod != caller:
+            hops.append((caller, mod))
     return None
 
 
@@ -49,21 +51,17 @@ def main(show_path: bool = False) -> None:
         sys.settrace(None)
     layers = layers_from(ROOT / "docs" / "layout.md")
     rank = {p: len(layers) - i for i, layer in enumerate(layers) for p in layer}
-    left, returns, climbs, prev = set(), 0, 0, None
-    for m in seq:
-        if m in left:
-            returns += 1
-        if prev is not None and rank.get(package_of(m), 0) > rank.get(package_of(prev), 0):
-            climbs += 1
-        if prev is not None and prev != m:
-            left.add(prev)
-        prev = m
-    storage = sum(1 for a, b in zip([None] + seq, seq) if package_of(b) in ("storage", "store")
-                  and (a is None or package_of(a) not in ("storage", "store")))
-    print(f"rooms {len(set(seq))}, climbs back {climbs}, returns {returns}, storage entered {storage} times "
+    rooms = {m for hop in hops for m in hop}
+    climbs = [(a, b) for a, b in hops if rank.get(package_of(b), 0) > rank.get(package_of(a), 0)]
+    stored = [(a, b) for a, b in hops if package_of(b) in ("storage", "store")
+              and package_of(a) not in ("storage", "store")]
+    print(f"rooms {len(rooms)}, hops {len(hops)}, climbs back {len(climbs)}, into storage {len(stored)} "
           f"(command line -> first timed call of the step)")
     if show_path:
-        print(" -> ".join(m.removeprefix("perfsuite.") for m in seq))
+        for a, b in climbs:
+            print(f"  climb  {a.removeprefix('perfsuite.')} -> {b.removeprefix('perfsuite.')}")
+        for a, b in stored:
+            print(f"  store  {a.removeprefix('perfsuite.')} -> {b.removeprefix('perfsuite.')}")
 
 
 if __name__ == "__main__":
