@@ -83,3 +83,23 @@ def test_every_internal_import_names_a_module_and_a_name_that_exist():
                     if alias.name.startswith("perfsuite") and importlib.util.find_spec(alias.name) is None:
                         missing.append(f"{f.relative_to(ROOT)}:{node.lineno}: no module {alias.name}")
     assert not missing, "\n".join(missing)
+
+
+def test_the_module_graph_has_no_cycle(capsys):
+    structure.main(str(ROOT / "perfsuite"))
+    out = capsys.readouterr().out
+    assert "cycles 0" in out, out
+
+
+HEAVY = ("torch", "scipy", "pandas", "matplotlib", "sqlalchemy", "alembic", "transformers", "tensorboard")
+
+
+def test_the_command_line_starts_without_the_heavy_libraries():
+    """The CLI's start-up is kept short by what its modules import at their top, not by hiding
+    perfsuite's own imports in functions: `perfsuite --help`, `list` or a refused flag must not
+    wait for torch (seconds on a cold disk) or the database and plotting libraries."""
+    code = ("import sys, perfsuite.cli.app, perfsuite\n"
+            f"print(','.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "", f"imported at start-up: {ran.stdout.strip()}"
