@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from rich.console import Console
+from perfsuite.cli.console import make_console
 from rich.text import Text
 
 # Each command's function from its own module (not through the perfsuite.cli package, which
@@ -65,9 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if sys.stderr is not None:
             print("error: standard output is closed; perfsuite reports there", file=sys.stderr)
         return 2
-    # Wide enough for the results table when output is piped (rich assumes 80 columns then).
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+    console, err = make_console(), make_console(stderr=True)
     try:
         if _uses_processes(args):
             from perfsuite.measure.workers import start_server_soon

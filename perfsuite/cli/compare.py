@@ -3,7 +3,7 @@ slower case, 5 when none is slower but one is undecided."""
 
 from __future__ import annotations
 
-from rich.console import Console
+from perfsuite.cli.console import make_console
 from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
@@ -44,7 +44,7 @@ def cmd_compare(args, console) -> int:
         for label in cmp.only_new:
             console.print(Text(printable(f"only in new: {label}")))
     # On stderr, so that --json output stays one JSON document.
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     if cmp.regressed:
         err.print(f"[bold red]slower[/] beyond {args.threshold:.0%} and the noise between runs "
                   f"(significant at p < {args.alpha})")

@@ -46,6 +46,22 @@ def printable(text: object) -> str:
     return "".join(out)
 
 
+def escaped(text: object) -> str:
+    """`text` with every control and format character shown as its escape (ESC as \\x1b, a
+    right-to-left override as \\u202e), newlines and tabs kept: what the console writer
+    (perfsuite.cli.console) prints of text that did not come from perfsuite."""
+    out = []
+    for ch in str(text):
+        if ch in "\n\t" or unicodedata.category(ch) not in _CONTROL:
+            out.append(ch)
+        else:
+            out.append(ascii(ch)[1:-1])
+    return "".join(out)
+
+
+_CONTROL = ("Cc", "Cf", "Cs", "Co")
+
+
 def markdown_cell(text: object) -> str:
     """`text` for one cell of a Markdown table: printable, its pipes escaped."""
     return printable(text).replace("|", "\\|")

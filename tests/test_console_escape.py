@@ -1,0 +1,55 @@
+"""The one console writer (perfsuite/cli/console.py): text from a user's code reaches the
+terminal escaped, never obeyed."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from rich.table import Table
+from rich.text import Text
+
+from perfsuite import cli
+from perfsuite.cli.console import make_console
+from perfsuite.core.text import escaped
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\u202e"
+
+
+def test_escaped_shows_controls_and_format_characters_and_keeps_lines():
+    assert escaped("a\x1b[31mb\u202ec\td\ne\r") == "a\\x1b[31mb\\u202ec\td\ne\\r"
+    assert escaped("plain ünïcode – ok") == "plain ünïcode – ok"
+
+
+@pytest.mark.parametrize("renderable", [Text(f"name {HOSTILE} end"), f"name {HOSTILE} end", "table"])
+def test_no_escape_sequence_from_data_leaves_the_console(capsys, renderable):
+    if renderable == "table":
+        renderable = Table("case")
+        renderable.add_row(f"x{HOSTILE}y")
+    console = make_console()
+    console.print(renderable, style="red")  # perfsuite's own colour still works ...
+    out = capsys.readouterr().out
+    assert "\x1b]0;" not in out and "\x1b[2J" not in out and "\x1b[31m" not in out and "\u202e" not in out
+    assert "\\x1b]0;pwned" in out and "\\u202e" in out  # ... and the data's escapes are shown
+
+
+def test_a_users_workload_name_unit_docstring_and_exception_reach_the_console_escaped(tmp_path, capsys):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "hostile.py").write_text(textwrap.dedent(f'''
+        import perfsuite
+
+        @perfsuite.workload
+        def hostile_step(device: str):
+            """colours {HOSTILE!r} in the description"""
+            def step():
+                raise ValueError("the step failed {HOSTILE!r}")
+            return perfsuite.Step(step, items=1, unit="it{HOSTILE!r}")
+    '''))
+    assert cli.main(["--workloads", str(bench), "list"]) == 0
+    assert cli.main(["--workloads", str(bench), "run", "hostile_step", "--device", "cpu", "--max-time", "0.2",
+                     "--processes", "1", "--out", str(tmp_path / "r.json")]) == 3
+    captured = capsys.readouterr()
+    for stream in (captured.out, captured.err):
+        assert "\x1b]0;" not in stream and "\x1b[2J" not in stream and "\u202e" not in stream
+    assert "hostile_step" in captured.out and "the step failed" in captured.out + captured.err
