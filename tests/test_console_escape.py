@@ -53,3 +53,21 @@ def test_a_users_workload_name_unit_docstring_and_exception_reach_the_console_es
     for stream in (captured.out, captured.err):
         assert "\x1b]0;" not in stream and "\x1b[2J" not in stream and "\u202e" not in stream
     assert "hostile_step" in captured.out and "the step failed" in captured.out + captured.err
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_full_standard_output_loses_nothing_measured_and_says_where_it_went(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    with open("/dev/full", "w") as full:
+        ran = subprocess.run([sys.executable, "-m", "perfsuite", "run", "noop", "--device", "cpu", "--max-time", "0.2",
+                              "--processes", "1", "--out", str(out)], stdout=full, stderr=subprocess.PIPE, text=True,
+                             cwd=tmp_path, timeout=120)
+    assert ran.returncode == 2, ran.stderr
+    assert "standard output failed" in ran.stderr and f"saved 1 record(s) to {out}" in ran.stderr
+    assert "Traceback" not in ran.stderr and "perfsuite bug" not in ran.stderr
+    import json
+
+    assert len(json.loads(out.read_text())["records"]) == 1

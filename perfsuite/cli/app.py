@@ -11,11 +11,12 @@ on disk).
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
 
-from perfsuite.cli.console import make_console
+from perfsuite.cli.console import make_console, output_failure
 from rich.text import Text
 
 # Each command's function from its own module (not through the perfsuite.cli package, which
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             discover(args.workload_paths)
         with store_given(args.store), stored_run(args, err) as run:
             args.recorder = run.recorder  # perfsuite.store.recorder.Recorder, or None
-            return run.exit(COMMANDS[args.command](args, console))
+            code = run.exit(COMMANDS[args.command](args, console))
+        return _console_outcome(console, err, code)
     except PerfsuiteError as exc:
         # Messages quote files' contents: shown, never obeyed by the terminal.
         err.print(Text("error: ", style="bold red") + Text(printable(str(exc))))
@@ -94,6 +96,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 EXIT_INTERNAL = 4
+
+
+def _console_outcome(console, err, code: int) -> int:
+    """The exit code once the command has finished: its own, unless standard output failed on the
+    way (a full disk, /dev/full; what was measured is saved all the same), which is exit 2."""
+    failed = output_failure(console)
+    if failed is None:
+        return code
+    failure, dropped = failed
+    if failure.errno == errno.EPIPE:  # `perfsuite list | head`: the reader left; nothing to say
+        _quiet_stdout()
+        return code or 2
+    tail = [line for line in dropped.splitlines() if line.strip()][-3:]
+    err.print(Text(f"error: standard output failed ({failure.strerror or failure}); what was measured is saved. "
+                   "The last lines it could not show:\n" + "\n".join(tail)))
+    return code or 2
 
 
 def _uses_processes(args) -> bool:

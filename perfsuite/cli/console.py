@@ -39,15 +39,62 @@ class _Escaped:
                 yield Segment(escaped(segment.text), segment.style)
 
 
+class _Guarded:
+    """The console's stream, which a failed write (a full disk behind `>file`, /dev/full, a pipe
+    whose reader left) cannot make the command fail: the output is dropped from then on, the
+    command goes on saving what it measures, and `failure` says what happened."""
+
+    KEEP = 2000  # characters of dropped output kept, for the message that names where results went
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.failure: OSError | None = None
+        self.dropped = ""
+
+    def write(self, text: str) -> int:
+        if self.failure is None:
+            try:
+                self.stream.write(text)
+                return len(text)
+            except OSError as exc:
+                self.failure = exc
+        self.dropped = (self.dropped + text)[-self.KEEP:]
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failure is None:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                self.failure = exc
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", "utf-8")
+
+
 class _EscapeHook(RenderHook):
     def process_renderables(self, renderables: list[RenderableType]) -> list[RenderableType]:
         return [_Escaped(r) for r in renderables]
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A console on stdout (or stderr) that escapes what it prints; 200 columns when piped."""
+    """A console on stdout (or stderr) that escapes what it prints and survives a failed write
+    (`output_failure(console)` says whether one happened); 200 columns when piped."""
     stream = sys.stderr if stderr else sys.stdout
-    tty = stream is not None and stream.isatty()
-    console = Console(stderr=stderr, width=None if tty else PIPED_WIDTH)
+    tty = stream.isatty()
+    console = Console(file=_Guarded(stream), width=None if tty else PIPED_WIDTH)
     console.push_render_hook(_EscapeHook())
     return console
+
+
+def output_failure(console: Console) -> tuple[OSError, str] | None:
+    """The error that stopped `console`'s output, if one did, and the end of what it dropped."""
+    failure = getattr(console.file, "failure", None)
+    return None if failure is None else (failure, console.file.dropped)
