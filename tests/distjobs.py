@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 
 from perfsuite.distributed import launch
-from perfsuite.distributed.workload import DistributedWorkload
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
-from perfsuite.core.workload import BuiltStep
+from perfsuite.core.workload import BuiltStep, Workload
 
 HANG_TIMEOUT_S = 15.0
 WORLD = (Param("world_size", int, 2), Param("nnodes", int, 1))
@@ -32,11 +31,10 @@ def _build(params, device):
     return BuiltStep(fn=lambda: None, work=Work(items_per_step=1, item_unit="calls"))
 
 
-FLAKY = DistributedWorkload("flaky", "rank 1 raises while building", WORLD, _build,
-                            launcher=functools.partial(launch.run_distributed, spec="distjobs:FLAKY"))
-HANGING = DistributedWorkload("hanging", "rank 1 never finishes building", WORLD, _build,
-                              launcher=functools.partial(launch.run_distributed, module="distjobs",
-                                                         timeout_s=HANG_TIMEOUT_S))
+FLAKY = Workload("flaky", "rank 1 raises while building", WORLD, _build, max_builds=1,
+                 launcher=functools.partial(launch.run_distributed, spec="distjobs:FLAKY"))
+HANGING = Workload("hanging", "rank 1 never finishes building", WORLD, _build, max_builds=1,
+                   launcher=functools.partial(launch.run_distributed, module="distjobs", timeout_s=HANG_TIMEOUT_S))
 
 
 def hanging_rank(jobdir: str) -> None:

@@ -146,6 +146,38 @@ def test_the_declaration_reaches_every_place_in_process():
     assert registry.get("resnet").asv == {"processes": 3, "amp": True}
 
 
+def test_distributed_and_the_plan_ask_the_workload_not_its_name():
+    """The DDP model and the plan's figures are the workloads' own declarations (ddp=, plan=)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.distributed import ddp_model
+    from perfsuite.suite.file import PLAN_DEFAULT_S, plan_seconds
+
+    assert ddp_model.models() == ["autoencoder", "resnet"]
+    case = {"variant": "", "size": "ci", "precision": "fp32", "batch_size": None}
+    assert ddp_model.sub_params({**case, "model": "resnet"}) == {"size": "ci", "precision": "fp32", "model": "resnet18"}
+    assert ddp_model.sub_params({**case, "model": "autoencoder", "variant": "conv", "batch_size": 4}) == {
+        "size": "ci", "precision": "fp32", "batch_size": 4, "variant": "conv"}
+    with pytest.raises(ConfigError, match="'matmul' offers no DDP model"):
+        ddp_model.offered("matmul")
+    # resnet's module is the model itself, frozen in the gradient check (its BatchNorm); the
+    # autoencoder's is its encoder then decoder, left training.
+    setup = SimpleNamespace(parts=SimpleNamespace(model=torch.nn.BatchNorm1d(2)))
+    assert ddp_model.forward_module("resnet", setup) is setup.parts.model
+    assert not ddp_model.checked_module("resnet", setup).training
+    ae = SimpleNamespace(parts=SimpleNamespace(model=torch.nn.ModuleDict(
+        {"encoder": torch.nn.Linear(2, 1), "decoder": torch.nn.Linear(1, 2)})))
+    module = ddp_model.checked_module("autoencoder", ae)
+    assert module.training and module(torch.ones(3, 2)).shape == (3, 2)
+
+    assert plan_seconds("qwen", "build_s", "cpu") == 30.0 and plan_seconds("dataloader", "once_s", "cuda") == 10.0
+    assert plan_seconds("matmul", "build_s", "cuda") == 0.5 and plan_seconds("checkpoint", "check_s", "cuda") == 1.3
+    assert plan_seconds("noop", "check_s", "cpu") == PLAN_DEFAULT_S["check_s"]["cpu"]
+
+
 def test_asv_reads_the_working_trees_declarations_whichever_perfsuite_is_installed(tree):
     """asv runs today's benchmarks against perfsuite as installed at an older commit: the grids
     come from the working tree (here the copy, which has square.py) in a fresh interpreter, not

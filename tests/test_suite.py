@@ -263,7 +263,7 @@ def test_a_plan_adds_up_its_parts_and_costs_processes_launches_and_the_fixed_amp
     kind, lines = s.plan_suite(suite, bench=False)
     by = {line.what.split(" (")[0]: line for line in lines}
     assert kind == "cpu" and set(by) == {"perfsuite run: start-up", "one", "three", "ar", "amp", "pr"}  # no checks
-    b = s.PLAN_BUILD_S["cpu"]["*"]
+    b = s.PLAN_DEFAULT_S["build_s"]["cpu"]
     # each run case in this process (2 s: below two workers' slots) builds its step IN_PROCESS_BUILDS
     # times, the later builds at half a first one
     k = 1 + 0.5 * (IN_PROCESS_BUILDS - 1)

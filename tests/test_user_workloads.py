@@ -130,7 +130,7 @@ def test_the_gates_self_check_shows_its_power_on_the_users_workload(project, tmp
     assert r["case"] == "tiny_mlp[batch_size=128,width=256]" and r["trials"] == 1 and r["matmuls_added"] >= 1
     assert {"power", "false_alarm_rate", "caught", "false_alarms"} <= set(r)
     for side in ("slow", "same"):
-        assert r["runs"][0][side]["ratios"] and r["runs"][0][side]["decision"] is not None
+        assert r["runs"][0][side]["run"]["ratios"] and r["runs"][0][side]["run"]["decision"] is not None
 
 
 @pytest.mark.slow
@@ -220,11 +220,45 @@ def test_a_name_that_clashes_with_a_builtin_names_both_places(tmp_path):
      "asv has no key 'proceses'"),
     ("@perfsuite.workload(params={'n': 4}, checks={'agrees': 3})\ndef w(n, device):\n    pass\n",
      "check 'agrees' is not callable"),
+    ("@perfsuite.workload(params={'n': perfsuite.param(None)})\ndef w(n, device):\n    pass\n",
+     "parameter 'n': a default of None needs perfsuite.param(None, type=...)"),
+    ("@perfsuite.workload(params={'n': 4}, presets={'ci': {'n': 1}})\ndef w(n, device):\n    pass\n",
+     "presets are chosen by a parameter 'size'"),
+    ("@perfsuite.workload(params={'n': 4}, validate=3)\ndef w(n, device):\n    pass\n",
+     "validate must be a function"),
+    ("@perfsuite.workload(params={'n': 4}, plan={'build': 2})\ndef w(n, device):\n    pass\n",
+     "plan has no key 'build'; known keys: build_s"),
+    ("@perfsuite.workload(params={'n': 4}, plan={'build_s': {'tpu': 2}})\ndef w(n, device):\n    pass\n",
+     "plan['build_s'] must be seconds >= 0"),
+    ("@perfsuite.workload(params={'n': 4}, trainer=print, ddp={'variant': 'n'})\ndef w(n, device):\n    pass\n",
+     "ddp['variant'] must name a parameter with choices"),
 ])
 def test_a_bad_declaration_is_exit_2_naming_the_workload_and_the_parameter(tmp_path, source, message):
     root = _project_with(tmp_path, "import perfsuite\n\n" + source)
     res = perfsuite(root, "list")
     assert res.returncode == 2 and "workload 'w'" in res.stderr and message in res.stderr, res.stderr
+
+
+def test_a_step_says_how_its_flops_were_found_and_one_without_any_is_not_counted():
+    import perfsuite
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.user.declare import built_step
+
+    calls = []
+    step = perfsuite.Step(lambda: calls.append(1), items=3, unit="B", bytes=3.0, flops_method="unknown",
+                          extra=lambda: {"moved": 3})
+    built = built_step("w", step, built_step)
+    assert calls == []  # not run under the FLOP counter
+    assert built.work.flops_per_step is None and built.work.flops_method == "unknown" and built.extra() == {"moved": 3}
+    given = built_step("w", perfsuite.Step(lambda: None, items=1, flops=8.0, flops_method="analytic"), built_step)
+    assert (given.work.flops_per_step, given.work.flops_method) == (8.0, "analytic")
+    assert built_step("w", perfsuite.Step(lambda: None, items=1, flops=8.0), built_step).work.flops_method == "user"
+    for bad, message in (({"flops": 1.0, "flops_method": "unknown"}, "flops given with flops_method 'unknown'"),
+                         ({"flops_method": "analytic"}, "flops_method 'analytic' without flops"),
+                         ({"flops_method": "guessed"}, "flops_method must be one of"),
+                         ({"extra": {"a": 1}}, "extra must be callable")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            perfsuite.Step(lambda: None, items=1, **bad)
 
 
 def test_an_unknown_tool_perfsuite_key_is_an_error(tmp_path):

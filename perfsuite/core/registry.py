@@ -1,4 +1,8 @@
-"""Workloads registered by name. Definitions import no torch; only building a step does."""
+"""Workloads registered by name. Definitions import no torch; only building a step does.
+
+A workload comes in one way: `@perfsuite.workload` (perfsuite/user/declare.py) builds its
+`Workload` and calls `register`, for perfsuite's own workloads and a user's alike.
+"""
 
 from __future__ import annotations
 
@@ -18,14 +22,15 @@ _capture: list | None = None
 
 
 def register(workload: Workload) -> Workload:
+    """Add a declared workload (what @perfsuite.workload calls; workload files of revisions from
+    before every built-in used it call it directly, and the gate loads those beside this core)."""
     if _capture is not None:  # loading another revision's module: keep it out of the registry
         _capture.append(workload)
         return workload
     if workload.name in _REGISTRY:
         earlier = _REGISTRY[workload.name]
-        first = earlier.source
-        if earlier.builtin:
-            first = "perfsuite's built-in workloads" + (f" ({earlier.source})" if earlier.source else "")
+        # One of perfsuite's own is named as such: its file is not the user's to rename.
+        first = "perfsuite's built-in workloads" if earlier.builtin else earlier.source
         raise ConfigError(f"workload {workload.name!r} is declared twice: in {first} and in "
                           f"{workload.source or 'perfsuite'}; rename one of them")
     _REGISTRY[workload.name] = workload

@@ -43,6 +43,17 @@ ASV_KEYS = {"processes": "worker processes per case (default 1)",
             "max_time": "seconds per case of the Track class's measured run (default 5)",
             "tracks": "extra tracks read from the record, by name (perfsuite.frontends.asv.TRACKS)",
             "amp": "true: in the AMP benchmark (fp32 against bf16/fp16; a training workload)"}
+# What a suite's plan (`perfsuite run --suite S --plan`, perfsuite/suite/file.py) counts for the
+# workload besides its budgets, in seconds: a number, or {"cpu": s, "cuda": s} per device kind.
+PLAN_KEYS = {"build_s": "one case's build and cold first call (default 1)",
+             "check_s": "its correctness checks, run before a suite measures (default 2 on CPU, 0.5 on CUDA)",
+             "once_s": "once per suite, before its first case: a generated dataset, say (default 0)"}
+PLAN_KINDS = ("cpu", "cuda")
+# The model a training workload offers the ddp workload (perfsuite/distributed/ddp_model.py).
+DDP_KEYS = {"variant": "the parameter that picks the model (its values are the ddp workload's `variant`s)",
+            "module": "(training set-up) -> the torch module DDP wraps (default: the set-up's model)",
+            "eval_in_gradient_check": "true: the DDP gradient check runs the module in eval mode (BatchNorm "
+                                      "normalises with each rank's own batch statistics in training mode)"}
 
 
 @dataclass(frozen=True)
@@ -86,8 +97,48 @@ class Workload:
     report: ReportSection | None = None
     asv: Mapping[str, Any] | None = None
 
+    # A workload whose cases run in ranks of their own (perfsuite.distributed): execute.run_cases
+    # calls launcher(workload, params, cfg, env=, peak=, measured=, trace_dir=) for the case's one
+    # record instead of measuring in this process.
+    launcher: Callable[..., Any] | None = None
+    # Seconds a suite's plan counts for it besides the budgets (PLAN_KEYS).
+    plan: Mapping[str, Any] | None = None
+    # The model it offers the ddp workload (DDP_KEYS); a training workload only.
+    ddp: Mapping[str, Any] | None = None
+
     def __post_init__(self) -> None:
         by_name = {p.name: p for p in self.params}
+        self._check_keys("asv", self.asv, ASV_KEYS)
+        self._check_keys("plan", self.plan, PLAN_KEYS)
+        self._check_keys("ddp", self.ddp, DDP_KEYS)
+        for key, value in (self.plan or {}).items():
+            for kind, seconds in (value.items() if isinstance(value, Mapping) else [("cpu", value)]):
+                if kind not in PLAN_KINDS or isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+                        or not seconds >= 0:
+                    raise ConfigError(f"workload {self.name!r}: plan[{key!r}] must be seconds >= 0, or "
+                                      f"{{{', '.join(f'{k!r}: s' for k in PLAN_KINDS)}}}, got {value!r}")
+        if self.ddp:
+            variant = by_name.get(self.ddp.get("variant"))
+            if variant is None or not variant.choices:
+                raise ConfigError(f"workload {self.name!r}: ddp['variant'] must name a parameter with choices, "
+                                  f"got {self.ddp.get('variant')!r}")
+            if self.trainer is None:
+                raise ConfigError(f"workload {self.name!r}: ddp needs a trainer (the set-up DDP trains)")
+            if self.ddp.get("module") is not None and not callable(self.ddp["module"]):
+                raise ConfigError(f"workload {self.name!r}: ddp['module'] must be a function (set-up) -> module")
+        if self.presets is not None:
+            if "size" not in by_name:
+                raise ConfigError(f"workload {self.name!r}: presets are chosen by a parameter 'size', "
+                                  "which it does not declare")
+            for size, preset in self.presets.items():
+                try:
+                    by_name["size"].validate(size)
+                except ConfigError as exc:
+                    raise ConfigError(f"workload {self.name!r}, presets: {exc}") from None
+                for pname in preset:
+                    if pname not in by_name:
+                        raise ConfigError(f"workload {self.name!r}: presets[{size!r}] names parameter {pname!r}, "
+                                          "which it does not declare")
         for size, grid in (self.grids or {}).items():
             if size not in SIZES:
                 raise ConfigError(f"workload {self.name!r}: grids has no size {size!r}; sizes: {', '.join(SIZES)}")
@@ -102,10 +153,12 @@ class Workload:
                         by_name[pname].validate(v)
                 except ConfigError as exc:
                     raise ConfigError(f"workload {self.name!r}, grids[{size!r}]: {exc}") from None
-        unknown = sorted(set(self.asv or {}) - set(ASV_KEYS))
+
+    def _check_keys(self, what: str, given: Mapping[str, Any] | None, known: Mapping[str, str]) -> None:
+        unknown = sorted(set(given or {}) - set(known))
         if unknown:
-            raise ConfigError(f"workload {self.name!r}: asv has no key {unknown[0]!r}; known keys: "
-                              + ", ".join(f"{k} ({v})" for k, v in ASV_KEYS.items()))
+            raise ConfigError(f"workload {self.name!r}: {what} has no key {unknown[0]!r}; known keys: "
+                              + ", ".join(f"{k} ({v})" for k, v in known.items()))
 
     @property
     def builtin(self) -> bool:

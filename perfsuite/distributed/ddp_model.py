@@ -1,41 +1,62 @@
-"""The model a DDP case trains, as both the ddp workload and the ranks' gradient check build it.
+"""The model a DDP case trains, as the training workload that offers it declares it: `ddp=` on its
+@perfsuite.workload names the parameter that picks the model's variant, the module DDP wraps
+(default: the set-up's model) and whether the gradient check runs it in eval mode.
 
-Here, not in perfsuite/workloads/ddp.py, so that the rank code (perfsuite.distributed.rank,
-.launch) needs nothing from the workloads above it.
+The ddp workload and the ranks' gradient check (perfsuite.distributed.rank, .launch) ask the
+workload here, through the registry: nothing in perfsuite.distributed names a workload.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-MODELS = {"resnet": ("resnet18", "resnet34"), "autoencoder": ("fc", "conv")}
+from perfsuite.core import registry
+from perfsuite.core.errors import ConfigError
+
+
+def models() -> list[str]:
+    """The training workloads that offer a DDP model, by name."""
+    return [name for name in registry.names() if registry.get(name).ddp]
+
+
+def offered(model: str) -> Mapping[str, Any]:
+    """What workload `model` declares of its DDP model (perfsuite.core.workload.DDP_KEYS)."""
+    declared = registry.get(model).ddp
+    if not declared:
+        raise ConfigError(f"workload {model!r} offers no DDP model (ddp= on its declaration); "
+                          f"these do: {', '.join(models())}")
+    return declared
+
+
+def variants(model: str) -> tuple:
+    """The values of the parameter that picks `model`'s variant, its default first."""
+    p = next(p for p in registry.get(model).params if p.name == offered(model)["variant"])
+    return (p.default, *(c for c in p.choices if c != p.default))
 
 
 def sub_params(params: Mapping[str, Any]) -> dict:
-    """The parameters of the single-process workload this case trains (its size preset applies)."""
+    """The parameters of the single-process workload this case trains (its size preset applies);
+    those not given (or None) take the workload's own defaults."""
     model = params["model"]
-    variant = params["variant"] or MODELS[model][0]
-    sub = {"size": params["size"], "precision": params["precision"], "batch_size": params["batch_size"]}
-    sub["model" if model == "resnet" else "variant"] = variant
+    sub = {k: params.get(k) for k in ("size", "precision", "batch_size")}
+    sub[offered(model)["variant"]] = params.get("variant") or variants(model)[0]
     return {k: v for k, v in sub.items() if v is not None}
 
 
 def forward_module(model: str, setup):
-    """The module DDP wraps: the model itself, or for the autoencoder its encoder then decoder
-    (the same parameters the set-up's optimiser holds)."""
-    if model == "resnet":
-        return setup.parts.model
-    from torch import nn
+    """The module DDP wraps: the one the workload declares (`ddp["module"](setup)`), else the
+    set-up's model; the same parameters the set-up's optimiser holds."""
+    make = offered(model).get("module")
+    return make(setup) if make is not None else setup.parts.model
 
-    class EncodeDecode(nn.Module):
-        def __init__(self, inner) -> None:
-            super().__init__()
-            self.inner = inner
 
-        def forward(self, x):
-            return self.inner["decoder"](self.inner["encoder"](x))
-
-    return EncodeDecode(setup.parts.model)
+def checked_module(model: str, setup):
+    """The module the gradient check compares: forward_module, in eval mode where the workload
+    asks for it (BatchNorm normalises with each rank's own batch statistics in training mode)."""
+    module = forward_module(model, setup)
+    if offered(model).get("eval_in_gradient_check"):
+        module.eval()
+    return module
 
 
 def wrap(module, ctx):

@@ -39,7 +39,7 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.record import Record
 from perfsuite.distributed.attach import attached_world
 from perfsuite.distributed.attach import run_on_world
-from perfsuite.distributed.ddp_model import sub_params
+from perfsuite.distributed import ddp_model
 
 RANK_MODULE = "perfsuite.distributed"  # __main__.py: rank.main
 # Starting the ranks (torchrun, then torch in every rank) and building the step come before the
@@ -98,12 +98,18 @@ def check_world(params: Mapping[str, Any], device: str) -> None:
 
 def make_job(workload, params: dict, cfg, device: str, *, env=None, peak=None, trace_dir=None,
              kind: str = "case", timeout_s: float | None = None, spec: str | None = None, label: str = "") -> dict:
-    resolved = workload.resolve(params)
-    job = {"kind": kind, "workload": spec or workload.name, "params": resolved,
-           "cfg": {**cfg.to_dict(), "device": device}, "device": device, "backend": backend_for(resolved, device),
-           "env": env, "peak": peak, "trace_dir": str(trace_dir) if trace_dir else None,
-           "timeout_s": float(timeout_s or default_timeout(cfg)), "label": label or workload.name}
-    return job
+    return job_for(kind, spec or workload.name, workload.resolve(params), cfg, device, env=env, peak=peak,
+                   trace_dir=trace_dir, timeout_s=timeout_s, label=label or workload.name)
+
+
+def job_for(kind: str, name: str, resolved: dict, cfg, device: str, *, env=None, peak=None, trace_dir=None,
+            timeout_s: float | None = None, label: str = "") -> dict:
+    """What the ranks read from job.json: `kind` "case" (measure workload `name` at `resolved`, a
+    registered name or module:attribute) or "gradcheck" (rank.gradient_check)."""
+    return {"kind": kind, "workload": name, "params": resolved,
+            "cfg": {**cfg.to_dict(), "device": device}, "device": device, "backend": backend_for(resolved, device),
+            "env": env, "peak": peak, "trace_dir": str(trace_dir) if trace_dir else None,
+            "timeout_s": float(timeout_s or default_timeout(cfg)), "label": label or name}
 
 
 def torchrun_command(nproc: int, jobdir: Path, module: str = RANK_MODULE) -> list[str]:
@@ -264,14 +270,21 @@ def run_distributed(workload, params: dict, cfg, *, env=None, peak=None, measure
     return rec
 
 
-def gradient_check(models=("autoencoder", "resnet"), world_size: int = 2, *, device: str = "cpu",
-                   timeout_s: float = 180.0, **params) -> list[dict]:
+def gradient_check(models=None, world_size: int = 2, *, device: str = "cpu", timeout_s: float = 180.0,
+                   backend: str = "auto", **params) -> list[dict]:
     """DDP's gradients over `world_size` ranks against one process on the concatenated batch
-    (rank.gradient_check), for each model in one launch: rank 0's findings, one dict per model
-    (max_abs_diff, max_rel_diff, and unreduced_max_rel_diff: rank 0's own gradient's distance,
-    what a missing reduction would look like)."""
-    w = registry.get("ddp")
-    case = {"world_size": world_size, **params}
-    job = make_job(w, case, RunConfig(device=device), device, kind="gradcheck", timeout_s=timeout_s)
-    job["checks"] = [{"model": m, "sub_params": sub_params(w.resolve({**case, "model": m}))} for m in models]
+    (rank.gradient_check), for each training workload in `models` (default: every one that offers
+    a DDP model, ddp_model.models()) in one launch, at `params` (size, precision, batch_size,
+    variant, as the ddp workload takes them): rank 0's findings, one dict per model (max_abs_diff,
+    max_rel_diff, and unreduced_max_rel_diff: rank 0's own gradient's distance, what a missing
+    reduction would look like)."""
+    world = {"world_size": world_size, "nnodes": 1, "backend": backend}
+    checks = []
+    for m in models or ddp_model.models():
+        sub = ddp_model.sub_params({**params, "model": m})
+        registry.get(m).resolve(sub)  # bad values are named here, before any rank starts
+        checks.append({"model": m, "sub_params": sub})
+    job = job_for("gradcheck", "gradcheck", world, RunConfig(device=device), device, timeout_s=timeout_s,
+                  label="DDP gradient check")
+    job["checks"] = checks
     return launch_local(job, world_size)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from perfsuite.core.errors import Unsupported
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
-from perfsuite.distributed.ddp_model import forward_module
+from perfsuite.distributed.ddp_model import checked_module
 from perfsuite.distributed.ddp_model import wrap
 from perfsuite.measure import runner
 from perfsuite.measure.runner import conditions_warnings
@@ -382,8 +382,9 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
     `rank` of the training set-up); rank 0 also takes one plain backward on all ranks' batches
     concatenated, from the same initial weights, and compares the gradients. DDP averages the
     ranks' gradients, which for a mean loss over equal batches is the gradient of the whole
-    batch. BatchNorm normalises with each rank's own batch statistics in training mode, so ResNet
-    is checked with them frozen (eval): the check is of DDP's reduction, not of BatchNorm."""
+    batch. BatchNorm normalises with each rank's own batch statistics in training mode, so a
+    model with it is checked with them frozen (eval, where its workload's `ddp=` asks for it):
+    the check is of DDP's reduction, not of BatchNorm."""
     import torch
     import torch.distributed as dist
 
@@ -393,9 +394,7 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
     for check in job["checks"]:
         model, sub = check["model"], check["sub_params"]
         setup = training_setup(model, sub, ctx.device, seed=seed)
-        module = forward_module(model, setup)
-        if model == "resnet":
-            module.eval()
+        module = checked_module(model, setup)
         ddp = wrap(module, ctx)
         x, y = setup.batch(ctx.rank)
         with setup.parts.precision.autocast():
@@ -406,9 +405,7 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
         if ctx.rank != 0:
             continue
         ref_setup = training_setup(model, sub, ctx.device, seed=seed)
-        ref = forward_module(model, ref_setup)
-        if model == "resnet":
-            ref.eval()
+        ref = checked_module(model, ref_setup)
         xs, ys = zip(*(ref_setup.batch(r) for r in range(ctx.world_size)))
         with ref_setup.parts.precision.autocast():
             ref_loss = ref_setup.parts.loss_fn(ref(torch.cat(xs)), torch.cat(ys))
@@ -416,9 +413,7 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
         ref_grads = [q.grad for q in ref.parameters()]
         # The check's own sensitivity: rank 0's gradient without DDP's reduction, against the same reference.
         solo_setup = training_setup(model, sub, ctx.device, seed=seed)
-        solo = forward_module(model, solo_setup)
-        if model == "resnet":
-            solo.eval()
+        solo = checked_module(model, solo_setup)
         with solo_setup.parts.precision.autocast():
             solo_setup.parts.loss_fn(solo(x), y).backward()
         worst_abs, worst_rel = _worst(grads, ref_grads)

@@ -38,7 +38,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.storage.read import read_bytes as _read_bytes
@@ -339,30 +339,38 @@ def shipped_suites_dir() -> Path:
 # --- `perfsuite run --suite NAME --plan`: what a suite (and `make bench` around it) will cost -------
 #
 # A case's max_time bounds its warm-up and timed blocks; everything else is set-up whose cost is
-# estimated here, per device kind, in seconds. The figures come from runs, not from the budgets:
-# H100 (scripts/gpu-check.sh, 2026-11-25, torch 2.11): `perfsuite check --device cuda` took 16 s
-# wall with its per-check seconds (activation 3.6, autoencoder 3.2, resnet 2.6, checkpoint 1.3),
-# `perfsuite peak --max-time 6` 12 s, two ResNet18 b128 cases at 6 s 13 s including start-up,
-# six run_case calls at 3 s about 20 s (builds under 1 s), and one Qwen 0.5B case at 5 s took
-# 15-35 s (the model is randomly initialised on the host in fp32 before it is moved). CPU: on the
-# 2-core development machine (shared, 2026-11-25) a Qwen 0.5B build took 35 s and its first call
-# 5 s, `import torch` in a fresh worker 3-8 s, a torchrun launch ~10 s (cpu.yaml). They are
-# estimates: the plan says so, and its budget column is the part that is a bound.
+# estimated here, per device kind, in seconds; a workload whose own costs differ declares them
+# (`plan=` on its @perfsuite.workload: build_s, check_s, once_s). The figures come from runs, not
+# from the budgets: H100 (scripts/gpu-check.sh, 2026-11-25, torch 2.11): `perfsuite check --device
+# cuda` took 16 s wall with its per-check seconds (activation 3.6, autoencoder 3.2, resnet 2.6,
+# checkpoint 1.3), `perfsuite peak --max-time 6` 12 s, two ResNet18 b128 cases at 6 s 13 s
+# including start-up, six run_case calls at 3 s about 20 s (builds under 1 s), and one Qwen 0.5B
+# case at 5 s took 15-35 s (the model is randomly initialised on the host in fp32 before it is
+# moved). CPU: on the 2-core development machine (shared, 2026-11-25) a Qwen 0.5B build took 35 s
+# and its first call 5 s, `import torch` in a fresh worker 3-8 s, a torchrun launch ~10 s
+# (cpu.yaml). They are estimates: the plan says so, and its budget column is the part that is a bound.
 PLAN_START_S = {"cpu": 4.0, "cuda": 6.0}      # one perfsuite process: interpreter, torch, CUDA context
 PLAN_WORKER_S = {"cpu": 0.2, "cuda": 1.5}     # one worker forked from the fork server (its CUDA context), before its build
 PLAN_LAUNCH_S = {"cpu": 10.0, "cuda": 15.0}   # one torchrun launch (distributed workloads), ranks included
-PLAN_BUILD_S = {  # one case's build and cold first call, by workload; "*" for the rest
-    "cpu": {"*": 1.0, "resnet": 2.0, "qwen": 30.0, "dataloader": 2.0},
-    "cuda": {"*": 1.0, "matmul": 0.5, "resnet": 1.5, "qwen": 25.0, "dataloader": 2.0},
+# What a workload costs unless it declares its own (Workload.plan, perfsuite.core.workload.PLAN_KEYS).
+PLAN_DEFAULT_S = {
+    "build_s": {"cpu": 1.0, "cuda": 1.0},     # one case's build and cold first call
+    "check_s": {"cpu": 2.0, "cuda": 0.5},     # its checks in `perfsuite check` (a suite runs them before timing)
+    "once_s": {"cpu": 0.0, "cuda": 0.0},      # once per suite, before its first case
 }
-PLAN_ONCE_S = {"dataloader": 10.0}            # once per suite: the generated image folder
+PLAN_PEAK_ROOF_S = {"cpu": 1.0, "cuda": 0.5}  # one roof's build in `perfsuite peak` (a large matmul, or the copy)
 PLAN_AMP_LOSSES_S = {"cpu": 15.0, "cuda": 5.0}  # its two fresh accuracy runs (2 x steps steps)
-PLAN_CHECK_S = {  # `perfsuite check` per workload (a suite runs them before timing)
-    "cpu": {"*": 2.0, "activation": 4.0, "autoencoder": 4.0, "resnet": 6.0},
-    "cuda": {"*": 0.5, "activation": 3.6, "autoencoder": 3.2, "resnet": 2.6, "checkpoint": 1.3},
-}
 PLAN_REPORT_S = {"cpu": 25.0, "cuda": 25.0}   # `perfsuite report` and `export tensorboard`, two processes
 BENCH_PEAK_MAX_TIME = 6.0                     # the Makefile's BENCH_TIME: `perfsuite peak --max-time 6`
+
+
+def plan_seconds(workload: str, key: str, kind: str) -> float:
+    """What workload `workload` costs a plan on a device of `kind`: its own `plan=` figure for
+    `key` (build_s, check_s, once_s), else PLAN_DEFAULT_S's."""
+    declared = (registry.get(workload).plan or {}).get(key)
+    if isinstance(declared, Mapping):
+        declared = declared.get(kind)
+    return float(PLAN_DEFAULT_S[key][kind] if declared is None else declared)
 
 
 @dataclass(frozen=True)
@@ -394,7 +402,7 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     from perfsuite.suite.checks import checks_for
 
     kind = _kind(suite.device)
-    build = lambda w: PLAN_BUILD_S[kind].get(w, PLAN_BUILD_S[kind]["*"])  # noqa: E731
+    build = lambda w: plan_seconds(w, "build_s", kind)  # noqa: E731
     # A run in this process builds its step IN_PROCESS_BUILDS times (rotated while timing), unless the
     # workload allows fewer; a worker process builds it once. The builds after the first are counted at
     # half a first build: the process, the CUDA context and the libraries' caches are warm by then, and
@@ -405,19 +413,19 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     if bench:
         n = len(PEAK_DTYPES[kind]) + 1  # one matmul per roof and the copy
         lines.append(PlanLine("perfsuite peak (make bench)", n, n * BENCH_PEAK_MAX_TIME,
-                              PLAN_START_S[kind] + n * build("matmul")))
+                              PLAN_START_S[kind] + n * PLAN_PEAK_ROOF_S[kind]))
     lines.append(PlanLine("perfsuite run: start-up", 0, 0.0, PLAN_START_S[kind]))
     checked = sorted({e.workload for e in suite.entries if checks_for(e.workload)})
     if suite.checks and checked:
         lines.append(PlanLine(f"checks ({', '.join(checked)})", 0, 0.0,
-                              sum(PLAN_CHECK_S[kind].get(w, PLAN_CHECK_S[kind]["*"]) for w in checked)))
+                              sum(plan_seconds(w, "check_s", kind) for w in checked)))
     once = set()
     for e in suite.entries:
         n = len(e.cases())
         extra = 0.0
-        if e.workload in PLAN_ONCE_S and e.workload not in once:
+        if e.workload not in once:
             once.add(e.workload)
-            extra = PLAN_ONCE_S[e.workload]
+            extra = plan_seconds(e.workload, "once_s", kind)
         if e.kind == "pair":  # both sides built; the budget holds the interleaved pairs
             lines.append(PlanLine(f"{e.name} (pair)", n, n * e.max_time, extra + n * 2 * build(e.workload)))
         elif e.kind == "amp":  # max_time bounds warm-up and the pairs; the accuracy runs come on top

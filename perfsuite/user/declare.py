@@ -7,8 +7,10 @@
 
 A list is the parameter's default sweep (its first value the default of a single case); a
 scalar is its default; `perfsuite.param(...)` adds choices and bounds. The decorated function
-becomes a `Workload` in the registry, the same type the built-in workloads are, so every
-front-end (run, check, pair, gate, suites, workers, asv, pytest) measures it the same way.
+becomes a `Workload` in the registry. It is the one way a workload is declared: perfsuite's own
+(perfsuite/workloads/*.py) use it too, with the keywords they need beyond a user's (size presets,
+a case validator, a trainer, DDP model, plan estimates, a launcher), so every front-end (run,
+check, pair, gate, suites, workers, asv, pytest) measures them all the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from perfsuite.core.registry import register
 from perfsuite.core.workload import BuiltStep, Workload
 
 _TYPES = (bool, int, float, str)
+# How a step's FLOPs were found (the record's work.flops_method): given by the user, a formula,
+# torch's counter; "unknown": none to count (I/O, a collective), so the counter is not run.
+FLOPS_METHODS = ("user", "analytic", "FlopCounterMode", "unknown")
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,10 @@ class Step:
     `items` per step (samples, tokens...) in `unit`; `flops` and `bytes` per step when known
     (FLOPs are otherwise counted once at build time with torch's FlopCounterMode); `dtype` names
     the precision whose peak the FLOP/s are judged against; `teardown` runs after measuring.
+    `flops_method` says how `flops` were found ("analytic" for a formula, "FlopCounterMode";
+    default "user"), or, without `flops`, "unknown": a step with no FLOPs to count (I/O, a
+    collective), so none are counted. `extra() -> dict`, called after the timed region, adds the
+    workload's own measurements to the record's `extra` (a DataLoader's start-up, say).
     """
 
     fn: Callable[[], object]
@@ -44,6 +53,8 @@ class Step:
     bytes: float | None = None
     dtype: str = "fp32"
     teardown: Callable[[], None] | None = None
+    extra: Callable[[], dict] | None = None
+    flops_method: str | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.fn):
@@ -54,12 +65,26 @@ class Step:
                 continue
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
                 raise ConfigError(f"Step: {name} must be a positive number, got {v!r}")
+        for name in ("teardown", "extra"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise ConfigError(f"Step: {name} must be callable, got {type(getattr(self, name)).__name__}")
+        if self.flops_method is not None and self.flops_method not in FLOPS_METHODS:
+            raise ConfigError(f"Step: flops_method must be one of {', '.join(FLOPS_METHODS)}, "
+                              f"got {self.flops_method!r}")
+        if self.flops is not None and self.flops_method == "unknown":
+            raise ConfigError("Step: flops given with flops_method 'unknown'")
+        if self.flops is None and self.flops_method not in (None, "unknown"):
+            raise ConfigError(f"Step: flops_method {self.flops_method!r} without flops (give flops=, or "
+                              "flops_method='unknown' for a step with none to count)")
 
 
 def param(default: Any, *, choices: tuple | list | None = None, min: float | None = None,
-          max: float | None = None, help: str = "") -> "ParamSpec":
-    """A parameter with choices or bounds: `params={"n": perfsuite.param([256, 1024], min=1)}`."""
-    return ParamSpec(default, tuple(choices) if choices is not None else None, min, max, help)
+          max: float | None = None, help: str = "", type: type | None = None) -> "ParamSpec":
+    """A parameter with choices or bounds: `params={"n": perfsuite.param([256, 1024], min=1)}`.
+
+    `type` (bool, int, float or str) is needed for a default of None: a value the workload's
+    `size` preset fills in when the case leaves it unset (`presets=` on the decorator)."""
+    return ParamSpec(default, tuple(choices) if choices is not None else None, min, max, help, type)
 
 
 @dataclass(frozen=True)
@@ -69,6 +94,7 @@ class ParamSpec:
     min: float | None = None
     max: float | None = None
     help: str = ""
+    type: type | None = None
 
 
 def _param(workload: str, name: str, spec: Any) -> tuple[Param, tuple | None]:
@@ -78,10 +104,19 @@ def _param(workload: str, name: str, spec: Any) -> tuple[Param, tuple | None]:
     values = list(spec.default) if isinstance(spec.default, (list, tuple)) else [spec.default]
     if not values:
         raise ConfigError(f"workload {workload!r}, parameter {name!r}: an empty list has no default")
-    kind = type(values[0])
-    if kind not in _TYPES or any(type(v) is not kind and not (kind is float and type(v) is int) for v in values):
-        raise ConfigError(f"workload {workload!r}, parameter {name!r}: default {spec.default!r} is not "
-                          "a bool, int, float or str (or a list of one of them)")
+    if spec.type is not None and spec.type not in _TYPES:
+        raise ConfigError(f"workload {workload!r}, parameter {name!r}: type {spec.type!r} is not "
+                          "bool, int, float or str")
+    if values == [None]:  # a value the size preset gives: its type is declared, not seen
+        if spec.type is None:
+            raise ConfigError(f"workload {workload!r}, parameter {name!r}: a default of None needs "
+                              "perfsuite.param(None, type=...)")
+        kind = spec.type
+    else:
+        kind = spec.type or type(values[0])
+        if kind not in _TYPES or any(type(v) is not kind and not (kind is float and type(v) is int) for v in values):
+            raise ConfigError(f"workload {workload!r}, parameter {name!r}: default {spec.default!r} is not "
+                              "a bool, int, float or str (or a list of one of them)")
     try:
         p = Param(name, kind, values[0], choices=spec.choices, min=spec.min, max=spec.max, help=spec.help)
         for v in values[1:]:
@@ -91,13 +126,18 @@ def _param(workload: str, name: str, spec: Any) -> tuple[Param, tuple | None]:
     return p, (tuple(values) if len(values) > 1 else None)
 
 
-def _built(workload: str, made: Any, device: str, fn: Callable) -> BuiltStep:
+def built_step(workload: str, made: Any, fn: Callable) -> BuiltStep:
+    """What `fn`, the builder of `workload`, returned (a perfsuite.Step) as the runner takes it;
+    FLOPs counted here, at build time, when the Step does not give them."""
     if isinstance(made, BuiltStep):
         return made
     if not isinstance(made, Step):
         raise ConfigError(f"workload {workload!r}: {fn.__qualname__} must return perfsuite.Step(...), "
                           f"got {type(made).__name__}")
-    flops, method = made.flops, "user"
+    flops, method = made.flops, made.flops_method or "user"
+    if method == "unknown":  # declared to have none: nothing to count
+        return BuiltStep(fn=made.fn, teardown=made.teardown, extra=made.extra, work=Work(
+            items_per_step=made.items, item_unit=made.unit, bytes_per_step=made.bytes, dtype=made.dtype))
     if flops is None:
         # Counted once, here at build time and outside any timed region, by running one step
         # under torch's FLOP counter (matmuls, convolutions, attention; elementwise ops count 0).
@@ -107,8 +147,8 @@ def _built(workload: str, made: Any, device: str, fn: Callable) -> BuiltStep:
             flops, method = count_flops(made.fn), "FlopCounterMode"
         except Exception:  # noqa: BLE001 - an op the counter cannot follow: no FLOP/s, still a measurement
             flops, method = None, None
-    return BuiltStep(fn=made.fn, teardown=made.teardown, work=Work(
-        items_per_step=float(made.items), item_unit=made.unit, flops_per_step=flops or None,
+    return BuiltStep(fn=made.fn, teardown=made.teardown, extra=made.extra, work=Work(
+        items_per_step=made.items, item_unit=made.unit, flops_per_step=flops or None,
         flops_method=method if flops else None, bytes_per_step=made.bytes, dtype=made.dtype))
 
 
@@ -121,7 +161,18 @@ class _Builder:
     fn: Callable
 
     def __call__(self, resolved: Mapping[str, Any], device: str) -> BuiltStep:
-        return _built(self.name, self.fn(**resolved, device=device), device, self.fn)
+        return built_step(self.name, self.fn(**resolved, device=device), self.fn)
+
+
+@dataclass(frozen=True)
+class _CaseCall:
+    """`validate=` and `trainer=`: called as the builder is, `fn(**params, device=device)`, where
+    perfsuite calls a workload's hooks with (resolved params, device)."""
+
+    fn: Callable
+
+    def __call__(self, resolved: Mapping[str, Any], device: str) -> Any:
+        return self.fn(**resolved, device=device)
 
 
 @dataclass(frozen=True)
@@ -142,19 +193,44 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
              check: Callable[..., Any] | None = None, description: str | None = None,
              checks: Mapping[str, Callable[[str], Any]] | None = None,
              grids: Mapping[str, Mapping[str, Any]] | None = None,
-             report: Callable[..., list] | None = None, asv: Mapping[str, Any] | None = None):
+             report: Callable[..., list] | None = None, asv: Mapping[str, Any] | None = None,
+             presets: Mapping[str, Mapping[str, Any]] | None = None, validate: Callable[..., None] | None = None,
+             trainer: Callable[..., Any] | None = None, fp32_kernels: str | tuple | None = None,
+             max_builds: int | None = None, plan: Mapping[str, Any] | None = None,
+             ddp: Mapping[str, Any] | None = None, launcher: Callable[..., Any] | None = None):
     """Register the decorated builder `fn(**params, device) -> perfsuite.Step` as a workload.
 
-    `check`, when given, is called as `check(**params, device=device)` at the default case by
-    `perfsuite check` and before a suite measures; it raises (an AssertionError, say) when the
-    step computes the wrong thing. `checks`: more of them by name, each called as `fn(device)`
-    and returning a one-line detail (or None).
+    Its name is the function's (or `name=`), its description the docstring's first line (or
+    `description=`). `check`, when given, is called as `check(**params, device=device)` at the
+    default case by `perfsuite check` and before a suite measures; it raises (an AssertionError,
+    say) when the step computes the wrong thing. `checks`: more of them by name, each called as
+    `fn(device)` and returning a one-line detail (or None).
 
     `grids`: named grids for the front-ends, `{"ci": {"batch_size": [32, 128]}, "gpu": {...}}`
     (asv picks one with PERFSUITE_ASV_SIZE; a missing size uses "ci"; default: the default
     sweep). `report(records, out_dir, options) -> [markdown lines]`: the workload's own section of
     `perfsuite report`. `asv`: {"processes": N, "max_time": S, "tracks": [...], "amp": bool}
     (perfsuite.core.workload.ASV_KEYS).
+
+    What perfsuite's own workloads use besides (perfsuite/workloads/*.py), open to any workload:
+
+    - `presets`: {size: {param: value}}, the values a `size` parameter's preset gives to
+      parameters declared with a default of None (`perfsuite.param(None, type=int)`) and left unset;
+    - `validate`: called as `validate(**params, device=device)` for every case before any is
+      measured; raises perfsuite.core.errors.Unsupported when this device cannot run the case (a
+      skip with its reason; asv skips it too), ConfigError for values that do not go together;
+    - `trainer`: `trainer(**params, device=device) -> perfsuite.training.setup.TrainingSetup`, the
+      parts the timed training step is made of (the AMP comparison, profile-step and the training
+      checks build from it);
+    - `ddp`: the model a training workload offers the ddp workload: {"variant": the parameter that
+      picks it, "module": set-up -> the module DDP wraps, "eval_in_gradient_check": bool}
+      (perfsuite.core.workload.DDP_KEYS);
+    - `plan`: seconds a suite's `--plan` counts besides the budgets, {"build_s": ..., "check_s":
+      ..., "once_s": ...}, each a number or {"cpu": s, "cuda": s} (PLAN_KEYS);
+    - `fp32_kernels`: "matmul" or "conv" (or (param, {value: kind})): which TF32 flag sets the
+      fp32 roof on CUDA; `max_builds`: the most builds of the step held at once (1: one only);
+    - `launcher`: runs a case elsewhere and returns its record (perfsuite.distributed.workload:
+      the ranks of a torchrun launch).
     """
     def wrap(fn: Callable) -> Callable:
         wname = name or fn.__name__
@@ -184,14 +260,22 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
         for cname, cfn in named.items():
             if not callable(cfn):
                 raise ConfigError(f"workload {wname!r}: check {cname!r} is not callable")
-        if report is not None and not callable(report):
-            raise ConfigError(f"workload {wname!r}: report must be a function (records, out_dir, options) -> lines")
+        for what, hook, shape in (("report", report, "(records, out_dir, options) -> lines"),
+                                  ("validate", validate, "(**params, device) -> None"),
+                                  ("trainer", trainer, "(**params, device) -> TrainingSetup"),
+                                  ("launcher", launcher, "(workload, params, cfg, **where) -> Record")):
+            if hook is not None and not callable(hook):
+                raise ConfigError(f"workload {wname!r}: {what} must be a function {shape}")
         source = inspect.getsourcefile(fn) or "?"
         line = inspect.getsourcelines(fn)[1] if source != "?" else 0
         doc = description or inspect.getdoc(fn) or ""
         register(Workload(name=wname, description=doc.strip().splitlines()[0] if doc else "", params=tuple(specs),
                           builder=_Builder(wname, fn), sweep=sweep or None, source=f"{source}:{line}", checks=named or None,
-                          grids=grids, report=report, asv=dict(asv) if asv else None))
+                          grids=grids, report=report, asv=dict(asv) if asv else None,
+                          presets=presets, checker=_CaseCall(validate) if validate is not None else None,
+                          trainer=_CaseCall(trainer) if trainer is not None else None, fp32_kernels=fp32_kernels,
+                          max_builds=max_builds, plan=dict(plan) if plan else None, ddp=dict(ddp) if ddp else None,
+                          launcher=launcher))
         return fn
 
     return wrap(fn) if fn is not None else wrap

@@ -17,13 +17,9 @@ output). The record's throughput is algbw (work counts bytes per step); `extra` 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from perfsuite.distributed.workload import DistributedWorkload
-from perfsuite.core.params import Param
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
-from perfsuite.workloads.base import DTYPES, BuiltStep, torch_dtype
+import perfsuite
+from perfsuite.distributed.workload import launch, report
+from perfsuite.workloads.base import DTYPES, torch_dtype
 from perfsuite.distributed.launch import check_world
 from perfsuite.distributed.rank import current
 
@@ -40,15 +36,38 @@ def bus_factor(op: str, n: int) -> float:
     raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
 
 
-def check(params: Mapping[str, Any], device: str) -> None:
+def validate(device: str, **params) -> None:
     check_world(params, device)
 
 
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+@perfsuite.workload(
+    description="one collective per step (all_reduce | all_gather | reduce_scatter) over world_size ranks "
+                "(torchrun; gloo on CPU, NCCL on CUDA): algbw and busbw as nccl-tests define them",
+    params={
+        "op": perfsuite.param("all_reduce", choices=OPS),
+        "bytes": perfsuite.param(1 << 20, min=MIN_BYTES, max=MAX_BYTES, help="whole buffer, 1 KiB .. 1 GiB"),
+        "dtype": perfsuite.param("fp32", choices=DTYPES),
+        "world_size": perfsuite.param(2, min=1, max=4096, help="ranks in all (nnodes x ranks per node)"),
+        "nnodes": perfsuite.param(1, min=1, max=1024,
+                                  help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"),
+        "backend": perfsuite.param("auto", choices=("auto", "gloo", "nccl"), help="auto: nccl on CUDA, gloo on CPU"),
+    },
+    validate=validate,
+    grids={
+        "ci": {"bytes": [1 << 16], "world_size": [2]},
+        "cpu": {"op": ["all_reduce", "all_gather", "reduce_scatter"], "bytes": [1 << 20, 1 << 26],
+                "world_size": [2]},
+        "gpu": {"bytes": [1 << 10, 1 << 20, 1 << 30], "world_size": [1, 2]},
+    },
+    asv={"max_time": 2.0, "tracks": ["seconds_per_bus_gb"]},
+    launcher=launch,
+    max_builds=1,  # every rank builds one step: builds rotated in lockstep would multiply the groups' buffers
+    report=report,
+)
+def allreduce(device: str, **params):
     """Runs on every rank (perfsuite.distributed.rank), inside the rank's process group."""
     import torch
     import torch.distributed as dist
-
 
     ctx = current()
     n, op = ctx.world_size, params["op"]
@@ -79,33 +98,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
     nbytes = count * elem
     info = {"op": op, "bytes": nbytes, "requested_bytes": params["bytes"], "elements": count,
             "bus_factor": bus_factor(op, n)}
-    return BuiltStep(fn=step, work=Work(items_per_step=nbytes, item_unit="B", bytes_per_step=nbytes,
-                                        flops_method="unknown", dtype=params["dtype"]),
-                     extra=lambda: dict(info))
+    # A collective moves bytes: no FLOPs to count (and counting would run one more collective).
+    return perfsuite.Step(step, items=nbytes, unit="B", bytes=nbytes, flops_method="unknown", dtype=params["dtype"],
+                          extra=lambda: dict(info))
 
-
-WORKLOAD = register(
-    DistributedWorkload(
-        name="allreduce",
-        description="one collective per step (all_reduce | all_gather | reduce_scatter) over world_size ranks "
-                    "(torchrun; gloo on CPU, NCCL on CUDA): algbw and busbw as nccl-tests define them",
-        params=(
-            Param("op", str, "all_reduce", choices=OPS),
-            Param("bytes", int, 1 << 20, min=MIN_BYTES, max=MAX_BYTES, help="whole buffer, 1 KiB .. 1 GiB"),
-            Param("dtype", str, "fp32", choices=DTYPES),
-            Param("world_size", int, 2, min=1, max=4096, help="ranks in all (nnodes x ranks per node)"),
-            Param("nnodes", int, 1, min=1, max=1024,
-                  help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"),
-            Param("backend", str, "auto", choices=("auto", "gloo", "nccl"), help="auto: nccl on CUDA, gloo on CPU"),
-        ),
-        builder=build,
-        checker=check,
-        grids={
-            "ci": {"bytes": [1 << 16], "world_size": [2]},
-            "cpu": {"op": ["all_reduce", "all_gather", "reduce_scatter"], "bytes": [1 << 20, 1 << 26],
-                    "world_size": [2]},
-            "gpu": {"bytes": [1 << 10, 1 << 20, 1 << 30], "world_size": [1, 2]},
-        },
-        asv={"max_time": 2.0, "tracks": ["seconds_per_bus_gb"]},
-    )
-)

@@ -19,20 +19,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import perfsuite
 from perfsuite.measure.nvtx import Annotator
-from perfsuite.core.params import Param
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
 from perfsuite.training.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.step import TrainParts, make_train_step
-from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes
+from perfsuite.workloads.base import count_flops, training_bytes
 from perfsuite.data.cifar import load_batch
 from perfsuite.training.mar import mar_at_k
 from perfsuite.training.setup import TrainingSetup
 from perfsuite.training.setup import synthetic_batches
 
 SIZES = ("ci", "cpu", "gpu")
+VARIANTS = ("fc", "conv")
 PRESETS = {"ci": {"batch_size": 64, "val_size": 256, "batches": 2},
            "cpu": {"batch_size": 256, "val_size": 1000, "batches": 8},
            "gpu": {"batch_size": 1024, "val_size": 1000, "batches": 16}}
@@ -99,8 +98,8 @@ def build_parts(params: Mapping[str, Any], device: str) -> TrainParts:
     return TrainParts(model, _reconstruction_loss, opt, None, Precision(params["precision"], device))
 
 
-def training(params: Mapping[str, Any], device: str):
-    """The parts of the step `build` times, with generated batches (the AMP comparison,
+def training(device: str, **params):
+    """The parts of the step the workload times, with generated batches (the AMP comparison,
     profile-step, trace and the checks build from this)."""
     parts = build_parts(params, device)
     model = parts.model
@@ -170,18 +169,64 @@ def validation_pass(model, images, labels, annotator: Annotator, k: int = 5, hos
     return {"mar": mar, "grid": grid}
 
 
-def check(params: Mapping[str, Any], device: str) -> None:
+def validate(device: str, **params) -> None:
     check_precision(params["precision"], device)
 
 
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+def ddp_module(setup):
+    """The module DDP wraps: the encoder then the decoder (the parameters the set-up's optimiser holds)."""
+    from torch import nn
+
+    class EncodeDecode(nn.Module):
+        def __init__(self, inner) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner["decoder"](self.inner["encoder"](x))
+
+    return EncodeDecode(setup.parts.model)
+
+
+# The small case the training checks build, and their steps (perfsuite/run/checks.py).
+TRAINING_CHECKS = TrainingCase("autoencoder", {"variant": "conv", "batch_size": 8}, amp_steps=10, resume_steps=6)
+
+
+@perfsuite.workload(
+    params={
+        "size": perfsuite.param("ci", choices=SIZES, help="preset: ci | cpu | gpu"),
+        "variant": perfsuite.param("fc", choices=VARIANTS, help="3072-1024-128 MLP or conv"),
+        "batch_size": perfsuite.param(None, type=int, min=1, help="overrides the size preset"),
+        "precision": perfsuite.param("fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
+        "nvtx": perfsuite.param("off", choices=("on", "off"), help="coloured NVTX hierarchy"),
+        "phase": perfsuite.param("train", choices=("train", "validate", "epoch"),
+                                 help="a training step, the validation pass (MAR@5 + reconstruction grid), "
+                                      "or an epoch of both"),
+        "data": perfsuite.param("resident", choices=("resident", "host"),
+                                help="batches on the device, or pinned host batches copied in the step"),
+        "val_size": perfsuite.param(None, type=int, min=2, max=100_000,
+                                    help="validation images (MAR@5 over their codes)"),
+        "batches": perfsuite.param(None, type=int, min=1, max=10_000, help="phase=epoch: training steps per epoch"),
+        "vis_dir": perfsuite.param("", help="folder for the reconstruction grid; empty: a temporary one"),
+    },
+    presets=PRESETS,
+    validate=validate,
+    trainer=training,
+    checks=training_checks(TRAINING_CHECKS),
+    grids={size: {"size": [size], "variant": ["fc", "conv"], "precision": ["fp32", "bf16", "fp16"]}
+           for size in ("ci", "cpu", "gpu")},
+    asv={"amp": True},
+    fp32_kernels=("variant", {"fc": "matmul", "conv": "conv"}),  # conv: ~78% of its FLOPs in convolutions
+    ddp={"variant": "variant", "module": ddp_module},
+    plan={"check_s": {"cpu": 4.0, "cuda": 3.2}},
+)
+def autoencoder(device: str, **params):
+    """autoencoder on 3x32x32 images, MSE loss, Adam: training step, validation (MAR@5), or epoch"""
     import tempfile
     from pathlib import Path
 
-
-
-    check(params, device)
-    setup = training(params, device)
+    validate(device, **params)
+    setup = training(device, **params)
     model, prec = setup.parts.model, setup.parts.precision
     ann = Annotator(enabled=params["nvtx"] == "on")
     host = params["data"] == "host"
@@ -194,7 +239,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
         train_steps.append(make_step(setup.parts, hb.device_buf if hb else x, ann, host=hb))
 
     teardown = None
-    validate = None
+    validation = None
     if phase in ("validate", "epoch"):
         images, labels = load_batch("", params["val_size"], device, seed=10_000, normalize=False)
         val_host = HostBatch(images, labels, device) if host else None
@@ -207,7 +252,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
         grid_path = out_dir / f"reconstructions-{params['variant']}.png"
         last = {}
 
-        def validate():
+        def validation():
             last.update(validation_pass(model, images, labels, ann, k=5, host=val_host, save_to=grid_path,
                                         precision=prec))
             return last["mar"]
@@ -216,58 +261,22 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
         step = train_steps[0]
         items = bs
     elif phase == "validate":
-        step = validate
+        step = validation
         items = params["val_size"]
     else:
         def step():
             for s in train_steps:
                 s()
-            return validate()
+            return validation()
 
         items = bs * len(train_steps) + params["val_size"]
     flops = count_flops(step)  # runs the step once, in a case's first build only (measure.counted)
     nbytes = training_bytes(model, step) if phase == "train" else None
     extra = None
-    if validate is not None:
+    if validation is not None:
         def extra():
             return {"mar_at_5": last.get("mar"), "reconstructions": str(grid_path)}
 
-    return BuiltStep(fn=step, work=Work(items_per_step=items, item_unit="images",
-                                        flops_per_step=flops, flops_method="FlopCounterMode",
-                                        bytes_per_step=nbytes,
-                                        dtype="fp32" if params["precision"] == "fp32" else params["precision"]),
-                     teardown=teardown, extra=extra)
-
-
-# The small case the training checks build, and their steps (perfsuite/run/checks.py).
-TRAINING_CHECKS = TrainingCase("autoencoder", {"variant": "conv", "batch_size": 8}, amp_steps=10, resume_steps=6)
-
-WORKLOAD = register(
-    Workload(
-        name="autoencoder",
-        description="autoencoder on 3x32x32 images, MSE loss, Adam: training step, validation (MAR@5), or epoch",
-        params=(
-            Param("size", str, "ci", choices=SIZES, help="preset: ci | cpu | gpu"),
-            Param("variant", str, "fc", choices=("fc", "conv"), help="3072-1024-128 MLP or conv"),
-            Param("batch_size", int, None, min=1, help="overrides the size preset"),
-            Param("precision", str, "fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
-            Param("nvtx", str, "off", choices=("on", "off"), help="coloured NVTX hierarchy"),
-            Param("phase", str, "train", choices=("train", "validate", "epoch"),
-                  help="a training step, the validation pass (MAR@5 + reconstruction grid), or an epoch of both"),
-            Param("data", str, "resident", choices=("resident", "host"),
-                  help="batches on the device, or pinned host batches copied in the step"),
-            Param("val_size", int, None, min=2, max=100_000, help="validation images (MAR@5 over their codes)"),
-            Param("batches", int, None, min=1, max=10_000, help="phase=epoch: training steps per epoch"),
-            Param("vis_dir", str, "", help="folder for the reconstruction grid; empty: a temporary one"),
-        ),
-        builder=build,
-        trainer=training,
-        fp32_kernels=("variant", {"fc": "matmul", "conv": "conv"}),  # conv: ~78% of its FLOPs in convolutions
-        checker=check,
-        presets=PRESETS,
-        checks=training_checks(TRAINING_CHECKS),
-        grids={size: {"size": [size], "variant": ["fc", "conv"], "precision": ["fp32", "bf16", "fp16"]}
-               for size in ("ci", "cpu", "gpu")},
-        asv={"amp": True},
-    )
-)
+    return perfsuite.Step(step, items=items, unit="images", flops=flops, flops_method="FlopCounterMode",
+                          bytes=nbytes, dtype="fp32" if params["precision"] == "fp32" else params["precision"],
+                          teardown=teardown, extra=extra)

@@ -1,8 +1,9 @@
 """Helpers the concrete workloads share: dtypes, FLOP counting, training-step byte estimates.
 
-The core types (`Workload`, `BuiltStep`) live in perfsuite/core/workload.py; they are re-exported
-here because workload modules of older revisions (loaded by `perfsuite gate`) import them from
-this module.
+Every workload is declared with `@perfsuite.workload`. The core types (`Workload`, `BuiltStep`)
+live in perfsuite/core/workload.py; they are re-exported here because the workload files of
+older revisions, which `perfsuite gate` loads beside this core for a built-in, import them from
+this module (and called `register(Workload(...))` themselves).
 """
 
 from __future__ import annotations

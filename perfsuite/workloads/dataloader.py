@@ -7,12 +7,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+import perfsuite
 from perfsuite.stats import summary as stats
 from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.core.params import Param
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
-from perfsuite.workloads.base import BuiltStep, Workload
 from perfsuite.data.imagefolder import GENERATED
 from perfsuite.data.imagefolder import ImageFolderDataset
 from perfsuite.data.imagefolder import generated_folder
@@ -32,7 +29,7 @@ def dataset_root(params: Mapping[str, Any]) -> Path:
     return Path(name)
 
 
-def check(params: Mapping[str, Any], device: str) -> None:
+def validate(device: str, **params) -> None:
     if params["persistent_workers"] and params["num_workers"] == 0:
         raise ConfigError("parameter 'persistent_workers': needs num_workers >= 1")
     if params["pin_memory"] and not device.startswith("cuda"):
@@ -79,10 +76,43 @@ def to_device(batch, device: str):
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
+    """Over a sweep: the knee (the cheapest configuration within 5% of the best throughput) and
+    throughput against workers (perfsuite/workloads/dataloader_report.py)."""
+    if len(records) < 2:
+        return []
+
+    return section(records, out_dir)
+
+
+@perfsuite.workload(
+    params={
+        "size": perfsuite.param("ci", choices=("ci", "cpu", "gpu")),
+        "dataset": perfsuite.param("cifar-like", help="cifar-like | imagenet-like | PATH to class sub-folders"),
+        "num_workers": perfsuite.param(0, min=0, max=64),
+        "batch_size": perfsuite.param(None, type=int, min=1),
+        "pin_memory": perfsuite.param(False),
+        "persistent_workers": perfsuite.param(False),
+        "prefetch_factor": perfsuite.param(2, min=1),
+        "mode": perfsuite.param("load", choices=("load", "train"), help="loader alone, or feeding ResNet18"),
+        "images": perfsuite.param(None, type=int, min=1, help="generated datasets only: how many images"),
+    },
+    presets=PRESETS,
+    validate=validate,
+    report=report,
+    grids={
+        "ci": {"images": [128], "num_workers": [0, 2], "batch_size": [32]},
+        "cpu": {"num_workers": [0, 1, 2, 4], "batch_size": [32, 128]},
+        "gpu": {"size": ["gpu"], "num_workers": [0, 2, 4, 8], "batch_size": [128, 256], "pin_memory": [False, True]},
+    },
+    # Once per suite: the generated image folder.
+    plan={"build_s": 2.0, "once_s": 10.0},
+)
+def dataloader(device: str, **params):
+    """DataLoader epochs over a real PNG/JPEG folder with v2 augmentations (alone or feeding ResNet18)"""
     import torch
 
-    check(params, device)
+    validate(device, **params)
     loader, ds = make_loader(params, device)
     # Off the CPU a batch is only usable once it is on the device: the copy is part of loading
     # it, and the only thing `pin_memory` changes (an epoch without it measures only the pinning).
@@ -136,41 +166,5 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
             out["data_wait_fraction"] = stats.median(waits)
         return out
 
-    return BuiltStep(fn=step, work=Work(items_per_step=len(ds), item_unit="images"), extra=extra_metrics)
-
-
-def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
-    """Over a sweep: the knee (the cheapest configuration within 5% of the best throughput) and
-    throughput against workers (perfsuite/workloads/dataloader_report.py)."""
-    if len(records) < 2:
-        return []
-
-    return section(records, out_dir)
-
-
-WORKLOAD = register(
-    Workload(
-        name="dataloader",
-        description="DataLoader epochs over a real PNG/JPEG folder with v2 augmentations (alone or feeding ResNet18)",
-        params=(
-            Param("size", str, "ci", choices=("ci", "cpu", "gpu")),
-            Param("dataset", str, "cifar-like", help="cifar-like | imagenet-like | PATH to class sub-folders"),
-            Param("num_workers", int, 0, min=0, max=64),
-            Param("batch_size", int, None, min=1),
-            Param("pin_memory", bool, False),
-            Param("persistent_workers", bool, False),
-            Param("prefetch_factor", int, 2, min=1),
-            Param("mode", str, "load", choices=("load", "train"), help="loader alone, or feeding ResNet18"),
-            Param("images", int, None, min=1, help="generated datasets only: how many images"),
-        ),
-        builder=build,
-        checker=check,
-        presets=PRESETS,
-        report=report,
-        grids={
-            "ci": {"images": [128], "num_workers": [0, 2], "batch_size": [32]},
-            "cpu": {"num_workers": [0, 1, 2, 4], "batch_size": [32, 128]},
-            "gpu": {"size": ["gpu"], "num_workers": [0, 2, 4, 8], "batch_size": [128, 256], "pin_memory": [False, True]},
-        },
-    )
-)
+    # Images per epoch: decoding and augmenting have no FLOPs the counter would see.
+    return perfsuite.Step(step, items=len(ds), unit="images", flops_method="unknown", extra=extra_metrics)

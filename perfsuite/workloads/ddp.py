@@ -16,22 +16,22 @@ world_size=1 case of the same run.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from perfsuite.distributed.ddp_model import MODELS, forward_module, sub_params, wrap
-from perfsuite.distributed.workload import DistributedWorkload
+import perfsuite
+from perfsuite.distributed.ddp_model import forward_module, sub_params, wrap
+from perfsuite.distributed.workload import launch, report
 from perfsuite.core.errors import ConfigError
-from perfsuite.core.params import Param
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
 from perfsuite.training.precision import PRECISIONS, check_precision
-from perfsuite.workloads.base import BuiltStep, count_flops, training_bytes
+from perfsuite.workloads import autoencoder, resnet
+from perfsuite.workloads.base import count_flops, training_bytes
 from perfsuite.distributed.launch import check_world
 from perfsuite.distributed.rank import current
 from perfsuite.training.setup import training_setup
 from perfsuite.training.step import make_train_step
 
 BACKENDS = ("auto", "gloo", "nccl")
+# The training workloads whose model a case can train, each with the variants its `ddp=`
+# declaration's parameter offers (perfsuite/distributed/ddp_model.py asks them the rest).
+MODELS = {"resnet": resnet.MODELS, "autoencoder": autoencoder.VARIANTS}
 
 
 def _bucket_view(ddp) -> dict:
@@ -46,8 +46,7 @@ def _bucket_view(ddp) -> dict:
             "bucket_sizes_bytes": sizes or None}
 
 
-def check(params: Mapping[str, Any], device: str) -> None:
-
+def validate(device: str, **params) -> None:
     model, variant = params["model"], params["variant"]
     if variant and variant not in MODELS[model]:
         raise ConfigError(f"parameter 'variant': {variant!r} is not a variant of {model} "
@@ -56,57 +55,54 @@ def check(params: Mapping[str, Any], device: str) -> None:
     check_world(params, device)
 
 
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+@perfsuite.workload(
+    description="resnet or autoencoder training step in DistributedDataParallel over world_size ranks "
+                "(torchrun; gloo on CPU, NCCL on CUDA): slowest rank's step, global throughput, "
+                "scaling efficiency, communication share",
+    params={
+        "model": perfsuite.param("resnet", choices=tuple(MODELS), help="the training step: resnet | autoencoder"),
+        "variant": perfsuite.param("", choices=("",) + MODELS["resnet"] + MODELS["autoencoder"],
+                                   help="resnet18|resnet34 (resnet), fc|conv (autoencoder); empty: the first"),
+        "size": perfsuite.param("ci", choices=("ci", "cpu", "gpu"), help="the model's size preset (batch per rank)"),
+        "batch_size": perfsuite.param(None, type=int, min=1, help="images per rank; overrides the size preset"),
+        "precision": perfsuite.param("fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
+        "world_size": perfsuite.param(2, min=1, max=4096, help="ranks in all (nnodes x ranks per node)"),
+        "nnodes": perfsuite.param(1, min=1, max=1024,
+                                  help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"),
+        "backend": perfsuite.param("auto", choices=BACKENDS, help="auto: nccl on CUDA, gloo on CPU"),
+    },
+    validate=validate,
+    # Each case is one torchrun launch of its ranks; world_size=1 gives the scaling baseline.
+    grids={
+        "ci": {"model": ["autoencoder"], "batch_size": [16], "world_size": [1, 2]},
+        "cpu": {"model": ["resnet"], "size": ["ci"], "world_size": [1, 2]},
+        "gpu": {"model": ["resnet"], "size": ["gpu"], "world_size": [1, 2]},
+    },
+    asv={"tracks": ["inverse_scaling_efficiency", "comm_share"]},
+    launcher=launch,
+    max_builds=1,  # every rank builds one step: builds rotated in lockstep would multiply the groups' models
+    report=report,
+)
+def ddp(device: str, **params):
     """Runs on every rank (perfsuite.distributed.rank), inside the rank's process group."""
     ctx = current()
     model = params["model"]
     setup = training_setup(model, sub_params(params), ctx.device)
     module = forward_module(model, setup)
-    ddp = wrap(module, ctx)
+    wrapped = wrap(module, ctx)
     x, y = setup.batch(ctx.rank)  # this rank's own batch
-    step = make_train_step(setup.parts, x, y, forward=ddp)
+    step = make_train_step(setup.parts, x, y, forward=wrapped)
     w = ctx.world_size
     batch = int(x.shape[0])
     # Counted on this rank's step (both run it once, with its collectives, on every rank), for all ranks.
     flops = count_flops(step) * w
     nbytes = training_bytes(module, step) * w
-    work = Work(items_per_step=batch * w, item_unit="images", flops_per_step=flops, flops_method="FlopCounterMode",
-                bytes_per_step=nbytes, dtype=params["precision"])
-    ctx.profile_step = lambda phase: make_train_step(setup.parts, x, y, forward=ddp, phase=phase)
+    ctx.profile_step = lambda phase: make_train_step(setup.parts, x, y, forward=wrapped, phase=phase)
 
     def extra() -> dict:
         return {"model": model, "variant": params["variant"] or MODELS[model][0], "per_rank_batch": batch,
-                "global_batch": batch * w, **_bucket_view(ddp)}
+                "global_batch": batch * w, **_bucket_view(wrapped)}
 
-    return BuiltStep(fn=step, work=work, extra=extra)
+    return perfsuite.Step(step, items=batch * w, unit="images", flops=flops, flops_method="FlopCounterMode",
+                          bytes=nbytes, dtype=params["precision"], extra=extra)
 
-
-WORKLOAD = register(
-    DistributedWorkload(
-        name="ddp",
-        description="resnet or autoencoder training step in DistributedDataParallel over world_size ranks "
-                    "(torchrun; gloo on CPU, NCCL on CUDA): slowest rank's step, global throughput, "
-                    "scaling efficiency, communication share",
-        params=(
-            Param("model", str, "resnet", choices=tuple(MODELS), help="the training step: resnet | autoencoder"),
-            Param("variant", str, "", choices=("",) + MODELS["resnet"] + MODELS["autoencoder"],
-                  help="resnet18|resnet34 (resnet), fc|conv (autoencoder); empty: the first"),
-            Param("size", str, "ci", choices=("ci", "cpu", "gpu"), help="the model's size preset (batch per rank)"),
-            Param("batch_size", int, None, min=1, help="images per rank; overrides the size preset"),
-            Param("precision", str, "fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
-            Param("world_size", int, 2, min=1, max=4096, help="ranks in all (nnodes x ranks per node)"),
-            Param("nnodes", int, 1, min=1, max=1024,
-                  help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"),
-            Param("backend", str, "auto", choices=BACKENDS, help="auto: nccl on CUDA, gloo on CPU"),
-        ),
-        builder=build,
-        checker=check,
-        # Each case is one torchrun launch of its ranks; world_size=1 gives the scaling baseline.
-        grids={
-            "ci": {"model": ["autoencoder"], "batch_size": [16], "world_size": [1, 2]},
-            "cpu": {"model": ["resnet"], "size": ["ci"], "world_size": [1, 2]},
-            "gpu": {"model": ["resnet"], "size": ["gpu"], "world_size": [1, 2]},
-        },
-        asv={"tracks": ["inverse_scaling_efficiency", "comm_share"]},
-    )
-)

@@ -2,31 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from perfsuite.core.params import Param
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
+import perfsuite
 from perfsuite.core.checks import need
-from perfsuite.workloads.base import BuiltStep, Workload
 from perfsuite.training.mar import mar_at_k
-
-
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
-    import torch
-
-
-    gen = torch.Generator().manual_seed(0)
-    n, dim = params["n"], params["dim"]
-    codes = torch.randn(n, dim, generator=gen).to(device)
-    labels = torch.randint(0, params["classes"], (n,), generator=gen).to(device)
-
-    def step():
-        return mar_at_k(codes, labels, params["k"])
-
-    # The similarity matmul dominates: n x n outputs of dim multiply-adds.
-    return BuiltStep(fn=step, work=Work(items_per_step=n, item_unit="codes", flops_per_step=2.0 * n * n * dim,
-                                        flops_method="analytic"))
 
 
 def mar_perfect_and_example(device: str = "cpu") -> str:
@@ -45,18 +23,24 @@ def mar_perfect_and_example(device: str = "cpu") -> str:
     return f"1.0 for perfectly clustered codes, {chance:.2f} for random ones (chance: 0.1)"
 
 
-WORKLOAD = register(
-    Workload(
-        name="mar",
-        description="MAR@k of latent codes by cosine similarity (autoencoder validation metric)",
-        params=(
-            Param("n", int, 1000, min=2, max=100_000, help="number of codes (1000, 10000)"),
-            Param("dim", int, 128, min=1),
-            Param("classes", int, 10, min=1),
-            Param("k", int, 5, min=1),
-        ),
-        builder=build,
-        checks={"MAR@k's best is 1": mar_perfect_and_example},
-        grids={"ci": {"n": [1000]}, "cpu": {"n": [1000, 10000]}, "gpu": {"n": [1000, 10000]}},
-    )
+@perfsuite.workload(
+    params={"n": perfsuite.param(1000, min=2, max=100_000, help="number of codes (1000, 10000)"),
+            "dim": perfsuite.param(128, min=1),
+            "classes": perfsuite.param(10, min=1),
+            "k": perfsuite.param(5, min=1)},
+    checks={"MAR@k's best is 1": mar_perfect_and_example},
+    grids={"ci": {"n": [1000]}, "cpu": {"n": [1000, 10000]}, "gpu": {"n": [1000, 10000]}},
 )
+def mar(n: int, dim: int, classes: int, k: int, device: str):
+    """MAR@k of latent codes by cosine similarity (autoencoder validation metric)"""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    codes = torch.randn(n, dim, generator=gen).to(device)
+    labels = torch.randint(0, classes, (n,), generator=gen).to(device)
+
+    def step():
+        return mar_at_k(codes, labels, k)
+
+    # The similarity matmul dominates: n x n outputs of dim multiply-adds.
+    return perfsuite.Step(step, items=n, unit="codes", flops=2.0 * n * n * dim, flops_method="analytic")

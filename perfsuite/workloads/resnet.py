@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import perfsuite
 from perfsuite.core.errors import Unsupported
-from perfsuite.core.params import Param
-from perfsuite.core.record import Work
-from perfsuite.core.registry import register
 from perfsuite.training.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.schedule import sgd_nesterov_with_schedule
 from perfsuite.training.step import TrainParts, compiled_forward, make_train_step
-from perfsuite.workloads.base import BuiltStep, Workload, count_flops, training_bytes
+from perfsuite.workloads.base import count_flops, training_bytes
 from perfsuite.data.cifar import load_batch
 from perfsuite.training.setup import TrainingSetup
 from perfsuite.training.setup import synthetic_batches
 
 SIZES = ("ci", "cpu", "gpu")
+MODELS = ("resnet18", "resnet34")
 # ci: a step well under 100 ms on 2 CPU cores; gpu: the seed's batch.
 PRESETS = {"ci": {"batch_size": 8}, "cpu": {"batch_size": 64}, "gpu": {"batch_size": 128}}
 LR, WARMUP_STEPS, TOTAL_STEPS, LABEL_SMOOTHING = 0.1, 100, 10_000, 0.1
@@ -52,15 +51,17 @@ def build_parts(params: Mapping[str, Any], device: str) -> TrainParts:
     return TrainParts(model, loss_fn, opt, sched, Precision(params["precision"], device))
 
 
-def training(params: Mapping[str, Any], device: str):
-    """The parts of the step `build` times, with generated CIFAR-10-shaped batches (the AMP
+def training(device: str, **params):
+    """The parts of the step the workload times, with generated CIFAR-10-shaped batches (the AMP
     comparison, profile-step, trace and the checks build from this)."""
     parts = build_parts(params, device)
     return TrainingSetup(parts, parts.model,
                          synthetic_batches(params["batch_size"], device, False, params["channels_last"]))
 
 
-def check(params: Mapping[str, Any], device: str) -> None:
+def validate(device: str, **params) -> None:
+    """Refuses what this device cannot run (fp16 off CUDA, a CUDA graph it cannot capture) and a
+    missing CIFAR-10 folder, before any case is measured."""
     check_precision(params["precision"], device)
     if params["cuda_graph"]:
         from perfsuite.training.graphed import refusal
@@ -74,16 +75,57 @@ def check(params: Mapping[str, Any], device: str) -> None:
         _batch_dir(params["data"])  # raises naming the path when missing or not CIFAR-10
 
 
-def build(params: Mapping[str, Any], device: str) -> BuiltStep:
-    check(params, device)
+# The small case the training checks build, and their steps (perfsuite/run/checks.py): a step
+# costs ~0.2 s here. The loss on its fixed batch falls steeply for ~5 steps and a 5-step mean
+# taken there swings with tiny precision effects (fp32 vs bf16 on this CPU: 4.2% apart after 6
+# steps, 8.2% after 8, 1.2% after 10 and 12), so the AMP check reads it after the fall.
+TRAINING_CHECKS = TrainingCase("resnet", {"batch_size": 4}, amp_steps=12, resume_steps=4)
+
+
+@perfsuite.workload(
+    description="ResNet18/34 training step, 10 classes, SGD Nesterov + warm-up/cosine, label smoothing "
+                "(cuda_graph=true: the whole step replayed as one captured CUDA graph)",
+    params={
+        "size": perfsuite.param("ci", choices=SIZES, help="preset: ci | cpu | gpu"),
+        "model": perfsuite.param("resnet18", choices=MODELS),
+        "stem": perfsuite.param("torchvision", choices=("torchvision", "cifar"),
+                                help="ImageNet stem, or 3x3 stride-1 conv without max-pool"),
+        "batch_size": perfsuite.param(None, type=int, min=1, help="overrides the size preset"),
+        "precision": perfsuite.param("fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
+        "channels_last": perfsuite.param(False),
+        "compile": perfsuite.param(False, help="torch.compile the model"),
+        "cuda_graph": perfsuite.param(False, help="capture the whole step once as a CUDA graph and replay it "
+                                                  "(CUDA; fp32/bf16, not with compile)"),
+        "data": perfsuite.param("", help="CIFAR-10 folder in torchvision's format; empty: generated"),
+    },
+    presets=PRESETS,
+    validate=validate,
+    trainer=training,
+    checks=training_checks(TRAINING_CHECKS),
+    grids={
+        "ci": {"size": ["ci"], "model": ["resnet18"], "precision": ["fp32", "bf16", "fp16"]},
+        "cpu": {"size": ["cpu"], "model": ["resnet18", "resnet34"], "precision": ["fp32", "bf16", "fp16"]},
+        "gpu": {"size": ["gpu"], "model": ["resnet18", "resnet34"], "precision": ["fp32", "bf16", "fp16"]},
+    },
+    # Three worker processes per case, as suites/cpu.yaml has them: its history is compared
+    # across commits, where one unlucky process's memory layout would otherwise show as a change.
+    asv={"processes": 3, "amp": True},
+    fp32_kernels="conv",  # cuDNN convolutions carry nearly all FLOPs (the fc layer is <0.1%)
+    # DDP trains the model itself; its gradient check freezes BatchNorm (eval), whose statistics
+    # are each rank's own batch's in training mode.
+    ddp={"variant": "model", "eval_in_gradient_check": True},
+    plan={"build_s": {"cpu": 2.0, "cuda": 1.5}, "check_s": {"cpu": 6.0, "cuda": 2.6}},
+)
+def resnet(device: str, **params):
+    validate(device, **params)
     parts = build_parts(params, device)
     x, y = load_batch(params["data"], params["batch_size"], device, channels_last=params["channels_last"])
     step = make_train_step(parts, x, y)
     # Counted on the eager model: FlopCounterMode does not see inside compiled graphs.
     flops = count_flops(step)
     nbytes = training_bytes(parts.model, step)
-    work = Work(items_per_step=params["batch_size"], item_unit="images", flops_per_step=flops,
-                flops_method="FlopCounterMode", bytes_per_step=nbytes, dtype=params["precision"])
+    work = dict(items=params["batch_size"], unit="images", flops=flops, flops_method="FlopCounterMode",
+                bytes=nbytes, dtype=params["precision"])
     if params["cuda_graph"]:
         from perfsuite.training.graphed import build_graphed_step
 
@@ -93,52 +135,10 @@ def build(params: Mapping[str, Any], device: str) -> BuiltStep:
         graphed = build_graphed_step(parts.model, parts.loss_fn, parts.optimizer, x, y,
                                      precision=params["precision"], device=device, base_lr=LR,
                                      warmup_steps=WARMUP_STEPS, total_steps=TOTAL_STEPS)
-        return BuiltStep(fn=graphed.fn, work=work, teardown=graphed.teardown, extra=lambda: dict(graphed.info))
+        return perfsuite.Step(graphed.fn, teardown=graphed.teardown, extra=lambda: dict(graphed.info), **work)
     if params["compile"]:
         # Compiles on the first call of the process's first build (~48 s on 2 cores): the runner
         # takes that call outside the case's budget and records it as the cold start. The other
         # builds run their own model through the same compiled code (training/step.py).
         step = make_train_step(parts, x, y, forward=compiled_forward(parts.model, params, device))
-    return BuiltStep(fn=step, work=work)
-
-
-# The small case the training checks build, and their steps (perfsuite/run/checks.py): a step
-# costs ~0.2 s here. The loss on its fixed batch falls steeply for ~5 steps and a 5-step mean
-# taken there swings with tiny precision effects (fp32 vs bf16 on this CPU: 4.2% apart after 6
-# steps, 8.2% after 8, 1.2% after 10 and 12), so the AMP check reads it after the fall.
-TRAINING_CHECKS = TrainingCase("resnet", {"batch_size": 4}, amp_steps=12, resume_steps=4)
-
-WORKLOAD = register(
-    Workload(
-        name="resnet",
-        description="ResNet18/34 training step, 10 classes, SGD Nesterov + warm-up/cosine, label smoothing "
-                    "(cuda_graph=true: the whole step replayed as one captured CUDA graph)",
-        params=(
-            Param("size", str, "ci", choices=SIZES, help="preset: ci | cpu | gpu"),
-            Param("model", str, "resnet18", choices=("resnet18", "resnet34")),
-            Param("stem", str, "torchvision", choices=("torchvision", "cifar"),
-                  help="ImageNet stem, or 3x3 stride-1 conv without max-pool"),
-            Param("batch_size", int, None, min=1, help="overrides the size preset"),
-            Param("precision", str, "fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
-            Param("channels_last", bool, False),
-            Param("compile", bool, False, help="torch.compile the model"),
-            Param("cuda_graph", bool, False,
-                  help="capture the whole step once as a CUDA graph and replay it (CUDA; fp32/bf16, not with compile)"),
-            Param("data", str, "", help="CIFAR-10 folder in torchvision's format; empty: generated"),
-        ),
-        builder=build,
-        trainer=training,
-        fp32_kernels="conv",  # cuDNN convolutions carry nearly all FLOPs (the fc layer is <0.1%)
-        checker=check,
-        presets=PRESETS,
-        checks=training_checks(TRAINING_CHECKS),
-        grids={
-            "ci": {"size": ["ci"], "model": ["resnet18"], "precision": ["fp32", "bf16", "fp16"]},
-            "cpu": {"size": ["cpu"], "model": ["resnet18", "resnet34"], "precision": ["fp32", "bf16", "fp16"]},
-            "gpu": {"size": ["gpu"], "model": ["resnet18", "resnet34"], "precision": ["fp32", "bf16", "fp16"]},
-        },
-        # Three worker processes per case, as suites/cpu.yaml has them: its history is compared
-        # across commits, where one unlucky process's memory layout would otherwise show as a change.
-        asv={"processes": 3, "amp": True},
-    )
-)
+    return perfsuite.Step(step, **work)
