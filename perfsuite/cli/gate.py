@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 from rich.text import Text
 
@@ -17,10 +16,9 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.params import expand_sweep
 from perfsuite.core.params import parse_assignments
 from perfsuite.measure.system import pinned
-from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.write import check_output, write_or_rescue
 from perfsuite.storage.files import document
 from perfsuite.storage.files import load_document
-from perfsuite.storage.write import make_dir
 
 # The console's colour for each verdict word.
 _STYLE = {verdict.SLOWER: "bold red", verdict.FASTER: "green", verdict.UNDECIDED: "yellow"}
@@ -34,8 +32,8 @@ def gate_command(args, console) -> int:
         raise PerfsuiteError(f"--threshold must be >= 0, got {args.threshold}")
     if args.builds < 1:
         raise PerfsuiteError(f"--builds must be >= 1, got {args.builds}")
-    if args.json is not None and args.json.exists():
-        raise PerfsuiteError(f"--json {args.json}: file exists; refusing to overwrite")
+    if args.json is not None:  # checked before anything is measured: a verdict is never thrown away
+        check_output(args.json, "--json")
     new = registry.get(args.workload)
     device = resolve_device(args.device)
     # One thread on the CPU unless asked, as every measurement (RunConfig.threads_on): six side
@@ -82,11 +80,6 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     from perfsuite.run.execute import Case, run_cases
 
 
-    # Outputs checked before anything is measured: a verdict is never thrown away at the end.
-    if args.json is not None:
-        if os.path.lexists(args.json):
-            raise PerfsuiteError(f"--json {args.json}: file exists; refusing to overwrite")
-        make_dir(args.json.parent, "--json folder")
     in_process = args.slowdown is not None  # the self-check times both arms here; a gate drives side processes
     how = (f"{args.budget:g}s per case, {args.builds} " + ("build(s)" if in_process else "process(es)") + " per side, "
            + (f"{threads} torch thread(s)" if threads else "torch's own threads")
@@ -112,7 +105,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
                         events=_GateEvents(console, show), outputs=(args.recorder,))
         if args.json:
-            atomic_write_text(args.json, document("gate-selfcheck", out.records, out.failures))
+            write_or_rescue(args.json, document("gate-selfcheck", out.records, out.failures), "--json")
         return _ended(out, 0)
 
     floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
@@ -121,11 +114,11 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
             floors[case.label] = floor
             console.print(Text(f"{case.label}: noise floor {floor:.2%}"))
 
-        make_dir(args.floors.parent, "--floors folder")
+        check_output(args.floors, "--floors", replace=True)
         measure = gate_sides.NoiseFloor(args.learn_floor, args.builds, args.heap, threads)
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget / 3), device, measure=measure,
                         events=_GateEvents(console, learned))
-        atomic_write_text(args.floors, document("noise-floors", floors))
+        write_or_rescue(args.floors, document("noise-floors", floors), "--floors")
         return _ended(out, 0)
 
     with console.status(f"checking out {args.base_ref}") as status:
@@ -149,7 +142,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
         for v in out.records:
             args.recorder.add_document("gate", v.to_dict(), workload=new.name)
     if args.json:
-        atomic_write_text(args.json, document("gate", [v.to_dict() for v in out.records], out.failures))
+        write_or_rescue(args.json, document("gate", [v.to_dict() for v in out.records], out.failures), "--json")
     return _ended(out, verdict.exit_code([v.word for v in out.records]))
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from perfsuite.cli.run import _run_config
-from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.units import fmt_rate
 from perfsuite.measure.env import fingerprint
-from perfsuite.storage.files import writable_dir
+from perfsuite.storage.write import check_output
 from perfsuite.storage.peaks import load_peaks
 from perfsuite.suite.peak import measure_peak
 from perfsuite.suite.peak import roofs
@@ -20,9 +19,7 @@ def cmd_peak(args, console) -> int:
     device = resolve_device(cfg.device)
     # The peak file is checked before measuring (a folder it cannot be written to, a corrupt
     # file it would have to merge with): a finished measurement is never thrown away.
-    writable_dir(args.peak_file.parent, "--peak-file folder")
-    if args.peak_file.exists() and not args.peak_file.is_file():
-        raise PerfsuiteError(f"--peak-file {args.peak_file}: not a file")
+    check_output(args.peak_file, "--peak-file", replace=True)
     load_peaks(args.peak_file)
     env = fingerprint(device=device)
     console.print(f"measuring the peak of {device} (matmul {'/'.join(roofs(device))}, large copy)...",

@@ -17,6 +17,7 @@ from perfsuite.report.console import print_warnings
 from perfsuite.report.console import records_table
 from perfsuite.storage.files import ResultsWriter
 from perfsuite.storage.files import new_results_path
+from perfsuite.storage.files import writable_dir
 from perfsuite.suite.file import SAFE_NAME
 from perfsuite.suite.file import load_suite
 from perfsuite.suite.file import shipped_suites_dir
@@ -158,6 +159,8 @@ def cmd_run(args, console) -> int:
     env = fingerprint(device=device)
     peak = peak_for(args.peak_file, env, device)
     path = args.out or new_results_path(args.results_dir, workload.name)
+    if args.trace is not None:  # checked before measuring, like the results file: a trace is not lost
+        writable_dir(args.trace, "--trace folder")
     if args.tensorboard is not None:  # checked before measuring, like the results file
         from perfsuite.storage.tensorboard import prepare
         prepare(args.tensorboard)

@@ -15,9 +15,8 @@ from perfsuite.compare.why_sides import why_vary
 from perfsuite.core import registry
 from perfsuite.core.params import parse_assignments
 from perfsuite.core.params import single_values
-from perfsuite.storage.files import atomic_write_text
+from perfsuite.storage.write import check_output, write_or_rescue
 from perfsuite.storage.files import document
-from perfsuite.storage.files import writable_dir
 from perfsuite.core.case import Case
 from perfsuite.run.execute import runnable
 
@@ -28,9 +27,7 @@ def why_command(args, console) -> int:
     w = registry.get(args.workload)
     params = single_values(args.param, w)
     if args.json is not None:  # checked before profiling: a finished comparison is not thrown away
-        if args.json.exists():
-            raise ConfigError(f"--json {args.json}: file exists; refusing to overwrite")
-        writable_dir(args.json.parent, "--json folder")
+        check_output(args.json, "--json")
     device = resolve_device(args.device)
     kw = dict(threads=RunConfig(threads=args.threads).threads_on(device), steps=args.steps, rounds=args.rounds, top=args.top)
     if args.vary is not None:
@@ -51,7 +48,7 @@ def why_command(args, console) -> int:
     if args.recorder is not None:
         args.recorder.add_document("why", result.to_dict(), workload=w.name)
     if args.json is not None:
-        atomic_write_text(args.json, document("why", [result.to_dict()]))
+        write_or_rescue(args.json, document("why", [result.to_dict()]), "--json")
         console.print(Text(f"written to {args.json}"))
     return 0
 

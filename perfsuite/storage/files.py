@@ -89,8 +89,10 @@ def document_failures(path: str | os.PathLike) -> list[dict]:
 
 
 def load_document(path: str | os.PathLike, kind: str):
-    """The results of a document of `kind`, validated against its schema; errors name the file,
-    the key path and the value."""
+    """The results of a document of `kind`, read once into the kind's result class where it has
+    one (perfsuite.compare's: pair, amp, gate, bisect, why; perfsuite.core.documents.MODELS), else
+    checked against its schema and returned as the data; errors name the file, the key path and
+    the value."""
     p = Path(path)
     doc = read.read_json(p)
     if documents.version_of(doc, kind, str(p)):
@@ -127,9 +129,10 @@ def new_results_path(results_dir: Path, label: str) -> Path:
 
 
 def writable_dir(path: Path, what: str) -> Path:
-    """Create `path` if needed; a clear error when it cannot be created or written to."""
+    """Create `path` if needed (storage.write.check_output_dir: before anything is measured); a
+    clear error when it cannot be created, written to, or has no room."""
     try:
-        return write.make_dir(path, what)
+        return write.check_output_dir(path, what)
     except StorageError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -211,7 +214,7 @@ class DocumentWriter:
         if not path.exists():
             return cls(path, kind, extra)
         w = cls(path, kind, extra, claim=False)
-        w.results = list(load_document(path, kind))
+        w.results = [documents.dump(r) if isinstance(r, documents.Result) else r for r in load_document(path, kind)]
         w.failures = document_failures(path)
         return w
 

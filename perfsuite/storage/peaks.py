@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfsuite.core.errors import RecordError
-from perfsuite.storage.files import atomic_write_text, document, load_document
-from perfsuite.storage.write import make_dir
+from perfsuite.storage.files import document, load_document
+from perfsuite.storage.write import make_dir, write_or_rescue
 
 # Where `perfsuite peak` keeps the peaks unless --peak-file says otherwise.
 DEFAULT_PEAK_FILE = Path.home() / ".cache" / "perfsuite" / "peak.json"
@@ -35,7 +35,7 @@ def save_peak(path: Path, peak: dict) -> None:
     peaks = load_peaks(path)
     peaks[peak["device_key"]] = peak
     make_dir(path.parent, "--peak-file folder")
-    atomic_write_text(path, document("peaks", peaks))
+    write_or_rescue(path, document("peaks", peaks), "--peak-file")
 
 
 def peak_for(path: Path, env: dict, device: str) -> dict | None:

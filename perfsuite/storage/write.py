@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import stat
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -61,6 +63,74 @@ def make_dir(path: str | os.PathLike, what: str = "folder") -> Path:
     if not os.access(path, os.W_OK):
         raise StorageError(f"{what} {path} is not writable")
     return path
+
+
+# Less free space than this where an output goes is refused before measuring: a results document
+# of thousands of records fits, and a disk this full fails the write after the measurement.
+MIN_FREE_BYTES = 16 << 20
+
+
+def _free_space(folder: Path, what: str) -> None:
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise _fail(folder, exc, "inspect") from None
+    if free < MIN_FREE_BYTES:
+        raise StorageError(f"{what} {folder}: only {free >> 20} MiB free; perfsuite needs {MIN_FREE_BYTES >> 20} MiB "
+                           "there before it measures")
+
+
+def check_output(path: str | os.PathLike, what: str, *, replace: bool = False) -> Path:
+    """An output file, checked before anything is measured, so that no measurement is lost to a
+    write that was bound to fail: not a symbolic link (dangling or not), a regular file if it
+    exists (refused unless `replace`, and then writable), its folder created and writable, with
+    MIN_FREE_BYTES free."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _fail(path, exc, "inspect") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise StorageError(f"{what} {path}: a symbolic link; refusing to write through it")
+        if not stat.S_ISREG(st.st_mode):
+            raise StorageError(f"{what} {path}: exists and is not a regular file")
+        if not replace:
+            raise StorageError(f"{what} {path}: file exists; refusing to overwrite")
+        if not os.access(path, os.W_OK):
+            raise StorageError(f"{what} {path} is not writable")
+    make_dir(path.parent, f"{what} folder")
+    _free_space(path.parent, what)
+    return path
+
+
+def check_output_dir(path: str | os.PathLike, what: str) -> Path:
+    """An output folder, checked (and created) before anything is measured: not a dangling
+    symbolic link nor a file, writable, with MIN_FREE_BYTES free. (A link to a folder the user
+    names is followed: that is where they chose; names derived from data never are, see inside.)"""
+    path = Path(path)
+    if os.path.islink(path) and not path.exists():
+        raise StorageError(f"{what} {path}: a symbolic link to nothing; refusing to create what it points at")
+    make_dir(path, what)
+    _free_space(path, what)
+    return path
+
+
+def write_or_rescue(path: str | os.PathLike, text: str, what: str) -> Path:
+    """Write `text` atomically to `path`, which check_output passed before measuring; should the
+    write still fail (the disk filled up meanwhile), the text goes to a new file in the system's
+    temporary folder and the error names it: a measurement is never lost to its output."""
+    try:
+        return write_text(path, text)
+    except StorageError as exc:
+        rescue = Path(tempfile.gettempdir()) / f"perfsuite-rescued-{uuid.uuid4().hex[:8]}-{slug(Path(path).name)}"
+        try:
+            write_new_text(rescue, text)
+        except StorageError as again:
+            raise StorageError(f"{what}: {exc}; keeping it in {rescue} failed too: {again}") from None
+        raise StorageError(f"{what}: {exc}; what was measured is kept in {rescue}") from None
 
 
 def refuse_link(path: Path) -> None:
