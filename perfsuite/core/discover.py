@@ -149,10 +149,14 @@ def load_file(file: Path, code_root: Path | None = None) -> str:
     _loaded[file] = name
     try:
         spec.loader.exec_module(module)
-    except ConfigError:
+    except ConfigError as exc:
         del sys.modules[name]  # nothing half-loaded stays behind
         del _loaded[file]
-        raise  # a declaration error (bad parameter, name clash): already names the workload
+        # A declaration error (a bad parameter, a name clash) names the workload; the line names
+        # the declaration.
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(file)]
+        where = f"workload file {file}, line {frames[-1].lineno}: " if frames else f"workload file {file}: "
+        raise type(exc)(str(exc) if str(exc).startswith("workload file ") else where + str(exc)) from None
     except BaseException as exc:
         del sys.modules[name]
         del _loaded[file]

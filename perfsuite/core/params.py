@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -81,6 +83,8 @@ class Param:
                 f"parameter {self.name!r} expects {self.type.__name__}, got {value!r} "
                 f"(allowed: {self.allowed()})"
             )
+        if self.type is float and not math.isfinite(value):
+            raise ConfigError(f"parameter {self.name!r}: {value!r} is not a finite number")
         if self.choices is not None and value not in self.choices:
             raise ConfigError(f"parameter {self.name!r}: {value!r} is not allowed ({self.allowed()})")
         if self.min is not None and value < self.min:

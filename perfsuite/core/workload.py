@@ -6,6 +6,8 @@ the concrete workloads in perfsuite/workloads/.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -30,6 +32,8 @@ class BuiltStep:
 
 
 Builder = Callable[[Mapping[str, Any], str], BuiltStep]
+# What a workload may be called: it names files (results, logs), asv benchmarks and commands.
+WORKLOAD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 Checker = Callable[[Mapping[str, Any], str], None]
 # A named correctness check: called with the device, returns a one-line detail (or None), raises
 # when the step computes the wrong thing (`perfsuite check`, and before a suite measures).
@@ -107,7 +111,22 @@ class Workload:
     ddp: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not WORKLOAD_NAME.fullmatch(self.name):
+            raise ConfigError(f"workload name {self.name!r}: use letters, digits, '_', '-' and '.' (starting with a "
+                              "letter, digit or '_'; at most 100): the name becomes part of file names and commands")
         by_name = {p.name: p for p in self.params}
+        # The shape first: a declaration is validated whole when its file is loaded, never found
+        # wrong while measuring (or as a traceback from the checks below).
+        for what in ("presets", "grids", "checks", "asv", "plan", "ddp"):
+            given = getattr(self, what)
+            if given is not None and not isinstance(given, Mapping):
+                raise ConfigError(f"workload {self.name!r}: {what} must be a mapping (a dict), got "
+                                  f"{type(given).__name__}")
+        for what in ("presets", "grids"):
+            for key, inner in (getattr(self, what) or {}).items():
+                if not isinstance(inner, Mapping):
+                    raise ConfigError(f"workload {self.name!r}: {what}[{key!r}] must be a mapping of parameter -> "
+                                      f"value(s), got {type(inner).__name__}")
         self._check_keys("asv", self.asv, ASV_KEYS)
         self._check_keys("plan", self.plan, PLAN_KEYS)
         self._check_keys("ddp", self.ddp, DDP_KEYS)

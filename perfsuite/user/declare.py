@@ -19,6 +19,7 @@ import inspect
 import math
 import numbers
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from perfsuite.core.errors import ConfigError
@@ -57,6 +58,12 @@ class Step:
     flops_method: str | None = None
 
     def __post_init__(self) -> None:
+        try:
+            self._validate()
+        except ConfigError as exc:
+            raise ConfigError(f"{_caller()}{exc}") from None
+
+    def _validate(self) -> None:
         if not callable(self.fn):
             raise ConfigError(f"Step: the step must be callable, got {type(self.fn).__name__}")
         for name in ("items", "flops", "bytes"):
@@ -65,6 +72,13 @@ class Step:
                 continue
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
                 raise ConfigError(f"Step: {name} must be a positive number, got {v!r}")
+            if v > MAX_PER_STEP:
+                raise ConfigError(f"Step: {name} = {v:g} per step is beyond any step ({MAX_PER_STEP:g} at most): "
+                                  "its rate would overflow")
+        if not isinstance(self.unit, str) or not self.unit.strip():
+            raise ConfigError(f"Step: unit must be a non-empty string, got {self.unit!r}")
+        if not isinstance(self.dtype, str):
+            raise ConfigError(f"Step: dtype must be a string, got {self.dtype!r}")
         for name in ("teardown", "extra"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ConfigError(f"Step: {name} must be callable, got {type(getattr(self, name)).__name__}")
@@ -76,6 +90,23 @@ class Step:
         if self.flops is None and self.flops_method not in (None, "unknown"):
             raise ConfigError(f"Step: flops_method {self.flops_method!r} without flops (give flops=, or "
                               "flops_method='unknown' for a step with none to count)")
+
+
+# More items, FLOPs or bytes than this in one step is a mistake (1e308 overflows the rate to inf):
+# the largest training steps are ~1e19 FLOPs.
+MAX_PER_STEP = 1e24
+
+
+def _caller() -> str:
+    """"file:line: " of the user's code that built the Step (the first frame outside perfsuite)."""
+    ours = str(Path(__file__).resolve().parents[1])
+    frame = inspect.currentframe()
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(ours) and not name.startswith("<"):
+            return f"{name}:{frame.f_lineno}: "
+        frame = frame.f_back
+    return ""
 
 
 def param(default: Any, *, choices: tuple | list | None = None, min: float | None = None,
@@ -236,6 +267,9 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
         wname = name or fn.__name__
         sig = inspect.signature(fn)
         accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        for what, given in (("checks", checks), ("grids", grids), ("asv", asv), ("params", params)):
+            if given is not None and not isinstance(given, Mapping):
+                raise ConfigError(f"workload {wname!r}: {what} must be a mapping (a dict), got {type(given).__name__}")
         declared = dict(params or {})
         if "device" in declared:
             raise ConfigError(f"workload {wname!r}: 'device' is passed in by perfsuite, not a parameter")
