@@ -100,3 +100,25 @@ def test_nan_and_inf_on_the_command_line_are_refused_for_a_float_parameter(tmp_p
         code = cli.main(["--workloads", str(bench), "run", name, "-p", f"scale={bad}", "--device", "cpu"])
         assert code == 2
         assert "not a finite number" in capsys.readouterr().err
+
+
+def test_a_pyproject_nested_thousands_deep_is_exit_2_naming_it(tmp_path, capsys, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.perfsuite]\nworkloads = " + "[" * 5000 + "]" * 5000 + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml" in err and "not a readable TOML file" in err
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["trace", "noop", "--wait", "99999999999999999999"], "--wait"),
+    (["trace", "noop", "--active", "0"], "--active"),
+    (["profile-step", "noop", "--warmup-iters", "-1"], "--warmup-iters"),
+    (["gate", "noop", "--slowdown", "nan"], "--slowdown"),
+    (["bisect", "noop", "--good", "a", "--bad", "b", "--threshold", "nan"], "--threshold"),
+    (["bisect", "noop", "--good", "a", "--bad", "b", "--threshold", "inf"], "--threshold"),
+])
+def test_numbers_out_of_range_nan_and_inf_are_refused_by_the_parser(capsys, argv, flag):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(argv)
+    assert caught.value.code == 2 and flag in capsys.readouterr().err

@@ -32,12 +32,18 @@ def _positive_float(name: str):
 MAX_COUNT = 1_000_000
 
 
-def _whole(name: str, least: int):
+# Steps run before or around a profiled one (trace --wait/--warmup, profile-step): more is a typo
+# that would keep the command busy for hours.
+STEPS_AT_MOST = 1000
+
+
+def _whole(name: str, least: int, most: int = MAX_COUNT):
     def parse(text: str) -> int:
         t = text.strip()
-        if not (t.isascii() and t.isdigit()) or not least <= int(t) <= MAX_COUNT:
-            raise argparse.ArgumentTypeError(f"{name} expects a whole number >= {least} (at most {MAX_COUNT}), "
-                                             f"got {text!r}")
+        # Digits only, and few of them: int() of a 10^6-digit string is itself slow.
+        if not (t.isascii() and t.isdigit()) or len(t) > 12 or not least <= int(t) <= most:
+            raise argparse.ArgumentTypeError(f"{name} expects a whole number >= {least} (at most {most}), "
+                                             f"got {text[:40]!r}")
         return int(t)
 
     return parse
@@ -93,7 +99,7 @@ def bisect_and_why(sub) -> None:
     bi.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
                     default=15.0, help="seconds per probe, as the gate's --max-time (default 15); a probe after "
                          "the confirmation takes up to 4x that to tell good from bad")
-    bi.add_argument("--threshold", type=float, default=0.01,
+    bi.add_argument("--threshold", type=_nonnegative_float("--threshold"), default=0.01,
                     help="smallest slowdown that counts, as the gate's (default 0.01)")
     bi.add_argument("--fdr", type=_positive_float("--fdr"), default=0.01,
                     help="false alarms per probe of an unchanged commit (default 0.01)")
@@ -300,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="noise floors per case, learned with --learn-floor")
     gate.add_argument("--learn-floor", type=_whole("--learn-floor", 0), default=0, metavar="RUNS",
                       help="instead of gating, learn each case's noise floor from RUNS runs of the current code")
-    gate.add_argument("--slowdown", type=float, default=None,
+    gate.add_argument("--slowdown", type=_fraction("--slowdown"), default=None,
                       help="self-check: gate current code against itself slowed by this fraction, --trials times")
     gate.add_argument("--trials", type=_count("--trials"), default=10)
     gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
@@ -336,16 +342,16 @@ def build_parser() -> argparse.ArgumentParser:
                                      "workload (yours included) gets the whole step as one range")
     ps.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     ps.add_argument("--device", default="auto")
-    ps.add_argument("--warmup-iters", type=int, default=5)
-    ps.add_argument("--profile-iter", type=int, default=None, help="index of the marked step (default: right after warm-up)")
+    ps.add_argument("--warmup-iters", type=_whole("--warmup-iters", 0, STEPS_AT_MOST), default=5)
+    ps.add_argument("--profile-iter", type=_whole("--profile-iter", 0, STEPS_AT_MOST), default=None, help="index of the marked step (default: right after warm-up)")
 
     tr = sub.add_parser("trace", help="torch.profiler window of a workload: Chrome trace, top operators, time split")
     tr.add_argument("workload")
     tr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     tr.add_argument("--device", default="auto")
-    tr.add_argument("--wait", type=int, default=1)
-    tr.add_argument("--warmup", type=int, default=1)
-    tr.add_argument("--active", type=int, default=2, help="profiled steps (keep it small: traces grow fast)")
+    tr.add_argument("--wait", type=_whole("--wait", 0, STEPS_AT_MOST), default=1)
+    tr.add_argument("--warmup", type=_whole("--warmup", 0, STEPS_AT_MOST), default=1)
+    tr.add_argument("--active", type=_whole("--active", 1, 10), default=2, help="profiled steps (keep it small: traces grow fast)")
     tr.add_argument("--out-dir", type=Path, default=Path("reports") / "traces")
 
     rep = sub.add_parser("report", help="markdown report with plots from results files")

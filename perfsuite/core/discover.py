@@ -27,17 +27,30 @@ _entry_points_loaded = False
 _entry_point_workloads: set[str] = set()
 
 
-def find_project(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above `start` that has a [tool.perfsuite] table."""
+# A pyproject.toml larger than this is not a project's configuration.
+MAX_PYPROJECT_BYTES = 4 << 20
+
+
+def read_pyproject(f: Path) -> dict:
+    """A pyproject.toml parsed, every way it can be unreadable a ConfigError naming it (an array
+    nested thousands deep exhausts the parser's recursion; a huge file, memory)."""
     import tomllib
 
+    try:
+        if f.stat().st_size > MAX_PYPROJECT_BYTES:
+            raise ConfigError(f"{f}: {f.stat().st_size} bytes, more than a pyproject.toml holds "
+                              f"({MAX_PYPROJECT_BYTES >> 20} MiB at most)")
+        return tomllib.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, MemoryError) as exc:
+        raise ConfigError(f"{f}: not a readable TOML file ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def find_project(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` that has a [tool.perfsuite] table."""
     for folder in [start.resolve(), *start.resolve().parents]:
         f = folder / "pyproject.toml"
         if f.is_file():
-            try:
-                doc = tomllib.loads(f.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                raise ConfigError(f"{f}: not a readable TOML file ({exc})") from None
+            doc = read_pyproject(f)
             tool = doc.get("tool", {})
             if not isinstance(tool, dict):  # `tool = 5`: not ours to judge, but not a crash either
                 return None
@@ -49,9 +62,7 @@ def find_project(start: Path) -> Path | None:
 
 def project_paths(pyproject: Path) -> list[Path]:
     """The workload paths `[tool.perfsuite]` names, checked: unknown keys and missing paths are errors."""
-    import tomllib
-
-    table = tomllib.loads(pyproject.read_text())["tool"]["perfsuite"]
+    table = read_pyproject(pyproject)["tool"]["perfsuite"]
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.perfsuite] must be a table")
     unknown = sorted(set(table) - set(KNOWN_KEYS))  # TOML keys are strings: sorting cannot fail

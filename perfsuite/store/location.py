@@ -11,14 +11,13 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from perfsuite.core.errors import ConfigError
-from perfsuite.core.discover import find_project
+from perfsuite.core.discover import find_project, read_pyproject
 
 ENV = "PERFSUITE_STORE"
 DEFAULT = Path(".perfsuite") / "results.db"
@@ -73,7 +72,7 @@ def _project_table(start: Path) -> tuple[Path | None, dict]:
     pyproject = find_project(start)
     if pyproject is None:
         return None, {}
-    table = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["perfsuite"]
+    table = read_pyproject(pyproject)["tool"]["perfsuite"]
     return pyproject, table if isinstance(table, dict) else {}
 
 
