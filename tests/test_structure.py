@@ -103,3 +103,21 @@ def test_the_command_line_starts_without_the_heavy_libraries():
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "", f"imported at start-up: {ran.stdout.strip()}"
+
+
+def test_the_layout_page_names_every_package_and_module_there_is():
+    """docs/layout.md's table: a row per package, ending in the package's modules, in layer order."""
+    import re
+
+    text = (ROOT / "docs" / "layout.md").read_text()
+    rows = re.findall(r"^\| `(\w+)/` \| .*: ([\w_, ]+) \|$", text, flags=re.M)
+    pkg = ROOT / "perfsuite"
+    packages = sorted(p.name for p in pkg.iterdir() if (p / "__init__.py").exists())
+    assert sorted(name for name, _ in rows) == packages
+    for name, listed in rows:
+        there = sorted(p.stem if p.is_file() else p.name for p in (pkg / name).iterdir()
+                       if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists()))
+        assert [m.strip() for m in listed.split(",")] == there, name
+    layered = [p for layer in structure.layers_from(ROOT / "docs" / "layout.md") for p in layer
+               if p not in ("__init__", "__main__")]
+    assert [name for name, _ in rows] == layered
