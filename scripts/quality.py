@@ -315,7 +315,7 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
                       "measure_s": [r.config.get("measure_s") for r in base],
                       "builds": [r.conditions.get("builds") for r in base],
                       "processes": [r.conditions.get("processes") for r in base],
-                      "process_medians": [[p["median"] for p in (r.processes or [])] for r in base],
+                      "process_medians": [r.process_medians or [] for r in base],
                       "torch_threads": [r.conditions.get("torch_threads") for r in base],
                       "others_cpus": [r.conditions.get("others_cpus") for r in base],
                       "wall_s": walls,

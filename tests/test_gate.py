@@ -278,7 +278,7 @@ def test_gate_self_check_runs_on_the_threads_asked_for_and_keeps_each_gates_pair
     assert "1 torch thread(s)" in capsys.readouterr().out
     (res,) = json.loads(out.read_text())["results"]
     assert res["threads"] == 1 and res["builds"] == 2 and len(res["runs"]) == 1
-    assert len(res["runs"][0]["slow"]["ratios"]) >= 6 and res["runs"][0]["same"]["decision"] is not None
+    assert len(res["runs"][0]["slow"]["run"]["ratios"]) >= 6 and res["runs"][0]["same"]["run"]["decision"] is not None
     # Trial 0 gates the slowed build first: a process's first gate is the one a real gate runs.
     assert res["runs"][0]["slow"]["first"] and not res["runs"][0]["same"]["first"]
     assert torch.get_num_threads() == before
@@ -305,7 +305,7 @@ def test_the_gate_holds_the_heap_settles_the_builds_and_counts_faults_in_the_pai
     (r,) = json.loads(out.read_text())["results"]
     assert r["heap"]["heap"] == "steady"
     for side in ("same", "slow"):
-        gate_run = r["runs"][0][side]
+        gate_run = r["runs"][0][side]["run"]
         # A 64x64 matmul allocates 16 KiB a call: settled at once, and not a fault left in the pairs.
         assert gate_run["settle"]["settled"] and gate_run["settle"]["rotations"] >= 8
         assert gate_run["faults_per_pair"] < 1
@@ -321,8 +321,8 @@ def test_a_gate_verdict_round_trips_with_its_pairs():
     back = GateVerdict.from_dict(d)
     assert back.run.ratios == v.run.ratios and back.run.median == v.run.median and back.slower == v.slower
     assert back.to_dict() == d
-    with pytest.raises(ValueError, match="without its pairs"):
-        GateVerdict.from_dict({k: x for k, x in d.items() if k != "ratios"})
+    with pytest.raises(ValueError, match="missing run"):
+        GateVerdict.from_dict({k: x for k, x in d.items() if k != "run"})
 
 
 def test_a_pair_result_round_trips_and_recomputes_its_ratio():

@@ -5,6 +5,8 @@ one case key; an amp entry honours its max_time."""
 
 import json
 
+from dataclasses import replace
+
 import pytest
 
 from perfsuite import cli
@@ -44,7 +46,7 @@ def test_a_pair_case_that_fails_is_recorded_and_the_suite_goes_on(tmp_path, monk
     out = tmp_path / "out"
     assert cli.main(["run", "--config", str(_suite(tmp_path)), "--out", str(out)]) == 3
     results = load_document(out / "pr.pair.json", "pair")
-    assert sorted(r["case"]["n"] for r in results) == [16, 32]
+    assert sorted(r.case["n"] for r in results) == [16, 32]
     (failure,) = document_failures(out / "pr.pair.json")
     assert failure["params"]["n"] == 24 and "crashed" in failure["error"]
     # the entry after the failed case still ran
@@ -59,7 +61,7 @@ def test_a_pair_case_that_fails_is_recorded_and_the_suite_goes_on(tmp_path, monk
     assert cli.main(["run", "--config", str(_suite(tmp_path)), "--out", str(out), "--retry-failed"]) == 0
     assert measured == [24]
     assert document_failures(out / "pr.pair.json") == []
-    assert sorted(r["case"]["n"] for r in load_document(out / "pr.pair.json", "pair")) == [16, 24, 32]
+    assert sorted(r.case["n"] for r in load_document(out / "pr.pair.json", "pair")) == [16, 24, 32]
 
 
 def test_an_amp_case_that_fails_is_that_entrys_failure(tmp_path, monkeypatch):
@@ -100,7 +102,7 @@ def test_the_pair_command_records_a_failed_case_and_exits_3(tmp_path, monkeypatc
     path = tmp_path / "p.json"
     assert cli.main(["pair", "matmul", "--vary", "dtype=fp32,bf16", "-p", "n=16,24", "--budget", "0.2",
                      "--device", "cpu", "--out", str(path)]) == 3
-    assert [r["case"]["n"] for r in load_document(path, "pair")] == [16]
+    assert [r.case["n"] for r in load_document(path, "pair")] == [16]
     assert document_failures(path)[0]["params"]["n"] == 24
     # --out names a file that now exists: refused before anything is measured
     assert cli.main(["pair", "matmul", "--vary", "dtype=fp32,bf16", "-p", "n=16", "--budget", "0.2",
@@ -139,9 +141,10 @@ def test_every_kind_of_document_resumes_by_the_same_case_key(tmp_path):
     (done,) = again.done_cases()
     # the stored case gives the same key as the case named with its defaults spelled out
     assert Case(w, done).key("cpu") == Case(w, {"n": 16, "dtype": "fp32"}).key("cpu")
-    # and a stored pair reads back as the typed result, its derived numbers recomputed
+    # and a stored pair reads back as the typed result, with its case and suite, its derived
+    # numbers recomputed
     (d,) = load_document(tmp_path / "x.pair.json", "pair")
-    assert pair_mod.PairResult.from_dict(d) == res
+    assert d.case == {"n": 16} and d.suite == "s" and replace(d, case=None, suite=None) == res
     with pytest.raises(Exception, match="exists"):
         DocumentWriter(tmp_path / "x.pair.json", "pair")
 

@@ -82,14 +82,19 @@ def test_markdown_for_cpu_records_is_unchanged_and_names_a_missing_roof(tmp_path
 
 
 def test_markdown_amp_rows_carry_each_sides_verdict(tmp_path):
+    from perfsuite.compare.amp import AmpComparison
+
     amp = {"workload": "resnet", "params": {}, "device": "cuda:0", "precision_a": "fp32", "precision_b": "bf16",
-           "speedup": 1.1, "speedup_ci": [1.0, 1.2], "time_a_s": [0.02, 0.021], "time_b_s": [0.018, 0.019],
-           "memory_ratio": 0.6, "final_loss_a": 1.0, "final_loss_b": 1.01, "accuracy_ok": True,
+           "pair_ratios": [1.05, 1.1, 1.15], "time_a_s": [0.02, 0.021], "time_b_s": [0.018, 0.019],
+           "saved_bytes_a": 10, "saved_bytes_b": 6, "cuda_peak_a": None, "cuda_peak_b": None,
+           "final_loss_a": 1.0, "final_loss_b": 1.01, "loss_tolerance": 0.05, "steps": 5,
            "nvml_a": _nvml(40.0), "nvml_b": _nvml(22.0)}
     old = {k: v for k, v in amp.items() if not k.startswith("nvml_")}  # written before the verdict existed
-    page = _flat(write_report([make_record()], tmp_path, amp=[amp, old]).read_text())
+    amps = [AmpComparison.from_dict(a) for a in (amp, old)]
+    page = _flat(write_report([make_record()], tmp_path, amp=amps).read_text())
+    assert "| 1.10x | 0.60 |" in page  # the speed-up and memory ratio, from the pairs and the bytes
     assert "| host-bound (40% busy) / host-bound (22% busy) | ok |" in page
-    assert "| - / - | ok |" in page
+    assert "| unknown / unknown | ok |" in page
 
 
 def test_qwen_rows_export_the_verdict_and_a_host_bound_best_batch_says_so_first():

@@ -124,3 +124,43 @@ def test_process_spread_interval_method_by_count(n, method):
 def test_process_spread_needs_two_processes():
     with pytest.raises(ValueError, match="at least 2"):
         stats.process_spread([[1.0, 2.0]])
+
+
+def _log_ratio_test_by_hand(base, new, confidence=0.95):
+    """The pooled two-sample t on logs as perfsuite wrote it out before it called scipy (issue 39):
+    the oracle scipy.stats.ttest_ind(...).confidence_interval() must agree with."""
+    import math
+
+    import numpy as np
+    from scipy.stats import t as student_t
+
+    lb, ln = np.log(np.asarray(base, dtype=float)), np.log(np.asarray(new, dtype=float))
+    diff, df = float(ln.mean() - lb.mean()), lb.size + ln.size - 2
+    pooled = (float(lb.var(ddof=1)) * (lb.size - 1) + float(ln.var(ddof=1)) * (ln.size - 1)) / df
+    se = math.sqrt(pooled * (1 / lb.size + 1 / ln.size))
+    half = float(student_t.ppf((1 + confidence) / 2, df)) * se
+    return math.exp(diff), (math.exp(diff - half), math.exp(diff + half)), float(2 * student_t.sf(abs(diff) / se, df))
+
+
+@pytest.mark.parametrize("seed, sizes, shift, confidence", [(0, (3, 3), 0.0, 0.95), (1, (3, 5), 0.05, 0.95),
+                                                            (2, (2, 2), -0.1, 0.9), (3, (6, 4), 0.25, 0.99)])
+def test_log_ratio_test_is_scipys_t_test_on_the_logs_and_agrees_with_the_hand_written_one(seed, sizes, shift,
+                                                                                          confidence):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    base = list(1e-3 * rng.lognormal(0.0, 0.03, sizes[0]))
+    new = list(1e-3 * rng.lognormal(shift, 0.03, sizes[1]))
+    ratio, (lo, hi), p = stats.log_ratio_test(base, new, confidence)
+    want_ratio, (want_lo, want_hi), want_p = _log_ratio_test_by_hand(base, new, confidence)
+    assert ratio == pytest.approx(want_ratio, rel=1e-12)
+    assert (lo, hi) == (pytest.approx(want_lo, rel=1e-12), pytest.approx(want_hi, rel=1e-12))
+    assert p == pytest.approx(want_p, rel=1e-9)
+
+
+def test_log_ratio_test_of_units_without_spread():
+    assert stats.log_ratio_test([1.0, 1.0], [1.0, 1.0]) == (1.0, (1.0, 1.0), 1.0)
+    ratio, ci, p = stats.log_ratio_test([1.0, 1.0], [2.0, 2.0])
+    assert ratio == pytest.approx(2.0) and ci == (pytest.approx(2.0), pytest.approx(2.0)) and p == 0.0
+    with pytest.raises(ValueError, match="at least 2 units"):
+        stats.log_ratio_test([1.0], [1.0, 2.0])

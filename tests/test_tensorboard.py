@@ -66,8 +66,10 @@ def test_each_case_is_a_run_with_its_scalars_keyed_by_time_and_its_hparams(tmp_p
 
 
 def test_amp_comparison_gives_loss_curves(tmp_path):
+    # The speed-up is the median of the pairs' ratios (1.3), whatever a file says beside them.
     doc = {"workload": "autoencoder", "params": {"size": "ci"}, "device": "cpu", "precision_a": "fp32",
-           "precision_b": "bf16", "speedup": 1.3, "memory_ratio": 0.5, "loss_rel_diff": 0.01,
+           "precision_b": "bf16", "pair_ratios": [1.2, 1.3, 1.4], "speedup": 9.9, "saved_bytes_a": 10,
+           "saved_bytes_b": 5, "cuda_peak_a": None, "cuda_peak_b": None, "loss_tolerance": 0.05, "steps": 3,
            "final_loss_a": 0.1, "final_loss_b": 0.101, "losses_a": [0.5, 0.3, 0.1], "losses_b": [0.5, 0.31, 0.101],
            "time_a_s": [0.02, 0.021], "time_b_s": [0.015, 0.016]}
     (tmp_path / "x.amp.json").write_text(json.dumps(doc))

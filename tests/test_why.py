@@ -91,7 +91,7 @@ def reported(result) -> str:
     """The report's section for `result`, through its JSON as `perfsuite report` reads it."""
     from perfsuite.report.why import section
 
-    return "\n".join(section([json.loads(json.dumps(result.to_dict()))]))
+    return "\n".join(section([WhyResult.from_dict(json.loads(json.dumps(result.to_dict())))]))
 
 
 def report_row(page: str, name: str) -> list[str]:
@@ -275,8 +275,9 @@ def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_rend
     from perfsuite.storage.files import load_document
 
     # Written by bisect's why on the slow test's history: good against the commit adding a tanh.
-    (d,) = load_document(REPO / "tests" / "data" / "stored" / "why-doc1.json", "why")
-    r = WhyResult.from_dict(d)
+    path = REPO / "tests" / "data" / "stored" / "why-doc1.json"
+    (r,) = load_document(path, "why")
+    d = json.loads(path.read_text())["results"][0]
     again = r.to_dict()
     assert {k: again[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")} == \
         {k: d[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")}
@@ -287,7 +288,7 @@ def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_rend
     assert "explains 66% of the measured difference" in printed(r)
     # The report renders it with the same figures: the measured difference of its 15 pairs (the
     # ratio of the medians is +854.3%), no interval for rows without windows.
-    page = "\n".join(section([d]))
+    page = "\n".join(section([r]))
     assert "B - A +8.63 ms (+863.0%; 95% CI +754.1% to +1028.2% over 15 pairs)" in page and "854.3%" not in page
     assert "explains 66% of the measured difference" in page
     assert report_row(page, "aten::tanh")[4:] == ["+3.881 ms", "", "0/1", "", "new", ""]
@@ -300,7 +301,7 @@ def test_a_why_document_whose_sides_cannot_be_rendered_is_named_and_the_report_g
     good = WhyResult("w", "cpu", "--base X", a, WhySide("B", {}, [op("aten::mm", 130)], [1.03e-3] * 6, {}),
                      steps=5, rounds=1).to_dict()
     empty = {**good, "b": {**good["b"], "step_s": []}}  # hand-edited: no timed blocks
-    page = "\n".join(section([empty, good]))
+    page = "\n".join(section([WhyResult.from_dict(empty), WhyResult.from_dict(good)]))
     assert "a why document that cannot be read: ValueError" in page
     assert page.count("### w (--base X, cpu)") == 1 and "`aten::mm`" in page
 

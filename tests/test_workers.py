@@ -188,7 +188,7 @@ def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_
     covered = one_process_covered = 0
     for seed in range(20):
         rec = multi_process_run(seed)
-        medians = [p["median"] for p in rec.processes]
+        medians = rec.process_medians
         assert len(medians) == 5 and rec.builds is None and rec.conditions["processes"] == 5
         # The interval is the process medians' own spread, divided by sqrt(N), times t (2.78), with the
         # drift between runs (RunConfig.run_drift, 1%) that no run sees in itself added in quadrature.

@@ -9,12 +9,11 @@ from rich.text import Text
 
 from perfsuite.core.text import printable
 
-from perfsuite.core.errors import ConfigError, PerfsuiteError
+from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError
 from perfsuite.cli.why import print_why
 from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions
 from perfsuite.compare import sides
-from perfsuite.compare.bisect import Bisection
 from perfsuite.compare.bisect import UNDECIDED
 from perfsuite.compare.bisect_probe import MAX_BUDGETS
 from perfsuite.compare.bisect_probe import Prober
@@ -74,15 +73,15 @@ def bisect_command(args, console) -> int:
         if args.recorder is not None:  # the finished bisection, with its answer, in the store's history
             d = state.to_dict()
             args.recorder.add_document("bisect", {**d, "answer": answer.to_dict()}, workload=w.name)
-        for c, error in answer.skipped:
-            console.print(Text(f"skipped {c.sha[:12]} {printable(c.subject)}: {error.splitlines()[0] if error else ''}",
+        for c in answer.skipped:
+            console.print(Text(f"skipped {c.sha[:12]} {printable(c.subject)}: {c.error.splitlines()[0] if c.error else ''}",
                                style="yellow"))
         if answer.state != b.FOUND:
             return _not_found(answer, args, change, console)
         console.print(Text(f"first {change} commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}",
                            style="bold red" if direction > 0 else "bold green"))
         console.print(Text(f"  against --good: {_effect(answer.probe)}"))
-        forced = [p for p in state.probes if any(n.startswith("undecided") for n in (p.verdict or {}).get("notes", []))]
+        forced = [p for p in state.probes if p.verdict and any(n.startswith("undecided") for n in p.verdict.notes)]
         if forced:  # put on a side by their median after the whole budget: the answer rests on a coin
             console.print(Text(f"  uncertain: {len(forced)} probe(s) could not tell good from bad and were put by their "
                                f"median ({', '.join(p.sha[:12] for p in forced)}); a longer --max-time or more "
@@ -133,10 +132,9 @@ def _resume(state, log: Path, console) -> None:
     """Take the probes of a stored log of the same bisection; refuse a log of another one."""
     if not log.exists():
         return
-    (stored,) = load_document(log, "bisect")[:1] or [None]
     try:
-        old = Bisection.from_dict(stored)
-    except (KeyError, TypeError, ValueError) as exc:
+        (old,) = load_document(log, "bisect")[:1]
+    except (RecordError, ValueError) as exc:
         raise ConfigError(f"--log {log}: not a readable bisection log ({exc})") from None
     if not state.same_question(old):
         if old.settings.get("rule") != state.settings.get("rule"):
@@ -168,7 +166,7 @@ def _logged(state, probe, log: Path, console) -> None:
         what = f"like {'bad' if probe.outcome == 'changed' else 'good'}; {_effect(probe, worded=False)}"
     console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {printable(c.subject)}: {what} [{probe.seconds:.0f}s]"))
     if probe.sha != state.bad.sha:  # like good or like bad: say when the pairs could not tell
-        for note in (probe.verdict or {}).get("notes", []):
+        for note in probe.verdict.notes if probe.verdict else []:
             if note.startswith("undecided"):
                 console.print(Text(f"  {note}", style="yellow"))
 

@@ -7,6 +7,7 @@ import os
 
 from rich.text import Text
 
+import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.storage import table as results

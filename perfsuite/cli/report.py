@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
+import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
+import perfsuite.compare.pair  # noqa: F401 - registers the pair document's result class
+import perfsuite.compare.why  # noqa: F401 - registers the why document's result class
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.report.markdown import write_report

@@ -10,6 +10,12 @@ import os
 from rich.table import Table
 from rich.text import Text
 
+from perfsuite.cli.console import make_console
+
+import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
+import perfsuite.compare.bisect  # noqa: F401 - registers the bisect document's result class
+import perfsuite.compare.pair  # noqa: F401 - registers the pair document's result class
+import perfsuite.compare.why  # noqa: F401 - registers the why document's result class
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_seconds
@@ -105,11 +111,9 @@ def stored_run(args, err):
 def _location(args):
     """The store a `perfsuite store` action uses; a password in a config file others can read is
     warned about here too, as before every measuring command."""
-    from rich.console import Console
-
     from perfsuite.store.location import resolve
 
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     return resolve(getattr(args, "store", None),
                    warn=lambda t: err.print(Text("warning: " + printable(t), style="yellow")))
 

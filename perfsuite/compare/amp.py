@@ -17,11 +17,13 @@ chaotically and two healthy runs can differ by 50% (seen here), so a tolerance m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from perfsuite.stats import summary as stats
+from perfsuite.core import documents
 from perfsuite.core.bound import Bound, where_time_went
+from perfsuite.core.documents import Count, Measured, Name, NonNegative, Params, SampleList
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.measure.interleave import interleaved_blocks
@@ -43,33 +45,37 @@ UTIL_WINDOW_S = 1.0
 _NOT_SAMPLED = {"status": "unavailable", "reason": "not sampled"}
 
 
-@dataclass(frozen=True)
-class AmpComparison:
-    workload: str
-    params: dict
-    device: str
-    precision_a: str
-    precision_b: str
-    pair_ratios: list[float]  # time_a / time_b per pair: > 1 means b is faster
-    time_a_s: list[float]
-    time_b_s: list[float]
-    saved_bytes_a: int
-    saved_bytes_b: int
-    cuda_peak_a: int | None
-    cuda_peak_b: int | None
-    final_loss_a: float
-    final_loss_b: float
-    loss_tolerance: float
-    steps: int  # optimiser steps each side *applied* before its final loss
+@documents.register("amp")
+@documents.shape("amp comparison", frozen=True)
+class AmpComparison(documents.SuiteEntry):
+    DERIVED = {"speedup": "speedup", "speedup_ci": "speedup_ci", "verdict": "worded", "accuracy_ok": "accuracy_ok",
+               "memory_ratio": "memory_ratio", "loss_rel_diff": "loss_rel_diff", "bound_a": "bound_a", "bound_b": "bound_b"}
+
+    workload: Name
+    params: Params
+    device: Name
+    precision_a: Name
+    precision_b: Name
+    pair_ratios: SampleList  # time_a / time_b per pair: > 1 means b is faster
+    time_a_s: SampleList
+    time_b_s: SampleList
+    saved_bytes_a: Count
+    saved_bytes_b: Count
+    cuda_peak_a: Count | None
+    cuda_peak_b: Count | None
+    final_loss_a: Measured
+    final_loss_b: Measured
+    loss_tolerance: NonNegative
+    steps: Count  # optimiser steps each side *applied* before its final loss
     nvml_a: dict = field(default_factory=lambda: dict(_NOT_SAMPLED))  # NvmlSampler summary of A alone
     nvml_b: dict = field(default_factory=lambda: dict(_NOT_SAMPLED))
     # The accuracy check's loss per applied optimiser step, each side (TensorBoard draws them).
-    losses_a: list[float] = field(default_factory=list)
-    losses_b: list[float] = field(default_factory=list)
+    losses_a: list[Measured] = field(default_factory=list)
+    losses_b: list[Measured] = field(default_factory=list)
     # Training steps each side's GradScaler skipped (overflowing gradients) on the way to `steps`
     # applied ones; 0 without a scaler, and in documents written before they were counted.
-    skipped_a: int = 0
-    skipped_b: int = 0
+    skipped_a: Count = 0
+    skipped_b: Count = 0
 
     @property
     def bound_a(self) -> Bound:
@@ -125,19 +131,10 @@ class AmpComparison:
     def speedup_ci(self) -> tuple[float, float] | None:
         return stats.median_ci(self.pair_ratios)
 
-    DERIVED = ("speedup", "speedup_ci", "verdict", "accuracy_ok", "memory_ratio", "loss_rel_diff", "bound_a", "bound_b")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "AmpComparison":
-        """Back from to_dict(): the raw fields; derived numbers are recomputed, not read."""
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d.update(speedup=self.speedup, speedup_ci=self.speedup_ci,
-                 verdict=self.verdict(), accuracy_ok=self.accuracy_ok, memory_ratio=self.memory_ratio,
-                 loss_rel_diff=self.loss_rel_diff, bound_a=self.bound_a.to_dict(), bound_b=self.bound_b.to_dict())
-        return d
+    @property
+    def worded(self) -> str:
+        """verdict(), as the document keeps it for its readers."""
+        return self.verdict()
 
 
 def interleaved_times(step_a: Callable, step_b: Callable, clock: Clock, pairs: int, cfg: RunConfig):

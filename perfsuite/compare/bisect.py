@@ -25,9 +25,13 @@ be the first as well; the answer names them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import field
+from typing import Annotated, Any, Callable
 
+from pydantic import AfterValidator, Field, field_validator
+
+from perfsuite.core import documents
+from perfsuite.core.documents import Name, NonNegative, Params, Text
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import summary as stats
 from perfsuite.compare.gate import GateVerdict
@@ -78,36 +82,45 @@ def classify(ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA, dir
     return CHANGED if beyond else SAME if within else None
 
 
-@dataclass(frozen=True)
-class Commit:
-    sha: str
-    subject: str
-
-    def to_dict(self) -> dict:
-        return {"sha": self.sha, "subject": self.subject}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Commit":
-        return cls(str(d["sha"]), str(d.get("subject", "")))
+def _one_of(value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{value!r}: expected {', '.join(allowed)}")
+    return value
 
 
-@dataclass(frozen=True)
-class Probe:
+@documents.shape("commit", frozen=True)
+class Commit(documents.Result):
+    sha: Name
+    subject: Text = ""
+
+
+@documents.shape("skipped commit", frozen=True)
+class Skipped(Commit):
+    """A commit that could not be built or run, with the error that skipped it."""
+    error: Text = ""
+
+
+@documents.shape("probe", frozen=True)
+class Probe(documents.Result):
     """One commit measured against `good`: changed (like bad), same (like good), or skipped (with the
     error that skipped it)."""
-    sha: str
-    outcome: str
-    verdict: dict | None = None  # GateVerdict.to_dict() of good (A) against this commit (B)
-    error: str = ""
-    seconds: float = 0.0
+    DERIVED = {"median_ratio": "median_ratio"}
 
-    def __post_init__(self) -> None:
-        if self.outcome not in (CHANGED, SAME, SKIPPED):
-            raise ValueError(f"probe outcome {self.outcome!r}: expected {CHANGED}, {SAME} or {SKIPPED}")
+    sha: Name
+    outcome: Annotated[str, AfterValidator(lambda o: _one_of(o, (CHANGED, SAME, SKIPPED)))]
+    verdict: GateVerdict | None = None  # the gate's verdict of good (A) against this commit (B)
+    error: Text = ""
+    seconds: NonNegative = 0.0
+
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _rule_2(cls, outcome: Any) -> Any:
+        # Logs of rule 2 and before bisected slowdowns only, and called "like bad" slower.
+        return CHANGED if outcome == "slower" else outcome
 
     @property
     def ratios(self) -> list[float]:
-        return list((self.verdict or {}).get("ratios") or [])
+        return list(self.verdict.run.ratios) if self.verdict else []
 
     @property
     def median_ratio(self) -> float | None:
@@ -115,65 +128,43 @@ class Probe:
         return stats.median(self.ratios) if self.ratios else None
 
     @property
-    def gate(self):
-        """The verdict as the gate's GateVerdict (its word and interval); None when skipped."""
-        try:
-            return GateVerdict.from_dict(self.verdict) if self.verdict and self.verdict.get("ratios") else None
-        except (KeyError, TypeError, ValueError):  # a verdict stored without the gate's fields
-            return None
+    def gate(self) -> GateVerdict | None:
+        """The verdict (its word and interval); None when skipped."""
+        return self.verdict
 
     @property
     def word(self) -> str | None:
         """slower / faster / same / undecided (perfsuite.stats.verdict), from the stored pairs."""
-        return self.gate.word if self.gate else None
-
-    def to_dict(self) -> dict:
-        return {"sha": self.sha, "outcome": self.outcome, "verdict": self.verdict, "error": self.error,
-                "seconds": self.seconds, "median_ratio": self.median_ratio}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Probe":
-        """Back from to_dict(); the ratio and its interval are recomputed from the verdict's pairs."""
-        outcome = str(d["outcome"])
-        # Logs of rule 2 and before bisected slowdowns only, and called "like bad" slower.
-        outcome = CHANGED if outcome == "slower" else outcome
-        return cls(str(d["sha"]), outcome, d.get("verdict"), str(d.get("error", "")), float(d.get("seconds", 0.0)))
+        return self.verdict.word if self.verdict else None
 
 
-@dataclass(frozen=True)
-class Answer:
+@documents.shape("bisection answer", frozen=True)
+class Answer(documents.Result):
     """How a bisection ended: `bad` not changed or undecided, or the first changed commit (and the
     skipped commits that could have been first instead)."""
-    state: str  # FOUND, NOT_CHANGED or UNDECIDED
+    state: Annotated[str, AfterValidator(lambda s: _one_of(s, (FOUND, NOT_CHANGED, UNDECIDED)))]
     commit: Commit | None = None
     probe: Probe | None = None  # the named commit's own probe against good
     confirmation: Probe | None = None  # bad against good
     could_also_be: tuple[Commit, ...] = ()
-    skipped: tuple[tuple[Commit, str], ...] = ()  # every commit skipped, with its error
-
-    def to_dict(self) -> dict:
-        return {"state": self.state, "commit": self.commit.to_dict() if self.commit else None,
-                "probe": self.probe.to_dict() if self.probe else None,
-                "confirmation": self.confirmation.to_dict() if self.confirmation else None,
-                "could_also_be": [c.to_dict() for c in self.could_also_be],
-                "skipped": [{**c.to_dict(), "error": e} for c, e in self.skipped]}
+    skipped: tuple[Skipped, ...] = ()  # every commit skipped, with its error
 
 
-@dataclass
-class Bisection:
+@documents.register("bisect")
+@documents.shape("bisection", error=ConfigError)
+class Bisection(documents.Result):
     """The log of one bisection; what to probe next and the answer are derived from it."""
 
-    workload: str
-    params: dict
-    device: str
-    good: Commit
-    commits: list[Commit]  # first-parent after good, oldest first; the last is bad
-    settings: dict = field(default_factory=dict)  # how each probe gates: budget, builds, threshold...
-    probes: list[Probe] = field(default_factory=list)
+    DERIVED = {"bad": "bad_sha"}
 
-    def __post_init__(self) -> None:
-        if not self.commits:
-            raise ConfigError("no commits between --good and --bad")
+    workload: Name
+    params: Params
+    device: Name
+    good: Commit
+    # First-parent after good, oldest first; the last is bad.
+    commits: Annotated[list[Commit], Field(min_length=1, max_length=documents.MAX_GROUPS)]
+    settings: dict = field(default_factory=dict)  # how each probe gates: budget, builds, threshold...
+    probes: Annotated[list[Probe], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
 
     @property
     def direction(self) -> int:
@@ -183,6 +174,10 @@ class Bisection:
     @property
     def bad(self) -> Commit:
         return self.commits[-1]
+
+    @property
+    def bad_sha(self) -> str:
+        return self.bad.sha
 
     def outcome(self, sha: str) -> str | None:
         """The latest probe's outcome for `sha`; None when it was never probed."""
@@ -217,7 +212,8 @@ class Bisection:
 
     def answer(self) -> Answer:
         """The end of the bisection (call when next_commit() is None)."""
-        skipped = tuple((c, self.probe_of(c.sha).error) for c in self.commits if self.outcome(c.sha) == SKIPPED)
+        skipped = tuple(Skipped(c.sha, c.subject, self.probe_of(c.sha).error) for c in self.commits
+                        if self.outcome(c.sha) == SKIPPED)
         confirmation = self.probe_of(self.bad.sha)
         if confirmation is None:
             raise ValueError("the bisection has not started: bad was never probed")
@@ -233,17 +229,6 @@ class Bisection:
         could = tuple(self.commits[i] for i in range(lo + 1, hi) if self.outcome(self.commits[i].sha) == SKIPPED)
         named = self.commits[hi]
         return Answer(FOUND, named, self.probe_of(named.sha), confirmation, could, skipped)
-
-    def to_dict(self) -> dict:
-        return {"workload": self.workload, "params": self.params, "device": self.device,
-                "good": self.good.to_dict(), "bad": self.bad.sha, "commits": [c.to_dict() for c in self.commits],
-                "settings": self.settings, "probes": [p.to_dict() for p in self.probes]}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Bisection":
-        return cls(d["workload"], dict(d["params"]), d["device"], Commit.from_dict(d["good"]),
-                   [Commit.from_dict(c) for c in d["commits"]], dict(d.get("settings", {})),
-                   [Probe.from_dict(p) for p in d.get("probes", [])])
 
     def same_question(self, other: "Bisection") -> bool:
         """Whether `other` (a stored log) bisects the same thing, so its probes can be reused."""

@@ -178,4 +178,4 @@ class Prober:
         if out.unsupported:
             raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
         (v,) = across_cases(out.records, fdr) if confirmation is None else out.records
-        return Probe(commit.sha, CHANGED if v.confirmed else SAME, v.to_dict(), seconds=seconds)
+        return Probe(commit.sha, CHANGED if v.confirmed else SAME, v, seconds=seconds)

@@ -30,13 +30,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Annotated, Any, Callable, Union
+
+from pydantic import AfterValidator, Discriminator, Field, StrictBool, Tag, model_validator
 
 from perfsuite.stats import sequential
 
 from perfsuite.stats import summary as stats
 from perfsuite.stats import verdict
+from perfsuite.core import documents
 from perfsuite.core.case import Case, Context, Measure
+from perfsuite.core.documents import Count, Finite, Name, NonNegative, SampleList, Text
 from perfsuite.core.config import RunConfig
 from perfsuite.measure.interleave import interleaved_blocks
 from perfsuite.measure import heap
@@ -62,19 +66,19 @@ MIN_PAIRS = 6
 SETTLE_MAX_S = 10.0
 
 
-@dataclass(frozen=True)
-class PairedRun:
-    ratios: list[float]  # per pair: time_b / time_a
-    block_size: int
-    looks: tuple = ()  # per look read: pairs so far, p, the look's boundary, seconds
-    decision: str | None = None  # sequential.SLOWER / NOT_SLOWER; None when no test was read
-    p: float = 1.0  # on the alpha scale: below alpha exactly when the test said slower
+@documents.shape("paired run", frozen=True)
+class PairedRun(documents.Result):
+    ratios: SampleList  # per pair: time_b / time_a
+    block_size: Annotated[int, Field(strict=True, ge=1, le=documents.MAX_INT)]
+    looks: tuple[dict, ...] = ()  # per look read: pairs so far, p, the look's boundary, seconds
+    decision: Name | None = None  # sequential.SLOWER / NOT_SLOWER; None when no test was read
+    p: Finite = 1.0  # on the alpha scale: below alpha exactly when the test said slower
     # heap.settle's account before the budget ({"sides": [...]}: one per side process); None: not held
     settle: dict | None = None
-    faults_per_pair: float = 0.0  # minor page faults per pair while the pairs ran
+    faults_per_pair: NonNegative = 0.0  # minor page faults per pair while the pairs ran
     # Per pair, which pairing of builds (or side processes) it came from: A's j-th with B's j-th.
     # Empty: one pairing (or a document written before they were kept).
-    units: tuple = ()
+    units: tuple[Count, ...] = ()
 
     @property
     def median(self) -> float:
@@ -173,22 +177,57 @@ class GateCase:
     floor: float = 0.0
 
 
-@dataclass
-class GateVerdict:
-    label: str
-    threshold: float
+def _sign(direction: int) -> int:
+    if direction not in (1, -1):
+        raise ValueError("must be 1 or -1")
+    return direction
+
+
+# The fields of PairedRun, which version 1 of a gate verdict kept at its top level.
+_RUN_FIELDS = ("ratios", "block_size", "looks", "decision", "p", "settle", "faults_per_pair", "units")
+
+
+@documents.shape("gate verdict")
+class GateVerdict(documents.Result):
+    """The gate's verdict on one case: its pairs (`run`), the threshold it tested and whether the test
+    confirmed a change after Benjamini-Hochberg; the median, interval and word come from the pairs."""
+
+    DERIVED = {"median_ratio": "median_ratio", "p": "p", "word": "word", "interval": "interval", "slower": "slower",
+               "pairs": "pairs"}
+
+    label: Name
+    threshold: NonNegative
     run: PairedRun
     # The sequential test's alarm after Benjamini-Hochberg across the gate's cases: B slower than
     # A by the threshold (direction 1), or faster (direction -1, bisect --faster).
-    confirmed: bool = False
-    notes: list[str] = field(default_factory=list)
-    alpha: float = ALPHA  # the test's false-alarm rate: each end of `interval` is one-sided at it
-    direction: int = 1
-    _cached: tuple = field(default=(None, None), repr=False, compare=False)  # (key, interval)
+    confirmed: StrictBool = False
+    notes: list[Text] = field(default_factory=list)
+    # The test's false-alarm rate: each end of `interval` is one-sided at it.
+    alpha: Annotated[float, Field(gt=0, lt=1)] = ALPHA
+    direction: Annotated[int, AfterValidator(_sign)] = 1  # 1: is B slower? -1: is B faster?
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, data: Any) -> Any:
+        """A verdict of version 1 (gate documents, bisection logs and self-checks written before
+        2026-11-29) kept its pairs' fields at its top level: they are its `run`."""
+        if isinstance(data, dict) and "run" not in data and "ratios" in data:
+            run = {k: data[k] for k in _RUN_FIELDS if k in data}
+            data = {k: v for k, v in data.items() if k not in _RUN_FIELDS}
+            data = {"confirmed": bool(data.get("slower")), **data, "run": run}  # before `confirmed`: slower
+        return data
 
     @property
     def p(self) -> float:
         return self.run.p
+
+    @property
+    def median_ratio(self) -> float:
+        return self.run.median
+
+    @property
+    def pairs(self) -> int:
+        return len(self.run.ratios)
 
     @property
     def slower(self) -> bool:
@@ -199,9 +238,11 @@ class GateVerdict:
         """The ratio's interval: the signed-rank test inverted at `alpha` per end, widened by how
         much the pairings of processes (builds) disagree (perfsuite.stats.verdict.ratio_interval)."""
         key = (id(self.run), len(self.run.ratios), self.alpha)  # `run` is replaced, never changed in place
-        if self._cached[0] != key:
-            self._cached = (key, verdict.ratio_interval(self.run.ratios, self.alpha, self.run.units))
-        return self._cached[1]
+        cached = self.__dict__.get("_interval")
+        if cached is None or cached[0] != key:
+            cached = self.__dict__["_interval"] = (key, verdict.ratio_interval(self.run.ratios, self.alpha,
+                                                                               self.run.units))
+        return cached[1]
 
     @property
     def confidence(self) -> float:
@@ -216,30 +257,25 @@ class GateVerdict:
     def describe(self) -> str:
         return verdict.describe(self.word, self.run.median, *self.interval, self.confidence)
 
-    def to_dict(self) -> dict:
-        lo, hi = self.interval
-        return {
-            "label": self.label, "threshold": self.threshold, "median_ratio": self.run.median, "p": self.p,
-            "word": self.word, "interval": [lo, hi if math.isfinite(hi) else None], "alpha": self.alpha,
-            "direction": self.direction, "confirmed": self.confirmed, "slower": self.slower,
-            "decision": self.run.decision, "pairs": len(self.run.ratios),
-            "looks": list(self.run.looks), "notes": self.notes, "settle": self.run.settle,
-            "faults_per_pair": self.run.faults_per_pair,
-            # The raw pairs: the median, the interval and the word are recomputed from them on load.
-            "ratios": list(self.run.ratios), "units": list(self.run.units), "block_size": self.run.block_size,
-        }
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "GateVerdict":
-        """Back from to_dict() (gate documents written before the pairs were kept cannot be: they
-        hold only the median)."""
-        if "ratios" not in d:
-            raise ValueError(f"gate verdict {d.get('label')!r}: written without its pairs (an older document)")
-        run = PairedRun(list(d["ratios"]), int(d["block_size"]), tuple(d.get("looks", ())), d.get("decision"),
-                        float(d["p"]), d.get("settle"), float(d.get("faults_per_pair", 0.0)),
-                        tuple(int(u) for u in d.get("units") or ()))
-        return cls(d["label"], float(d["threshold"]), run, bool(d.get("confirmed", d.get("slower"))),
-                   list(d.get("notes", [])), float(d.get("alpha", ALPHA)), int(d.get("direction", 1)))
+@documents.shape("gate verdict without its pairs", frozen=True)
+class GateSummary(documents.Result):
+    """A gate verdict written before its pairs were kept (gate documents of early version 1): what
+    it holds is all there is (no interval or word can be recomputed without the pairs)."""
+    label: Name
+    median_ratio: Finite | None
+    slower: StrictBool
+    threshold: NonNegative | None = None
+    decision: Name | None = None
+
+
+def _entry(d: Any) -> str:
+    return "summary" if isinstance(d, dict) and "run" not in d and "ratios" not in d else "pairs"
+
+
+# A gate document's entry: a verdict with its pairs, or an early one without them.
+documents.register("gate", Annotated[Union[Annotated[GateVerdict, Tag("pairs")], Annotated[GateSummary, Tag("summary")]],
+                                     Discriminator(_entry)])
 
 
 def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget_s: float = 15.0,
@@ -328,7 +364,7 @@ def power_and_false_alarms(build: Callable[[], Step], clock: Clock, fraction: fl
             seconds[side] = clock.now() - t0
         false += verdicts["same"].slower
         caught += verdicts["slow"].slower
-        runs.append({side: {**v.to_dict(), "seconds": seconds[side], "ratios": v.run.ratios, "first": side == order[0]}
+        runs.append({side: {**v.to_dict(), "seconds": seconds[side], "first": side == order[0]}
                      for side, v in verdicts.items()})
     return {"fraction_requested": fraction, "matmuls_added": count, "fraction_estimated": est,
             "trials": trials, "budget_s": budget_s, "builds": builds, "threshold": threshold,

@@ -4,10 +4,12 @@ of bytes autograd saves for backward."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from perfsuite.compare.gate import paired_ratios
+from perfsuite.core import documents
+from perfsuite.core.documents import Count, Name, Params, Samples, Scalar
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.core.workload import Workload
@@ -17,16 +19,20 @@ from perfsuite.stats import summary as stats
 from perfsuite.measure.system import pinned
 
 
-@dataclass(frozen=True)
-class PairResult:
-    workload: str
-    params: dict  # the shared parameters
-    vary: str
-    a: str
-    b: str
-    ratios: list[float]  # per pair: time_a / time_b
-    saved_bytes_a: int
-    saved_bytes_b: int
+@documents.register("pair")
+@documents.shape("pair result", frozen=True)
+class PairResult(documents.SuiteEntry):
+    # Derived from the pairs and the bytes, written beside them for readers without perfsuite.
+    DERIVED = {"time_ratio": "time_ratio", "time_ratio_ci": "time_ratio_ci", "saved_ratio": "saved_ratio"}
+
+    workload: Name
+    params: Params  # the shared parameters
+    vary: Name
+    a: Scalar
+    b: Scalar
+    ratios: Samples  # per pair: time_a / time_b
+    saved_bytes_a: Count
+    saved_bytes_b: Count
 
     @property
     def time_ratio(self) -> float:
@@ -39,19 +45,6 @@ class PairResult:
     @property
     def saved_ratio(self) -> float | None:
         return self.saved_bytes_a / self.saved_bytes_b if self.saved_bytes_b else None
-
-    DERIVED = ("time_ratio", "time_ratio_ci", "saved_ratio")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "PairResult":
-        """Back from to_dict(): the raw fields; derived numbers are recomputed, not read (a suite's
-        document adds the case and the suite's name beside them)."""
-        return cls(**{f.name: d[f.name] for f in fields(cls)})
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d.update(time_ratio=self.time_ratio, time_ratio_ci=self.time_ratio_ci, saved_ratio=self.saved_ratio)
-        return d
 
 
 def pair(workload: Workload, params: dict, vary: str, a, b, device: str, clock: Clock, budget_s: float) -> PairResult:

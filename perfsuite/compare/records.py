@@ -49,6 +49,7 @@ import numpy as np
 from perfsuite.measure import env as envmod
 from perfsuite.stats import summary as stats
 from perfsuite.stats import verdict as words
+from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
 from perfsuite.measure import system
@@ -56,8 +57,8 @@ from perfsuite.measure import system
 VERDICTS = words.WORDS
 
 
-@dataclass(frozen=True)
-class CaseComparison:
+@documents.shape("case comparison", frozen=True)
+class CaseComparison(documents.Result):
     label: str
     base_median_s: float
     new_median_s: float
@@ -74,9 +75,6 @@ class CaseComparison:
     # new / base of the machine-speed reference (perfsuite.measure.reference) when both records
     # carry one: how much slower the machine ran for new. The ratio is then per reference time.
     machine: float | None = None
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, alpha: float,
@@ -103,7 +101,7 @@ def machine_moved(c: CaseComparison, base: Record, new: Record) -> str | None:
         return None
     if base.relative_units() is None or new.relative_units() is None:  # a process's reference too short to read
         return None
-    m = rn["median_s"] / rb["median_s"]
+    m = new.reference_median_s / base.reference_median_s
     if not (m > 0 and math.isfinite(m)) or abs(math.log(m)) < abs(math.log(c.ratio)):
         return None
     return (f"undecided rather than {c.verdict}: the machine itself ran {abs(m - 1):.0%} "
@@ -170,7 +168,7 @@ def _centre(r: Record, relative: bool, per_sample: bool = True) -> float | None:
     ref = r.conditions.get("reference")
     if not ref:
         return None
-    return ref["ratio"] if per_sample and ref.get("ratio") else r.median_s / ref["median_s"]
+    return ref["ratio"] if per_sample and ref.get("ratio") else r.median_s / r.reference_median_s
 
 
 def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
@@ -317,7 +315,7 @@ def compare_records(
             if relative:
                 c = compare_units(rn.label(), rel_b, rel_n, threshold, alpha, floor,
                                   independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
-                machine = rn.conditions["reference"]["median_s"] / rb.conditions["reference"]["median_s"]
+                machine = rn.reference_median_s / rb.reference_median_s
                 c = replace(c, base_median_s=stats.median(ub), new_median_s=stats.median(un), machine=machine)
                 basis += (f" per reference-kernel time (the reference ran {abs(machine - 1):.1%} "
                           f"{'slower' if machine >= 1 else 'faster'} for new)")

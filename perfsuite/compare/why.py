@@ -17,10 +17,12 @@ start on CPU, CUDA max allocated on a GPU) and the operators whose net allocatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 
 from perfsuite.compare.why_rows import OpRow, align
+from perfsuite.core import documents
+from perfsuite.core.documents import Count, Name, Params, SampleList, Text
 from perfsuite.core.units import fmt_seconds
 from perfsuite.stats import summary as stats
 
@@ -36,14 +38,16 @@ OVER = 1.5
 TIMES = ("self_cpu_us", "self_device_us")  # the fields each row keeps per window
 
 
-@dataclass(frozen=True)
-class WhySide:
+@documents.shape("why side", frozen=True)
+class WhySide(documents.Result):
     """One side as measured: its label, operators per step, unprofiled step times, peak memory."""
 
-    label: str
-    params: dict
-    ops: list[dict]  # perfsuite.profiling.ops rows averaged over the rounds, with per-window times (merge_rounds)
-    step_s: list[float]  # seconds per step, one per timed block, in the order of the interleaved pairs
+    label: Text
+    params: Params
+    # perfsuite.profiling.ops rows averaged over the rounds, with per-window times (merge_rounds);
+    # documents written before rows kept "windows" load too: their rows have no noise floor.
+    ops: list[dict]
+    step_s: SampleList  # seconds per step, one per timed block, in the order of the interleaved pairs
     memory: dict
 
     @property
@@ -55,28 +59,23 @@ class WhySide:
         """Operator calls per step, all rows."""
         return sum(float(o.get("calls", 0.0)) for o in self.ops)
 
-    def to_dict(self) -> dict:
-        return {"label": self.label, "params": self.params, "ops": self.ops, "step_s": self.step_s,
-                "memory": self.memory}
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "WhySide":
-        # Documents written before rows kept "windows" load too: their rows have no noise floor.
-        return cls(d["label"], dict(d["params"]), list(d["ops"]), [float(x) for x in d["step_s"]], dict(d["memory"]))
+@documents.register("why")
+@documents.shape("why result")
+class WhyResult(documents.Result):
+    DERIVED = {"metric": "metric", "measured_delta_us": "measured_delta_us", "measured_ci_us": "measured_ci_us",
+               "rows": "listed", "explained": "explained", "reconciliation": "reconciliation",
+               "memory_delta_bytes": "memory_delta_bytes", "grew": "grew"}
 
-
-
-@dataclass
-class WhyResult:
-    workload: str
-    device: str
-    how: str  # what differs: "--base REV" or "--vary key=a,b"
+    workload: Name
+    device: Name
+    how: Text  # what differs: "--base REV" or "--vary key=a,b"
     a: WhySide
     b: WhySide
-    steps: int  # profiled steps per window
-    rounds: int  # windows per side
-    top: int = TOP
-    notes: list[str] = field(default_factory=list)
+    steps: Count  # profiled steps per window
+    rounds: Count  # windows per side
+    top: Count = TOP
+    notes: list[Text] = field(default_factory=list)
 
     @property
     def on_cuda(self) -> bool:
@@ -197,25 +196,6 @@ class WhyResult:
         B that freed memory on A is not one: its difference is positive, but B allocates nothing)."""
         grown = [r for r in self.rows if r.delta_bytes > 0 and r.value(r.b, r.bytes_key) > 0]
         return sorted(grown, key=lambda r: -r.delta_bytes)[:self.top]
-
-    DERIVED = ("measured_delta_us", "measured_ci_us", "explained", "reconciliation", "memory_delta_bytes", "rows",
-               "grew", "metric")
-
-    def to_dict(self) -> dict:
-        ci = self.measured_ci_us
-        return {"workload": self.workload, "device": self.device, "how": self.how, "a": self.a.to_dict(),
-                "b": self.b.to_dict(), "steps": self.steps, "rounds": self.rounds, "top": self.top,
-                "notes": self.notes,
-                # Derived, for readers without perfsuite; from_dict recomputes them from the sides.
-                "metric": self.metric, "measured_delta_us": self.measured_delta_us,
-                "measured_ci_us": None if ci is None else list(ci), "explained": self.explained,
-                "reconciliation": self.reconciliation, "memory_delta_bytes": self.memory_delta_bytes,
-                "rows": [r.to_dict() for r in self.listed], "grew": [r.to_dict() for r in self.grew]}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "WhyResult":
-        return cls(d["workload"], d["device"], d["how"], WhySide.from_dict(d["a"]), WhySide.from_dict(d["b"]),
-                   int(d["steps"]), int(d["rounds"]), int(d.get("top", TOP)), list(d.get("notes", [])))
 
     def step_summary(self) -> str:
         """The unprofiled step times and the measured difference (the median of the interleaved

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from ast import literal_eval
-from dataclasses import dataclass
+
+from perfsuite.core import documents
 
 NEW, GONE, CHANGED = "new", "gone", "changed"
 # A row's interval: 99%, not 95%, because a table has hundreds of rows, and at 95% several of the
@@ -20,9 +21,11 @@ NEW, GONE, CHANGED = "new", "gone", "changed"
 ROW_CONFIDENCE = 0.99
 
 
-@dataclass(frozen=True)
-class OpRow:
+@documents.shape("operator row", frozen=True)
+class OpRow(documents.Result):
     """One operator on both sides (None where a side has no row for it), per step."""
+
+    DERIVED = {"shapes": "shapes", "delta_us": "delta_us", "within_noise": "within_noise", "delta_bytes": "delta_bytes"}
 
     name: str
     mark: str  # NEW or GONE (a name one side never runs), CHANGED (other input shapes), "" (same)
@@ -59,11 +62,6 @@ class OpRow:
         if self.mark in (NEW, GONE):
             return False
         return None if self.noise_us is None else abs(self.delta_us) <= self.noise_us
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "shapes": self.shapes, "a": self.a, "b": self.b, "mark": self.mark,
-                "delta_us": self.delta_us, "noise_us": self.noise_us, "within_noise": self.within_noise,
-                "delta_bytes": self.delta_bytes}
 
 
 def align(ops_a: list[dict], ops_b: list[dict], metric: str, bytes_key: str = "self_cpu_bytes") -> list[OpRow]:

@@ -1,9 +1,19 @@
 """Every document kind perfsuite writes or reads: its format name, its version, its schema.
 
-One place for the versions (a reader of any kind asks here which versions it reads) and for the
-schemas every document read from disk is validated against, once, where it is read: types,
-ranges, finiteness and sizes, by pydantic rather than by checks spread over the code. A bad
-document is a RecordError or ConfigError naming the file, the key path and the value.
+One place for the versions (a reader of any kind asks here which versions it reads) and for how a
+document read from disk is validated, once, where it is read: types, ranges, finiteness and sizes,
+by pydantic rather than by checks spread over the code. A bad document is a RecordError or
+ConfigError naming the file, the key path and the value.
+
+A result shape is one definition: a pydantic dataclass (`shape`) whose fields are its schema. It
+is validated when it is built, and a document read from disk is validated into it once, by one
+TypeAdapter (`load`); it is written by the same adapter (`dump`), the figures derived from its
+fields (`Result.DERIVED`) beside them for readers without perfsuite, never read back. The record is defined in
+perfsuite.core.record; the results of the other kinds (pair, amp, gate, bisect, why) in
+perfsuite.compare, whose modules register their class for their kind here (`register`), so that
+a reader of any layer gets the objects back without importing upward. The kinds without a class
+of their own (noise floors, peaks, checks, failures...) are checked against the schemas below and
+read back as the plain data they are.
 
 Version history of the kinds other than results (results: perfsuite.core.record's docstring):
   pair, amp, gate, gate-selfcheck, checks, noise-floors, peaks
@@ -13,14 +23,28 @@ Version history of the kinds other than results (results: perfsuite.core.record'
   run-config, split, qwen-sweep
       1 - 2026-11-25: the same envelope keys at the top of the object. Files written before carry
           neither key and read as version 0, unchanged.
+  gate, gate-selfcheck, bisect
+      2 - 2026-11-29: a gate verdict keeps its pairs under `run` (perfsuite.compare.gate.PairedRun:
+          ratios, block_size, looks, decision, p, settle, faults_per_pair, units) beside label,
+          threshold, confirmed, notes, alpha and direction; version 1 kept them at the top of the
+          verdict, and reads as 2 (GateVerdict's migration). A bisection's probes and a self-check's
+          runs hold gate verdicts, so they moved with it. Gate verdicts written before the pairs were
+          kept at all (no `ratios`) read as what they are: a label, a median ratio and `slower`.
+  pair, amp
+      Additive, 2026-11-29: a suite's entry carries `case` and the suite's `suite`, `suite_sha256`
+      and `config_digest` as fields of the result (null elsewhere).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Annotated, Any, Literal, Union
+from dataclasses import field, fields
+from typing import Annotated, Any, Callable, ClassVar, Final, Literal, TypeVar, Union, dataclass_transform
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SerializerFunctionWrapHandler,
+                      StrictBool, TypeAdapter, ValidationError, model_serializer)
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from perfsuite.core.errors import RecordError
 from perfsuite.core.text import printable
@@ -39,13 +63,13 @@ def finite(obj):
 
 # The results schema (perfsuite.core.record) and which older versions still read.
 RESULTS_FORMAT = "perfsuite.results"
-RESULTS_VERSION = 3
-RESULTS_READABLE = (1, 2, 3)
+RESULTS_VERSION: Final = 4
+RESULTS_READABLE = (1, 2, 3, 4)
 
-# Every other kind: its current version. Readers accept it and the unversioned version 0.
+# Every other kind: its current version. Readers accept it, every earlier one and the unversioned 0.
 VERSIONS = {
-    "pair": 1, "amp": 1, "gate": 1, "gate-selfcheck": 1, "checks": 1, "noise-floors": 1, "peaks": 1,
-    "run-config": 1, "split": 1, "qwen-sweep": 1, "bisect": 1, "why": 1,
+    "pair": 1, "amp": 1, "gate": 2, "gate-selfcheck": 2, "checks": 1, "noise-floors": 1, "peaks": 1,
+    "run-config": 1, "split": 1, "qwen-sweep": 1, "bisect": 2, "why": 1,
 }
 
 # Limits on what a file may hold, so a hostile or corrupt file is refused instead of exhausting
@@ -57,17 +81,14 @@ MAX_PARAMS = 100                 # parameters of one case
 MAX_GROUPS = 10_000              # worker processes or builds of one record
 
 
-def _finite(x: float) -> float:
-    if not math.isfinite(x):
-        raise ValueError("must be a finite number")
-    return x
-
-
 Int = Annotated[int, Field(strict=True, ge=-MAX_INT, le=MAX_INT)]
 Count = Annotated[int, Field(strict=True, ge=0, le=MAX_INT)]
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Positive = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0)]
 NonNegative = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
+# A measured figure that may be NaN or infinite in memory (a loss that diverged): written as null
+# (strict JSON), read back as NaN.
+Measured = Annotated[float, BeforeValidator(lambda v: math.nan if v is None else v), Field(strict=True)]
 Name = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_NAME)]
 Text = Annotated[str, Field(strict=True, max_length=100_000)]
 # A parameter value: what a sweep can hold (numbers finite: a NaN parameter names no case).
@@ -75,7 +96,7 @@ Scalar = Union[StrictBool, Int, Finite, Annotated[str, Field(strict=True, max_le
 Params = Annotated[dict[Annotated[str, Field(max_length=MAX_NAME)], Scalar], Field(max_length=MAX_PARAMS)]
 
 
-def _seconds(values: list[float]) -> list[float]:
+def _seconds(values):
     if not all(math.isfinite(v) and v > 0 for v in values):
         raise ValueError("every value must be a positive finite number")
     return values
@@ -85,110 +106,121 @@ def _seconds(values: list[float]) -> list[float]:
 SampleList = Annotated[list[Annotated[float, Field(strict=True)]], Field(max_length=MAX_SAMPLES),
                        AfterValidator(_seconds)]
 Samples = Annotated[SampleList, Field(min_length=1)]
+# The same, immutable (a record's raw samples).
+SampleTuple = Annotated[tuple[Annotated[float, Field(strict=True)], ...], Field(min_length=1, max_length=MAX_SAMPLES),
+                        AfterValidator(_seconds)]
 
+
+# --- result shapes: one definition each ------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+_ADAPTERS: dict[Any, TypeAdapter] = {}
+
+
+def adapter(tp: Any) -> TypeAdapter:
+    """The one TypeAdapter of a type (a result class, or a list of them)."""
+    if tp not in _ADAPTERS:
+        _ADAPTERS[tp] = TypeAdapter(tp)
+    return _ADAPTERS[tp]
+
+
+def dump(obj) -> dict:
+    """A result as JSON-ready data, by its schema: its fields, then its derived figures."""
+    return adapter(type(obj)).dump_python(obj, mode="json")
+
+
+def load(tp, data: Any, what: str = "", error: type[Exception] = RecordError):
+    """`data` (parsed JSON) validated into `tp`, once; the error names `what` and the key path."""
+    try:
+        return adapter(tp).validate_python(data)
+    except ValidationError as exc:
+        raise error(f"{what}{' ' if what else ''}{explain(exc)}") from None
+
+
+class Result:
+    """What every result shape can do with its schema (see `shape`). `DERIVED`: the figures computed
+    from its fields that its JSON carries beside them for readers without perfsuite (key: the
+    attribute), never read back."""
+
+    DERIVED: ClassVar[dict[str, str]] = {}
+
+    @model_serializer(mode="wrap")
+    def _with_derived(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        for key, attr in self.DERIVED.items():
+            out[key] = getattr(self, attr)
+        return out
+
+    def to_dict(self) -> dict:
+        return dump(self)
+
+    @classmethod
+    def from_dict(cls, data: Any):
+        return load(cls, data, getattr(cls, "WHAT", cls.__name__))
+
+
+@dataclass_transform(field_specifiers=(field, Field))
+def shape(what: str, *, frozen: bool = False, extra: Literal["ignore", "forbid", "allow"] = "ignore",
+          error: type[Exception] = RecordError) -> Callable[[type[T]], type[T]]:
+    """Make a class one result shape: a pydantic dataclass whose fields are its schema, validated
+    when it is built (a bad value is `error`, naming `what` and the field), read and written by one
+    TypeAdapter. `extra`: what a document's other keys do on read ("ignore": derived figures and
+    keys of older versions are dropped; "forbid": refused)."""
+    def make(cls: type[T]) -> type[T]:
+        if not issubclass(cls, Result):
+            raise TypeError(f"{cls.__name__}: a result shape derives from documents.Result")
+        setattr(cls, "WHAT", what)
+        made: Any = pydantic_dataclass(frozen=frozen, config=ConfigDict(extra=extra))(cls)
+        init = made.__init__
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kwargs):
+            try:
+                init(self, *args, **kwargs)
+            except ValidationError as exc:  # a positional argument's error is named by its field
+                names = [f.name for f in fields(made) if f.init and not f.kw_only]
+                raise error(f"{what}: {explain(exc, names=names)}") from None
+
+        setattr(made, "__init__", __init__)
+        return made
+    return make
+
+
+@shape("suite entry", frozen=True)
+class SuiteEntry(Result):
+    """What a suite's entry keeps beside a pair or amp result, so a resumed suite finds what is done
+    by case key (perfsuite.storage.files.DocumentWriter): the parameters its case was given, and
+    the suite's name, file digest and configuration digest. Null outside a suite."""
+    case: Params | None = field(default=None, kw_only=True)
+    suite: Name | None = field(default=None, kw_only=True)
+    suite_sha256: Annotated[str, Field(strict=True, max_length=200)] | None = field(default=None, kw_only=True)
+    config_digest: Annotated[str, Field(strict=True, max_length=200)] | None = field(default=None, kw_only=True)
+
+
+# Kinds whose results are classes defined above core (perfsuite.compare): each registers its class.
+MODELS: dict[str, type] = {}
+
+
+def register(kind: str, tp: Any = None):
+    """Documents of `kind` are read into `tp` (a result class, or an annotated union of the shapes
+    the kind's versions hold); as a class decorator, into that class."""
+    if tp is not None:
+        MODELS[kind] = tp
+        return tp
+
+    def add(cls: type) -> type:
+        MODELS[kind] = cls
+        return cls
+    return add
+
+
+# --- the kinds without a class of their own --------------------------------------------------------
 
 class _Doc(BaseModel):
     # Strict: "1.5" is not a number and 1 is not true. Extra keys kept: documents grow additively.
     model_config = ConfigDict(strict=True, extra="allow")
-
-
-# --- results: one record -------------------------------------------------------------------------
-
-class WorkDoc(_Doc):
-    model_config = ConfigDict(strict=True, extra="forbid")
-    items_per_step: Positive
-    item_unit: Name
-    flops_per_step: NonNegative | None = None
-    flops_method: Name | None = "unknown"  # None: no FLOPs declared or counted
-    bytes_per_step: NonNegative | None = None
-    dtype: Name = "fp32"
-
-
-class PeakBlock(_Doc):
-    flops_per_s: Positive | None = None
-    bytes_per_s: Positive | None = None
-
-
-class GroupDoc(_Doc):
-    samples_s: Samples
-    median: Positive
-
-
-class RecordConfigDoc(_Doc):
-    """A record's config: the run's settings, kept as they were (extra keys allowed); the ones a
-    reader computes with are typed."""
-    # A 95% half-width on logs that widens the interval: a finite fraction, not a string or 1e300.
-    run_drift: Annotated[float, Field(strict=False, allow_inf_nan=False, ge=0, lt=1)] | None = None
-
-
-class RecordDoc(_Doc):
-    model_config = ConfigDict(strict=True, extra="forbid")
-    schema_version: Literal[1, 2, 3]
-    id: Annotated[str, Field(strict=True, max_length=200)] = ""
-    created: Annotated[str, Field(strict=True, max_length=200)] = ""
-    workload: Name
-    params: Params
-    device: Name
-    timing_method: Name
-    block_size: Annotated[int, Field(strict=True, ge=1, le=MAX_INT)]
-    samples_s: Samples
-    work: WorkDoc
-    warmup: dict = {}
-    memory: dict = {}
-    nvml: dict = {}
-    env: dict = {}
-    peak: PeakBlock | None = None
-    config: RecordConfigDoc = RecordConfigDoc()
-    converged: StrictBool = False
-    warnings: list[Text] = []
-    extra: dict = {}
-    conditions: dict = {}
-    processes: Annotated[list[GroupDoc], Field(max_length=MAX_GROUPS)] | None = None
-    builds: Annotated[list[GroupDoc], Field(max_length=MAX_GROUPS)] | None = None
-    derived: Any = None  # recomputed on load, never read
-
-
-# --- the other kinds -------------------------------------------------------------------------------
-
-Interval = Annotated[list[Finite], Field(min_length=2, max_length=2)]
-
-
-class PairDoc(_Doc):
-    workload: Name
-    params: Params
-    a: Scalar
-    b: Scalar
-    ratios: SampleList
-    case: Params | None = None  # a suite's entry: the parameters its case was given (resume keys it)
-    # What the report reads, when present (derived numbers may be recomputed rather than stored).
-    vary: Name | None = None
-    time_ratio: Finite | None = None
-    time_ratio_ci: Interval | None = None
-    saved_ratio: Finite | None = None
-
-
-class AmpDoc(_Doc):
-    workload: Name
-    params: Params
-    device: Name
-    precision_a: Name
-    precision_b: Name
-    time_a_s: SampleList
-    time_b_s: SampleList
-    case: Params | None = None  # a suite's entry: the parameters its case was given (resume keys it)
-    # What the report reads, when present.
-    speedup: Finite | None = None
-    speedup_ci: Interval | None = None
-    memory_ratio: Finite | None = None
-    final_loss_a: Finite | None = None
-    final_loss_b: Finite | None = None
-    accuracy_ok: StrictBool | None = None
-
-
-class GateDoc(_Doc):
-    label: Name
-    median_ratio: Finite | None
-    slower: StrictBool
 
 
 class SelfcheckDoc(_Doc):
@@ -221,41 +253,19 @@ class FailureDoc(_Doc):
     device: Name | None = None
 
 
-class BisectDoc(_Doc):
-    """One bisection's log (perfsuite.compare.bisect): what it was asked and every probe."""
-    workload: Name
-    params: Params
-    device: Name
-    good: dict  # the commit: sha and subject
-    commits: Annotated[list, Field(max_length=MAX_GROUPS)]
-    probes: Annotated[list[dict], Field(max_length=MAX_GROUPS)]
-
-
-class WhyDoc(_Doc):
-    """A differential profile of two sides (perfsuite.compare.why)."""
-    workload: Name
-    device: Name
-    how: Any
-    a: Any
-    b: Any
-    steps: Count
-    rounds: Count
-
-
 class RunConfigDoc(_Doc):
     digest: Annotated[str, Field(strict=True, max_length=200)]
 
 
-_MANY = {"pair": PairDoc, "amp": AmpDoc, "gate": GateDoc, "gate-selfcheck": SelfcheckDoc, "checks": CheckDoc,
-         "bisect": BisectDoc, "why": WhyDoc}
+_MANY = ("pair", "amp", "gate", "gate-selfcheck", "checks", "bisect", "why")
 SCHEMAS: dict[str, TypeAdapter] = {
-    **{kind: TypeAdapter(list[model]) for kind, model in _MANY.items()},
+    "gate-selfcheck": TypeAdapter(list[SelfcheckDoc]),
+    "checks": TypeAdapter(list[CheckDoc]),
     "noise-floors": TypeAdapter(dict[Name, Floor]),
     "peaks": TypeAdapter(dict[Name, PeakDoc]),
     "run-config": TypeAdapter(RunConfigDoc),
     "failures": TypeAdapter(Annotated[list[FailureDoc], Field(max_length=MAX_GROUPS * 10)]),
 }
-RECORD = TypeAdapter(RecordDoc)
 
 
 def _where(loc: tuple) -> str:
@@ -276,13 +286,33 @@ def _shown(value: Any) -> str:
     return printable(text if len(text) <= 60 else text[:57] + "...")
 
 
-def explain(exc: ValidationError, prefix: str = "", limit: int = 3) -> str:
-    """A ValidationError in a line or three: key path, what is wrong, the value found."""
+class At(ValueError):
+    """A validator's error about a key inside the value it checks (a record's `peak.flops_per_s`):
+    explain() names the whole key path."""
+
+    def __init__(self, key: str, what: str) -> None:
+        super().__init__(f"{key}: {what}")
+        self.key, self.what = key, what
+
+
+def explain(exc: ValidationError, prefix: str = "", limit: int = 3, names: list[str] | None = None) -> str:
+    """A ValidationError in a line or three: key path, what is wrong, the value found. `names`: the
+    fields of a class built from positional arguments (pydantic locates those by their index)."""
     seen, lines = set(), []
     for e in exc.errors(include_url=False):
-        loc = ((prefix,) if prefix else ()) + tuple(e["loc"])
-        if e["type"] == "missing":
+        loc = tuple(e["loc"])
+        if names and loc and isinstance(loc[0], int) and loc[0] < len(names):
+            loc = (names[loc[0]], *loc[1:])
+        loc = ((prefix,) if prefix else ()) + loc
+        if e["type"] in ("missing", "missing_argument"):
             where, what = _where(loc[:-1]), f"missing {loc[-1]}"
+        elif e["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            where, what = _where(loc[:-1]), f"unknown field {printable(str(loc[-1]))[:60]!r}"
+        elif isinstance((e.get("ctx") or {}).get("error"), At):
+            at = e["ctx"]["error"]
+            where = _where(loc)
+            where = at.key if where == "(top level)" else where + ("" if at.key.startswith("[") else ".") + at.key
+            what = at.what
         else:
             msg = e["msg"].removeprefix("Value error, ")
             where, what = _where(loc), f"{msg[:1].lower()}{msg[1:]} (got {_shown(e.get('input'))})"
@@ -295,22 +325,23 @@ def explain(exc: ValidationError, prefix: str = "", limit: int = 3) -> str:
 
 
 def validate(kind: str, data: Any, where: str, error: type[Exception] = RecordError) -> Any:
-    """`data` checked against `kind`'s schema; the error names `where` (the file) and the key path."""
+    """`data` (a document's results) read as `kind`: the registered class's objects for a kind that
+    has one (perfsuite.compare), else the data itself, checked against the kind's schema. The error
+    names `where` (the file) and the key path."""
+    many = kind in _MANY
+    if kind in MODELS:
+        schema = adapter(list.__class_getitem__(MODELS[kind]))
+    elif kind in SCHEMAS:
+        schema = SCHEMAS[kind]
+    else:
+        raise ValueError(f"no schema for document kind {kind!r} (a result kind's module registers its class: "
+                         f"import perfsuite.compare.{kind})")
     try:
-        SCHEMAS[kind].validate_python(data)
+        out = schema.validate_python(data)
     except ValidationError as exc:
         # A list kind's first location is the result's index: "pair result 0: missing ratios".
-        text = explain(exc, "result" if kind in _MANY else "")
-        raise error(f"{where}: {kind} {text}") from None
-    return data
-
-
-def check_record(data: dict) -> None:
-    """One record's raw fields, as read from a file, before perfsuite.core.record builds it."""
-    try:
-        RECORD.validate_python(data)
-    except ValidationError as exc:
-        raise RecordError(explain(exc)) from None
+        raise error(f"{where}: {kind} {explain(exc, 'result' if many else '')}") from None
+    return out if kind in MODELS else data
 
 
 def envelope(kind: str, body: dict | None = None) -> dict:
@@ -326,7 +357,7 @@ def version_of(doc: Any, kind: str, where: str) -> int:
     if doc.get("format") != f"perfsuite.{kind}":
         raise RecordError(f"{where}: a {_shown(doc.get('format'))} document, expected 'perfsuite.{kind}'")
     version = doc.get("schema_version")
-    if version != VERSIONS[kind] or isinstance(version, bool):
-        raise RecordError(f"{where}: {kind} schema_version {_shown(version)}; this perfsuite reads "
-                          f"{VERSIONS[kind]}")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= VERSIONS[kind]:
+        readable = ", ".join(map(str, range(1, VERSIONS[kind] + 1)))
+        raise RecordError(f"{where}: {kind} schema_version {_shown(version)}; this perfsuite reads {readable}")
     return version

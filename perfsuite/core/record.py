@@ -37,10 +37,17 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       `machine_drift` (half_width, runs, hours: perfsuite.storage.machine_drift), which widens
       the reported interval like config.run_drift when larger.
       Additive, 2026-11-28: `conditions` (and each process's) carry `torch_flags` (perfsuite.measure.tf32).
+  4 - 2026-11-29: a process's and a build's `median` is no longer stored: it is computed from their
+      samples (a process of several builds: the median of its builds' medians), as every other
+      summary is. A record of version 1 to 3 reads as version 4, a stored group `median` ignored:
+      a record whose samples said one thing and its stored medians another was compared on the
+      medians (issue 39: raw samples all 25% slower compared as `same`, ratio 1.000).
 
-A record validates itself when built and never changes afterwards. Derived numbers (median,
-percentiles, throughput, FLOP/s) are computed from the raw samples, never stored as truth:
-the `derived` block in the JSON is a convenience for readers and is recomputed on load.
+A record validates itself when built and never changes afterwards. Its fields are its schema
+(a pydantic dataclass, read and written by one TypeAdapter: perfsuite.core.documents). Derived
+numbers (median, interval, percentiles, process and build medians, throughput, FLOP/s) are
+computed from the raw samples, never stored as truth: the `derived` block in the JSON is a
+convenience for readers without perfsuite and is dropped on load.
 """
 
 from __future__ import annotations
@@ -48,23 +55,23 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field, replace
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 
 from perfsuite.stats import summary as stats
 from perfsuite.core.bound import Bound, where_time_went
 from perfsuite.core import documents
-from perfsuite.core.errors import RecordError
+from perfsuite.core.documents import MAX_GROUPS, MAX_INT, Name, NonNegative, Params, Positive, SampleTuple, Text
 
 # The versions live with every other document kind's (perfsuite.core.documents).
 SCHEMA_VERSION = documents.RESULTS_VERSION
-# Versions from_dict accepts; older ones lack fields that read as "not recorded".
+# Versions a record is read from; older ones lack fields that read as "not recorded".
 READABLE_VERSIONS = documents.RESULTS_READABLE
 RESULTS_FORMAT = documents.RESULTS_FORMAT
-
-_SCALARS = (str, int, float, bool, type(None))
 
 # A process's machine-speed reference of fewer blocks is not used (perfsuite.measure.reference
 # records none below it; records written before that are read the same way): a median of two blocks
@@ -78,9 +85,13 @@ def case_key(workload: str, params: dict, device: str) -> tuple:
     return (workload, tuple(sorted(params.items())), device)
 
 
-def _need(cond: bool, field_name: str, what: str) -> None:
+def _need(cond: bool, where: str, what: str) -> None:
     if not cond:
-        raise RecordError(f"record field {field_name!r}: {what}")
+        raise documents.At(where, what)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _check_reference(ref: Any, where: str) -> None:
@@ -90,6 +101,9 @@ def _check_reference(ref: Any, where: str) -> None:
     _need(isinstance(ref, dict) and isinstance(ref.get("kernel"), str), where, "must be an object naming its kernel")
     _need(_is_number(ref.get("median_s")) and ref["median_s"] > 0, f"{where}.median_s",
           "must be a positive finite number of seconds")
+    if "samples_s" in ref:
+        _need(isinstance(ref["samples_s"], list) and all(_is_number(x) and x > 0 for x in ref["samples_s"]),
+              f"{where}.samples_s", "must be a list of positive finite seconds")
     if "ratio" in ref:
         _need(_is_number(ref["ratio"]) and ref["ratio"] > 0, f"{where}.ratio", "must be a positive finite number")
     if "build_ratios" in ref:
@@ -102,123 +116,158 @@ def _check_reference(ref: Any, where: str) -> None:
               "must list one non-decreasing sample count per reference block")
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+def _conditions(cond: dict) -> dict:
+    _check_reference(cond.get("reference"), "reference")
+    drift = cond.get("machine_drift")
+    _need(drift is None or (isinstance(drift, dict) and _is_number(drift.get("half_width"))
+                            and drift["half_width"] >= 0), "machine_drift", "must be an object with a half_width >= 0")
+    return cond
 
 
-@dataclass(frozen=True)
-class Work:
+def _config(cfg: dict) -> dict:
+    # A 95% half-width on logs that widens the interval: a finite fraction, not a string or 1e300.
+    drift = cfg.get("run_drift")
+    _need(drift is None or (_is_number(drift) and 0 <= drift < 1), "run_drift", f"must be a number in [0, 1), got {drift!r}"[:120])
+    return cfg
+
+
+def _peak(peak: dict | None) -> dict | None:
+    for key in ("flops_per_s", "bytes_per_s"):
+        v = (peak or {}).get(key)
+        _need(v is None or (_is_number(v) and v > 0), key, f"must be a positive finite number or null, got {v!r}"[:120])
+    return peak
+
+
+def _groups(groups: tuple[dict, ...] | None) -> tuple[dict, ...] | None:
+    """Worker processes or builds: two or more, each with its own raw samples."""
+    if groups is None:
+        return None
+    if len(groups) < 2:
+        raise ValueError("must be a list of at least 2 objects (one per process or build) or null")
+    for i, g in enumerate(groups):
+        samples = g.get("samples_s")
+        _need(isinstance(samples, (list, tuple)) and len(samples) > 0
+              and all(_is_number(s) and s > 0 for s in samples), f"[{i}].samples_s",
+              "must be a non-empty list of positive finite seconds")
+        cond = g.get("conditions")
+        _need(cond is None or isinstance(cond, dict), f"[{i}].conditions", "must be an object")
+        _check_reference((cond or {}).get("reference"), f"[{i}].conditions.reference")
+    return groups
+
+
+Groups = Annotated[tuple[dict, ...] | None, Field(max_length=MAX_GROUPS), AfterValidator(_groups)]
+
+
+def _current(version: int) -> int:
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"this perfsuite reads records of version {SCHEMA_VERSION} "
+                         "(and older ones as it)")
+    return version
+
+
+def _derived_medians(groups):
+    """A group's `median` is computed from its samples, never read (schema 4; see the history)."""
+    if not isinstance(groups, (list, tuple)):
+        return groups
+    return [{k: v for k, v in g.items() if k != "median"} if isinstance(g, dict) else g for g in groups]
+
+
+@documents.shape("work", frozen=True, extra="forbid")
+class Work(documents.Result):
     """What one step does: the denominators of throughput and FLOP/s."""
 
-    items_per_step: float
-    item_unit: str
-    flops_per_step: float | None = None
-    flops_method: str = "unknown"  # "analytic", "FlopCounterMode" or "unknown"
-    bytes_per_step: float | None = None
-    dtype: str = "fp32"  # which machine peak applies
-
-    def __post_init__(self) -> None:
-        _need(_is_number(self.items_per_step) and self.items_per_step > 0,
-              "work.items_per_step", f"must be a positive number, got {self.items_per_step!r}")
-        _need(isinstance(self.item_unit, str) and bool(self.item_unit),
-              "work.item_unit", "must be a non-empty string")
-        for name in ("flops_per_step", "bytes_per_step"):
-            v = getattr(self, name)
-            _need(v is None or (_is_number(v) and v >= 0), f"work.{name}",
-                  f"must be a non-negative number or null, got {v!r}")
+    items_per_step: Positive
+    item_unit: Name
+    flops_per_step: NonNegative | None = None
+    flops_method: Name | None = "unknown"  # "analytic", "FlopCounterMode" or "unknown"; None: no FLOPs
+    bytes_per_step: NonNegative | None = None
+    dtype: Name = "fp32"  # which machine peak applies
 
 
-@dataclass(frozen=True)
-class Record:
-    workload: str
-    params: dict
-    device: str
-    timing_method: str
-    block_size: int
-    samples_s: tuple[float, ...]
+@documents.shape("record", frozen=True, extra="forbid")
+class Record(documents.Result):
+    DERIVED = {"derived": "derived"}
+
+    workload: Name
+    params: Params
+    device: Name
+    timing_method: Name
+    block_size: Annotated[int, Field(strict=True, ge=1, le=MAX_INT)]
+    samples_s: SampleTuple
     work: Work
     warmup: dict = field(default_factory=dict)
     memory: dict = field(default_factory=dict)
     nvml: dict = field(default_factory=lambda: {"status": "unavailable", "reason": "not sampled"})
     env: dict = field(default_factory=dict)
-    peak: dict | None = None
-    config: dict = field(default_factory=dict)
-    converged: bool = False
-    warnings: tuple[str, ...] = ()
+    peak: Annotated[dict | None, AfterValidator(_peak)] = None
+    config: Annotated[dict, AfterValidator(_config)] = field(default_factory=dict)
+    converged: StrictBool = False
+    warnings: tuple[Text, ...] = ()
     extra: dict = field(default_factory=dict)  # workload-specific measurements
-    conditions: dict = field(default_factory=dict)  # how it was measured (schema 2; empty: not recorded)
-    processes: tuple[dict, ...] | None = None  # per worker process, with --processes N >= 2
-    builds: tuple[dict, ...] | None = None  # per build of the step, with 2 or more (schema 3)
-    schema_version: int = SCHEMA_VERSION
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    # How it was measured (schema 2; empty: not recorded).
+    conditions: Annotated[dict, AfterValidator(_conditions)] = field(default_factory=dict)
+    processes: Groups = None  # per worker process, with --processes N >= 2
+    builds: Groups = None  # per build of the step, with 2 or more (schema 3)
+    schema_version: Annotated[int, Field(strict=True), AfterValidator(_current)] = SCHEMA_VERSION
+    id: Annotated[str, Field(strict=True, max_length=200)] = field(default_factory=lambda: uuid.uuid4().hex)
+    created: Annotated[str, Field(strict=True, max_length=200)] = field(
+        default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
-    def __post_init__(self) -> None:
-        # Lists from JSON become tuples so the record is immutable all the way down.
-        object.__setattr__(self, "samples_s", tuple(self.samples_s))
-        object.__setattr__(self, "warnings", tuple(self.warnings))
-        _need(self.schema_version == SCHEMA_VERSION, "schema_version",
-              f"this perfsuite reads version {SCHEMA_VERSION}, got {self.schema_version!r}")
-        _need(isinstance(self.workload, str) and bool(self.workload), "workload",
-              "must be a non-empty string")
-        _need(isinstance(self.params, dict), "params", "must be an object")
-        for k, v in self.params.items():
-            _need(isinstance(k, str) and isinstance(v, _SCALARS), f"params.{k}",
-                  f"must be a JSON scalar, got {type(v).__name__}")
-            _need(not isinstance(v, float) or math.isfinite(v), f"params.{k}", f"must be finite, got {v!r}")
-        _need(isinstance(self.device, str) and bool(self.device), "device", "must be a non-empty string")
-        _need(isinstance(self.timing_method, str) and bool(self.timing_method), "timing_method",
-              "must be a non-empty string")
-        _need(isinstance(self.block_size, int) and not isinstance(self.block_size, bool)
-              and self.block_size >= 1, "block_size", f"must be an integer >= 1, got {self.block_size!r}")
-        _need(len(self.samples_s) > 0, "samples_s", "must hold at least one sample")
-        _need(all(_is_number(s) and s > 0 for s in self.samples_s), "samples_s",
-              "every sample must be a positive finite number of seconds")
-        _need(isinstance(self.work, Work), "work", "must be a Work")
-        _need(isinstance(self.converged, bool), "converged", "must be true or false")
-        _need(all(isinstance(w, str) for w in self.warnings), "warnings", "must be strings")
-        for name in ("warmup", "memory", "nvml", "env", "config", "extra"):
-            _need(isinstance(getattr(self, name), dict), name, "must be an object")
-        _need(self.peak is None or isinstance(self.peak, dict), "peak", "must be an object or null")
-        _need(isinstance(self.conditions, dict), "conditions", "must be an object")
-        _check_reference(self.conditions.get("reference"), "conditions.reference")
-        drift = self.conditions.get("machine_drift")
-        _need(drift is None or (isinstance(drift, dict) and _is_number(drift.get("half_width"))
-                                and drift["half_width"] >= 0), "conditions.machine_drift",
-              "must be an object with a half_width >= 0")
-        if self.processes is not None:
-            object.__setattr__(self, "processes", tuple(self.processes))
-            self._check_groups("processes", "worker process")
-            for i, p in enumerate(self.processes):
-                cond = p.get("conditions")
-                _need(cond is None or isinstance(cond, dict), f"processes[{i}].conditions", "must be an object")
-                _check_reference((cond or {}).get("reference"), f"processes[{i}].conditions.reference")
-        if self.builds is not None:
-            object.__setattr__(self, "builds", tuple(self.builds))
-            self._check_groups("builds", "build of the step")
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data: Any) -> Any:
+        """A record as stored (a mapping: a file, the store, a worker's pipe) of any readable
+        version, read as the current one: fields it lacks read as "not recorded" (see the history
+        above); the `derived` block is dropped, recomputed from the samples."""
+        if isinstance(data, (list, str, int, float, bool, type(None))):
+            raise ValueError(f"a record must be a JSON object, got {type(data).__name__}")
+        if not isinstance(data, dict):
+            return data  # built in code, from keywords
+        if "schema_version" not in data:
+            raise ValueError("not a perfsuite record: no 'schema_version'")
+        data = {k: v for k, v in data.items() if k != "derived"}
+        if data["schema_version"] in READABLE_VERSIONS and not isinstance(data["schema_version"], bool):
+            data["schema_version"] = SCHEMA_VERSION
+        return data
 
-    def _check_groups(self, name: str, one: str) -> None:
-        groups = getattr(self, name)
-        _need(len(groups) >= 2 and all(isinstance(p, dict) for p in groups), name,
-              f"must be a list of at least 2 objects (one per {one}) or null")
-        pooled: list = []
-        for i, p in enumerate(groups):
-            samples = p.get("samples_s")
-            _need(isinstance(samples, (list, tuple)) and len(samples) > 0
-                  and all(_is_number(s) and s > 0 for s in samples), f"{name}[{i}].samples_s",
-                  "must be a non-empty list of positive finite seconds")
-            _need(_is_number(p.get("median")), f"{name}[{i}].median", "must be a number")
-            pooled.extend(samples)
-        _need(tuple(pooled) == self.samples_s, "samples_s", f"must be the {name}' samples pooled, in order")
+    @field_validator("processes", "builds", mode="before")
+    @classmethod
+    def _no_stored_medians(cls, groups: Any) -> Any:
+        return _derived_medians(groups)
+
+    @model_validator(mode="after")
+    def _pooled(self) -> "Record":
+        for name in ("processes", "builds"):
+            groups = getattr(self, name)
+            if groups is not None:
+                pooled = tuple(s for g in groups for s in g["samples_s"])
+                _need(pooled == self.samples_s, "samples_s", f"must be the {name}' samples pooled, in order")
+        return self
 
     # ---- derived ---------------------------------------------------------------------------
+    @cached_property
+    def build_medians(self) -> list[float] | None:
+        """Each build's median, from its samples; None for one build."""
+        return [stats.median(b["samples_s"]) for b in self.builds] if self.builds else None
+
+    @cached_property
+    def process_medians(self) -> list[float] | None:
+        """Each worker process's median, from its samples: the median of its builds' medians when
+        it rotated several builds (as the process reported it), else of its samples."""
+        if not self.processes:
+            return None
+        of: dict[Any, list[float]] = {}
+        for b, m in zip(self.builds or (), self.build_medians or ()):
+            of.setdefault(b.get("process"), []).append(m)
+        return [stats.median(of[i]) if len(of.get(i, ())) >= 2 else stats.median(p["samples_s"])
+                for i, p in enumerate(self.processes)]
+
     @cached_property
     def spread(self) -> stats.ProcessSpread | None:
         """Between- and within-process spread, for a case measured in worker processes."""
         if not self.processes:
             return None
-        return stats.process_spread([p["samples_s"] for p in self.processes],
-                                    medians=[p["median"] for p in self.processes])
+        return stats.process_spread([p["samples_s"] for p in self.processes], medians=self.process_medians)
 
     @cached_property
     def build_spread(self) -> stats.ProcessSpread | None:
@@ -235,11 +284,25 @@ class Record:
 
     def units(self) -> list[float] | None:
         """The record's independent units for comparisons: process medians, else build medians."""
-        if self.processes:
-            return [p["median"] for p in self.processes]
-        if self.builds:
-            return [b["median"] for b in self.builds]
-        return None
+        return self.process_medians or self.build_medians
+
+    @staticmethod
+    def _reference_median(ref: dict) -> float:
+        """A reference's median: of its blocks when it keeps them, else as recorded (a run's of
+        several processes: the median of theirs)."""
+        return stats.median(ref["samples_s"]) if ref.get("samples_s") else ref["median_s"]
+
+    @property
+    def reference_median_s(self) -> float | None:
+        """The machine-speed reference's median (conditions["reference"]): of the processes'
+        references' medians when measured in several, else of its own blocks."""
+        ref = self.conditions.get("reference")
+        if not ref:
+            return None
+        refs = [(p.get("conditions") or {}).get("reference") for p in self.processes or ()]
+        if refs and all(refs):
+            return stats.median([self._reference_median(r) for r in refs if r])
+        return self._reference_median(ref)
 
     @property
     def sample_ratios(self) -> bool:
@@ -261,21 +324,21 @@ class Record:
                 return stats.median(ref["build_ratios"])
             if per_sample and ref.get("ratio"):
                 return ref["ratio"]
-            return median / ref["median_s"]
+            return median / self._reference_median(ref)
 
         if self.processes:
-            refs = [(p.get("conditions") or {}).get("reference") for p in self.processes]
-            refs = [ref if ref and len(ref.get("samples_s") or ()) >= REFERENCE_MIN_BLOCKS else None for ref in refs]
-            if not all(refs) or len({ref["kernel"] for ref in refs}) > 1:
+            found = [(p.get("conditions") or {}).get("reference") for p in self.processes]
+            refs = [ref for ref in found if ref and len(ref.get("samples_s") or ()) >= REFERENCE_MIN_BLOCKS]
+            if len(refs) < len(found) or len({ref["kernel"] for ref in refs}) > 1:
                 return None
-            return [unit(p["median"], ref) for p, ref in zip(self.processes, refs)]
+            return [unit(m, ref) for m, ref in zip(self.process_medians or (), refs)]
         ref = self.conditions.get("reference")
         units = self.units()
         if not ref or not units:
             return None
         if per_sample and self.builds and len(ref.get("build_ratios") or []) == len(units):
             return list(ref["build_ratios"])
-        return [u / ref["median_s"] for u in units]
+        return [u / self._reference_median(ref) for u in units]
 
     @property
     def machine_drift(self) -> float:
@@ -292,8 +355,6 @@ class Record:
         """Summary of the samples. Measured in worker processes or several builds, the median and
         its interval are those of the process (else build) medians (stats.process_spread): they
         carry the between-run variance that pooled samples would hide."""
-        from dataclasses import replace
-
         s = stats.summarize(self.samples_s)
         spread = self.between
         if spread is not None:
@@ -340,6 +401,13 @@ class Record:
         """Where the time went: host-bound / device-bound from NVML on CUDA, n/a elsewhere."""
         return where_time_went(self.device, self.nvml)
 
+    @property
+    def derived(self) -> dict:
+        """The derived figures, written for readers without perfsuite; never read back."""
+        return {"stats": self.stats.to_dict(), "throughput": self.throughput, "throughput_unit": self.throughput_unit,
+                "flops_per_s": self.flops_per_s, "peak_fraction": self.peak_fraction, "bound": self.bound.to_dict(),
+                "process_medians": self.process_medians, "build_medians": self.build_medians}
+
     def case_key(self) -> tuple:
         """Identity of the measured case: records with equal keys are comparable."""
         return case_key(self.workload, self.params, self.device)
@@ -348,75 +416,5 @@ class Record:
         ps = ",".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.workload}[{ps}]"
 
-    # ---- serialisation ---------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        s = self.stats
-        return {
-            "schema_version": self.schema_version,
-            "id": self.id,
-            "created": self.created,
-            "workload": self.workload,
-            "params": dict(self.params),
-            "device": self.device,
-            "timing_method": self.timing_method,
-            "block_size": self.block_size,
-            "samples_s": list(self.samples_s),
-            "work": dict(self.work.__dict__),
-            "warmup": self.warmup,
-            "memory": self.memory,
-            "nvml": self.nvml,
-            "env": self.env,
-            "peak": self.peak,
-            "config": self.config,
-            "converged": self.converged,
-            "warnings": list(self.warnings),
-            "extra": self.extra,
-            "conditions": self.conditions,
-            "processes": None if self.processes is None else [dict(p) for p in self.processes],
-            "builds": None if self.builds is None else [dict(b) for b in self.builds],
-            "derived": {
-                "stats": s.to_dict(),
-                "throughput": self.throughput,
-                "throughput_unit": self.throughput_unit,
-                "flops_per_s": self.flops_per_s,
-                "peak_fraction": self.peak_fraction,
-                "bound": self.bound.to_dict(),
-            },
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "Record":
-        if not isinstance(data, dict):
-            raise RecordError(f"a record must be a JSON object, got {type(data).__name__}")
-        if "schema_version" not in data:
-            raise RecordError("not a perfsuite record: no 'schema_version'")
-        required = ("workload", "params", "device", "timing_method", "block_size", "samples_s", "work")
-        missing = [k for k in required if k not in data]
-        if missing:
-            raise RecordError(f"record is missing field(s): {', '.join(missing)}")
-        known = set(cls.__dataclass_fields__) | {"derived"}
-        unknown = sorted(map(str, set(data) - known))
-        if unknown:
-            raise RecordError(f"record has unknown field(s): {', '.join(unknown)[:300]}")
-        # Types, ranges, finiteness and sizes of every field, before anything is built from them.
-        documents.check_record(data)
-        data = {k: v for k, v in data.items() if k != "derived"}
-        if data["schema_version"] in READABLE_VERSIONS:
-            # Older versions lack fields; they read as "not recorded" (see the history above).
-            data["schema_version"] = SCHEMA_VERSION
-        work = data["work"]
-        if not isinstance(work, dict):
-            raise RecordError("record field 'work': must be an object")
-        try:
-            data["work"] = Work(**work)
-        except TypeError as exc:
-            raise RecordError(f"record field 'work': {exc}") from None
-        if not isinstance(data["samples_s"], list):
-            raise RecordError("record field 'samples_s': must be a list")
-        try:
-            return cls(**data)
-        except TypeError as exc:
-            raise RecordError(f"record: {exc}") from None
-
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, allow_nan=False)
+        return json.dumps(documents.finite(self.to_dict()), indent=1, allow_nan=False)

@@ -11,7 +11,10 @@ benchmark tests (tests/perf/) and can be called from a user's test for custom ca
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -44,19 +47,60 @@ def pytest_benchmark_update_machine_info(config, machine_info) -> None:
 
 
 class Replay:
-    """A pytest-benchmark timer that reads back recorded step times: two readings per round, one
-    recorded step apart. pytest-benchmark's statistics, table, JSON and comparisons then show the
-    record's own samples."""
+    """Recorded step times as clock readings: two per round, one recorded step apart, so that
+    pytest-benchmark's statistics, table, JSON and comparisons show the record's own samples."""
 
     def __init__(self, samples) -> None:
-        self._times: list[float] = []
+        self._times: collections.deque[float] = collections.deque()
         t = 0.0
         for s in samples:
             self._times += [t, t + s]
             t += s
 
     def __call__(self) -> float:
-        return self._times.pop(0)
+        return self._times.popleft()
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+
+_replay: Replay | None = None
+
+
+def replay_clock() -> float:
+    """The timer a benchmark test that replays perfsuite's samples gives pytest-benchmark (its
+    public way to choose the clock: `@pytest.mark.benchmark(timer=...)`, read when the fixture is
+    made): the recorded readings while `replaying` holds some, the ordinary clock otherwise."""
+    return _replay() if _replay else time.perf_counter()
+
+
+# The marker such a test carries (the plugin's own tests carry it): `@replayed`, or
+# `@pytest.mark.benchmark(timer=replay_clock, ...)` beside other benchmark settings.
+replayed = pytest.mark.benchmark(timer=replay_clock)
+
+
+@contextlib.contextmanager
+def replaying(samples):
+    """While inside, replay_clock reads back `samples` (per-step seconds) as a timer would."""
+    global _replay
+    _replay = Replay(samples)
+    try:
+        yield
+    finally:
+        _replay = None
+
+
+def replays(request) -> bool:
+    """Whether the test's benchmark fixture times with replay_clock (its `benchmark` marker)."""
+    marker = request.node.get_closest_marker("benchmark")
+    return marker is not None and marker.kwargs.get("timer") is replay_clock
+
+
+def replay(benchmark, samples) -> None:
+    """Hand a record's per-step samples to pytest-benchmark: one pedantic round per sample, each
+    timed by replay_clock as the sample's own duration (the test must carry `replayed`)."""
+    with replaying(samples):
+        benchmark.pedantic(lambda: None, rounds=len(samples), iterations=1, warmup_rounds=0)
 
 
 def measure_record(workload, params: dict, device: str, max_time: float):
@@ -92,13 +136,19 @@ def benchmark_case(benchmark, workload, params: dict, request, group: str | None
 
     Timed: perfsuite's runner measures the case (builds rotated, calibrated blocks, the device
     synchronised, memory, FLOPs), and its per-step samples are replayed through the fixture's timer
-    in pedantic mode, so pytest-benchmark's figures are the record's samples. perfsuite's own median
+    in pedantic mode, so pytest-benchmark's figures are the record's samples: the test carries the
+    `replayed` marker, which gives the fixture replay_clock (the tests this plugin collects do). perfsuite's own median
     (`median_s` in extra_info, from the builds' medians: it carries the variance between builds)
     and the throughput and FLOP/s computed from it may differ slightly from the pooled samples'
     median pytest-benchmark shows. Disabled
     (`--benchmark-disable`): the step runs once, untimed, as a smoke test."""
     from perfsuite.core.config import resolve_device
 
+    if not replays(request):
+        pytest.fail(f"{request.node.nodeid}: benchmark_case replays perfsuite's samples through the fixture's "
+                    "timer, which pytest-benchmark takes from the test's benchmark marker: mark the test "
+                    "@perfsuite.frontends.pytest_plugin.replayed (or give your benchmark marker "
+                    "timer=perfsuite.frontends.pytest_plugin.replay_clock)", pytrace=False)
     device = resolve_device(request.config.getoption("--perfsuite-device"))
     try:
         workload.check(params, device)
@@ -118,10 +168,7 @@ def benchmark_case(benchmark, workload, params: dict, request, group: str | None
         flops_per_s=rec.flops_per_s, record_id=rec.id, median_s=rec.median_s,
         median_ci_s=[rec.stats.ci_low, rec.stats.ci_high],
         timing=f"perfsuite's per-step samples ({rec.timing_method}), replayed", **rec.memory)
-    # The fixture's timer is fixed when the fixture is made; a test marked
-    # @pytest.mark.benchmark(timer=...) would do the same, but a user's own test need not be.
-    benchmark._timer = Replay(rec.samples_s)
-    benchmark.pedantic(lambda: None, rounds=len(rec.samples_s), iterations=1, warmup_rounds=0)
+    replay(benchmark, rec.samples_s)
 
 
 def case_id(params: dict) -> str:
@@ -141,7 +188,7 @@ def _tests_for(workloads) -> types.ModuleType:
         test.__doc__ = w.description
         # Ids from every parameter's value, defaults included: a workload of scalar defaults was `test_x[]`.
         setattr(module, test.__name__,
-                pytest.mark.parametrize("case", cases, ids=[case_id(w.resolve(c)) for c in cases])(test))
+                replayed(pytest.mark.parametrize("case", cases, ids=[case_id(w.resolve(c)) for c in cases])(test)))
     return module
 
 

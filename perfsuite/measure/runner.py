@@ -636,6 +636,6 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
         warnings=warnings,
         extra=extra,
         conditions=conditions,
-        builds=[{"samples_s": g, "median": stats.median(g), "process": 0} for g in m.builds_s]
+        builds=[{"samples_s": g, "process": 0} for g in m.builds_s]
         if len(m.builds_s) > 1 else None,
     )

@@ -295,12 +295,13 @@ def _weighted(records: list[Record], key: str) -> float | None:
 
 def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     """One record from the workers' records: every sample pooled (in process order), each
-    process's samples, median and conditions kept, the median and CI from the process medians."""
+    process's samples and conditions kept, the median and CI from the process medians."""
     n, first = len(records), records[0]
     # A process's unit is the median it reports (that of its builds' medians, with several builds).
     spread = stats.process_spread([r.samples_s for r in records], cfg.confidence,
                                   medians=[r.median_s for r in records])
-    procs = [{"pid": pid, "samples_s": list(r.samples_s), "median": r.median_s, "block_size": r.block_size,
+    # A process's median is computed from its samples and builds (Record.process_medians), not kept.
+    procs = [{"pid": pid, "samples_s": list(r.samples_s), "block_size": r.block_size,
               "converged": r.converged, "warmup_settled": r.warmup.get("settled"),
               "first_call_s": r.warmup.get("first_call_s"), "conditions": r.conditions, "warnings": list(r.warnings)}
              for r, pid in zip(records, pids)]
@@ -315,7 +316,7 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     # Every process's builds, tagged with the process they ran in (a process measured in one build
     # counts as one); `samples_s` pooled in process order is then their samples pooled in order.
     builds = [{**b, "process": i} for i, r in enumerate(records)
-              for b in (r.builds or [{"samples_s": list(r.samples_s), "median": r.median_s}])]
+              for b in (r.builds or [{"samples_s": list(r.samples_s)}])]
     conditions["builds"] = len(builds)
     conditions.pop("reference", None)  # each process keeps its own; the run's is their median
     refs = [r.conditions.get("reference") for r in records]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from perfsuite.stats import summary as stats
 from perfsuite.storage import table as results
-from perfsuite.core.bound import where_time_went
 from perfsuite.core.record import Record
 from perfsuite.report.cells import markdown_table, record_cells, shows_bound
 from perfsuite.report.plots import throughput_figure
@@ -40,35 +39,30 @@ def _notes(recs: list[Record]) -> list[str]:
     return ["Where the time went, and roofs:", "", *lines, ""] if lines else []
 
 
-def _amp_bound(a: dict, side: str) -> str:
-    """One side's verdict from the comparison's NVML summary (files written before it had none: "-")."""
-    if f"nvml_{side}" not in a:
-        return "-"
-    return where_time_went(a["device"], a[f"nvml_{side}"]).cell()
-
-
-def _amp_section(amp: list[dict]) -> list[str]:
+def _amp_section(amp: list) -> list[str]:
+    """perfsuite.compare.amp.AmpComparison's, each figure computed from its pairs and losses."""
     rows = []
     for a in amp:
-        ci = a.get("speedup_ci")
-        rows.append([a["workload"], str(a["params"]), a["precision_a"], a["precision_b"],
-                     fmt_seconds(stats.median(a["time_a_s"])), fmt_seconds(stats.median(a["time_b_s"])),
-                     f"{a['speedup']:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else ""),
-                     f"{a['memory_ratio']:.2f}", f"{a['final_loss_a']:.4g} / {a['final_loss_b']:.4g}",
-                     f"{_amp_bound(a, 'a')} / {_amp_bound(a, 'b')}", "ok" if a["accuracy_ok"] else "**diverged**"])
+        ci = a.speedup_ci
+        rows.append([a.workload, str(a.params), a.precision_a, a.precision_b,
+                     fmt_seconds(stats.median(a.time_a_s)), fmt_seconds(stats.median(a.time_b_s)),
+                     f"{a.speedup:.2f}x" + (f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else ""),
+                     f"{a.memory_ratio:.2f}", f"{a.final_loss_a:.4g} / {a.final_loss_b:.4g}",
+                     f"{a.bound_a.cell()} / {a.bound_b.cell()}", "ok" if a.accuracy_ok else "**diverged**"])
     cols = ["workload", "params", "A", "B", "step A", "step B", "speed-up (95% CI)", "saved-for-backward B/A",
             "final loss A / B", "GPU A / B", "verdict"]
     return ["## Precision comparisons (interleaved in one process)", "", *markdown_table(cols, rows), ""]
 
 
-def _pair_section(pairs: list[dict]) -> list[str]:
+def _pair_section(pairs: list) -> list[str]:
+    """perfsuite.compare.pair.PairResult's, each ratio computed from its pairs."""
     rows = []
     for p in pairs:
-        ci = p.get("time_ratio_ci")
-        rows.append([p["workload"], ", ".join(f"{k}={v}" for k, v in p["params"].items()),
-                     f"{p['vary']}: {p['a']} / {p['b']}",
-                     f"{p['time_ratio']:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""), str(len(p["ratios"])),
-                     "-" if p.get("saved_ratio") is None else f"{p['saved_ratio']:.2f}"])
+        ci = p.time_ratio_ci
+        rows.append([p.workload, ", ".join(f"{k}={v}" for k, v in p.params.items()),
+                     f"{p.vary}: {p.a} / {p.b}",
+                     f"{p.time_ratio:.3f}" + (f" ({ci[0]:.3f}-{ci[1]:.3f})" if ci else ""), str(len(p.ratios)),
+                     "-" if p.saved_ratio is None else f"{p.saved_ratio:.2f}"])
     cols = ["workload", "shared params", "A / B", "time ratio A/B (95% CI)", "pairs", "saved for backward A/B"]
     return ["## Paired comparisons (interleaved in one process)", "", *markdown_table(cols, rows), ""]
 
@@ -82,8 +76,8 @@ def _section(workload: str):
 
 
 def write_report(records: list[Record], out_dir: Path, sources: list[Path] | None = None,
-                 amp: list[dict] | None = None, pairs: list[dict] | None = None,
-                 latency_bound_ms: float | None = None, why: list[dict] | None = None) -> Path:
+                 amp: list | None = None, pairs: list | None = None,
+                 latency_bound_ms: float | None = None, why: list | None = None) -> Path:
     out_dir = Path(out_dir)
     write.make_dir(out_dir, "report folder")
     by_workload: dict[str, list[Record]] = defaultdict(list)

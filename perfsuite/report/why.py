@@ -1,8 +1,8 @@
 """The report's section for differential profiles (`perfsuite why --json`, and bisect's).
 
-It says what `perfsuite why` printed (perfsuite.cli.why): the figures come from the result
-rebuilt from the document's sides (WhyResult.from_dict), not from the derived fields stored beside
-them, so a document written before rows kept their windows or before the step difference was
+It says what `perfsuite why` printed (perfsuite.cli.why): the figures come from the result as the
+document is read (perfsuite.compare.why.WhyResult: its sides), not from the derived fields stored
+beside them, so a document written before rows kept their windows or before the step difference was
 measured from pairs renders with the figures the current `why` gives those sides.
 """
 
@@ -64,20 +64,20 @@ def _comparison(r) -> list[str]:
     return lines + [f"- note: {n}" for n in r.notes] + [""]
 
 
-def section(docs: list[dict]) -> list[str]:
+def section(results: list[WhyResult]) -> list[str]:
     """Markdown lines: per comparison, the step times and measured difference, the top operators
     with their intervals, how they reconcile with the measured difference, and peak memory."""
     lines = ["## Why: operators that changed (differential torch.profiler)", ""]
-    for d in docs:
+    for r in results:
         try:
-            # Rendering is inside too: a side's step times are only read here (empty: ValueError).
-            lines += _comparison(WhyResult.from_dict(d))
+            # A side's step times are only read here (none: ValueError), and an operator row's fields.
+            lines += _comparison(r)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hand-edited or foreign file
             lines += [f"- a why document that cannot be read: {type(exc).__name__}: {markdown_cell(str(exc))}", ""]
     return lines
 
 
-def write_page(docs: list[dict], out_dir: Path, sources: list[Path]) -> Path:
+def write_page(docs: list[WhyResult], out_dir: Path, sources: list[Path]) -> Path:
     """A report of differential profiles alone (no records among the inputs)."""
     page = write.inside(write.make_dir(out_dir, "--out-dir"), "summary.md")
     write.write_text(page, "\n".join(["# perfsuite report", "",

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 from perfsuite.store.machine import Machine, fingerprint_of, imported_machine, this_machine
 from perfsuite.store.store import Store, new_run
@@ -103,6 +104,8 @@ def _store_records(store: Store, run_id: str, here: Machine, f: Path, records, r
 
 def _store_documents(store: Store, run_id: str, here: Machine, f: Path, kind: str, entries, report) -> None:
     store.begin_run(_run_row(run_id, here, f), here)
+    # A kind with a result class was read into it (validated once): stored as its schema writes it.
+    entries = [documents.dump(e) if isinstance(e, documents.Result) else e for e in entries]
     new = store.add_documents(run_id, here.id, kind, [e if isinstance(e, dict) else {"value": e} for e in entries])
     report.documents += new
     report.already += len(entries) - new

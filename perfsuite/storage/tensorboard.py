@@ -26,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
+from perfsuite.core import documents
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import Record
 from perfsuite.core.text import slug
@@ -115,26 +117,26 @@ def write_record(logdir: Path, r: Record) -> bool:
     return True
 
 
-def write_amp(logdir: Path, doc: dict) -> int:
-    """The AMP comparison's loss curves (when its JSON has them) and headline numbers."""
+def write_amp(logdir: Path, amp) -> int:
+    """The AMP comparison's loss curves (when it kept them) and headline numbers, computed from its
+    pairs and losses (perfsuite.compare.amp.AmpComparison, as load_document reads it)."""
     SummaryWriter = _writer_class()
-    base = Path(logdir) / "amp" / case_run(doc["workload"], doc.get("params") or {}, doc["device"])
-    key = hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    base = Path(logdir) / "amp" / case_run(amp.workload, amp.params, amp.device)
+    key = hashlib.sha1(json.dumps(documents.finite(amp.to_dict()), sort_keys=True).encode()).hexdigest()[:16]
     written = 0
     for side in ("a", "b"):
-        run_dir = base / _slug(str(doc[f"precision_{side}"]))
+        run_dir = base / _slug(str(getattr(amp, f"precision_{side}")))
         if _done(run_dir, key):
             continue
         with SummaryWriter(log_dir=str(run_dir), filename_suffix=f".{key}") as w:
-            for i, loss in enumerate(doc.get(f"losses_{side}") or []):
+            for i, loss in enumerate(getattr(amp, f"losses_{side}")):
                 w.add_scalar("loss", loss, global_step=i)
             if side == "b":  # B relative to A: one value per comparison, on B's run
-                for tag, k in (("amp/speedup", "speedup"), ("amp/saved_memory_ratio", "memory_ratio"),
-                               ("amp/final_loss_rel_diff", "loss_rel_diff")):
-                    v = doc.get(k)
-                    if isinstance(v, (int, float)) and v == v and abs(v) != float("inf"):
+                for tag, v in (("amp/speedup", amp.speedup), ("amp/saved_memory_ratio", amp.memory_ratio),
+                               ("amp/final_loss_rel_diff", amp.loss_rel_diff)):
+                    if math.isfinite(v):
                         w.add_scalar(tag, v, global_step=0)
-            w.add_scalar("final_loss", doc[f"final_loss_{side}"], global_step=0)
+            w.add_scalar("final_loss", getattr(amp, f"final_loss_{side}"), global_step=0)
         written += 1
     return written
 
@@ -166,7 +168,7 @@ def export_tensorboard(paths: Iterable[str | os.PathLike], logdir: Path) -> tupl
                 n += 1
     for f in amp_files:
         try:
-            docs = load_document(f, "amp")
+            docs = load_document(f, "amp")  # AmpComparison (perfsuite.compare.amp registers it)
         except RecordError as exc:
             problems.append(str(exc))
             continue

@@ -13,7 +13,7 @@ import pytest
 
 from perfsuite.core import registry
 from perfsuite.core.config import resolve_device
-from perfsuite.frontends.pytest_plugin import benchmark_case, measure_record
+from perfsuite.frontends.pytest_plugin import benchmark_case, measure_record, replayed
 
 # fp32 first: the lower precisions' ratios read its median.
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -33,6 +33,7 @@ def _saved_bytes(workload: str, params: dict, device: str) -> int:
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("workload", ["autoencoder", "resnet"])
 @pytest.mark.slow
+@replayed  # the fixture times with the plugin's replay clock: the record's samples, read back
 def test_amp(benchmark, workload, precision, request):
     size = request.config.getoption("--perfsuite-size")
     device = resolve_device(request.config.getoption("--perfsuite-device"))

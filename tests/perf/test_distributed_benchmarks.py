@@ -4,8 +4,8 @@ Their steps run in ranks that torchrun starts (perfsuite.distributed), not in th
 pytest-benchmark cannot time them itself. Each workload's grid (declared in its file) is measured
 once per session with perfsuite.run.execute.run_cases, exactly as `perfsuite run` and asv's track
 classes do (world_size=1 first, so the others carry their scaling efficiency); each test then
-hands its record to pytest-benchmark through the fixture's timer (the plugin's Replay), which
-replays the record's per-step samples (the slowest rank's), so the table shows the record's own median and spread. `extra_info` carries global
+hands its record to pytest-benchmark through the fixture's timer (the plugin's replay_clock, given
+by the `replayed` marker), which replays the record's per-step samples (the slowest rank's), so the table shows the record's own median and spread. `extra_info` carries global
 throughput, per-rank medians, scaling efficiency, communication share, algbw and busbw.
 
 `make test` (--benchmark-disable) skips them: every launch starts torch in each rank (about 10 s
@@ -17,7 +17,7 @@ import pytest
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig, resolve_device
 from perfsuite.core.errors import Unsupported
-from perfsuite.frontends.pytest_plugin import Replay
+from perfsuite.frontends.pytest_plugin import replay, replayed
 
 
 _MEASURED: dict = {}
@@ -49,6 +49,7 @@ def _measured(name: str, size: str, device: str, max_time: float) -> dict:
     return _MEASURED[key]
 
 
+@replayed
 def test_distributed(benchmark, dist_case, request):
     name, params = dist_case
     w = registry.get(name)
@@ -71,6 +72,5 @@ def test_distributed(benchmark, dist_case, request):
         world_size=e["world_size"], rank_medians_s=e["rank_medians_s"], throughput=rec.throughput,
         throughput_unit=rec.throughput_unit, scaling_efficiency=e.get("scaling_efficiency"),
         comm_share=(e.get("comm") or {}).get("comm_share"), algbw_Bps=e.get("algbw_Bps"), busbw_Bps=e.get("busbw_Bps"))
-    benchmark._timer = Replay(rec.samples_s)  # as perfsuite.frontends.pytest_plugin.benchmark_case does
-    benchmark.pedantic(lambda: None, rounds=len(rec.samples_s), iterations=1, warmup_rounds=0)
+    replay(benchmark, rec.samples_s)  # as perfsuite.frontends.pytest_plugin.benchmark_case does
     assert benchmark.stats.stats.median == pytest.approx(rec.stats.median, rel=1e-6)

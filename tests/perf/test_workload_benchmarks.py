@@ -9,10 +9,11 @@ iterations come from perfsuite's own calibration, so the clock's cost stays unde
 import pytest
 
 from perfsuite.core import registry
-from perfsuite.frontends.pytest_plugin import benchmark_case
+from perfsuite.frontends.pytest_plugin import benchmark_case, replayed
 
 
 @pytest.mark.slow
+@replayed  # the fixture times with the plugin's replay clock: the record's samples, read back
 def test_workload(benchmark, bench_case, request):
     name, params = bench_case
     benchmark_case(benchmark, registry.get(name), params, request)
