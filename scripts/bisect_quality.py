@@ -58,7 +58,7 @@ def extra_for(fraction: float) -> tuple[int, float]:
 
     from perfsuite.compare.gate import injected_slowdown
     from perfsuite.core import registry
-    from perfsuite.measure.timing import PerfCounterClock
+    from perfsuite.measuring.timing import PerfCounterClock
 
     torch.set_num_threads(1)
     step = registry.get("resnet").build({"size": "ci"}, "cpu").fn

@@ -4,7 +4,7 @@ The loop here shares no timing code with perfsuite: plain `torch.cuda.Event`s ar
 `--block` steps, the cases' blocks alternating round by round (case A, B, C, A, B, C, ...) so
 that drift over the run spreads evenly, after `--warmup` untimed steps each; the per-step
 median over the blocks is the loop's figure. The steps themselves come from perfsuite's
-workload builders, so both sides time exactly the same work. Then `perfsuite.measure.runner.run_case`
+workload builders, so both sides time exactly the same work. Then `perfsuite.measuring.runner.run_case`
 measures each case with its own budget, and a table compares the two medians.
 
     python scripts/cuda_crosscheck.py [--cases NAME ...] [--rounds 15] [--block 20] [--max-time 3]
@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> list[dict]:
 
     from perfsuite.core import registry
     from perfsuite.core.config import RunConfig
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     names = list(dict.fromkeys(args.cases))
     built, notes = {}, {}

@@ -31,12 +31,12 @@ SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05)
 
 def collect(args) -> None:
     from perfsuite.compare import gate
-    from perfsuite.measure import counted
+    from perfsuite.measuring import counted
     from perfsuite.core import registry
-    from perfsuite.measure.env import collect_activity
-    from perfsuite.measure import heap
-    from perfsuite.measure.timing import PerfCounterClock
-    from perfsuite.measure.system import CpuUsage, pinned, read_load_average
+    from perfsuite.measuring.env import collect_activity
+    from perfsuite.measuring import heap
+    from perfsuite.measuring.timing import PerfCounterClock
+    from perfsuite.measuring.system import CpuUsage, pinned, read_load_average
 
     w = registry.get("resnet")
     build = counted.alike(lambda: w.build({"size": "ci"}, "cpu"))  # every build of the case: counted once

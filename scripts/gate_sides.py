@@ -43,7 +43,7 @@ def _padding_count(fraction: float, threads: int | None) -> tuple[int, float]:
     """Matmuls of PAD x PAD that cost `fraction` of tiny_mlp's step (batch 32), timed here."""
     import torch
 
-    from perfsuite.measure.timing import PerfCounterClock
+    from perfsuite.measuring.timing import PerfCounterClock
     from perfsuite.stats.summary import median
 
     if threads:

@@ -297,7 +297,7 @@ for p in ('torchvision', 'transformers', 'pydantic', 'SQLAlchemy', 'alembic', 'n
       echo "LD_PRELOAD='${LD_PRELOAD:-}' GLIBC_TUNABLES='${GLIBC_TUNABLES:-}' $(env | grep '^MALLOC_' | tr '\n' ' ')"
       echo "$(ldd --version 2>&1 | head -1); /etc/ld.so.preload: $(cat /etc/ld.so.preload 2>/dev/null | tr '\n' ' ')"
     } >> "$LOG" 2>&1
-    keep_rc "$(run "$(lim)" "$PY" -m perfsuite.measure.heap)"
+    keep_rc "$(run "$(lim)" "$PY" -m perfsuite.measuring.heap)"
     NOTE[heap]=$(grep -E '^\{"' "$LOG" | tail -1 | $PY -c "import json, sys; d = json.loads(sys.stdin.read() or '{}'); h = d.get('hold') or {}; print(h.get('heap'), '-', h.get('reason', 'held'))" 2>&1 | cut -c1-120)
     stage_end ;;
 

@@ -10,7 +10,7 @@ training step (W2), every tool with the same time budget.
 `perfsuite-workers` is perfsuite's worker mode (`--processes N`): the same total budget spread
 over N fresh spawned workers, the reported median the median of their medians. The spread run
 records the machine's load average before and after each measurement and the steal and other
-processes' CPU use over the whole run (perfsuite.measure.system). Around every slot this (long-lived)
+processes' CPU use over the whole run (perfsuite.measuring.system). Around every slot this (long-lived)
 process times the slot's step itself for --probe-s seconds before and after: the machine's speed
 at that moment. The table gives each tool's CV, its ratio to the best other peer's (90% bootstrap
 interval over the runs), the CV of its values divided by the probe, and the probe's own CV: how
@@ -79,7 +79,7 @@ def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS
     if tool == "perfsuite-workers":
         from perfsuite.core.config import RunConfig
         from perfsuite.core.params import Param
-        from perfsuite.measure.workers import run_in_workers
+        from perfsuite.measuring.workers import run_in_workers
         from perfsuite.core.workload import Workload
 
         peer = Workload("peer", "the protocol's W0/W1/W2 step", (Param("w", str, "W1"), Param("threads", int, 2)),
@@ -91,13 +91,13 @@ def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS
         return rec.median_s
     if tool in ("perfsuite", "perfsuite-min-time"):
         from perfsuite.core.config import RunConfig
-        from perfsuite.measure.timing import PerfCounterClock
-        from perfsuite.measure.runner import measure
+        from perfsuite.measuring.timing import PerfCounterClock
+        from perfsuite.measuring.runner import measure
         from perfsuite.stats.summary import median
 
         # perfsuite-min-time: keep measuring for 60% of the budget even once the CI has converged.
         min_time = 0.6 * budget if tool == "perfsuite-min-time" else 0.0
-        from perfsuite.measure import heap as heap_setting
+        from perfsuite.measuring import heap as heap_setting
 
         heap_setting.apply(heap)
         m = measure(make_step(workload, threads), PerfCounterClock(), RunConfig(max_time=budget, min_time=min_time))
@@ -304,7 +304,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def _load() -> list[float] | None:
-    from perfsuite.measure.system import read_load_average
+    from perfsuite.measuring.system import read_load_average
 
     return read_load_average()
 
@@ -324,15 +324,15 @@ def cmd_overhead(args) -> None:
 def cmd_spread(args) -> None:
     import time
 
-    from perfsuite.measure.env import collect_activity
-    from perfsuite.measure.system import CpuUsage
+    from perfsuite.measuring.env import collect_activity
+    from perfsuite.measuring.system import CpuUsage
 
     results: dict = {}
     probes: dict = {}
     process_medians: dict = {}
     loads: list = []
     if args.heap == "steady":  # the probe's process holds its heap like perfsuite's tools
-        from perfsuite.measure import heap as heap_setting
+        from perfsuite.measuring import heap as heap_setting
 
         heap_setting.apply("steady")
     probe = DriftProbe(("W1", "W2"), args.threads, args.probe_s) if args.probe_s > 0 else None

@@ -80,7 +80,7 @@ def child(args) -> None:
     """One fresh run, in its own process: the case measured with the default RunConfig."""
     from perfsuite.core import registry
     from perfsuite.core.config import RunConfig
-    from perfsuite.measure.env import fingerprint
+    from perfsuite.measuring.env import fingerprint
     from perfsuite.run.execute import Case, run_cases
     from perfsuite.storage.files import ResultsWriter
 
@@ -116,7 +116,7 @@ def _pad_for(case: str) -> tuple[str, float]:
     does not round the slowdown far off (one 256x256 matmul is all of `matmul n=256`).
     Returns ("SIZE:COUNT", the estimated slowdown)."""
     from perfsuite.core import registry
-    from perfsuite.measure.timing import PerfCounterClock
+    from perfsuite.measuring.timing import PerfCounterClock
     from perfsuite.stats import summary as stats
 
     import torch

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ARMS = {
     "as shipped (early server, torchvision only when needed)": "",
     "before (server on first use, torchvision always, torch._dynamo imported by the first count)":
-        "from perfsuite.measure import workers; workers.start_server_soon = lambda *a, **k: None; "
+        "from perfsuite.measuring import workers; workers.start_server_soon = lambda *a, **k: None; "
         "workers.PRELOAD = workers._preload = tuple(m for m in workers.PRELOAD if m != 'torch._dynamo'); ",
 }
 

@@ -23,7 +23,7 @@ def no_gc_pauses(monkeypatch):
     runs spent most of their minutes in them."""
     import types
 
-    from perfsuite.measure import runner
+    from perfsuite.measuring import runner
 
     monkeypatch.setattr(runner, "gc", types.SimpleNamespace(collect=lambda generation=2: 0))
 

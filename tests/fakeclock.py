@@ -113,14 +113,14 @@ def process_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, b
 
 def multi_process_run(seed: int, processes: int = 5, slower: float = 1.0, max_time: float = 4.0):
     # 0.8 s a process: enough for the machine-speed reference's three blocks (reference.MIN_BLOCKS).
-    """One simulated `perfsuite run` over `processes` worker processes, as perfsuite.measure.workers
+    """One simulated `perfsuite run` over `processes` worker processes, as perfsuite.measuring.workers
     does it (each worker measures its share with the runner, one build; the parent merges), but with
     every process simulated in this one by process_spread_case: no real time, no fork."""
     from dataclasses import replace
 
     from perfsuite.core.config import RunConfig
-    from perfsuite.measure import workers
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring import workers
+    from perfsuite.measuring.runner import run_case
 
     cfg = RunConfig(max_time=max_time, device="cpu", processes=processes)
     share = replace(cfg, processes=1, max_time=max_time / processes, builds=1)

@@ -1,4 +1,4 @@
-"""Whether this host lets glibc's heap be held (perfsuite.measure.heap), asked once in a fresh process."""
+"""Whether this host lets glibc's heap be held (perfsuite.measuring.heap), asked once in a fresh process."""
 
 import functools
 import json
@@ -13,7 +13,7 @@ def fresh_hold() -> dict:
     """hold() in a fresh process that has imported torch, as a measuring process has: whether this
     host lets the heap be held at all (a preloaded jemalloc/tcmalloc or GLIBC_TUNABLES can refuse;
     on the H100 machine of 2026-11-25 it was refused) and why not."""
-    code = "import json, torch; from perfsuite.measure import heap; print(json.dumps(heap.hold()))"
+    code = "import json, torch; from perfsuite.measuring import heap; print(json.dumps(heap.hold()))"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from perfsuite.measure.saved import saved_tensor_bytes
+from perfsuite.measuring.saved import saved_tensor_bytes
 from perfsuite.ops.activations import SAVES, activation
 
 ORACLE = {"swish": F.silu, "mish": F.mish}

@@ -11,7 +11,7 @@ import torch
 
 from perfsuite.compare.amp import AmpComparison, compare_precisions, training_losses
 from perfsuite.core.config import RunConfig
-from perfsuite.measure.timing import PerfCounterClock
+from perfsuite.measuring.timing import PerfCounterClock
 from perfsuite.training.applied import ScalerDiverged, max_skips
 from perfsuite.training.setup import training_setup
 

@@ -4,7 +4,7 @@ import types
 import pytest
 
 from perfsuite.core.config import RunConfig
-from perfsuite.measure.timing import PerfCounterClock
+from perfsuite.measuring.timing import PerfCounterClock
 from perfsuite.compare.amp import AmpComparison, compare_precisions, side_utilisation
 from perfsuite.training.setup import training_setup
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from perfsuite.core import registry
-from perfsuite.measure.nvtx import CATEGORY_COLORS, Annotator
+from perfsuite.measuring.nvtx import CATEGORY_COLORS, Annotator
 from perfsuite.workloads import autoencoder
 
 from nvtx_recording import RecordingNvtx

@@ -8,7 +8,7 @@ from perfsuite import cli
 
 from perfsuite.core import registry
 
-from perfsuite.measure import runner
+from perfsuite.measuring import runner
 from perfsuite.storage.files import load_records
 
 FAST = ["--max-time", "0.6"]

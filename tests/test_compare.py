@@ -136,7 +136,7 @@ def _fake_run(seed, slower=1.0):
     from fakeclock import build_spread_case
 
     from perfsuite.core.config import RunConfig
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     workload, clock = build_spread_case(seed, step_s=1e-3 * slower, reference_s=1e-4)  # the reference is not slowed
     return run_case(workload, {}, RunConfig(max_time=1.0, device="cpu"), clock=clock)
@@ -164,7 +164,7 @@ def _machine_run(seed, machine, slower=1.0, reference=True):
     from fakeclock import build_spread_case
 
     from perfsuite.core.config import RunConfig
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     workload, clock = build_spread_case(seed, step_s=1e-3 * slower, spread=0.01, machine=machine, reference_s=1e-4)
     return run_case(workload, {}, RunConfig(max_time=1.0, device="cpu", reference=reference), clock=clock)

@@ -1,4 +1,4 @@
-"""perfsuite.measure.counted: a case's step is counted (FLOPs, saved bytes) by its first build only,
+"""perfsuite.measuring.counted: a case's step is counted (FLOPs, saved bytes) by its first build only,
 in-process and across worker processes; the others get the same counts."""
 
 import pytest
@@ -9,10 +9,10 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.workload import BuiltStep, Workload
-from perfsuite.measure import counted, workers
-from perfsuite.measure.flops import count_flops
-from perfsuite.measure.runner import run_case
-from perfsuite.measure.saved import saved_tensor_bytes
+from perfsuite.measuring import counted, workers
+from perfsuite.measuring.flops import count_flops
+from perfsuite.measuring.runner import run_case
+from perfsuite.measuring.saved import saved_tensor_bytes
 
 N = 24
 

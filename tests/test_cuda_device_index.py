@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from perfsuite.measure import env
-from perfsuite.measure.percall import PerCallTimer
+from perfsuite.measuring import env
+from perfsuite.measuring.percall import PerCallTimer
 
 
 class FakeCudaQueries:
@@ -125,7 +125,7 @@ def crosscheck():
 
 def test_the_crosscheck_builds_times_and_runs_on_the_named_device(crosscheck, fake_cuda, monkeypatch):
     from perfsuite.core import registry
-    from perfsuite.measure import runner
+    from perfsuite.measuring import runner
 
     seen = []
 

@@ -13,7 +13,7 @@ import torch
 
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
-from perfsuite.measure import runner, tf32, workers
+from perfsuite.measuring import runner, tf32, workers
 
 
 @pytest.fixture

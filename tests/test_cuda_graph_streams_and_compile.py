@@ -219,7 +219,7 @@ def test_the_compile_is_per_model_class_case_and_device(fake_compile):
 def test_the_runners_builds_of_a_compiled_case_compile_once(fake_compile):
     """The runner measures three builds in one process (IN_PROCESS_BUILDS), rotating them."""
     from perfsuite.core.config import RunConfig
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     compiled, ran = fake_compile
     rec = run_case(registry.get("resnet"), {"batch_size": 2, "compile": True},

@@ -18,7 +18,7 @@ from perfsuite.cli.app import _uses_processes
 from perfsuite.cli.parser import build_parser
 from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
 from perfsuite.core.errors import PerfsuiteError
-from perfsuite.measure import runner
+from perfsuite.measuring import runner
 from perfsuite.suite import peak
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 import subprocess
 
-from perfsuite.measure import env
+from perfsuite.measuring import env
 
 
 def test_fingerprint_has_the_named_fields():

@@ -1,4 +1,4 @@
-"""perfsuite.measure.flops: the CPU's fused kernels are counted as the matmuls they replace, and an
+"""perfsuite.measuring.flops: the CPU's fused kernels are counted as the matmuls they replace, and an
 operator that looks compute-heavy but has no FLOP formula is named in a warning.
 
 The oracle is the same model taking a road torch already counts (explicit matmul attention, the
@@ -10,8 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import flop_registry
 
-from perfsuite.measure import counted
-from perfsuite.measure.flops import count_flops, flop_count, formulas, looks_heavy, warnings_heard
+from perfsuite.measuring import counted
+from perfsuite.measuring.flops import count_flops, flop_count, formulas, looks_heavy, warnings_heard
 
 aten = torch.ops.aten
 NESTED_PROTOTYPE = "ignore:The PyTorch API of nested tensors is in prototype stage:UserWarning"
@@ -240,8 +240,8 @@ def test_the_record_names_the_uncounted_operator_in_every_process(tmp_path, monk
 
     from perfsuite.core.config import RunConfig
     from perfsuite.core.workload import Workload
-    from perfsuite.measure import workers
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring import workers
+    from perfsuite.measuring.runner import run_case
 
     w = Workload("uncounted", "counts a step with an op that has no formula", (), _build_with_an_uncounted_op)
     rec = run_case(w, {}, RunConfig(max_time=0.2, processes=1, builds=2, device="cpu"),

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from perfsuite.core.config import RunConfig
-from perfsuite.measure import fork_cuda, workers
+from perfsuite.measuring import fork_cuda, workers
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_a_fork_server_that_touched_cuda_gives_workers_that_say_so(cuda_toucher)
     script = textwrap.dedent("""
         from perfsuite.core import registry
         from perfsuite.core.config import RunConfig
-        from perfsuite.measure import workers
+        from perfsuite.measuring import workers
 
         workers._preload = ("torch", "cudatoucher")
         try:

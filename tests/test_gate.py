@@ -287,7 +287,7 @@ def test_gate_self_check_runs_on_the_threads_asked_for_and_keeps_each_gates_pair
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
 @pytest.mark.slow
 def test_the_gate_holds_the_heap_settles_the_builds_and_counts_faults_in_the_pairs(tmp_path):
-    """In a fresh process: holding the heap is process-wide and for good (perfsuite.measure.heap)."""
+    """In a fresh process: holding the heap is process-wide and for good (perfsuite.measuring.heap)."""
     import json
     import subprocess
     import sys

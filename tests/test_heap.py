@@ -1,4 +1,4 @@
-"""perfsuite.measure.heap: glibc's heap held steady, the settle loop, the fault counter, and the
+"""perfsuite.measuring.heap: glibc's heap held steady, the settle loop, the fault counter, and the
 setting carried into a record. hold() is process-wide and for good, so every test that holds the
 heap does it in a fresh process."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
-from perfsuite.measure import heap
+from perfsuite.measuring import heap
 
 from heaphold import require_a_holdable_heap
 
@@ -24,7 +24,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ma
 # and without a reserve made first: the reserve's touched pages serve them without faulting.
 GROW = textwrap.dedent("""
     import json, sys, torch
-    from perfsuite.measure import heap
+    from perfsuite.measuring import heap
     held = heap.hold()
     reserve_faults = heap.reserve() if sys.argv[1] == "reserve" else 0
     f0 = heap.minor_faults()
@@ -139,7 +139,7 @@ def test_run_with_a_steady_heap_records_it_and_the_faults_it_timed(tmp_path):
 
 def test_a_default_run_records_the_default_heap_and_counts_faults(tmp_path):
     from perfsuite.core import registry
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     if heap.state()["heap"] != "default":
         pytest.skip("this test process already holds its heap")
@@ -200,7 +200,7 @@ def _preload(tmp_path, name: str, source: str) -> str:
 def _hold_under(lib: str) -> dict:
     import os
 
-    code = "import json; from perfsuite.measure import heap; print(json.dumps({'hold': heap.hold(), **heap.probe()}))"
+    code = "import json; from perfsuite.measuring import heap; print(json.dumps({'hold': heap.hold(), **heap.probe()}))"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                          env={**os.environ, "LD_PRELOAD": lib})
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -95,7 +95,7 @@ SNIPPETS, CASES = _load_corpus()
 def test_the_corpus_is_large_and_well_formed():
     known = {"id", "why", "surface", "argv", "exit", "mode", "stdout", "workload", "pyproject", "files", "results",
              "symlinks", "dirs", "fifos", "readonly", "git", "env", "disk_full", "err_has", "measures", "keeps",
-             "absent", "traceback", "cwd", "timeout", "unchanged", "chmod"}
+             "absent", "traceback", "cwd", "timeout", "unchanged", "chmod", "err_lacks", "setup_argv"}
     for c in CASES:
         assert set(c) <= known, (c["id"], set(c) - known)
         assert isinstance(c["argv"], list) and all(isinstance(a, (str, int, float)) for a in c["argv"]), c["id"]
@@ -119,12 +119,33 @@ def fill(text: str, case_dir: Path, outside: Path) -> str:
     return _NEST_OBJ.sub(lambda m: '{"a": ' * int(m.group(1)) + "1" + "}" * int(m.group(1)), text)
 
 
-def _content(spec, case_dir: Path, outside: Path) -> str:
-    """A file's text: a string, or {head, repeat, times, tail} for a large one."""
+def _content(spec, case_dir: Path, outside: Path) -> bytes:
+    """A file's bytes: a string (UTF-8), or a mapping:
+    {parts: [text or {repeat, times}, ...]} for a large one, {copy: PATH, replace: [[old, new]]}
+    for an edited copy of a file, {latin1: text} for bytes that are not UTF-8, and any of these
+    with `gzip: true` compressed."""
     if isinstance(spec, str):
-        return fill(spec, case_dir, outside)
-    return (fill(spec.get("head", ""), case_dir, outside) + spec["repeat"] * int(spec["times"])
-            + fill(spec.get("tail", ""), case_dir, outside))
+        return fill(spec, case_dir, outside).encode("utf-8", "surrogatepass")
+    if "parts" in spec:
+        text = "".join(fill(p, case_dir, outside) if isinstance(p, str) else p["repeat"] * int(p["times"])
+                       for p in spec["parts"])
+    elif "copy" in spec:
+        text = Path(fill(spec["copy"], case_dir, outside)).read_text()
+        for old, new in spec.get("replace", []):
+            assert old in text, (old, "not in", spec["copy"])
+            text = text.replace(old, fill(new, case_dir, outside))
+    elif "latin1" in spec:
+        data = fill(spec["latin1"], case_dir, outside).encode("latin-1")
+        text = None
+    else:
+        raise AssertionError(f"unknown file spec {spec}")
+    if text is not None:
+        data = text.encode("utf-8", "surrogatepass")
+    if spec.get("gzip"):
+        import gzip
+
+        data = gzip.compress(data, compresslevel=1)
+    return data
 
 
 # ---- building a case's folder ------------------------------------------------------------------
@@ -181,7 +202,7 @@ def build_case(case: dict, case_dir: Path, outside: Path) -> list[Path]:
     for rel, spec in (case.get("files") or {}).items():
         p = case_dir / fill(rel, case_dir, outside)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(_content(spec, case_dir, outside))
+        p.write_bytes(_content(spec, case_dir, outside))
     for rel, spec in (case.get("results") or {}).items():
         p = case_dir / fill(rel, case_dir, outside)
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -245,7 +266,7 @@ def snapshot(root: Path, skip: Path) -> dict[str, tuple]:
 class Measured:
     """perfsuite's timing entry points in this process, each call counted."""
 
-    TARGETS = [("perfsuite.measure.runner", "measure"), ("perfsuite.measure.interleave", "interleaved_blocks"),
+    TARGETS = [("perfsuite.measuring.runner", "measure"), ("perfsuite.measuring.interleave", "interleaved_blocks"),
                ("perfsuite.compare.amp", "interleaved_times"), ("perfsuite.suite.peak", "measure_peak"),
                ("perfsuite.profiling.trace", "trace_window")]
 
@@ -423,6 +444,14 @@ def test_hostile_case(case, tmp_path, capsys, monkeypatch, forget_workloads):
     shutil.rmtree(ABS, ignore_errors=True)
     unchanged = {str(p): (case_dir / fill(p, case_dir, outside)).read_bytes() for p in case.get("unchanged", [])}
 
+    setup_text = ""
+    for setup in case.get("setup_argv", []):  # commands the case builds on (an import before a query)
+        code, out, err = run_in_process([fill(str(a), case_dir, outside) for a in setup], capsys, IN_PROCESS_LIMIT_S)
+        assert code == 0, f"set-up command {setup} failed with {code}: {out}{err}"
+        setup_text += out + err
+    if mark.exists():
+        mark.unlink()
+
     before_outside = snapshot(tmp_path, case_dir)
     before_files = _files(case_dir)
     measured = Measured(monkeypatch)
@@ -451,7 +480,7 @@ def test_hostile_case(case, tmp_path, capsys, monkeypatch, forget_workloads):
     if TRACEBACK in text:
         if case.get("traceback") != "user" or "perfsuite bug" in text:
             problems.append("[traceback] a Python traceback reached the console")
-    raw = sorted(set(RAW.findall(text)))
+    raw = sorted(set(RAW.findall(setup_text + text)))
     if raw:
         problems.append(f"[security: raw escapes] {', '.join(map(repr, raw))} reached the console raw")
     moved = {k for k in set(before_outside) | set(after_outside) if before_outside.get(k) != after_outside.get(k)}
@@ -467,24 +496,28 @@ def test_hostile_case(case, tmp_path, capsys, monkeypatch, forget_workloads):
     for rel, data in unchanged.items():
         p = case_dir / fill(rel, case_dir, outside)
         if not p.exists() or p.read_bytes() != data:
-            problems.append(f"[security: written outside] {rel} was changed")
+            problems.append(f"[security: written outside] {rel} was changed through a link")
+
+    # What was measured: refused first, or kept where the case or the message says.
     did_measure = (mark.exists() and mark.stat().st_size > 0) or bool(measured.calls)
-    if did_measure and not case.get("measures"):
-        named = _named_files(text, written)
-        kept = f"kept in {named[0]}" if named else "nothing kept that the message names"
-        cls = "measured before refusing" if named else "measurement lost"
-        problems.append(f"[{cls}] it measured ({(measured.calls or ['the user step'])[0]}) before exit {code}; {kept}")
-    elif did_measure and code not in (0, 1, 3, 5, "hang"):
-        keeps = [p for g in ([case["keeps"]] if isinstance(case.get("keeps"), str) else case.get("keeps") or [])
-                 for p in case_dir.glob(fill(g, case_dir, outside)) if p.is_file() and p.stat().st_size > 0]
-        if not keeps and not _named_files(text, written):
-            problems.append(f"[measurement lost] it measured, ended with exit {code}, and no file written during the "
-                            "case is named")
-    if case.get("keeps") and code in expected and not any(
-            p.is_file() and p.stat().st_size > 0
-            for g in ([case["keeps"]] if isinstance(case["keeps"], str) else case["keeps"])
-            for p in case_dir.glob(fill(g, case_dir, outside))):
-        problems.append(f"[measurement lost] {case['keeps']} does not hold the result")
+    keep_globs = [case["keeps"]] if isinstance(case.get("keeps"), str) else case.get("keeps") or []
+    kept = [p for g in keep_globs for p in case_dir.glob(fill(g, case_dir, outside))
+            if p.is_file() and p.stat().st_size > 0]
+    named = _named_files(text, written)
+    what = (measured.calls or ["the user's step"])[0]
+    if did_measure and code in (2, 4) and case.get("measures") != "kept":
+        where = f"kept in {(kept + named)[0]}" if kept or named else "nothing kept that the message names"
+        cls = "measured before refusing" if kept or named else "measurement lost"
+        problems.append(f"[{cls}] it measured ({what}), then ended with exit {code}; {where}")
+    elif did_measure and code not in (1, 5, "hang") and keep_globs and not kept:
+        problems.append(f"[measurement lost] it measured ({what}), ended with exit {code}, and "
+                        f"{' or '.join(keep_globs)} does not hold the result")
+    elif did_measure and code not in (0, 1, 3, 5, 130, "hang") and not kept and not named:
+        problems.append(f"[measurement lost] it measured ({what}), ended with exit {code}, and no file written "
+                        "during the case is named")
+    for bad in case.get("err_lacks", []):
+        if fill(bad, case_dir, outside) in text:
+            problems.append(f"[security: secret shown] the console shows {bad!r}")
     for want in case.get("err_has", []):
         if fill(want, case_dir, outside).replace("\n", "") not in flat:
             problems.append(f"[message] the console does not say {want!r}")

@@ -1,7 +1,7 @@
 import pytest
 from fakeclock import FakeClock
 
-from perfsuite.measure.interleave import interleaved_blocks
+from perfsuite.measuring.interleave import interleaved_blocks
 
 
 class OrderClock(FakeClock):

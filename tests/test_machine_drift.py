@@ -138,7 +138,7 @@ def test_a_log_that_cannot_be_written_costs_the_learning_not_the_record(tmp_path
 def test_the_reference_is_timed_where_the_step_runs_on_the_cpu_only():
     # On an H100 a tiny device matmul timed the host's launches and moved 19% between runs of an
     # unchanged step (reports/gpu/2026-11-27-h100): CUDA records are compared in seconds.
-    from perfsuite.measure import reference
+    from perfsuite.measuring import reference
 
     assert reference.taken_on("cpu")
     assert not reference.taken_on("cuda") and not reference.taken_on("cuda:1")
@@ -168,7 +168,7 @@ class _WakeClock:
 
 
 def test_a_reference_block_waits_out_the_steps_wake_and_takes_a_bounded_share_of_the_timing():
-    from perfsuite.measure import reference
+    from perfsuite.measuring import reference
 
     clock = _WakeClock()
     ref = reference.Reference(clock, "cpu", kernel=lambda: None)
@@ -194,7 +194,7 @@ def test_a_reference_block_waits_out_the_steps_wake_and_takes_a_bounded_share_of
 def test_a_process_reference_of_fewer_than_three_blocks_is_not_kept():
     """Issue 36: a worker whose slot left time for two blocks read 453 us and 50 us (the kernel's
     steady speed 43 us); their median, 252 us, made the run's reference 3.4x another run's."""
-    from perfsuite.measure import reference
+    from perfsuite.measuring import reference
 
     ref = reference.Reference(_WakeClock(wake_calls=0), "cpu", kernel=lambda: None)
     for i in range(reference.MIN_BLOCKS - 1):
@@ -205,7 +205,7 @@ def test_a_process_reference_of_fewer_than_three_blocks_is_not_kept():
 
 
 def test_each_sample_is_divided_by_the_reference_read_nearest_it_in_time():
-    from perfsuite.measure.reference import ratios
+    from perfsuite.measuring.reference import ratios
 
     # Blocks after the 1st and the 3rd sample: the 1st sample has only the block after it, the 2nd
     # and 3rd the mean of the blocks around them, the 4th only the one before it.
@@ -225,7 +225,7 @@ def _regime_run(seed, step_s=1e-3, reference_s=1e-4, level_sd=0.15, segment_s=0.
     from perfsuite.core.config import RunConfig
     from perfsuite.core.record import Work
     from perfsuite.core.workload import BuiltStep, Workload
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     levels = np.random.default_rng(seed).lognormal(0.0, level_sd, size=1000)
     steps = set()

@@ -3,7 +3,7 @@ import sys
 import numpy as np
 import pytest
 
-from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS, current_rss_bytes
+from perfsuite.measuring.memory import CudaPeakMemory, HostPeakRSS, current_rss_bytes
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux only)")
 MiB = 2**20
@@ -39,7 +39,7 @@ def test_peak_of_region_excludes_what_came_before():
 
 @linux_only
 def test_fallback_warns_when_clear_refs_is_unavailable(monkeypatch):
-    from perfsuite.measure import memory
+    from perfsuite.measuring import memory
 
     monkeypatch.setattr(memory, "_CLEAR_REFS", "/nonexistent/clear_refs")
     with HostPeakRSS() as mem:

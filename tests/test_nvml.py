@@ -3,7 +3,7 @@ import types
 
 import pytest
 
-from perfsuite.measure.nvml import NvmlSampler
+from perfsuite.measuring.nvml import NvmlSampler
 
 
 def _fake_pynvml(fail_init=False):
@@ -118,7 +118,7 @@ def _busy(index):
 
 
 def test_uuid_spellings_normalise_to_the_same_32_hex_digits():
-    from perfsuite.measure.nvml import normalise_uuid
+    from perfsuite.measuring.nvml import normalise_uuid
 
     want = "eab43309aa90881401b857c04c1f359b"
     assert normalise_uuid("GPU-eab43309-aa90-8814-01b8-57c04c1f359b") == want  # NVML, as on the H100
@@ -162,7 +162,7 @@ def test_a_uuid_nvml_does_not_know_falls_back_to_the_index_with_a_note(monkeypat
 
 
 def test_the_amp_comparison_samples_the_same_gpu_as_torch(monkeypatch):
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.measuring.timing import clock_for
     from perfsuite.compare.amp import side_utilisation
 
     _machine(monkeypatch, visible=[3])

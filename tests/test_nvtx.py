@@ -1,6 +1,6 @@
 import pytest
 
-from perfsuite.measure import nvtx
+from perfsuite.measuring import nvtx
 
 
 def test_noop_without_cuda_or_when_disabled(monkeypatch):

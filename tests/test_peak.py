@@ -7,15 +7,15 @@ from dataclasses import replace
 import pytest
 from records import make_record
 
-from perfsuite.measure import tf32
+from perfsuite.measuring import tf32
 from perfsuite.suite import peak
 
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Work
-from perfsuite.measure import runner
-from perfsuite.measure.runner import _peak_for, run_case
+from perfsuite.measuring import runner
+from perfsuite.measuring.runner import _peak_for, run_case
 
 PEAK = {"flops_per_s": {"fp32": 50e12, "tf32": 400e12, "bf16": 800e12, "fp16": 790e12},
         "bytes_per_s": 3e12, "measured": "2026-11-01T00:00:00+00:00"}
@@ -75,7 +75,7 @@ def test_a_cpu_roofs_matmul_is_sized_so_one_call_takes_a_tenth_of_the_budget(mon
     a call. The probe call at 256 sets n (work grows as n^3) so that one call takes <= 10% of the budget."""
     from fakeclock import FakeClock
 
-    from perfsuite.measure import timing
+    from perfsuite.measuring import timing
 
     monkeypatch.setattr(timing, "clock_for", lambda device, how: FakeClock(step_s=call_s))
     assert peak.cpu_matmul_n("bf16", 6.0) == n
@@ -225,14 +225,14 @@ def test_undeclared_fp32_work_keeps_the_higher_roof_when_either_flag_allows_tf32
     ("autoencoder", {"variant": "conv"}, "conv"),
 ])
 def test_workloads_declare_which_kernels_carry_their_fp32_flops(name, params, kernels):
-    from perfsuite.measure.runner import fp32_kernels
+    from perfsuite.measuring.runner import fp32_kernels
 
     w = registry.get(name)
     assert fp32_kernels(w, w.resolve(params)) == kernels
 
 
 def test_a_bad_kernels_declaration_is_refused_naming_the_workload():
-    from perfsuite.measure.runner import fp32_kernels
+    from perfsuite.measuring.runner import fp32_kernels
 
     w = replace(registry.get("matmul"), fp32_kernels="gemm")
     with pytest.raises(ValueError, match="'matmul'.*fp32_kernels.*'gemm'"):
@@ -242,7 +242,7 @@ def test_a_bad_kernels_declaration_is_refused_naming_the_workload():
 def test_run_case_passes_the_workloads_declaration_to_the_roof_choice(monkeypatch):
     """On CPU the flags are not read; the declaration still reaches the roof choice, which on
     CUDA picks the roof from it (the calls above)."""
-    from perfsuite.measure import runner
+    from perfsuite.measuring import runner
 
     seen = []
     real = runner._peak_for
@@ -254,7 +254,7 @@ def test_run_case_passes_the_workloads_declaration_to_the_roof_choice(monkeypatc
 def test_a_parameter_dependent_declaration_names_a_value_it_lacks_and_pickles():
     import pickle
 
-    from perfsuite.measure.runner import fp32_kernels
+    from perfsuite.measuring.runner import fp32_kernels
 
     w = registry.get("autoencoder")
     assert pickle.loads(pickle.dumps(replace(w, description="a copy"))).fp32_kernels == w.fp32_kernels

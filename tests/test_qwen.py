@@ -38,7 +38,7 @@ def test_tokenizer_gives_the_real_qwen25_ids(tok):
 @pytest.mark.parametrize("bs, padding", [(1, "longest"), (4, "longest"), (3, "fixed")])
 @pytest.mark.slow
 def test_analytic_flops_match_the_counter(bs, padding):
-    # Eager attention: its matmuls are visible to FlopCounterMode (CPU SDPA kernels are counted by perfsuite.measure.flops).
+    # Eager attention: its matmuls are visible to FlopCounterMode (CPU SDPA kernels are counted by perfsuite.measuring.flops).
     built = registry.get("qwen").build({**TINY, "attn": "eager", "batch_size": bs, "padding": padding,
                                         "seq_len": 32}, "cpu")
     assert count_flops(built.fn) == pytest.approx(built.work.flops_per_step, rel=0.02)

@@ -12,7 +12,7 @@ from perfsuite import cli
 from perfsuite.stats import summary as stats
 from perfsuite.core.errors import ConfigError
 from perfsuite.llm.data import read_csv
-from perfsuite.measure.percall import PerCallTimer, fixed_protocol, timed_tail
+from perfsuite.measuring.percall import PerCallTimer, fixed_protocol, timed_tail
 from perfsuite.core.record import Work
 from perfsuite.workloads import qwen_report as qwen
 

@@ -5,7 +5,7 @@ from fakeclock import FakeClock
 
 from perfsuite.stats import summary as stats
 from perfsuite.core.config import RunConfig
-from perfsuite.measure.runner import block_size_for, clock_overhead, measure, run_case
+from perfsuite.measuring.runner import block_size_for, clock_overhead, measure, run_case
 
 
 def _noop():
@@ -183,7 +183,7 @@ def test_run_case_records_its_conditions_and_restores_threads():
     import torch
 
     from perfsuite.core.config import IN_PROCESS_BUILDS
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     seen: list = []
     before = torch.get_num_threads()
@@ -198,7 +198,7 @@ def test_run_case_records_its_conditions_and_restores_threads():
 
 
 def test_steal_and_other_load_in_the_timed_region_become_warnings():
-    from perfsuite.measure.runner import measured_conditions
+    from perfsuite.measuring.runner import measured_conditions
 
     quiet, warnings = measured_conditions(RunConfig(), {"steal_fraction": 0.001, "others_cpus": 0.1, "wall_s": 1.0})
     assert warnings == [] and quiet["steal_fraction"] == 0.001
@@ -215,7 +215,7 @@ def test_builds_that_differ_in_speed_give_an_interval_that_covers_the_spread_bet
     from fakeclock import build_spread_case
 
     from perfsuite.core.config import IN_PROCESS_BUILDS
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     cfg = RunConfig(max_time=1.0, device="cpu")
     covered = 0
@@ -234,7 +234,7 @@ def test_builds_that_differ_in_speed_give_an_interval_that_covers_the_spread_bet
 def test_one_build_is_still_possible_and_keeps_the_old_record_shape():
     from fakeclock import build_spread_case
 
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     workload, clock = build_spread_case(0)
     rec = run_case(workload, {}, RunConfig(max_time=0.5, device="cpu", builds=1), clock=clock)
@@ -257,7 +257,7 @@ def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
     steps of the first build only, after the other builds are torn down."""
     from perfsuite.core.record import Work
     from perfsuite.core.workload import BuiltStep, Workload
-    from perfsuite.measure import runner
+    from perfsuite.measuring import runner
 
     import gc
     import weakref

@@ -1,6 +1,6 @@
 import torch
 
-from perfsuite.measure.saved import saved_tensor_bytes
+from perfsuite.measuring.saved import saved_tensor_bytes
 
 
 def test_counts_each_saved_storage_once():

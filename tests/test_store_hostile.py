@@ -50,7 +50,7 @@ def test_a_commit_selector_cannot_pass_options_to_git(tmp_path, monkeypatch, cap
 
 
 def test_passwords_in_other_processes_command_lines_are_hidden():
-    from perfsuite.measure.system import hide_credentials
+    from perfsuite.measuring.system import hide_credentials
 
     line = "python -m perfsuite --store postgresql://ci:s3cret@db:5432/perf run x && psql password=hunter2"
     shown = hide_credentials(line)

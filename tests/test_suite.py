@@ -8,7 +8,7 @@ from perfsuite.core.config import RunConfig
 
 from perfsuite import cli
 
-from perfsuite.measure import runner
+from perfsuite.measuring import runner
 from perfsuite.core.errors import ConfigError
 from perfsuite.suite.file import load_suite, shipped_suites_dir
 from perfsuite.workloads import dataloader
@@ -90,7 +90,7 @@ suites:
     ("", False, set()),                    # the default runs bf16 wherever it can
 ])
 def test_a_suite_can_skip_bf16_where_the_cpu_only_emulates_it(tmp_path, monkeypatch, key, native, skipped):
-    from perfsuite.measure import env
+    from perfsuite.measuring import env
     from perfsuite.suite.run import EMULATED_BF16, check_cases
 
     monkeypatch.setattr(env, "cpu_native_bf16", lambda: native)
@@ -109,7 +109,7 @@ def test_a_suite_can_skip_bf16_where_the_cpu_only_emulates_it(tmp_path, monkeypa
     ("processor\t: 0\n", None),
 ])
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, text, native):
-    from perfsuite.measure.env import cpu_native_bf16
+    from perfsuite.measuring.env import cpu_native_bf16
 
     assert cpu_native_bf16(write(tmp_path, text, "cpuinfo")) is native
     assert cpu_native_bf16(tmp_path / "missing") is None
@@ -302,7 +302,7 @@ def test_bad_processes_keys_name_the_key_path(tmp_path, text, message):
 
 @pytest.mark.slow
 def test_processes_per_suite_and_per_entry_reach_the_run(tmp_path, capsys, monkeypatch):
-    from perfsuite.measure import workers
+    from perfsuite.measuring import workers
 
     suite = write(tmp_path, "processes: 2\nmax_time: 0.2\nsuites:\n  - {name: a, workload: noop}\n"
                             "  - {name: b, workload: noop, processes: 1}\n")

@@ -1,11 +1,11 @@
-"""perfsuite.measure.system: /proc and /sys readers on fake trees, the CPU-usage instrument, pinning, warnings."""
+"""perfsuite.measuring.system: /proc and /sys readers on fake trees, the CPU-usage instrument, pinning, warnings."""
 
 import json
 import os
 
 import pytest
 
-from perfsuite.measure import system
+from perfsuite.measuring import system
 from perfsuite.core.errors import ConfigError
 
 STAT = """cpu  1000 10 200 5000 30 0 5 {steal} 0 0

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from perfsuite.measure.timing import CudaEventClock, CudaSyncWallClock, PerfCounterClock, clock_for
+from perfsuite.measuring.timing import CudaEventClock, CudaSyncWallClock, PerfCounterClock, clock_for
 
 
 def test_cpu_clock_is_perf_counter():
@@ -72,7 +72,7 @@ def test_one_device_synchronise_emulated_on_cpu(monkeypatch):
     synchronize is recorded, not run."""
     import torch
 
-    from perfsuite.measure import timing
+    from perfsuite.measuring import timing
 
     waits = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waits.append(str(device)))

@@ -10,7 +10,7 @@ import torch
 from perfsuite.core import registry
 from perfsuite.data.cifar import read_cifar10, write_cifar10
 from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.measure.nvtx import Annotator
+from perfsuite.measuring.nvtx import Annotator
 from perfsuite.workloads.base import count_flops
 
 from nvtx_recording import RecordingNvtx, nesting
@@ -109,7 +109,7 @@ def test_a_corrupt_cifar_batch_is_named(tmp_path):
 
 def test_autoencoder_nvtx_hierarchy_and_colours():
     from perfsuite.data.cifar import load_batch
-    from perfsuite.measure.nvtx import CATEGORY_COLORS
+    from perfsuite.measuring.nvtx import CATEGORY_COLORS
     from perfsuite.workloads.autoencoder import build_parts, make_step, validation_pass
 
     rec = RecordingNvtx()
@@ -572,7 +572,7 @@ def test_cuda_graph_step_replays_trains_and_steps_its_schedule(cuda_available):
 
 def test_cuda_graph_record_says_the_step_is_graph_captured(cuda_available):
     from perfsuite.core.config import RunConfig
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     rec = run_case(registry.get("resnet"), {"batch_size": 16, "cuda_graph": True},
                    RunConfig(device="cuda", max_time=1.0))

@@ -1,4 +1,4 @@
-"""perfsuite.measure.workers: a case's budget over fresh processes, merged into one record; failures are the case's.
+"""perfsuite.measuring.workers: a case's budget over fresh processes, merged into one record; failures are the case's.
 
 Most tests start workers with "fork" (milliseconds: torch is imported here once, not per worker)
 and fake clocks; one takes the real "spawn" road with a worker body that imports no torch.
@@ -14,7 +14,7 @@ import torch  # noqa: F401 - imported once here, so that forked workers do not e
 from fakeclock import FakeClock
 from records import make_record
 
-from perfsuite.measure import workers
+from perfsuite.measuring import workers
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import Unsupported
 from perfsuite.run.execute import Case, run_cases
@@ -183,7 +183,7 @@ def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_
     # as often as it claims; one process with three builds sees only the builds' 0.5% and misses it.
     from fakeclock import multi_process_run, process_spread_case
 
-    from perfsuite.measure.runner import run_case
+    from perfsuite.measuring.runner import run_case
 
     covered = one_process_covered = 0
     for seed in range(20):

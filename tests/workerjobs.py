@@ -10,7 +10,7 @@ from perfsuite.core.record import Record, Work
 
 def fake_worker(conn, job) -> None:
     from perfsuite.core import registry
-    from perfsuite.measure.runner import measure
+    from perfsuite.measuring.runner import measure
 
     workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
     m = measure(lambda: None, job.clock, job.cfg)

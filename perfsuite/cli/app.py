@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     console, err = make_console(), make_console(stderr=True)
     try:
         if _uses_processes(args):
-            from perfsuite.measure.workers import start_server_soon
+            from perfsuite.measuring.workers import start_server_soon
 
             start_server_soon(_needs_vision(args))  # its torch import overlaps this process's own, below
         if args.command in WORKLOAD_COMMANDS:

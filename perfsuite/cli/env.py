@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from perfsuite.measure.env import fingerprint
+from perfsuite.measuring.env import fingerprint
 
 
 def cmd_env(args, console) -> int:

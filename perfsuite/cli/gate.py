@@ -7,7 +7,7 @@ from rich.text import Text
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
-from perfsuite.measure import heap
+from perfsuite.measuring import heap
 from perfsuite.stats import verdict
 from perfsuite.compare import gate as g
 from perfsuite.compare import gate_sides
@@ -15,7 +15,7 @@ from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.params import expand_sweep
 from perfsuite.core.params import parse_assignments
-from perfsuite.measure.system import pinned
+from perfsuite.measuring.system import pinned
 from perfsuite.storage.write import check_output, write_or_rescue
 from perfsuite.storage.files import document
 from perfsuite.storage.files import load_document
@@ -76,7 +76,7 @@ class _GateEvents:
 def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     """Every case through the one case loop (perfsuite.run.execute.run_cases): the self-check,
     learning floors or the gate itself are only what one case measures."""
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.measuring.timing import clock_for
     from perfsuite.run.execute import Case, run_cases
 
 

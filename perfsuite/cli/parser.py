@@ -7,7 +7,7 @@ from pathlib import Path
 
 from perfsuite.storage import machine_drift
 from perfsuite.cli.store import add_arguments as store_arguments
-from perfsuite.measure.system import parse_cpus
+from perfsuite.measuring.system import parse_cpus
 
 DEFAULT_RESULTS_DIR = Path("results")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from perfsuite.cli.run import _run_config
 from perfsuite.core.units import fmt_rate
-from perfsuite.measure.env import fingerprint
+from perfsuite.measuring.env import fingerprint
 from perfsuite.storage.write import check_output
 from perfsuite.storage.peaks import load_peaks
 from perfsuite.suite.peak import measure_peak

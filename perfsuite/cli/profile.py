@@ -10,7 +10,7 @@ from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import single_values
 from perfsuite.core import registry
 from perfsuite.core.text import slug
-from perfsuite.measure.timing import synchronize
+from perfsuite.measuring.timing import synchronize
 from perfsuite.profiling.step_marking import split_from_profile
 from perfsuite.profiling.trace import trace_window
 from perfsuite.storage.files import atomic_write_text

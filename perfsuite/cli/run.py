@@ -10,8 +10,8 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.params import expand_sweep
 from perfsuite.core.params import parse_assignments
 from perfsuite.core.record import Record
-from perfsuite.measure.env import fingerprint
-from perfsuite.measure.workers import describe
+from perfsuite.measuring.env import fingerprint
+from perfsuite.measuring.workers import describe
 from perfsuite.report.console import print_bounds
 from perfsuite.report.console import print_warnings
 from perfsuite.report.console import records_table
@@ -214,7 +214,7 @@ def _print_process_spread(console, records) -> None:
 def _check_pinning(cpus) -> None:
     """A CPU this process may not use is bad input, found before anything is measured or written."""
     if cpus:
-        from perfsuite.measure.system import pinned
+        from perfsuite.measuring.system import pinned
 
         with pinned(cpus):
             pass
@@ -280,11 +280,11 @@ def _run_suite(args, console) -> int:
         if args.tensorboard is not None:
             from perfsuite.storage.tensorboard import export_tensorboard, prepare
             prepare(args.tensorboard)
-        from perfsuite.measure.system import pinned
+        from perfsuite.measuring.system import pinned
 
         _check_pinning(args.cpus)
         if args.heap:  # process-wide: the pair and amp entries run on it too, not only the run entries
-            from perfsuite.measure import heap
+            from perfsuite.measuring import heap
             heap.apply(args.heap)
         with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
             res = run_suite(suite, out, ConsoleSuiteEvents(console), retry_failed=args.retry_failed,

@@ -6,8 +6,8 @@ import json
 
 from rich.text import Text
 
-from perfsuite.measure.system import check, cpu_ranges
-from perfsuite.measure import env
+from perfsuite.measuring.system import check, cpu_ranges
+from perfsuite.measuring import env
 
 
 def system_command(args, console) -> int:

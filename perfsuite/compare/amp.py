@@ -26,13 +26,13 @@ from perfsuite.core.bound import Bound, where_time_went
 from perfsuite.core.documents import Count, Measured, Name, NonNegative, Params, SampleList
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
-from perfsuite.measure.interleave import interleaved_blocks
-from perfsuite.measure.nvml import NvmlSampler
-from perfsuite.measure.saved import saved_tensor_bytes
-from perfsuite.measure.timing import Clock, clock_for
-from perfsuite.measure.runner import calibrate
+from perfsuite.measuring.interleave import interleaved_blocks
+from perfsuite.measuring.nvml import NvmlSampler
+from perfsuite.measuring.saved import saved_tensor_bytes
+from perfsuite.measuring.timing import Clock, clock_for
+from perfsuite.measuring.runner import calibrate
 from perfsuite.training.applied import final_loss
-from perfsuite.measure.system import pinned
+from perfsuite.measuring.system import pinned
 from perfsuite.training.applied import losses_at_applied_steps
 from perfsuite.training.setup import training_setup
 from perfsuite.training.step import make_train_step

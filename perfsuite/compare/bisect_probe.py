@@ -142,7 +142,7 @@ class Prober:
     def __call__(self, commit: Commit, confirmation: Probe | None = None) -> Probe:
         """`commit` against good: by the gate's rule when it confirms bad (`confirmation` None),
         else like good or like bad (HalfwayArms, halfway to the confirmation's median ratio)."""
-        from perfsuite.measure.timing import clock_for
+        from perfsuite.measuring.timing import clock_for
         from perfsuite.run.execute import run_cases
 
         t0 = time.monotonic()

@@ -20,7 +20,7 @@ case's noise floor, learned from A-against-A runs of the unchanged code.
 Page faults were the largest noise left on CPU: glibc hands freed activations and gradients
 back to the kernel and the next step faults them in again (~2,400 faults per ResNet18 pair, a
 per-pair SD of 10-18% against 2-3% without). `perfsuite gate` therefore holds the heap
-(perfsuite.measure.heap, `--heap steady`, the default) and runs the builds, in the pairs'
+(perfsuite.measuring.heap, `--heap steady`, the default) and runs the builds, in the pairs'
 order, until they stop faulting before the budget starts; each verdict says how many faults
 per pair were left.
 """
@@ -42,11 +42,11 @@ from perfsuite.core import documents
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.documents import Count, Finite, Name, NonNegative, SampleList, Text
 from perfsuite.core.config import RunConfig
-from perfsuite.measure.interleave import interleaved_blocks
-from perfsuite.measure import heap
-from perfsuite.measure.timing import Clock
-from perfsuite.measure import counted
-from perfsuite.measure.runner import calibrate
+from perfsuite.measuring.interleave import interleaved_blocks
+from perfsuite.measuring import heap
+from perfsuite.measuring.timing import Clock
+from perfsuite.measuring import counted
+from perfsuite.measuring.runner import calibrate
 
 Step = Callable[[], object]
 
@@ -61,7 +61,7 @@ ALPHA = 0.01  # false alarms per unchanged case, overall (the sequential test ke
 BUILDS = 3
 WARMUP_SHARE = 0.1  # of the budget, shared by the warm-ups of every build
 MIN_PAIRS = 6
-# With the heap held steady (perfsuite.measure.heap), the builds run in turn before the budget
+# With the heap held steady (perfsuite.measuring.heap), the builds run in turn before the budget
 # until no page faults: set-up like the builds themselves, at most this long.
 SETTLE_MAX_S = 10.0
 

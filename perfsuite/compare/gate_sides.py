@@ -13,7 +13,7 @@ from typing import Any
 from perfsuite.compare.gate import ALPHA, BUILDS, GateCase, GateVerdict, across_cases, gate_case, paired_ratios
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
-from perfsuite.measure.timing import Clock
+from perfsuite.measuring.timing import Clock
 from perfsuite.stats import sequential
 from perfsuite.stats import summary as stats
 from perfsuite.compare import revisions
@@ -114,7 +114,7 @@ def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int 
     (revisions.Revisions: the working tree's by default) beside its own revision's code. Returns
     run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`.
     `progress(text)` hears what is happening (sides starting, pairs so far)."""
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.measuring.timing import clock_for
     from perfsuite.run.execute import run_cases
 
     with revisions.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
@@ -147,7 +147,7 @@ def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds
                 threads: int | None) -> float:
     """The noise floor as the gate sees it: the working tree against itself, each side in fresh
     processes (so the floor holds the difference between processes), the largest |median - 1|."""
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.measuring.timing import clock_for
 
     file_now = revisions.workload_file(new.source, new.name)
     clock = sides.SideClock(clock_for(device, "host"))

@@ -13,10 +13,10 @@ from perfsuite.core.documents import Count, Name, Params, Samples, Scalar
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.core.workload import Workload
-from perfsuite.measure.saved import saved_tensor_bytes
-from perfsuite.measure.timing import Clock, clock_for
+from perfsuite.measuring.saved import saved_tensor_bytes
+from perfsuite.measuring.timing import Clock, clock_for
 from perfsuite.stats import summary as stats
-from perfsuite.measure.system import pinned
+from perfsuite.measuring.system import pinned
 
 
 @documents.register("pair")

@@ -46,13 +46,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfsuite.measure import env as envmod
+from perfsuite.measuring import env as envmod
 from perfsuite.stats import summary as stats
 from perfsuite.stats import verdict as words
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
-from perfsuite.measure import system
+from perfsuite.measuring import system
 
 VERDICTS = words.WORDS
 
@@ -72,7 +72,7 @@ class CaseComparison(documents.Result):
     noise: float = 0.0  # the noise band: what separate runs of unchanged code differ by, as a fraction
     drift: float = 0.0  # what each run's centre moves by between runs (95% half-width) in that band
     base_runs: int = 1  # base runs of the case the drift was learned from (1: none, run_drift used)
-    # new / base of the machine-speed reference (perfsuite.measure.reference) when both records
+    # new / base of the machine-speed reference (perfsuite.measuring.reference) when both records
     # carry one: how much slower the machine ran for new. The ratio is then per reference time.
     machine: float | None = None
 
@@ -291,7 +291,7 @@ def compare_records(
             warnings.append(f"{len(base_runs[key]) - 1 - len(alike)} earlier base run(s) measured unlike the last "
                             "(threads or environment) were left out of the drift between runs")
         # Per reference time when both sides carry the machine-speed reference (the same kernel):
-        # the machine's drift between the runs divides out (perfsuite.measure.reference).
+        # the machine's drift between the runs divides out (perfsuite.measuring.reference).
         # Sample by sample when every record involved carries it; else all in the older unit (a
         # process median over its reference median), never the two units mixed in one verdict.
         per_sample = all(r.sample_ratios for r in (*alike, rb, rn))

@@ -9,7 +9,7 @@ heap, and answers requests on a private pipe: call a build once, time n calls of
 (perfsuite.profiling.ops), outside any timed block.
 
 The process is forked from the server perfsuite's worker processes come from
-(perfsuite.measure.workers.context: torch, torchvision and perfsuite's core imported once), so a
+(perfsuite.measuring.workers.context: torch, torchvision and perfsuite's core imported once), so a
 side costs a fork and its builds, not an interpreter and a torch import (2-5 s each here: a
 bisection starts three sides per probe). Requests and answers are dicts on a private
 multiprocessing pipe; the user's own prints go to a log file, never into the protocol.
@@ -24,13 +24,13 @@ import traceback
 from pathlib import Path
 from perfsuite.core import registry
 from perfsuite.core.discover import load_file
-from perfsuite.measure import counted
-from perfsuite.measure import heap
-from perfsuite.measure.fork_cuda import ForkedAfterCuda
-from perfsuite.measure.fork_cuda import refuse_bad_fork
-from perfsuite.measure.system import pinned
+from perfsuite.measuring import counted
+from perfsuite.measuring import heap
+from perfsuite.measuring.fork_cuda import ForkedAfterCuda
+from perfsuite.measuring.fork_cuda import refuse_bad_fork
+from perfsuite.measuring.system import pinned
 
-# Imported by the fork server (perfsuite.measure.workers.PRELOAD), before any parent's state reaches
+# Imported by the fork server (perfsuite.measuring.workers.PRELOAD), before any parent's state reaches
 # a child: multiprocessing gives each child its parent's sys.path, and the parent's holds the
 # working tree's root (discovery put it there), where a base revision must not find modules.
 # A side's path is this one, as a fresh `python -P` with perfsuite's core first would have it:
@@ -79,7 +79,7 @@ def foreign_imports(root: Path) -> list[str]:
 
 
 def serve(conn, job: dict) -> int:
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.measuring.timing import clock_for
 
 
     try:  # forked from the same server as the workers: the same guard against a CUDA-touched server

@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 
 from perfsuite.core.errors import ConfigError, PerfsuiteError
-from perfsuite.measure.timing import Clock
+from perfsuite.measuring.timing import Clock
 from perfsuite.compare.side_worker import side_main
-from perfsuite.measure.system import pinned
-from perfsuite.measure.workers import context
+from perfsuite.measuring.system import pinned
+from perfsuite.measuring.workers import context
 
 
 class SideFailed(PerfsuiteError):

@@ -59,7 +59,7 @@ class WhyArms(Measure):
         return [{**case.params, key: a}, {**case.params, key: b}]
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> WhyResult:
-        from perfsuite.measure.timing import clock_for
+        from perfsuite.measuring.timing import clock_for
 
         params = [case.workload.resolve(v) for v in self.variants(case)]
         if len(params) == 1:  # two revisions: both sides take the case's parameters

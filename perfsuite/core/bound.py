@@ -31,7 +31,7 @@ class Bound:
 
 def where_time_went(device: str, nvml: dict | None) -> Bound:
     """The verdict for a step measured on `device` whose timed region NVML summarised as `nvml`
-    (perfsuite.measure.nvml.NvmlSampler.summary())."""
+    (perfsuite.measuring.nvml.NvmlSampler.summary())."""
     kind = device.split(":", 1)[0]
     if kind != "cuda":
         return Bound(f"n/a ({kind})", None, f"not a CUDA device ({device})")

@@ -2,7 +2,7 @@
 
 A `Case` is a workload and the parameters the user gave; a `Measure` says what one case's
 measurement is (a calibrated record, an interleaved pair, a precision comparison, a gate's two
-arms). They sit here, below `measure/`, `compare/` and `run/`, because all three name them:
+arms). They sit here, below `measuring/`, `compare/` and `run/`, because all three name them:
 perfsuite.run.execute.run_cases is the one loop that takes cases and a Measure.
 """
 

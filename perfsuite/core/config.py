@@ -7,10 +7,10 @@ from dataclasses import asdict, dataclass
 
 from perfsuite.core.errors import ConfigError, DeviceUnavailable
 
-# How the step is timed on CUDA (perfsuite.measure.timing.clock_for): CUDA events around the
+# How the step is timed on CUDA (perfsuite.measuring.timing.clock_for): CUDA events around the
 # timed region, or a synchronise and the host's clock.
 TIMING_MODES = ("event", "host")
-# The allocator set-up around the timed region (perfsuite.measure.heap).
+# The allocator set-up around the timed region (perfsuite.measuring.heap).
 HEAP_MODES = ("default", "steady")
 
 # Upper bound for `processes` and `threads`: a typo (1000) should fail, not fork a thousand times.
@@ -51,7 +51,7 @@ class RunConfig:
     # The CI may stop the timing only once this share of max_time (warm-up included) has passed:
     # a few milliseconds of one process's samples cannot see the variation between runs.
     min_fraction: float = 0.5
-    # Builds of the step rotated inside the process (perfsuite.measure.runner): the interval comes
+    # Builds of the step rotated inside the process (perfsuite.measuring.runner): the interval comes
     # from how much they disagree. A workload may allow fewer (Workload.max_builds).
     # None: IN_PROCESS_BUILDS measuring in this process, one in each worker process (a worker is
     # itself a fresh build, and two more builds would take set-up time out of its short slot).
@@ -62,7 +62,7 @@ class RunConfig:
     # spread +-1%, reports/quality). Added in quadrature to the reported interval's half-width
     # (Record.stats), not to the convergence test; 0 reports the run's own interval alone.
     run_drift: float = 0.01
-    # Time a fixed reference kernel between the blocks (perfsuite.measure.reference), into the
+    # Time a fixed reference kernel between the blocks (perfsuite.measuring.reference), into the
     # record's conditions: `compare` then judges the step's time per reference time, which the
     # machine's drift between runs moves far less than seconds. The CPU only (reference.taken_on).
     reference: bool = True
@@ -78,7 +78,7 @@ class RunConfig:
     nvtx: bool = True
     nvml_interval: float = 0.05
     seed: int = 0
-    # Fresh worker processes the budget is spread over (perfsuite.measure.workers); None: as many as
+    # Fresh worker processes the budget is spread over (perfsuite.measuring.workers); None: as many as
     # the budget allows (auto_processes), which `workers` reads.
     processes: int | None = None
     cpus: tuple[int, ...] | None = None  # pin the measuring process to these CPUs (os.sched_setaffinity)
@@ -86,7 +86,7 @@ class RunConfig:
     # own setting on CUDA, where the host threads feed the device and rarely set the time.
     threads: int | None = None
     # "steady": glibc's malloc keeps freed memory and serves blocks up to 32 MiB from the heap, so
-    # page faults leave a CPU step's time (perfsuite.measure.heap); process-wide once set.
+    # page faults leave a CPU step's time (perfsuite.measuring.heap); process-wide once set.
     heap: str = "default"
 
     def __post_init__(self) -> None:

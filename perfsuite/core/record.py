@@ -20,7 +20,7 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       step's communication share), scaling (efficiency against world_size=1 of the same run) and,
       for collectives, algbw_Bps and busbw_Bps; `conditions` adds world_size, nnodes, ranks_per_node.
       Additive, 2026-11-24: `conditions` may carry `heap` ("default" or "steady": glibc's malloc
-      held, perfsuite.measure.heap) and `minor_faults_per_step` in the timed region, and
+      held, perfsuite.measuring.heap) and `minor_faults_per_step` in the timed region, and
       `warmup` a `heap_settle` account; records without them read as heap "default".
   3 - 2026-11: `builds`, the builds of the step rotated inside the measuring process (issue 26):
       each build's samples, median and the worker process it ran in (0 in a one-process run);
@@ -28,7 +28,7 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       and its interval come from the build medians. Versions 1 and 2 read as version 3 with no
       `builds` (one build: the interval is that of the pooled samples, as they were measured).
       Additive, 2026-11-27: `conditions` (and each process's) may carry `reference`, the
-      machine-speed reference kernel timed between the blocks (perfsuite.measure.reference):
+      machine-speed reference kernel timed between the blocks (perfsuite.measuring.reference):
       kernel, median_s and, per process, samples_s, calls_per_block (a mini-block's) and mini_blocks; `compare` judges
       two records that both carry one on step time per reference time. Additive, 2026-11-28: a
       process's reference may carry at_sample (the step samples before each block), ratio (the
@@ -36,7 +36,7 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       build_ratios (the same per build): compare's units per reference when present. `conditions` may carry
       `machine_drift` (half_width, runs, hours: perfsuite.storage.machine_drift), which widens
       the reported interval like config.run_drift when larger.
-      Additive, 2026-11-28: `conditions` (and each process's) carry `torch_flags` (perfsuite.measure.tf32).
+      Additive, 2026-11-28: `conditions` (and each process's) carry `torch_flags` (perfsuite.measuring.tf32).
   4 - 2026-11-29: a process's and a build's `median` is no longer stored: it is computed from their
       samples (a process of several builds: the median of its builds' medians), as every other
       summary is. A record of version 1 to 3 reads as version 4, a stored group `median` ignored:
@@ -65,6 +65,8 @@ from pydantic import AfterValidator, Field, StrictBool, field_validator, model_v
 from perfsuite.stats import summary as stats
 from perfsuite.core.bound import Bound, where_time_went
 from perfsuite.core import documents
+from perfsuite.core.text import escaped
+from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
 from perfsuite.core.documents import MAX_GROUPS, MAX_INT, Name, NonNegative, Params, Positive, SampleTuple, Text
 
 # The versions live with every other document kind's (perfsuite.core.documents).
@@ -73,7 +75,7 @@ SCHEMA_VERSION = documents.RESULTS_VERSION
 READABLE_VERSIONS = documents.RESULTS_READABLE
 RESULTS_FORMAT = documents.RESULTS_FORMAT
 
-# A process's machine-speed reference of fewer blocks is not used (perfsuite.measure.reference
+# A process's machine-speed reference of fewer blocks is not used (perfsuite.measuring.reference
 # records none below it; records written before that are read the same way): a median of two blocks
 # is their mean, and one process's 453 us and 50 us (the kernel's steady speed 43 us) made a run's
 # reference 3.4x another's and compare's ratio 0.376 for two runs of one commit (issue 36).
@@ -95,7 +97,7 @@ def _is_number(x: Any) -> bool:
 
 
 def _check_reference(ref: Any, where: str) -> None:
-    """A machine-speed reference (perfsuite.measure.reference), when present: compare divides by it."""
+    """A machine-speed reference (perfsuite.measuring.reference), when present: compare divides by it."""
     if ref is None:
         return
     _need(isinstance(ref, dict) and isinstance(ref.get("kernel"), str), where, "must be an object naming its kernel")
@@ -314,7 +316,7 @@ class Record(documents.Result):
 
     def relative_units(self, per_sample: bool = True) -> list[float] | None:
         """units() per the machine-speed reference measured beside them (conditions["reference"],
-        perfsuite.measure.reference). `per_sample` (where recorded): each process's (or build's)
+        perfsuite.measuring.reference). `per_sample` (where recorded): each process's (or build's)
         samples over the reference read nearest each in time, their median (`ratio`, and
         `build_ratios` for a process of several builds: their median, as its unit in seconds is);
         otherwise, or for a record written before those: each median over its process's reference
@@ -415,6 +417,24 @@ class Record(documents.Result):
     def label(self) -> str:
         ps = ",".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.workload}[{ps}]"
+
+    def __str__(self) -> str:
+        """A few lines for a script or a notebook (`print(perfsuite.measure(step))`), from the
+        samples: the case, median with its 95% CI and spread, throughput, FLOP/s and memory."""
+        s = self.stats
+        ci = "" if s.ci_low is None else f" (95% CI {fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)})"
+        lines = [f"{self.label()} on {self.device}",
+                 f"  median {fmt_seconds(s.median)}{ci}, IQR {s.iqr / s.median:.1%}, {s.n} blocks x {self.block_size}",
+                 f"  {fmt_rate(self.throughput, self.throughput_unit)}"
+                 + ("" if self.flops_per_s is None else f", {fmt_rate(self.flops_per_s, 'FLOP/s')}")
+                 + ("" if self.peak_fraction is None else f" ({self.peak_fraction:.0%} of peak)")]
+        mem = self.memory.get("host_peak_delta_bytes")
+        cuda = self.memory.get("cuda_max_allocated_bytes")
+        if mem is not None or cuda is not None:
+            lines.append("  memory" + ("" if mem is None else f" +{fmt_bytes(mem)} host")
+                         + ("" if cuda is None else f", CUDA {fmt_bytes(cuda)} allocated"))
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return escaped("\n".join(lines))
 
     def to_json(self) -> str:
         return json.dumps(documents.finite(self.to_dict()), indent=1, allow_nan=False)

@@ -34,8 +34,8 @@ from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.distributed.ddp_model import checked_module
 from perfsuite.distributed.ddp_model import wrap
-from perfsuite.measure import runner
-from perfsuite.measure.runner import conditions_warnings
+from perfsuite.measuring import runner
+from perfsuite.measuring.runner import conditions_warnings
 from perfsuite.stats import summary as stats
 from perfsuite.storage.write import write_text
 from perfsuite.training.setup import training_setup
@@ -252,7 +252,7 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
     """Every rank measures; rank 0 returns the case's record as a dict, the others None."""
     import torch.distributed as dist
 
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.measuring.timing import clock_for
 
     global _CURRENT
     workload = load_workload(job["workload"])

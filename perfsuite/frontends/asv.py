@@ -30,8 +30,8 @@ from pathlib import Path
 # it by path for `asv run` over history): modules are looked up where this version keeps them,
 # then where commits before the package layout of 2026-11-25 kept them.
 _BEFORE_LAYOUT = {"perfsuite.core.registry": "perfsuite.registry", "perfsuite.core.errors": "perfsuite.errors",
-                  "perfsuite.core.config": "perfsuite.config", "perfsuite.measure.env": "perfsuite.env",
-                  "perfsuite.run.execute": "perfsuite.execute", "perfsuite.measure.runner": "perfsuite.runner",
+                  "perfsuite.core.config": "perfsuite.config", "perfsuite.measuring.env": "perfsuite.env",
+                  "perfsuite.run.execute": "perfsuite.execute", "perfsuite.measuring.runner": "perfsuite.runner",
                   "perfsuite.compare.amp": "perfsuite.training.amp_compare", "perfsuite.core.params": "perfsuite.params"}
 
 
@@ -47,12 +47,12 @@ _SYNC = None
 
 
 def device_timer() -> float:
-    """perf_counter that first waits for queued device work (perfsuite.measure.timing.synchronize),
+    """perf_counter that first waits for queued device work (perfsuite.measuring.timing.synchronize),
     so asv's clock sees device time."""
     global _SYNC
     if _SYNC is None:
         device = _module("perfsuite.core.config").resolve_device("auto")
-        timing = _module("perfsuite.measure.timing")
+        timing = _module("perfsuite.measuring.timing")
         if hasattr(timing, "synchronize"):
             _SYNC = lambda: timing.synchronize(device)  # noqa: E731
         else:  # a commit older than timing.synchronize: the same wait, spelled out
@@ -100,7 +100,7 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
     registry = _module("perfsuite.core.registry")
     RunConfig = _module("perfsuite.core.config").RunConfig
     resolve_device = _module("perfsuite.core.config").resolve_device
-    fingerprint = _module("perfsuite.measure.env").fingerprint
+    fingerprint = _module("perfsuite.measuring.env").fingerprint
 
     PerfsuiteError, _ = _errors()
     names = list(grid)

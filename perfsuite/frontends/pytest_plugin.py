@@ -26,7 +26,7 @@ from perfsuite.core.discover import project_workloads
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.errors import Unsupported
 from perfsuite.core.params import expand_sweep
-from perfsuite.measure.env import fingerprint
+from perfsuite.measuring.env import fingerprint
 from perfsuite.storage.machine_drift import default_log
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import inspect
 from typing import Callable
-from perfsuite.measure.memory import CudaPeakMemory
-from perfsuite.measure.memory import HostPeakRSS
+from perfsuite.measuring.memory import CudaPeakMemory
+from perfsuite.measuring.memory import HostPeakRSS
 
 # Pseudo-events of the profiler, not operators of the step.
 _NOT_OPERATORS = ("[memory]", "ProfilerStep")
@@ -71,7 +71,7 @@ def _attr(event, new: str, old: str) -> float:
 
 
 def step_peak_memory(step: Callable[[], object], device: str = "cpu") -> dict:
-    """Peak memory of one step, as a record's memory is read (perfsuite.measure.memory): host RSS
+    """Peak memory of one step, as a record's memory is read (perfsuite.measuring.memory): host RSS
     of the region above its start; on CUDA the caching allocator's max allocated."""
     cuda = device.startswith("cuda")
     step()  # one warm step first: the first call's lazy allocations are set-up, not the step

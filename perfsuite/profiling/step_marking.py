@@ -10,7 +10,7 @@ start and end; the synchronisations before and after the step keep other steps' 
 
 from __future__ import annotations
 
-from perfsuite.measure.nvtx import nvtx_range
+from perfsuite.measuring.nvtx import nvtx_range
 from perfsuite.roofline.metrics import profile_metrics
 
 # Everything `perfsuite roofline` reads, from one list: time, bytes per level, tensor-path FLOPs
@@ -19,7 +19,7 @@ ROOFLINE_METRICS = ",".join(profile_metrics())
 
 
 def process_range(name: str, cuda: bool):
-    """A process-wide start/end range on a CUDA machine (perfsuite.measure.nvtx), else nothing."""
+    """A process-wide start/end range on a CUDA machine (perfsuite.measuring.nvtx), else nothing."""
     return nvtx_range(name, enabled=cuda)
 
 

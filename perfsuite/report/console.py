@@ -48,7 +48,7 @@ def comparison_table(cmp: Comparison) -> Table:
     for col in ("case", "base", "new", "machine", "ratio", "95% CI", "noise", "p", "verdict"):
         t.add_column(col, justify="left" if col == "case" else "right")
     for c in cmp.cases:
-        # machine: new / base of the reference kernel's time (perfsuite.measure.reference); the ratio
+        # machine: new / base of the reference kernel's time (perfsuite.measuring.reference); the ratio
         # is then per reference time, so it is not new / base of the two seconds beside it.
         # noise: what separate runs of unchanged code differ by (compare.records.noise_band)
         t.add_row(Text(printable(c.label)), fmt_seconds(c.base_median_s), fmt_seconds(c.new_median_s),

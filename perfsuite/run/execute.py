@@ -27,7 +27,7 @@ from perfsuite.core.case import Case, Context, Measure, Output
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
-from perfsuite.measure import runner
+from perfsuite.measuring import runner
 from perfsuite.profiling.trace import trace_step
 
 __all__ = [
@@ -65,7 +65,7 @@ class Records(Measure):
             return launcher(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak,
                             measured=ctx.measured, trace_dir=ctx.trace_dir)
         if cfg.workers > 1:  # the budget spread over fresh worker processes, merged into one record
-            from perfsuite.measure.workers import run_in_workers
+            from perfsuite.measuring.workers import run_in_workers
 
             return run_in_workers(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, clock=ctx.clock)
 

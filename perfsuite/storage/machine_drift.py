@@ -4,7 +4,7 @@ A run's own interval comes from its processes and builds, which share the machin
 those few seconds; a run minutes later meets another state (on the 2-core VM of 2026-11-26 the
 same step's run medians spread with a CV of 7-15% while each run's processes agreed within 1-2%).
 No run can see that in itself, but every CPU run times the machine-speed reference
-(perfsuite.measure.reference), and how far the reference's medians of the last runs on this
+(perfsuite.measuring.reference), and how far the reference's medians of the last runs on this
 machine spread is how far the machine moved between them. `perfsuite run` (a suite's cases
 included) and the pytest front-end keep one line per run in one log, `default_log()`:
 $PERFSUITE_MACHINE_LOG, or ~/.cache/perfsuite/machine-speed.jsonl, and add that spread to the run's

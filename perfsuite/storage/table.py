@@ -52,7 +52,7 @@ def row(r: Record, source: str | None = None) -> dict:
     per_call = r.extra.get("batch_latencies_s")
     if per_call:  # per-call times kept by the workload (qwen): honest tails even with blocks of many calls
         from perfsuite.stats import summary as stats
-        from perfsuite.measure.percall import timed_tail
+        from perfsuite.measuring.percall import timed_tail
 
         tail = timed_tail(per_call, s.n, r.block_size)
         p90, p99 = stats.percentile(tail, 90), stats.percentile(tail, 99)

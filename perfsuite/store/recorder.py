@@ -21,8 +21,8 @@ from perfsuite.store.database import StoreError, StoreUnreachable, preflight
 from perfsuite.store.location import Location, parse
 from perfsuite.store.machine import Machine, this_machine
 from perfsuite.store.store import Store, new_run
-from perfsuite.measure import env
-from perfsuite.measure.env import collect_git
+from perfsuite.measuring import env
+from perfsuite.measuring.env import collect_git
 
 # Waits between tries of a write the server did not answer (then the spool takes it).
 RETRY_WAITS_S = (0.5, 2.0)
@@ -33,7 +33,7 @@ SERVER_WRITE_TIMEOUT_S = 60.0
 
 
 def light_env() -> dict:
-    """What identifies this machine's times (perfsuite.measure.env without the slow collectors)."""
+    """What identifies this machine's times (perfsuite.measuring.env without the slow collectors)."""
     out: dict = {}
     for collect in (env.collect_python, env.collect_os, env.collect_host, env.collect_cpu, env.collect_torch):
         out.update(collect())

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 metadata = sa.MetaData()
 
 # One machine that reported: a stable id (perfsuite.store.machine), its host name and the
-# fingerprint of what makes its times comparable (perfsuite.measure.env.comparable).
+# fingerprint of what makes its times comparable (perfsuite.measuring.env.comparable).
 machines = sa.Table(
     "machines", metadata,
     sa.Column("id", sa.String(64), primary_key=True),

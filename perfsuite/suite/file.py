@@ -49,7 +49,7 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.params import expand_sweep
 from perfsuite.core.text import printable
 from perfsuite.core.workload import SIZES
-from perfsuite.measure.workers import worker_count
+from perfsuite.measuring.workers import worker_count
 from perfsuite.storage.read import read_yaml
 from perfsuite.suite.peak import PEAK_DTYPES
 

@@ -18,7 +18,7 @@ from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
 from perfsuite.core.case import Case
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.record import Work
-from perfsuite.measure.tf32 import matmul_tf32
+from perfsuite.measuring.tf32 import matmul_tf32
 from perfsuite.run.execute import run_cases
 from perfsuite.storage.peaks import device_key
 from perfsuite.workloads.base import BuiltStep, Workload
@@ -141,7 +141,7 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
 def cpu_matmul_n(dtype: str, budget_s: float) -> int:
     """The CPU matmul size for a roof of `dtype`: as large as MATMUL_N, as small as one call of
     CALL_SHARE of the budget needs (a warm call at PROBE_N gives the rate; n^3 work per call)."""
-    from perfsuite.measure.timing import clock_for
+    from perfsuite.measuring.timing import clock_for
 
     matmul = registry.get("matmul")
     built = matmul.build(matmul.resolve({"n": PROBE_N, "dtype": dtype}), "cpu")

@@ -22,7 +22,7 @@ from perfsuite.core import documents
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import RecordError
-from perfsuite.measure.env import fingerprint
+from perfsuite.measuring.env import fingerprint
 from perfsuite.run.execute import Case
 from perfsuite.run.execute import Events
 from perfsuite.run.execute import RECORDS
@@ -93,7 +93,7 @@ def check_cases(suite: Suite, device: str) -> dict[tuple, str]:
     """Every case of every entry checked before any runs: bad parameters are errors naming the
     entry; cases the device cannot run (and, with `emulated_bf16: skip`, bf16 cases on a CPU that
     only emulates bf16) are returned with their reason (skipped, not failed)."""
-    from perfsuite.measure.env import cpu_native_bf16
+    from perfsuite.measuring.env import cpu_native_bf16
 
     unsupported = {}
     emulated_bf16 = suite.skip_emulated_bf16 and device == "cpu" and cpu_native_bf16() is False

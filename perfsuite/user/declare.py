@@ -172,7 +172,7 @@ def built_step(workload: str, made: Any, fn: Callable) -> BuiltStep:
     if flops is None:
         # Counted once, here at build time and outside any timed region, by running one step
         # under torch's FLOP counter (matmuls, convolutions, attention; elementwise ops count 0).
-        from perfsuite.measure.flops import count_flops
+        from perfsuite.measuring.flops import count_flops
 
         try:
             flops, method = count_flops(made.fn), "FlopCounterMode"

@@ -7,7 +7,7 @@ training steps then the validation pass. data=resident: batches already on the d
 data=host: batches in pinned host memory, copied to the device inside the step under a
 "Data Transfer" range (CPU->GPU; on a CPU device the same copy, host to host).
 
-NVTX, by category colour (perfsuite.measure.nvtx.CATEGORY_COLORS):
+NVTX, by category colour (perfsuite.measuring.nvtx.CATEGORY_COLORS):
   Training Step (training) > Data Transfer (data, host only), Data Unpack (data), Memory Ops
   (memory: releasing the gradients), Forward Pass (forward) > Encoder Forward, Decoder Forward;
   Loss Computation (loss), Backward Pass, Optimizer Step (training)
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import perfsuite
-from perfsuite.measure.nvtx import Annotator
+from perfsuite.measuring.nvtx import Annotator
 from perfsuite.training.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.step import TrainParts, make_train_step

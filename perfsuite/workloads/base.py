@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Callable
 
 from perfsuite.core.workload import Builder, BuiltStep, Checker, Workload  # noqa: F401 (re-export)
-from perfsuite.measure.flops import count_flops  # noqa: F401 (re-export for the workload modules)
-from perfsuite.measure.saved import saved_tensor_bytes
+from perfsuite.measuring.flops import count_flops  # noqa: F401 (re-export for the workload modules)
+from perfsuite.measuring.saved import saved_tensor_bytes
 
 DTYPES = ("fp32", "bf16", "fp16")
 

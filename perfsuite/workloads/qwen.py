@@ -5,7 +5,7 @@ time is stored apart, and end to end). scenario=singlestream: one query at a tim
 included (MLPerf SingleStream; read its p90). scenario=offline: all `samples` texts in batches,
 tokenising included (MLPerf Offline throughput).
 
-Latency percentiles come from per-batch times (perfsuite/measure/percall.py), stored in the
+Latency percentiles come from per-batch times (perfsuite/measuring/percall.py), stored in the
 record's `extra["batch_latencies_s"]`: the runner's samples are block means when a block holds
 more than one call. `runs=N` (with `warmup_runs`, default 3) asks for the week-1 study's fixed
 protocol instead: after building, `warmup_runs` untimed batches and `runs` batches timed one by
@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import perfsuite
 from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.measure.percall import PerCallTimer, fixed_protocol
+from perfsuite.measuring.percall import PerCallTimer, fixed_protocol
 from perfsuite.workloads.base import torch_dtype
 from perfsuite.llm.data import generated_texts
 from perfsuite.llm.data import read_csv

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from perfsuite.core.record import Record
-from perfsuite.measure.percall import timed_tail
+from perfsuite.measuring.percall import timed_tail
 from perfsuite.stats import summary as stats
 from perfsuite.storage.write import save_figure
 

@@ -22,7 +22,7 @@ _FP32: dict[tuple, dict] = {}
 
 def _saved_bytes(workload: str, params: dict, device: str) -> int:
     """Bytes autograd saves for backward in the training step `perfsuite amp` compares."""
-    from perfsuite.measure.saved import saved_tensor_bytes
+    from perfsuite.measuring.saved import saved_tensor_bytes
     from perfsuite.training.setup import training_setup
     from perfsuite.training.step import make_train_step
 

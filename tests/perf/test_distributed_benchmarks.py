@@ -27,7 +27,7 @@ def _measured(name: str, size: str, device: str, max_time: float) -> dict:
     """Every grid case of `name`, measured once in one run_cases call: {params key: record or reason}."""
     key = (name, size, device)
     if key not in _MEASURED:
-        from perfsuite.measure.env import fingerprint
+        from perfsuite.measuring.env import fingerprint
         from perfsuite.run.execute import Case, Events, run_cases
 
         got: dict = {}

@@ -8,8 +8,8 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from perfsuite.measure import system
-from perfsuite.measure.system import THREAD_VARS
+from perfsuite.measuring import system
+from perfsuite.measuring.system import THREAD_VARS
 
 # Keys that must agree for two records to be compared: they change what a step costs.
 # The git commit is deliberately absent - comparing commits is the point.

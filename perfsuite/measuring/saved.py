@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from perfsuite.measure.counted import once_per_case
+from perfsuite.measuring.counted import once_per_case
 
 
 @once_per_case  # every build of a case saves the same: the first build counts

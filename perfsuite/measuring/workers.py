@@ -17,7 +17,7 @@ still gets its own heap, its own page placement and its own threads, where the v
 processes comes from. The budget holds everything after that start-up: the case's `max_time` ends
 at one deadline, each worker gets an equal slot of what is left when it starts (a slow one costs
 the later ones, not the total), and its fork, build and first call come out of its slot. What a
-build counts of the step's work (FLOPs, saved bytes: perfsuite.measure.counted) the first worker
+build counts of the step's work (FLOPs, saved bytes: perfsuite.measuring.counted) the first worker
 counts and sends back with its record; the later workers reuse it (for ResNet18 `ci` batch 8 on
 the 2-core VM, ~0.7 s of a 2 s slot).
 The gate's, bisect's and why's side processes (perfsuite.compare.sides) fork from the same server.
@@ -25,13 +25,13 @@ The gate's, bisect's and why's side processes (perfsuite.compare.sides) fork fro
 CUDA and the fork server: CUDA cannot be used in a process forked after its parent touched CUDA
 (torch marks the child a "bad fork"; even torch.cuda.is_available() in the parent does it). So the
 server must make no CUDA call while it preloads, and none does (tests/test_fork_server_cuda.py:
-perfsuite.measure.fork_cuda.preload_cuda_calls finds none); a worker that finds itself in a bad fork refuses a CUDA case
+perfsuite.measuring.fork_cuda.preload_cuda_calls finds none); a worker that finds itself in a bad fork refuses a CUDA case
 with ForkedAfterCuda, saying so, instead of torch's "Cannot re-initialize CUDA in forked
 subprocess" from deep inside a build (or, for --device auto, a silent CPU run: in a bad fork
 torch.cuda.is_available() is False).
 
 Flags that change what an fp32 step computes (TF32, cuDNN's benchmark and deterministic modes,
-deterministic algorithms: perfsuite.measure.tf32.torch_flags) are set by a user in the calling
+deterministic algorithms: perfsuite.measuring.tf32.torch_flags) are set by a user in the calling
 process (the API, a conftest, an asv `setup`), but a worker is forked from the server, not from
 the caller: the job carries the caller's flags, and the worker sets them before it builds the step.
 """
@@ -54,8 +54,8 @@ from perfsuite.core import registry
 from perfsuite.core.discover import entry_point_workloads
 from perfsuite.core.discover import loaded_paths
 from perfsuite.core.units import fmt_seconds
-from perfsuite.measure.runner import conditions_warnings
-from perfsuite.measure.tf32 import torch_flags
+from perfsuite.measuring.runner import conditions_warnings
+from perfsuite.measuring.tf32 import torch_flags
 
 # Forked from a server that preloaded these (an import that fails there is skipped, as
 # multiprocessing does); the server never runs a torch op, so no thread pool is inherited.
@@ -65,9 +65,9 @@ START_METHOD = "forkserver"
 # torch._dynamo: FlopCounterMode's first use imports it (with sympy), 1.8-2.2 s on this VM, paid by
 # every process that counts a step's FLOPs: the first worker of a run, and each of a gate's and a
 # bisect probe's side processes (six per probe); imported here once, a child's first count takes 30 ms.
-PRELOAD = ("torch", "torch._dynamo", "torchvision", "scipy.stats", "perfsuite.measure.runner", "perfsuite.measure.workers",
-           "perfsuite.measure.system", "perfsuite.core.discover", "perfsuite.compare.side_worker",
-           "perfsuite.cli", "perfsuite.measure.preload")
+PRELOAD = ("torch", "torch._dynamo", "torchvision", "scipy.stats", "perfsuite.measuring.runner", "perfsuite.measuring.workers",
+           "perfsuite.measuring.system", "perfsuite.core.discover", "perfsuite.compare.side_worker",
+           "perfsuite.cli", "perfsuite.measuring.preload")
 _server_warm = False  # whether this process's fork server has started and preloaded
 _preload: tuple[str, ...] = PRELOAD  # what this process's fork server imports (start_server_soon may drop one)
 # A merged record warns when most of a process median's variance is between processes.
@@ -92,10 +92,10 @@ class Job:
     # that a user workload is found by name there as it is here.
     load: tuple[str, ...] = ()
     deadline: float | None = None  # time.monotonic() by which this worker's slot ends (set-up included)
-    # What an earlier worker's builds counted of the step's work (perfsuite.measure.counted): the
+    # What an earlier worker's builds counted of the step's work (perfsuite.measuring.counted): the
     # same in every worker, so only the first pays for counting it inside its slot.
     counts: dict | None = None
-    # The caller's numerics flags (perfsuite.measure.tf32.torch_flags), set in the worker before
+    # The caller's numerics flags (perfsuite.measuring.tf32.torch_flags), set in the worker before
     # it builds: the fork server's are torch's defaults, whatever the caller set. None: leave them.
     flags: dict | None = None
 
@@ -107,9 +107,9 @@ def worker_main(conn, job: Job) -> None:
 
         from perfsuite.core import registry
         from perfsuite.core.discover import load_entry_points, load_file
-        from perfsuite.measure import runner, tf32
+        from perfsuite.measuring import runner, tf32
 
-        from perfsuite.measure.fork_cuda import refuse_bad_fork
+        from perfsuite.measuring.fork_cuda import refuse_bad_fork
 
         refuse_bad_fork(job.cfg.device)
         # Before the user's files load and the step is built: a build may read them (cudnn.benchmark).
@@ -117,7 +117,7 @@ def worker_main(conn, job: Job) -> None:
         for path in job.load:
             load_file(Path(path))
         load_entry_points()  # a package's workloads, as the parent found them
-        from perfsuite.measure import counted
+        from perfsuite.measuring import counted
 
         workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
         with counted.shared(job.counts) as made:
@@ -261,7 +261,7 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
 
     job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths(), flags=torch_flags())
     if cfg.processes is None:  # workers by default only: those asked for explicitly fail as they always did
-        from perfsuite.measure import runner
+        from perfsuite.measuring import runner
 
         here = replace(cfg, processes=1)
         if worker_count(workload, cfg) == 1:

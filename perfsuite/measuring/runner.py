@@ -15,20 +15,20 @@ from typing import Callable, ContextManager
 
 from perfsuite.stats import summary as stats
 from perfsuite.core.config import RunConfig, resolve_device
-from perfsuite.measure import heap
-from perfsuite.measure.memory import CudaPeakMemory, HostPeakRSS
-from perfsuite.measure.nvml import NvmlSampler
-from perfsuite.measure.nvtx import nvtx_range
-from perfsuite.measure import counted, flops
-from perfsuite.measure.reference import Reference
-from perfsuite.measure.reference import taken_on as reference_taken_on
-from perfsuite.measure.timing import Clock, clock_for
+from perfsuite.measuring import heap
+from perfsuite.measuring.memory import CudaPeakMemory, HostPeakRSS
+from perfsuite.measuring.nvml import NvmlSampler
+from perfsuite.measuring.nvtx import nvtx_range
+from perfsuite.measuring import counted, flops
+from perfsuite.measuring.reference import Reference
+from perfsuite.measuring.reference import taken_on as reference_taken_on
+from perfsuite.measuring.timing import Clock, clock_for
 from perfsuite.core.record import Record
 from perfsuite.core.workload import Workload
 from perfsuite.core.config import IN_PROCESS_BUILDS
-from perfsuite.measure import system
-from perfsuite.measure.system import CpuUsage
-from perfsuite.measure.tf32 import torch_flags
+from perfsuite.measuring import system
+from perfsuite.measuring.system import CpuUsage
+from perfsuite.measuring.tf32 import torch_flags
 
 # Warm-up grows its block until one block lasts this long, so that settling is judged on
 # readings the clock's own cost does not dominate.
@@ -239,7 +239,7 @@ def measure(
     one build's samples cannot. The CI may stop the timing only after `cfg.min_fraction` of the
     budget (and `cfg.min_time` of timing). `deadline` (time.monotonic(), a worker's slot) ends the
     budget earlier when the set-up before it took part of the slot. `reference`
-    (perfsuite.measure.reference) is timed between the turns, in at most reference.SHARE of the
+    (perfsuite.measuring.reference) is timed between the turns, in at most reference.SHARE of the
     timing, inside the budget: how fast the machine was while the step was timed."""
     fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
     k = len(fns)
@@ -251,7 +251,7 @@ def measure(
         first_call_s = clock.time_block(fns[0], 1)
         for other in fns[1:]:
             clock.time_block(other, 1)
-        # With the heap held (perfsuite.measure.heap), run until the step stops faulting pages in:
+        # With the heap held (perfsuite.measuring.heap), run until the step stops faulting pages in:
         # set-up like the first call, bounded by the warm-up's own share of the budget.
         settled = heap.settle(fns, clock.now, cfg.warmup_max_fraction * cfg.max_time) if heap.held() else None
     # Set-up garbage is collected before the budget starts: a full collection with torch loaded
@@ -415,7 +415,7 @@ def _peak_for(peak: dict | None, dtype: str, backends=None, kernels: str | None 
     roof, tf32 = dtype, None
     why = f"{dtype} work: the {dtype} matmul roof"
     if backends is not None and dtype == "fp32":
-        from perfsuite.measure.tf32 import tf32_flags
+        from perfsuite.measuring.tf32 import tf32_flags
 
         tf32 = tf32_flags(backends)
         if kernels is None:
@@ -457,7 +457,7 @@ def run_case(
 ) -> Record:
     """Build the workload's step (untimed), measure it, and return its record; pinned to
     `cfg.cpus` with `cfg.threads_on(device)` torch threads, for this case only. `deadline`:
-    a worker's slot (perfsuite.measure.workers), which the build comes out of."""
+    a worker's slot (perfsuite.measuring.workers), which the build comes out of."""
     heap.apply(cfg.heap)  # process-wide and for good: a process that measures with it keeps it
     with system.pinned(cfg.cpus, cfg.threads_on(resolve_device(cfg.device))):
         return _run_case(workload, params, cfg, env=env, peak=peak, clock=clock, after=after, deadline=deadline)
@@ -489,7 +489,7 @@ def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | N
         "heap_reason": heap.state().get("reason"),  # why steady was not held (e.g. a preloaded allocator)
         "minor_faults_per_step": faults.count / steps if faults is not None and steps else None,
         # TF32, cuDNN and determinism flags as this process measured with them (in a worker: the
-        # caller's, set there by perfsuite.measure.workers), whether or not a peak is stored.
+        # caller's, set there by perfsuite.measuring.workers), whether or not a peak is stored.
         "torch_flags": torch_flags(),
     }
     return cond, conditions_warnings(cond)

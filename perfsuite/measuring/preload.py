@@ -1,4 +1,4 @@
-"""Imported last by the workers' fork server (perfsuite.measure.workers.PRELOAD): everything the
+"""Imported last by the workers' fork server (perfsuite.measuring.workers.PRELOAD): everything the
 server imported (torch, torchvision, scipy) is moved out of the garbage collector's reach.
 
 A worker forked from the server shares those objects' pages with it until it writes to them; a

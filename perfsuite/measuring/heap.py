@@ -245,7 +245,7 @@ def settle(steps: Sequence[Callable[[], object]], now: Callable[[], float], max_
             "reserve_faults": reserved}
 
 
-if __name__ == "__main__":  # the probe for a GPU machine: python -m perfsuite.measure.heap
+if __name__ == "__main__":  # the probe for a GPU machine: python -m perfsuite.measuring.heap
     import json
 
     import torch  # noqa: F401 - as in a measuring process: whatever torch loads is loaded

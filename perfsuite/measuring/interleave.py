@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from perfsuite.measure.timing import Clock
+from perfsuite.measuring.timing import Clock
 
 Step = Callable[[], object]
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from perfsuite.measure.counted import once_per_case
+from perfsuite.measuring.counted import once_per_case
 
 # A name token that says the operator multiplies matrices (an operator name split at "_"):
 # "convert" or "upsample_bilinear2d" do not match, "_weight_int8pack_mm" and "mkldnn_rnn_layer" do.

@@ -4,8 +4,8 @@ measure the true fp32 and the TF32 roofs apart.
 
 With them, the other flags that change what a step computes or which kernels it gets (cuDNN's
 benchmark and deterministic modes, the float32 matmul precision, deterministic algorithms):
-torch_flags reads them all, for every record's `conditions` (perfsuite.measure.runner), and
-apply_torch_flags sets them in a worker process to the caller's (perfsuite.measure.workers: a
+torch_flags reads them all, for every record's `conditions` (perfsuite.measuring.runner), and
+apply_torch_flags sets them in a worker process to the caller's (perfsuite.measuring.workers: a
 worker is forked from the fork server, which never saw what the caller set)."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ shapes and dtype), which every build of it shares, not on where the build's memo
 `shared(known)` wraps the builds of one case: inside it a counting function decorated with
 `once_per_case` hands out the counts in `known` in the order they were made (each function its
 own), and counts only when none is left; it yields every count handed out or made, in order, for
-the next build or worker process (perfsuite.measure.workers sends them on). Frames nest: an inner
+the next build or worker process (perfsuite.measuring.workers sends them on). Frames nest: an inner
 frame without counts of its own hands out its outer frame's.
 """
 

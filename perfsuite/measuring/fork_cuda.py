@@ -25,9 +25,9 @@ def refuse_bad_fork(device: str) -> None:
         "initialised CUDA (or only asked torch.cuda.is_available()), and CUDA cannot be initialised again in a "
         "forked process (torch would fail with 'Cannot re-initialize CUDA in forked subprocess', or report no "
         "GPU). One of the modules the server preloads "
-        "(perfsuite.measure.workers.PRELOAD, or a module one of them imports) touched CUDA when imported, e.g. a "
+        "(perfsuite.measuring.workers.PRELOAD, or a module one of them imports) touched CUDA when imported, e.g. a "
         "module-level torch.cuda.is_available(); which one cannot be known from inside the worker. To find it: "
-        "python -c 'from perfsuite.measure.workers import PRELOAD; from perfsuite.measure.fork_cuda import "
+        "python -c 'from perfsuite.measuring.workers import PRELOAD; from perfsuite.measuring.fork_cuda import "
         "preload_cuda_calls; print(preload_cuda_calls(PRELOAD))' "
         "(each CUDA call made while importing them, with the module and line). Meanwhile --processes 1 "
         "measures in the calling process, without the fork server")
@@ -76,7 +76,7 @@ print(json.dumps({"calls": calls, "initialized": torch.cuda.is_initialized(), "f
 
 
 def preload_cuda_calls(modules, timeout_s: float = 300.0) -> dict:
-    """What importing the fork server's preload (`modules`: perfsuite.measure.workers.PRELOAD) does to CUDA, seen in
+    """What importing the fork server's preload (`modules`: perfsuite.measuring.workers.PRELOAD) does to CUDA, seen in
     a fresh interpreter: `calls`, each CUDA call made (which function, the module being imported,
     and the file:line outside torch that made it), `initialized` (torch.cuda.is_initialized() afterwards) and `failed`
     (modules whose import failed, as the server would skip them). Any call at all would make every
