@@ -33,7 +33,17 @@ def test_no_escape_sequence_from_data_leaves_the_console(capsys, renderable):
     assert "\\x1b]0;pwned" in out and "\\u202e" in out  # ... and the data's escapes are shown
 
 
-def test_a_users_workload_name_unit_docstring_and_exception_reach_the_console_escaped(tmp_path, capsys):
+@pytest.fixture
+def forget_hostile_step():
+    """The workload this test declares in-process leaves the registry with it."""
+    from perfsuite.core import registry
+
+    yield
+    registry._REGISTRY.pop("hostile_step", None)
+
+
+def test_a_users_workload_name_unit_docstring_and_exception_reach_the_console_escaped(tmp_path, capsys,
+                                                                                     forget_hostile_step):
     bench = tmp_path / "bench"
     bench.mkdir()
     (bench / "hostile.py").write_text(textwrap.dedent(f'''
