@@ -23,10 +23,9 @@ from perfsuite.compare.why_sides import why_commits
 from perfsuite.core import registry
 from perfsuite.core.params import single_values
 from perfsuite.stats import verdict
-from perfsuite.storage.files import atomic_write_text
 from perfsuite.storage.files import document
 from perfsuite.storage.files import load_document
-from perfsuite.storage.files import writable_dir
+from perfsuite.storage.write import check_output, write_or_rescue
 from perfsuite.core.case import Case
 from perfsuite.run.execute import runnable
 
@@ -56,8 +55,9 @@ def bisect_command(args, console) -> int:
                     revisions.resolve_commit(revs.mode, revs.repo)}
         state = b.Bisection(w.name, params, device, b.Commit(good, subject(revs.repo, good)), commits, settings)
         log = args.log or Path(".perfsuite") / "bisect" / _log_name(w.name, good, bad, change)
+        # Before any probe (and before resuming from it): a measured probe is never lost to its log.
+        check_output(log, "--log", replace=True)
         _resume(state, log, console)
-        writable_dir(log.parent, "--log folder")  # before any probe: a measured probe is never lost
 
         probes = math.ceil(math.log2(len(commits)))  # bad is known changed once confirmed: halve the rest
         console.print(Text(f"bisecting {len(commits)} first-parent commit(s) of {revs.repo} after {good[:12]} up to "
@@ -152,7 +152,7 @@ def _save(state, log: Path, answer=None) -> None:
     d = state.to_dict()
     if answer is not None:
         d["answer"] = answer.to_dict()
-    atomic_write_text(log, document("bisect", [d]))
+    write_or_rescue(log, document("bisect", [d]), "--log")
 
 
 def _logged(state, probe, log: Path, console) -> None:
@@ -196,7 +196,7 @@ def _why(w, params, revs, good, named, device, args, log: Path, console) -> None
         return
     print_why(result, console)
     out = log.with_name(log.name.removesuffix(".json").removesuffix(".bisect") + ".why.json")
-    atomic_write_text(out, document("why", [result.to_dict()]))
+    write_or_rescue(out, document("why", [result.to_dict()]), "why beside the --log")
     if args.recorder is not None:
         args.recorder.add_document("why", result.to_dict(), workload=w.name)
     console.print(Text(f"why written to {out}"))

@@ -3,7 +3,6 @@ tools read. csv/parquet: the tidy table of perfsuite.storage.table (`--out FILE`
 
 from __future__ import annotations
 
-import os
 
 from rich.text import Text
 
@@ -11,6 +10,7 @@ import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.storage import table as results
+from perfsuite.storage.write import check_output
 
 FORMATS = ("csv", "parquet", "tensorboard")
 
@@ -34,8 +34,7 @@ def export_command(args, console) -> int:
         raise PerfsuiteError(f"export {args.format} needs --out FILE")
     if args.logdir is not None:
         raise PerfsuiteError("--logdir is for export tensorboard")
-    if os.path.lexists(args.out):  # a dangling symlink too: it would be written through
-        raise PerfsuiteError(f"--out {args.out}: file exists; refusing to overwrite")
+    check_output(args.out, "--out")  # before reading every source: a dangling symlink, a full disk
     skipped: list[str] = []
     df = results.load(args.results, skipped=skipped)
     for problem in skipped:
