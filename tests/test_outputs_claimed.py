@@ -73,3 +73,23 @@ def test_a_write_that_fails_after_measuring_keeps_the_text_and_names_where(tmp_p
         assert rescued.read_text() == '{"verdicts": 1}'
     finally:
         os.unlink(rescued)
+
+
+def test_tensorboard_export_does_not_follow_a_planted_run_folder_out_of_the_log_directory(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    from records import make_record
+
+    from perfsuite.storage.files import results_document
+    from perfsuite.storage.tensorboard import case_run
+
+    rec = make_record()
+    src = tmp_path / "r.json"
+    src.write_text(results_document([rec]))
+    logdir, outside = tmp_path / "tb", tmp_path / "outside"
+    logdir.mkdir()
+    outside.mkdir()
+    run = logdir / case_run(rec.workload, rec.params, rec.device)
+    run.parent.mkdir(parents=True)
+    run.symlink_to(outside, target_is_directory=True)
+    assert cli.main(["export", "tensorboard", str(src), "--logdir", str(logdir)]) == 2
+    assert "outside" in capsys.readouterr().err and list(outside.iterdir()) == []

@@ -39,6 +39,7 @@ from perfsuite.core.text import slug
 from perfsuite.storage.files import load_document
 from perfsuite.storage.files import load_records
 from perfsuite.storage.files import writable_dir
+from perfsuite.storage import write
 from perfsuite.storage.table import result_files
 
 def _writer_class():
@@ -96,7 +97,9 @@ def write_record(logdir: Path, r: Record) -> bool:
     from torch.utils.tensorboard.summary import hparams
 
     SummaryWriter = _writer_class()
-    run_dir = Path(logdir) / case_run(r.workload, r.params, r.device)
+    # The run's folder is named from data: contained, so a planted symlink there cannot lead the
+    # event file out of the log directory.
+    run_dir = write.inside(logdir, case_run(r.workload, r.params, r.device))
     if _done(run_dir, slug(r.id)):
         return False
     step, wall = int(_epoch(r.created)), _epoch(r.created)
@@ -121,11 +124,11 @@ def write_amp(logdir: Path, amp) -> int:
     """The AMP comparison's loss curves (when it kept them) and headline numbers, computed from its
     pairs and losses (perfsuite.compare.amp.AmpComparison, as load_document reads it)."""
     SummaryWriter = _writer_class()
-    base = Path(logdir) / "amp" / case_run(amp.workload, amp.params, amp.device)
     key = hashlib.sha1(json.dumps(documents.finite(amp.to_dict()), sort_keys=True).encode()).hexdigest()[:16]
     written = 0
     for side in ("a", "b"):
-        run_dir = base / _slug(str(getattr(amp, f"precision_{side}")))
+        run_dir = write.inside(logdir, "amp", case_run(amp.workload, amp.params, amp.device),
+                               _slug(str(getattr(amp, f"precision_{side}"))))
         if _done(run_dir, key):
             continue
         with SummaryWriter(log_dir=str(run_dir), filename_suffix=f".{key}") as w:
