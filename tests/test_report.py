@@ -7,6 +7,7 @@ from dataclasses import replace
 from records import make_record
 from rich.console import Console
 
+from perfsuite.core.errors import StorageError
 from perfsuite.core.record import Work
 from perfsuite.workloads import qwen_report as qwen
 from perfsuite.report.console import print_bounds, records_table
@@ -126,7 +127,7 @@ def test_figures_are_not_left_open_in_pyplot(tmp_path):
     recs = [make_record(params={"n": 1}, seed=1), make_record(params={"n": 2}, seed=2)]
     (tmp_path / "taken.png").mkdir()  # writing the figure fails: the figure must not stay open
     for _ in range(3):
-        with pytest.raises(Exception):
+        with pytest.raises(StorageError):
             throughput_figure(recs, tmp_path / "taken.png")
     throughput_figure(recs, tmp_path / "f.png")
     assert plt.get_fignums() == before and (tmp_path / "f.png").stat().st_size > 1000
