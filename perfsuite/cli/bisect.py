@@ -78,6 +78,7 @@ def bisect_command(args, console) -> int:
                                style="yellow"))
         if answer.state != b.FOUND:
             return _not_found(answer, args, change, console)
+        assert answer.commit is not None  # found
         console.print(Text(f"first {change} commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}",
                            style="bold red" if direction > 0 else "bold green"))
         console.print(Text(f"  against --good: {_effect(answer.probe)}"))

@@ -15,8 +15,9 @@ same escape (core.text).
 from __future__ import annotations
 
 import sys
+from typing import IO, cast
 
-from rich.console import Console, ConsoleOptions, RenderableType, RenderResult, RenderHook
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderResult, RenderHook
 from rich.segment import Segment
 
 from perfsuite.core.text import escaped
@@ -80,7 +81,7 @@ class _Guarded:
 
 
 class _EscapeHook(RenderHook):
-    def process_renderables(self, renderables: list[RenderableType]) -> list[RenderableType]:
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
         return [_Escaped(r) for r in renderables]
 
 
@@ -89,7 +90,8 @@ def make_console(stderr: bool = False) -> Console:
     (`output_failure(console)` says whether one happened); 200 columns when piped."""
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
-    console = Console(file=_Guarded(stream), width=None if tty else PIPED_WIDTH)
+    # (a file in all but name: rich types `file` as IO[str], which _Guarded does not derive from)
+    console = Console(file=cast("IO[str]", _Guarded(stream)), width=None if tty else PIPED_WIDTH)
     console.push_render_hook(_EscapeHook())
     return console
 
@@ -97,4 +99,4 @@ def make_console(stderr: bool = False) -> Console:
 def output_failure(console: Console) -> tuple[OSError, str] | None:
     """The error that stopped `console`'s output, if one did, and the end of what it dropped."""
     failure = getattr(console.file, "failure", None)
-    return None if failure is None else (failure, console.file.dropped)
+    return None if failure is None else (failure, getattr(console.file, "dropped", ""))

@@ -12,6 +12,8 @@ from perfsuite.stats import verdict
 from perfsuite.compare import gate as g
 from perfsuite.compare import gate_sides
 from perfsuite.core import registry
+from perfsuite.core.case import Measure
+from perfsuite.run.execute import Events
 from perfsuite.core.config import RunConfig
 from perfsuite.core.params import expand_sweep
 from perfsuite.core.params import parse_assignments
@@ -50,7 +52,7 @@ def gate_command(args, console) -> int:
         return gate_revisions(args, console, new, device, threads)
 
 
-class _GateEvents:
+class _GateEvents(Events):
     """Prints what happens to each gated case; the verdicts themselves come after
     Benjamini-Hochberg has run across the cases."""
     def __init__(self, console, done=None) -> None:
@@ -101,7 +103,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
                 f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
                 f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {how}"))
 
-        measure = g.SelfCheck(args.slowdown, args.trials, args.threshold, args.builds, clock)
+        measure: Measure = g.SelfCheck(args.slowdown, args.trials, args.threshold, args.builds, clock)
         out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
                         events=_GateEvents(console, show), outputs=(args.recorder,))
         if args.json:

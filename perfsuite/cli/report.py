@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 
 import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
@@ -29,7 +31,9 @@ def cmd_report(args, console) -> int:
     records, problems = load_many(inputs) if inputs else ([], [])
     for problem in problems:
         console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
-    amp, pairs, why = [], [], []
+    amp: list[Any] = []  # the documents' results (perfsuite.compare's classes)
+    pairs: list[Any] = []
+    why: list[Any] = []
     for kind, paths, into in (("amp", args.amp, amp), ("pair", args.pair, pairs), ("why", args.why, why)):
         for path in paths:
             try:

@@ -22,7 +22,8 @@ from perfsuite.suite.file import SAFE_NAME
 from perfsuite.suite.file import load_suite
 from perfsuite.suite.file import shipped_suites_dir
 from perfsuite.storage.peaks import peak_for
-from perfsuite.suite.run import run_suite
+from perfsuite.suite.run import SuiteEvents, run_suite
+from perfsuite.run.execute import Events
 
 
 def _run_config(args):
@@ -35,7 +36,7 @@ def _run_config(args):
     return RunConfig(device=args.device, nvtx=not args.no_nvtx, **{k: v for k, v in given.items() if v is not None})
 
 
-class ConsoleEvents:
+class ConsoleEvents(Events):
     """Prints what happens to each case of a run; a progress bar for sweeps."""
 
     def __init__(self, console, total: int, progress=None) -> None:
@@ -67,7 +68,7 @@ class ConsoleEvents:
         self.console.print(Text(f"trace: {trace}  top operators: {table}"))
 
 
-class ConsoleSuiteEvents:
+class ConsoleSuiteEvents(SuiteEvents):
     """Prints a suite's progress: its correctness checks, each entry's cases, what was refused."""
 
     def __init__(self, console) -> None:
@@ -94,7 +95,7 @@ class ConsoleSuiteEvents:
         return _EntryEvents(self.console, entry)
 
 
-class _EntryEvents:
+class _EntryEvents(Events):
     """One suite entry's cases, each line prefixed with the entry's name."""
 
     def __init__(self, console, entry: str) -> None:

@@ -34,7 +34,7 @@ from perfsuite.measuring.runner import calibrate
 from perfsuite.training.applied import final_loss
 from perfsuite.measuring.system import pinned
 from perfsuite.training.applied import losses_at_applied_steps
-from perfsuite.training.setup import training_setup
+from perfsuite.training.setup import TrainingSetup, training_setup
 from perfsuite.training.step import make_train_step
 
 # NVML's utilisation is an average over its last sample period (1/6 s to 1 s by board), and the
@@ -169,7 +169,7 @@ def side_utilisation(step: Callable, clock: Clock, n: int, index: int | None, in
 
 
 def training_losses(workload: str, params: Mapping[str, Any], device: str, precision_a: str, precision_b: str,
-                    steps: int, setup_b: Callable | None = None, seed: int = 1):
+                    steps: int, setup_b: Callable[..., TrainingSetup] | None = None, seed: int = 1):
     """The accuracy half of the comparison: both precisions train from the same initial weights
     (seed `seed`) on the same fixed batch until each has applied `steps` optimiser steps; each
     side's AppliedLosses (perfsuite.training.applied: the check lines its runs up the same way).
@@ -191,7 +191,7 @@ def compare_precisions(
     steps: int = 30,
     loss_tolerance: float = 0.05,
     cfg: RunConfig | None = None,
-    setup_b: Callable | None = None,
+    setup_b: Callable[..., TrainingSetup] | None = None,
 ) -> AmpComparison:
     """`setup_b` replaces how run B is built (tests use it to break a run on purpose)."""
     import torch
@@ -208,7 +208,7 @@ def compare_precisions(
     step_a = make_train_step(sa.parts, *sa.batch(0), forward=sa.forward)
     step_b = make_train_step(sb.parts, *sb.batch(0), forward=sb.forward)
     saved_a, saved_b = saved_tensor_bytes(step_a), saved_tensor_bytes(step_b)
-    cuda_peaks = [None, None]
+    cuda_peaks: list[int | None] = [None, None]
     if device.startswith("cuda"):
         for i, s in enumerate((step_a, step_b)):
             torch.cuda.synchronize(device)
@@ -247,7 +247,7 @@ class Amp(Measure):
     loss_tolerance: float = 0.05
     kind = "amp"
 
-    def variants(self, case: Case) -> list[dict]:
+    def variants(self, case: Case) -> list[dict[str, Any]]:
         return [{**case.params, "precision": p} for p in (self.precision_a, self.precision_b)]
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> AmpComparison:

@@ -212,8 +212,8 @@ class Bisection(documents.Result):
 
     def answer(self) -> Answer:
         """The end of the bisection (call when next_commit() is None)."""
-        skipped = tuple(Skipped(c.sha, c.subject, self.probe_of(c.sha).error) for c in self.commits
-                        if self.outcome(c.sha) == SKIPPED)
+        skipped = tuple(Skipped(c.sha, c.subject, p.error) for c in self.commits
+                        if (p := self.probe_of(c.sha)) is not None and p.outcome == SKIPPED)
         confirmation = self.probe_of(self.bad.sha)
         if confirmation is None:
             raise ValueError("the bisection has not started: bad was never probed")

@@ -64,7 +64,7 @@ def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
     res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", bad)
     if res.returncode != 0:
         raise ConfigError(f"cannot read the history of {bad[:12]}: {res.stderr.strip()}")
-    out = []
+    out: list[Commit] = []
     for line in res.stdout.splitlines():
         sha, _, subj = line.partition("\0")
         if sha == good:
@@ -150,6 +150,7 @@ class Prober:
         if missing:
             return Probe(commit.sha, SKIPPED, error=missing)
         fdr = self.fdr or ALPHA
+        assert self.good_root is not None  # made on entering the prober
         with revisions.worktree(self.revs.repo, commit.sha) as root:
             arms = GateArms(self.revs.side(self.good_root), self.revs.side(root),
                             (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.builds, self.heap,

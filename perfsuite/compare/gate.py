@@ -121,6 +121,7 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     slowest = max(w["step_estimate_s"] for w in cal.warmups)
     n = max(1, min(cal.block_size, int(block_s / max(slowest, 1e-12))))
     pairs_s = budget_s - (clock.now() - start)
+    ratios: list[float]
     t0, ratios, units, read, j = clock.now(), [], [], [], 0
     faults = heap.FaultCount()  # around the timed blocks only: a look's lazy scipy import is not the step's
     marks = looks if threshold is not None else (1.0,)

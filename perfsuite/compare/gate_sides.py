@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from perfsuite.compare.gate import ALPHA, BUILDS, GateCase, GateVerdict, across_cases, gate_case, paired_ratios
 from perfsuite.core.case import Case, Context, Measure
@@ -105,8 +105,8 @@ class GateArms(Measure):
             return v
 
 
-def gate_sides(new, cases: list[dict], base_ref: str, device: str, threads: int | None, floors: dict, *,
-               budget: float, builds: int = BUILDS, heap_mode: str = "steady", threshold: float = 0.0,
+def gate_sides(new, cases: Sequence[Mapping[str, Any]], base_ref: str, device: str, threads: int | None,
+               floors: dict, *, budget: float, builds: int = BUILDS, heap_mode: str = "steady", threshold: float = 0.0,
                fdr: float = ALPHA, workloads_from: str = "tree", events=None, progress=None):
     """Gate each case of `new` at `base_ref` against the working tree through the one case loop
     (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across the

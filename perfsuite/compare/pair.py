@@ -67,7 +67,7 @@ class Pair(Measure):
     b: Any
     kind = "pair"
 
-    def variants(self, case: Case) -> list[dict]:
+    def variants(self, case: Case) -> list[dict[str, Any]]:
         return [{**case.params, self.vary: self.a}, {**case.params, self.vary: self.b}]
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> PairResult:

@@ -101,7 +101,9 @@ def machine_moved(c: CaseComparison, base: Record, new: Record) -> str | None:
         return None
     if base.relative_units() is None or new.relative_units() is None:  # a process's reference too short to read
         return None
-    m = new.reference_median_s / base.reference_median_s
+    mb, mn = base.reference_median_s, new.reference_median_s
+    assert mb is not None and mn is not None  # both carry a reference (above)
+    m = mn / mb
     if not (m > 0 and math.isfinite(m)) or abs(math.log(m)) < abs(math.log(c.ratio)):
         return None
     return (f"undecided rather than {c.verdict}: the machine itself ran {abs(m - 1):.0%} "
@@ -119,7 +121,7 @@ def _log_sd(units: list[float] | None) -> float | None:
 def _centre_var(units: list[float] | None, independent: bool) -> float | None:
     """Variance of a run's log centre from its units' spread (see the module's docstring)."""
     sd = _log_sd(units)
-    if sd is None:
+    if sd is None or units is None:  # (sd is None without units)
         return None
     return sd ** 2 / len(units) if independent else sd ** 2
 
@@ -149,8 +151,8 @@ def learned_drift(runs: list[Record], relative: bool = False, per_sample: bool =
     95% half-width (as RunConfig.run_drift), t(0.975, K-1) SDs of their K log medians (the t
     quantile widens it for a few runs' uncertain SD). None below MIN_RUNS_TO_LEARN runs. The runs'
     medians carry their own sampling noise too: what a run's centre moves by, all of it."""
-    medians = [_centre(r, relative, per_sample) for r in runs]
-    medians = [m for m in medians if m and m > 0 and math.isfinite(m)]
+    centres = [_centre(r, relative, per_sample) for r in runs]
+    medians = [m for m in centres if m and m > 0 and math.isfinite(m)]
     if len(medians) < MIN_RUNS_TO_LEARN:
         return None
     return stats.drift_halfwidth(medians)
@@ -166,9 +168,10 @@ def _centre(r: Record, relative: bool, per_sample: bool = True) -> float | None:
     if units and r.units():
         return stats.median(units)
     ref = r.conditions.get("reference")
-    if not ref:
+    ref_median = r.reference_median_s  # None exactly when there is no reference
+    if not ref or ref_median is None:
         return None
-    return ref["ratio"] if per_sample and ref.get("ratio") else r.median_s / r.reference_median_s
+    return ref["ratio"] if per_sample and ref.get("ratio") else r.median_s / ref_median
 
 
 def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
@@ -312,10 +315,12 @@ def compare_records(
             kinds = [f"{'process' if r.processes else 'build'} medians" for r in (rb, rn)]
             basis = f"{kinds[0]} ({len(ub)} vs {len(un)})" if kinds[0] == kinds[1] else \
                 f"{kinds[0]} ({len(ub)}) vs {kinds[1]} ({len(un)})"
-            if relative:
+            if relative and rel_b and rel_n:  # (relative: both are there)
                 c = compare_units(rn.label(), rel_b, rel_n, threshold, alpha, floor,
                                   independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
-                machine = rn.reference_median_s / rb.reference_median_s
+                ref_b, ref_n = rb.reference_median_s, rn.reference_median_s
+                assert ref_b is not None and ref_n is not None  # relative units come from both references
+                machine = ref_n / ref_b
                 c = replace(c, base_median_s=stats.median(ub), new_median_s=stats.median(un), machine=machine)
                 basis += (f" per reference-kernel time (the reference ran {abs(machine - 1):.1%} "
                           f"{'slower' if machine >= 1 else 'faster'} for new)")

@@ -122,6 +122,7 @@ class Revisions:
             return self.file_now
         if self.mode == REVISION:
             return checkout / self.rel
+        assert self._pinned is not None  # set for a pinned mode
         return self._pinned
 
     def missing_at(self, sha: str) -> str | None:

@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from perfsuite.core.errors import ConfigError, PerfsuiteError
 from perfsuite.measuring.timing import Clock
@@ -80,10 +81,13 @@ class Side:
         # The side's output (the user's prints included) goes to a file, never a pipe nobody reads
         # while the gate runs: a step that prints every call would fill a pipe and hang the gate.
         # Its name is removed once the side has opened it (ready); this process reads it by fd.
+        self._log_fd: int | None
+        self._log_path: str | None
         self._log_fd, self._log_path = tempfile.mkstemp(prefix="perfsuite-side-", suffix=".log")
         self.steps: list[RemoteStep] = []
         self.faults = 0  # minor page faults inside this side's timed blocks
-        self._conn, self._closed = None, False
+        self._conn: Any = None  # the pipe's Connection, once made
+        self._closed = False
         try:
             self._conn, child = ctx.Pipe(duplex=True)
             job = {"files": [str(file)], "workload": workload, "params": params, "device": device,
@@ -135,6 +139,8 @@ class Side:
 
     def output(self, limit: int = 3000) -> str:
         """The end of what the side printed (its errors, the user's prints)."""
+        if self._log_fd is None:  # released
+            return ""
         try:
             size = os.fstat(self._log_fd).st_size
             return os.pread(self._log_fd, limit, max(0, size - limit)).decode(errors="replace")
@@ -199,6 +205,7 @@ class SideClock:
 
     def __init__(self, local: Clock) -> None:
         self.local = local
+        self.method = local.method  # a Clock's (perfsuite.measuring.timing.Clock)
 
     def time_block(self, fn, n: int) -> float:
         if isinstance(fn, RemoteStep):

@@ -206,7 +206,7 @@ class WhyResult(documents.Result):
         ci, pairs = self.measured_ci_us, self.pair_deltas_us
         spread = ("too few pairs for an interval" if ci is None else
                   f"{STEP_CONFIDENCE:.0%} CI {ci[0] / (ta * 1e6):+.1%} to {ci[1] / (ta * 1e6):+.1%} "
-                  f"over {len(pairs)} pairs")
+                  f"over {len(pairs or ())} pairs")  # (an interval comes from pairs)
         sign = "-" if m < 0 else "+"
         return (f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
                 f"B - A {sign}{fmt_seconds(abs(m) * 1e-6)} ({m / (ta * 1e6):+.1%}; {spread})")
@@ -273,8 +273,9 @@ def differential_profile(a: ProfiledSide, b: ProfiledSide, now, steps: int = 5, 
             times[i].append((a, b)[i].time(n) / n)
         k += 1
     mem = [a.memory(), b.memory()]
-    return tuple(WhySide(s.label, dict(s.params), merge_rounds(windows[i]), times[i], mem[i])
-                 for i, s in enumerate((a, b)))
+    side_a, side_b = (WhySide(s.label, dict(s.params), merge_rounds(windows[i]), times[i], mem[i])
+                      for i, s in enumerate((a, b)))
+    return side_a, side_b
 
 
 def why(workload: str, device: str, how: str, a: ProfiledSide, b: ProfiledSide, now, steps: int = 5,

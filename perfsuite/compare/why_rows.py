@@ -40,7 +40,9 @@ class OpRow(documents.Result):
         """The input shapes; "A -> B" where they changed ("(none)" for a side without that row)."""
         sa, sb = (None if s is None else str(s["shapes"]) for s in (self.a, self.b))
         if self.mark != CHANGED:
-            return sa if sb is None else sb
+            shown = sa if sb is None else sb
+            assert shown is not None  # a row is on one side at least
+            return shown
         return f"{sa or '(none)'} -> {sb or '(none)'}"
 
     def value(self, side: dict | None, key: str) -> float:

@@ -52,7 +52,7 @@ class WhyArms(Measure):
     top: int = TOP
     kind = "why"
 
-    def variants(self, case: Case) -> list[dict]:
+    def variants(self, case: Case) -> list[dict[str, Any]]:
         if self.vary is None:
             return [dict(case.params)]
         key, a, b = self.vary

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 # Below this mean utilisation the GPU was idle most of the step.
 HOST_BOUND_BELOW_PCT = 50.0
@@ -25,11 +26,11 @@ class Bound:
         """Short table cell: the verdict, with the utilisation it rests on."""
         return self.verdict if self.gpu_util_pct is None else f"{self.verdict} ({self.gpu_util_pct:.0f}% busy)"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def where_time_went(device: str, nvml: dict | None) -> Bound:
+def where_time_went(device: str, nvml: dict[str, Any] | None) -> Bound:
     """The verdict for a step measured on `device` whose timed region NVML summarised as `nvml`
     (perfsuite.measuring.nvml.NvmlSampler.summary())."""
     kind = device.split(":", 1)[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from perfsuite.core.config import RunConfig
 from perfsuite.core.record import case_key
@@ -28,7 +28,7 @@ class Case:
     def resolved(self) -> dict[str, Any]:
         return self.workload.resolve(self.params)
 
-    def key(self, device: str) -> tuple:
+    def key(self, device: str) -> tuple[Any, ...]:
         return case_key(self.workload.name, self.resolved, device)
 
     @property
@@ -43,7 +43,7 @@ class Measure:
 
     kind = "run"
 
-    def variants(self, case: Case) -> list[Mapping[str, Any]]:
+    def variants(self, case: Case) -> Sequence[Mapping[str, Any]]:
         return [case.params]
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Any:
@@ -56,12 +56,12 @@ class Context:
     the clock, a hook run after measuring (a trace), the records this run has measured so far,
     and the machine-speed log a plain run notes its reference in (perfsuite.storage.machine_drift)."""
 
-    env: dict | None = None
-    peak: dict | None = None
+    env: dict[str, Any] | None = None
+    peak: dict[str, Any] | None = None
     clock: Any = None
     after: Callable[[object], None] | None = None
     trace_dir: Path | None = None
-    measured: tuple = ()
+    measured: tuple[Any, ...] = ()
     machine_log: Path | None = None
 
 
@@ -72,4 +72,4 @@ class Output(Protocol):
 
     def add(self, result: Any, case: Case, kind: str) -> None: ...
 
-    def add_failure(self, failure: dict, case: Case) -> None: ...
+    def add_failure(self, failure: dict[str, Any], case: Case) -> None: ...

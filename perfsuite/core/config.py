@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from perfsuite.core.errors import ConfigError, DeviceUnavailable
 
@@ -151,7 +152,7 @@ class RunConfig:
             return self.threads
         return CPU_THREADS if device == "cpu" else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -169,13 +170,13 @@ def resolve_device(spec: str) -> str:
         index = "0" if spec == "cuda" else spec.split(":", 1)[1]
         if not index.isdigit():
             raise ConfigError(f"--device {spec}: expected cuda:N with N a non-negative integer")
-        index = int(index)
+        number = int(index)
         if not torch.cuda.is_available():
             raise DeviceUnavailable(
                 f"--device {spec}: no CUDA device is available on this machine "
                 f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); use --device cpu"
             )
-        if not 0 <= index < torch.cuda.device_count():
+        if not 0 <= number < torch.cuda.device_count():
             raise DeviceUnavailable(f"--device {spec}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-        return f"cuda:{index}"
+        return f"cuda:{number}"
     raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {spec!r}")

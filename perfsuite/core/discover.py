@@ -14,10 +14,12 @@ import importlib.util
 import sys
 import traceback
 from pathlib import Path
+from typing import Any, Iterable
 
 from perfsuite.core.errors import ConfigError, WorkloadFileError
 from perfsuite.core.registry import ENTRY_POINT_GROUP, is_perfsuites, load_entry_point
 from perfsuite.core import registry
+from perfsuite.core.workload import Workload
 
 KNOWN_KEYS = {"workloads": "files or folders of workload modules, relative to pyproject.toml",
               "store": "the results store: a SQLite path or postgresql:// URL (perfsuite.store.location)"}
@@ -31,7 +33,7 @@ _entry_point_workloads: set[str] = set()
 MAX_PYPROJECT_BYTES = 4 << 20
 
 
-def read_pyproject(f: Path) -> dict:
+def read_pyproject(f: Path) -> dict[str, Any]:
     """A pyproject.toml parsed, every way it can be unreadable a ConfigError naming it (an array
     nested thousands deep exhausts the parser's recursion; a huge file, memory)."""
     import tomllib
@@ -40,7 +42,8 @@ def read_pyproject(f: Path) -> dict:
         if f.stat().st_size > MAX_PYPROJECT_BYTES:
             raise ConfigError(f"{f}: {f.stat().st_size} bytes, more than a pyproject.toml holds "
                               f"({MAX_PYPROJECT_BYTES >> 20} MiB at most)")
-        return tomllib.loads(f.read_text(encoding="utf-8"))
+        doc: dict[str, Any] = tomllib.loads(f.read_text(encoding="utf-8"))
+        return doc
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, MemoryError) as exc:
         raise ConfigError(f"{f}: not a readable TOML file ({type(exc).__name__}: {str(exc)[:200]})") from None
 
@@ -206,7 +209,7 @@ def entry_point_workloads() -> frozenset[str]:
     return frozenset(_entry_point_workloads)
 
 
-def discover(paths: list[str | Path] = (), start: Path | None = None) -> list[Path]:
+def discover(paths: Iterable[str | Path] = (), start: Path | None = None) -> list[Path]:
     """Load every workload the user configured: `paths` (from --workloads), [tool.perfsuite] of
     the project around `start` (default: the current folder) and installed entry points."""
     registry.names()  # the built-ins first: a user's clashing name is then the one named second
@@ -223,12 +226,12 @@ def discover(paths: list[str | Path] = (), start: Path | None = None) -> list[Pa
     return files
 
 
-def project_workloads(pyproject: Path | None) -> list:
+def project_workloads(pyproject: Path | None) -> list[Workload]:
     """The registered workloads declared in the files the project's [tool.perfsuite] names (not an
     installed package's, nor another project's): what the pytest plugin and asv's expose offer."""
     roots = [p.resolve() for p in project_paths(pyproject)] if pyproject is not None else []
 
-    def declared_here(w) -> bool:
+    def declared_here(w: Workload) -> bool:
         if not w.source:
             return False
         f = Path(w.source.rsplit(":", 1)[0]).resolve()

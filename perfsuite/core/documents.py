@@ -40,17 +40,18 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import field, fields
-from typing import Annotated, Any, Callable, ClassVar, Final, Literal, TypeVar, Union, dataclass_transform
+from typing import Annotated, Any, Callable, ClassVar, Final, Literal, Sequence, TypeVar, Union, cast
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SerializerFunctionWrapHandler,
                       StrictBool, TypeAdapter, ValidationError, model_serializer)
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+from typing_extensions import Self, dataclass_transform  # typing's is 3.11+; pydantic depends on typing_extensions
 
 from perfsuite.core.errors import RecordError
 from perfsuite.core.text import printable
 
 
-def finite(obj):
+def finite(obj: Any) -> Any:
     """`obj` with every NaN or infinity replaced by None: strict JSON, which any parser reads
     (Python's json writes `NaN`/`Infinity`, which strict parsers refuse)."""
     if isinstance(obj, float):
@@ -96,7 +97,7 @@ Scalar = Union[StrictBool, Int, Finite, Annotated[str, Field(strict=True, max_le
 Params = Annotated[dict[Annotated[str, Field(max_length=MAX_NAME)], Scalar], Field(max_length=MAX_PARAMS)]
 
 
-def _seconds(values):
+def _seconds(values: Sequence[float]) -> Sequence[float]:
     if not all(math.isfinite(v) and v > 0 for v in values):
         raise ValueError("every value must be a positive finite number")
     return values
@@ -116,22 +117,23 @@ SampleTuple = Annotated[tuple[Annotated[float, Field(strict=True)], ...], Field(
 T = TypeVar("T")
 
 
-_ADAPTERS: dict[Any, TypeAdapter] = {}
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 
 
-def adapter(tp: Any) -> TypeAdapter:
+def adapter(tp: Any) -> TypeAdapter[Any]:
     """The one TypeAdapter of a type (a result class, or a list of them)."""
     if tp not in _ADAPTERS:
         _ADAPTERS[tp] = TypeAdapter(tp)
     return _ADAPTERS[tp]
 
 
-def dump(obj) -> dict:
+def dump(obj: Any) -> dict[str, Any]:
     """A result as JSON-ready data, by its schema: its fields, then its derived figures."""
-    return adapter(type(obj)).dump_python(obj, mode="json")
+    out: dict[str, Any] = adapter(type(obj)).dump_python(obj, mode="json")
+    return out
 
 
-def load(tp, data: Any, what: str = "", error: type[Exception] = RecordError):
+def load(tp: Any, data: Any, what: str = "", error: type[Exception] = RecordError) -> Any:
     """`data` (parsed JSON) validated into `tp`, once; the error names `what` and the key path."""
     try:
         return adapter(tp).validate_python(data)
@@ -148,17 +150,18 @@ class Result:
 
     @model_serializer(mode="wrap")
     def _with_derived(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)
+        out: dict[str, Any] = handler(self)
         for key, attr in self.DERIVED.items():
             out[key] = getattr(self, attr)
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dump(self)
 
     @classmethod
-    def from_dict(cls, data: Any):
-        return load(cls, data, getattr(cls, "WHAT", cls.__name__))
+    def from_dict(cls, data: Any) -> Self:
+        out: Self = load(cls, data, getattr(cls, "WHAT", cls.__name__))
+        return out
 
 
 @dataclass_transform(field_specifiers=(field, Field))
@@ -176,7 +179,7 @@ def shape(what: str, *, frozen: bool = False, extra: Literal["ignore", "forbid",
         init = made.__init__
 
         @functools.wraps(init)
-        def __init__(self, *args, **kwargs):
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             try:
                 init(self, *args, **kwargs)
             except ValidationError as exc:  # a positional argument's error is named by its field
@@ -184,7 +187,7 @@ def shape(what: str, *, frozen: bool = False, extra: Literal["ignore", "forbid",
                 raise error(f"{what}: {explain(exc, names=names)}") from None
 
         setattr(made, "__init__", __init__)
-        return made
+        return cast("type[T]", made)
     return make
 
 
@@ -203,7 +206,7 @@ class SuiteEntry(Result):
 MODELS: dict[str, type] = {}
 
 
-def register(kind: str, tp: Any = None):
+def register(kind: str, tp: Any = None) -> Any:
     """Documents of `kind` are read into `tp` (a result class, or an annotated union of the shapes
     the kind's versions hold); as a class decorator, into that class."""
     if tp is not None:
@@ -258,7 +261,7 @@ class RunConfigDoc(_Doc):
 
 
 _MANY = ("pair", "amp", "gate", "gate-selfcheck", "checks", "bisect", "why")
-SCHEMAS: dict[str, TypeAdapter] = {
+SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "gate-selfcheck": TypeAdapter(list[SelfcheckDoc]),
     "checks": TypeAdapter(list[CheckDoc]),
     "noise-floors": TypeAdapter(dict[Name, Floor]),
@@ -268,7 +271,7 @@ SCHEMAS: dict[str, TypeAdapter] = {
 }
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -344,7 +347,7 @@ def validate(kind: str, data: Any, where: str, error: type[Exception] = RecordEr
     return out if kind in MODELS else data
 
 
-def envelope(kind: str, body: dict | None = None) -> dict:
+def envelope(kind: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """The format and version keys of `kind` (put first, for a reader's eye)."""
     return {"format": f"perfsuite.{kind}", "schema_version": VERSIONS[kind], **(body or {})}
 

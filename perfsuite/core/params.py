@@ -18,9 +18,9 @@ class Param:
     """One parameter of a workload: its type, default and what values it allows."""
 
     name: str
-    type: type
+    type: type[Any]
     default: Any
-    choices: tuple | None = None
+    choices: tuple[Any, ...] | None = None
     min: float | None = None
     max: float | None = None
     help: str = ""
@@ -109,10 +109,10 @@ def resolve(specs: Iterable[Param], given: Mapping[str, Any], workload: str) -> 
     return out
 
 
-def parse_assignments(items: Iterable[str], specs: Iterable[Param], workload: str) -> dict[str, list]:
+def parse_assignments(items: Iterable[str], specs: Iterable[Param], workload: str) -> dict[str, list[Any]]:
     """Parse `-p key=v1,v2` items into {key: [typed values]}; a list of several values sweeps."""
     by_name = {p.name: p for p in specs}
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"-p expects key=value, got {item!r}")
@@ -136,14 +136,14 @@ def parse_assignments(items: Iterable[str], specs: Iterable[Param], workload: st
     return out
 
 
-def expand_sweep(values: Mapping[str, list]) -> list[dict[str, Any]]:
+def expand_sweep(values: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
     """Cartesian product of value lists, in the order given (last key varies fastest)."""
     import itertools
 
     return [dict(zip(values, combo)) for combo in itertools.product(*values.values())]
 
 
-def single_values(params: list[str], workload) -> dict:
+def single_values(params: list[str], workload: Any) -> dict[str, Any]:  # a Workload (core.workload imports this)
     """`-p` items for a command that measures one case: a value list is an error, not silently cut."""
     parsed = parse_assignments(params, workload.params, workload.name)
     many = [k for k, v in parsed.items() if len(v) > 1]

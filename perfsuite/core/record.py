@@ -82,7 +82,7 @@ RESULTS_FORMAT = documents.RESULTS_FORMAT
 REFERENCE_MIN_BLOCKS = 3
 
 
-def case_key(workload: str, params: dict, device: str) -> tuple:
+def case_key(workload: str, params: dict[str, Any], device: str | None) -> tuple[Any, ...]:
     """Which case a record, a stored failure or a planned run is: workload, parameters, device."""
     return (workload, tuple(sorted(params.items())), device)
 
@@ -118,7 +118,7 @@ def _check_reference(ref: Any, where: str) -> None:
               "must list one non-decreasing sample count per reference block")
 
 
-def _conditions(cond: dict) -> dict:
+def _conditions(cond: dict[str, Any]) -> dict[str, Any]:
     _check_reference(cond.get("reference"), "reference")
     drift = cond.get("machine_drift")
     _need(drift is None or (isinstance(drift, dict) and _is_number(drift.get("half_width"))
@@ -126,21 +126,21 @@ def _conditions(cond: dict) -> dict:
     return cond
 
 
-def _config(cfg: dict) -> dict:
+def _config(cfg: dict[str, Any]) -> dict[str, Any]:
     # A 95% half-width on logs that widens the interval: a finite fraction, not a string or 1e300.
     drift = cfg.get("run_drift")
     _need(drift is None or (_is_number(drift) and 0 <= drift < 1), "run_drift", f"must be a number in [0, 1), got {drift!r}"[:120])
     return cfg
 
 
-def _peak(peak: dict | None) -> dict | None:
+def _peak(peak: dict[str, Any] | None) -> dict[str, Any] | None:
     for key in ("flops_per_s", "bytes_per_s"):
         v = (peak or {}).get(key)
         _need(v is None or (_is_number(v) and v > 0), key, f"must be a positive finite number or null, got {v!r}"[:120])
     return peak
 
 
-def _groups(groups: tuple[dict, ...] | None) -> tuple[dict, ...] | None:
+def _groups(groups: tuple[dict[str, Any], ...] | None) -> tuple[dict[str, Any], ...] | None:
     """Worker processes or builds: two or more, each with its own raw samples."""
     if groups is None:
         return None
@@ -157,7 +157,8 @@ def _groups(groups: tuple[dict, ...] | None) -> tuple[dict, ...] | None:
     return groups
 
 
-Groups = Annotated[tuple[dict, ...] | None, Field(max_length=MAX_GROUPS), AfterValidator(_groups)]
+# Mapping fields are dict[Any, Any]: any keys, as read (pydantic would check dict[str, Any]'s keys).
+Groups = Annotated[tuple[dict[Any, Any], ...] | None, Field(max_length=MAX_GROUPS), AfterValidator(_groups)]
 
 
 def _current(version: int) -> int:
@@ -167,7 +168,7 @@ def _current(version: int) -> int:
     return version
 
 
-def _derived_medians(groups):
+def _derived_medians(groups: Any) -> Any:
     """A group's `median` is computed from its samples, never read (schema 4; see the history)."""
     if not isinstance(groups, (list, tuple)):
         return groups
@@ -197,17 +198,17 @@ class Record(documents.Result):
     block_size: Annotated[int, Field(strict=True, ge=1, le=MAX_INT)]
     samples_s: SampleTuple
     work: Work
-    warmup: dict = field(default_factory=dict)
-    memory: dict = field(default_factory=dict)
-    nvml: dict = field(default_factory=lambda: {"status": "unavailable", "reason": "not sampled"})
-    env: dict = field(default_factory=dict)
-    peak: Annotated[dict | None, AfterValidator(_peak)] = None
-    config: Annotated[dict, AfterValidator(_config)] = field(default_factory=dict)
+    warmup: dict[Any, Any] = field(default_factory=dict)
+    memory: dict[Any, Any] = field(default_factory=dict)
+    nvml: dict[Any, Any] = field(default_factory=lambda: {"status": "unavailable", "reason": "not sampled"})
+    env: dict[Any, Any] = field(default_factory=dict)
+    peak: Annotated[dict[Any, Any] | None, AfterValidator(_peak)] = None
+    config: Annotated[dict[Any, Any], AfterValidator(_config)] = field(default_factory=dict)
     converged: StrictBool = False
     warnings: tuple[Text, ...] = ()
-    extra: dict = field(default_factory=dict)  # workload-specific measurements
+    extra: dict[Any, Any] = field(default_factory=dict)  # workload-specific measurements
     # How it was measured (schema 2; empty: not recorded).
-    conditions: Annotated[dict, AfterValidator(_conditions)] = field(default_factory=dict)
+    conditions: Annotated[dict[Any, Any], AfterValidator(_conditions)] = field(default_factory=dict)
     processes: Groups = None  # per worker process, with --processes N >= 2
     builds: Groups = None  # per build of the step, with 2 or more (schema 3)
     schema_version: Annotated[int, Field(strict=True), AfterValidator(_current)] = SCHEMA_VERSION
@@ -289,7 +290,7 @@ class Record(documents.Result):
         return self.process_medians or self.build_medians
 
     @staticmethod
-    def _reference_median(ref: dict) -> float:
+    def _reference_median(ref: dict[str, Any]) -> float:
         """A reference's median: of its blocks when it keeps them, else as recorded (a run's of
         several processes: the median of theirs)."""
         return stats.median(ref["samples_s"]) if ref.get("samples_s") else ref["median_s"]
@@ -321,11 +322,12 @@ class Record(documents.Result):
         `build_ratios` for a process of several builds: their median, as its unit in seconds is);
         otherwise, or for a record written before those: each median over its process's reference
         median. None when any reference is missing, or has fewer than REFERENCE_MIN_BLOCKS blocks."""
-        def unit(median: float, ref: dict) -> float:
+        def unit(median: float, ref: dict[str, Any]) -> float:
             if per_sample and ref.get("build_ratios"):
                 return stats.median(ref["build_ratios"])
             if per_sample and ref.get("ratio"):
-                return ref["ratio"]
+                ratio: float = ref["ratio"]
+                return ratio
             return median / self._reference_median(ref)
 
         if self.processes:
@@ -346,7 +348,8 @@ class Record(documents.Result):
     def machine_drift(self) -> float:
         """How far this machine's speed moved between its last alike runs, a 95% half-width
         (conditions["machine_drift"], perfsuite.storage.machine_drift); 0 when not learned."""
-        return (self.conditions.get("machine_drift") or {}).get("half_width", 0.0)
+        drift: float = (self.conditions.get("machine_drift") or {}).get("half_width", 0.0)
+        return drift
 
     @property
     def reference_kernel(self) -> str | None:
@@ -365,8 +368,9 @@ class Record(documents.Result):
         # the machine-speed log learned when larger), in quadrature; records written before it (no
         # `run_drift` in their config) keep their interval.
         drift = max(self.config.get("run_drift") or 0.0, self.machine_drift)
-        if drift and s.ci_low is not None:
-            s = replace(s, **dict(zip(("ci_low", "ci_high"), stats.widened(s.median, s.ci_low, s.ci_high, drift))))
+        if drift and s.ci_low is not None and s.ci_high is not None:  # (set together)
+            ci_low, ci_high = stats.widened(s.median, s.ci_low, s.ci_high, drift)
+            s = replace(s, ci_low=ci_low, ci_high=ci_high)
         return s
 
     @property
@@ -393,7 +397,7 @@ class Record(documents.Result):
         """Achieved FLOP/s as a fraction of the measured matmul roof the peak block names (`roof`:
         the work's dtype, or tf32 for CUDA fp32 work allowed to run as TF32); None without one."""
         achieved = self.flops_per_s
-        peak = (self.peak or {}).get("flops_per_s")
+        peak: float | None = (self.peak or {}).get("flops_per_s")
         if achieved is None or not peak:
             return None
         return achieved / peak
@@ -404,13 +408,13 @@ class Record(documents.Result):
         return where_time_went(self.device, self.nvml)
 
     @property
-    def derived(self) -> dict:
+    def derived(self) -> dict[str, Any]:
         """The derived figures, written for readers without perfsuite; never read back."""
         return {"stats": self.stats.to_dict(), "throughput": self.throughput, "throughput_unit": self.throughput_unit,
                 "flops_per_s": self.flops_per_s, "peak_fraction": self.peak_fraction, "bound": self.bound.to_dict(),
                 "process_medians": self.process_medians, "build_medians": self.build_medians}
 
-    def case_key(self) -> tuple:
+    def case_key(self) -> tuple[Any, ...]:
         """Identity of the measured case: records with equal keys are comparable."""
         return case_key(self.workload, self.params, self.device)
 
@@ -422,7 +426,8 @@ class Record(documents.Result):
         """A few lines for a script or a notebook (`print(perfsuite.measure(step))`), from the
         samples: the case, median with its 95% CI and spread, throughput, FLOP/s and memory."""
         s = self.stats
-        ci = "" if s.ci_low is None else f" (95% CI {fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)})"
+        ci = ("" if s.ci_low is None or s.ci_high is None
+              else f" (95% CI {fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)})")
         lines = [f"{self.label()} on {self.device}",
                  f"  median {fmt_seconds(s.median)}{ci}, IQR {s.iqr / s.median:.1%}, {s.n} blocks x {self.block_size}",
                  f"  {fmt_rate(self.throughput, self.throughput_unit)}"

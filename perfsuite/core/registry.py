@@ -7,9 +7,13 @@ A workload comes in one way: `@perfsuite.workload` (perfsuite/user/declare.py) b
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
 from perfsuite.core.errors import ConfigError, WorkloadFileError
 from perfsuite.core.workload import Workload
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 # The entry-point group a package's workloads are registered under; perfsuite's own is one of them.
 ENTRY_POINT_GROUP = "perfsuite.workloads"
@@ -18,7 +22,7 @@ _REGISTRY: dict[str, Workload] = {}
 _loaded = False
 
 
-_capture: list | None = None
+_capture: list[Workload] | None = None
 
 
 def register(workload: Workload) -> Workload:
@@ -52,11 +56,11 @@ def _load_builtin() -> None:
         _load_builtin_entry_point()
 
 
-def is_perfsuites(ep) -> bool:
+def is_perfsuites(ep: EntryPoint) -> bool:
     return ep.dist is not None and ep.dist.name == "perfsuite"
 
 
-def load_entry_point(ep) -> None:
+def load_entry_point(ep: EntryPoint) -> None:
     try:
         ep.load()
     except ConfigError:
@@ -93,7 +97,7 @@ def get(name: str) -> Workload:
 
 
 @contextmanager
-def capturing(into: list):
+def capturing(into: list[Workload]) -> Iterator[list[Workload]]:
     """Within the block, `register` appends to `into` instead of registering."""
     global _capture
     _load_builtin()

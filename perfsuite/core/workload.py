@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.params import Param, expand_sweep, resolve
-from perfsuite.core.record import Work
+from perfsuite.core.record import Record, Work
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class BuiltStep:
     work: Work
     teardown: Callable[[], None] | None = None
     # Workload-specific measurements, read after the timed region (e.g. DataLoader start-up).
-    extra: Callable[[], dict] | None = None
+    extra: Callable[[], dict[str, Any]] | None = None
 
 
 Builder = Callable[[Mapping[str, Any], str], BuiltStep]
@@ -40,7 +40,7 @@ Checker = Callable[[Mapping[str, Any], str], None]
 Check = Callable[[str], "str | None"]
 # A workload's own section of `perfsuite report`: (its records, the report's folder, options such
 # as {"latency_bound_ms": ...}) -> Markdown lines, placed under the workload's table.
-ReportSection = Callable[[list, Any, Mapping[str, Any]], list]
+ReportSection = Callable[[list[Record], Any, Mapping[str, Any]], list[str]]
 
 SIZES = ("ci", "cpu", "gpu")  # the named grids the front-ends pick from (asv: PERFSUITE_ASV_SIZE)
 ASV_KEYS = {"processes": "worker processes per case (default 1)",
@@ -77,7 +77,7 @@ class Workload:
     trainer: Callable[[Mapping[str, Any], str], Any] | None = None
     # The default sweep: parameters whose declared default is a list of values (user workloads
     # declared with @perfsuite.workload); a case not given a value for one runs each of them.
-    sweep: Mapping[str, tuple] | None = None
+    sweep: Mapping[str, tuple[Any, ...]] | None = None
     # Where the workload was declared ("file:line"), to name both places when two share a name.
     source: str = ""
 
@@ -96,7 +96,7 @@ class Workload:
     # named grids per size for the front-ends ({"ci": {param: [values]}, "gpu": ...}; a missing
     # size uses "ci", none at all the default sweep), its named correctness checks, its section of
     # the report, and its asv settings (ASV_KEYS).
-    grids: Mapping[str, Mapping[str, tuple]] | None = None
+    grids: Mapping[str, Mapping[str, tuple[Any, ...]]] | None = None
     checks: Mapping[str, Check] | None = None
     report: ReportSection | None = None
     asv: Mapping[str, Any] | None = None
@@ -137,7 +137,8 @@ class Workload:
                     raise ConfigError(f"workload {self.name!r}: plan[{key!r}] must be seconds >= 0, or "
                                       f"{{{', '.join(f'{k!r}: s' for k in PLAN_KINDS)}}}, got {value!r}")
         if self.ddp:
-            variant = by_name.get(self.ddp.get("variant"))
+            named = self.ddp.get("variant")
+            variant = by_name.get(named) if isinstance(named, str) else None  # (a list is unhashable)
             if variant is None or not variant.choices:
                 raise ConfigError(f"workload {self.name!r}: ddp['variant'] must name a parameter with choices, "
                                   f"got {self.ddp.get('variant')!r}")
@@ -187,7 +188,7 @@ class Workload:
             return True
         return Path(self.source.rsplit(":", 1)[0]).resolve().parent == Path(__file__).resolve().parents[1] / "workloads"
 
-    def grid(self, size: str = "ci") -> dict[str, list]:
+    def grid(self, size: str = "ci") -> dict[str, list[Any]]:
         """The front-ends' parameter grid at `size`: the declared one ("ci" when that size has
         none), else the default sweep (one case of defaults when there is none)."""
         if size not in SIZES:
@@ -201,7 +202,7 @@ class Workload:
         """The grid's cases, last parameter varying fastest."""
         return expand_sweep(self.grid(size))
 
-    def default_sweep(self, given: Mapping[str, list]) -> dict[str, list]:
+    def default_sweep(self, given: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
         """`given` value lists, with the default sweep filled in for parameters not given."""
         return {**{k: list(v) for k, v in (self.sweep or {}).items() if k not in given}, **given}
 

@@ -48,7 +48,8 @@ def generated_folder(kind: str, cache_dir: Path, count: int | None = None) -> Pa
         write.make_dir(cls, "image folder")
         # Smooth noise compresses like a photo more than white noise does.
         small = rng.integers(0, 256, size=(spec.side // 4 or 1, spec.side // 4 or 1, 3), dtype=np.uint8)
-        img = Image.fromarray(small).resize((spec.side, spec.side), Image.BILINEAR)
+        # (Pillow sets its module-level constants with setattr, which its type hints do not declare)
+        img = Image.fromarray(small).resize((spec.side, spec.side), Image.BILINEAR)  # type: ignore[attr-defined]
         with write.atomic(cls / f"{i:06d}{spec.ext}") as fh:
             img.save(fh, format="JPEG", quality=90) if spec.ext == ".jpg" else img.save(fh, format=spec.ext[1:].upper())
     write.write_text(root / _MARKER, "ok\n")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Callable
+from typing import Any, Callable
 
 from perfsuite.distributed.rank import Status, run_job, world_from_env
 from perfsuite.distributed.errors import DistributedFailure
@@ -81,7 +81,7 @@ def follow() -> int:
             failed += 1
 
 
-def run_on_world(job: dict) -> dict:
+def run_on_world(job: dict) -> Any:
     """Rank 0: run `job` on every rank of the joined world; the case's record as a dict."""
     import torch.distributed as dist
 

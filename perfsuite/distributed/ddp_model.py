@@ -31,7 +31,7 @@ def offered(model: str) -> Mapping[str, Any]:
 def variants(model: str) -> tuple:
     """The values of the parameter that picks `model`'s variant, its default first."""
     p = next(p for p in registry.get(model).params if p.name == offered(model)["variant"])
-    return (p.default, *(c for c in p.choices if c != p.default))
+    return (p.default, *(c for c in p.choices or () if c != p.default))  # (it has choices: Workload checks)
 
 
 def sub_params(params: Mapping[str, Any]) -> dict:

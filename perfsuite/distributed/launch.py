@@ -200,7 +200,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def launch_local(job: dict, nproc: int, *, timeout_s: float | None = None, module: str = RANK_MODULE,
-                 keep: Path | None = None) -> dict:
+                 keep: Path | None = None) -> Any:
     """Start `nproc` ranks of `job` on this machine and wait for rank 0's result (its payload);
     DistributedFailure with the reason otherwise. `keep`: the job folder to use (kept after)."""
     timeout_s = float(timeout_s or job["timeout_s"])

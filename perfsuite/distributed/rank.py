@@ -112,11 +112,13 @@ def open_context(job: dict, attached: bool = False) -> RankContext:
     if device.startswith("cuda"):
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=float(job["timeout_s"]))
+    group: Any  # ProcessGroups (group None: the default group)
+    ctrl: Any
     if attached:
         group = dist.new_group(backend=backend, timeout=timeout)
         ctrl = dist.new_group(backend="gloo", timeout=timeout)
     else:
-        kwargs = {"device_id": torch.device(device)} if backend == "nccl" else {}
+        kwargs: dict[str, Any] = {"device_id": torch.device(device)} if backend == "nccl" else {}
         dist.init_process_group(backend, timeout=timeout, **kwargs)
         group = None
         ctrl = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
@@ -295,7 +297,7 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
             "comm": comm or None, "warnings": list(rec.warnings)}
     gathered: list | None = [None] * ctx.world_size if ctx.rank == 0 else None
     dist.gather_object(mine, gathered, dst=0, group=ctx.ctrl)
-    if ctx.rank != 0:
+    if ctx.rank != 0 or gathered is None:  # (rank 0 gathers)
         return None
     return assemble(rec, gathered, ctx, devices).to_dict()
 
@@ -426,7 +428,7 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
 
 # ---- the program -----------------------------------------------------------------------------------
 
-def run_job(job: dict, status: Status, attached: bool = False) -> dict | None:
+def run_job(job: dict, status: Status, attached: bool = False) -> dict | list[dict] | None:
     status.stage("init")
     ctx = open_context(job, attached=attached)
     try:

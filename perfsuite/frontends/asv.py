@@ -25,6 +25,10 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 # This file also runs against perfsuite as installed at older commits (benchmarks/_suite.py loads
 # it by path for `asv run` over history): modules are looked up where this version keeps them,
@@ -112,7 +116,7 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
     cases = _module("perfsuite.core.params").expand_sweep(grid)
     try:
         Case = _module("perfsuite.run.execute").Case
-        Events = _module("perfsuite.run.execute").Events
+        Events: Any = _module("perfsuite.run.execute").Events  # (this commit's, or an older one's)
         run_cases = _module("perfsuite.run.execute").run_cases
     except ImportError as exc:  # a commit older than the one case loop: nothing comparable to measure
         return {"_skip": f"this commit predates perfsuite's one case loop: {exc}"}
@@ -214,29 +218,29 @@ def make_track_suite(workload: str, grid: dict):
         def track_median_s(self, cache, *params):
             return self.record["derived"]["stats"]["median"]
 
-        track_median_s.unit = "seconds"
+        track_median_s.unit = "seconds"  # type: ignore[attr-defined]  # read by asv
 
         def track_seconds_per_item(self, cache, *params):
             return self.record["derived"]["stats"]["median"] / self.record["work"]["items_per_step"]
 
-        track_seconds_per_item.unit = "seconds/item"
+        track_seconds_per_item.unit = "seconds/item"  # type: ignore[attr-defined]  # read by asv
 
         def track_seconds_per_tflop(self, cache, *params):
             flops = self.record["work"]["flops_per_step"]
             return math.nan if not flops else self.record["derived"]["stats"]["median"] / (flops / 1e12)
 
-        track_seconds_per_tflop.unit = "s/TFLOP"
+        track_seconds_per_tflop.unit = "s/TFLOP"  # type: ignore[attr-defined]  # read by asv
 
         def track_step_peak_memory(self, cache, *params):
             return step_peak_memory(self.record["memory"])
 
-        track_step_peak_memory.unit = "bytes"
+        track_step_peak_memory.unit = "bytes"  # type: ignore[attr-defined]  # read by asv
 
         def track_cuda_max_allocated(self, cache, *params):
             v = self.record["memory"].get("cuda_max_allocated_bytes")
             return math.nan if v is None else v
 
-        track_cuda_max_allocated.unit = "bytes"
+        track_cuda_max_allocated.unit = "bytes"  # type: ignore[attr-defined]  # read by asv
 
     return Track
 
@@ -254,7 +258,7 @@ def asv_quick() -> bool:
     """
     import sys
 
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         sources = getattr(frame.f_locals.get("self"), "_attr_sources", None)
         if isinstance(sources, list):  # asv_runner's Benchmark: overrides first, then the class
@@ -344,7 +348,9 @@ def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_
                 cases.append(execute.Case(w, {"size": size, **(params or {})}))
                 keys[id(cases[-1])] = _key((workload, precision))
 
-            class Keep(execute.Events):  # a failed or unsupported case is a skip with its reason; the rest go on
+            Events: Any = execute.Events
+
+            class Keep(Events):  # a failed or unsupported case is a skip with its reason; the rest go on
                 def done(self, case, res):
                     out[keys[id(case)]] = res.to_dict()
 
@@ -387,18 +393,18 @@ def make_amp_suite(grid: dict):
             """1 / speed-up: the lower precision's step time over fp32's (median of the pairs)."""
             return 1.0 / self.res["speedup"]
 
-        track_time_ratio.unit = "low/fp32 time"
+        track_time_ratio.unit = "low/fp32 time"  # type: ignore[attr-defined]  # read by asv
 
         def track_saved_memory_ratio(self, cache, *params):
             return self.res["memory_ratio"]
 
-        track_saved_memory_ratio.unit = "low/fp32 bytes"
+        track_saved_memory_ratio.unit = "low/fp32 bytes"  # type: ignore[attr-defined]  # read by asv
 
         def track_final_loss_rel_diff(self, cache, *params):
             v = self.res["loss_rel_diff"]
             return math.nan if v is None or math.isinf(v) else v
 
-        track_final_loss_rel_diff.unit = "relative"
+        track_final_loss_rel_diff.unit = "relative"  # type: ignore[attr-defined]  # read by asv
 
     return AmpTrack
 
@@ -417,19 +423,19 @@ class OptionalTracks:
         eff = extra.get("scaling_efficiency")
         return math.nan if not eff else 1.0 / eff
 
-    track_inverse_scaling_efficiency.unit = "1/efficiency"
+    track_inverse_scaling_efficiency.unit = "1/efficiency"  # type: ignore[attr-defined]  # read by asv
 
     def track_comm_share(self, cache, *params):
         share = (self.record["extra"].get("comm") or {}).get("comm_share")
         return math.nan if share is None else share
 
-    track_comm_share.unit = "fraction"
+    track_comm_share.unit = "fraction"  # type: ignore[attr-defined]  # read by asv
 
     def track_seconds_per_bus_gb(self, cache, *params):
         busbw = self.record["extra"].get("busbw_Bps")
         return math.nan if not busbw else 1e9 / busbw  # world_size=1 moves nothing on a bus
 
-    track_seconds_per_bus_gb.unit = "s/GB"
+    track_seconds_per_bus_gb.unit = "s/GB"  # type: ignore[attr-defined]  # read by asv
 
 
 TRACKS = tuple(n[len("track_"):] for n in vars(OptionalTracks) if n.startswith("track_"))
@@ -445,7 +451,8 @@ def _optional_tracks(names, class_name: str, module: str) -> dict:
             raise ValueError(f"no optional asv track {name!r}; known: {', '.join(TRACKS)}")
         f = vars(OptionalTracks)[f"track_{name}"]
         g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
-        g.__qualname__, g.__module__, g.unit = f"{class_name}.{f.__name__}", module, f.unit
+        g.__qualname__, g.__module__ = f"{class_name}.{f.__name__}", module
+        g.unit = f.unit  # type: ignore[attr-defined]  # read by asv
         out[f.__name__] = g
     return out
 
@@ -528,7 +535,7 @@ def _setup_cache(name: str, grid: dict, max_time: float, processes: int, class_n
 
     setup_cache.__qualname__, setup_cache.__module__ = f"{class_name}.setup_cache", module
     more = f', processes=worker_processes("{name}")' if processes > 1 else ""
-    setup_cache.pretty_source = (f"def setup_cache(self):\n"
+    setup_cache.pretty_source = (f"def setup_cache(self):\n"  # type: ignore[attr-defined]  # read by asv
                                  f'    return measure_cases("{name}", GRID, max_time={max_time!r}{more})')
     return setup_cache
 

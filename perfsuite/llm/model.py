@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.storage.read import read_json
@@ -11,7 +12,7 @@ from perfsuite.storage.read import read_json
 NUM_LABELS = 23
 PAD_TOKEN_ID = 151643
 
-SHAPES = {
+SHAPES: dict[str, dict[str, Any]] = {
     # Qwen2.5-0.5B's published configuration.
     "0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                  intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
@@ -26,7 +27,8 @@ SHAPES = {
 def config_for(shape: str, attn: str):
     from transformers import Qwen2Config
 
-    cfg = Qwen2Config(**SHAPES[shape], num_labels=NUM_LABELS, pad_token_id=PAD_TOKEN_ID)
+    # (transformers' typed signature leaves out the keywords PretrainedConfig takes: num_labels, rope_theta)
+    cfg = Qwen2Config(**SHAPES[shape], num_labels=NUM_LABELS, pad_token_id=PAD_TOKEN_ID)  # type: ignore[call-arg]
     cfg._attn_implementation = attn
     return cfg
 
@@ -60,7 +62,8 @@ def build_model(shape: str, attn: str, dtype, device: str, path: str = ""):
     else:
         torch.manual_seed(0)
         model = Qwen2ForSequenceClassification(config_for(shape, attn)).to(dtype)
-    return model.to(device).eval()
+    # (transformers wraps Module.to with functools.wraps, whose typeshed type is not a bound method)
+    return model.to(device).eval()  # type: ignore[arg-type]
 
 
 def forward_flops(config, batch: int, seq: int) -> float:

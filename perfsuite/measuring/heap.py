@@ -26,7 +26,7 @@ import ctypes.util
 import os
 import resource
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from perfsuite.core.config import HEAP_MODES
 
@@ -143,7 +143,7 @@ def _glibc_version(libc) -> str:
 def probe() -> dict:
     """This host's facts that decide whether the heap can be held: the C library, the library
     that serves malloc, the environment that can change either, and this process's heap state."""
-    facts = {"platform": sys.platform, "state": state(),
+    facts: dict[str, Any] = {"platform": sys.platform, "state": state(),
              "env": {k: v for k, v in os.environ.items()
                      if k in ("LD_PRELOAD", "GLIBC_TUNABLES") or k.startswith("MALLOC_")}}
     if sys.platform.startswith("linux"):
@@ -204,7 +204,7 @@ class FaultCount:
     """Minor page faults of this process inside the region (an instrument for the timed blocks)."""
 
     def __init__(self, faults: Callable[[], int] = minor_faults) -> None:
-        self._faults, self._start, self.count = faults, None, 0
+        self._faults, self._start, self.count = faults, 0, 0
 
     def __enter__(self) -> "FaultCount":
         self._start = self._faults()
@@ -250,5 +250,5 @@ if __name__ == "__main__":  # the probe for a GPU machine: python -m perfsuite.m
 
     import torch  # noqa: F401 - as in a measuring process: whatever torch loads is loaded
 
-    held = hold()
-    print(json.dumps({"hold": held, **probe()}, sort_keys=True))
+    heap_state = hold()
+    print(json.dumps({"hold": heap_state, **probe()}, sort_keys=True))

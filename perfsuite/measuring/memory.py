@@ -15,6 +15,10 @@ from __future__ import annotations
 import resource
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 _STATUS = "/proc/self/status"
 _CLEAR_REFS = "/proc/self/clear_refs"
@@ -91,7 +95,7 @@ class HostPeakRSS:
 class CudaPeakMemory:
     """Context manager: the CUDA caching allocator's peaks during the `with` body."""
 
-    device: object = None
+    device: torch.device | str | int | None = None
     allocated_before: int | None = None
     max_allocated: int | None = None
     max_reserved: int | None = None

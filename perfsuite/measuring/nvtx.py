@@ -62,7 +62,9 @@ class Annotator:
             return
         if backend is None:
             try:
-                import nvtx as backend  # the `nvtx` package
+                import nvtx  # the `nvtx` package
+
+                backend = nvtx
             except ImportError:
                 backend = None
         if backend is not None:

@@ -418,6 +418,7 @@ def _peak_for(peak: dict | None, dtype: str, backends=None, kernels: str | None 
         from perfsuite.measuring.tf32 import tf32_flags
 
         tf32 = tf32_flags(backends)
+        governing: tuple[str, ...]
         if kernels is None:
             governing, what = ("matmul", "cudnn"), "fp32 work of undeclared kernels"
         else:
@@ -622,7 +623,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
         device=device,
         timing_method=clock.method,
         block_size=m.block_size,
-        samples_s=m.samples_s,
+        samples_s=tuple(m.samples_s),
         work=built.work,
         warmup=warm,
         memory=memory,
@@ -633,9 +634,9 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
                 "rel_ci_halfwidth": None if math.isinf(m.rel_ci_halfwidth) else m.rel_ci_halfwidth,
                 "measure_s": m.measure_s},
         converged=m.converged,
-        warnings=warnings,
+        warnings=tuple(warnings),
         extra=extra,
         conditions=conditions,
-        builds=[{"samples_s": g, "process": 0} for g in m.builds_s]
+        builds=tuple({"samples_s": g, "process": 0} for g in m.builds_s)
         if len(m.builds_s) > 1 else None,
     )

@@ -119,7 +119,8 @@ def apply_torch_flags(flags: dict) -> list[str]:
         if now["matmul_tf32"] != flags["matmul_tf32"]:
             _set_tf32(b.cuda.matmul, lambda: b.cuda.matmul, flags["matmul_tf32"])
         if now["cudnn_tf32"] != flags["cudnn_tf32"]:
-            _set_tf32(b.cudnn, lambda: b.cudnn.conv, flags["cudnn_tf32"])
+            # (torch.backends.cudnn's module is replaced by a class at import: conv is on that class)
+            _set_tf32(b.cudnn, lambda: b.cudnn.conv, flags["cudnn_tf32"])  # type: ignore[attr-defined]
         b.cudnn.benchmark = flags["cudnn_benchmark"]
         b.cudnn.deterministic = flags["cudnn_deterministic"]
         torch.use_deterministic_algorithms(flags["deterministic_algorithms"],

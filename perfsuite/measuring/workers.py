@@ -124,7 +124,7 @@ def worker_main(conn, job: Job) -> None:
             rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock,
                                   deadline=job.deadline)
         if flag_warnings:
-            rec = replace(rec, warnings=[*rec.warnings, *flag_warnings])
+            rec = replace(rec, warnings=(*rec.warnings, *flag_warnings))
         conn.send(("ok", rec.to_dict(), made))
     except Unsupported as exc:
         conn.send(("unsupported", str(exc)))
@@ -195,7 +195,8 @@ def context(start_method: str | None = None):
     ctx = multiprocessing.get_context(method)
     if method == "forkserver" and not _server_warm:
         ctx.set_forkserver_preload(list(_preload))
-        warm = ctx.Process(target=_noop, name="perfsuite-forkserver-warm")
+        # (typeshed declares Process on each concrete context, not on the BaseContext get_context returns)
+        warm = ctx.Process(target=_noop, name="perfsuite-forkserver-warm")  # type: ignore[attr-defined]
         warm.start()
         warm.join()
         _server_warm = True
@@ -270,9 +271,9 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
             pickle.dumps(job.workload)
         except Exception as exc:  # noqa: BLE001 - a closure, a lambda, a local class: anything pickle refuses
             rec = runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
-            return replace(rec, warnings=[*rec.warnings, f"measured in this process, not in {n} worker processes: "
+            return replace(rec, warnings=(*rec.warnings, f"measured in this process, not in {n} worker processes: "
                                           f"the workload cannot be sent to one ({type(exc).__name__}: {exc}); "
-                                          "the interval cannot see the variation between processes"])
+                                          "the interval cannot see the variation between processes"))
     ctx = context(start_method)
     end = time.monotonic() + cfg.max_time
     runs = []
@@ -288,9 +289,9 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
 def _weighted(records: list[Record], key: str) -> float | None:
     """Mean of a per-process reading, weighted by each process's timed seconds."""
     pairs = [(r.conditions.get(key), r.conditions.get("timed_wall_s") or 0.0) for r in records]
-    pairs = [(v, w) for v, w in pairs if v is not None]
-    total = sum(w for _, w in pairs)
-    return sum(v * w for v, w in pairs) / total if pairs and total > 0 else None
+    known = [(v, w) for v, w in pairs if v is not None]
+    total = sum(w for _, w in known)
+    return sum(v * w for v, w in known) / total if known and total > 0 else None
 
 
 def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
@@ -319,7 +320,7 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
               for b in (r.builds or [{"samples_s": list(r.samples_s)}])]
     conditions["builds"] = len(builds)
     conditions.pop("reference", None)  # each process keeps its own; the run's is their median
-    refs = [r.conditions.get("reference") for r in records]
+    refs: list[Any] = [r.conditions.get("reference") for r in records]  # all(refs): none is None
     if all(refs) and len({ref["kernel"] for ref in refs}) == 1:
         conditions["reference"] = {"kernel": refs[0]["kernel"],
                                    "median_s": stats.median([ref["median_s"] for ref in refs])}
@@ -352,10 +353,10 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
               "rel_ci_halfwidth": hw, "measure_s": sum(r.config.get("measure_s") or 0.0 for r in records)}
     return Record(workload=first.workload, params=first.params, device=first.device,
                   timing_method=first.timing_method, block_size=first.block_size,
-                  samples_s=[s for r in records for s in r.samples_s], work=first.work, warmup=first.warmup,
+                  samples_s=tuple(s for r in records for s in r.samples_s), work=first.work, warmup=first.warmup,
                   memory=memory, nvml=first.nvml, env=first.env, peak=first.peak, config=config,
-                  converged=converged, warnings=warnings, extra=first.extra, conditions=conditions,
-                  processes=procs, builds=builds if len(builds) > len(records) else None)
+                  converged=converged, warnings=tuple(warnings), extra=first.extra, conditions=conditions,
+                  processes=tuple(procs), builds=tuple(builds) if len(builds) > len(records) else None)
 
 
 def describe(record: Record) -> str | None:

@@ -12,7 +12,7 @@ keeps more.
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from typing import Any, Callable
 from perfsuite.measuring.memory import CudaPeakMemory
 from perfsuite.measuring.memory import HostPeakRSS
 
@@ -34,7 +34,7 @@ def profile_ops(step: Callable[[], object], steps: int, device: str = "cpu", war
         step()
     sync()  # nothing queued before the window may land inside it
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if "acc_events" in inspect.signature(profile.__init__).parameters:
         kwargs["acc_events"] = True  # one window, no schedule: nothing to clear between cycles
     with profile(activities=activities, record_shapes=True, profile_memory=True, **kwargs) as prof:

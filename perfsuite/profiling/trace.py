@@ -10,7 +10,7 @@ import inspect
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from perfsuite.core.text import slug
 from perfsuite.storage import write
@@ -36,7 +36,7 @@ def trace_window(step: Callable[[], object], out_dir: Path, label: str, device: 
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     wall = 0.0
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     # One cycle only (repeat=1); accumulating its events keeps the profiler from warning that it
     # "clears events at the end of each cycle" (seen on CUDA, where warnings fail the tests).
     if "acc_events" in inspect.signature(profile.__init__).parameters:

@@ -27,7 +27,7 @@ def record_cells(r: Record) -> dict[str, str]:
     cuda = r.memory.get("cuda_max_allocated_bytes")
     return {
         "median": fmt_seconds(s.median),
-        "ci": "-" if s.ci_low is None else f"{fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)}",
+        "ci": "-" if s.ci_low is None or s.ci_high is None else f"{fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)}",
         "iqr": f"{s.iqr / s.median:.1%}",
         "p90": fmt_seconds(s.p90),
         "n_block": f"{s.n} x {r.block_size}",

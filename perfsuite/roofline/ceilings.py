@@ -93,7 +93,7 @@ class Ceilings:
             return Verdict(roof, None, None, "", bound if bound == "compute" else "")
         if not floors:
             return Verdict(roof, None, None, "", bound)
-        limiter = max(floors, key=floors.get)
+        limiter = max(floors, key=floors.__getitem__)
         least = floors[limiter]
         attainable = p.flops / least if least > 0 and p.flops > 0 else None
         pct = 100.0 * least / p.time_s if p.time_s > 0 else None

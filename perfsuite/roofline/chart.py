@@ -9,6 +9,7 @@ Everything is computed before this is called, so a bad input never leaves a part
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.metrics import PIPE_LABEL
@@ -51,8 +52,9 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
     roofs = ([("*", ceilings.compute["*"])] if "*" in ceilings.compute
              else [(k, ceilings.compute[k]) for k in ran if ceilings.compute.get(k)])
     top_roof = max((r for _, r in roofs), default=None)
-    xs = [p.intensity for p in shown] + [p.level_intensity(b) for p in ranked for b in (p.l2_bytes, p.l1_bytes)
-                                         if p.level_intensity(b)]
+    # (the points shown, and the levels kept, have an intensity: the filters above)
+    xs = cast("list[float]", [p.intensity for p in shown] + [p.level_intensity(b) for p in ranked
+                                                             for b in (p.l2_bytes, p.l1_bytes) if p.level_intensity(b)])
     xs += [r / bw for _, r in roofs for bw in ceilings.memory.values()]
     lo, hi = (min(xs) / 4, max(xs) * 4) if xs else (0.1, 100.0)
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
@@ -73,9 +75,10 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
             xl = x if top_roof is None else np.append(x[x < top_roof / bw], top_roof / bw)
             ax.plot(xl, bw * xl, color="k", ls=ls, lw=1.2,
                     label=f"{name} {fmt_rate(bw, 'B/s')} ({ceilings.source.get(level, '')})")
+    # (below, the intensity and FLOP rate of a point in `shown` are not None: the filter above)
     for p in shown:
-        ax.scatter(p.intensity, p.flop_per_s, s=15 + 1500 * p.time_s / total_time, color=COLORS.get(p.pipe, "grey"),
-                   alpha=0.5, edgecolors="k", linewidths=0.5, zorder=3)
+        ax.scatter(p.intensity, p.flop_per_s, s=15 + 1500 * p.time_s / total_time,  # type: ignore[arg-type]
+                   color=COLORS.get(p.pipe, "grey"), alpha=0.5, edgecolors="k", linewidths=0.5, zorder=3)
     key = []
     for i, p in enumerate(ranked, 1):
         # Numbers around their markers in turn, so neighbours' numbers do not land on each other.
@@ -84,8 +87,9 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
         for nbytes, marker in ((p.l2_bytes, "s"), (p.l1_bytes, "^")):  # hierarchical: same work, other levels
             ai = p.level_intensity(nbytes)
             if ai:
-                ax.plot([p.intensity, ai], [p.flop_per_s] * 2, color=COLORS.get(p.pipe, "grey"), lw=0.5, alpha=0.6)
-                ax.scatter(ai, p.flop_per_s, s=25, marker=marker, facecolors="none",
+                ax.plot([p.intensity, ai], [p.flop_per_s] * 2,  # type: ignore[arg-type]
+                        color=COLORS.get(p.pipe, "grey"), lw=0.5, alpha=0.6)
+                ax.scatter(ai, p.flop_per_s, s=25, marker=marker, facecolors="none",  # type: ignore[arg-type]
                            edgecolors=COLORS.get(p.pipe, "grey"), zorder=4)
         v = ceilings.judge(p)
         judged = (f", {v.pct:.0f}% of roof ({v.limiter})" if v.pct is not None
@@ -105,8 +109,8 @@ def draw(points: list[Point], ceilings: Ceilings, out: Path, title: str, total: 
     hidden = [p for p in points if p not in shown]
     foot = list(notes)
     if hidden:
-        share = 100 * sum(p.time_s for p in hidden) / total_time
-        foot.append(f"not drawn (no FLOPs or no DRAM bytes): {len(hidden)} of {len(points)}, {share:.1f}% of time")
+        hidden_pct = 100 * sum(p.time_s for p in hidden) / total_time
+        foot.append(f"not drawn (no FLOPs or no DRAM bytes): {len(hidden)} of {len(points)}, {hidden_pct:.1f}% of time")
     fig.text(0.07, 0.02, "\n".join(foot), fontsize=7.5, va="bottom")
     ax.set_xscale("log")
     ax.set_yscale("log")

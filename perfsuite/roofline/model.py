@@ -50,7 +50,7 @@ class Point:
     def pipe(self) -> str:
         """The pipe that did most of the FLOPs ("" for none)."""
         ps = {k: v for k, v in self.pipes().items() if v > 0}
-        return max(ps, key=ps.get) if ps else ""
+        return max(ps, key=ps.__getitem__) if ps else ""
 
     @property
     def short(self) -> str:

@@ -93,7 +93,7 @@ class Events:
 
 @dataclass
 class Outcome:
-    records: list[Record] = field(default_factory=list)
+    records: list[Any] = field(default_factory=list)  # Records, or the measurement's own results
     failures: list[dict] = field(default_factory=list)
     unsupported: list[tuple[Case, str]] = field(default_factory=list)
     interrupted: bool = False
@@ -192,7 +192,7 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
     finished is kept. `machine_log`: the machine-speed log (perfsuite.storage.machine_drift) that
     plain records note their reference in and learn the drift between runs from.
     """
-    outputs = [o for o in outputs if o is not None]
+    sinks = [o for o in outputs if o is not None]
     kind = getattr(measure, "kind", "results")
     events = events or Events()
     cfg = replace(cfg, device=device)
@@ -225,14 +225,14 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
                 del exc  # the traceback holds the step's tensors: let them go before the next case
                 _release_device_memory(device)
                 out.failures.append(failure)
-                for o in outputs:
+                for o in sinks:
                     o.add_failure(failure, case)
                 events.failed(case, failure)
                 continue
             if record_config and isinstance(result, Record):
                 result = replace(result, config={**result.config, **record_config})
             out.records.append(result)
-            for o in outputs:
+            for o in sinks:
                 o.add(result, case, kind)
             events.done(case, result)
     except KeyboardInterrupt:

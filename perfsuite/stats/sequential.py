@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Sequence
+from typing import Any, Sequence
 
 LOOKS = (0.5, 0.75, 1.0)  # fractions of the pairs' time at which the test is read
 SLOWER, NOT_SLOWER = "slower", "not slower"
@@ -73,7 +73,7 @@ def _z_boundaries(looks: tuple[float, ...], alpha: float) -> tuple[float, ...]:
         sd = math.sqrt(looks[k] - looks[k - 1])
         target = spent[k] - spent[k - 1]
 
-        def crossed(c, w=w, dens=dens, sd=sd, t=looks[k]):
+        def crossed(c: float, w: Any = w, dens: Any = dens, sd: float = sd, t: float = looks[k]) -> float:
             # P(not crossed before, W(t_k) >= c sqrt(t_k))
             return float(np.sum(dens * ndtr((w - c * math.sqrt(t)) / sd)) * h)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -93,7 +93,7 @@ class Summary:
     ci_high: float | None
     confidence: float = 0.95
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -208,7 +208,7 @@ class ProcessSpread:
     def rel_ci_halfwidth(self) -> float:
         return (self.ci_high - self.ci_low) / 2.0 / self.median
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"medians": list(self.medians), "median": self.median, "ci_low": self.ci_low,
                 "ci_high": self.ci_high, "ci_method": self.ci_method, "between_var": self.between_var,
                 "within_var": self.within_var, "between_share": self.between_share,
@@ -222,8 +222,8 @@ def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
     variance components, one level down). `medians`, when given, are the units' own medians (a
     process measured in several builds reports the median of theirs), else each group's.
 
-    The interval: with 6 or more processes, the distribution-free interval of the median of the
-    process medians; with 2 to 5, the t interval of the process medians' logs (median x/÷
+    The interval: with 6 or more processes (8 at 99%), the distribution-free interval of the median
+    of the process medians; with fewer, the t interval of the process medians' logs (median x/÷
     exp(t s/sqrt(N)), N - 1 degrees of freedom; too few for an order-statistic interval). Two
     units give a very wide interval (t = 12.7 at 95%): two draws bracket the median only half of
     the time, and nothing narrower is honest."""
@@ -241,8 +241,9 @@ def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
     # IQR / 1.349 is sigma for normal data; (pi/2) sigma^2 / k is the variance of a median of k.
     within = sum((math.pi / 2) * (iqr(g) / 1.349) ** 2 / len(g) for g in vals) / n
     between = max(0.0, var_meds - within)
-    if n >= 6:
-        lo, hi = median_ci(meds, confidence)
+    ci = median_ci(meds, confidence) if n >= 6 else None  # None: too few for this confidence (n < 8 at 99%)
+    if ci is not None:
+        lo, hi = ci
         method = f"order statistics of the {unit} medians"
     else:
         # On logs, around the median: times are positive and skewed (one process 10x slower when

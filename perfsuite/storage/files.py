@@ -18,9 +18,10 @@ import re
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from perfsuite.core import documents
+from perfsuite.core.case import Case
 from perfsuite.core.documents import finite
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import READABLE_VERSIONS, RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
@@ -30,7 +31,7 @@ from perfsuite.storage import importers
 from perfsuite.store import select
 
 
-def _temp_pattern(path: Path) -> re.Pattern:
+def _temp_pattern(path: Path) -> re.Pattern[str]:
     # Exactly the names _create_temp (and mkstemp before it) gives: `.NAME.` + 8 random
     # characters + `.tmp`, so that `.run.json.x.12345678.tmp` (run.json.x's) never matches run.json.
     return re.compile(re.escape(f".{path.name}.") + r"[a-z0-9_]{8}\.tmp")
@@ -59,7 +60,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     write.write_text(path, text)
 
 
-def dumps(obj, indent: int | None = 1) -> str:
+def dumps(obj: Any, indent: int | None = 1) -> str:
     """Strict JSON text of `obj` (non-finite numbers become null)."""
     return json.dumps(finite(obj), indent=indent, allow_nan=False)
 
@@ -71,7 +72,7 @@ DOCUMENT_VERSION = 1
 DOCUMENT_KINDS = ("pair", "amp", "gate", "gate-selfcheck", "checks", "noise-floors", "peaks", "bisect", "why")
 
 
-def document(kind: str, results, failures: list[dict] | None = None) -> str:
+def document(kind: str, results: Any, failures: list[dict[str, Any]] | None = None) -> str:
     """The text of a versioned document of `kind` (strict JSON); `failures`: the cases that failed
     (as perfsuite.run.execute.failure_entry writes them), kept beside the results."""
     if kind not in DOCUMENT_KINDS:
@@ -79,16 +80,17 @@ def document(kind: str, results, failures: list[dict] | None = None) -> str:
     return dumps(documents.envelope(kind, {"results": results, **({"failures": failures} if failures else {})}))
 
 
-def document_failures(path: str | os.PathLike) -> list[dict]:
+def document_failures(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The failed cases a versioned document keeps beside its results, validated ([] for none,
     or for a document written before failures were kept)."""
     p = Path(path)
     doc = read.read_json(p)
     failures = doc.get("failures", []) if isinstance(doc, dict) else []
-    return documents.validate("failures", failures, str(p))
+    checked: list[dict[str, Any]] = documents.validate("failures", failures, str(p))
+    return checked
 
 
-def load_document(path: str | os.PathLike, kind: str):
+def load_document(path: str | os.PathLike[str], kind: str) -> Any:
     """The results of a document of `kind`, read once into the kind's result class where it has
     one (perfsuite.compare's: pair, amp, gate, bisect, why; perfsuite.core.documents.MODELS), else
     checked against its schema and returned as the data; errors name the file, the key path and
@@ -106,13 +108,13 @@ def load_document(path: str | os.PathLike, kind: str):
     return documents.validate(kind, results, str(p))
 
 
-def versioned(kind: str, body: dict) -> str:
+def versioned(kind: str, body: dict[str, Any]) -> str:
     """A one-object document of `kind` (run-config, split, qwen-sweep): its keys beside the format
     and version."""
     return dumps(documents.envelope(kind, body))
 
 
-def results_document(records: Iterable[Record], failures: Iterable[dict] = ()) -> str:
+def results_document(records: Iterable[Record], failures: Iterable[dict[str, Any]] = ()) -> str:
     doc = {
         "format": RESULTS_FORMAT,
         "schema_version": SCHEMA_VERSION,
@@ -143,7 +145,7 @@ class ResultsWriter:
         self.path = Path(path)
         writable_dir(self.path.parent, "results directory")
         self.records: list[Record] = []
-        self.failures: list[dict] = []
+        self.failures: list[dict[str, Any]] = []
         # Claimed now, exclusively: of two runs started on one path the second fails here,
         # instead of both running and the later rename discarding the other's records.
         try:
@@ -170,18 +172,18 @@ class ResultsWriter:
         remove_stale_temps(path)
         return w
 
-    def has_failure(self, key: tuple) -> bool:
+    def has_failure(self, key: tuple[Any, ...]) -> bool:
         return any(_failure_key(f) == key for f in self.failures)
 
-    def drop_failure(self, key: tuple) -> None:
+    def drop_failure(self, key: tuple[Any, ...]) -> None:
         self.failures = [f for f in self.failures if _failure_key(f) != key]
         self._save()
 
-    def add(self, record: Record, case=None, kind: str | None = None) -> None:
+    def add(self, record: Record, case: Case | None = None, kind: str | None = None) -> None:
         self.records.append(record)
         self._save()
 
-    def add_failure(self, failure: dict, case=None) -> None:
+    def add_failure(self, failure: dict[str, Any], case: Case | None = None) -> None:
         self.failures.append(failure)
         self._save()
 
@@ -194,10 +196,10 @@ class DocumentWriter:
     of `kind`, its results and its failed cases, saved atomically after each case. Each result is
     stored with the parameters its case was given (`case`) and `extra` (a suite's name and
     digest), so a resumed suite finds what is done by the same case key as a run entry."""
-    def __init__(self, path: Path, kind: str, extra: dict | None = None, *, claim: bool = True) -> None:
+    def __init__(self, path: Path, kind: str, extra: dict[str, Any] | None = None, *, claim: bool = True) -> None:
         self.path, self.kind, self.extra = Path(path), kind, dict(extra or {})
-        self.results: list[dict] = []
-        self.failures: list[dict] = []
+        self.results: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []
         if claim:
             writable_dir(self.path.parent, "output folder")
             try:  # claimed now, exclusively, as ResultsWriter does: no earlier file is overwritten
@@ -208,7 +210,7 @@ class DocumentWriter:
                 raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
 
     @classmethod
-    def resume(cls, path: Path, kind: str, extra: dict | None = None) -> "DocumentWriter":
+    def resume(cls, path: Path, kind: str, extra: dict[str, Any] | None = None) -> "DocumentWriter":
         """Continue an interrupted entry's document: its results and failures are kept."""
         path = Path(path)
         if not path.exists():
@@ -218,26 +220,26 @@ class DocumentWriter:
         w.failures = document_failures(path)
         return w
 
-    def done_cases(self) -> list[dict]:
+    def done_cases(self) -> list[dict[str, Any]]:
         """The parameters of every finished case (documents written before `case` was kept
         give their own `params`)."""
         return [dict(r["case"] if r.get("case") is not None else r.get("params") or {}) for r in self.results]
 
-    def has_failure(self, key: tuple) -> bool:
+    def has_failure(self, key: tuple[Any, ...]) -> bool:
         return any(_failure_key(f) == key for f in self.failures)
 
-    def drop_failure(self, key: tuple) -> None:
+    def drop_failure(self, key: tuple[Any, ...]) -> None:
         self.failures = [f for f in self.failures if _failure_key(f) != key]
         self._save()
 
-    def add(self, result, case=None, kind: str | None = None) -> None:
+    def add(self, result: Any, case: Case | None = None, kind: str | None = None) -> None:
         entry = result.to_dict() if hasattr(result, "to_dict") else dict(result)
         if case is not None:
             entry["case"] = dict(case.params)
         self.results.append({**entry, **self.extra})
         self._save()
 
-    def add_failure(self, failure: dict, case=None) -> None:
+    def add_failure(self, failure: dict[str, Any], case: Case | None = None) -> None:
         self.failures.append(failure)
         self._save()
 
@@ -252,11 +254,11 @@ class DocumentWriter:
         atomic_write_text(self.path, document(self.kind, self.results, self.failures))
 
 
-def _failure_key(f: dict) -> tuple:
-    return case_key(f.get("workload"), f.get("params") or {}, f.get("device"))
+def _failure_key(f: dict[str, Any]) -> tuple[Any, ...]:
+    return case_key(f["workload"], f.get("params") or {}, f.get("device"))  # a failure always names its workload
 
 
-def load_records(path: str | os.PathLike) -> list[Record]:
+def load_records(path: str | os.PathLike[str]) -> list[Record]:
     """Records from a results file (or a single bare record), or from the results store for a
     `store:` source (perfsuite.store.select); errors name the file and the fault."""
     if select.is_source(path):
@@ -318,7 +320,7 @@ def results_in(folder: Path) -> list[Path]:
     return [f for f in sorted(Path(folder).rglob("*.json")) if _is_results(f)]
 
 
-def load_many(paths: Iterable[str | os.PathLike]) -> tuple[list[Record], list[str]]:
+def load_many(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Record], list[str]]:
     """Records from files and directories (every results *.json inside, recursively). A corrupt or
     foreign file does not stop the others, nor a bad record its file's good ones: each is named
     in the returned problems."""

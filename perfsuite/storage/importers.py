@@ -13,6 +13,7 @@ import ast
 import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 from perfsuite.core.documents import MAX_INT, MAX_SAMPLES
 from perfsuite.core.errors import RecordError
@@ -23,15 +24,15 @@ from perfsuite.core.record import Record, Work
 MAX_COMBINATIONS = 100_000
 
 
-def is_pytest_benchmark(doc) -> bool:
+def is_pytest_benchmark(doc: Any) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("benchmarks"), list) and "machine_info" in doc
 
 
-def is_asv_result(doc) -> bool:
+def is_asv_result(doc: Any) -> bool:
     return isinstance(doc, dict) and "result_columns" in doc and isinstance(doc.get("results"), dict)
 
 
-def _scalar_params(params) -> dict:
+def _scalar_params(params: Any) -> dict[str, Any]:
     if not isinstance(params, dict):
         return {}
     # A NaN or infinite value names no case (and would never equal itself as a case key).
@@ -39,7 +40,7 @@ def _scalar_params(params) -> dict:
             and not (isinstance(v, float) and not math.isfinite(v))}
 
 
-def _numbers(values, where: str) -> list[float]:
+def _numbers(values: Any, where: str) -> list[float]:
     """A list of finite numbers, or a RecordError naming where it is in the file."""
     if not isinstance(values, list) or not values:
         raise RecordError(f"{where}: expected a non-empty list of numbers, got {type(values).__name__}")
@@ -53,7 +54,7 @@ def _numbers(values, where: str) -> list[float]:
     return out
 
 
-def _mapping(value, where: str) -> dict:
+def _mapping(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -61,7 +62,7 @@ def _mapping(value, where: str) -> dict:
     return value
 
 
-def from_pytest_benchmark(doc: dict, path: Path) -> list[Record]:
+def from_pytest_benchmark(doc: dict[str, Any], path: Path) -> list[Record]:
     env = _mapping(_mapping(doc.get("machine_info"), f"{path}: machine_info").get("perfsuite"),
                    f"{path}: machine_info.perfsuite")
     out = []
@@ -86,7 +87,7 @@ def from_pytest_benchmark(doc: dict, path: Path) -> list[Record]:
                 device=str(info.get("device", "cpu")),
                 timing_method="pytest-benchmark",
                 block_size=iterations,
-                samples_s=_numbers(data, f"{where}.stats.data"),
+                samples_s=tuple(_numbers(data, f"{where}.stats.data")),
                 work=Work(items_per_step=float(info.get("items_per_step") or 1),
                           item_unit=str(info.get("item_unit") or "calls"),
                           flops_per_step=info.get("flops_per_step")),
@@ -102,7 +103,7 @@ def from_pytest_benchmark(doc: dict, path: Path) -> list[Record]:
     return out
 
 
-def from_asv(doc: dict, path: Path) -> list[Record]:
+def from_asv(doc: dict[str, Any], path: Path) -> list[Record]:
     cols = doc["result_columns"]
     if not isinstance(cols, list) or "samples" not in cols or "params" not in cols:
         raise RecordError(f"{path}: asv results without params and samples columns")
@@ -136,7 +137,7 @@ def from_asv(doc: dict, path: Path) -> list[Record]:
                 continue  # a skipped or failed parameter combination
             values = {f"p{i}": _literal(v) for i, v in enumerate(combo)}
             out.append(Record(workload=name, params=values, device="cpu", timing_method="asv", block_size=1,
-                              samples_s=_numbers(s, f"{where}.samples[{j}]"),
+                              samples_s=tuple(_numbers(s, f"{where}.samples[{j}]")),
                               work=Work(items_per_step=1, item_unit="calls"),
                               env={k: v for k, v in env.items() if v}, converged=True))
     if not out:
@@ -144,7 +145,7 @@ def from_asv(doc: dict, path: Path) -> list[Record]:
     return out
 
 
-def _literal(text):
+def _literal(text: Any) -> str | int | float | bool | None:
     try:
         v = ast.literal_eval(text) if isinstance(text, str) else text
     except (ValueError, SyntaxError, MemoryError, RecursionError):

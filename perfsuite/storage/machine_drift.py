@@ -25,7 +25,9 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
+from perfsuite.core.record import Record
 from perfsuite.stats import summary as stats
 
 ENV_VAR = "PERFSUITE_MACHINE_LOG"  # a path, or "none" to keep no log (the CLI's --machine-log beats it)
@@ -47,7 +49,7 @@ def default_log() -> Path | None:
     return Path.home() / ".cache" / "perfsuite" / "machine-speed.jsonl"
 
 
-def run_key(record) -> dict | None:
+def run_key(record: Record) -> dict[str, Any] | None:
     ref = record.conditions.get("reference")
     if not ref:
         return None
@@ -55,7 +57,7 @@ def run_key(record) -> dict | None:
             "threads": record.conditions.get("torch_threads"), "host": (record.env or {}).get("host")}
 
 
-def read_log(path: Path) -> list[dict]:
+def read_log(path: Path) -> list[dict[str, Any]]:
     """The log's entries; lines that do not parse (a torn write, an edit) are passed over."""
     try:
         text = path.read_text()
@@ -73,7 +75,7 @@ def read_log(path: Path) -> list[dict]:
     return entries
 
 
-def learned(entries: list[dict], key: dict, now: float) -> dict | None:
+def learned(entries: list[dict[str, Any]], key: dict[str, Any], now: float) -> dict[str, Any] | None:
     """The drift between alike runs as a 95% half-width (stats.drift_halfwidth of their reference
     medians), from the last KEEP alike runs younger than MAX_AGE_S; None below MIN_RUNS."""
     alike = [e for e in entries if all(e.get(k) == v for k, v in key.items()) and now - e["time"] <= MAX_AGE_S]
@@ -84,7 +86,7 @@ def learned(entries: list[dict], key: dict, now: float) -> dict | None:
             "hours": (now - alike[0]["time"]) / 3600.0}
 
 
-def note_run(record, path: Path, now: float | None = None):
+def note_run(record: Record, path: Path, now: float | None = None) -> Record:
     """Add `record`'s reference median to the log at `path` and return the record with
     `conditions["machine_drift"]` learned from the log (this run included), when it can be. A log
     that cannot be read or written costs the record its learning, with a warning, never the record."""
@@ -106,8 +108,8 @@ def note_run(record, path: Path, now: float | None = None):
             with path.open("a") as f:  # one short line per run: an append, not a rewrite
                 f.write(json.dumps(entry) + "\n")
     except OSError as exc:
-        return replace(record, warnings=[*record.warnings, f"machine-speed log {path} not used ({exc}): the "
-                                         "interval does not include the drift between this machine's runs"])
+        return replace(record, warnings=(*record.warnings, f"machine-speed log {path} not used ({exc}): the "
+                                         "interval does not include the drift between this machine's runs"))
     drift = learned(entries, key, now)
     if drift is None:
         return record

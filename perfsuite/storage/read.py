@@ -17,8 +17,12 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.core.errors import ConfigError, RecordError
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_FILE_BYTES = 64 * 2**20  # 100 records of 10,000 samples each are about 25 MB of JSON
 MAX_INT_DIGITS = 30
@@ -29,7 +33,7 @@ class _Refused(ValueError):
     """Raised inside the JSON parser's hooks; turned into the caller's error with the file's name."""
 
 
-def read_bytes(path: str | os.PathLike, error: type[Exception] = RecordError,
+def read_bytes(path: str | os.PathLike[str], error: type[Exception] = RecordError,
                limit: int | None = None) -> bytes:
     p = Path(path)
     limit = MAX_FILE_BYTES if limit is None else limit
@@ -56,7 +60,7 @@ def read_bytes(path: str | os.PathLike, error: type[Exception] = RecordError,
     return data
 
 
-def read_text(path: str | os.PathLike, error: type[Exception] = RecordError,
+def read_text(path: str | os.PathLike[str], error: type[Exception] = RecordError,
               limit: int | None = None) -> str:
     data = read_bytes(path, error, limit)
     try:
@@ -65,8 +69,8 @@ def read_text(path: str | os.PathLike, error: type[Exception] = RecordError,
         raise error(f"{path}: not a text file (byte {exc.start} is not UTF-8)") from None
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    out: dict = {}
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for key, value in pairs:
         if key in out:
             raise _Refused(f"duplicate key {key[:60]!r} (a reader would silently keep one of the two)")
@@ -81,7 +85,7 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def parse_json(text: str, where: str, error: type[Exception] = RecordError):
+def parse_json(text: str, where: str, error: type[Exception] = RecordError) -> Any:
     try:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_int=_bounded_int)
     except _Refused as exc:
@@ -92,11 +96,11 @@ def parse_json(text: str, where: str, error: type[Exception] = RecordError):
         raise error(f"{where}: JSON nested too deeply") from None
 
 
-def read_json(path: str | os.PathLike, error: type[Exception] = RecordError):
+def read_json(path: str | os.PathLike[str], error: type[Exception] = RecordError) -> Any:
     return parse_json(read_text(path, error), str(path), error)
 
 
-def _yaml_loader():
+def _yaml_loader() -> type[yaml.SafeLoader]:
     import yaml
 
     class StrictLoader(yaml.SafeLoader):
@@ -104,16 +108,16 @@ def _yaml_loader():
 
         aliases = 0
 
-        def compose_node(self, parent, index):
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_YAML_ALIASES:
-                    event = self.peek_event()
+                    event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves it unannotated
                     raise yaml.MarkedYAMLError(None, None, f"more than {MAX_YAML_ALIASES} aliases",
                                                event.start_mark)
             return super().compose_node(parent, index)
 
-        def construct_mapping(self, node, deep=False):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
             seen = set()
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=deep)
@@ -130,7 +134,7 @@ def _yaml_loader():
     return StrictLoader
 
 
-def read_yaml(path: str | os.PathLike, what: str = "file"):
+def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     """A YAML document from a regular file; errors (ConfigError) say where in the file."""
     import yaml
 

@@ -15,9 +15,11 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterable
 
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
+from perfsuite.core.record import Record
 from perfsuite.store.machine import Machine, fingerprint_of, imported_machine, this_machine
 from perfsuite.store.store import Store, new_run
 from perfsuite.storage import read
@@ -36,7 +38,7 @@ class ImportReport:
     problems: list[str] = field(default_factory=list)
 
 
-def _files(paths) -> list[Path]:
+def _files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     out = []
     for given in paths:
         p = Path(given)
@@ -47,21 +49,21 @@ def _files(paths) -> list[Path]:
     return out
 
 
-def _document_kind(doc) -> str | None:
+def _document_kind(doc: Any) -> str | None:
     if isinstance(doc, dict) and isinstance(doc.get("format"), str) and doc["format"].startswith("perfsuite."):
         kind = doc["format"].split(".", 1)[1]
         return kind if kind in DOCUMENT_KINDS else None
     return None
 
 
-def _machine_for(env: dict, here: Machine) -> Machine:
+def _machine_for(env: dict[str, Any], here: Machine) -> Machine:
     digest, _ = fingerprint_of(env)
     if env.get("host") == here.info.get("host") and digest == here.fingerprint:
         return here
     return imported_machine(env)
 
 
-def import_paths(store: Store, paths) -> ImportReport:
+def import_paths(store: Store, paths: Iterable[str | os.PathLike[str]]) -> ImportReport:
     report = ImportReport()
     here = this_machine()
     for f in _files(paths):
@@ -88,8 +90,9 @@ def import_paths(store: Store, paths) -> ImportReport:
     return report
 
 
-def _store_records(store: Store, run_id: str, here: Machine, f: Path, records, report: ImportReport) -> None:
-    by_machine: dict[str, tuple[Machine, list]] = {}
+def _store_records(store: Store, run_id: str, here: Machine, f: Path, records: list[Record],
+                   report: ImportReport) -> None:
+    by_machine: dict[str, tuple[Machine, list[Record]]] = {}
     for r in records:
         m = _machine_for(r.env, here)
         by_machine.setdefault(m.id, (m, []))[1].append(r)
@@ -102,7 +105,8 @@ def _store_records(store: Store, run_id: str, here: Machine, f: Path, records, r
         report.already += len(group) - new
 
 
-def _store_documents(store: Store, run_id: str, here: Machine, f: Path, kind: str, entries, report) -> None:
+def _store_documents(store: Store, run_id: str, here: Machine, f: Path, kind: str, entries: list[Any],
+                     report: ImportReport) -> None:
     store.begin_run(_run_row(run_id, here, f), here)
     # A kind with a result class was read into it (validated once): stored as its schema writes it.
     entries = [documents.dump(e) if isinstance(e, documents.Result) else e for e in entries]
@@ -111,7 +115,7 @@ def _store_documents(store: Store, run_id: str, here: Machine, f: Path, kind: st
     report.already += len(entries) - new
 
 
-def _run_row(run_id: str, machine: Machine, f: Path) -> dict:
+def _run_row(run_id: str, machine: Machine, f: Path) -> dict[str, Any]:
     row = new_run("import", machine, config={"source": os.fspath(f.resolve())}, run_id=run_id)
     return {**row, "state": "finished", "finished": row["started"]}
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
@@ -30,6 +30,9 @@ from perfsuite.storage import write as writer
 from perfsuite.storage.files import load_records
 from perfsuite.storage.files import results_in
 from perfsuite.store import select
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The fixed columns after the parameters, in order.
 FIXED = ("device", "median_s", "ci_low_s", "ci_high_s", "iqr_s", "p90_s", "p99_s", "n_samples", "block_size",
@@ -44,7 +47,7 @@ def param_column(name: str) -> str:
     return f"param.{name}" if name in RESERVED else name
 
 
-def row(r: Record, source: str | None = None) -> dict:
+def row(r: Record, source: str | None = None) -> dict[str, Any]:
     """One record's tidy row (parameters under their column names, then FIXED)."""
     s, mem = r.stats, r.memory
     bound = r.bound
@@ -56,7 +59,7 @@ def row(r: Record, source: str | None = None) -> dict:
 
         tail = timed_tail(per_call, s.n, r.block_size)
         p90, p99 = stats.percentile(tail, 90), stats.percentile(tail, 99)
-    out: dict = {"workload": r.workload}
+    out: dict[str, Any] = {"workload": r.workload}
     out.update({param_column(k): v for k, v in r.params.items()})
     out.update({
         "device": r.device,
@@ -77,7 +80,7 @@ def row(r: Record, source: str | None = None) -> dict:
     return out
 
 
-def frame(records: Iterable[Record], sources: Iterable[str | None] | None = None):
+def frame(records: Iterable[Record], sources: Iterable[str | None] | None = None) -> pd.DataFrame:
     """The tidy table of records already in memory (see the module's docstring for the columns)."""
     import pandas as pd
 
@@ -103,7 +106,7 @@ def frame(records: Iterable[Record], sources: Iterable[str | None] | None = None
     return df
 
 
-def load(paths: Iterable[str | os.PathLike], skipped: list[str] | None = None):
+def load(paths: Iterable[str | os.PathLike[str]], skipped: list[str] | None = None) -> pd.DataFrame:
     """One tidy row per case from results files and folders (every *.json inside, recursively,
     through perfsuite.storage.files.load_many: perfsuite, pytest-benchmark and asv files alike).
 
@@ -129,9 +132,9 @@ def load(paths: Iterable[str | os.PathLike], skipped: list[str] | None = None):
     return frame(records, sources)
 
 
-def result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+def result_files(paths: Iterable[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
     """The files `paths` name: files as given, folders as every results *.json inside them."""
-    out: list[Path] = []
+    out: list[str | os.PathLike[str]] = []  # files, and `store:` sources as given
     for given in paths:
         if select.is_source(given):  # read by load_records; never a path (it may be any length)
             out.append(given)
@@ -141,7 +144,7 @@ def result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return out
 
 
-def write(df, out: Path, fmt: str | None = None) -> Path:
+def write(df: pd.DataFrame, out: Path, fmt: str | None = None) -> Path:
     """Write the table as CSV or Parquet (by `fmt`, else by the suffix of `out`) to a new file
     (perfsuite.storage.write: never over an existing file or through a symlink)."""
     out = Path(out)
@@ -163,7 +166,7 @@ def write(df, out: Path, fmt: str | None = None) -> Path:
     return out
 
 
-def _parquet_safe(df):
+def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
     """Parquet columns have one type: a parameter column holding, say, ints for one workload and
     strings for another is written as strings (missing values stay missing)."""
     df = df.copy()

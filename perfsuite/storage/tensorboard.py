@@ -30,7 +30,7 @@ import math
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from perfsuite.core import documents
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
@@ -42,7 +42,10 @@ from perfsuite.storage.files import writable_dir
 from perfsuite.storage import write
 from perfsuite.storage.table import result_files
 
-def _writer_class():
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+def _writer_class() -> type[SummaryWriter]:
     try:
         import tensorboard  # noqa: F401  (torch's writer needs the package)
         from torch.utils.tensorboard import SummaryWriter
@@ -55,7 +58,7 @@ def _slug(text: str) -> str:
     return slug(text, 120)
 
 
-def case_run(workload: str, params: dict, device: str) -> str:
+def case_run(workload: str, params: Mapping[str, Any], device: str) -> str:
     """The TensorBoard run (a path under the log directory) of one case."""
     ps = ",".join(f"{k}={v}" for k, v in params.items()) or "default"
     return f"{_slug(workload)}/{_slug(device)}/{_slug(ps)}"
@@ -68,7 +71,7 @@ def _epoch(created: str) -> float:
         return 0.0
 
 
-def _hparam(v):
+def _hparam(v: Any) -> bool | int | float | str:
     return v if isinstance(v, (bool, int, float, str)) else str(v)
 
 
@@ -76,7 +79,7 @@ def scalars(r: Record) -> dict[str, float]:
     s = r.stats
     out = {"latency/median_s": s.median, "latency/p90_s": s.p90, "latency/p99_s": s.p99,
            f"throughput/{_slug(r.work.item_unit)}_per_s": r.throughput}
-    if s.ci_low is not None:
+    if s.ci_low is not None and s.ci_high is not None:  # (set together)
         out.update({"latency/ci_low_s": s.ci_low, "latency/ci_high_s": s.ci_high})
     if r.flops_per_s is not None:
         out["flops_per_s"] = r.flops_per_s
@@ -115,12 +118,12 @@ def write_record(logdir: Path, r: Record) -> bool:
                               + "".join(f"\n\n- {x}" for x in r.warnings)),
                    global_step=step, walltime=wall)
         hp = {"workload": r.workload, "device": r.device, **{k: _hparam(v) for k, v in r.params.items()}}
-        for summ in hparams(hp, values):
+        for summ in hparams(hp, values):  # type: ignore[no-untyped-call]  # torch leaves it unannotated
             w.file_writer.add_summary(summ, step, wall)
     return True
 
 
-def write_amp(logdir: Path, amp) -> int:
+def write_amp(logdir: Path, amp: Any) -> int:  # a perfsuite.compare.amp.AmpComparison (above storage)
     """The AMP comparison's loss curves (when it kept them) and headline numbers, computed from its
     pairs and losses (perfsuite.compare.amp.AmpComparison, as load_document reads it)."""
     SummaryWriter = _writer_class()
@@ -150,7 +153,7 @@ def prepare(logdir: Path) -> Path:
     return writable_dir(Path(logdir), "TensorBoard log directory")
 
 
-def export_tensorboard(paths: Iterable[str | os.PathLike], logdir: Path) -> tuple[int, list[str]]:
+def export_tensorboard(paths: Iterable[str | os.PathLike[str]], logdir: Path) -> tuple[int, list[str]]:
     """Write every record (and every *.amp.json) under `paths` to `logdir`; returns the number of
     records and AMP comparisons read and the files that could not be read."""
     prepare(logdir)
@@ -183,7 +186,7 @@ def export_tensorboard(paths: Iterable[str | os.PathLike], logdir: Path) -> tupl
 
 
 @contextlib.contextmanager
-def _writing(logdir: Path):
+def _writing(logdir: Path) -> Iterator[None]:
     """TensorBoard's writer opens its own files: a full disk or a read-only folder under it is a
     StorageError naming the folder, not a traceback."""
     try:

@@ -22,19 +22,24 @@ import stat
 import tempfile
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
 
 from perfsuite.core.errors import StorageError
 from perfsuite.core.text import slug
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 # A new file, never an existing one nor a planted symlink, not inherited by child processes.
 NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _fail(path, exc: OSError, doing: str = "write") -> StorageError:
+def _fail(path: str | os.PathLike[str], exc: OSError, doing: str = "write") -> StorageError:
     return StorageError(f"cannot {doing} {path}: {exc.strerror or exc}")
 
 
-def inside(folder: str | os.PathLike, *parts: str) -> Path:
+def inside(folder: str | os.PathLike[str], *parts: str) -> Path:
     """`folder/parts...`, refused unless it resolves inside `folder` (a `..`, an absolute part or
     a symlinked sub-folder that points elsewhere)."""
     base = Path(folder)
@@ -46,12 +51,12 @@ def inside(folder: str | os.PathLike, *parts: str) -> Path:
     return path
 
 
-def file_in(folder: str | os.PathLike, name: object, suffix: str = "") -> Path:
+def file_in(folder: str | os.PathLike[str], name: object, suffix: str = "") -> Path:
     """The file for a data-derived `name` in `folder`: slugged, then contained."""
     return inside(folder, slug(name) + suffix)
 
 
-def make_dir(path: str | os.PathLike, what: str = "folder") -> Path:
+def make_dir(path: str | os.PathLike[str], what: str = "folder") -> Path:
     """Create `path` (and its parents) if needed; refuse one that cannot be written to."""
     path = Path(path)
     try:
@@ -80,7 +85,7 @@ def _free_space(folder: Path, what: str) -> None:
                            "there before it measures")
 
 
-def check_output(path: str | os.PathLike, what: str, *, replace: bool = False) -> Path:
+def check_output(path: str | os.PathLike[str], what: str, *, replace: bool = False) -> Path:
     """An output file, checked before anything is measured, so that no measurement is lost to a
     write that was bound to fail: not a symbolic link (dangling or not), a regular file if it
     exists (refused unless `replace`, and then writable), its folder created and writable, with
@@ -106,7 +111,7 @@ def check_output(path: str | os.PathLike, what: str, *, replace: bool = False) -
     return path
 
 
-def check_output_dir(path: str | os.PathLike, what: str) -> Path:
+def check_output_dir(path: str | os.PathLike[str], what: str) -> Path:
     """An output folder, checked (and created) before anything is measured: not a dangling
     symbolic link nor a file, writable, with MIN_FREE_BYTES free. (A link to a folder the user
     names is followed: that is where they chose; names derived from data never are, see inside.)"""
@@ -118,7 +123,7 @@ def check_output_dir(path: str | os.PathLike, what: str) -> Path:
     return path
 
 
-def write_or_rescue(path: str | os.PathLike, text: str, what: str) -> Path:
+def write_or_rescue(path: str | os.PathLike[str], text: str, what: str) -> Path:
     """Write `text` atomically to `path`, which check_output passed before measuring; should the
     write still fail (the disk filled up meanwhile), the text goes to a new file in the system's
     temporary folder and the error names it: a measurement is never lost to its output."""
@@ -166,7 +171,7 @@ def _unlink(tmp: str) -> None:
         pass
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Create or replace `path` atomically: readers see the old file or the new one, never half."""
     path = Path(path)
     refuse_link(path)
@@ -186,7 +191,7 @@ def _replace(tmp: str, path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _temp_beside(path: Path):
+def _temp_beside(path: Path) -> Iterator[tuple[BinaryIO, str]]:
     """A temporary binary file beside `path` to write into, synced; yields (file, its name). On
     any error (KeyboardInterrupt included) it is removed: no litter in the user's folder."""
     try:
@@ -212,7 +217,7 @@ def _write_temp(path: Path, data: bytes) -> str:
 
 
 @contextlib.contextmanager
-def atomic(path: str | os.PathLike):
+def atomic(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A binary file to write `path` through, for writers that stream (torch.save, pickle, PIL):
     the same rules as write_bytes, without holding the whole file in memory first."""
     path = Path(path)
@@ -222,7 +227,7 @@ def atomic(path: str | os.PathLike):
     _replace(tmp, path)
 
 
-def new_file(path: str | os.PathLike):
+def new_file(path: str | os.PathLike[str]) -> BinaryIO:
     """A new binary file at `path` to stream into (a child process's log): never an existing
     file nor a link."""
     path = Path(path)
@@ -234,11 +239,11 @@ def new_file(path: str | os.PathLike):
         raise _fail(path, exc) from None
 
 
-def write_text(path: str | os.PathLike, text: str) -> Path:
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
 
 
-def write_new_bytes(path: str | os.PathLike, data: bytes) -> Path:
+def write_new_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Create `path`, which must not exist (nor be a link, dangling or not): written beside it
     and linked into place, so the file appears whole or not at all and is never overwritten."""
     path = Path(path)
@@ -254,11 +259,11 @@ def write_new_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
-def write_new_text(path: str | os.PathLike, text: str) -> Path:
+def write_new_text(path: str | os.PathLike[str], text: str) -> Path:
     return write_new_bytes(path, text.encode("utf-8"))
 
 
-def claim(path: str | os.PathLike, text: str) -> None:
+def claim(path: str | os.PathLike[str], text: str) -> None:
     """Create `path` exclusively with `text` (a results file's empty document): of two runs given
     one path the second fails here. FileExistsError is the caller's to word."""
     path = Path(path)
@@ -271,7 +276,7 @@ def claim(path: str | os.PathLike, text: str) -> None:
         raise
 
 
-def open_lock(path: str | os.PathLike) -> int:
+def open_lock(path: str | os.PathLike[str]) -> int:
     """A lock file's descriptor, created if missing; a symlink there (dangling or not) is refused
     rather than followed, so a planted `.lock` cannot make perfsuite create a file elsewhere."""
     path = Path(path)
@@ -288,7 +293,7 @@ def open_lock(path: str | os.PathLike) -> int:
     return fd
 
 
-def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:
+def save_figure(fig: Figure, path: str | os.PathLike[str], **kwargs: Any) -> Path:
     """A matplotlib figure, rendered in memory and written like any other file."""
     import warnings
 
@@ -303,13 +308,13 @@ def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:
     return write_bytes(path, buf.getvalue())
 
 
-def save_csv(frame, path: str | os.PathLike, new: bool = False) -> Path:
+def save_csv(frame: pd.DataFrame, path: str | os.PathLike[str], new: bool = False) -> Path:
     """A DataFrame as CSV; `new`: the file must not exist yet."""
     text = frame.to_csv(index=False)
     return write_new_text(path, text) if new else write_text(path, text)
 
 
-def from_tool(path: str | os.PathLike, produce) -> Path:
+def from_tool(path: str | os.PathLike[str], produce: Callable[[str], object]) -> Path:
     """A file another library insists on writing by name (torch.profiler's Chrome trace): it
     writes into a private temporary folder, and the bytes come here like any other file's."""
     import tempfile

@@ -88,6 +88,7 @@ def engine_for(location: Location) -> sa.Engine:
             "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3, "tcp_user_timeout": 30_000,
             "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000} -c lock_timeout={BUSY_TIMEOUT_S * 1000}"})
     path = location.path
+    assert path is not None  # a SQLite store names its file (location.parse)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -150,7 +151,9 @@ def _migration_lock(location: Location, conn):
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
         yield
         return
-    lock = location.path.with_name(location.path.name + ".migrate-lock")
+    path = location.path
+    assert path is not None  # a SQLite store names its file (location.parse)
+    lock = path.with_name(path.name + ".migrate-lock")
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as exc:
@@ -170,7 +173,7 @@ def current_revision(conn) -> str | None:
     return versions[0] if len(versions) == 1 else ",".join(versions) or None
 
 
-def migrate(location: Location, engine: sa.Engine) -> str:
+def migrate(location: Location, engine: sa.Engine) -> str | None:
     """Bring the store to this perfsuite's schema; returns the revision it was at (None: new)."""
     with engine.connect() as conn:
         before = current_revision(conn)
@@ -319,6 +322,7 @@ def _missing_rights(conn, revision: str | None) -> str | None:
 def _check_sqlite_header(location: Location) -> None:
     # SQLite opens any file lazily; a foreign file would only fail at the first query, deep inside
     # Alembic. The 16-byte header says at once.
+    assert location.path is not None  # a SQLite store names its file (location.parse)
     with open(location.path, "rb") as f:
         head = f.read(16)
     if head != b"SQLite format 3\x00":

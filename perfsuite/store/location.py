@@ -118,7 +118,7 @@ def resolve(given: str | None = None, cwd: Path | None = None, warn=None) -> Loc
         return parse(os.environ[ENV], ENV, cwd)
     pyproject, table = _project_table(cwd)
     home = pyproject.parent if pyproject is not None else cwd
-    if "store" in table:
+    if pyproject is not None and "store" in table:  # (no table without a pyproject.toml)
         where = f"{pyproject}: [tool.perfsuite] store"
         loc = parse(table["store"], where, home)
         if loc.secrets and warn is not None and _readable_by_others(pyproject):

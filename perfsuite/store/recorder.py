@@ -14,6 +14,7 @@ import fcntl
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.record import Record
@@ -51,7 +52,7 @@ class Recorder:
         self.location, self.kind, self.sleep = location, kind, sleep
         self.machine = machine or this_machine(light_env())
         # `commit`: the commit measured, when it is not the checkout's (asv measures a commit it built)
-        git = {"git_commit": commit, "git_dirty": False} if commit else collect_git(cwd)
+        git: dict[str, Any] = {"git_commit": commit, "git_dirty": False} if commit else collect_git(cwd)
         self.commit = commit
         self.run = new_run(kind, self.machine, config=config, commit=git.get("git_commit"),
                            dirty=git.get("git_dirty"), batch=batch, shard=shard, shards=shards)

@@ -113,7 +113,7 @@ class Store:
         if conn.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
-            from sqlalchemy.dialects.sqlite import insert
+            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]  # the same API, SQLite's
         # RETURNING counts what was new on both engines (an executemany's rowcount is -1 on psycopg).
         result = conn.execute(insert(table).on_conflict_do_nothing().returning(table.c.id), rows)
         return len(result.all())
@@ -164,7 +164,8 @@ class Store:
         transaction; returns (records, documents) that were new."""
         with other.engine.connect() as src:
             run = src.execute(sa.select(schema.runs).where(schema.runs.c.id == run_id)).mappings().one()
-            machine = src.execute(sa.select(schema.machines).where(schema.machines.c.id == run["machine_id"])).mappings().all()
+            machine = list(src.execute(sa.select(schema.machines).where(schema.machines.c.id == run["machine_id"]))
+                           .mappings().all())
             recs = src.execute(sa.select(schema.records).where(schema.records.c.run_id == run_id)).mappings().all()
             docs = src.execute(sa.select(schema.documents).where(schema.documents.c.run_id == run_id)).mappings().all()
         machine_ids = {r["machine_id"] for r in (*recs, *docs)} - {run["machine_id"]}

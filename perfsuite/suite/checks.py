@@ -24,7 +24,7 @@ class CheckResult:
         return f"{'ok  ' if self.ok else 'FAIL'}  {self.workload}: {self.name}: {self.detail} ({self.seconds:.1f}s)"
 
 
-def checks_for(workload: str) -> list[tuple[str, Callable[[str], str]]]:
+def checks_for(workload: str) -> list[tuple[str, Callable[[str], str | None]]]:
     """The named checks `workload` declares (its file's `checks=`), in declaration order."""
     return list((registry.get(workload).checks or {}).items())
 

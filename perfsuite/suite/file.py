@@ -317,7 +317,7 @@ def _processes(value: Any, where: str) -> int | None:
 def resolved_config(suite: Suite, device: str) -> dict:
     """What will be run, exactly: stored beside the records so a report can say it."""
     # `checks` too: one folder holds either numbers from checked steps or from unchecked ones.
-    out = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device,
+    out: dict[str, Any] = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device,
            "checks": suite.checks, **({"emulated_bf16": "skip"} if suite.skip_emulated_bf16 else {}), "entries": []}
     for e in suite.entries:
         w = registry.get(e.workload)

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.training.setup import TrainingSetup
 from perfsuite.training.step import make_train_step
 
 
@@ -35,7 +36,7 @@ def max_skips(scaler) -> int:
     return 0 if scaler is None else max(0, math.ceil(math.log2(scaler.get_scale()))) + 1
 
 
-def losses_at_applied_steps(setup, steps: int, label: str) -> AppliedLosses:
+def losses_at_applied_steps(setup: TrainingSetup, steps: int, label: str) -> AppliedLosses:
     """Train `setup` (a perfsuite.training.setup.TrainingSetup) on its fixed batch 0 until the
     optimiser has *applied* `steps` updates; the loss of each applied step and how many steps the
     GradScaler skipped. Raises ScalerDiverged (its message starts with `label`) past max_skips.
@@ -49,7 +50,7 @@ def losses_at_applied_steps(setup, steps: int, label: str) -> AppliedLosses:
     losses: list[float] = []
     skipped = 0
     while len(losses) < steps:
-        before = scaler.get_scale() if scaler is not None else None
+        before = scaler.get_scale() if scaler is not None else 0.0  # (read only with a scaler)
         loss = float(step().detach().float())
         if scaler is not None and scaler.get_scale() < before:
             skipped += 1

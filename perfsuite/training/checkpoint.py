@@ -12,6 +12,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -59,8 +60,9 @@ def _rng_state(cuda_step: int | None = None) -> dict:
     """Every generator's state; `cuda_step`: the device whose generator the step draws from."""
     import torch
 
-    np_state = np.random.get_state()
-    state = {
+    # (a tuple: the legacy default; numpy's stubs give get_state() the dict of legacy=False)
+    np_state = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
+    state: dict[str, Any] = {
         "torch": _rng_bytes(torch.get_rng_state()),
         # numpy's state holds an ndarray, which weights_only loading refuses: store its bytes.
         "numpy": {"name": np_state[0], "keys": np_state[1].astype(np.uint32).tobytes(),

@@ -223,7 +223,8 @@ def _resume(case: TrainingCase, device: str, steps: int | None, folder: Path | N
         need(same(a, b), f"weight {name} differs after resume" + within)
     need(torch.equal(torch.randn(4), ref_next), "the RNG stream differs after resume")
     if full.parts.scheduler is not None:
-        need(full.parts.scheduler.get_last_lr() == resumed.parts.scheduler.get_last_lr(), "the LR differs")
+        resumed_lr = resumed.parts.scheduler.get_last_lr() if resumed.parts.scheduler is not None else None
+        need(full.parts.scheduler.get_last_lr() == resumed_lr, "the LR differs")
     if exact:
         return f"{steps} steps, interrupted after {half}: losses, weights, RNG and LR identical (deterministic kernels)"
     return (f"{steps} steps, interrupted after {half}: RNG and LR identical, losses and weights within rtol "
@@ -264,6 +265,7 @@ def early_stopping(case: TrainingCase, device: str = "cpu", metric=SCRIPTED_METR
         progress = load_checkpoint(path, map_location=device, **_state(restored))
     need(progress.epoch == EXPECT_BEST and es.best == metric[EXPECT_BEST],
           f"best checkpoint is epoch {progress.epoch} (metric {progress.best_metric}), expected {EXPECT_BEST}")
+    assert best_weights is not None  # the first epoch is always the best so far
     for k, v in restored.parts.model.state_dict().items():
         need(torch.equal(v, best_weights[k]), f"the best checkpoint's {k} is not the best epoch's")
     return f"stopped after epoch {stopped} (patience {PATIENCE}); best epoch {EXPECT_BEST} restored from its checkpoint"

@@ -18,7 +18,7 @@ from perfsuite.training.step import make_train_step
 class TrainingSetup:
     parts: TrainParts
     forward: Callable
-    batch: Callable[[int], tuple]  # i -> (x, y): the same i gives the same batch on every run
+    batch: Callable[[int], tuple[Any, Any]]  # i -> (x, y): the same i gives the same batch on every run
 
 
 def synthetic_batches(batch_size: int, device: str, autoencoder: bool, channels_last: bool = False):

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 from perfsuite.training.precision import Precision
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
 class TrainParts:
-    model: object
+    model: Any  # a torch.nn.Module (a ModuleDict is indexed by its parts)
     loss_fn: Callable
-    optimizer: object
-    scheduler: object | None
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None
     precision: Precision
 
 
@@ -23,7 +26,7 @@ PHASES = ("forward", "loss", "backward", "optimizer_step")
 
 def make_train_step(parts: TrainParts, x, y, forward: Callable | None = None,
                     phase: Callable[[str], ContextManager] | None = None,
-                    mark_zero_grad: bool = False) -> Callable[[], object]:
+                    mark_zero_grad: bool = False) -> Callable[[], Any]:
     """forward + loss + backward + optimiser step (+ scheduler step). Returns the loss tensor
     without `.item()`: reading it would synchronise the device inside the timed region.
 

@@ -72,7 +72,7 @@ class Step:
                 continue
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
                 raise ConfigError(f"Step: {name} must be a positive number, got {v!r}")
-            if v > MAX_PER_STEP:
+            if v > MAX_PER_STEP:  # type: ignore[operator]  # typeshed's numbers.Real has no __gt__; a Real compares
                 raise ConfigError(f"Step: {name} = {v:g} per step is beyond any step ({MAX_PER_STEP:g} at most): "
                                   "its rate would overflow")
         if not isinstance(self.unit, str) or not self.unit.strip():
@@ -165,6 +165,7 @@ def built_step(workload: str, made: Any, fn: Callable) -> BuiltStep:
     if not isinstance(made, Step):
         raise ConfigError(f"workload {workload!r}: {fn.__qualname__} must return perfsuite.Step(...), "
                           f"got {type(made).__name__}")
+    method: str | None
     flops, method = made.flops, made.flops_method or "user"
     if method == "unknown":  # declared to have none: nothing to count
         return BuiltStep(fn=made.fn, teardown=made.teardown, extra=made.extra, work=Work(

@@ -20,12 +20,14 @@ FLOPS_PER_ELEMENT = {("swish", "forward"): 5, ("swish", "backward"): 5 + 9,
 def activation_gradcheck(fn: str, save: str, device: str = "cpu") -> str:
     import torch
 
+    from torch.autograd.gradcheck import GradcheckError  # (torch.autograd.gradcheck is the function)
+
     from perfsuite.ops.activations import activation
 
     x = torch.randn(64, dtype=torch.float64, device=device, requires_grad=True)
     try:
         torch.autograd.gradcheck(activation(fn, "custom", save), (x,))
-    except torch.autograd.gradcheck.GradcheckError as exc:
+    except GradcheckError as exc:
         raise CheckFailed(str(exc).splitlines()[0]) from None
     return "analytical gradient = numerical (float64, 64 points)"
 
@@ -48,7 +50,8 @@ def activation_matches_builtin(fn: str, save: str, device: str = "cpu", seed: in
     gy = torch.randn(y.shape, generator=g).to(device)
     (y * gy).sum().backward()
     (y_ref * gy).sum().backward()
-    need(bool(torch.isfinite(y).all() and torch.isfinite(mine.grad).all()), "non-finite output or gradient")
+    need(bool(torch.isfinite(y).all() and mine.grad is not None and torch.isfinite(mine.grad).all()),
+         "non-finite output or gradient")
     for what, a, b, rtol, atol in (("values", y, y_ref, 1e-5, 1e-6), ("gradients", mine.grad, ref.grad, 1e-4, 1e-5)):
         try:
             torch.testing.assert_close(a, b, rtol=rtol, atol=atol)

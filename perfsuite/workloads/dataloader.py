@@ -49,11 +49,12 @@ def make_loader(params: Mapping[str, Any], device: str):
     ds = ImageFolderDataset(root)
     side = int(ds[0][0].shape[-1])
     ds.transform = train_transform(side)
-    kw = {}
+    kw: dict[str, Any] = {}
     if params["num_workers"] > 0:
         # Only meaningful with workers (torch rejects prefetch_factor without them).
         kw.update(prefetch_factor=params["prefetch_factor"], persistent_workers=params["persistent_workers"])
-    return torch.utils.data.DataLoader(ds, batch_size=params["batch_size"], shuffle=True,
+    # (a map-style dataset, __getitem__ and __len__, though not derived from torch's Dataset)
+    return torch.utils.data.DataLoader(ds, batch_size=params["batch_size"], shuffle=True,  # type: ignore[arg-type]
                                        num_workers=params["num_workers"], pin_memory=params["pin_memory"],
                                        drop_last=False, **kw), ds
 

@@ -16,7 +16,7 @@ adaptive measurement (which the runner still makes; see the README).
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import perfsuite
 from perfsuite.core.errors import ConfigError, Unsupported
@@ -145,6 +145,7 @@ def qwen(device: str, **params):
         with torch.inference_mode():
             return forward(**inputs).logits
 
+    step: Callable[[], object]
     if params["scenario"] == "batch":
         batch = texts[:bs] if len(texts) >= bs else (texts * (bs // len(texts) + 1))[:bs]
         tok_times = []
