@@ -30,7 +30,7 @@ _key = _asv._key
 _config = _asv._config
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def workload_declarations(size: str | None = None) -> dict:
     """Every workload this working tree declares, as asv needs it (perfsuite.frontends.asv.declared)."""
     return _asv.declarations(ROOT, size or asv_size())

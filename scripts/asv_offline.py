@@ -36,13 +36,19 @@ KNOWN = {
     "https://code.jquery.com/jquery-3.3.1.min.js": ("jquery@3.3.1", "dist/jquery.min.js"),
     "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.min.js": ("flot@0.8.3", "jquery.flot.js"),
     "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.time.min.js": ("flot@0.8.3", "jquery.flot.time.js"),
-    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.selection.min.js":
-        ("flot@0.8.3", "jquery.flot.selection.js"),
-    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.categories.min.js":
-        ("flot@0.8.3", "jquery.flot.categories.js"),
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.selection.min.js": (
+        "flot@0.8.3",
+        "jquery.flot.selection.js",
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.categories.min.js": (
+        "flot@0.8.3",
+        "jquery.flot.categories.js",
+    ),
     # 1.0.1 is not on npm; 1.1.3 keeps the same $.fn.stupidtable interface.
-    "https://cdnjs.cloudflare.com/ajax/libs/stupidtable/1.0.1/stupidtable.min.js":
-        ("stupid-table-plugin@1.1.3", "stupidtable.min.js"),
+    "https://cdnjs.cloudflare.com/ajax/libs/stupidtable/1.0.1/stupidtable.min.js": (
+        "stupid-table-plugin@1.1.3",
+        "stupidtable.min.js",
+    ),
     "https://cdnjs.cloudflare.com/ajax/libs/blueimp-md5/2.19.0/js/md5.min.js": ("blueimp-md5@2.19.0", "js/md5.min.js"),
 }
 # What asv 0.6's pages load through jsDelivr (npm's own files): fetched too by --fetch.
@@ -52,8 +58,12 @@ JSDELIVR_FILES = {
 }
 # The licence each package ships (flot-orderbars ships none: its package.json says MIT).
 LICENCES = {
-    "jquery@3.3.1": "LICENSE.txt", "flot@0.8.3": "LICENSE.txt", "stupid-table-plugin@1.1.3": "LICENSE",
-    "blueimp-md5@2.19.0": "LICENSE.txt", "bootstrap@3.1.1": "LICENSE", "flot-orderbars@1.0.0": "package.json",
+    "jquery@3.3.1": "LICENSE.txt",
+    "flot@0.8.3": "LICENSE.txt",
+    "stupid-table-plugin@1.1.3": "LICENSE",
+    "blueimp-md5@2.19.0": "LICENSE.txt",
+    "bootstrap@3.1.1": "LICENSE",
+    "flot-orderbars@1.0.0": "package.json",
 }
 JSDELIVR = re.compile(r"https://cdn\.jsdelivr\.net/npm/((?:@[^/]+/)?[^/@]+@[^/]+)/(.+)")
 TAG = re.compile(r"""<(script|link)\b[^>]*?\b(src|href)="(https://[^"]+)"[^>]*>""")
@@ -80,8 +90,10 @@ def load_manifest(vendor: Path = VENDOR) -> dict:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise OfflineError(f"{path} is missing: the vendored JavaScript cannot be checked "
-                           "(restore it from git, or run `python scripts/asv_offline.py --fetch`)") from None
+        raise OfflineError(
+            f"{path} is missing: the vendored JavaScript cannot be checked "
+            "(restore it from git, or run `python scripts/asv_offline.py --fetch`)"
+        ) from None
     except json.JSONDecodeError as exc:
         raise OfflineError(f"{path} is not valid JSON ({exc})") from None
 
@@ -90,12 +102,15 @@ def shipped(spec: str, inner: str, manifest: dict, vendor: Path = VENDOR) -> tup
     """The vendored file for `inner` of `spec` and its recorded sha384, checked."""
     entry = manifest.get("packages", {}).get(spec)
     if entry is None or inner not in entry.get("files", {}):
-        raise OfflineError(f"{spec}/{inner} is not in {vendor / 'MANIFEST.json'}: asv's pages need a file this "
-                           "repository does not ship (a newer asv?); add it with --fetch")
+        raise OfflineError(
+            f"{spec}/{inner} is not in {vendor / 'MANIFEST.json'}: asv's pages need a file this "
+            "repository does not ship (a newer asv?); add it with --fetch"
+        )
     path = vendor / spec / inner
     if not path.is_file():
-        raise OfflineError(f"vendored file {path} is missing (restore it from git, or run "
-                           "`python scripts/asv_offline.py --fetch`)")
+        raise OfflineError(
+            f"vendored file {path} is missing (restore it from git, or run `python scripts/asv_offline.py --fetch`)"
+        )
     want, got = entry["files"][inner], sha384(path.read_bytes())
     if got != want:
         raise OfflineError(f"vendored file {path} does not match its recorded hash ({got} != {want})")
@@ -117,7 +132,7 @@ def vendor(site: Path, vendor_dir: Path = VENDOR) -> int:
             url = m.group(3)
             where = locate(url)
             if where is None:
-                raise OfflineError(f"{page.name} loads {url}, which no vendored file stands for")
+                raise OfflineError(f"{page.name} loads {url}, which no vendored file stands for")  # noqa: B023 - raised within this iteration
             spec, inner = where
             src, digest = shipped(spec, inner, manifest, vendor_dir)
             target = dest / spec / inner
@@ -148,13 +163,17 @@ def fetch(vendor_dir: Path = VENDOR) -> None:
         wanted.setdefault(spec, set()).add(inner)
     for spec, inners in JSDELIVR_FILES.items():
         wanted.setdefault(spec, set()).update(inners)
-    manifest: dict = {"about": "JavaScript and CSS asv 0.6's pages load from CDNs, pinned from the npm registry "
-                               "for scripts/asv_offline.py; hashes are sha384 of the files as shipped here",
-                      "urls": {url: [spec, inner] for url, (spec, inner) in KNOWN.items()}, "packages": {}}
+    manifest: dict = {
+        "about": "JavaScript and CSS asv 0.6's pages load from CDNs, pinned from the npm registry "
+        "for scripts/asv_offline.py; hashes are sha384 of the files as shipped here",
+        "urls": {url: [spec, inner] for url, (spec, inner) in KNOWN.items()},
+        "packages": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for spec, inners in sorted(wanted.items()):
-            res = subprocess.run([npm, "pack", spec, "--json", "--pack-destination", tmp],
-                                 capture_output=True, text=True)
+            res = subprocess.run(
+                [npm, "pack", spec, "--json", "--pack-destination", tmp], capture_output=True, text=True
+            )
             if res.returncode != 0:
                 raise OfflineError(f"npm pack {spec} failed: {res.stderr.strip()[-500:]}")
             info = json.loads(res.stdout)[0]
@@ -170,8 +189,7 @@ def fetch(vendor_dir: Path = VENDOR) -> None:
                     out.write_bytes(data)
                     if inner in inners:
                         files[inner] = sha384(data)
-            manifest["packages"][spec] = {"licence": LICENCES[spec], "npm_integrity": info["integrity"],
-                                          "files": files}
+            manifest["packages"][spec] = {"licence": LICENCES[spec], "npm_integrity": info["integrity"], "files": files}
     (vendor_dir / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 

@@ -69,8 +69,9 @@ def extra_for(fraction: float) -> tuple[int, float]:
 def history(root: Path, n: int, slower_at: int | None, extra: int) -> list[str]:
     root.mkdir(parents=True)
     (root / "bench").mkdir()
-    (root / "pyproject.toml").write_text('[project]\nname = "q"\nversion = "0"\n\n[tool.perfsuite]\n'
-                                         'workloads = ["bench"]\n')
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "q"\nversion = "0"\n\n[tool.perfsuite]\nworkloads = ["bench"]\n'
+    )
     (root / "bench" / "rn.py").write_text(WORKLOAD)
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
@@ -96,19 +97,52 @@ def one(kind: str, i: int, extra: int, flags: list[str], rng: random.Random) -> 
         log = Path(tmp) / "log.bisect.json"
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         t0 = time.monotonic()
-        res = subprocess.run([sys.executable, "-m", "perfsuite", "bisect", "rn", "--good", "HEAD~16", "--bad",
-                              "HEAD", "--device", "cpu", "--no-why", "--log", str(log), *flags], cwd=root, env=env,
-                             capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perfsuite",
+                "bisect",
+                "rn",
+                "--good",
+                "HEAD~16",
+                "--bad",
+                "HEAD",
+                "--device",
+                "cpu",
+                "--no-why",
+                "--log",
+                str(log),
+                *flags,
+            ],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         seconds = time.monotonic() - t0
         doc = json.loads(log.read_text())["results"][0] if log.exists() else {}
         named = ((doc.get("answer") or {}).get("commit") or {}).get("sha")
-        out = {"kind": kind, "trial": i, "slower_at": at, "truth": shas[at] if at is not None else None,
-               "named": named, "named_at": shas.index(named) if named in shas else None,
-               "right": named == (shas[at] if at is not None else None), "exit": res.returncode,
-               "seconds": seconds, "probes": len(doc.get("probes", [])), "stdout": res.stdout[-3000:],
-               "stderr": res.stderr[-2000:], "log": doc}
-        print(f"{kind} {i}: slower at {at}, named {out['named_at']} ({'right' if out['right'] else 'WRONG'}), "
-              f"exit {res.returncode}, {seconds:.0f}s, {out['probes']} probes", flush=True)
+        out = {
+            "kind": kind,
+            "trial": i,
+            "slower_at": at,
+            "truth": shas[at] if at is not None else None,
+            "named": named,
+            "named_at": shas.index(named) if named in shas else None,
+            "right": named == (shas[at] if at is not None else None),
+            "exit": res.returncode,
+            "seconds": seconds,
+            "probes": len(doc.get("probes", [])),
+            "stdout": res.stdout[-3000:],
+            "stderr": res.stderr[-2000:],
+            "log": doc,
+        }
+        print(
+            f"{kind} {i}: slower at {at}, named {out['named_at']} ({'right' if out['right'] else 'WRONG'}), "
+            f"exit {res.returncode}, {seconds:.0f}s, {out['probes']} probes",
+            flush=True,
+        )
         return out
 
 
@@ -133,10 +167,18 @@ def main() -> None:
         counts[kind] += 1
         slow = [r for r in runs if r["kind"] == "slow"]
         aa = [r for r in runs if r["kind"] == "aa"]
-        summary = {"slowdown_requested": args.slowdown, "slowdown_estimated": est, "matmuls": extra,
-                   "flags": args.flags, "right": sum(r["right"] for r in slow), "trials": len(slow),
-                   "aa_named_none": sum(r["named"] is None for r in aa), "aa": len(aa),
-                   "seconds_slow": [r["seconds"] for r in slow], "seconds_aa": [r["seconds"] for r in aa]}
+        summary = {
+            "slowdown_requested": args.slowdown,
+            "slowdown_estimated": est,
+            "matmuls": extra,
+            "flags": args.flags,
+            "right": sum(r["right"] for r in slow),
+            "trials": len(slow),
+            "aa_named_none": sum(r["named"] is None for r in aa),
+            "aa": len(aa),
+            "seconds_slow": [r["seconds"] for r in slow],
+            "seconds_aa": [r["seconds"] for r in aa],
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))  # after every bisect
     print(json.dumps(summary, indent=1))

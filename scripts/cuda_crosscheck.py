@@ -21,8 +21,8 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing perfsuite
@@ -35,16 +35,23 @@ CASES: dict[str, tuple[str, dict]] = {
     "matmul-8192-fp32": ("matmul", {"n": 8192, "dtype": "fp32"}),
     "matmul-8192-bf16": ("matmul", {"n": 8192, "dtype": "bf16"}),
     "resnet18-b128-fp32": ("resnet", {"size": "gpu", "model": "resnet18", "batch_size": 128, "precision": "fp32"}),
-    "resnet18-b128-fp32-graph": ("resnet", {"size": "gpu", "model": "resnet18", "batch_size": 128,
-                                            "precision": "fp32", "cuda_graph": True}),
+    "resnet18-b128-fp32-graph": (
+        "resnet",
+        {"size": "gpu", "model": "resnet18", "batch_size": 128, "precision": "fp32", "cuda_graph": True},
+    ),
 }
 TOLERANCE = 0.02
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", nargs="+", default=list(CASES), metavar="NAME",
-                   help=f"cases to run (default all): {', '.join(CASES)}")
+    p.add_argument(
+        "--cases",
+        nargs="+",
+        default=list(CASES),
+        metavar="NAME",
+        help=f"cases to run (default all): {', '.join(CASES)}",
+    )
     p.add_argument("--rounds", type=int, default=15, help="timed blocks per case (default 15: 300 steps at --block 20)")
     p.add_argument("--block", type=int, default=20, help="steps per timed block (default 20)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps per case first (default 10)")
@@ -63,8 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def interleaved_medians(steps: dict[str, Callable[[], object]], rounds: int, block: int,
-                        time_block: Callable[[Callable[[], object], int], float]) -> dict[str, list[float]]:
+def interleaved_medians(
+    steps: dict[str, Callable[[], object]],
+    rounds: int,
+    block: int,
+    time_block: Callable[[Callable[[], object], int], float],
+) -> dict[str, list[float]]:
     """Per-step seconds of every block, the cases alternating within each round."""
     per_step: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(rounds):
@@ -87,12 +98,25 @@ def event_block(fn: Callable[[], object], n: int) -> float:
     return start.elapsed_time(end) / 1e3
 
 
-def compare_row(name: str, loop_s: float | None, perfsuite_s: float | None, tolerance: float = TOLERANCE,
-                loop_iqr: float | None = None, note: str = "") -> dict:
+def compare_row(
+    name: str,
+    loop_s: float | None,
+    perfsuite_s: float | None,
+    tolerance: float = TOLERANCE,
+    loop_iqr: float | None = None,
+    note: str = "",
+) -> dict:
     ratio = perfsuite_s / loop_s if loop_s and perfsuite_s else None
     within = None if ratio is None else abs(ratio - 1.0) <= tolerance
-    return {"case": name, "loop_s": loop_s, "perfsuite_s": perfsuite_s, "ratio": ratio, "within": within,
-            "loop_iqr": loop_iqr, "note": note}
+    return {
+        "case": name,
+        "loop_s": loop_s,
+        "perfsuite_s": perfsuite_s,
+        "ratio": ratio,
+        "within": within,
+        "loop_iqr": loop_iqr,
+        "note": note,
+    }
 
 
 def _ms(v: float | None) -> str:
@@ -101,11 +125,18 @@ def _ms(v: float | None) -> str:
 
 def format_table(rows: list[dict], tolerance: float = TOLERANCE) -> str:
     head = ("case", "loop median", "perfsuite median", "ratio", f"within {tolerance:.0%}", "loop IQR/med", "note")
-    body = [(r["case"], _ms(r["loop_s"]), _ms(r["perfsuite_s"]),
-             "-" if r["ratio"] is None else f"{r['ratio']:.3f}",
-             "-" if r["within"] is None else ("yes" if r["within"] else "no"),
-             "-" if r.get("loop_iqr") is None else f"{r['loop_iqr']:.1%}", r.get("note", ""))
-            for r in rows]
+    body = [
+        (
+            r["case"],
+            _ms(r["loop_s"]),
+            _ms(r["perfsuite_s"]),
+            "-" if r["ratio"] is None else f"{r['ratio']:.3f}",
+            "-" if r["within"] is None else ("yes" if r["within"] else "no"),
+            "-" if r.get("loop_iqr") is None else f"{r['loop_iqr']:.1%}",
+            r.get("note", ""),
+        )
+        for r in rows
+    ]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
@@ -152,17 +183,19 @@ def _run(args: argparse.Namespace) -> list[dict]:
             w.check(params, args.device)
             torch.manual_seed(0)
             built[name] = w.build(params, args.device)
-        except Exception as exc:  # a refused or broken case is a row, not the end of the report
+        except Exception as exc:  # noqa: BLE001 - a refused or broken case is a row, not the end of the report
             notes[name] = f"not built: {type(exc).__name__}: {exc}"
     steps = {name: b.fn for name, b in built.items()}
-    for name, fn in steps.items():
+    for fn in steps.values():
         for _ in range(args.warmup):
             fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     loop = interleaved_medians(steps, args.rounds, args.block, event_block)
-    print(f"loop: {args.rounds} rounds x {len(steps)} cases x {args.block} steps in {time.perf_counter() - t0:.1f} s",
-          flush=True)
+    print(
+        f"loop: {args.rounds} rounds x {len(steps)} cases x {args.block} steps in {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     for b in built.values():
         if b.teardown is not None:
             b.teardown()
@@ -175,16 +208,25 @@ def _run(args: argparse.Namespace) -> list[dict]:
         ps = None
         if name not in notes:
             try:
-                rec = run_case(registry.get(workload), dict(params), RunConfig(device=args.device,
-                                                                               max_time=args.max_time))
+                rec = run_case(
+                    registry.get(workload), dict(params), RunConfig(device=args.device, max_time=args.max_time)
+                )
                 ps = rec.median_s
                 if not rec.converged:
                     notes[name] = "perfsuite: not converged"
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a failed case is a row of the report
                 notes[name] = f"perfsuite failed: {type(exc).__name__}: {exc}"
         samples = loop.get(name, [])
-        rows.append(compare_row(name, statistics.median(samples) if samples else None, ps, args.tolerance,
-                                _iqr_fraction(samples), notes.get(name, "")))
+        rows.append(
+            compare_row(
+                name,
+                statistics.median(samples) if samples else None,
+                ps,
+                args.tolerance,
+                _iqr_fraction(samples),
+                notes.get(name, ""),
+            )
+        )
         print(f"{name}: loop {_ms(rows[-1]['loop_s'])}, perfsuite {_ms(ps)}", flush=True)
     return rows
 
@@ -199,12 +241,15 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print(f"cuda_crosscheck needs CUDA: no CUDA device here (torch {torch.__version__}); nothing measured")
         return 0
-    print(f"cuda_crosscheck: {torch.cuda.get_device_name(args.device)}, torch {torch.__version__}, "
-          f"CUDA {torch.version.cuda}; loop: {args.warmup} warm-up steps, {args.rounds} blocks of {args.block} "
-          f"per case (alternating); perfsuite: run_case with max_time {args.max_time:g} s", flush=True)
+    print(
+        f"cuda_crosscheck: {torch.cuda.get_device_name(args.device)}, torch {torch.__version__}, "
+        f"CUDA {torch.version.cuda}; loop: {args.warmup} warm-up steps, {args.rounds} blocks of {args.block} "
+        f"per case (alternating); perfsuite: run_case with max_time {args.max_time:g} s",
+        flush=True,
+    )
     try:
         rows = run(args)
-    except Exception:  # a report: say what broke, exit 0
+    except Exception:  # noqa: BLE001 - a report: say what broke, exit 0
         traceback.print_exc()
         print("cuda_crosscheck: stopped by the error above")
         return 0

@@ -31,12 +31,11 @@ SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05)
 
 def collect(args) -> None:
     from perfsuite.compare import gate
-    from perfsuite.measuring import counted
     from perfsuite.core import registry
+    from perfsuite.measuring import counted, heap
     from perfsuite.measuring.env import collect_activity
-    from perfsuite.measuring import heap
-    from perfsuite.measuring.timing import PerfCounterClock
     from perfsuite.measuring.system import CpuUsage, pinned, read_load_average
+    from perfsuite.measuring.timing import PerfCounterClock
 
     w = registry.get("resnet")
     build = counted.alike(lambda: w.build({"size": "ci"}, "cpu"))  # every build of the case: counted once
@@ -53,24 +52,38 @@ def collect(args) -> None:
             run = gate.paired_ratios(a, b, clock, args.budget)
             # The budget's seconds: the heap's settling before it is set-up, as in the gate.
             settle_s = run.settle["seconds"] if run.settle else 0.0
-            runs.append({"ratios": run.ratios, "seconds": time.perf_counter() - t0 - settle_s, "settle": run.settle,
-                         "faults_per_pair": run.faults_per_pair, "block_size": run.block_size,
-                         "load_before": load0, "load_after": read_load_average()})
+            runs.append(
+                {
+                    "ratios": run.ratios,
+                    "seconds": time.perf_counter() - t0 - settle_s,
+                    "settle": run.settle,
+                    "faults_per_pair": run.faults_per_pair,
+                    "block_size": run.block_size,
+                    "load_before": load0,
+                    "load_after": read_load_average(),
+                }
+            )
             print(f"run {i}: {len(run.ratios)} pairs, median ratio {run.median:.4f}, load {load0}", file=sys.stderr)
-    doc = {"workload": "resnet[size=ci]", "threads": args.threads, "builds": args.builds, "budget_s": args.budget,
-           "heap": held,
-           "runs": runs, "machine": {"before": before, "whole_run": usage.readings}}
+    doc = {
+        "workload": "resnet[size=ci]",
+        "threads": args.threads,
+        "builds": args.builds,
+        "budget_s": args.budget,
+        "heap": held,
+        "runs": runs,
+        "machine": {"before": before, "whole_run": usage.readings},
+    }
     Path(args.out).write_text(json.dumps(doc, indent=1))
 
 
 def replay(logs: list[float], shift: float, alpha: float, threshold: float) -> bool:
     """The gate's sequential decision on these pairs (time order), every log ratio moved by `shift`."""
-    from perfsuite.stats import sequential
     from perfsuite.compare.gate import MIN_PAIRS, read_look
+    from perfsuite.stats import sequential
 
     bounds = sequential.boundaries(sequential.LOOKS, alpha)
     for k, (frac, bound) in enumerate(zip(sequential.LOOKS, bounds)):
-        seen = [x + shift for x in logs[:max(MIN_PAIRS, round(frac * len(logs)))]]
+        seen = [x + shift for x in logs[: max(MIN_PAIRS, round(frac * len(logs)))]]
         decision, _ = read_look(seen, threshold, bound, k == len(bounds) - 1)
         if decision is not None:
             return decision == sequential.SLOWER
@@ -82,8 +95,10 @@ def curve(args) -> None:
 
     doc = json.loads(Path(args.pairs).read_text())
     runs = doc["runs"]
-    print(f"A-against-A pairs: {len(runs)} runs of {doc['budget_s']:g}s, {doc['builds']} builds per side, "
-          f"{doc['threads']} thread(s); alpha {args.alpha:g}")
+    print(
+        f"A-against-A pairs: {len(runs)} runs of {doc['budget_s']:g}s, {doc['builds']} builds per side, "
+        f"{doc['threads']} thread(s); alpha {args.alpha:g}"
+    )
     for threshold in args.threshold:
         print(f"\n### threshold {threshold:g}\n")
         _table(runs, doc, threshold, args.alpha)
@@ -91,17 +106,22 @@ def curve(args) -> None:
         for res in json.loads(Path(args.selfcheck).read_text())["results"]:
             lo, hi = wilson_interval(res["caught"], res["trials"])
             flo, fhi = wilson_interval(res["false_alarms"], res["trials"])
-            print(f"\nMeasured self-check ({res['case']}, {res['budget_s']:g}s, threshold {res['threshold']:g}, "
-                  f"injected {res['fraction_estimated']:.1%}): caught {res['caught']}/{res['trials']} "
-                  f"({lo:.0%}-{hi:.0%}), false alarms {res['false_alarms']}/{res['trials']} ({flo:.0%}-{fhi:.0%})")
+            print(
+                f"\nMeasured self-check ({res['case']}, {res['budget_s']:g}s, threshold {res['threshold']:g}, "
+                f"injected {res['fraction_estimated']:.1%}): caught {res['caught']}/{res['trials']} "
+                f"({lo:.0%}-{hi:.0%}), false alarms {res['false_alarms']}/{res['trials']} ({flo:.0%}-{fhi:.0%})"
+            )
 
 
 def _table(runs: list[dict], doc: dict, threshold: float, alpha: float) -> None:
     from perfsuite.compare.gate import WARMUP_SHARE, wilson_interval
     from perfsuite.stats import summary as stats
 
-    print("| budget per case | pairs | " + " | ".join(f"+{s:.0%}" if s else "unchanged (false alarms)"
-                                                    for s in SLOWDOWNS) + " |")
+    print(
+        "| budget per case | pairs | "
+        + " | ".join(f"+{s:.0%}" if s else "unchanged (false alarms)" for s in SLOWDOWNS)
+        + " |"
+    )
     print("|---|---|" + "---|" * len(SLOWDOWNS))
     for budget in BUDGETS:
         if budget > doc["budget_s"]:
@@ -116,7 +136,7 @@ def _table(runs: list[dict], doc: dict, threshold: float, alpha: float) -> None:
                 logs = [math.log(x) for x in r["ratios"]]
                 # Each run gives several independent windows of k pairs when it is long enough.
                 for start in range(0, len(logs) - k + 1, max(k, 1)):
-                    hits += replay(logs[start:start + k], math.log1p(s), alpha, threshold)
+                    hits += replay(logs[start : start + k], math.log1p(s), alpha, threshold)
                     n += 1
                 npairs.append(k)
             lo, hi = wilson_interval(hits, n)
@@ -137,8 +157,12 @@ def main() -> None:
     v = sub.add_parser("curve")
     v.add_argument("pairs")
     v.add_argument("--selfcheck")
-    v.add_argument("--threshold", type=lambda t: [float(x) for x in t.split(",")], default=[0.01],
-                   help="the gate's threshold(s), comma-separated (default 0.01, the gate's own)")
+    v.add_argument(
+        "--threshold",
+        type=lambda t: [float(x) for x in t.split(",")],
+        default=[0.01],
+        help="the gate's threshold(s), comma-separated (default 0.01, the gate's own)",
+    )
     v.add_argument("--alpha", type=float, default=0.01)
     args = p.parse_args()
     collect(args) if args.cmd == "collect" else curve(args)

@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
 PAD = 64  # the injected slowdown's unit: a PAD x PAD matmul
-PADDED_FORWARD = '''    def forward(self, x: torch.Tensor) -> torch.Tensor:
+PADDED_FORWARD = """    def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.body(x)
         for _ in range({count}):  # injected: about {fraction:.1%} of the step
             torch.mm(self._pad_a, self._pad_b, out=self._pad_out)
         return y
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -82,21 +82,47 @@ def _project(tmp: Path, name: str) -> Path:
 
 
 def _gate(repo: Path, args) -> dict:
-    cmd = [sys.executable, "-m", "perfsuite", "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD~1",
-           "--device", "cpu", "--max-time", str(args.max_time), "--builds", str(args.builds)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "perfsuite",
+        "gate",
+        "tiny_mlp",
+        "-p",
+        "batch_size=32",
+        "--base",
+        "HEAD~1",
+        "--device",
+        "cpu",
+        "--max-time",
+        str(args.max_time),
+        "--builds",
+        str(args.builds),
+    ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     json_out = repo / f"gate-{time.monotonic_ns()}.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
-    res = subprocess.run([*cmd, "--json", str(json_out)], cwd=repo, env=env, capture_output=True, text=True,
-                         timeout=args.max_time * 20 + 300)
+    res = subprocess.run(
+        [*cmd, "--json", str(json_out)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=args.max_time * 20 + 300,
+    )
     seconds = time.monotonic() - t0
     doc = json.loads(json_out.read_text()) if json_out.exists() else {}
     json_out.unlink(missing_ok=True)
     (verdict,) = doc.get("results") or [None]
-    return {"exit": res.returncode, "seconds": seconds, "load_1m": os.getloadavg()[0], "verdict": verdict,
-            "stderr": res.stderr[-2000:] if res.returncode not in (0, 1, 5) else ""}
+    return {
+        "exit": res.returncode,
+        "seconds": seconds,
+        "load_1m": os.getloadavg()[0],
+        "verdict": verdict,
+        "stderr": res.stderr[-2000:] if res.returncode not in (0, 1, 5) else "",
+    }
 
 
 def main() -> None:
@@ -122,10 +148,12 @@ def main() -> None:
         slow = _project(Path(tmp), "slow")
         model = slow / "myproj" / "model.py"
         text = model.read_text()
-        text = text.replace("                                        torch.nn.Linear(width, classes))\n",
-                            "                                        torch.nn.Linear(width, classes))\n"
-                            f"        self._pad_a, self._pad_b = torch.randn({PAD}, {PAD}), torch.randn({PAD}, {PAD})\n"
-                            f"        self._pad_out = torch.empty({PAD}, {PAD})\n")
+        text = text.replace(
+            "                                        torch.nn.Linear(width, classes))\n",
+            "                                        torch.nn.Linear(width, classes))\n"
+            f"        self._pad_a, self._pad_b = torch.randn({PAD}, {PAD}), torch.randn({PAD}, {PAD})\n"
+            f"        self._pad_out = torch.empty({PAD}, {PAD})\n",
+        )
         start = text.index("    def forward(")
         model.write_text(text[:start] + PADDED_FORWARD.format(count=count, fraction=estimated))
         _git(slow, "add", "-A")
@@ -136,22 +164,39 @@ def main() -> None:
             for kind, repo in (("same", same), ("slow", slow)) if i % 2 == 0 else (("slow", slow), ("same", same)):
                 r = _gate(repo, args)
                 runs.append({"kind": kind, "trial": i, **r})
-                print(f"{kind} {i}: exit {r['exit']} in {r['seconds']:.0f}s, load {r['load_1m']:.1f}"
-                      + (f", {r['verdict']['word']}, median ratio {r['verdict']['median_ratio']:.3f}"
-                         if r["verdict"] else f" {r['stderr'][-300:]}"), flush=True)
-    out = {"trials": args.trials, "slowdown_requested": args.slowdown, "matmuls_added": count,
-           "slowdown_estimated": estimated, "max_time": args.max_time, "builds": args.builds,
-           "threads": args.threads, "runs": runs}
+                print(
+                    f"{kind} {i}: exit {r['exit']} in {r['seconds']:.0f}s, load {r['load_1m']:.1f}"
+                    + (
+                        f", {r['verdict']['word']}, median ratio {r['verdict']['median_ratio']:.3f}"
+                        if r["verdict"]
+                        else f" {r['stderr'][-300:]}"
+                    ),
+                    flush=True,
+                )
+    out = {
+        "trials": args.trials,
+        "slowdown_requested": args.slowdown,
+        "matmuls_added": count,
+        "slowdown_estimated": estimated,
+        "max_time": args.max_time,
+        "builds": args.builds,
+        "threads": args.threads,
+        "runs": runs,
+    }
     for kind in ("same", "slow"):
         mine = [r for r in runs if r["kind"] == kind]
         flagged = sum(r["exit"] == 1 for r in mine)
         errors = sum(r["exit"] not in (0, 1, 5) for r in mine)
-        words = {w: sum(1 for r in mine if r["verdict"] and r["verdict"].get("word") == w)
-                 for w in ("slower", "faster", "same", "undecided")}
+        words = {
+            w: sum(1 for r in mine if r["verdict"] and r["verdict"].get("word") == w)
+            for w in ("slower", "faster", "same", "undecided")
+        }
         lo, hi = wilson_interval(flagged, len(mine))
         out[kind] = {"flagged": flagged, "of": len(mine), "errors": errors, "ci95": [lo, hi], "words": words}
-        print(f"{'unchanged' if kind == 'same' else f'+{estimated:.1%}'}: slower {flagged}/{len(mine)} "
-              f"(95% CI {lo:.0%}-{hi:.0%}), words {words}, {errors} errors")
+        print(
+            f"{'unchanged' if kind == 'same' else f'+{estimated:.1%}'}: slower {flagged}/{len(mine)} "
+            f"(95% CI {lo:.0%}-{hi:.0%}), words {words}, {errors} errors"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
 

@@ -38,8 +38,10 @@ WORKLOADS = ("W0", "W1", "W2")
 def make_step(workload: str, threads: int = 2):
     """The step, built outside any timing."""
     if workload == "W0":
+
         def noop():
             return None
+
         return noop
     import torch
 
@@ -60,6 +62,7 @@ def make_step(workload: str, threads: int = 2):
             opt.zero_grad(set_to_none=True)
             loss_fn(model(x), y).backward()
             opt.step()
+
         return step
     raise SystemExit(f"unknown workload {workload}")
 
@@ -72,27 +75,34 @@ def _build(params, device):
     return BuiltStep(fn=make_step(params["w"], params["threads"]), work=Work(items_per_step=1, item_unit="steps"))
 
 
-def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2,
-                 heap: str = "default") -> float:
+def measure_once(
+    tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2, heap: str = "default"
+) -> float:
     """Median seconds per call reported by `tool` in this process (or its workers); `heap` is
     perfsuite's --heap for the perfsuite tools (the peers have no such setting)."""
     if tool == "perfsuite-workers":
         from perfsuite.core.config import RunConfig
         from perfsuite.core.params import Param
-        from perfsuite.measuring.workers import run_in_workers
         from perfsuite.core.workload import Workload
+        from perfsuite.measuring.workers import run_in_workers
 
-        peer = Workload("peer", "the protocol's W0/W1/W2 step", (Param("w", str, "W1"), Param("threads", int, 2)),
-                        _build)
-        rec = run_in_workers(peer, {"w": workload, "threads": threads},
-                             RunConfig(max_time=budget, processes=workers, device="cpu", heap=heap))
-        print(json.dumps({"medians": list(rec.spread.medians), "between_share": rec.spread.between_share}),
-              file=sys.stderr)
+        peer = Workload(
+            "peer", "the protocol's W0/W1/W2 step", (Param("w", str, "W1"), Param("threads", int, 2)), _build
+        )
+        rec = run_in_workers(
+            peer,
+            {"w": workload, "threads": threads},
+            RunConfig(max_time=budget, processes=workers, device="cpu", heap=heap),
+        )
+        print(
+            json.dumps({"medians": list(rec.spread.medians), "between_share": rec.spread.between_share}),
+            file=sys.stderr,
+        )
         return rec.median_s
     if tool in ("perfsuite", "perfsuite-min-time"):
         from perfsuite.core.config import RunConfig
-        from perfsuite.measuring.timing import PerfCounterClock
         from perfsuite.measuring.runner import measure
+        from perfsuite.measuring.timing import PerfCounterClock
         from perfsuite.stats.summary import median
 
         # perfsuite-min-time: keep measuring for 60% of the budget even once the CI has converged.
@@ -118,30 +128,66 @@ def measure_once(tool: str, workload: str, budget: float, workers: int = WORKERS
 def _pytest_benchmark(workload: str, budget: float, pedantic: bool = False, threads: int = 2) -> float:
     with tempfile.TemporaryDirectory() as d:
         test = Path(d) / "test_peer.py"
-        call = ("benchmark.pedantic(step, rounds=20000, iterations=1)" if pedantic else "benchmark(step)")
-        test.write_text(textwrap.dedent(f"""
+        call = "benchmark.pedantic(step, rounds=20000, iterations=1)" if pedantic else "benchmark(step)"
+        test.write_text(
+            textwrap.dedent(f"""
             import sys
             sys.path.insert(0, {str(Path(__file__).parent)!r})
             from peers import make_step
             step = make_step({workload!r}, {threads})
             def test_peer(benchmark):
                 {call}
-        """))
+        """)
+        )
         out = Path(d) / "out.json"
         subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test), "-o", "addopts=",
-             "-W", "ignore", f"--benchmark-max-time={budget}", f"--benchmark-json={out}", "-c", "/dev/null"],
-            check=True, capture_output=True, cwd=d,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(test),
+                "-o",
+                "addopts=",
+                "-W",
+                "ignore",
+                f"--benchmark-max-time={budget}",
+                f"--benchmark-json={out}",
+                "-c",
+                "/dev/null",
+            ],
+            check=True,
+            capture_output=True,
+            cwd=d,
         )
         return json.loads(out.read_text())["benchmarks"][0]["stats"]["median"]
 
 
-def fresh_process(tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2,
-                  heap: str = "default") -> tuple[float, list[float] | None]:
+def fresh_process(
+    tool: str, workload: str, budget: float, workers: int = WORKERS, threads: int = 2, heap: str = "default"
+) -> tuple[float, list[float] | None]:
     """The tool's median in a fresh process, and perfsuite-workers' process medians (else None)."""
-    res = subprocess.run([sys.executable, __file__, "one", tool, workload, str(budget), "--workers", str(workers),
-                          "--threads", str(threads), "--heap", heap],
-                         check=True, capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "one",
+            tool,
+            workload,
+            str(budget),
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--heap",
+            heap,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     process_medians = None
     for line in res.stderr.splitlines():
         if line.startswith('{"medians"'):
@@ -203,10 +249,17 @@ def spread_table(results: dict, probes: dict | None = None, resamples: int = 400
         if probes and workload in probes:
             # Each tool's slots have their own probe series: the row gives their CVs' mean.
             series = [probes[workload][t][:n] for t in flat if t in probes[workload]]
-            rows.append({"workload": workload, "tool": "probe (the machine's speed)",
-                         "median": statistics.median([x for s in series for x in s]),
-                         "cv": statistics.mean(_cv(s) for s in series), "resid_cv": None, "ratio": None,
-                         "ratio_ci": None})
+            rows.append(
+                {
+                    "workload": workload,
+                    "tool": "probe (the machine's speed)",
+                    "median": statistics.median([x for s in series for x in s]),
+                    "cv": statistics.mean(_cv(s) for s in series),
+                    "resid_cv": None,
+                    "ratio": None,
+                    "ratio_ci": None,
+                }
+            )
         # The ratio and its interval: the pooled table of this one session (its pooled CV is the CV).
         pooled = {r["tool"]: r for r in pooled_table([{workload: flat}], resamples, seed)}
         for tool, vals in flat.items():
@@ -214,9 +267,18 @@ def spread_table(results: dict, probes: dict | None = None, resamples: int = 400
             if probes and workload in probes and tool in probes[workload]:
                 resid = _cv([v / p for v, p in zip(vals, probes[workload][tool][:n])])
             ratio, ratio_ci = pooled[tool]["ratio"], pooled[tool]["ratio_ci"]
-            rows.append({"workload": workload, "tool": tool, "median": statistics.median(vals), "cv": _cv(vals),
-                         "range": (max(vals) - min(vals)) / statistics.median(vals), "resid_cv": resid,
-                         "ratio": ratio, "ratio_ci": ratio_ci})
+            rows.append(
+                {
+                    "workload": workload,
+                    "tool": tool,
+                    "median": statistics.median(vals),
+                    "cv": _cv(vals),
+                    "range": (max(vals) - min(vals)) / statistics.median(vals),
+                    "resid_cv": resid,
+                    "ratio": ratio,
+                    "ratio_ci": ratio_ci,
+                }
+            )
     return rows
 
 
@@ -249,7 +311,7 @@ def pooled_table(sessions: list[dict], resamples: int = 4000, seed: int = 0) -> 
         if dropped:  # a missing peer changes what "best other peer" means: say so
             print(f"{workload}: left out {', '.join(sorted(dropped))} (not in every session)", file=sys.stderr)
         peers = [t for t in tools if t in PEER_TOOLS]
-        groups = {t: [s[workload][t][:min(len(s[workload][u]) for u in tools)] for s in having] for t in tools}
+        groups = {t: [s[workload][t][: min(len(s[workload][u]) for u in tools)] for s in having] for t in tools}
         cvs = {t: _pooled_cv(g) for t, g in groups.items()}
         boots = []
         for _ in range(resamples if peers else 0):
@@ -261,8 +323,17 @@ def pooled_table(sessions: list[dict], resamples: int = 4000, seed: int = 0) -> 
             if others:
                 ratio = cvs[t] / min(cvs[o] for o in others)
                 ratio_ci = _ratio_ci(boots, t, others)
-            rows.append({"workload": workload, "tool": t, "runs": sum(len(g) for g in groups[t]),
-                         "sessions": len(groups[t]), "cv": cvs[t], "ratio": ratio, "ratio_ci": ratio_ci})
+            rows.append(
+                {
+                    "workload": workload,
+                    "tool": t,
+                    "runs": sum(len(g) for g in groups[t]),
+                    "sessions": len(groups[t]),
+                    "cv": cvs[t],
+                    "ratio": ratio,
+                    "ratio_ci": ratio_ci,
+                }
+            )
     return rows
 
 
@@ -279,14 +350,19 @@ def _ratio_ci(boots: list[dict], tool: str, others: list[str]) -> tuple[float, f
 
     from perfsuite.stats.summary import percentile
 
-    rs = [b[tool] / min(b[o] for o in others) for b in boots
-          if not any(math.isnan(b[t]) or b[t] == 0 for t in (tool, *others))]
+    rs = [
+        b[tool] / min(b[o] for o in others)
+        for b in boots
+        if not any(math.isnan(b[t]) or b[t] == 0 for t in (tool, *others))
+    ]
     return (percentile(rs, 5), percentile(rs, 95)) if rs else None
 
 
 def format_pooled(rows: list[dict]) -> str:
-    out = ["| workload | tool | runs (sessions) | pooled CV | CV / best other peer's (90% CI) |",
-           "|---|---|---|---|---|"]
+    out = [
+        "| workload | tool | runs (sessions) | pooled CV | CV / best other peer's (90% CI) |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
         ratio = _ratio_text(r)
         out.append(f"| {r['workload']} | {r['tool']} | {r['runs']} ({r['sessions']}) | {r['cv']:.1%} | {ratio} |")
@@ -294,12 +370,16 @@ def format_pooled(rows: list[dict]) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    out = ["| workload | tool | median of medians | CV | CV / best other peer's (90% CI) | CV against the probe |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "| workload | tool | median of medians | CV | CV / best other peer's (90% CI) | CV against the probe |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ratio = _ratio_text(r)
         resid = "" if r["resid_cv"] is None else f"{r['resid_cv']:.1%}"
-        out.append(f"| {r['workload']} | {r['tool']} | {r['median'] * 1e6:.1f} us | {r['cv']:.1%} | {ratio} | {resid} |")
+        out.append(
+            f"| {r['workload']} | {r['tool']} | {r['median'] * 1e6:.1f} us | {r['cv']:.1%} | {ratio} | {resid} |"
+        )
     return "\n".join(out)
 
 
@@ -348,25 +428,43 @@ def cmd_spread(args) -> None:
                     v, medians = fresh_process(tool, workload, args.budget, args.workers, args.threads, args.heap)
                     if probe:  # the machine's speed around the slot: mean of the probes before and after
                         probes.setdefault(workload, {}).setdefault(tool, []).append((p0 + probe(workload)) / 2)
-                    loads.append({"run": run, "workload": workload, "tool": tool, "load_before": load0,
-                                  "load_after": _load()})
+                    loads.append(
+                        {"run": run, "workload": workload, "tool": tool, "load_before": load0, "load_after": _load()}
+                    )
                     results.setdefault(workload, {}).setdefault(tool, []).append(v)
                     if medians:
                         process_medians.setdefault(workload, {}).setdefault(tool, []).append(medians)
-                    print(f"run {run} {workload} {tool}: {v * 1e6:.1f} us (load {load0[0] if load0 else '?'})",
-                          file=sys.stderr, flush=True)
-    machine = {"wall_s": time.time() - start, "before": before, "whole_run": usage.readings, "loads": loads,
-               "workers": args.workers, "threads": args.threads, "budget_s": args.budget, "runs": args.runs,
-               "heap": args.heap, "probe_s": args.probe_s}
+                    print(
+                        f"run {run} {workload} {tool}: {v * 1e6:.1f} us (load {load0[0] if load0 else '?'})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    machine = {
+        "wall_s": time.time() - start,
+        "before": before,
+        "whole_run": usage.readings,
+        "loads": loads,
+        "workers": args.workers,
+        "threads": args.threads,
+        "budget_s": args.budget,
+        "runs": args.runs,
+        "heap": args.heap,
+        "probe_s": args.probe_s,
+    }
     if args.out:
-        Path(args.out).write_text(json.dumps({"medians": results, "probes": probes, "process_medians": process_medians,
-                                              "machine": machine}, indent=1))
+        Path(args.out).write_text(
+            json.dumps(
+                {"medians": results, "probes": probes, "process_medians": process_medians, "machine": machine}, indent=1
+            )
+        )
     one_min = [x["load_before"][0] for x in loads if x["load_before"]]
     r = usage.readings
-    print(f"Machine during the run ({machine['wall_s'] / 60:.1f} min): 1-min load average "
-          f"{min(one_min):.2f}-{max(one_min):.2f} (median {statistics.median(one_min):.2f}) on 2 CPUs; "
-          f"steal {r.get('steal_fraction', 0):.1%}; this run's own processes and everyone else kept "
-          f"{r.get('busy_fraction', 0):.0%} of the CPUs busy.\n")
+    print(
+        f"Machine during the run ({machine['wall_s'] / 60:.1f} min): 1-min load average "
+        f"{min(one_min):.2f}-{max(one_min):.2f} (median {statistics.median(one_min):.2f}) on 2 CPUs; "
+        f"steal {r.get('steal_fraction', 0):.1%}; this run's own processes and everyone else kept "
+        f"{r.get('busy_fraction', 0):.0%} of the CPUs busy.\n"
+    )
     print(format_table(spread_table(results, probes or None)))
 
 
@@ -382,11 +480,16 @@ def main() -> None:
     s.add_argument("--out")
     s.add_argument("--tools", default=",".join(TOOLS))
     s.add_argument("--workers", type=int, default=WORKERS)
-    s.add_argument("--heap", choices=("default", "steady"), default="default",
-                   help="perfsuite's --heap for the perfsuite tools")
+    s.add_argument(
+        "--heap", choices=("default", "steady"), default="default", help="perfsuite's --heap for the perfsuite tools"
+    )
     s.add_argument("--threads", type=int, default=2, help="torch threads in every tool (the protocol: 2)")
-    s.add_argument("--probe-s", type=float, default=0.6,
-                   help="seconds of each drift probe, before and after every slot, in this process (0: none)")
+    s.add_argument(
+        "--probe-s",
+        type=float,
+        default=0.6,
+        help="seconds of each drift probe, before and after every slot, in this process (0: none)",
+    )
     pool = sub.add_parser("pool", help="pool several spread JSON files (sessions) into one table")
     pool.add_argument("files", nargs="+")
     one = sub.add_parser("one")

@@ -99,8 +99,9 @@ def _fresh_run(case: str, record: Path, max_time: float | None, pad: str = "256:
 
     from perfsuite.storage.files import load_records
 
-    cmd = [sys.executable, str(Path(__file__).resolve()), "_child", case, "--record", str(record),
-           "--pad", pad] + (["--max-time", str(max_time)] if max_time else [])
+    cmd = [sys.executable, str(Path(__file__).resolve()), "_child", case, "--record", str(record), "--pad", pad] + (
+        ["--max-time", str(max_time)] if max_time else []
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     t0 = time.monotonic()
     subprocess.run(cmd, check=True, cwd=ROOT, env=env)
@@ -115,13 +116,12 @@ def _pad_for(case: str) -> tuple[str, float]:
     matmul (256, 128, 64 or 32 square) of which it takes at least 4, so that the step's own size
     does not round the slowdown far off (one 256x256 matmul is all of `matmul n=256`).
     Returns ("SIZE:COUNT", the estimated slowdown)."""
-    from perfsuite.core import registry
-    from perfsuite.measuring.timing import PerfCounterClock
-    from perfsuite.stats import summary as stats
-
     import torch
 
+    from perfsuite.core import registry
     from perfsuite.core.config import RunConfig
+    from perfsuite.measuring.timing import PerfCounterClock
+    from perfsuite.stats import summary as stats
 
     torch.set_num_threads(RunConfig().threads_on("cpu") or torch.get_num_threads())  # as the runs measure it
     clock = PerfCounterClock()
@@ -154,7 +154,6 @@ def measure_case(case: str, runs: int, max_time: float | None, tmp: Path) -> dic
     sys.path.insert(0, str(ROOT / "scripts"))
     from peers import _pytest_benchmark
 
-    from perfsuite.compare.records import compare_records
     from perfsuite.core.config import RunConfig
 
     budget = max_time or RunConfig().max_time
@@ -169,8 +168,16 @@ def measure_case(case: str, runs: int, max_time: float | None, tmp: Path) -> dic
         # The same step as perfsuite measures it: on perfsuite's default torch threads (one on the CPU).
         pyb.append(_pytest_benchmark(CASES[case][2], budget, threads=RunConfig().threads_on("cpu") or 2))
     loads.append(os.getloadavg()[0])
-    result = {"case": case, "runs": runs, "budget_s": budget, "padding": pad, "slowdown_estimated": est,
-              "load_1min": loads, "wall_s": walls, "pytest_benchmark": {**_spread(pyb), "medians": pyb}}
+    result = {
+        "case": case,
+        "runs": runs,
+        "budget_s": budget,
+        "padding": pad,
+        "slowdown_estimated": est,
+        "load_1min": loads,
+        "wall_s": walls,
+        "pytest_benchmark": {**_spread(pyb), "medians": pyb},
+    }
     return {**result, **analyse(base, same, slow, walls)}
 
 
@@ -200,8 +207,14 @@ def _with_machine_log(base: list, same: list, slow: list) -> list:
     def when(r):
         return datetime.fromisoformat(r.created).timestamp()
 
-    entries = sorted(({**machine_drift.run_key(r), "time": when(r), "median_s": r.conditions["reference"]["median_s"]}
-                      for r in base + same + slow if r.conditions.get("reference")), key=lambda e: e["time"])
+    entries = sorted(
+        (
+            {**machine_drift.run_key(r), "time": when(r), "median_s": r.conditions["reference"]["median_s"]}
+            for r in base + same + slow
+            if r.conditions.get("reference")
+        ),
+        key=lambda e: e["time"],
+    )
     out = []
     for r in base:
         key = machine_drift.run_key(r)
@@ -233,9 +246,13 @@ def between_runs(runs: list, relative: bool = True) -> dict | None:
     # Pooled: the mean of the within-run variances is unbiased, where a median of small-sample SDs
     # reads low and would leave process noise in the rest.
     explained = math.sqrt(statistics.fmean(statistics.variance(logs) / len(logs) for logs in per_run))
-    return {"runs": len(per_run), "units": statistics.median(len(logs) for logs in per_run),
-            "between_sd": between, "explained_by_processes_sd": explained,
-            "run_level_sd": math.sqrt(max(0.0, between ** 2 - explained ** 2))}
+    return {
+        "runs": len(per_run),
+        "units": statistics.median(len(logs) for logs in per_run),
+        "between_sd": between,
+        "explained_by_processes_sd": explained,
+        "run_level_sd": math.sqrt(max(0.0, between**2 - explained**2)),
+    }
 
 
 def pair_floor(base: list, same: list, slow: list) -> dict | None:
@@ -243,6 +260,7 @@ def pair_floor(base: list, same: list, slow: list) -> dict | None:
     centres per reference (the geometric mean of the record's relative units, compare's units),
     their spread over the unchanged pairs, and for fixed thresholds how many unchanged and slowed
     pairs lie above. The noise floor of separate runs, not a verdict."""
+
     def centre(r, relative=True):
         logs = _log_units(r, relative)
         return math.exp(statistics.fmean(logs)) if logs else None
@@ -261,13 +279,23 @@ def pair_floor(base: list, same: list, slow: list) -> dict | None:
     # What the padding really added, in seconds, over the 20 pairs: _pad_for estimates it once,
     # from matmuls timed alone, and a matmul's share of a step moves with the machine's state.
     seconds = logs(slow, relative=False)
-    return {"pairs": len(unchanged), "unchanged_sd": statistics.stdev(unchanged),
-            "slowed_mean": statistics.fmean(slowed), "slowed_sd": statistics.stdev(slowed),
-            "slowed_mean_in_seconds": statistics.fmean(seconds) if seconds else None,
-            # Unchanged code only: the base runs and their unchanged partners.
-            "between_runs": {"per_reference": between_runs(base + same), "seconds": between_runs(base + same, False)},
-            "above": [{"threshold": t, "unchanged": sum(x > math.log1p(t) for x in unchanged),
-                       "slowed": sum(x > math.log1p(t) for x in slowed)} for t in THRESHOLDS]}
+    return {
+        "pairs": len(unchanged),
+        "unchanged_sd": statistics.stdev(unchanged),
+        "slowed_mean": statistics.fmean(slowed),
+        "slowed_sd": statistics.stdev(slowed),
+        "slowed_mean_in_seconds": statistics.fmean(seconds) if seconds else None,
+        # Unchanged code only: the base runs and their unchanged partners.
+        "between_runs": {"per_reference": between_runs(base + same), "seconds": between_runs(base + same, False)},
+        "above": [
+            {
+                "threshold": t,
+                "unchanged": sum(x > math.log1p(t) for x in unchanged),
+                "slowed": sum(x > math.log1p(t) for x in slowed),
+            }
+            for t in THRESHOLDS
+        ],
+    }
 
 
 def analyse(base: list, same: list, slow: list, walls: list | None = None) -> dict:
@@ -279,6 +307,7 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
 
     medians = [r.median_s for r in base]
     center = _spread(medians)["median_of_medians"]
+
     # A run too short for any interval (a tiny --max-time) counts as not covering.
     def covers(lo, hi):
         return lo is not None and lo <= center <= hi
@@ -286,52 +315,83 @@ def analyse(base: list, same: list, slow: list, walls: list | None = None) -> di
     covered = sum(covers(r.stats.ci_low, r.stats.ci_high) for r in base)
     covered_without_log = sum(covers(r.stats.ci_low, r.stats.ci_high) for r in plain)
     # The run's own interval (its processes' or builds' spread), before RunConfig.run_drift widens it.
-    own = [(r.between.ci_low, r.between.ci_high) if r.between is not None else (r.stats.ci_low, r.stats.ci_high)
-           for r in base]
-    verdicts = {kind: [compare_records([b], [n]).cases[0] for b, n in zip(base, news)]
-                for kind, news in (("unchanged", same), ("slowed", slow))}
+    own = [
+        (r.between.ci_low, r.between.ci_high) if r.between is not None else (r.stats.ci_low, r.stats.ci_high)
+        for r in base
+    ]
+    verdicts = {
+        kind: [compare_records([b], [n]).cases[0] for b, n in zip(base, news)]
+        for kind, news in (("unchanged", same), ("slowed", slow))
+    }
     # The same pairs judged against the drift learned from base runs (compare BASE... NEW): each
     # base run with the LEARN_FROM - 1 base runs before it (cyclically: the runs were interleaved,
     # so which came first says nothing), as a user who kept their last few runs would.
     k = min(LEARN_FROM, len(base))
     history = [[base[(i - j) % len(base)] for j in range(k - 1, -1, -1)] for i in range(len(base))]
-    learned = {kind: [compare_records(h, [n]).cases[0] for h, n in zip(history, news)]
-               for kind, news in (("unchanged", same), ("slowed", slow))}
-    seconds = {kind: [compare_records([_in_seconds(b)], [_in_seconds(n)]).cases[0] for b, n in zip(base, news)]
-               for kind, news in (("unchanged", same), ("slowed", slow))}
+    learned = {
+        kind: [compare_records(h, [n]).cases[0] for h, n in zip(history, news)]
+        for kind, news in (("unchanged", same), ("slowed", slow))
+    }
+    seconds = {
+        kind: [compare_records([_in_seconds(b)], [_in_seconds(n)]).cases[0] for b, n in zip(base, news)]
+        for kind, news in (("unchanged", same), ("slowed", slow))
+    }
     refs = [(r.conditions.get("reference") or {}).get("median_s") for r in base]
     # Each run's centre per reference as compare takes it: the median of its relative units.
     centres = [r.relative_units() for r in base]
     relative = _spread([statistics.median(u) for u in centres]) if all(centres) else None
     return {
         "pair_floor": pair_floor(plain, same, slow),
-        "perfsuite": {**_spread(medians), "covered": covered,
-                      "covered_without_run_drift": sum(covers(lo, hi) for lo, hi in own),
-                      "covered_without_machine_log": covered_without_log,
-                      "machine_drift": [r.machine_drift for r in base],
-                      "run_drift": [r.config.get("run_drift") for r in base],
-                      "intervals": [[r.stats.ci_low, r.stats.ci_high] for r in base],
-                      "own_intervals": [list(x) for x in own], "medians": medians,
-                      "measure_s": [r.config.get("measure_s") for r in base],
-                      "builds": [r.conditions.get("builds") for r in base],
-                      "processes": [r.conditions.get("processes") for r in base],
-                      "process_medians": [r.process_medians or [] for r in base],
-                      "torch_threads": [r.conditions.get("torch_threads") for r in base],
-                      "others_cpus": [r.conditions.get("others_cpus") for r in base],
-                      "wall_s": walls,
-                      "reference_medians": refs, "per_reference": relative},
-        "compare": {kind: {"slower": sum(c.verdict == "slower" for c in cs),
-                           "verdicts": [c.verdict for c in cs], "ratios": [c.ratio for c in cs],
-                           "noise": [c.noise for c in cs], "p": [c.p_value for c in cs],
-                           "machine": [c.machine for c in cs]}
-                    for kind, cs in verdicts.items()},
-        "compare_in_seconds": {kind: {"slower": sum(c.verdict == "slower" for c in cs),
-                                      "verdicts": [c.verdict for c in cs], "ratios": [c.ratio for c in cs]}
-                               for kind, cs in seconds.items()},
-        "compare_learned": {"base_runs": k,
-                            **{kind: {"slower": sum(c.verdict == "slower" for c in cs),
-                                      "verdicts": [c.verdict for c in cs], "noise": [c.noise for c in cs]}
-                               for kind, cs in learned.items()}},
+        "perfsuite": {
+            **_spread(medians),
+            "covered": covered,
+            "covered_without_run_drift": sum(covers(lo, hi) for lo, hi in own),
+            "covered_without_machine_log": covered_without_log,
+            "machine_drift": [r.machine_drift for r in base],
+            "run_drift": [r.config.get("run_drift") for r in base],
+            "intervals": [[r.stats.ci_low, r.stats.ci_high] for r in base],
+            "own_intervals": [list(x) for x in own],
+            "medians": medians,
+            "measure_s": [r.config.get("measure_s") for r in base],
+            "builds": [r.conditions.get("builds") for r in base],
+            "processes": [r.conditions.get("processes") for r in base],
+            "process_medians": [r.process_medians or [] for r in base],
+            "torch_threads": [r.conditions.get("torch_threads") for r in base],
+            "others_cpus": [r.conditions.get("others_cpus") for r in base],
+            "wall_s": walls,
+            "reference_medians": refs,
+            "per_reference": relative,
+        },
+        "compare": {
+            kind: {
+                "slower": sum(c.verdict == "slower" for c in cs),
+                "verdicts": [c.verdict for c in cs],
+                "ratios": [c.ratio for c in cs],
+                "noise": [c.noise for c in cs],
+                "p": [c.p_value for c in cs],
+                "machine": [c.machine for c in cs],
+            }
+            for kind, cs in verdicts.items()
+        },
+        "compare_in_seconds": {
+            kind: {
+                "slower": sum(c.verdict == "slower" for c in cs),
+                "verdicts": [c.verdict for c in cs],
+                "ratios": [c.ratio for c in cs],
+            }
+            for kind, cs in seconds.items()
+        },
+        "compare_learned": {
+            "base_runs": k,
+            **{
+                kind: {
+                    "slower": sum(c.verdict == "slower" for c in cs),
+                    "verdicts": [c.verdict for c in cs],
+                    "noise": [c.noise for c in cs],
+                }
+                for kind, cs in learned.items()
+            },
+        },
     }
 
 
@@ -350,9 +410,10 @@ def reanalyse(out: Path) -> list[dict]:
 
     results = json.loads((out / "quality.json").read_text())
     for r in results:
+
         def recs(kind):
-            folder = out / r.get("records", "records")  # a result may name its own folder of records
-            return [today(load_records(folder / f"{r['case']}-{kind}-{i}.json")[0]) for i in range(r["runs"])]
+            folder = out / r.get("records", "records")  # noqa: B023 - a result may name its own folder of records
+            return [today(load_records(folder / f"{r['case']}-{kind}-{i}.json")[0]) for i in range(r["runs"])]  # noqa: B023 - called within this iteration
 
         walls = r.get("wall_s") or r.get("perfsuite", {}).get("wall_s")
         r.update(analyse(recs("base"), recs("same"), recs("slow"), walls), wall_s=walls)
@@ -360,59 +421,93 @@ def reanalyse(out: Path) -> list[dict]:
 
 
 def summary(results: list[dict]) -> str:
-    lines = ["# Numbers that hold across runs (issue 26)", "",
-             "Written by `python scripts/quality.py`; raw numbers in `quality.json`.", "",
-             "| case | runs | budget, processes, wall per run, 1-min load | intervals covering the median of medians | "
-             "perfsuite CV / range (per reference) | "
-             "pytest-benchmark CV / range | unchanged called slower | +10% called slower | "
-             f"the same, against {LEARN_FROM} base runs | the same, in seconds (no reference) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Numbers that hold across runs (issue 26)",
+        "",
+        "Written by `python scripts/quality.py`; raw numbers in `quality.json`.",
+        "",
+        "| case | runs | budget, processes, wall per run, 1-min load | intervals covering the median of medians | "
+        "perfsuite CV / range (per reference) | "
+        "pytest-benchmark CV / range | unchanged called slower | +10% called slower | "
+        f"the same, against {LEARN_FROM} base runs | the same, in seconds (no reference) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         p, b, c = r["perfsuite"], r["pytest_benchmark"], r["compare"]
-        lines.append(f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s, {p['processes'][0]} processes, "
-                     f"wall {min(p['wall_s']):.0f}-{max(p['wall_s']):.0f} s, load {min(r['load_1min']):.1f}-"
-                     f"{max(r['load_1min']):.1f} | {p['covered']}/{r['runs']} "
-                     f"({p.get('covered_without_machine_log', '-')}/{r['runs']} without the machine-speed log, "
-                     f"{p['covered_without_run_drift']}/{r['runs']} without either) | "
-                     f"{p['cv']:.1%} / {p['range_over_median']:.1%}"
-                     + (f" ({p['per_reference']['cv']:.1%} / {p['per_reference']['range_over_median']:.1%})"
-                        if p.get("per_reference") else "")
-                     + f" | {b['cv']:.1%} / {b['range_over_median']:.1%} | "
-                     f"{c['unchanged']['slower']}/{r['runs']} | {c['slowed']['slower']}/{r['runs']} "
-                     f"(injected {r['slowdown_estimated']:.1%}) | "
-                     + (f"{r['compare_learned']['unchanged']['slower']}/{r['runs']} and "
-                        f"{r['compare_learned']['slowed']['slower']}/{r['runs']} |" if "compare_learned" in r else "- |")
-                     + (f" {r['compare_in_seconds']['unchanged']['slower']}/{r['runs']} and "
-                        f"{r['compare_in_seconds']['slowed']['slower']}/{r['runs']} |" if "compare_in_seconds" in r else " - |"))
-    lines += ["", "Goals: >= 90% of intervals cover the median of medians; unchanged code called slower "
-              "<= 1 in 20; the 10% slowdown called slower >= 18 in 20."]
+        lines.append(
+            f"| {r['case']} | {r['runs']} | {r['budget_s']:g} s, {p['processes'][0]} processes, "
+            f"wall {min(p['wall_s']):.0f}-{max(p['wall_s']):.0f} s, load {min(r['load_1min']):.1f}-"
+            f"{max(r['load_1min']):.1f} | {p['covered']}/{r['runs']} "
+            f"({p.get('covered_without_machine_log', '-')}/{r['runs']} without the machine-speed log, "
+            f"{p['covered_without_run_drift']}/{r['runs']} without either) | "
+            f"{p['cv']:.1%} / {p['range_over_median']:.1%}"
+            + (
+                f" ({p['per_reference']['cv']:.1%} / {p['per_reference']['range_over_median']:.1%})"
+                if p.get("per_reference")
+                else ""
+            )
+            + f" | {b['cv']:.1%} / {b['range_over_median']:.1%} | "
+            f"{c['unchanged']['slower']}/{r['runs']} | {c['slowed']['slower']}/{r['runs']} "
+            f"(injected {r['slowdown_estimated']:.1%}) | "
+            + (
+                f"{r['compare_learned']['unchanged']['slower']}/{r['runs']} and "
+                f"{r['compare_learned']['slowed']['slower']}/{r['runs']} |"
+                if "compare_learned" in r
+                else "- |"
+            )
+            + (
+                f" {r['compare_in_seconds']['unchanged']['slower']}/{r['runs']} and "
+                f"{r['compare_in_seconds']['slowed']['slower']}/{r['runs']} |"
+                if "compare_in_seconds" in r
+                else " - |"
+            )
+        )
+    lines += [
+        "",
+        "Goals: >= 90% of intervals cover the median of medians; unchanged code called slower "
+        "<= 1 in 20; the 10% slowdown called slower >= 18 in 20.",
+    ]
     floors = [r for r in results if r.get("pair_floor")]
     if floors:
-        lines += ["", "What any threshold on a pair's ratio per reference could do with these runs (the log ratio "
-                  "of run centres, compare's units; not a verdict): pairs above each threshold, unchanged and slowed.",
-                  "", "| case | unchanged pairs: SD of log ratio | slowed: mean (in seconds) | "
-                  + " | ".join(f"> {1 + t:.2f}" for t in THRESHOLDS) + " |",
-                  "|---|---|---|" + "---|" * len(THRESHOLDS)]
+        lines += [
+            "",
+            "What any threshold on a pair's ratio per reference could do with these runs (the log ratio "
+            "of run centres, compare's units; not a verdict): pairs above each threshold, unchanged and slowed.",
+            "",
+            "| case | unchanged pairs: SD of log ratio | slowed: mean (in seconds) | "
+            + " | ".join(f"> {1 + t:.2f}" for t in THRESHOLDS)
+            + " |",
+            "|---|---|---|" + "---|" * len(THRESHOLDS),
+        ]
         for r in floors:
             f = r["pair_floor"]
             secs = f.get("slowed_mean_in_seconds")
-            lines.append(f"| {r['case']} | {f['unchanged_sd']:.1%} | {math.expm1(f['slowed_mean']):+.1%}"
-                         + (f" ({math.expm1(secs):+.1%})" if secs is not None else "") + " | "
-                         + " | ".join(f"{a['unchanged']}/{f['pairs']}, {a['slowed']}/{f['pairs']}" for a in f["above"])
-                         + " |")
+            lines.append(
+                f"| {r['case']} | {f['unchanged_sd']:.1%} | {math.expm1(f['slowed_mean']):+.1%}"
+                + (f" ({math.expm1(secs):+.1%})" if secs is not None else "")
+                + " | "
+                + " | ".join(f"{a['unchanged']}/{f['pairs']}, {a['slowed']}/{f['pairs']}" for a in f["above"])
+                + " |"
+            )
         splits = [(r["case"], r["pair_floor"].get("between_runs") or {}) for r in floors]
         if any(v for _, split in splits for v in split.values()):
-            lines += ["", "Where the spread between runs of unchanged code lives (log SDs of run centres; "
-                      "scripts/quality.py's between_runs): what the runs' processes explain falls with more "
-                      "processes per run, the run-level rest does not.", "",
-                      "| case | unit | runs x units | between runs | explained by processes | run-level rest |",
-                      "|---|---|---|---|---|---|"]
+            lines += [
+                "",
+                "Where the spread between runs of unchanged code lives (log SDs of run centres; "
+                "scripts/quality.py's between_runs): what the runs' processes explain falls with more "
+                "processes per run, the run-level rest does not.",
+                "",
+                "| case | unit | runs x units | between runs | explained by processes | run-level rest |",
+                "|---|---|---|---|---|---|",
+            ]
             for case, split in splits:
                 for unit, v in split.items():
                     if v:
-                        lines.append(f"| {case} | {unit.replace('_', ' ')} | {v['runs']} x {v['units']:g} | "
-                                     f"{v['between_sd']:.1%} | {v['explained_by_processes_sd']:.1%} | "
-                                     f"{v['run_level_sd']:.1%} |")
+                        lines.append(
+                            f"| {case} | {unit.replace('_', ' ')} | {v['runs']} x {v['units']:g} | "
+                            f"{v['between_sd']:.1%} | {v['explained_by_processes_sd']:.1%} | "
+                            f"{v['run_level_sd']:.1%} |"
+                        )
     return "\n".join(lines) + "\n"
 
 
@@ -425,12 +520,19 @@ def main() -> None:
     one.add_argument("--pad", default="256:0", help="SIZE:COUNT matmuls after each step")
     one.add_argument("--max-time", type=float, default=None)
     ap.add_argument("--runs", type=int, default=20, help="fresh runs of each kind per case (default 20)")
-    ap.add_argument("--max-time", type=float, default=None,
-                    help="budget per run in seconds (default: perfsuite's own, 10 s); pytest-benchmark gets the same")
+    ap.add_argument(
+        "--max-time",
+        type=float,
+        default=None,
+        help="budget per run in seconds (default: perfsuite's own, 10 s); pytest-benchmark gets the same",
+    )
     ap.add_argument("--cases", nargs="*", default=sorted(CASES), choices=sorted(CASES))
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "quality")
-    ap.add_argument("--reanalyse", action="store_true",
-                    help="measure nothing: recompute OUT/quality.json from the records kept in OUT/records")
+    ap.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="measure nothing: recompute OUT/quality.json from the records kept in OUT/records",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))  # this checkout's perfsuite, in the parent as in the runs it starts
     if args.cmd == "_child":

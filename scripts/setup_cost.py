@@ -26,16 +26,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = {
     "as shipped (early server, torchvision only when needed)": "",
-    "before (server on first use, torchvision always, torch._dynamo imported by the first count)":
-        "from perfsuite.measuring import workers; workers.start_server_soon = lambda *a, **k: None; "
-        "workers.PRELOAD = workers._preload = tuple(m for m in workers.PRELOAD if m != 'torch._dynamo'); ",
+    "before (server on first use, torchvision always, torch._dynamo imported by the first count)": "from perfsuite.measuring import workers; workers.start_server_soon = lambda *a, **k: None; "
+    "workers.PRELOAD = workers._preload = tuple(m for m in workers.PRELOAD if m != 'torch._dynamo'); ",
 }
 
 
 def _run(project: Path, arm: str, max_time: float, out: Path) -> float:
-    code = (f"import sys; {ARMS[arm]}from perfsuite.cli.app import main; "
-            f"sys.exit(main(['--machine-log', 'none', 'run', 'tiny_mlp', '-p', 'batch_size=32', '--device', 'cpu', '--max-time', "
-            f"'{max_time}', '--out', '{out}']))")
+    code = (
+        f"import sys; {ARMS[arm]}from perfsuite.cli.app import main; "
+        f"sys.exit(main(['--machine-log', 'none', 'run', 'tiny_mlp', '-p', 'batch_size=32', '--device', 'cpu', '--max-time', "
+        f"'{max_time}', '--out', '{out}']))"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
     res = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True)
@@ -59,12 +60,24 @@ def main() -> None:
             arms = list(ARMS) if i % 2 == 0 else list(ARMS)[::-1]
             for arm in arms:
                 wall = _run(project, arm, args.max_time, Path(tmp) / f"r{i}-{arm[0]}.json")
-                trials.append({"trial": i, "arm": arm, "wall_s": wall, "overhead_s": wall - args.max_time,
-                               "load_1m": os.getloadavg()[0]})
+                trials.append(
+                    {
+                        "trial": i,
+                        "arm": arm,
+                        "wall_s": wall,
+                        "overhead_s": wall - args.max_time,
+                        "load_1m": os.getloadavg()[0],
+                    }
+                )
                 print(f"{i} {arm}: {wall:.1f}s (load {os.getloadavg()[0]:.1f})", flush=True)
     summary = {arm: statistics.median(t["overhead_s"] for t in trials if t["arm"] == arm) for arm in ARMS}
-    out = {"max_time": args.max_time, "trials": trials, "median_overhead_s": summary,
-           "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    out = {
+        "max_time": args.max_time,
+        "trials": trials,
+        "median_overhead_s": summary,
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
     print(json.dumps(summary))

@@ -71,19 +71,39 @@ def fill(store: Store, n: int, recs) -> dict:
                 doc["id"] = uuid.uuid4().hex
                 doc["created"] = (start + timedelta(days=night, seconds=i)).isoformat()
                 doc["workload"] = workloads[i % len(workloads)]
-                doc["params"] = {"batch_size": [8, 16, 32, 64, 128][i % 5], "precision": ["fp32", "bf16"][i // 5 % 2],
-                                 "size": i // 10}
+                doc["params"] = {
+                    "batch_size": [8, 16, 32, 64, 128][i % 5],
+                    "precision": ["fp32", "bf16"][i // 5 % 2],
+                    "size": i // 10,
+                }
                 body = canonical(doc)
-                rows.append({"id": doc["id"], "digest": uuid.uuid4().hex + uuid.uuid4().hex, "run_id": run["id"],
-                             "machine_id": m.id, "workload": doc["workload"], "params": canonical(doc["params"]),
-                             "device": "cuda", "commit": commit, "dirty": False, "created": doc["created"],
-                             "median_s": 0.01 + i * 1e-6, "doc": body})
+                rows.append(
+                    {
+                        "id": doc["id"],
+                        "digest": uuid.uuid4().hex + uuid.uuid4().hex,
+                        "run_id": run["id"],
+                        "machine_id": m.id,
+                        "workload": doc["workload"],
+                        "params": canonical(doc["params"]),
+                        "device": "cuda",
+                        "commit": commit,
+                        "dirty": False,
+                        "created": doc["created"],
+                        "median_s": 0.01 + i * 1e-6,
+                        "doc": body,
+                    }
+                )
                 written += 1
             with store._write() as conn:
                 for k in range(0, len(rows), 500):
-                    conn.execute(schema.records.insert(), rows[k:k + 500])
-    return {"records": written, "fill_s": time.perf_counter() - t0, "machines": 10, "nights": 30,
-            "commits": [uuid.uuid5(uuid.NAMESPACE_OID, str(k)).hex + "00000000" for k in range(30)]}
+                    conn.execute(schema.records.insert(), rows[k : k + 500])
+    return {
+        "records": written,
+        "fill_s": time.perf_counter() - t0,
+        "machines": 10,
+        "nights": 30,
+        "commits": [uuid.uuid5(uuid.NAMESPACE_OID, str(k)).hex + "00000000" for k in range(30)],
+    }
 
 
 def size_of(store: Store, loc) -> float | None:
@@ -128,8 +148,12 @@ def main() -> int:
             rec.add_record(r)
             per.append(time.perf_counter() - t)
         rec.finish()
-        out["write_per_record_s"] = {"median": statistics.median(per[1:]), "max": max(per[1:]), "first": per[0],
-                                     "n": len(per) - 1}
+        out["write_per_record_s"] = {
+            "median": statistics.median(per[1:]),
+            "max": max(per[1:]),
+            "first": per[0],
+            "n": len(per) - 1,
+        }
         store = Store(loc)
         before = size_of(store, loc)
         info = fill(store, args.records, recs)
@@ -142,9 +166,11 @@ def main() -> int:
         month = "2026-10-28"
         q = {
             "one case, one machine, a month (rows)": lambda: store.rows(
-                workload="resnet18", machine="runner-3", since=month, params={"batch_size": 128, "precision": "bf16"}),
+                workload="resnet18", machine="runner-3", since=month, params={"batch_size": 128, "precision": "bf16"}
+            ),
             "one case, one machine, a month (records decoded)": lambda: store.records(
-                workload="resnet18", machine="runner-3", since=month, params={"batch_size": 128, "precision": "bf16"}),
+                workload="resnet18", machine="runner-3", since=month, params={"batch_size": 128, "precision": "bf16"}
+            ),
             "one workload, all machines, a month (rows)": lambda: store.rows(workload="resnet18", since=month),
             "one machine, 10 commits (rows)": lambda: store.rows(machine="runner-7", commits=info["commits"][10:20]),
             "every run of a machine": lambda: store.runs(machine="runner-1"),
@@ -153,8 +179,12 @@ def main() -> int:
         out["queries"] = {}
         for name, fn in q.items():
             med, lo, hi, value = timed(fn)
-            out["queries"][name] = {"median_s": med, "min_s": lo, "max_s": hi,
-                                    "rows": len(value) if isinstance(value, list) else value}
+            out["queries"][name] = {
+                "median_s": med,
+                "min_s": lo,
+                "max_s": hi,
+                "rows": len(value) if isinstance(value, list) else value,
+            }
         store.close()
         text = json.dumps(out, indent=1, default=str)
         print(text)

@@ -10,6 +10,7 @@ the modules left flat in the package root, and the share of imports made inside 
 lists every import of a package from one on its own line or above; it exits 1 when there is any
 (the test tier runs it: tests/test_structure.py).
 """
+
 from __future__ import annotations
 
 import ast
@@ -76,7 +77,7 @@ def layers_from(doc: Path) -> list[list[str]]:
     by spaces (text after `#` is a comment)."""
     text = doc.read_text()
     start = text.index("```layers\n") + len("```layers\n")
-    block = text[start:text.index("```", start)]
+    block = text[start : text.index("```", start)]
     return [line.split("#")[0].split() for line in block.splitlines() if line.split("#")[0].strip()]
 
 
@@ -106,8 +107,10 @@ def check_packages(pkg: str = "perfsuite", doc: str = "docs/layout.md") -> int:
             if a in rank and b in rank and rank[b] >= rank[a] and line not in wrong:
                 wrong.append(line)
     total = counts["top"] + counts["inside"]
-    print(f"packages {len(packages)}, layers {len(layers)}, package arrows {len(arrows)}, "
-          f"imports inside functions {counts['inside']} of {total} ({counts['inside'] / max(total, 1):.0%})")
+    print(
+        f"packages {len(packages)}, layers {len(layers)}, package arrows {len(arrows)}, "
+        f"imports inside functions {counts['inside']} of {total} ({counts['inside'] / max(total, 1):.0%})"
+    )
     for layer in layers:
         below = sorted({b for (a, b) in arrows if a in layer})
         print(f"  {' '.join(layer):<28} -> {' '.join(below) or '-'}")
@@ -163,16 +166,22 @@ def main(pkg: str = "perfsuite") -> None:
         return depth[v]
 
     layers = max(layer(v) for v in graph)
-    flat = [m for m in modules if m.count(".") == 1 and not (root / m.split(".")[1]).is_dir()
-            and m.split(".")[1] not in {"__main__"}]
+    flat = [
+        m
+        for m in modules
+        if m.count(".") == 1 and not (root / m.split(".")[1]).is_dir() and m.split(".")[1] not in {"__main__"}
+    ]
     lines = {module_name(root, f): len(f.read_text().splitlines()) for f in files}
     flat_lines = sum(lines[m] for m in flat)
-    print(f"modules {len(modules)}, layers {layers}, import arrows {sum(map(len, graph.values()))}, "
-          f"cycles {len(cycles)}")
+    print(
+        f"modules {len(modules)}, layers {layers}, import arrows {sum(map(len, graph.values()))}, cycles {len(cycles)}"
+    )
     for c in cycles:
         print("  cycle:", " <-> ".join(c))
-    print(f"flat modules in {root.name}/: {len(flat)} ({flat_lines / sum(lines.values()):.0%} of the lines): "
-          + ", ".join(sorted(m.split('.')[1] for m in flat)))
+    print(
+        f"flat modules in {root.name}/: {len(flat)} ({flat_lines / sum(lines.values()):.0%} of the lines): "
+        + ", ".join(sorted(m.split(".")[1] for m in flat))
+    )
 
 
 if __name__ == "__main__":

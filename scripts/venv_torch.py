@@ -70,12 +70,17 @@ def probe() -> Probe:
         return Probe(why_not=f"{type(exc).__name__}: {exc}")
     try:
         import torchvision
+
         tv = torchvision.__version__
     except Exception:  # noqa: BLE001 - any failure: no torchvision to keep, pip chooses one for this torch
         tv = None
     version = getattr(torch, "version", None)
-    return Probe(torch=str(torch.__version__), cuda=getattr(version, "cuda", None),
-                 hip=getattr(version, "hip", None), torchvision=tv)
+    return Probe(
+        torch=str(torch.__version__),
+        cuda=getattr(version, "cuda", None),
+        hip=getattr(version, "hip", None),
+        torchvision=tv,
+    )
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -92,15 +97,21 @@ def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return (a > b) - (a < b)
 
 
-_OPS = {">=": lambda c: c >= 0, ">": lambda c: c > 0, "<=": lambda c: c <= 0, "<": lambda c: c < 0,
-        "==": lambda c: c == 0, "!=": lambda c: c != 0}
+_OPS = {
+    ">=": lambda c: c >= 0,
+    ">": lambda c: c > 0,
+    "<=": lambda c: c <= 0,
+    "<": lambda c: c < 0,
+    "==": lambda c: c == 0,
+    "!=": lambda c: c != 0,
+}
 
 
 def torch_range(pyproject: Path = ROOT / "pyproject.toml") -> str:
     """The torch requirement's specifiers in pyproject's dependencies, e.g. ">=2.4,<2.15"."""
     m = re.search(r'^\s*"torch\s*([<>=!][^"]*)"', pyproject.read_text(), re.M)
     if not m:
-        raise ValueError(f"{pyproject}: no \"torch...\" requirement in its dependencies")
+        raise ValueError(f'{pyproject}: no "torch..." requirement in its dependencies')
     return m.group(1).replace(" ", "")
 
 
@@ -133,8 +144,10 @@ def decide(choice: str, found: Probe, pins: list[str], spec: str) -> tuple[str, 
         if found.torch is None:
             raise Refused(f"TORCH=system: {found.describe()}; install torch there, or use TORCH=pinned")
         if not in_range:
-            raise Refused(f"TORCH=system: {found.describe()} is outside this project's torch{spec} "
-                          "(pyproject.toml); use TORCH=pinned")
+            raise Refused(
+                f"TORCH=system: {found.describe()} is outside this project's torch{spec} "
+                "(pyproject.toml); use TORCH=pinned"
+            )
         return "system", f"TORCH=system: {found.describe()}"
     if choice == "pinned":
         if not pins:
@@ -142,23 +155,29 @@ def decide(choice: str, found: Probe, pins: list[str], spec: str) -> tuple[str, 
         return "pinned", "TORCH=pinned"
     if found.gpu_build and in_range:
         return "system", f"TORCH=auto: {found.describe()}, kept (TORCH=pinned installs {' '.join(pins)} instead)"
-    why = (f"outside this project's torch{spec}" if found.torch is not None and found.gpu_build
-           else "not a GPU build" if found.torch is not None else "")
+    why = (
+        f"outside this project's torch{spec}"
+        if found.torch is not None and found.gpu_build
+        else "not a GPU build"
+        if found.torch is not None
+        else ""
+    )
     if not pins:
         raise Refused(f"TORCH=auto: {found.describe()}{', ' + why if why else ''}, and TORCH_PINS is empty")
     return "pinned", f"TORCH=auto: {found.describe()}{', ' + why if why else ''}: installing {' '.join(pins)}"
 
 
-def plan(choice: str, found: Probe, pins: list[str], venv: Path, python: str, venv_args: list[str],
-         spec: str) -> Plan:
+def plan(choice: str, found: Probe, pins: list[str], venv: Path, python: str, venv_args: list[str], spec: str) -> Plan:
     mode, why = decide(choice, found, pins, spec)
     vpy = str(venv / "bin" / "python")
     system = ["--system-site-packages"] if mode == "system" else []
     p = Plan(mode, why, [[python, "-m", "venv", *system, *venv_args, str(venv)]])
     if mode == "pinned":
         # Upgrading pip needs an index; the system torch is chosen for machines that may have none.
-        p.commands += [[vpy, "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-                       [vpy, "-m", "pip", "install", "--quiet", *pins]]
+        p.commands += [
+            [vpy, "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
+            [vpy, "-m", "pip", "install", "--quiet", *pins],
+        ]
         p.constraints = list(pins)
     else:
         # The exact versions seen, local labels included: pip then takes the installed ones.
@@ -175,9 +194,11 @@ def room_for(p: Plan, venv: Path, needs_gib: float = PINNED_NEEDS_GIB) -> None:
         where = where.parent
     free_gib = shutil.disk_usage(where).free / 2**30
     if free_gib < needs_gib:
-        raise Refused(f"{venv}: {free_gib:.1f} GiB free on the disk of {where}, and a pinned torch venv takes "
-                      f"about {needs_gib:g} GiB (torch, its nvidia libraries and triton); free some space, "
-                      "use TORCH=system with a torch already installed, or set VENV_NEEDS_GIB=0 to try anyway")
+        raise Refused(
+            f"{venv}: {free_gib:.1f} GiB free on the disk of {where}, and a pinned torch venv takes "
+            f"about {needs_gib:g} GiB (torch, its nvidia libraries and triton); free some space, "
+            "use TORCH=system with a torch already installed, or set VENV_NEEDS_GIB=0 to try anyway"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,8 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch", default="auto", help="auto | system | pinned (make's TORCH)")
     ap.add_argument("--pins", default="", help="make's TORCH_PINS, space-separated requirements")
     ap.add_argument("--venv-args", default="", help="make's VENV_ARGS, passed to `python -m venv`")
-    ap.add_argument("--needs-gib", type=float, default=PINNED_NEEDS_GIB,
-                    help="free disk a pinned venv needs (make's VENV_NEEDS_GIB); 0 skips the check")
+    ap.add_argument(
+        "--needs-gib",
+        type=float,
+        default=PINNED_NEEDS_GIB,
+        help="free disk a pinned venv needs (make's VENV_NEEDS_GIB); 0 skips the check",
+    )
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the commands; change nothing")
     args = ap.parse_args(argv)
     pins = args.pins.split()

@@ -8,6 +8,7 @@ another), the climbs back (hops from a package into one on a higher layer of doc
 callback, the road going back up) and the hops into storage/ and store/ from outside them.
 `--path` lists the climbs and the storage hops.
 """
+
 import sys
 import tempfile
 from pathlib import Path
@@ -17,8 +18,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 from structure import layers_from, package_of  # noqa: E402
 
-from perfsuite.cli import app  # noqa: E402
 import perfsuite.workloads.noop as noop  # noqa: E402
+from perfsuite.cli import app  # noqa: E402
 
 hops: list[tuple[str, str]] = []
 
@@ -53,10 +54,13 @@ def main(show_path: bool = False) -> None:
     rank = {p: len(layers) - i for i, layer in enumerate(layers) for p in layer}
     rooms = {m for hop in hops for m in hop}
     climbs = [(a, b) for a, b in hops if rank.get(package_of(b), 0) > rank.get(package_of(a), 0)]
-    stored = [(a, b) for a, b in hops if package_of(b) in ("storage", "store")
-              and package_of(a) not in ("storage", "store")]
-    print(f"rooms {len(rooms)}, hops {len(hops)}, climbs back {len(climbs)}, into storage {len(stored)} "
-          f"(command line -> first timed call of the step)")
+    stored = [
+        (a, b) for a, b in hops if package_of(b) in ("storage", "store") and package_of(a) not in ("storage", "store")
+    ]
+    print(
+        f"rooms {len(rooms)}, hops {len(hops)}, climbs back {len(climbs)}, into storage {len(stored)} "
+        f"(command line -> first timed call of the step)"
+    )
     if show_path:
         for a, b in climbs:
             print(f"  climb  {a.removeprefix('perfsuite.')} -> {b.removeprefix('perfsuite.')}")

@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from perfsuite.distributed import launch
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
 from perfsuite.core.workload import BuiltStep, Workload
+from perfsuite.distributed import launch
 
 HANG_TIMEOUT_S = 15.0
 WORLD = (Param("world_size", int, 2), Param("nnodes", int, 1))
@@ -31,10 +31,22 @@ def _build(params, device):
     return BuiltStep(fn=lambda: None, work=Work(items_per_step=1, item_unit="calls"))
 
 
-FLAKY = Workload("flaky", "rank 1 raises while building", WORLD, _build, max_builds=1,
-                 launcher=functools.partial(launch.run_distributed, spec="distjobs:FLAKY"))
-HANGING = Workload("hanging", "rank 1 never finishes building", WORLD, _build, max_builds=1,
-                   launcher=functools.partial(launch.run_distributed, module="distjobs", timeout_s=HANG_TIMEOUT_S))
+FLAKY = Workload(
+    "flaky",
+    "rank 1 raises while building",
+    WORLD,
+    _build,
+    max_builds=1,
+    launcher=functools.partial(launch.run_distributed, spec="distjobs:FLAKY"),
+)
+HANGING = Workload(
+    "hanging",
+    "rank 1 never finishes building",
+    WORLD,
+    _build,
+    max_builds=1,
+    launcher=functools.partial(launch.run_distributed, module="distjobs", timeout_s=HANG_TIMEOUT_S),
+)
 
 
 def hanging_rank(jobdir: str) -> None:

@@ -16,9 +16,19 @@ class FakeClock:
 
     method = "fake"
 
-    def __init__(self, step_s: float, sync_s: float = 0.0, noise: float = 0.0, seed: int = 0,
-                 cold_steps: int = 0, cold_factor: float = 1.0, decay_factor: float = 1.0,
-                 decay: float = 0.0, bookkeeping_s: float = 1e-6, speed=None) -> None:
+    def __init__(
+        self,
+        step_s: float,
+        sync_s: float = 0.0,
+        noise: float = 0.0,
+        seed: int = 0,
+        cold_steps: int = 0,
+        cold_factor: float = 1.0,
+        decay_factor: float = 1.0,
+        decay: float = 0.0,
+        bookkeeping_s: float = 1e-6,
+        speed=None,
+    ) -> None:
         self.step_s = step_s
         self.sync_s = sync_s
         self.noise = noise
@@ -57,8 +67,14 @@ class FakeClock:
         return self.t
 
 
-def build_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, noise: float = 0.01,
-                      machine: float = 1.0, reference_s: float | None = None):
+def build_spread_case(
+    seed: int,
+    step_s: float = 1e-3,
+    spread: float = 0.05,
+    noise: float = 0.01,
+    machine: float = 1.0,
+    reference_s: float | None = None,
+):
     """One simulated fresh run of a toy workload: every build of its step that the runner makes
     runs at its own speed, a factor drawn lognormal(0, `spread`) (median 1) when it is built, as
     builds in separate runs differ (where their memory landed). `machine` scales every block of
@@ -83,8 +99,14 @@ def build_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, noi
     return Workload("toy", "builds that differ in speed", (), build), clock
 
 
-def process_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, build_spread: float = 0.005,
-                        noise: float = 0.01, reference_s: float = 1e-4):
+def process_spread_case(
+    seed: int,
+    step_s: float = 1e-3,
+    spread: float = 0.05,
+    build_spread: float = 0.005,
+    noise: float = 0.01,
+    reference_s: float = 1e-4,
+):
     """One simulated fresh *process* of a toy workload: its speed factor, drawn lognormal(0, `spread`)
     (median 1), moves every build made in it alike (where the process's memory and threads landed),
     and each build adds only lognormal(0, `build_spread`) of its own. Builds inside one process then
@@ -106,8 +128,7 @@ def process_spread_case(seed: int, step_s: float = 1e-3, spread: float = 0.05, b
 
     # Any other callable is the machine-speed reference kernel: what moved the process (where its
     # memory landed) does not move it, and neither does a slower step.
-    clock = FakeClock(step_s=step_s, noise=noise, seed=seed,
-                      speed=lambda fn: factors.get(fn, reference_s / step_s))
+    clock = FakeClock(step_s=step_s, noise=noise, seed=seed, speed=lambda fn: factors.get(fn, reference_s / step_s))
     return Workload("toy", "processes that differ in speed", (), build), clock
 
 

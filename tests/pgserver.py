@@ -52,17 +52,38 @@ class Server:
     def _run(self, *cmd: str) -> None:
         subprocess.run([*self.as_user, *cmd], check=True, capture_output=True, text=True, timeout=120)
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         pwfile = self.root / "pw"
         pwfile.write_text(PASSWORD + "\n")
         if self.as_user:
             owner = pwd.getpwnam("postgres")
             os.chown(pwfile, owner.pw_uid, owner.pw_gid)
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER, f"--pwfile={pwfile}",
-                  "--auth=scram-sha-256", "-E", "UTF8", "--no-sync")
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            USER,
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         opts = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60"
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"),
-                  "-w", "-t", "60", "start")
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            opts,
+            "-l",
+            str(self.root / "log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         self.create_database(DATABASE)
         return self
 

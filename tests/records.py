@@ -6,12 +6,28 @@ import numpy as np
 
 from perfsuite.core.record import Record, Work
 
-ENV = {"torch": "2.14.1", "cuda": None, "cudnn": None, "gpu_name": None, "driver": None,
-       "cpu_model": "Test CPU", "logical_cores": 2, "torch_threads": 2, "python": "3.11.7"}
+ENV = {
+    "torch": "2.14.1",
+    "cuda": None,
+    "cudnn": None,
+    "gpu_name": None,
+    "driver": None,
+    "cpu_model": "Test CPU",
+    "logical_cores": 2,
+    "torch_threads": 2,
+    "python": "3.11.7",
+}
 
 
-def make_record(median_s: float = 1e-3, n: int = 60, seed: int = 0, sigma: float = 0.03,
-                params: dict | None = None, env: dict | None = None, **kw) -> Record:
+def make_record(
+    median_s: float = 1e-3,
+    n: int = 60,
+    seed: int = 0,
+    sigma: float = 0.03,
+    params: dict | None = None,
+    env: dict | None = None,
+    **kw,
+) -> Record:
     rng = np.random.default_rng(seed)
     samples = [float(x) for x in median_s * rng.lognormal(0.0, sigma, size=n)]
     return Record(

@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import uuid
 
-import pytest
-
 import pgserver
+import pytest
 
 _server = None
 

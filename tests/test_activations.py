@@ -60,15 +60,30 @@ def test_activation_workload_and_pairing(capsys, tmp_path):
     import json
 
     from perfsuite import cli
-
     from perfsuite.core import registry
 
     w = registry.get("activation")
     for case in ({"fn": "mish", "pass": "forward"}, {"fn": "swish", "dtype": "bf16", "numel": 1024}):
         w.build(case, "cpu").fn()
     out = tmp_path / "pair.json"
-    code = cli.main(["pair", "activation", "--vary", "impl=custom,builtin", "-p", "numel=4096",
-                     "-p", "save=input,input+sigmoid", "--budget", "0.3", "--device", "cpu", "--out", str(out)])
+    code = cli.main(
+        [
+            "pair",
+            "activation",
+            "--vary",
+            "impl=custom,builtin",
+            "-p",
+            "numel=4096",
+            "-p",
+            "save=input,input+sigmoid",
+            "--budget",
+            "0.3",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     doc = json.loads(out.read_text())
     assert doc["format"] == "perfsuite.pair" and doc["schema_version"] == 1

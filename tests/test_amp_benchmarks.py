@@ -47,9 +47,25 @@ def test_bench_amp_module_defines_the_class():
 def test_pytest_benchmark_shows_both_precisions_and_the_ratio(tmp_path):
     out = tmp_path / "amp.json"
     res = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/perf/test_amp_benchmarks.py", "--benchmark-only", "-q",
-         "-p", "no:cacheprovider", "-k", "autoencoder", "--perfsuite-max-time", "0.4", f"--benchmark-json={out}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/perf/test_amp_benchmarks.py",
+            "--benchmark-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "autoencoder",
+            "--perfsuite-max-time",
+            "0.4",
+            f"--benchmark-json={out}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     benches = {b["extra_info"]["precision"]: b for b in json.loads(out.read_text())["benchmarks"]}

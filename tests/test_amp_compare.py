@@ -3,9 +3,9 @@ import types
 
 import pytest
 
+from perfsuite.compare.amp import AmpComparison, compare_precisions, side_utilisation
 from perfsuite.core.config import RunConfig
 from perfsuite.measuring.timing import PerfCounterClock
-from perfsuite.compare.amp import AmpComparison, compare_precisions, side_utilisation
 from perfsuite.training.setup import training_setup
 
 FAST = RunConfig(max_time=1.0)
@@ -14,8 +14,9 @@ PARAMS = {"variant": "fc", "batch_size": 16}
 
 @pytest.mark.slow
 def test_bf16_keeps_the_loss_and_reports_speed_and_memory():
-    res = compare_precisions("autoencoder", PARAMS, "cpu", PerfCounterClock(), "fp32", "bf16",
-                             pairs=6, steps=10, cfg=FAST)
+    res = compare_precisions(
+        "autoencoder", PARAMS, "cpu", PerfCounterClock(), "fp32", "bf16", pairs=6, steps=10, cfg=FAST
+    )
     assert res.accuracy_ok, res.verdict()
     assert res.verdict().startswith("speed-up ")
     # up to 6 pairs within max_time (at least 2): the comparison honours its budget
@@ -36,8 +37,9 @@ def test_a_deliberately_broken_run_is_flagged():
     def broken(params, device, seed):
         return training_setup("autoencoder", params, device, seed, lr_scale=300.0)
 
-    res = compare_precisions("autoencoder", PARAMS, "cpu", PerfCounterClock(), "fp32", "bf16",
-                             pairs=2, steps=10, cfg=FAST, setup_b=broken)
+    res = compare_precisions(
+        "autoencoder", PARAMS, "cpu", PerfCounterClock(), "fp32", "bf16", pairs=2, steps=10, cfg=FAST, setup_b=broken
+    )
     assert not res.accuracy_ok
     assert "diverges" in res.verdict()
 
@@ -84,8 +86,9 @@ def test_each_side_is_sampled_alone_after_the_settle_readings_are_dropped(monkey
     # The first readings still average in the other side's blocks (100% busy); this side's own is 20%.
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml([100, 100, 100, 20]))
     calls = []
-    summary = side_utilisation(lambda: calls.append(1), PerfCounterClock(), 4, index=0, interval_s=0.005,
-                               settle_s=0.3, window_s=0.1)
+    summary = side_utilisation(
+        lambda: calls.append(1), PerfCounterClock(), 4, index=0, interval_s=0.005, settle_s=0.3, window_s=0.1
+    )
     assert summary["status"] == "ok" and summary["gpu_util_pct"] == {"mean": 20.0, "max": 20.0}
     assert calls and len(calls) % 4 == 0  # ran in whole blocks of the timed size
 
@@ -99,11 +102,26 @@ def test_without_nvml_the_side_is_not_run(monkeypatch, index, fail_init):
 
 
 def _cuda_comparison(nvml_a, nvml_b) -> AmpComparison:
-    return AmpComparison(workload="resnet", params={}, device="cuda:0", precision_a="fp32", precision_b="bf16",
-                         pair_ratios=[1.1, 1.2], time_a_s=[0.02, 0.02], time_b_s=[0.018, 0.017],
-                         saved_bytes_a=100, saved_bytes_b=60, cuda_peak_a=None, cuda_peak_b=None,
-                         final_loss_a=1.0, final_loss_b=1.0, loss_tolerance=0.05, steps=10,
-                         nvml_a=nvml_a, nvml_b=nvml_b)
+    return AmpComparison(
+        workload="resnet",
+        params={},
+        device="cuda:0",
+        precision_a="fp32",
+        precision_b="bf16",
+        pair_ratios=[1.1, 1.2],
+        time_a_s=[0.02, 0.02],
+        time_b_s=[0.018, 0.017],
+        saved_bytes_a=100,
+        saved_bytes_b=60,
+        cuda_peak_a=None,
+        cuda_peak_b=None,
+        final_loss_a=1.0,
+        final_loss_b=1.0,
+        loss_tolerance=0.05,
+        steps=10,
+        nvml_a=nvml_a,
+        nvml_b=nvml_b,
+    )
 
 
 def _ok(mean: float) -> dict:
@@ -114,7 +132,9 @@ def test_a_cuda_comparison_gives_each_sides_verdict():
     res = _cuda_comparison(_ok(81.0), _ok(23.0))
     assert (res.bound_a.verdict, res.bound_b.verdict) == ("device-bound", "host-bound")
     line = res.bound_line()
-    assert line.startswith("fp32: device-bound: the GPU was busy 81%") and "bf16: host-bound: the GPU was busy 23%" in line
+    assert (
+        line.startswith("fp32: device-bound: the GPU was busy 81%") and "bf16: host-bound: the GPU was busy 23%" in line
+    )
     d = res.to_dict()
     assert d["bound_b"]["gpu_util_pct"] == 23.0 and d["nvml_a"]["gpu_util_pct"]["mean"] == 81.0
     unsampled = _cuda_comparison({"status": "unavailable", "reason": "NVML could not start: no driver"}, _ok(60.0))

@@ -17,8 +17,12 @@ MIB = 1 << 20
 
 
 def test_step_peak_memory_is_the_regions_rise_not_the_process():
-    host = {"host_method": "clear_refs+VmHWM", "host_rss_before_bytes": 600 * MIB,
-            "host_peak_rss_bytes": 600 * MIB + 8192, "host_peak_delta_bytes": 8192}
+    host = {
+        "host_method": "clear_refs+VmHWM",
+        "host_rss_before_bytes": 600 * MIB,
+        "host_peak_rss_bytes": 600 * MIB + 8192,
+        "host_peak_delta_bytes": 8192,
+    }
     assert asv.step_peak_memory(host) == 0  # two pages touched: no regression for asv to find
     assert asv.step_peak_memory({**host, "host_peak_delta_bytes": 3 * MIB + 5}) == 3 * MIB
     # ru_maxrss is the whole process's lifetime peak: no figure of the step's region at all
@@ -66,7 +70,8 @@ def probe_bench(tmp_path):
         "    BUILDS.append(calls)\n"
         "    return perfsuite.Step(lambda: calls.append(1), items=n)\n\n"
         "class ProbeTime(make_time_suite('asv_quick_probe', {'n': [2]})):\n"
-        "    warmup_time = 0.05\n")
+        "    warmup_time = 0.05\n"
+    )
     yield tmp_path / "bm"
     registry._REGISTRY.pop("asv_quick_probe", None)
     for name in [m for m in sys.modules if m == "bm" or m.startswith("bm.")]:
@@ -110,10 +115,14 @@ def test_quick_is_told_only_by_asvs_overrides():
 
 # ---- the documented asv commands keep their results ----------------------------------------------
 
+
 def _documented_asv_runs() -> list[tuple[str, str]]:
     """Every `asv run ... --python=same ...` the pages show, a command wrapped over lines joined."""
-    docs = [REPO / "docs" / "adding-a-workload.md", REPO / "docs" / "front-ends.md",
-            REPO / "examples" / "my-project" / "asv.conf.json"]
+    docs = [
+        REPO / "docs" / "adding-a-workload.md",
+        REPO / "docs" / "front-ends.md",
+        REPO / "examples" / "my-project" / "asv.conf.json",
+    ]
     out = []
     for page in docs:
         text = re.sub(r"\s*\n\s*(//)?\s*", " ", page.read_text())  # JSON comments continue with //

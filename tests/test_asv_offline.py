@@ -54,7 +54,7 @@ def test_every_cdn_reference_is_served_from_shipped_files_with_their_integrity(t
     assert "crossorigin" not in page and "referrerpolicy" not in page
     tags = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="(vendor/[^"]+)"[^>]*>', page)
     assert len(tags) == n
-    for tag in re.findall(r'<(?:script|link)\b[^>]*\bvendor/[^>]*>', page):
+    for tag in re.findall(r"<(?:script|link)\b[^>]*\bvendor/[^>]*>", page):
         path = re.search(r'(?:src|href)="(vendor/[^"]+)"', tag).group(1)
         integrity = re.search(r'integrity="([^"]+)"', tag).group(1)
         assert integrity == "sha384-" + _b64("sha384", (site / path).read_bytes()), path

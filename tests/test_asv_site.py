@@ -28,8 +28,13 @@ pytestmark = [
 def _config(tmp_path: Path) -> Path:
     text = (ROOT / "asv.conf.json").read_text()
     conf = json.loads("\n".join(line for line in text.splitlines() if not line.strip().startswith("//")))
-    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"), results_dir=str(tmp_path / "results"),
-                html_dir=str(tmp_path / "html"), env_dir=str(tmp_path / "env"))
+    conf.update(
+        repo=str(ROOT),
+        benchmark_dir=str(ROOT / "benchmarks"),
+        results_dir=str(tmp_path / "results"),
+        html_dir=str(tmp_path / "html"),
+        env_dir=str(tmp_path / "env"),
+    )
     path = tmp_path / "asv.conf.json"
     path.write_text(json.dumps(conf))
     return path
@@ -53,11 +58,25 @@ def _serve(directory: Path):
 
 def _screenshot(url: str, out: Path, profile: Path) -> None:
     subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", "--window-size=1200,900", "--virtual-time-budget=15000",
-         f"--screenshot={out}", url],
-        check=True, capture_output=True, timeout=120,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--window-size=1200,900",
+            "--virtual-time-budget=15000",
+            f"--screenshot={out}",
+            url,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
 
 
@@ -74,30 +93,47 @@ def _coloured_pixels(png: Path) -> int:
 @pytest.mark.slow
 def test_published_graph_shows_data_points(tmp_path):
     conf = _config(tmp_path)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     machine = _asv("machine", "--yes", "--config", str(conf), cwd=tmp_path)
     assert machine.returncode == 0, machine.stderr
     # Two results at two commit hashes give the graph a line; --set-commit-hash is how the
     # `existing` environment saves results.
-    parents = subprocess.run(["git", "rev-list", "--max-count=2", "HEAD"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()
+    parents = subprocess.run(
+        ["git", "rev-list", "--max-count=2", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     for sha in parents or [commit]:
-        run = _asv("run", "--config", str(conf), "--quick", "-E", f"existing:{sys.executable}",
-                   "--set-commit-hash", sha, "-b", "NoopTrack.track_median_s", cwd=tmp_path)
+        run = _asv(
+            "run",
+            "--config",
+            str(conf),
+            "--quick",
+            "-E",
+            f"existing:{sys.executable}",
+            "--set-commit-hash",
+            sha,
+            "-b",
+            "NoopTrack.track_median_s",
+            cwd=tmp_path,
+        )
         assert run.returncode == 0, run.stdout + run.stderr
     pub = _asv("publish", "--config", str(conf), cwd=tmp_path)
     assert pub.returncode == 0, pub.stdout + pub.stderr
     html = tmp_path / "html"
     assert (html / "index.html").exists()
-    offline = subprocess.run([sys.executable, str(ROOT / "scripts" / "asv_offline.py"), str(html)],
-                             capture_output=True, text=True, timeout=300)
+    offline = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "asv_offline.py"), str(html)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert offline.returncode == 0, offline.stderr
     # Every page loads its scripts from the site itself, each checked by its integrity hash.
     for page in html.glob("*.html"):
         tags = re.findall(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"[^\"]*\"[^>]*>", page.read_text())
         assert not [t for t in tags if "https://" in t], page.name
-        assert all("integrity=\"sha384-" in t for t in tags if "vendor/" in t), page.name
+        assert all('integrity="sha384-' in t for t in tags if "vendor/" in t), page.name
     graphs = list((html / "graphs").rglob("bench_noop.NoopTrack.track_median_s.json"))
     assert graphs, "asv publish wrote no graph data for the benchmark"
     assert any(json.loads(g.read_text()) for g in graphs)

@@ -5,12 +5,11 @@ import math
 
 import pytest
 import torch
+from nvtx_recording import RecordingNvtx
 
 from perfsuite.core import registry
 from perfsuite.measuring.nvtx import CATEGORY_COLORS, Annotator
 from perfsuite.workloads import autoencoder
-
-from nvtx_recording import RecordingNvtx
 
 SMALL = {"batch_size": 8, "val_size": 40, "batches": 2}
 
@@ -28,9 +27,17 @@ def test_host_data_is_copied_inside_the_step_under_data_transfer(recording):
     loss = built.fn()
     assert math.isfinite(float(loss.detach()))
     assert recording.tree() == [
-        (0, "Training Step"), (1, "Data Transfer"), (1, "Data Unpack"), (1, "Memory Ops"), (1, "Forward Pass"),
-        (2, "Encoder Forward"), (2, "Decoder Forward"), (1, "Loss Computation"), (1, "Backward Pass"),
-        (1, "Optimizer Step")]
+        (0, "Training Step"),
+        (1, "Data Transfer"),
+        (1, "Data Unpack"),
+        (1, "Memory Ops"),
+        (1, "Forward Pass"),
+        (2, "Encoder Forward"),
+        (2, "Decoder Forward"),
+        (1, "Loss Computation"),
+        (1, "Backward Pass"),
+        (1, "Optimizer Step"),
+    ]
     colours = {e[1]: e[2] for e in recording.events if e[0] == "start"}
     assert colours["Data Transfer"] == CATEGORY_COLORS["data"] and colours["Memory Ops"] == CATEGORY_COLORS["memory"]
     assert built.work.items_per_step == 8 and built.work.bytes_per_step > 0
@@ -50,8 +57,7 @@ def test_validate_phase_gives_mar_and_writes_the_grid(recording, tmp_path):
     built = w.build({**SMALL, "phase": "validate", "data": "host", "nvtx": "on", "vis_dir": str(tmp_path)}, "cpu")
     recording.events.clear()
     mar = built.fn()
-    assert recording.tree() == [(0, "Validation"), (1, "Data Transfer"), (1, "MAR@5 Computation"),
-                                (1, "Visualization")]
+    assert recording.tree() == [(0, "Validation"), (1, "Data Transfer"), (1, "MAR@5 Computation"), (1, "Visualization")]
     colours = {e[1]: e[2] for e in recording.events if e[0] == "start"}
     assert colours["Validation"] == CATEGORY_COLORS["validation"]
     assert colours["MAR@5 Computation"] == CATEGORY_COLORS["metrics"]

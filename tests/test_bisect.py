@@ -17,15 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.compare.bisect import (FOUND, NOT_CHANGED, SAME, SKIPPED, CHANGED, Bisection, Commit, Probe,
-                                      run_bisection)
+from perfsuite.compare.bisect import CHANGED, FOUND, NOT_CHANGED, SAME, SKIPPED, Bisection, Commit, Probe, run_bisection
 from perfsuite.compare.gate import GateVerdict, PairedRun
 from perfsuite.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "my-project"
 GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
-
 
 
 class Step:
@@ -88,8 +86,9 @@ def test_bisection_names_the_first_slower_commit_wherever_it_is(first):
     # The answer carries that commit's own probe, its ratio the median of that commit's pairs.
     assert answer.probe.sha == commits[first].sha
     assert answer.probe.median_ratio == pytest.approx(statistics.median(prober.ratios[first]))
-    assert answer.probe.median_ratio >= 1.2 and (first == 15 or answer.probe.median_ratio < statistics.median(
-        prober.ratios[15]))  # not bad's confirmation, which the bisection probed first
+    assert answer.probe.median_ratio >= 1.2 and (
+        first == 15 or answer.probe.median_ratio < statistics.median(prober.ratios[15])
+    )  # not bad's confirmation, which the bisection probed first
     assert prober.asked[0] == 15  # bad is confirmed first
     assert len(prober.asked) == len(set(prober.asked)) <= 1 + 4  # log2(16) probes after the confirmation
 
@@ -160,8 +159,18 @@ def test_probe_outcomes_are_checked():
     back = Probe.from_dict(json.loads(json.dumps(probe.to_dict())))
     assert back == probe and back.median_ratio == pytest.approx(1.2)
     # A verdict as version 1 of the log kept it (its pairs' fields at its top level).
-    full = Probe("a" * 40, CHANGED, {"label": "c", "threshold": 0.01, "p": 0.001, "block_size": 1, "confirmed": True,
-                                     "ratios": [1.1, 1.3, 1.2, 1.25, 1.15] * 3})
+    full = Probe(
+        "a" * 40,
+        CHANGED,
+        {
+            "label": "c",
+            "threshold": 0.01,
+            "p": 0.001,
+            "block_size": 1,
+            "confirmed": True,
+            "ratios": [1.1, 1.3, 1.2, 1.25, 1.15] * 3,
+        },
+    )
     lo, hi = full.gate.interval  # the interval and the word come back from the stored pairs
     assert lo <= 1.2 <= hi and full.word == "slower"
     assert Probe.from_dict({"sha": "b" * 40, "outcome": SKIPPED, "error": "no"}).median_ratio is None
@@ -228,8 +237,9 @@ def _env() -> dict:
 
 
 def perfsuite(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "perfsuite", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _commit(root: Path, message: str) -> str:
@@ -251,9 +261,23 @@ SLOW_INIT = "        super().__init__()\n"
 SLOW_INIT_NEW = SLOW_INIT + "        self.scratch = torch.randn(1 << 20)\n"
 SLOW_FWD = "        return self.body(x)"
 SLOW_FWD_NEW = "        torch.tanh(self.scratch, out=self.scratch)\n        return self.body(x)"
-ARGS = ("-p", "batch_size=32", "--device", "cpu", "--max-time", "3", "--builds", "1",
-        # Far above what two processes of the same code differ by; far below the tanh's slowdown.
-        "--threshold", "0.5", "--steps", "2", "--rounds", "2")
+ARGS = (
+    "-p",
+    "batch_size=32",
+    "--device",
+    "cpu",
+    "--max-time",
+    "3",
+    "--builds",
+    "1",
+    # Far above what two processes of the same code differ by; far below the tanh's slowdown.
+    "--threshold",
+    "0.5",
+    "--steps",
+    "2",
+    "--rounds",
+    "2",
+)
 
 
 def _history(root: Path, n: int, slower_at: int | None, broken_at: int | None = None) -> list[str]:
@@ -288,13 +312,33 @@ def test_bisect_names_the_slower_commit_skips_the_broken_one_resumes_after_ctrl_
     good = _git(root, "rev-parse", "HEAD")
     shas = _history(root, 16, slower_at=11, broken_at=7)
     log = tmp_path / "b.bisect.json"
-    argv = [sys.executable, "-m", "perfsuite", "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", *ARGS,
-            "--log", str(log)]
+    argv = [
+        sys.executable,
+        "-m",
+        "perfsuite",
+        "bisect",
+        "tiny_mlp",
+        "--good",
+        good,
+        "--bad",
+        "HEAD",
+        *ARGS,
+        "--log",
+        str(log),
+    ]
     # Ctrl-C after the second probe, as a terminal sends it: to the whole process group.
     # SIGINT back to its default in the child: a test run started in the background ('make test &'
     # from a script) inherits it ignored, and Python then never raises KeyboardInterrupt.
-    proc = subprocess.Popen(argv, cwd=root, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        argv,
+        cwd=root,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     seen = []
     for line in proc.stdout:
         seen.append(line)
@@ -327,8 +371,9 @@ def test_bisect_of_a_history_without_a_slowdown_says_so_and_exits_0(tmp_path):
     root = _project(tmp_path)
     good = _git(root, "rev-parse", "HEAD")
     _history(root, 4, slower_at=None)
-    res = perfsuite(root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", *ARGS, "--log",
-                    str(tmp_path / "b.json"))
+    res = perfsuite(
+        root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", *ARGS, "--log", str(tmp_path / "b.json")
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "is not slower than --good" in res.stdout and "probe 1:" in res.stdout and "probe 2:" not in res.stdout
     assert _worktrees(root) == 1
@@ -343,13 +388,16 @@ def test_bisect_bad_input_is_exit_2_naming_what_is_wrong(tmp_path):
     _history(root, 2, slower_at=None)
     (root / "bench" / "later.py").write_text(
         "import perfsuite\n\n\n@perfsuite.workload(params={'n': 4})\ndef later(n: int, device: str):\n"
-        "    return perfsuite.Step(lambda: None, items=n)\n")
+        "    return perfsuite.Step(lambda: None, items=n)\n"
+    )
     _commit(root, "a workload added later")
     cases = [
         (("tiny_mlp", "--good", "nosuch", "--bad", "HEAD"), "--good nosuch: no such commit"),
         (("tiny_mlp", "--good", "HEAD", "--bad", "HEAD~2"), "is not an ancestor of --bad"),
-        (("later", "--good", first, "--bad", "HEAD", "--workloads-from", "revision"),
-         "bench/later.py does not exist at this commit"),
+        (
+            ("later", "--good", first, "--bad", "HEAD", "--workloads-from", "revision"),
+            "bench/later.py does not exist at this commit",
+        ),
         (("tiny_mlp", "--good", "HEAD~1", "--bad", "HEAD", "-p", "batch_size=1,2"), "takes one value"),
     ]
     for args, message in cases:
@@ -369,12 +417,29 @@ def test_commits_older_than_the_workload_file_are_measured_with_the_working_tree
     model = root / "myproj" / "model.py"
     model.write_text(model.read_text().replace(SLOW_INIT, SLOW_INIT_NEW).replace(SLOW_FWD, SLOW_FWD_NEW))
     _commit(root, "the benchmark, and a slower model")
-    res = perfsuite(root, "gate", "tiny_mlp", "--base", first, "-p", "batch_size=32", "--device", "cpu",
-                    "--max-time", "3", "--builds", "1", "--threshold", "0.5", timeout=300)
+    res = perfsuite(
+        root,
+        "gate",
+        "tiny_mlp",
+        "--base",
+        first,
+        "-p",
+        "batch_size=32",
+        "--device",
+        "cpu",
+        "--max-time",
+        "3",
+        "--builds",
+        "1",
+        "--threshold",
+        "0.5",
+        timeout=300,
+    )
     # The base ran the old (fast) model with today's workload file: the working tree is slower.
     assert res.returncode == 1 and "slower, ratio" in res.stdout and "CI" in res.stdout, res.stdout + res.stderr
-    res = perfsuite(root, "gate", "tiny_mlp", "--base", first, "--workloads-from", "revision", "--device", "cpu",
-                    timeout=120)
+    res = perfsuite(
+        root, "gate", "tiny_mlp", "--base", first, "--workloads-from", "revision", "--device", "cpu", timeout=120
+    )
     assert res.returncode == 2 and "bench/tiny_mlp.py does not exist at this commit" in res.stderr, res.stderr
     assert _worktrees(root) == 1
 
@@ -393,7 +458,10 @@ def test_a_stored_bisection_log_comes_back_with_the_same_answer():
     # slower; today's word is "changed", in either direction).
     stored = d["answer"]
     assert (answer.state, answer.commit.sha, answer.confirmation.sha) == (
-        stored["state"], stored["commit"]["sha"], stored["confirmation"]["sha"])
+        stored["state"],
+        stored["commit"]["sha"],
+        stored["confirmation"]["sha"],
+    )
     assert answer.probe.outcome == "changed" and stored["probe"]["outcome"] == "slower"
     assert answer.commit.subject == "model: scratch tanh in forward" and answer.probe.median_ratio > 2
     assert [c.subject for c in answer.skipped] == ["model: import a module that does not exist"]
@@ -460,8 +528,18 @@ def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(m
         return a, b
 
     monkeypatch.setattr(gate_sides, "_side_processes", fake_sides)
-    arms = bisect_probe.HalfwayArms(("a.py", None), ("b.py", None), ("good", "commit"), 3, "default", 1, 0.01,
-                                    0.01, clock, mid=bisect_probe.halfway(1.20))
+    arms = bisect_probe.HalfwayArms(
+        ("a.py", None),
+        ("b.py", None),
+        ("good", "commit"),
+        3,
+        "default",
+        1,
+        0.01,
+        0.01,
+        clock,
+        mid=bisect_probe.halfway(1.20),
+    )
     v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
     assert v.slower is False and v.run.decision == SAME
     assert len(v.run.ratios) == v.run.looks[-1]["pairs"] and len(sides_made) == 1
@@ -479,10 +557,23 @@ def test_a_probe_is_not_classified_on_less_than_a_whole_budget_of_pairs(monkeypa
     from perfsuite.core.registry import get
 
     clock = FakeClock(step_s=1e-2, noise=0.01, seed=2, speed=lambda fn: getattr(fn, "factor", 1.0))
-    monkeypatch.setattr(gate_sides, "_side_processes", lambda *a, **k: ([FakeSide(1.0) for _ in range(3)],
-                                                                  [FakeSide(1.20) for _ in range(3)]))
-    arms = bisect_probe.HalfwayArms(("a.py", None), ("b.py", None), ("good", "commit"), 3, "default", 1, 0.01,
-                                    0.01, clock, mid=bisect_probe.halfway(1.20))
+    monkeypatch.setattr(
+        gate_sides,
+        "_side_processes",
+        lambda *a, **k: ([FakeSide(1.0) for _ in range(3)], [FakeSide(1.20) for _ in range(3)]),
+    )
+    arms = bisect_probe.HalfwayArms(
+        ("a.py", None),
+        ("b.py", None),
+        ("good", "commit"),
+        3,
+        "default",
+        1,
+        0.01,
+        0.01,
+        clock,
+        mid=bisect_probe.halfway(1.20),
+    )
     v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
     assert v.run.decision == CHANGED and v.slower
     # Decided at the look that completes the 2 s budget (the half-budget look before it was clear too).
@@ -539,7 +630,9 @@ def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
     with pytest.raises(ConfigError, match="settings differ: max_time"):
         _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))
     # The log of the same bisection, under today's rule, is resumed: its probes are taken.
-    same = Bisection("w", {}, "cpu", good, commits, settings, [Probe(commits[-1].sha, CHANGED, _verdict([1.2] * 8, True))])
+    same = Bisection(
+        "w", {}, "cpu", good, commits, settings, [Probe(commits[-1].sha, CHANGED, _verdict([1.2] * 8, True))]
+    )
     atomic_write_text(log, document("bisect", [same.to_dict()]))
     fresh = Bisection("w", {}, "cpu", good, commits, settings)
     _resume(fresh, log, Console(file=io.StringIO()))
@@ -560,9 +653,15 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
     revs = SimpleNamespace(repo=tmp_path, missing_at=lambda sha: None, side=lambda root: (root / "w.py", None))
     good = "a" * 40
     verdict = _verdict([1.1] * 8, True)
-    answers = [SimpleNamespace(interrupted=False, unsupported=[], records=[],
-                               failures=[{"error": f"SideFailed: good {good[:12]}: the side process ended (exit -15):"}]),
-               SimpleNamespace(interrupted=False, unsupported=[], failures=[], records=[verdict])]
+    answers = [
+        SimpleNamespace(
+            interrupted=False,
+            unsupported=[],
+            records=[],
+            failures=[{"error": f"SideFailed: good {good[:12]}: the side process ended (exit -15):"}],
+        ),
+        SimpleNamespace(interrupted=False, unsupported=[], failures=[], records=[verdict]),
+    ]
     calls = []
 
     def fake_run_cases(cases, cfg, device, measure=None, **kw):
@@ -571,16 +670,24 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
 
     monkeypatch.setattr(execute, "run_cases", fake_run_cases)
     confirmation = Probe("b" * 40, CHANGED, _verdict([1.1] * 8, True))
-    with bisect_probe.Prober(get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1,
-                             threshold=0.01, threads=1) as prober:
+    with bisect_probe.Prober(
+        get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1, threshold=0.01, threads=1
+    ) as prober:
         probe = prober(Commit("c" * 40, "candidate"), confirmation)
     assert len(calls) == 2 and probe.outcome == CHANGED
     # A candidate's own failure skips it at once.
-    answers[:] = [SimpleNamespace(interrupted=False, unsupported=[], records=[],
-                                  failures=[{"error": "SideFailed: commit cccccccccccc: ImportError"}])]
+    answers[:] = [
+        SimpleNamespace(
+            interrupted=False,
+            unsupported=[],
+            records=[],
+            failures=[{"error": "SideFailed: commit cccccccccccc: ImportError"}],
+        )
+    ]
     calls.clear()
-    with bisect_probe.Prober(get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1,
-                             threshold=0.01, threads=1) as prober:
+    with bisect_probe.Prober(
+        get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1, threshold=0.01, threads=1
+    ) as prober:
         assert prober(Commit("c" * 40, "candidate"), confirmation).outcome == SKIPPED
     assert len(calls) == 1
 
@@ -602,15 +709,27 @@ def test_bisect_faster_names_the_commit_that_made_it_faster(tmp_path):
             (root / "NOTES.md").write_text(f"note {i}\n")
             shas.append(_commit(root, f"notes {i}"))
     log = tmp_path / "f.json"
-    res = perfsuite(root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", "--faster", "--no-why", *ARGS,
-                    "--log", str(log))
+    res = perfsuite(
+        root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", "--faster", "--no-why", *ARGS, "--log", str(log)
+    )
     assert res.returncode == 0, res.stdout + res.stderr  # a speed-up found is not a failure
     assert f"first faster commit: {shas[3][:12]} model: drop the scratch tanh" in res.stdout, res.stdout
     assert "--bad faster, ratio 0." in res.stdout  # the confirmation's word, ratio and interval
     doc = json.loads(log.read_text())["results"][0]
     assert doc["settings"]["direction"] == "faster" and doc["answer"]["commit"]["sha"] == shas[3]
     # Asked the other way, the same history has nothing slower to find, and says what it is.
-    res = perfsuite(root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", "--no-why", *ARGS,
-                    "--log", str(tmp_path / "s.json"))
+    res = perfsuite(
+        root,
+        "bisect",
+        "tiny_mlp",
+        "--good",
+        good,
+        "--bad",
+        "HEAD",
+        "--no-why",
+        *ARGS,
+        "--log",
+        str(tmp_path / "s.json"),
+    )
     assert res.returncode == 0 and "is not slower than --good" in res.stdout and "--faster" in res.stdout, res.stdout
     assert _worktrees(root) == 1

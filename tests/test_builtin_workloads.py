@@ -61,8 +61,9 @@ def _env(tree: Path) -> dict:
 
 
 def run(tree: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    res = subprocess.run([sys.executable, *args], cwd=cwd or tree.parent, env=_env(tree), capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, *args], cwd=cwd or tree.parent, env=_env(tree), capture_output=True, text=True, timeout=600
+    )
     return res
 
 
@@ -88,18 +89,21 @@ def test_a_file_in_the_builtin_folder_is_listed_run_checked_and_reported(tree, t
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "ok    square: its own check at the default case: passed (n=16)" in checked.stdout
 
-    report = run(tree, "-m", "perfsuite", "report", str(out), "--out-dir", str(tmp_path / "report"),
-                 "--latency-bound", "5")
+    report = run(
+        tree, "-m", "perfsuite", "report", str(out), "--out-dir", str(tmp_path / "report"), "--latency-bound", "5"
+    )
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "report" / "summary.md").read_text()
     assert "## square" in page and "### square's own section" in page and "2 cases, latency bound 5.0" in page
 
 
 def test_a_file_in_the_builtin_folder_is_in_the_shipped_suites(tree):
-    code = ("from perfsuite.suite.file import load_suite, shipped_suites_dir\n"
-            "for s in ('ci', 'cpu', 'gpu'):\n"
-            "    e = [e for e in load_suite(shipped_suites_dir() / f'{s}.yaml').entries if e.workload == 'square']\n"
-            "    print(s, [c['n'] for x in e for c in x.cases()])\n")
+    code = (
+        "from perfsuite.suite.file import load_suite, shipped_suites_dir\n"
+        "for s in ('ci', 'cpu', 'gpu'):\n"
+        "    e = [e for e in load_suite(shipped_suites_dir() / f'{s}.yaml').entries if e.workload == 'square']\n"
+        "    print(s, [c['n'] for x in e for c in x.cases()])\n"
+    )
     res = run(tree, "-c", code)
     assert res.returncode == 0, res.stderr
     # Its declared grid at each suite's size ("cpu" falls back to "ci").
@@ -108,9 +112,11 @@ def test_a_file_in_the_builtin_folder_is_in_the_shipped_suites(tree):
 
 def test_a_file_in_the_builtin_folder_is_one_of_asvs_benchmarks(tree):
     pytest.importorskip("asv_runner")
-    code = ("import io, json, sys\n"
-            "from asv_runner.discovery import list_benchmarks\n"
-            "out = io.StringIO(); list_benchmarks(sys.argv[1], out); print(out.getvalue())\n")
+    code = (
+        "import io, json, sys\n"
+        "from asv_runner.discovery import list_benchmarks\n"
+        "out = io.StringIO(); list_benchmarks(sys.argv[1], out); print(out.getvalue())\n"
+    )
     res = run(tree, "-c", code, str(tree / "benchmarks"), cwd=tree)
     assert res.returncode == 0, res.stderr
     found = {b["name"]: b for b in json.loads(res.stdout)}
@@ -122,12 +128,14 @@ def test_a_file_in_the_builtin_folder_is_one_of_asvs_benchmarks(tree):
 @pytest.mark.slow
 def test_asv_measures_the_new_workload_through_its_generated_module(tree):
     """The generated Track class's setup_cache measures the grid; its tracks read the records."""
-    code = ("import json\n"
-            "import benchmarks.bench_square as m\n"
-            "t = m.SquareTrack()\n"
-            "cache = m.SquareTrack.setup_cache(t)\n"
-            "t.setup(cache, 16)\n"
-            "print(json.dumps([t.track_median_s(cache, 16), t.track_seconds_per_item(cache, 16)]))\n")
+    code = (
+        "import json\n"
+        "import benchmarks.bench_square as m\n"
+        "t = m.SquareTrack()\n"
+        "cache = m.SquareTrack.setup_cache(t)\n"
+        "t.setup(cache, 16)\n"
+        "print(json.dumps([t.track_median_s(cache, 16), t.track_seconds_per_item(cache, 16)]))\n"
+    )
     res = run(tree, "-c", code, cwd=tree)
     assert res.returncode == 0, res.stderr[-3000:]
     median, per_item = json.loads(res.stdout.strip().splitlines()[-1])
@@ -160,7 +168,11 @@ def test_distributed_and_the_plan_ask_the_workload_not_its_name():
     case = {"variant": "", "size": "ci", "precision": "fp32", "batch_size": None}
     assert ddp_model.sub_params({**case, "model": "resnet"}) == {"size": "ci", "precision": "fp32", "model": "resnet18"}
     assert ddp_model.sub_params({**case, "model": "autoencoder", "variant": "conv", "batch_size": 4}) == {
-        "size": "ci", "precision": "fp32", "batch_size": 4, "variant": "conv"}
+        "size": "ci",
+        "precision": "fp32",
+        "batch_size": 4,
+        "variant": "conv",
+    }
     with pytest.raises(ConfigError, match="'matmul' offers no DDP model"):
         ddp_model.offered("matmul")
     # resnet's module is the model itself, frozen in the gradient check (its BatchNorm); the
@@ -168,8 +180,11 @@ def test_distributed_and_the_plan_ask_the_workload_not_its_name():
     setup = SimpleNamespace(parts=SimpleNamespace(model=torch.nn.BatchNorm1d(2)))
     assert ddp_model.forward_module("resnet", setup) is setup.parts.model
     assert not ddp_model.checked_module("resnet", setup).training
-    ae = SimpleNamespace(parts=SimpleNamespace(model=torch.nn.ModuleDict(
-        {"encoder": torch.nn.Linear(2, 1), "decoder": torch.nn.Linear(1, 2)})))
+    ae = SimpleNamespace(
+        parts=SimpleNamespace(
+            model=torch.nn.ModuleDict({"encoder": torch.nn.Linear(2, 1), "decoder": torch.nn.Linear(1, 2)})
+        )
+    )
     module = ddp_model.checked_module("autoencoder", ae)
     assert module.training and module(torch.ones(3, 2)).shape == (3, 2)
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from perfsuite.training.checks import resume_bit_exact
 from perfsuite.training.checkpoint import CheckpointError, EarlyStopping, Progress, load_checkpoint, save_checkpoint
+from perfsuite.training.checks import resume_bit_exact
 from perfsuite.training.setup import training_setup
 
 PARAMS = {"batch_size": 4}
@@ -24,8 +24,7 @@ def test_resume_is_bit_exact(tmp_path, workload):
     # The same check `perfsuite check` runs: losses, weights, the RNG stream and the LR schedule
     # of an interrupted and resumed run equal the uninterrupted run's (CheckFailed otherwise).
     case = importlib.import_module(f"perfsuite.workloads.{workload}").TRAINING_CHECKS
-    assert "identical" in resume_bit_exact(case, "cpu", steps=6 if workload == "autoencoder" else 4,
-                                           folder=tmp_path)
+    assert "identical" in resume_bit_exact(case, "cpu", steps=6 if workload == "autoencoder" else 4, folder=tmp_path)
 
 
 def test_corrupt_or_truncated_checkpoint_restores_nothing(tmp_path):

@@ -7,11 +7,10 @@ import re
 import pytest
 import torch
 
-from perfsuite.suite import checks as suite_checks
-from perfsuite.training import checks
-
 from perfsuite import cli
 from perfsuite.core.checks import CheckFailed
+from perfsuite.suite import checks as suite_checks
+from perfsuite.training import checks
 from perfsuite.training.setup import training_setup
 from perfsuite.workloads.autoencoder import TRAINING_CHECKS as AE
 from perfsuite.workloads.resnet import TRAINING_CHECKS as RESNET
@@ -88,6 +87,7 @@ def test_amp_check_compares_fp16_at_equal_applied_steps(fp16_on_cpu):
 def test_amp_check_fails_when_fp16_overflows_at_every_scale(fp16_on_cpu):
     """Skipped steps are forgiven only while the scale falls to 1: gradients that overflow even
     unscaled are divergence, and the check must end (not loop) and say so."""
+
     def overflowing(params, device, seed):
         setup = training_setup("autoencoder", params, device, seed)
         loss_fn = setup.parts.loss_fn
@@ -110,7 +110,11 @@ def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):
 def test_the_checks_are_what_each_workload_file_declares():
     from perfsuite.core import registry
 
-    assert [n for n, _ in suite_checks.checks_for("resnet")] == ["AMP keeps the loss", "resume is bit-exact", "early stopping"]
+    assert [n for n, _ in suite_checks.checks_for("resnet")] == [
+        "AMP keeps the loss",
+        "resume is bit-exact",
+        "early stopping",
+    ]
     assert suite_checks.checks_for("noop") == []
     for name in registry.names():
         assert suite_checks.checks_for(name) == list((registry.get(name).checks or {}).items())
@@ -145,6 +149,7 @@ def test_resume_check_runs_on_deterministic_kernels_and_restores_the_settings(tm
     run-dependent order unless deterministic algorithms are on (as cuDNN's convolution backward
     is, by torch's documentation of use_deterministic_algorithms). The check must turn them on,
     and give back the caller's settings afterwards."""
+
     def conv_wgrad(g):
         return g if torch.are_deterministic_algorithms_enabled() else _summation_order_noise(g)
 
@@ -165,6 +170,7 @@ def test_resume_check_without_a_deterministic_kernel_compares_within_a_tolerance
     """An op with no deterministic kernel (torch warns under warn_only: here a real one, put_)
     cannot be asked for bit-exactness: the check says which op and compares within its stated
     tolerance, which still catches an optimiser state that was not restored."""
+
     def no_deterministic_kernel(g):
         torch.zeros(1).put_(torch.tensor([0]), torch.tensor([1.0]))  # torch's alert: "put_ does not have ..."
         return _summation_order_noise(g)

@@ -8,8 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from perfsuite.data.cifar import FOLDER, TRAIN_FILES, read_cifar10, write_cifar10
 from perfsuite.core.errors import ConfigError
+from perfsuite.data.cifar import FOLDER, TRAIN_FILES, read_cifar10, write_cifar10
 
 
 class _Calls:
@@ -60,8 +60,11 @@ class _Py2Pickler(pickle._Pickler):
     dispatch = pickle._Pickler.dispatch.copy()
 
     def save_bytes(self, obj):
-        self.write(pickle.SHORT_BINSTRING + bytes([len(obj)]) if len(obj) < 256
-                   else pickle.BINSTRING + struct.pack("<i", len(obj)))
+        self.write(
+            pickle.SHORT_BINSTRING + bytes([len(obj)])
+            if len(obj) < 256
+            else pickle.BINSTRING + struct.pack("<i", len(obj))
+        )
         self.write(obj)
         self.memoize(obj)
 
@@ -82,12 +85,25 @@ def test_batches_as_cifar10_ships_them_and_as_numpy_pickles_them_load(tmp_path, 
     images, labels = _images()
     flat = images.transpose(0, 3, 1, 2).reshape(10, -1)
     if protocol == "official":  # Python 2 strs for keys and names, labels a list of ints
-        payload = _official_style({b"batch_label": b"training batch 1 of 5", b"labels": [int(x) for x in labels],
-                                   b"data": flat, b"filenames": [b"a_%d.png" % i for i in range(10)]})
+        payload = _official_style(
+            {
+                b"batch_label": b"training batch 1 of 5",
+                b"labels": [int(x) for x in labels],
+                b"data": flat,
+                b"filenames": [b"a_%d.png" % i for i in range(10)],
+            }
+        )
         assert b"cnumpy.core.multiarray\n_reconstruct" in payload
     else:  # numpy arrays and numpy integers, at every protocol (0-2 pickle bytes via _codecs.encode)
-        payload = pickle.dumps({"batch_label": b"training batch 1 of 5", "labels": [np.int64(x) for x in labels],
-                                "data": flat, "filenames": [b"a.png"]}, protocol=protocol)
+        payload = pickle.dumps(
+            {
+                "batch_label": b"training batch 1 of 5",
+                "labels": [np.int64(x) for x in labels],
+                "data": flat,
+                "filenames": [b"a.png"],
+            },
+            protocol=protocol,
+        )
     _batch(tmp_path, payload)
     got_images, got_labels = read_cifar10(tmp_path)
     assert np.array_equal(got_images, images) and np.array_equal(got_labels, labels)
@@ -95,8 +111,10 @@ def test_batches_as_cifar10_ships_them_and_as_numpy_pickles_them_load(tmp_path, 
 
 def test_a_codec_other_than_latin1_is_refused(tmp_path):
     # `_codecs.encode` is admitted for protocol 0-2 bytes only, with the codec those use.
-    payload = (b"\x80\x02}q\x00(X\x04\x00\x00\x00dataq\x01c_codecs\nencode\nq\x02X\x01\x00\x00\x00xX\x04\x00\x00\x00"
-               b"zlibq\x03\x86q\x04Rq\x05u.")
+    payload = (
+        b"\x80\x02}q\x00(X\x04\x00\x00\x00dataq\x01c_codecs\nencode\nq\x02X\x01\x00\x00\x00xX\x04\x00\x00\x00"
+        b"zlibq\x03\x86q\x04Rq\x05u."
+    )
     _batch(tmp_path, payload)
     with pytest.raises(ConfigError, match="refused _codecs.encode with codec 'zlib'"):
         read_cifar10(tmp_path)

@@ -5,9 +5,7 @@ import json
 import pytest
 
 from perfsuite import cli
-
 from perfsuite.core import registry
-
 from perfsuite.measuring import runner
 from perfsuite.storage.files import load_records
 
@@ -148,8 +146,7 @@ def test_peak_then_records_report_peak_fraction(capsys, tmp_path, monkeypatch):
     (entry,) = stored["results"].values()
     assert entry["flops_per_s"]["fp32"] > 0 and entry["bytes_per_s"] > 0
     out = tmp_path / "r.json"
-    code, _, _ = run(capsys, "--peak-file", str(peak_file), "run", "matmul", "-p", "n=64", *FAST,
-                     "--out", str(out))
+    code, _, _ = run(capsys, "--peak-file", str(peak_file), "run", "matmul", "-p", "n=64", *FAST, "--out", str(out))
     (rec,) = load_records(out)
     assert rec.peak["flops_per_s"] == entry["flops_per_s"]["fp32"]
     assert rec.peak_fraction == pytest.approx(rec.flops_per_s / entry["flops_per_s"]["fp32"])
@@ -194,8 +191,9 @@ def test_a_failing_case_is_recorded_and_the_sweep_goes_on(capsys, tmp_path, monk
 
 def test_fp16_training_on_cpu_is_refused_before_anything_runs(capsys, tmp_path):
     # --device cpu: on a GPU machine `auto` is CUDA, where fp16 is allowed
-    code, _, err = run(capsys, "run", "resnet", "-p", "precision=fp32,fp16", "--device", "cpu",
-                       "--results-dir", str(tmp_path))
+    code, _, err = run(
+        capsys, "run", "resnet", "-p", "precision=fp32,fp16", "--device", "cpu", "--results-dir", str(tmp_path)
+    )
     assert code == 2 and "fp16 training needs CUDA" in err
     assert not list(tmp_path.iterdir())
 
@@ -203,8 +201,21 @@ def test_fp16_training_on_cpu_is_refused_before_anything_runs(capsys, tmp_path):
 @pytest.mark.slow
 def test_amp_command_reports_a_verdict(capsys, tmp_path):
     out = tmp_path / "amp.json"
-    code, stdout, _ = run(capsys, "amp", "autoencoder", "-p", "batch_size=16", "--pairs", "4", "--steps", "6",
-                          "--device", "cpu", "--out", str(out))
+    code, stdout, _ = run(
+        capsys,
+        "amp",
+        "autoencoder",
+        "-p",
+        "batch_size=16",
+        "--pairs",
+        "4",
+        "--steps",
+        "6",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
     (data,) = json.loads(out.read_text())["results"]
     assert code == (0 if data["accuracy_ok"] else 3)  # 3: a failed check; 1 is only ever "slower"
     assert "speed-up" in stdout or "diverges" in stdout
@@ -228,8 +239,9 @@ def test_an_internal_error_exits_4_with_the_traceback_in_a_log_not_on_the_consol
     assert str(log) in err.replace("\n", "") and "Traceback" in log.read_text()
 
 
-@pytest.mark.parametrize("flag", [["--max-time", "1"], ["--min-time", "1"], ["--target-ci", "0.05"],
-                                  ["--no-nvtx"], ["matmul"]])
+@pytest.mark.parametrize(
+    "flag", [["--max-time", "1"], ["--min-time", "1"], ["--target-ci", "0.05"], ["--no-nvtx"], ["matmul"]]
+)
 def test_options_a_suite_would_ignore_are_refused(capsys, tmp_path, flag):
     code, _, err = run(capsys, "run", "--suite", "ci", "--out", str(tmp_path / "o"), *flag)
     assert code == 2 and "cannot be combined with --suite/--config" in err
@@ -251,12 +263,15 @@ def test_suite_overrides_are_parsed_by_each_entrys_own_workload(tmp_path):
         load_suite(path, {"n": "x"})
 
 
-@pytest.mark.parametrize("argv", [
-    ["peak", "--max-time", "0.3", "--device", "cpu"],
-    ["pair", "matmul", "--vary", "n=8,16", "--budget", "0.3", "--device", "cpu", "--out", "{blocker}/p.json"],
-    ["trace", "matmul", "--device", "cpu", "--out-dir", "{blocker}/traces"],
-    ["report", "{results}", "--out-dir", "{blocker}/report"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["peak", "--max-time", "0.3", "--device", "cpu"],
+        ["pair", "matmul", "--vary", "n=8,16", "--budget", "0.3", "--device", "cpu", "--out", "{blocker}/p.json"],
+        ["trace", "matmul", "--device", "cpu", "--out-dir", "{blocker}/traces"],
+        ["report", "{results}", "--out-dir", "{blocker}/report"],
+    ],
+)
 def test_outputs_under_a_regular_file_are_refused_before_measuring(capsys, tmp_path, monkeypatch, argv):
     """An output path under a regular file used to fail after measuring, losing the measurement."""
     blocker = tmp_path / "blocker"
@@ -279,8 +294,21 @@ def test_run_pins_cpus_and_threads_and_records_them(capsys, tmp_path):
 
     one = min(os.sched_getaffinity(0))
     out = tmp_path / "r.json"
-    code, _, _ = run(capsys, "run", "noop", "--max-time", "0.2", "--device", "cpu", "--cpus", str(one),
-                     "--threads", "1", "--out", str(out))
+    code, _, _ = run(
+        capsys,
+        "run",
+        "noop",
+        "--max-time",
+        "0.2",
+        "--device",
+        "cpu",
+        "--cpus",
+        str(one),
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+    )
     assert code == 0
     (rec,) = load_records(out)
     c = rec.conditions
@@ -290,8 +318,10 @@ def test_run_pins_cpus_and_threads_and_records_them(capsys, tmp_path):
     assert torch.get_num_threads() >= 1
 
 
-@pytest.mark.parametrize("flag, message", [(["--cpus", "1-0"], "runs backwards"), (["--threads", "0"], ">= 1"),
-                                           (["--processes", "two"], ">= 1")])
+@pytest.mark.parametrize(
+    "flag, message",
+    [(["--cpus", "1-0"], "runs backwards"), (["--threads", "0"], ">= 1"), (["--processes", "two"], ">= 1")],
+)
 def test_bad_pinning_and_worker_options_are_refused(capsys, flag, message):
     with pytest.raises(SystemExit) as exc:
         cli.main(["run", "noop", *flag])
@@ -307,8 +337,10 @@ def test_the_fork_server_imports_torchvision_only_for_workloads_that_use_it(tmp_
     (tmp_path / "pyproject.toml").write_text('[tool.perfsuite]\nworkloads = ["bench"]\n')
     (tmp_path / "bench").mkdir()
     step = tmp_path / "bench" / "mine.py"
-    step.write_text("import perfsuite\n\n@perfsuite.workload(params={'n': 1})\ndef mine(n: int, device: str):\n"
-                    "    return perfsuite.Step(lambda: None, items=n)\n")
+    step.write_text(
+        "import perfsuite\n\n@perfsuite.workload(params={'n': 1})\ndef mine(n: int, device: str):\n"
+        "    return perfsuite.Step(lambda: None, items=n)\n"
+    )
     monkeypatch.chdir(tmp_path)
     parse = build_parser().parse_args
     assert _needs_vision(parse(["run", "mine"])) is False

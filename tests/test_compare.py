@@ -70,8 +70,7 @@ def test_environment_mismatch_is_refused_unless_allowed():
 
 # ---- how the two sides were measured (record.conditions) ------------------------------------------
 
-COND = {"processes": 1, "cpus": [0, 1], "pinned": False, "torch_threads": 2, "steal_fraction": 0.0,
-        "others_cpus": 0.1}
+COND = {"processes": 1, "cpus": [0, 1], "pinned": False, "torch_threads": 2, "steal_fraction": 0.0, "others_cpus": 0.1}
 
 
 def _pair(base_cond, new_cond, **kw):
@@ -88,8 +87,10 @@ def test_alike_conditions_give_no_warning():
 def test_records_of_one_build_are_compared_on_samples_and_say_so():
     (c,) = compare_records(*_pair(COND, dict(COND))).cases
     assert c.basis == "samples"
-    assert c.warnings == ("base and new were measured in one build in one process: the verdict rests on samples "
-                          "that cannot see the variation between runs",)
+    assert c.warnings == (
+        "base and new were measured in one build in one process: the verdict rests on samples "
+        "that cannot see the variation between runs",
+    )
 
 
 def test_different_thread_counts_are_refused_unless_allowed():
@@ -104,8 +105,12 @@ def test_processes_cpus_steal_and_load_differences_warn_per_case():
     new = {**COND, "processes": 5, "cpus": [1], "pinned": True, "steal_fraction": 0.06, "others_cpus": 1.2}
     (c,) = compare_records(*_pair(COND, new)).cases
     text = "\n".join(c.warnings)
-    for expected in ("1 vs 5 process(es)", "CPUs [0, 1] vs CPUs [1] (pinned)", "new lost 6.0% of its CPU time",
-                     "1.2 CPU(s) busy while new was timed"):
+    for expected in (
+        "1 vs 5 process(es)",
+        "CPUs [0, 1] vs CPUs [1] (pinned)",
+        "new lost 6.0% of its CPU time",
+        "1.2 CPU(s) busy while new was timed",
+    ):
         assert expected in text
     assert c.verdict == "same"  # a warning, not a different verdict
 
@@ -121,8 +126,12 @@ def test_worker_records_are_compared_on_their_process_medians():
     def worker_record(medians, seed):
         groups = [_draws(seed + i, n=10, scale=m) for i, m in enumerate(medians)]
         procs = [{"pid": i, "samples_s": g} for i, g in enumerate(groups)]
-        return replace(make_record(), samples_s=[x for g in groups for x in g], processes=procs,
-                       conditions={**COND, "processes": len(medians)})
+        return replace(
+            make_record(),
+            samples_s=[x for g in groups for x in g],
+            processes=procs,
+            conditions={**COND, "processes": len(medians)},
+        )
 
     base = worker_record([1.0, 1.02, 0.98, 1.01, 0.99], 10)
     new = worker_record([1.2, 1.22, 1.18, 1.21, 1.19], 20)
@@ -131,6 +140,7 @@ def test_worker_records_are_compared_on_their_process_medians():
 
 
 # ---- two runs of one step whose builds differ in speed (issue 26) ---------------------------------
+
 
 def _fake_run(seed, slower=1.0):
     from fakeclock import build_spread_case
@@ -148,14 +158,14 @@ def test_two_runs_of_the_same_step_are_not_called_slower(no_gc_pauses):
     # build's samples (+-1%) would call a significant slowdown.
     verdicts = [compare_records([_fake_run(2 * i)], [_fake_run(2 * i + 1)]).cases[0] for i in range(10)]
     assert all(c.verdict != "slower" for c in verdicts)
-    assert all(c.basis.startswith("build medians (3 vs 3) per reference-kernel time") and c.noise > 0.03
-               for c in verdicts)
+    assert all(
+        c.basis.startswith("build medians (3 vs 3) per reference-kernel time") and c.noise > 0.03 for c in verdicts
+    )
 
 
 @pytest.mark.slow
 def test_a_large_real_slowdown_between_such_runs_is_slower(no_gc_pauses):
-    verdicts = [compare_records([_fake_run(2 * i)], [_fake_run(2 * i + 1, slower=1.5)]).cases[0]
-                for i in range(10)]
+    verdicts = [compare_records([_fake_run(2 * i)], [_fake_run(2 * i + 1, slower=1.5)]).cases[0] for i in range(10)]
     assert [c.verdict for c in verdicts] == ["slower"] * 10
     assert all(c.ratio == pytest.approx(1.5, rel=0.15) for c in verdicts)
 
@@ -179,17 +189,25 @@ def test_the_machine_speed_reference_divides_out_the_machine_drift_between_runs(
         base = _machine_run(2 * i, machine=1.0)
         assert base.conditions["reference"]["kernel"] == "matmul 128x128 fp32"
         (c,) = compare_records([base], [_machine_run(2 * i + 1, machine=1.25)]).cases
-        assert c.verdict == "same" and c.ratio == pytest.approx(1.0, abs=0.04) and c.machine == pytest.approx(1.25, rel=0.03)
+        assert (
+            c.verdict == "same"
+            and c.ratio == pytest.approx(1.0, abs=0.04)
+            and c.machine == pytest.approx(1.25, rel=0.03)
+        )
         assert "per reference-kernel time (the reference ran 2" in c.basis and "% slower for new)" in c.basis
         (c,) = compare_records([base], [_machine_run(2 * i + 1, machine=0.8, slower=1.3)]).cases
         assert c.verdict == "slower" and c.ratio == pytest.approx(1.3, rel=0.04)
         # Without the reference, the same runs are judged in seconds: the drift is called slower
         # and the real slowdown is lost in it.
-        (c,) = compare_records([_machine_run(2 * i, machine=1.0, reference=False)],
-                               [_machine_run(2 * i + 1, machine=1.25, reference=False)]).cases
+        (c,) = compare_records(
+            [_machine_run(2 * i, machine=1.0, reference=False)],
+            [_machine_run(2 * i + 1, machine=1.25, reference=False)],
+        ).cases
         assert c.verdict == "slower" and c.machine is None and "reference" not in c.basis
-        (c,) = compare_records([_machine_run(2 * i, machine=1.0, reference=False)],
-                               [_machine_run(2 * i + 1, machine=0.8, slower=1.3, reference=False)]).cases
+        (c,) = compare_records(
+            [_machine_run(2 * i, machine=1.0, reference=False)],
+            [_machine_run(2 * i + 1, machine=0.8, slower=1.3, reference=False)],
+        ).cases
         assert c.verdict != "slower"
 
 
@@ -216,8 +234,9 @@ def test_per_sample_ratios_are_compared_only_when_every_record_has_them(no_gc_pa
     old_base, old_new = _without_per_sample_ratios(base), _without_per_sample_ratios(new)
     assert not old_base.sample_ratios
     (old,) = compare_records([old_base], [old_new]).cases
-    assert old.ratio == pytest.approx(stats.log_ratio_test(base.relative_units(per_sample=False),
-                                                           new.relative_units(per_sample=False))[0])
+    assert old.ratio == pytest.approx(
+        stats.log_ratio_test(base.relative_units(per_sample=False), new.relative_units(per_sample=False))[0]
+    )
     assert old.ratio != pytest.approx(c.ratio, rel=1e-6)  # the two units differ, so mixing them would show
     # One old record among them (a side, or an earlier base run): all are compared in the old unit.
     (mixed,) = compare_records([old_base], [new]).cases
@@ -251,13 +270,14 @@ def test_process_medians_count_as_independent_and_the_run_drift_widens_the_band(
     as_builds = noise_band(units, units)
     as_processes = noise_band(units, units, independent=(True, True))
     # Five process medians: each run's centre varies by their SD / sqrt(5); builds of one process by the whole SD.
-    assert as_processes == pytest.approx((1 + as_builds) ** (1 / 5 ** 0.5) - 1, rel=0.02)
+    assert as_processes == pytest.approx((1 + as_builds) ** (1 / 5**0.5) - 1, rel=0.02)
     # The drift between runs (each run's 95% half-width) is added for both sides, in quadrature.
-    assert noise_band(None, None, drift=0.01) == pytest.approx(0.01 * 2 ** 0.5, rel=0.02)
+    assert noise_band(None, None, drift=0.01) == pytest.approx(0.01 * 2**0.5, rel=0.02)
     assert noise_band(units, units, independent=(True, True), drift=0.01) > as_processes
 
 
 # ---- the drift between runs, learned from several runs of the base (issue 26) ---------------------
+
 
 def _worker_run(centre, seed, spread=0.01):
     """A run in five worker processes whose medians sit within `spread` of `centre` (they agree:
@@ -268,8 +288,13 @@ def _worker_run(centre, seed, spread=0.01):
     medians = [centre * float(x) for x in rng.lognormal(0.0, spread, size=5)]
     groups = [_draws(seed * 10 + i, n=10, scale=m) for i, m in enumerate(medians)]
     procs = [{"pid": i, "samples_s": g} for i, g in enumerate(groups)]
-    return replace(make_record(), samples_s=[x for g in groups for x in g], processes=procs,
-                   conditions={**COND, "processes": 5}, config={"run_drift": 0.01})
+    return replace(
+        make_record(),
+        samples_s=[x for g in groups for x in g],
+        processes=procs,
+        conditions={**COND, "processes": 5},
+        config={"run_drift": 0.01},
+    )
 
 
 def test_learned_drift_needs_three_runs_and_widens_with_few():
@@ -341,8 +366,11 @@ def test_compare_exits_5_on_an_undecided_case_and_1_only_on_a_slower_one(tmp_pat
 
     base = _machine_run(0, machine=1.0)
     files = {}
-    for name, rec in (("base", base), ("moved", _machine_run(1, machine=1.5, slower=1.2)),
-                      ("slow", _machine_run(1, machine=1.1, slower=1.2))):
+    for name, rec in (
+        ("base", base),
+        ("moved", _machine_run(1, machine=1.5, slower=1.2)),
+        ("slow", _machine_run(1, machine=1.1, slower=1.2)),
+    ):
         files[name] = tmp_path / f"{name}.json"
         atomic_write_text(files[name], results_document([rec]))
     assert main(["compare", str(files["base"]), str(files["moved"])]) == 5

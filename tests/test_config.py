@@ -47,15 +47,18 @@ def test_a_misspelt_cuda_device_is_bad_input_on_any_machine(spec):
         resolve_device(spec)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"processes": 0}, "processes must be an integer"),
-    ({"processes": 2.5}, "processes must be an integer"),
-    ({"threads": 0}, "threads must be an integer"),
-    ({"threads": True}, "threads must be an integer"),
-    ({"cpus": ()}, "cpus must be a non-empty list"),
-    ({"cpus": (0, 0)}, "cpus must be a non-empty list of distinct"),
-    ({"cpus": (-1,)}, "cpus must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"processes": 0}, "processes must be an integer"),
+        ({"processes": 2.5}, "processes must be an integer"),
+        ({"threads": 0}, "threads must be an integer"),
+        ({"threads": True}, "threads must be an integer"),
+        ({"cpus": ()}, "cpus must be a non-empty list"),
+        ({"cpus": (0, 0)}, "cpus must be a non-empty list of distinct"),
+        ({"cpus": (-1,)}, "cpus must be"),
+    ],
+)
 def test_bad_worker_and_pinning_settings_name_the_field(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig(**kwargs)

@@ -42,11 +42,13 @@ def forget_hostile_step():
     registry._REGISTRY.pop("hostile_step", None)
 
 
-def test_a_users_workload_name_unit_docstring_and_exception_reach_the_console_escaped(tmp_path, capsys,
-                                                                                     forget_hostile_step):
+def test_a_users_workload_name_unit_docstring_and_exception_reach_the_console_escaped(
+    tmp_path, capsys, forget_hostile_step
+):
     bench = tmp_path / "bench"
     bench.mkdir()
-    (bench / "hostile.py").write_text(textwrap.dedent(f'''
+    (bench / "hostile.py").write_text(
+        textwrap.dedent(f'''
         import perfsuite
 
         @perfsuite.workload
@@ -55,10 +57,28 @@ def test_a_users_workload_name_unit_docstring_and_exception_reach_the_console_es
             def step():
                 raise ValueError("the step failed {HOSTILE!r}")
             return perfsuite.Step(step, items=1, unit="it{HOSTILE!r}")
-    '''))
+    ''')
+    )
     assert cli.main(["--workloads", str(bench), "list"]) == 0
-    assert cli.main(["--workloads", str(bench), "run", "hostile_step", "--device", "cpu", "--max-time", "0.2",
-                     "--processes", "1", "--out", str(tmp_path / "r.json")]) == 3
+    assert (
+        cli.main(
+            [
+                "--workloads",
+                str(bench),
+                "run",
+                "hostile_step",
+                "--device",
+                "cpu",
+                "--max-time",
+                "0.2",
+                "--processes",
+                "1",
+                "--out",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 3
+    )
     captured = capsys.readouterr()
     for stream in (captured.out, captured.err):
         assert "\x1b]0;" not in stream and "\x1b[2J" not in stream and "\u202e" not in stream
@@ -72,9 +92,28 @@ def test_a_full_standard_output_loses_nothing_measured_and_says_where_it_went(tm
 
     out = tmp_path / "r.json"
     with open("/dev/full", "w") as full:
-        ran = subprocess.run([sys.executable, "-m", "perfsuite", "run", "noop", "--device", "cpu", "--max-time", "0.2",
-                              "--processes", "1", "--out", str(out)], stdout=full, stderr=subprocess.PIPE, text=True,
-                             cwd=tmp_path, timeout=120)
+        ran = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perfsuite",
+                "run",
+                "noop",
+                "--device",
+                "cpu",
+                "--max-time",
+                "0.2",
+                "--processes",
+                "1",
+                "--out",
+                str(out),
+            ],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
     assert ran.returncode == 2, ran.stderr
     assert "standard output failed" in ran.stderr and f"saved 1 record(s) to {out}" in ran.stderr
     assert "Traceback" not in ran.stderr and "perfsuite bug" not in ran.stderr

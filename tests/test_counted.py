@@ -32,8 +32,16 @@ def _build(params, device):
 
     flops = count_flops(counted_step)
     nbytes = saved_tensor_bytes(counted_step)
-    return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="calls", flops_per_step=flops,
-                                        flops_method="FlopCounterMode", bytes_per_step=float(nbytes)))
+    return BuiltStep(
+        fn=step,
+        work=Work(
+            items_per_step=1,
+            item_unit="calls",
+            flops_per_step=flops,
+            flops_method="FlopCounterMode",
+            bytes_per_step=float(nbytes),
+        ),
+    )
 
 
 COUNTING = Workload("counting", "counts its work at build", (Param("log", str, ""),), _build)
@@ -41,8 +49,13 @@ COUNTING = Workload("counting", "counts its work at build", (Param("log", str, "
 
 def test_the_first_of_a_processs_builds_counts_and_the_others_get_its_counts(tmp_path, no_gc_pauses):
     log = tmp_path / "calls"
-    rec = run_case(COUNTING, {"log": str(log)}, RunConfig(max_time=0.2, processes=1, builds=3, device="cpu"),
-                   clock=FakeClock(step_s=1e-4, noise=0.01, seed=1), env={})
+    rec = run_case(
+        COUNTING,
+        {"log": str(log)},
+        RunConfig(max_time=0.2, processes=1, builds=3, device="cpu"),
+        clock=FakeClock(step_s=1e-4, noise=0.01, seed=1),
+        env={},
+    )
     assert len(rec.builds) == 3
     assert log.read_text().count("x") == 2  # one build counted: its FLOPs, then its saved bytes
     assert rec.work.flops_per_step == 2 * N**3 and rec.work.bytes_per_step > 0
@@ -51,8 +64,13 @@ def test_the_first_of_a_processs_builds_counts_and_the_others_get_its_counts(tmp
 def test_the_first_worker_counts_and_the_later_workers_get_its_counts(tmp_path, monkeypatch):
     monkeypatch.setattr(workers, "START_METHOD", "fork")
     log = tmp_path / "calls"
-    rec = workers.run_in_workers(COUNTING, {"log": str(log)}, RunConfig(max_time=0.6, processes=3, device="cpu"),
-                                 clock=FakeClock(step_s=1e-4, noise=0.01, seed=2), env={})
+    rec = workers.run_in_workers(
+        COUNTING,
+        {"log": str(log)},
+        RunConfig(max_time=0.6, processes=3, device="cpu"),
+        clock=FakeClock(step_s=1e-4, noise=0.01, seed=2),
+        env={},
+    )
     assert len(rec.processes) == 3
     assert log.read_text().count("x") == 2  # the first worker's build alone ran the counters
     assert rec.work.flops_per_step == 2 * N**3
@@ -61,9 +79,13 @@ def test_the_first_worker_counts_and_the_later_workers_get_its_counts(tmp_path, 
 def test_workers_of_several_builds_each_count_once(tmp_path, monkeypatch):
     monkeypatch.setattr(workers, "START_METHOD", "fork")
     log = tmp_path / "calls"
-    rec = workers.run_in_workers(COUNTING, {"log": str(log)},
-                                 RunConfig(max_time=0.6, processes=2, builds=2, device="cpu"),
-                                 clock=FakeClock(step_s=1e-4, noise=0.01, seed=3), env={})
+    rec = workers.run_in_workers(
+        COUNTING,
+        {"log": str(log)},
+        RunConfig(max_time=0.6, processes=2, builds=2, device="cpu"),
+        clock=FakeClock(step_s=1e-4, noise=0.01, seed=3),
+        env={},
+    )
     assert len(rec.processes) == 2 and len(rec.builds) == 4
     assert log.read_text().count("x") == 2
 

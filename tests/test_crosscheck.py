@@ -54,8 +54,11 @@ def test_blocks_alternate_between_cases_and_give_per_step_times(cc):
 
 
 def test_rows_and_table(cc):
-    rows = [cc.compare_row("m", 0.010, 0.0101), cc.compare_row("r", 0.010, 0.0110, loop_iqr=0.132),
-            cc.compare_row("x", None, 0.01, note="not built: Unsupported: needs CUDA")]
+    rows = [
+        cc.compare_row("m", 0.010, 0.0101),
+        cc.compare_row("r", 0.010, 0.0110, loop_iqr=0.132),
+        cc.compare_row("x", None, 0.01, note="not built: Unsupported: needs CUDA"),
+    ]
     assert rows[0]["within"] is True and rows[1]["within"] is False and rows[2]["ratio"] is None
     assert rows[1]["ratio"] == pytest.approx(1.1)
     lines = cc.format_table(rows).splitlines()
@@ -86,13 +89,29 @@ def test_run_builds_times_and_compares_each_case(cc, monkeypatch):
             fn()
         return time.perf_counter() - t
 
-    monkeypatch.setattr(cc, "CASES", {"mm": ("matmul", {"n": 32, "dtype": "fp32"}),
-                                      "graph": ("resnet", {"cuda_graph": True})})
+    monkeypatch.setattr(
+        cc, "CASES", {"mm": ("matmul", {"n": 32, "dtype": "fp32"}), "graph": ("resnet", {"cuda_graph": True})}
+    )
     monkeypatch.setattr(cc, "event_block", wall_block)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
-    args = cc.parse_args(["--cases", "mm", "graph", "--rounds", "4", "--block", "3", "--warmup", "1",
-                          "--max-time", "0.3", "--device", "cpu"])
+    args = cc.parse_args(
+        [
+            "--cases",
+            "mm",
+            "graph",
+            "--rounds",
+            "4",
+            "--block",
+            "3",
+            "--warmup",
+            "1",
+            "--max-time",
+            "0.3",
+            "--device",
+            "cpu",
+        ]
+    )
     mm, graph = cc.run(args)
     assert mm["case"] == "mm" and mm["loop_s"] > 0 and mm["perfsuite_s"] > 0 and mm["ratio"] is not None
     assert graph["loop_s"] is None and graph["perfsuite_s"] is None

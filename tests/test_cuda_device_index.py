@@ -69,11 +69,17 @@ class FakeCudaQueries:
             fake.asked.append(("name", index_of(dev)))
             return f"Fake GPU {index_of(dev)}"
 
-        for name, value in {"is_available": lambda: True, "device_count": lambda: 2,
-                            "current_device": lambda: fake.current[-1], "device": device,
-                            "current_stream": current_stream, "Event": Event, "synchronize": synchronize,
-                            "empty_cache": lambda: fake.asked.append(("empty_cache", fake.current[-1])),
-                            "get_device_name": get_device_name}.items():
+        for name, value in {
+            "is_available": lambda: True,
+            "device_count": lambda: 2,
+            "current_device": lambda: fake.current[-1],
+            "device": device,
+            "current_stream": current_stream,
+            "Event": Event,
+            "synchronize": synchronize,
+            "empty_cache": lambda: fake.asked.append(("empty_cache", fake.current[-1])),
+            "get_device_name": get_device_name,
+        }.items():
             monkeypatch.setattr(torch.cuda, name, value)
 
     def devices(self, what=None):
@@ -150,8 +156,9 @@ def test_the_crosscheck_builds_times_and_runs_on_the_named_device(crosscheck, fa
     monkeypatch.setattr(registry, "get", lambda name: Fake())
     monkeypatch.setattr(runner, "run_case", fake_run_case)
     monkeypatch.setattr(crosscheck, "event_block", fake_block)
-    args = crosscheck.parse_args(["--cases", "matmul-4096-fp32", "--rounds", "2", "--block", "2", "--warmup", "1",
-                                  "--device", "cuda:1"])
+    args = crosscheck.parse_args(
+        ["--cases", "matmul-4096-fp32", "--rounds", "2", "--block", "2", "--warmup", "1", "--device", "cuda:1"]
+    )
     (row,) = crosscheck.run(args)
     assert row["ratio"] == pytest.approx(1.0)
     assert {d for what, d in seen if what != "check"} == {1}
@@ -176,15 +183,17 @@ def test_a_ddp_rank_takes_its_gpu_counting_from_the_cases_device(fake_cuda, monk
     monkeypatch.setattr(torch.cuda, "set_device", set_to.append)
     monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: joined.append((backend, kw)))
     monkeypatch.setattr(dist, "new_group", lambda **kw: "gloo-group")
-    ctx = rank.open_context({"backend": "nccl", "device": "cuda:2", "timeout_s": 10,
-                             "params": {"world_size": 2, "nnodes": 1}})
+    ctx = rank.open_context(
+        {"backend": "nccl", "device": "cuda:2", "timeout_s": 10, "params": {"world_size": 2, "nnodes": 1}}
+    )
     assert ctx.device == "cuda:3" and set_to == ["cuda:3"]
     assert joined[0][0] == "nccl" and joined[0][1]["device_id"] == torch.device("cuda:3")
     # DistributedDataParallel is given the same GPU.
     from torch.nn import parallel
 
-    monkeypatch.setattr(parallel, "DistributedDataParallel",
-                        lambda module, device_ids, process_group: wrapped.append(device_ids))
+    monkeypatch.setattr(
+        parallel, "DistributedDataParallel", lambda module, device_ids, process_group: wrapped.append(device_ids)
+    )
     ddp_model.wrap(torch.nn.Linear(1, 1), ctx)
     assert wrapped == [[3]]
     assert rank.rank_device("cpu", 1) == "cpu" and rank.rank_device("cuda", 1) == "cuda:1"

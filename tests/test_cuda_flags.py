@@ -20,9 +20,15 @@ from perfsuite.measuring import runner, tf32, workers
 def restore_flags():
     """Whatever a test sets, the session gets torch's flags back as they were."""
     b = torch.backends
-    saved = (torch.get_float32_matmul_precision(), b.cudnn.allow_tf32, b.cudnn.benchmark, b.cudnn.deterministic,
-             torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-             os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    saved = (
+        torch.get_float32_matmul_precision(),
+        b.cudnn.allow_tf32,
+        b.cudnn.benchmark,
+        b.cudnn.deterministic,
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    )
     yield
     precision, cudnn_tf32, benchmark, deterministic, algorithms, warn_only, workspace = saved
     torch.set_float32_matmul_precision(precision)
@@ -47,10 +53,16 @@ def _set_unusual_flags(monkeypatch):
 def test_torch_flags_reads_every_flag(restore_flags, monkeypatch):
     assert set(tf32.torch_flags()) == set(tf32.FLAGS)
     _set_unusual_flags(monkeypatch)
-    assert tf32.torch_flags() == {"float32_matmul_precision": "medium", "matmul_tf32": True, "cudnn_tf32": False,
-                                  "cudnn_benchmark": True, "cudnn_deterministic": True,
-                                  "deterministic_algorithms": True, "deterministic_warn_only": True,
-                                  "cublas_workspace_config": ":4096:8"}
+    assert tf32.torch_flags() == {
+        "float32_matmul_precision": "medium",
+        "matmul_tf32": True,
+        "cudnn_tf32": False,
+        "cudnn_benchmark": True,
+        "cudnn_deterministic": True,
+        "deterministic_algorithms": True,
+        "deterministic_warn_only": True,
+        "cublas_workspace_config": ":4096:8",
+    }
 
 
 def test_apply_torch_flags_sets_another_process_s_flags_here(restore_flags, monkeypatch):

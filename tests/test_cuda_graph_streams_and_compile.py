@@ -101,10 +101,21 @@ def _graphed_build(cuda):
     """One graphed build on the fake device, as resnet's builder makes it (device "cuda": the
     current device; its tensors stay on the CPU)."""
     parts = _tiny_parts()
-    return graphed.build_graphed_step(parts.model, parts.loss_fn, parts.optimizer, torch.randn(4, 6),
-                                      torch.tensor([0, 1, 2, 0]), precision="fp32", device="cpu", base_lr=0.1,
-                                      warmup_steps=2, total_steps=6, warmup_iters=2, cuda=cuda,
-                                      schedule_in_graph=True)
+    return graphed.build_graphed_step(
+        parts.model,
+        parts.loss_fn,
+        parts.optimizer,
+        torch.randn(4, 6),
+        torch.tensor([0, 1, 2, 0]),
+        precision="fp32",
+        device="cpu",
+        base_lr=0.1,
+        warmup_steps=2,
+        total_steps=6,
+        warmup_iters=2,
+        cuda=cuda,
+        schedule_in_graph=True,
+    )
 
 
 @pytest.fixture
@@ -154,8 +165,7 @@ def test_workspaces_are_cleared_around_the_capture_and_at_teardown(monkeypatch):
     their workspace in the graph's own pool; cleared after, torch no longer holds it, so it goes
     with the pool when the graph is reset. Teardown clears what the eager warm-up made."""
     cuda = CountingCuda()
-    monkeypatch.setattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: cuda.events.append("clear"),
-                        raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: cuda.events.append("clear"), raising=False)
     built = _graphed_build(cuda)
     assert [e for e in cuda.events if isinstance(e, str)] == ["clear", "capture_begin", "capture_end", "clear"]
     built.teardown()
@@ -208,9 +218,13 @@ def test_builds_of_a_compiled_resnet_compile_once_and_run_their_own_models(fake_
 def test_the_compile_is_per_model_class_case_and_device(fake_compile):
     compiled, ran = fake_compile
     x = torch.randn(2, 6)
-    for model, params, device in [(torch.nn.Linear(6, 3), {"n": 1}, "cpu"), (torch.nn.Linear(6, 3), {"n": 1}, "cpu"),
-                                  (torch.nn.Linear(6, 3), {"n": 2}, "cpu"), (torch.nn.Linear(6, 3), {"n": 1}, "cuda:1"),
-                                  (torch.nn.Sequential(torch.nn.Linear(6, 3)), {"n": 1}, "cpu")]:
+    for model, params, device in [
+        (torch.nn.Linear(6, 3), {"n": 1}, "cpu"),
+        (torch.nn.Linear(6, 3), {"n": 1}, "cpu"),
+        (torch.nn.Linear(6, 3), {"n": 2}, "cpu"),
+        (torch.nn.Linear(6, 3), {"n": 1}, "cuda:1"),
+        (torch.nn.Sequential(torch.nn.Linear(6, 3)), {"n": 1}, "cpu"),
+    ]:
         assert step.compiled_forward(model, params, device)(x).shape == (2, 3)
     assert len(compiled) == 4 and len(ran) == 5
 
@@ -222,8 +236,9 @@ def test_the_runners_builds_of_a_compiled_case_compile_once(fake_compile):
     from perfsuite.measuring.runner import run_case
 
     compiled, ran = fake_compile
-    rec = run_case(registry.get("resnet"), {"batch_size": 2, "compile": True},
-                   RunConfig(device="cpu", max_time=1.0, builds=3))
+    rec = run_case(
+        registry.get("resnet"), {"batch_size": 2, "compile": True}, RunConfig(device="cpu", max_time=1.0, builds=3)
+    )
     assert rec.conditions["builds"] == 3
     assert len(compiled) == 1 and len({id(m) for m in ran}) == 3
 

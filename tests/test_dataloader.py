@@ -7,10 +7,9 @@ import pytest
 from PIL import Image
 
 from perfsuite import cli
-
 from perfsuite.core import registry
-from perfsuite.data.imagefolder import ImageFolderDataset, generated_folder, scan, train_transform
 from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.data.imagefolder import ImageFolderDataset, generated_folder, scan, train_transform
 from perfsuite.workloads import dataloader
 
 
@@ -95,8 +94,22 @@ def test_train_mode_reports_how_long_the_model_waits(cache):
 @pytest.mark.slow
 def test_sweep_writes_report_with_knee_and_plot(cache, tmp_path, capsys):
     out = tmp_path / "dl.json"
-    code = cli.main(["run", "dataloader", "-p", "images=64", "-p", "num_workers=0,1", "-p", "batch_size=16,32",
-                     "--max-time", "1.5", "--out", str(out)])
+    code = cli.main(
+        [
+            "run",
+            "dataloader",
+            "-p",
+            "images=64",
+            "-p",
+            "num_workers=0,1",
+            "-p",
+            "batch_size=16,32",
+            "--max-time",
+            "1.5",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr()
     recs = json.loads(out.read_text())["records"]
     assert len(recs) == 4 and all(r["extra"]["first_batch_s"] > 0 for r in recs)
@@ -112,8 +125,9 @@ def test_knee_is_the_cheapest_within_five_percent():
     from perfsuite.workloads.dataloader_report import knee
 
     def rec(workers, median):
-        return make_record(median_s=median, sigma=0.0, n=11, workload="dataloader",
-                           params={"num_workers": workers, "batch_size": 64})
+        return make_record(
+            median_s=median, sigma=0.0, n=11, workload="dataloader", params={"num_workers": workers, "batch_size": 64}
+        )
 
     recs = [rec(0, 2.0), rec(1, 1.04), rec(2, 1.0), rec(4, 1.01)]
     best, k = knee(recs)

@@ -7,23 +7,22 @@ launches are few and their budgets short; the arithmetic is tested without any.
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import re
-
 import pytest
 from records import make_record
 
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
-from perfsuite.distributed import comm, launch
 from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.run.execute import Case, run_cases
 from perfsuite.core.record import Record
+from perfsuite.distributed import comm, launch
+from perfsuite.run.execute import Case, run_cases
 from perfsuite.workloads.allreduce import bus_factor
 
 TESTS = Path(__file__).parent
@@ -37,6 +36,7 @@ def ranks_find_tests(monkeypatch):
 
 
 # ---- without launching ---------------------------------------------------------------------------
+
 
 def test_bus_factors_are_nccl_tests():
     assert bus_factor("all_reduce", 2) == 1.0 and bus_factor("all_reduce", 8) == pytest.approx(1.75)
@@ -72,19 +72,43 @@ def test_worlds_are_checked_before_anything_starts():
 
 def test_failure_reasons_name_the_rank_and_where_it_was():
     now = time.time()
-    st = [{"rank": 0, "pid": 10, "stage": "failed", "failed_in": "measure", "error": "RuntimeError: Connection closed",
-           "since": now}, {"rank": 1, "pid": 11, "stage": "failed", "failed_in": "build",
-                           "error": "RuntimeError: boom", "where": "x.py:3 in f", "since": now - 1}]
+    st = [
+        {
+            "rank": 0,
+            "pid": 10,
+            "stage": "failed",
+            "failed_in": "measure",
+            "error": "RuntimeError: Connection closed",
+            "since": now,
+        },
+        {
+            "rank": 1,
+            "pid": 11,
+            "stage": "failed",
+            "failed_in": "build",
+            "error": "RuntimeError: boom",
+            "where": "x.py:3 in f",
+            "since": now - 1,
+        },
+    ]
     assert launch.failure_reason(st, 2, exit_code=1) == (
-        "rank 1 failed in build: RuntimeError: boom (at x.py:3 in f); then rank(s) 0 failed too")
+        "rank 1 failed in build: RuntimeError: boom (at x.py:3 in f); then rank(s) 0 failed too"
+    )
     # The echo written first (its peer's sockets closed before the peer's status was on disk): the cause
     # is still the rank whose error is not a lost connection.
-    echo_first = [dict(st[0], since=now - 2,
-                       error="RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [::1]:5"),
-                  st[1]]
+    echo_first = [
+        dict(
+            st[0],
+            since=now - 2,
+            error="RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [::1]:5",
+        ),
+        st[1],
+    ]
     assert launch.failure_reason(echo_first, 2).startswith("rank 1 failed in build: RuntimeError: boom")
-    hung = [{"rank": 0, "pid": 10, "stage": "done", "since": now}, {"rank": 1, "pid": 11, "stage": "build",
-                                                                    "since": now - 30}]
+    hung = [
+        {"rank": 0, "pid": 10, "stage": "done", "since": now},
+        {"rank": 1, "pid": 11, "stage": "build", "since": now - 30},
+    ]
     text = launch.failure_reason(hung, 3, timed_out=60)
     assert text.startswith("timed out after 60s: rank 1 in build for 30s, rank 2 never started")
 
@@ -93,18 +117,29 @@ def test_sibling_ranks_are_not_counted_as_other_load():
     from perfsuite.distributed.rank import _outside_load
 
     # 4 CPUs, 3 busy: each rank used one and saw two others; one of those was not a rank.
-    ranks = [{"node": 0, "others_cpus": 2.0, "busy_fraction": 0.75}, {"node": 0, "others_cpus": 2.0,
-                                                                      "busy_fraction": 0.75},
-             {"node": 1, "others_cpus": 0.0, "busy_fraction": 0.25}]
+    ranks = [
+        {"node": 0, "others_cpus": 2.0, "busy_fraction": 0.75},
+        {"node": 0, "others_cpus": 2.0, "busy_fraction": 0.75},
+        {"node": 1, "others_cpus": 0.0, "busy_fraction": 0.25},
+    ]
     assert _outside_load(ranks, 0, cpus=4) == {"others_cpus": pytest.approx(1.0), "ranks_cpus": pytest.approx(2.0)}
     assert _outside_load([{"node": 0, "others_cpus": None, "busy_fraction": None}], 0) == {}
 
 
 def _ddp_record(world_size: int, median_s: float, **extra) -> Record:
-    return make_record(median_s=median_s, workload="ddp", params={"model": "resnet", "world_size": world_size,
-                                                                  "nnodes": 1},
-                       extra={"world_size": world_size, "nnodes": 1, "backend": "gloo", "rank_spread": 0.02,
-                              "per_rank_batch": 8, **extra})
+    return make_record(
+        median_s=median_s,
+        workload="ddp",
+        params={"model": "resnet", "world_size": world_size, "nnodes": 1},
+        extra={
+            "world_size": world_size,
+            "nnodes": 1,
+            "backend": "gloo",
+            "rank_spread": 0.02,
+            "per_rank_batch": 8,
+            **extra,
+        },
+    )
 
 
 def test_scaling_pairs_a_case_with_the_one_rank_case_of_its_run_and_the_report_shows_it():
@@ -121,6 +156,7 @@ def test_scaling_pairs_a_case_with_the_one_rank_case_of_its_run_and_the_report_s
 
 
 # ---- launched: 2 gloo ranks ---------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_ddp_gradients_equal_one_process_on_the_concatenated_batch():
@@ -165,8 +201,7 @@ def test_a_ddp_sweep_gives_one_record_per_case_with_ranks_scaling_and_comm_share
 @pytest.mark.slow
 def test_allreduce_reports_algbw_and_busbw_with_nccl_tests_definitions():
     w = registry.get("allreduce")
-    out = run_cases([Case(w, {"op": "reduce_scatter", "bytes": 4098, "world_size": 2})], RunConfig(max_time=0.3),
-                    "cpu")
+    out = run_cases([Case(w, {"op": "reduce_scatter", "bytes": 4098, "world_size": 2})], RunConfig(max_time=0.3), "cpu")
     assert out.failures == []
     (rec,) = out.records
     e = rec.extra
@@ -200,19 +235,44 @@ def test_two_nodes_on_one_machine_run_the_same_suite_file(tmp_path):
     """Two torchrun invocations, one rank each, meeting at a c10d rendezvous: what `srun torchrun`
     does on a cluster. The rank that becomes 0 runs the suite and writes every result."""
     suite = tmp_path / "two.yaml"
-    suite.write_text("name: two\ndevice: cpu\nmax_time: 0.4\nsuites:\n"
-                     "  - {name: ddp, workload: ddp, params: {model: autoencoder, batch_size: 8, world_size: 2, "
-                     "nnodes: 2}}\n")
+    suite.write_text(
+        "name: two\ndevice: cpu\nmax_time: 0.4\nsuites:\n"
+        "  - {name: ddp, workload: ddp, params: {model: autoencoder, batch_size: 8, world_size: 2, "
+        "nnodes: 2}}\n"
+    )
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
     out = tmp_path / "out"
     env = launch.clean_env()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--max-restarts", "0",
-           "-m", "perfsuite", "run", "--config", str(suite), "--out", str(out)]
-    nodes = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
-                              start_new_session=True) for _ in range(2)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"localhost:{port}",
+        "--max-restarts",
+        "0",
+        "-m",
+        "perfsuite",
+        "run",
+        "--config",
+        str(suite),
+        "--out",
+        str(out),
+    ]
+    nodes = [
+        subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, start_new_session=True
+        )
+        for _ in range(2)
+    ]
     try:
         logs = [p.communicate(timeout=150)[0] for p in nodes]
     finally:

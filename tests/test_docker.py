@@ -61,7 +61,7 @@ def test_every_command_names_something_that_exists():
             assert cmd[i + 1] == "perfsuite" and cmd[i + 2] in COMMANDS, name
         else:
             raise AssertionError(f"{name}: unchecked command {cmd[0]}")
-    dcmd = re.search(r'^CMD \[(.*)\]', dockerfile, re.M).group(1)
+    dcmd = re.search(r"^CMD \[(.*)\]", dockerfile, re.M).group(1)
     assert '"make", "bench"' in dcmd and "bench" in _make_targets()
 
 
@@ -90,8 +90,12 @@ def image_files(dest: Path) -> Path:
             for src in srcs:
                 path = ROOT / src
                 if path.is_dir():
-                    shutil.copytree(path, where if len(srcs) == 1 else where / path.name,
-                                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"), dirs_exist_ok=True)
+                    shutil.copytree(
+                        path,
+                        where if len(srcs) == 1 else where / path.name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+                        dirs_exist_ok=True,
+                    )
                 else:
                     (where if str(target).endswith("/") else where.parent).mkdir(parents=True, exist_ok=True)
                     shutil.copy2(path, where / path.name if str(target).endswith("/") else where)
@@ -103,8 +107,14 @@ def test_the_images_file_set_runs_suites_and_list(tmp_path):
     # make bench reads the suite files through perfsuite.suite.file.shipped_suites_dir().
     assert (image / "suites" / "gpu.yaml").is_file() and (image / "Makefile").is_file()
     for args in (["suites"], ["list"]):
-        res = subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=image, capture_output=True, text=True,
-                             timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "300"})
+        res = subprocess.run(
+            [sys.executable, "-m", "perfsuite", *args],
+            cwd=image,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "300"},
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         if args == ["suites"]:
             out = " ".join(res.stdout.replace("│", " ").split())
@@ -113,6 +123,11 @@ def test_the_images_file_set_runs_suites_and_list(tmp_path):
         else:
             assert "autoencoder" in res.stdout and "qwen" in res.stdout
     # The package imported there is the image's copy, not this checkout's.
-    where = subprocess.run([sys.executable, "-c", "import perfsuite.suite.file as s; print(s.shipped_suites_dir())"],
-                           cwd=image, capture_output=True, text=True, timeout=60)
+    where = subprocess.run(
+        [sys.executable, "-c", "import perfsuite.suite.file as s; print(s.shipped_suites_dir())"],
+        cwd=image,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert where.stdout.strip() == str(image / "suites"), where.stderr

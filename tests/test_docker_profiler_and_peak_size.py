@@ -43,7 +43,8 @@ def _measured_in_this_process(program: list[str]) -> bool:
 def _follows_forks(nsys_options: list[str]) -> bool:
     """Whether nsys is told to trace children forked without an exec (perfsuite's workers)."""
     return "--trace-fork-before-exec=true" in nsys_options or any(
-        a == "--trace-fork-before-exec" and b == "true" for a, b in zip(nsys_options, nsys_options[1:]))
+        a == "--trace-fork-before-exec" and b == "true" for a, b in zip(nsys_options, nsys_options[1:])
+    )
 
 
 def test_the_docker_profiler_traces_the_measured_steps():
@@ -63,8 +64,18 @@ def test_the_auto_budget_alone_would_fork(monkeypatch):
 
 
 def _printed_nsys(capsys, monkeypatch) -> list[str]:
-    argv = ["profile-step", "autoencoder", "-p", "batch_size=4", "--warmup-iters", "1", "--profile-iter", "1",
-            "--device", "cpu"]
+    argv = [
+        "profile-step",
+        "autoencoder",
+        "-p",
+        "batch_size=4",
+        "--warmup-iters",
+        "1",
+        "--profile-iter",
+        "1",
+        "--device",
+        "cpu",
+    ]
     monkeypatch.setattr(sys, "argv", ["perfsuite", *argv])  # the printed command repeats the command line
     assert cli.main(argv) == 0
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("nsys profile")]
@@ -112,8 +123,11 @@ class FakeDevice:
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
         monkeypatch.setattr(torch.cuda, "empty_cache", lambda: self.asked.append("empty_cache"))
         monkeypatch.setattr(torch.cuda, "mem_get_info", self.mem_get_info)
-        monkeypatch.setattr(torch.cuda, "get_device_properties",
-                            lambda i=None: SimpleNamespace(name="Fake GPU", total_memory=total, L2_cache_size=L2))
+        monkeypatch.setattr(
+            torch.cuda,
+            "get_device_properties",
+            lambda i=None: SimpleNamespace(name="Fake GPU", total_memory=total, L2_cache_size=L2),
+        )
 
     def mem_get_info(self, device=None):
         self.asked.append(("mem_get_info", device))
@@ -136,7 +150,10 @@ def _fake_runner(monkeypatch, built: list):
         if workload.name != "copy":
             return SimpleNamespace(id="m", flops_per_s=1e12, median_s=1e-3, work=SimpleNamespace(bytes_per_step=0.0))
         wanted = cfg.builds if cfg.builds is not None else IN_PROCESS_BUILDS
-        builds = [workload.build(workload.resolve(params), cfg.device) for _ in range(min(wanted, workload.max_builds or wanted))]
+        builds = [
+            workload.build(workload.resolve(params), cfg.device)
+            for _ in range(min(wanted, workload.max_builds or wanted))
+        ]
         built.append([b.work.bytes_per_step for b in builds])  # each build holds what it reads and writes
         return SimpleNamespace(id="c", flops_per_s=None, median_s=1e-3, work=builds[0].work)
 

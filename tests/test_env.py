@@ -5,8 +5,18 @@ from perfsuite.measuring import env
 
 def test_fingerprint_has_the_named_fields():
     fp = env.fingerprint()
-    for key in ("torch", "cuda", "cpu_model", "logical_cores", "torch_threads", "python", "os", "host",
-                "git_commit", "git_dirty"):
+    for key in (
+        "torch",
+        "cuda",
+        "cpu_model",
+        "logical_cores",
+        "torch_threads",
+        "python",
+        "os",
+        "host",
+        "git_commit",
+        "git_dirty",
+    ):
         assert key in fp
     assert fp["torch_threads"] >= 1 and fp["logical_cores"] >= 1
 
@@ -35,8 +45,16 @@ def test_mismatches_ignore_commit_host_and_patch_release():
 
 def test_fingerprint_holds_what_can_disturb_a_measurement():
     fp = env.fingerprint()
-    for key in ("cpu_governors", "cpu_turbo", "load_avg", "thread_env", "cpu_affinity", "steal_fraction",
-                "others_cpus", "busy_processes"):
+    for key in (
+        "cpu_governors",
+        "cpu_turbo",
+        "load_avg",
+        "thread_env",
+        "cpu_affinity",
+        "steal_fraction",
+        "others_cpus",
+        "busy_processes",
+    ):
         assert key in fp
     assert set(fp["cpu_affinity"]) <= set(range(fp["logical_cores"])) and 0 <= fp["steal_fraction"] <= 1
 

@@ -7,11 +7,11 @@ from fakeclock import FakeClock
 
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError, PerfsuiteError, Unsupported
-from perfsuite.run.execute import Case, Events, check_cases, run_cases
 from perfsuite.core.params import Param
 from perfsuite.core.record import Work
-from perfsuite.storage.files import ResultsWriter, load_records
 from perfsuite.core.workload import BuiltStep, Workload
+from perfsuite.run.execute import Case, Events, check_cases, run_cases
+from perfsuite.storage.files import ResultsWriter, load_records
 
 
 class Broken(PerfsuiteError):
@@ -42,6 +42,7 @@ def _run(cases, tmp_path, events=None):
 @pytest.mark.slow
 def test_a_perfsuite_error_in_one_case_is_its_failure_and_the_run_goes_on(tmp_path):
     """On an H100 a checkpoint case raised a perfsuite error and the whole gpu suite stopped."""
+
     def behaviour(x):
         if x == 2:
             raise Broken("does not fit this model/optimiser; nothing restored")

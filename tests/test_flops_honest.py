@@ -29,8 +29,9 @@ class Block(nn.Module):
 
     def forward(self, x):
         b, t, d = x.shape
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-                   for z in self.qkv(self.ln1(x)).split(d, dim=2))
+        q, k, v = (
+            z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(d, dim=2)
+        )
         if self.sdpa:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -150,11 +151,17 @@ def test_mv_dot_and_int_mm_count_as_the_mm_of_the_same_shapes():
     assert flop_count(lambda: torch.addmv(torch.randn(8), a, w)).flops == flop_count(lambda: a @ w[:, None]).flops
     assert flop_count(lambda: w @ w).flops == flop_count(lambda: w[None] @ w[:, None]).flops > 0
     i8 = torch.randint(-8, 8, (32, 64), dtype=torch.int8)
-    assert flop_count(lambda: torch._int_mm(i8, i8.T.contiguous())).flops == \
-        flop_count(lambda: i8.float() @ i8.T.float()).flops > 0
+    assert (
+        flop_count(lambda: torch._int_mm(i8, i8.T.contiguous())).flops
+        == flop_count(lambda: i8.float() @ i8.T.float()).flops
+        > 0
+    )
     x, scales = torch.randn(5, 64), torch.ones(32)
-    assert flop_count(lambda: torch._weight_int8pack_mm(x, i8, scales)).flops == \
-        flop_count(lambda: x @ i8.T.float()).flops > 0
+    assert (
+        flop_count(lambda: torch._weight_int8pack_mm(x, i8, scales)).flops
+        == flop_count(lambda: x @ i8.T.float()).flops
+        > 0
+    )
 
 
 @torch.library.custom_op("perfsuite_test::fused_matmul", mutates_args=())
@@ -210,14 +217,29 @@ def test_a_reused_count_keeps_its_warning_and_each_warning_is_heard_once():
     assert len(runs) == 2 and heard_again == heard
 
 
-@pytest.mark.parametrize("name, heavy", [
-    ("aten.mm", True), ("aten._int_mm", True), ("aten._weight_int8pack_mm", True), ("aten.baddbmm", True),
-    ("aten.mv", True), ("aten.vdot", True), ("aten._trilinear", True), ("aten.mkldnn_rnn_layer", True),
-    ("aten._transformer_encoder_layer_fwd", True), ("aten._native_multi_head_attention", True),
-    ("aten.mkldnn_convolution", True), ("aten._slow_conv2d_forward", True), ("mylib.fused_matmul", True),
-    ("aten.add", False), ("aten.convert_element_type", False), ("aten.upsample_bilinear2d", False),
-    ("aten._fused_sdp_choice", False), ("aten.addr", False),
-])
+@pytest.mark.parametrize(
+    "name, heavy",
+    [
+        ("aten.mm", True),
+        ("aten._int_mm", True),
+        ("aten._weight_int8pack_mm", True),
+        ("aten.baddbmm", True),
+        ("aten.mv", True),
+        ("aten.vdot", True),
+        ("aten._trilinear", True),
+        ("aten.mkldnn_rnn_layer", True),
+        ("aten._transformer_encoder_layer_fwd", True),
+        ("aten._native_multi_head_attention", True),
+        ("aten.mkldnn_convolution", True),
+        ("aten._slow_conv2d_forward", True),
+        ("mylib.fused_matmul", True),
+        ("aten.add", False),
+        ("aten.convert_element_type", False),
+        ("aten.upsample_bilinear2d", False),
+        ("aten._fused_sdp_choice", False),
+        ("aten.addr", False),
+    ],
+)
 def test_which_operator_names_look_compute_heavy(name, heavy):
     assert looks_heavy(name) is heavy
 
@@ -231,8 +253,12 @@ def _build_with_an_uncounted_op(params, device):
     def step():
         return fused_matmul(a, a) + a @ a
 
-    return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="calls", flops_per_step=count_flops(step),
-                                        flops_method="FlopCounterMode"))
+    return BuiltStep(
+        fn=step,
+        work=Work(
+            items_per_step=1, item_unit="calls", flops_per_step=count_flops(step), flops_method="FlopCounterMode"
+        ),
+    )
 
 
 def test_the_record_names_the_uncounted_operator_in_every_process(tmp_path, monkeypatch):
@@ -244,12 +270,22 @@ def test_the_record_names_the_uncounted_operator_in_every_process(tmp_path, monk
     from perfsuite.measuring.runner import run_case
 
     w = Workload("uncounted", "counts a step with an op that has no formula", (), _build_with_an_uncounted_op)
-    rec = run_case(w, {}, RunConfig(max_time=0.2, processes=1, builds=2, device="cpu"),
-                   clock=FakeClock(step_s=1e-4, noise=0.01, seed=1), env={})
+    rec = run_case(
+        w,
+        {},
+        RunConfig(max_time=0.2, processes=1, builds=2, device="cpu"),
+        clock=FakeClock(step_s=1e-4, noise=0.01, seed=1),
+        env={},
+    )
     named = [x for x in rec.warnings if "perfsuite_test.fused_matmul" in x]
     assert len(named) == 1 and rec.work.flops_per_step == 2 * 16**3
     monkeypatch.setattr(workers, "START_METHOD", "fork")
-    rec = workers.run_in_workers(w, {}, RunConfig(max_time=0.6, processes=2, device="cpu"),
-                                 clock=FakeClock(step_s=1e-4, noise=0.01, seed=2), env={})
+    rec = workers.run_in_workers(
+        w,
+        {},
+        RunConfig(max_time=0.6, processes=2, device="cpu"),
+        clock=FakeClock(step_s=1e-4, noise=0.01, seed=2),
+        env={},
+    )
     # The second worker reuses the first one's count, and its warning with it: one line for both.
     assert [x for x in rec.warnings if "perfsuite_test.fused_matmul" in x][0].startswith("processes 1,2 of 2: ")

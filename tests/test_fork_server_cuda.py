@@ -63,8 +63,10 @@ def test_a_worker_in_a_bad_fork_refuses_a_cuda_case_and_names_the_cause(monkeypa
     workers.worker_main(conn, workers.Job("noop", {}, RunConfig(max_time=0.1, processes=1, device=device), {}, None))
     ((kind, message),) = conn.sent
     assert kind == "error" and message.startswith("ForkedAfterCuda: ")
-    assert f"--device {device}: this worker process was forked from perfsuite's fork server after the server had " \
-           "initialised CUDA" in message
+    assert (
+        f"--device {device}: this worker process was forked from perfsuite's fork server after the server had "
+        "initialised CUDA" in message
+    )
     assert "which one cannot be known from inside the worker" in message
     assert "preload_cuda_calls" in message and "--processes 1" in message
 

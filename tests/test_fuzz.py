@@ -21,10 +21,18 @@ from hypothesis import strategies as st  # noqa: E402
 
 from perfsuite import cli
 
-settings.register_profile("default", max_examples=40, deadline=None,
-                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-settings.register_profile("long", max_examples=1000, deadline=None,
-                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.register_profile(
+    "default",
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.register_profile(
+    "long",
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 BAD_INPUT = 2
@@ -49,8 +57,10 @@ param_item = st.one_of(
 )
 
 
-@given(items=st.lists(param_item, min_size=1, max_size=3),
-       device=st.sampled_from(["cpu", "auto", "cuda:abc", "cuda:7", "tpu", ""]))
+@given(
+    items=st.lists(param_item, min_size=1, max_size=3),
+    device=st.sampled_from(["cpu", "auto", "cuda:abc", "cuda:7", "tpu", ""]),
+)
 def test_any_parameter_text_is_bad_input_or_a_plan(capsys, tmp_path_factory, items, device):
     """`perfsuite run matmul -p ...`: with a budget of zero cases measured (the output path is a
     folder that cannot be a file), every outcome is decided before measuring."""
@@ -63,21 +73,40 @@ def test_any_parameter_text_is_bad_input_or_a_plan(capsys, tmp_path_factory, ite
 
 
 # --- suite files ------------------------------------------------------------------------------------
-yaml_scalar = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6), st.floats(allow_nan=True),
-                        st.text(max_size=12))
-yaml_value = st.recursive(yaml_scalar, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=12)
-entry = st.fixed_dictionaries({}, optional={
-    "name": st.one_of(st.sampled_from(["ok", "../x", "/abs/victim", ".hidden", "a" * 200]), yaml_scalar),
-    "workload": st.one_of(st.sampled_from(["matmul", "noop", "resnet", "nope"]), yaml_scalar),
-    "kind": st.one_of(st.sampled_from(["run", "pair", "amp", "other"]), yaml_scalar),
-    "params": yaml_value, "max_time": yaml_scalar, "vary": yaml_value,
-    "pairs": st.one_of(st.sampled_from(["many", 0, -1, 2]), yaml_scalar),
-    "steps": yaml_scalar, "precisions": yaml_value,
-})
-suite_doc = st.one_of(yaml_value, st.fixed_dictionaries({"suites": st.lists(entry, max_size=3)}, optional={
-    "name": yaml_scalar, "device": st.sampled_from(["cpu", "cuda:x", 3]), "max_time": yaml_scalar,
-    "output": yaml_scalar}))
+yaml_scalar = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 10**6), st.floats(allow_nan=True), st.text(max_size=12)
+)
+yaml_value = st.recursive(
+    yaml_scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=12,
+)
+entry = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.one_of(st.sampled_from(["ok", "../x", "/abs/victim", ".hidden", "a" * 200]), yaml_scalar),
+        "workload": st.one_of(st.sampled_from(["matmul", "noop", "resnet", "nope"]), yaml_scalar),
+        "kind": st.one_of(st.sampled_from(["run", "pair", "amp", "other"]), yaml_scalar),
+        "params": yaml_value,
+        "max_time": yaml_scalar,
+        "vary": yaml_value,
+        "pairs": st.one_of(st.sampled_from(["many", 0, -1, 2]), yaml_scalar),
+        "steps": yaml_scalar,
+        "precisions": yaml_value,
+    },
+)
+suite_doc = st.one_of(
+    yaml_value,
+    st.fixed_dictionaries(
+        {"suites": st.lists(entry, max_size=3)},
+        optional={
+            "name": yaml_scalar,
+            "device": st.sampled_from(["cpu", "cuda:x", 3]),
+            "max_time": yaml_scalar,
+            "output": yaml_scalar,
+        },
+    ),
+)
 
 
 @given(doc=suite_doc)
@@ -111,13 +140,18 @@ def test_binary_or_garbage_suite_files_are_bad_input(capsys, tmp_path_factory, b
 json_value = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=10)),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
-    max_leaves=20)
+    max_leaves=20,
+)
 
 
 def _record_like(draw_value):
-    return st.fixed_dictionaries({"format": st.just("perfsuite.results"),
-                                  "schema_version": st.one_of(st.just(1), st.integers(), draw_value),
-                                  "records": st.one_of(st.lists(draw_value, max_size=3), draw_value)})
+    return st.fixed_dictionaries(
+        {
+            "format": st.just("perfsuite.results"),
+            "schema_version": st.one_of(st.just(1), st.integers(), draw_value),
+            "records": st.one_of(st.lists(draw_value, max_size=3), draw_value),
+        }
+    )
 
 
 results_doc = st.one_of(
@@ -146,12 +180,46 @@ def test_deeply_nested_json_is_bad_input(capsys, tmp_path, depth):
 
 
 # --- Nsight Compute CSV exports ---------------------------------------------------------------------
-csv_cell = st.one_of(st.sampled_from(["", "n/a", "1,234", "-1", "nan", "inf", "1e400", "0", "12.5", '"x"', "usecond",
-                                      "Kbyte", "Gcycle/s", "\ufeffID"]), st.text(max_size=8))
-csv_header = st.lists(st.sampled_from(["ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value",
-                                       "gpu__time_duration.sum", "dram__bytes.sum", "sm__cycles_elapsed.avg",
-                                       "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
-                                       "sm__ops_path_tensor_src_fp16.sum", "==PROF== x"]), min_size=1, max_size=7)
+csv_cell = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            "n/a",
+            "1,234",
+            "-1",
+            "nan",
+            "inf",
+            "1e400",
+            "0",
+            "12.5",
+            '"x"',
+            "usecond",
+            "Kbyte",
+            "Gcycle/s",
+            "\ufeffID",
+        ]
+    ),
+    st.text(max_size=8),
+)
+csv_header = st.lists(
+    st.sampled_from(
+        [
+            "ID",
+            "Kernel Name",
+            "Metric Name",
+            "Metric Unit",
+            "Metric Value",
+            "gpu__time_duration.sum",
+            "dram__bytes.sum",
+            "sm__cycles_elapsed.avg",
+            "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+            "sm__ops_path_tensor_src_fp16.sum",
+            "==PROF== x",
+        ]
+    ),
+    min_size=1,
+    max_size=7,
+)
 
 
 @given(header=csv_header, rows=st.lists(st.lists(csv_cell, max_size=8), max_size=5), page=st.sampled_from(["", "raw"]))
@@ -185,10 +253,32 @@ def test_a_second_run_into_a_locked_suite_folder_fails_at_once(tmp_path):
 json_any = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10)),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
-    max_leaves=10)
-RECORD_FIELDS = ["schema_version", "id", "created", "workload", "params", "device", "timing_method", "block_size",
-                 "samples_s", "work", "warmup", "memory", "nvml", "env", "peak", "config", "converged", "warnings",
-                 "extra", "conditions", "processes", "builds"]
+    max_leaves=10,
+)
+RECORD_FIELDS = [
+    "schema_version",
+    "id",
+    "created",
+    "workload",
+    "params",
+    "device",
+    "timing_method",
+    "block_size",
+    "samples_s",
+    "work",
+    "warmup",
+    "memory",
+    "nvml",
+    "env",
+    "peak",
+    "config",
+    "converged",
+    "warnings",
+    "extra",
+    "conditions",
+    "processes",
+    "builds",
+]
 
 
 @given(field=st.sampled_from(RECORD_FIELDS), value=json_any)

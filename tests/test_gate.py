@@ -1,12 +1,12 @@
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
-from pathlib import Path
 
-from perfsuite.stats import summary as stats
 from perfsuite.compare.gate import GateCase, paired_ratios, run_gate, wilson_interval
 from perfsuite.compare.gate_sides import floor_sides
+from perfsuite.stats import summary as stats
 
 
 class Work:
@@ -49,8 +49,10 @@ def test_three_percent_is_caught_despite_drift():
 
 
 def test_unchanged_code_is_rarely_flagged():
-    flagged = sum(run_gate([GateCase("c", Work(0.04), Work(0.04))], DriftingClock(seed=s), budget_s=15)[0].slower
-                  for s in range(40))
+    flagged = sum(
+        run_gate([GateCase("c", Work(0.04), Work(0.04))], DriftingClock(seed=s), budget_s=15)[0].slower
+        for s in range(40)
+    )
     assert flagged <= 1
 
 
@@ -84,8 +86,9 @@ def test_the_noise_floor_is_learned_between_side_processes_of_the_same_code():
     in fresh processes, so the floor includes how far two processes of the same code differ."""
     from perfsuite.core import registry
 
-    floor = floor_sides(registry.get("matmul"), {"n": 32}, "cpu", runs=2, budget_s=0.4, builds=1,
-                        heap_mode="default", threads=1)
+    floor = floor_sides(
+        registry.get("matmul"), {"n": 32}, "cpu", runs=2, budget_s=0.4, builds=1, heap_mode="default", threads=1
+    )
     assert math.isfinite(floor) and 0.0 <= floor < 0.5
 
 
@@ -135,12 +138,31 @@ def test_perfsuites_own_workload_is_gated_from_a_worktree_and_the_worktree_is_re
     from perfsuite.cli import main
 
     root = Path(_repo_root())
-    if subprocess.run(["git", "status", "--porcelain", "perfsuite"], cwd=root, capture_output=True,
-                      text=True).stdout.strip():
+    if subprocess.run(
+        ["git", "status", "--porcelain", "perfsuite"], cwd=root, capture_output=True, text=True
+    ).stdout.strip():
         pytest.skip("perfsuite/ differs from HEAD here: HEAD's workload file would need HEAD's core")
     before = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
-    code = main(["gate", "matmul", "-p", "n=32", "--base", "HEAD", "--device", "cpu", "--max-time", "0.5", "--builds", "1",
-                 "--heap", "default", "--threads", "1"])
+    code = main(
+        [
+            "gate",
+            "matmul",
+            "-p",
+            "n=32",
+            "--base",
+            "HEAD",
+            "--device",
+            "cpu",
+            "--max-time",
+            "0.5",
+            "--builds",
+            "1",
+            "--heap",
+            "default",
+            "--threads",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert "matmul[n=32,dtype=fp32]: " in out and ", ratio " in out and "pairs" in out
     assert code in (0, 1, 5)  # a verdict either way (an A/A of 0.5 s may say any): the road is the point
@@ -155,6 +177,7 @@ def test_perfsuites_own_workload_is_gated_from_a_worktree_and_the_worktree_is_re
 
 
 # ---- one sequential test over the whole budget (issue 16) -----------------------------------------
+
 
 def test_alpha_spending_keeps_nearly_all_alpha_for_the_last_look():
     from perfsuite.stats import sequential
@@ -203,8 +226,8 @@ def test_a_look_decides_slower_not_slower_or_goes_on():
 def test_an_estimate_just_under_the_threshold_is_not_stopped_for_futility():
     """At half the budget a 2.7% slowdown can read 0.8% on this machine's noise: the first
     futility rule stopped such gates; only a change shown below the threshold stops now."""
-    from perfsuite.stats import sequential
     from perfsuite.compare.gate import read_look
+    from perfsuite.stats import sequential
 
     rng = np.random.default_rng(0)
     logs = list(rng.normal(0.0, 0.07, 60))
@@ -273,8 +296,33 @@ def test_gate_self_check_runs_on_the_threads_asked_for_and_keeps_each_gates_pair
 
     before = torch.get_num_threads()
     out = tmp_path / "self.json"
-    assert main(["gate", "matmul", "-p", "n=64", "--device", "cpu", "--slowdown", "0.5", "--trials", "1",
-                 "--max-time", "0.3", "--builds", "2", "--threads", "1", "--heap", "default", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "gate",
+                "matmul",
+                "-p",
+                "n=64",
+                "--device",
+                "cpu",
+                "--slowdown",
+                "0.5",
+                "--trials",
+                "1",
+                "--max-time",
+                "0.3",
+                "--builds",
+                "2",
+                "--threads",
+                "1",
+                "--heap",
+                "default",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "1 torch thread(s)" in capsys.readouterr().out
     (res,) = json.loads(out.read_text())["results"]
     assert res["threads"] == 1 and res["builds"] == 2 and len(res["runs"]) == 1
@@ -297,9 +345,33 @@ def test_the_gate_holds_the_heap_settles_the_builds_and_counts_faults_in_the_pai
     require_a_holdable_heap()  # else the gate says why not and its pairs keep their faults
 
     out = tmp_path / "self.json"
-    res = subprocess.run([sys.executable, "-m", "perfsuite", "gate", "matmul", "-p", "n=64", "--device", "cpu",
-                          "--slowdown", "0.5", "--trials", "1", "--max-time", "0.3", "--builds", "2",
-                          "--threads", "1", "--json", str(out)], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "gate",
+            "matmul",
+            "-p",
+            "n=64",
+            "--device",
+            "cpu",
+            "--slowdown",
+            "0.5",
+            "--trials",
+            "1",
+            "--max-time",
+            "0.3",
+            "--builds",
+            "2",
+            "--threads",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     assert "heap steady" in res.stdout
     (r,) = json.loads(out.read_text())["results"]

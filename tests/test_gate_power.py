@@ -27,13 +27,20 @@ def test_replay_decides_like_the_gate():
 
 
 def test_curve_counts_windows_per_budget(tmp_path, capsys):
-    doc = {"budget_s": 20.0, "builds": 3, "threads": 1,
-           "runs": [{"ratios": _ratios(200, 0.05, seed=s), "seconds": 20.0} for s in range(2)]}
+    doc = {
+        "budget_s": 20.0,
+        "builds": 3,
+        "threads": 1,
+        "runs": [{"ratios": _ratios(200, 0.05, seed=s), "seconds": 20.0} for s in range(2)],
+    }
     path = tmp_path / "aa.json"
     path.write_text(json.dumps(doc))
     gate_power.curve(argparse.Namespace(pairs=str(path), threshold=[0.01], alpha=0.01, selfcheck=None))
-    rows = {line.split("|")[1].strip(): line for line in capsys.readouterr().out.splitlines()
-            if line.startswith("| ") and " s |" in line}
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("| ") and " s |" in line
+    }
     assert set(rows) == {"5 s", "10 s", "15 s", "20 s"}  # no budget beyond the runs' own length
     # 10 pairs/s, 90% of the budget: 45 pairs in a 5 s window, 4 windows a run, 8 in all.
     cells = rows["5 s"].split("|")

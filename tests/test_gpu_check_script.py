@@ -22,10 +22,22 @@ def _script(tmp_path, *args, env=None, timeout=120):
     """The script as a device call runs it; no carried wheels, and none installed anywhere real."""
     empty = tmp_path / "no-wheels"
     empty.mkdir(exist_ok=True)
-    base = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_WHEELS": str(empty),
-            "GPU_CHECK_SITE": str(tmp_path / "site"), "TMPDIR": str(tmp_path)}
-    return subprocess.run(["bash", str(SCRIPT), *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=timeout, env={**base, **(env or {})}, stdin=subprocess.DEVNULL)
+    base = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "GPU_CHECK_WHEELS": str(empty),
+        "GPU_CHECK_SITE": str(tmp_path / "site"),
+        "TMPDIR": str(tmp_path),
+    }
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_the_script_is_valid_bash():
@@ -34,8 +46,13 @@ def test_the_script_is_valid_bash():
 
 
 def _caps(mode: str) -> tuple[dict, int, int]:
-    res = subprocess.run(["bash", str(SCRIPT), "--caps", mode], capture_output=True, text=True, timeout=30,
-                         env={k: v for k, v in os.environ.items() if k != "GPU_CHECK_TOTAL_S"})
+    res = subprocess.run(
+        ["bash", str(SCRIPT), "--caps", mode],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={k: v for k, v in os.environ.items() if k != "GPU_CHECK_TOTAL_S"},
+    )
     assert res.returncode == 0, res.stderr
     caps = {m[1]: int(m[2]) for m in re.finditer(r"^cap (\S+)\s+(\d+)$", res.stdout, re.M)}
     total = int(re.search(r"^total (\d+)$", res.stdout, re.M)[1])
@@ -46,8 +63,18 @@ def test_the_stage_caps_fit_one_device_call():
     """The 11-25/11-27 runs needed ~840 s of the 570 s the script allowed, so the last stages never
     ran. Now `all` fits one call of <= 480 s with every stage's cap counted, and `bench` one of 600 s."""
     caps, summed, total = _caps("all")
-    assert list(caps) == ["preflight", "env", "heap", "peak", "matmul", "resnet", "graphmem", "tests", "check",
-                          "smoke"], caps  # the most valuable first: the default worker road before the tests
+    assert list(caps) == [
+        "preflight",
+        "env",
+        "heap",
+        "peak",
+        "matmul",
+        "resnet",
+        "graphmem",
+        "tests",
+        "check",
+        "smoke",
+    ], caps  # the most valuable first: the default worker road before the tests
     assert summed == sum(caps.values()) <= total <= 450, (caps, total)
     caps, summed, total = _caps("bench")
     assert summed <= total <= 590 and caps["bench"] >= 540, (caps, total)  # the suite's plan: <= 540 s
@@ -69,7 +96,7 @@ def test_without_cuda_the_check_stops_within_seconds_with_exit_2(tmp_path):
     assert not list(tmp_path.glob("gpu-check.*")), "its work folder is removed once packed"
 
 
-FAKE_TORCH = '''
+FAKE_TORCH = """
 __version__ = "2.11.0+fake"
 class version:
     cuda = "13.0"
@@ -77,7 +104,7 @@ class cuda:
     is_available = staticmethod(lambda: True)
     device_count = staticmethod(lambda: 1)
     get_device_name = staticmethod(lambda *a: "Fake H100")
-'''
+"""
 
 
 def test_a_missing_dependency_is_named_before_any_stage_runs(tmp_path):
@@ -105,8 +132,9 @@ def test_a_failed_stage_makes_the_check_exit_1_after_the_summary(tmp_path):
     --device cuda` then fails for want of a device: the summary lists it and the exit is 1."""
     fake = tmp_path / "fake"
     fake.mkdir()
-    (fake / "sitecustomize.py").write_text("import torch\ntorch.cuda.is_available = lambda: True\n"
-                                           "torch.cuda.get_device_name = lambda *a: 'Fake H100'\n")
+    (fake / "sitecustomize.py").write_text(
+        "import torch\ntorch.cuda.is_available = lambda: True\ntorch.cuda.get_device_name = lambda *a: 'Fake H100'\n"
+    )
     res = _script(tmp_path, str(tmp_path / "out"), "check", env={"PYTHONPATH": str(fake)}, timeout=300)
     assert res.returncode == 1, res.stdout + res.stderr
     rows = dict(re.findall(r"^(preflight|check)\s+(\S+)", (tmp_path / "out" / "summary.txt").read_text(), re.M))
@@ -145,8 +173,14 @@ def _venv(tmp_path, full_install: bool = False) -> Path:
 def _make(tmp_path, venv, *args, import_rc=1):
     log = tmp_path / "calls.log"
     env = {**os.environ, "LOG": str(log), "IMPORT_RC": str(import_rc), "REAL_PYTHON": sys.executable}
-    res = subprocess.run(["make", "-C", str(ROOT), f"VENV={venv}", *args], capture_output=True, text=True,
-                         env=env, timeout=120, stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        ["make", "-C", str(ROOT), f"VENV={venv}", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     return res, (log.read_text().splitlines() if log.exists() else [])
 
 
@@ -155,8 +189,12 @@ def test_make_bench_installs_no_dev_extra_and_takes_a_wheels_folder(tmp_path):
     """`make bench` pip-installed every extra, dev included (pytest, asv, ...): on the offline H100
     host it could not start. Its own install names no dev and, with WHEELS=DIR, no index."""
     venv = _venv(tmp_path)
-    res = subprocess.run(["make", "-n", "-C", str(ROOT), "bench", f"VENV={venv}", "WHEELS=wheels"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "bench", f"VENV={venv}", "WHEELS=wheels"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     pip = [line for line in res.stdout.splitlines() if "-m pip install" in line or "--find-links" in line]
     assert pip and not any("dev" in line for line in pip), res.stdout
@@ -188,8 +226,14 @@ def test_make_bench_installs_its_requirements_from_the_wheels_folder(tmp_path):
     assert calls[:2] == ["IMPORT-CHECK", "REQUIREMENTS"], calls
     pip = calls[2]
     assert pip.startswith("PIP -m pip install") and "--no-index --find-links /carried/wheels" in pip, pip
-    assert f"-c {venv}/constraints.txt" in pip and f"-r {venv}/bench-requirements.txt" in pip, pip  # the host's torch kept
+    assert f"-c {venv}/constraints.txt" in pip and f"-r {venv}/bench-requirements.txt" in pip, (
+        pip
+    )  # the host's torch kept
     assert "cannot import nvtx (ModuleNotFoundError)" in res.stdout
     reqs = (venv / "bench-requirements.txt").read_text().splitlines()
-    assert "nvtx>=0.2" in reqs and any(r.startswith("torch>=") for r in reqs) and any(r.startswith("pydantic") for r in reqs)
+    assert (
+        "nvtx>=0.2" in reqs
+        and any(r.startswith("torch>=") for r in reqs)
+        and any(r.startswith("pydantic") for r in reqs)
+    )
     assert not any(r.startswith(("pytest", "asv", "hypothesis", "psycopg")) for r in reqs), reqs

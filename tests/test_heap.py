@@ -7,15 +7,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
-from pathlib import Path
+from heaphold import require_a_holdable_heap
 
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
 from perfsuite.measuring import heap
-
-from heaphold import require_a_holdable_heap
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
 
@@ -100,7 +99,7 @@ def test_settle_takes_a_trickle_of_faults_that_costs_nothing_for_quiet_but_not_f
     # 40 pages per rotation: 0.2 ms of a 0.5 s rotation is quiet; of a 10 ms rotation it is not.
     for step_s, settled in ((0.5, True), (0.01, False)):
         clock, trickle = Clock(step_s=step_s), iter(range(0, 10**9, 40))
-        res = heap.settle([clock.step], clock.now, max_s=60 * step_s, faults=lambda: next(trickle))
+        res = heap.settle([clock.step], clock.now, max_s=60 * step_s, faults=lambda: next(trickle))  # noqa: B023 - called within this iteration
         assert res["settled"] is settled
         assert res["rotations"] == (8 if settled else 60)
         assert res["faults"] == 40 * res["rotations"]
@@ -127,8 +126,27 @@ def test_heap_mode_is_validated_where_it_is_given():
 def test_run_with_a_steady_heap_records_it_and_the_faults_it_timed(tmp_path):
     require_a_holdable_heap()
     out = tmp_path / "r.json"
-    subprocess.run([sys.executable, "-m", "perfsuite", "run", "matmul", "-p", "n=64", "--device", "cpu",
-                    "--max-time", "2", "--heap", "steady", "--out", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "run",
+            "matmul",
+            "-p",
+            "n=64",
+            "--device",
+            "cpu",
+            "--max-time",
+            "2",
+            "--heap",
+            "steady",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     from perfsuite.storage.files import load_records
 
     (rec,) = load_records(out)
@@ -201,8 +219,9 @@ def _hold_under(lib: str) -> dict:
     import os
 
     code = "import json; from perfsuite.measuring import heap; print(json.dumps({'hold': heap.hold(), **heap.probe()}))"
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         env={**os.environ, "LD_PRELOAD": lib})
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env={**os.environ, "LD_PRELOAD": lib}
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -237,9 +256,26 @@ def test_another_allocator_is_named_in_the_refusal_and_in_the_record(tmp_path):
     import os
 
     out = tmp_path / "r.json"
-    subprocess.run([sys.executable, "-m", "perfsuite", "run", "noop", "--device", "cpu", "--max-time", "0.3",
-                    "--heap", "steady", "--out", str(out)], check=True, capture_output=True,
-                   env={**os.environ, "LD_PRELOAD": lib})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "run",
+            "noop",
+            "--device",
+            "cpu",
+            "--max-time",
+            "0.3",
+            "--heap",
+            "steady",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "LD_PRELOAD": lib},
+    )
     from perfsuite.storage.files import load_records
 
     (rec,) = load_records(out)

@@ -43,50 +43,71 @@ def _name(test: str) -> str:
     return "hostile_" + hashlib.sha1(test.encode()).hexdigest()[:10]
 
 
-def _project(tmp_path, name: str, decorator_args: str, extra_params: str,
-             body: str = "perfsuite.Step(lambda: None, items=1)"):
+def _project(
+    tmp_path, name: str, decorator_args: str, extra_params: str, body: str = "perfsuite.Step(lambda: None, items=1)"
+):
     bench = tmp_path / "bench"
     bench.mkdir()
     sig = f"{extra_params}, device: str" if extra_params else "device: str"
-    (bench / "hostile.py").write_text(textwrap.dedent(f"""\
+    (bench / "hostile.py").write_text(
+        textwrap.dedent(f"""\
         import perfsuite
 
 
         @perfsuite.workload({decorator_args})
         def {name}({sig}):
             return {body}
-        """))
+        """)
+    )
     return bench
 
 
 @pytest.mark.parametrize("decorator_args, extra_params, message", DECLARATIONS)
-def test_a_bad_declaration_is_exit_2_naming_the_file_and_line(tmp_path, capsys, request, decorator_args, extra_params,
-                                                             message):
+def test_a_bad_declaration_is_exit_2_naming_the_file_and_line(
+    tmp_path, capsys, request, decorator_args, extra_params, message
+):
     name = _name(request.node.nodeid)
     bench = _project(tmp_path, name, decorator_args, extra_params)
     out = tmp_path / "r.json"
-    code = cli.main(["--workloads", str(bench), "run", name, "--device", "cpu", "--max-time", "0.1",
-                     "--out", str(out)])
+    code = cli.main(["--workloads", str(bench), "run", name, "--device", "cpu", "--max-time", "0.1", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
     assert f"{bench / 'hostile.py'}, line 4" in err and message in err, err
     assert "Traceback" not in err and not out.exists()
 
 
-@pytest.mark.parametrize("step, message", [
-    ("perfsuite.Step(lambda: None, items=1e308)", "beyond any step"),
-    ("perfsuite.Step(lambda: None, items=1, teardown=5)", "teardown must be callable"),
-    ("perfsuite.Step(lambda: None, items=float('nan'))", "items must be a positive number"),
-    ("perfsuite.Step(lambda: None, items=1, unit='')", "unit must be a non-empty string"),
-    ("perfsuite.Step(5, items=1)", "the step must be callable"),
-])
-def test_a_bad_step_is_refused_when_built_naming_the_users_line_before_anything_is_timed(tmp_path, capsys, request,
-                                                                                         step, message):
+@pytest.mark.parametrize(
+    "step, message",
+    [
+        ("perfsuite.Step(lambda: None, items=1e308)", "beyond any step"),
+        ("perfsuite.Step(lambda: None, items=1, teardown=5)", "teardown must be callable"),
+        ("perfsuite.Step(lambda: None, items=float('nan'))", "items must be a positive number"),
+        ("perfsuite.Step(lambda: None, items=1, unit='')", "unit must be a non-empty string"),
+        ("perfsuite.Step(5, items=1)", "the step must be callable"),
+    ],
+)
+def test_a_bad_step_is_refused_when_built_naming_the_users_line_before_anything_is_timed(
+    tmp_path, capsys, request, step, message
+):
     name = _name(request.node.nodeid)
     bench = _project(tmp_path, name, "", "", body=step)
     out = tmp_path / "r.json"
-    code = cli.main(["--workloads", str(bench), "run", name, "--device", "cpu", "--max-time", "0.1",
-                     "--processes", "1", "--out", str(out)])
+    code = cli.main(
+        [
+            "--workloads",
+            str(bench),
+            "run",
+            name,
+            "--device",
+            "cpu",
+            "--max-time",
+            "0.1",
+            "--processes",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert f"{bench / 'hostile.py'}:6: " in err and message in err, err
@@ -110,14 +131,17 @@ def test_a_pyproject_nested_thousands_deep_is_exit_2_naming_it(tmp_path, capsys,
     assert "pyproject.toml" in err and "not a readable TOML file" in err
 
 
-@pytest.mark.parametrize("argv, flag", [
-    (["trace", "noop", "--wait", "99999999999999999999"], "--wait"),
-    (["trace", "noop", "--active", "0"], "--active"),
-    (["profile-step", "noop", "--warmup-iters", "-1"], "--warmup-iters"),
-    (["gate", "noop", "--slowdown", "nan"], "--slowdown"),
-    (["bisect", "noop", "--good", "a", "--bad", "b", "--threshold", "nan"], "--threshold"),
-    (["bisect", "noop", "--good", "a", "--bad", "b", "--threshold", "inf"], "--threshold"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["trace", "noop", "--wait", "99999999999999999999"], "--wait"),
+        (["trace", "noop", "--active", "0"], "--active"),
+        (["profile-step", "noop", "--warmup-iters", "-1"], "--warmup-iters"),
+        (["gate", "noop", "--slowdown", "nan"], "--slowdown"),
+        (["bisect", "noop", "--good", "a", "--bad", "b", "--threshold", "nan"], "--threshold"),
+        (["bisect", "noop", "--good", "a", "--bad", "b", "--threshold", "inf"], "--threshold"),
+    ],
+)
 def test_numbers_out_of_range_nan_and_inf_are_refused_by_the_parser(capsys, argv, flag):
     with pytest.raises(SystemExit) as caught:
         cli.main(argv)

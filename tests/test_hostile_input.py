@@ -44,8 +44,7 @@ def results_file(path: Path, *records) -> Path:
 def raw_results(path: Path, edit) -> Path:
     """A results file of one record, its dict changed by `edit` (written as the text it returns,
     or as JSON of the dict)."""
-    doc = {"format": "perfsuite.results", "schema_version": 3, "records": [make_record().to_dict()],
-           "failures": []}
+    doc = {"format": "perfsuite.results", "schema_version": 3, "records": [make_record().to_dict()], "failures": []}
     text = edit(doc)
     path.write_text(text if isinstance(text, str) else json.dumps(doc))
     return path
@@ -56,6 +55,7 @@ def files_under(folder: Path) -> set[Path]:
 
 
 # ---- 1. files written where the data points ---------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["../../outside/evil", "/tmp/perfsuite-hostile-abs/evil", "a/b/c", "x" * 300])
 def test_report_keeps_data_derived_names_inside_out_dir(tmp_path, capsys, name):
@@ -100,8 +100,19 @@ def test_roofline_chart_refuses_a_dangling_symlink(tmp_path, capsys):
     target = tmp_path / "planted.png"
     link = tmp_path / "r.png"
     link.symlink_to(target)
-    code, _, err = run(capsys, "roofline", DATA / "ncu_details.csv", "--peak-compute", "19.5", "--peak-bw", "1555",
-                       "--out", link, "--summary", tmp_path / "s.csv")
+    code, _, err = run(
+        capsys,
+        "roofline",
+        DATA / "ncu_details.csv",
+        "--peak-compute",
+        "19.5",
+        "--peak-bw",
+        "1555",
+        "--out",
+        link,
+        "--summary",
+        tmp_path / "s.csv",
+    )
     assert code == 2 and "symbolic link" in err
     assert not target.exists()
 
@@ -147,6 +158,7 @@ def test_report_tables_hold_no_control_characters_or_stray_pipes(tmp_path, capsy
 
 # ---- 2. values that travel inward -------------------------------------------------------------
 
+
 def _set(path, value):
     def edit(doc):
         target = doc["records"][0]
@@ -154,18 +166,22 @@ def _set(path, value):
         for k in keys:
             target = target[k]
         target[last] = value
+
     return edit
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: json.dumps(d).replace('"block_size": 1', '"block_size": ' + "9" * 5001), "5001 digits"),
-    (_set(("peak",), {"flops_per_s": "fast"}), "peak.flops_per_s"),
-    (_set(("params", "n"), float("nan")), "params.n"),
-    (_set(("created",), 5), "created"),
-    (_set(("id",), ["x"]), "id"),
-    (_set(("block_size",), 2**60), "block_size"),
-    (lambda d: json.dumps(d).replace('"samples_s": [', '"samples_s": [1.0], "samples_s": [', 1), "duplicate key"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: json.dumps(d).replace('"block_size": 1', '"block_size": ' + "9" * 5001), "5001 digits"),
+        (_set(("peak",), {"flops_per_s": "fast"}), "peak.flops_per_s"),
+        (_set(("params", "n"), float("nan")), "params.n"),
+        (_set(("created",), 5), "created"),
+        (_set(("id",), ["x"]), "id"),
+        (_set(("block_size",), 2**60), "block_size"),
+        (lambda d: json.dumps(d).replace('"samples_s": [', '"samples_s": [1.0], "samples_s": [', 1), "duplicate key"),
+    ],
+)
 def test_bad_results_values_are_exit_2_naming_the_key(tmp_path, capsys, edit, message):
     bad = raw_results(tmp_path / "bad.json", edit)
     good = results_file(tmp_path / "good.json", make_record())
@@ -206,15 +222,24 @@ def _pytest_benchmark(benchmarks) -> dict:
 
 
 def _bench(name="test_x", group="g", iterations=1, params=None):
-    return {"name": name, "group": group, "params": params,
-            "stats": {"data": [1e-3, 1.1e-3, 0.9e-3], "iterations": iterations}}
+    return {
+        "name": name,
+        "group": group,
+        "params": params,
+        "stats": {"data": [1e-3, 1.1e-3, 0.9e-3], "iterations": iterations},
+    }
 
 
-@pytest.mark.parametrize("doc, message", [
-    (_pytest_benchmark([_bench(iterations=0)]), "iterations"),
-    (_pytest_benchmark([_bench(name="test_a", params={"n": 1}), _bench(name="test_b", params={"n": 1})]),
-     "same case"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        (_pytest_benchmark([_bench(iterations=0)]), "iterations"),
+        (
+            _pytest_benchmark([_bench(name="test_a", params={"n": 1}), _bench(name="test_b", params={"n": 1})]),
+            "same case",
+        ),
+    ],
+)
 def test_pytest_benchmark_files_that_would_be_misread(tmp_path, capsys, doc, message):
     bad = tmp_path / "pb.json"
     bad.write_text(json.dumps(doc))
@@ -224,21 +249,36 @@ def test_pytest_benchmark_files_that_would_be_misread(tmp_path, capsys, doc, mes
 
 def test_asv_params_that_expand_to_a_huge_grid_are_refused_before_expanding(tmp_path, capsys):
     params = [[str(i) for i in range(10)] for _ in range(10)]  # 10^10 combinations
-    doc = {"result_columns": ["result", "params", "samples"], "params": {},
-           "results": {"b.time_x": [[1.0], params, [[1e-3]]]}}
+    doc = {
+        "result_columns": ["result", "params", "samples"],
+        "params": {},
+        "results": {"b.time_x": [[1.0], params, [[1e-3]]]},
+    }
     bad = tmp_path / "asv.json"
     bad.write_text(json.dumps(doc))
     code, _, err = run(capsys, "compare", bad, bad)
     assert code == 2 and "combinations" in err
 
 
-@pytest.mark.parametrize("peak, message", [
-    (float("nan"), "flops_per_s.fp32"), ("fast", "flops_per_s.fp32"), (-5e10, "flops_per_s.fp32"),
-])
+@pytest.mark.parametrize(
+    "peak, message",
+    [
+        (float("nan"), "flops_per_s.fp32"),
+        ("fast", "flops_per_s.fp32"),
+        (-5e10, "flops_per_s.fp32"),
+    ],
+)
 def test_a_bad_peak_file_stops_run_before_measuring_and_leaves_no_claim(tmp_path, capsys, peak, message):
     pf = tmp_path / "peak.json"
-    pf.write_text(json.dumps({"format": "perfsuite.peaks", "schema_version": 1, "results": {
-        "cpu|x|threads=2": {"flops_per_s": {"fp32": peak}, "bytes_per_s": 1e10}}}))
+    pf.write_text(
+        json.dumps(
+            {
+                "format": "perfsuite.peaks",
+                "schema_version": 1,
+                "results": {"cpu|x|threads=2": {"flops_per_s": {"fp32": peak}, "bytes_per_s": 1e10}},
+            }
+        )
+    )
     out = tmp_path / "r.json"
     code, _, err = run(capsys, "--peak-file", pf, "run", "noop", "--max-time", "0.3", "--out", out)
     assert code == 2 and message in err.replace("\n", "") and str(pf) in err.replace("\n", "")
@@ -247,32 +287,41 @@ def test_a_bad_peak_file_stops_run_before_measuring_and_leaves_no_claim(tmp_path
     assert code == 0 and out.exists()  # the same --out works once the input is fixed
 
 
-@pytest.mark.parametrize("text, message", [
-    ("suites: [{workload: noop}]\nsuites: [{workload: matmul}]\n", "duplicate key 'suites'"),
-    ("suites: [{workload: noop, vary: {x: [1, 2]}}]\n", "suites[0].vary: applies to kind pair only"),
-    ("suites: [{workload: noop, pairs: 5}]\n", "suites[0].pairs: applies to kind amp only"),
-    ("name: null\nsuites: [{workload: noop}]\n", "name: None is not a safe file name"),
-    ("suites: [{workload: noop, name: null}]\n", "suites[0].name: None is not a safe file name"),
-    ("suites: [{workload: autoencoder, kind: amp, precisions: 5}]\n", "suites[0].precisions: must be two of"),
-    ("suites: [{workload: autoencoder, kind: amp, precisions: [fp32, fp32]}]\n", "with itself"),
-    ("output: 5\nsuites: [{workload: noop}]\n", "output: must be a folder's path"),
-    ("1: x\nzz: y\nsuites: [{workload: noop}]\n", "unknown key"),
-    ("max_time: .nan\nsuites: [{workload: noop}]\n", "max_time: must be a positive number"),
-    ("suites: [{workload: noop, name: x.amp}]\n", "suites[0].name: 'x.amp' ends like another kind's file"),
-    ("suites: [{workload: 5}]\n", "suites[0].workload: must be a workload's name"),
-    ("suites: [{workload: matmul, params: {n: [" + ",".join(["256"] * 200) + "], "
-     "dtype: [fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, "
-     "bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, "
-     "fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, "
-     "fp16, fp32, bf16, fp16]}}]\n", "the sweep expands to"),
-    ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-     "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
-     "i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]\nj: &j [*i, *i, *i, *i, *i, *i, *i, *i, *i]\n"
-     "k: &k [*j, *j, *j, *j, *j, *j, *j, *j, *j]\nl: &l [*k, *k, *k, *k, *k, *k, *k, *k, *k]\n"
-     "m: &m [*l, *l, *l, *l, *l, *l, *l, *l, *l]\nsuites: [{workload: noop}]\n", "more than 100 aliases"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("suites: [{workload: noop}]\nsuites: [{workload: matmul}]\n", "duplicate key 'suites'"),
+        ("suites: [{workload: noop, vary: {x: [1, 2]}}]\n", "suites[0].vary: applies to kind pair only"),
+        ("suites: [{workload: noop, pairs: 5}]\n", "suites[0].pairs: applies to kind amp only"),
+        ("name: null\nsuites: [{workload: noop}]\n", "name: None is not a safe file name"),
+        ("suites: [{workload: noop, name: null}]\n", "suites[0].name: None is not a safe file name"),
+        ("suites: [{workload: autoencoder, kind: amp, precisions: 5}]\n", "suites[0].precisions: must be two of"),
+        ("suites: [{workload: autoencoder, kind: amp, precisions: [fp32, fp32]}]\n", "with itself"),
+        ("output: 5\nsuites: [{workload: noop}]\n", "output: must be a folder's path"),
+        ("1: x\nzz: y\nsuites: [{workload: noop}]\n", "unknown key"),
+        ("max_time: .nan\nsuites: [{workload: noop}]\n", "max_time: must be a positive number"),
+        ("suites: [{workload: noop, name: x.amp}]\n", "suites[0].name: 'x.amp' ends like another kind's file"),
+        ("suites: [{workload: 5}]\n", "suites[0].workload: must be a workload's name"),
+        (
+            "suites: [{workload: matmul, params: {n: [" + ",".join(["256"] * 200) + "], "
+            "dtype: [fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, "
+            "bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, "
+            "fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, fp16, fp32, bf16, "
+            "fp16, fp32, bf16, fp16]}}]\n",
+            "the sweep expands to",
+        ),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+            "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+            "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+            "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+            "i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]\nj: &j [*i, *i, *i, *i, *i, *i, *i, *i, *i]\n"
+            "k: &k [*j, *j, *j, *j, *j, *j, *j, *j, *j]\nl: &l [*k, *k, *k, *k, *k, *k, *k, *k, *k]\n"
+            "m: &m [*l, *l, *l, *l, *l, *l, *l, *l, *l]\nsuites: [{workload: noop}]\n",
+            "more than 100 aliases",
+        ),
+    ],
+)
 def test_invalid_suites_are_exit_2_and_create_nothing(tmp_path, capsys, text, message):
     cfg = _suite(tmp_path, text)
     out = tmp_path / "out"
@@ -291,14 +340,22 @@ def test_a_bad_peak_file_leaves_no_suite_folder(tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["gate", "noop", "--threshold", "nan"], ["gate", "noop", "--fdr", "2"],
-    ["gate", "noop", "--learn-floor", "-3"], ["gate", "noop", "--builds", "-1"], ["gate", "noop", "--trials", "0"],
-    ["compare", "a", "b", "--alpha", "2"],
-    ["run", "noop", "--min-time", "nan"], ["run", "noop", "--min-time", "-1"],
-    ["run", "noop", "--cpus", "99999999999999999999"], ["run", "noop", "--threads", "99999999999999999999"],
-    ["amp", "autoencoder", "--pairs", "-5"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gate", "noop", "--threshold", "nan"],
+        ["gate", "noop", "--fdr", "2"],
+        ["gate", "noop", "--learn-floor", "-3"],
+        ["gate", "noop", "--builds", "-1"],
+        ["gate", "noop", "--trials", "0"],
+        ["compare", "a", "b", "--alpha", "2"],
+        ["run", "noop", "--min-time", "nan"],
+        ["run", "noop", "--min-time", "-1"],
+        ["run", "noop", "--cpus", "99999999999999999999"],
+        ["run", "noop", "--threads", "99999999999999999999"],
+        ["amp", "autoencoder", "--pairs", "-5"],
+    ],
+)
 def test_numeric_options_out_of_range_are_exit_2_before_anything_runs(capsys, argv):
     with pytest.raises(SystemExit) as exc:
         cli.main(argv)
@@ -307,11 +364,18 @@ def test_numeric_options_out_of_range_are_exit_2_before_anything_runs(capsys, ar
 
 def test_cpus_range_of_a_hundred_billion_is_refused_without_building_it():
     # In a child process with 2 GB of address space: the old parser built the list first.
-    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30));"
-            "from perfsuite.cli.parser import build_parser; build_parser().parse_args"
-            "(['run', 'noop', '--cpus', '0-100000000000'])")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30));"
+        "from perfsuite.cli.parser import build_parser; build_parser().parse_args"
+        "(['run', 'noop', '--cpus', '0-100000000000'])"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 2 and "CPU numbers above" in proc.stderr
 
 
@@ -327,10 +391,14 @@ def test_amp_refuses_to_compare_a_precision_with_itself_before_measuring(capsys)
     assert code == 2 and "with itself" in err
 
 
-@pytest.mark.parametrize("floors, message", [
-    ({"matmul[n=256,dtype=fp32]": float("nan")}, "noise-floors"), ({"m": "0.02"}, "noise-floors"),
-    ({"m": -1}, "noise-floors"),
-])
+@pytest.mark.parametrize(
+    "floors, message",
+    [
+        ({"matmul[n=256,dtype=fp32]": float("nan")}, "noise-floors"),
+        ({"m": "0.02"}, "noise-floors"),
+        ({"m": -1}, "noise-floors"),
+    ],
+)
 def test_floors_holding_nan_strings_or_negatives_are_refused(tmp_path, capsys, floors, message):
     a = results_file(tmp_path / "a.json", make_record(seed=1))
     f = tmp_path / "floors.json"
@@ -342,8 +410,17 @@ def test_floors_holding_nan_strings_or_negatives_are_refused(tmp_path, capsys, f
 def test_pair_document_with_nan_ratios_is_refused_by_report(tmp_path, capsys):
     src = results_file(tmp_path / "r.json", make_record())
     pair = tmp_path / "x.pair.json"
-    pair.write_text(json.dumps({"format": "perfsuite.pair", "schema_version": 1, "results": [
-        {"workload": "w", "params": {}, "a": 1, "b": 2, "ratios": [1.0, float("nan")], "time_ratio": 1.0}]}))
+    pair.write_text(
+        json.dumps(
+            {
+                "format": "perfsuite.pair",
+                "schema_version": 1,
+                "results": [
+                    {"workload": "w", "params": {}, "a": 1, "b": 2, "ratios": [1.0, float("nan")], "time_ratio": 1.0}
+                ],
+            }
+        )
+    )
     code, out, _ = run(capsys, "report", src, "--pair", pair, "--out-dir", tmp_path / "rep")
     # Like a bad results file: named and skipped, the report goes on without it.
     assert code == 0 and "skipped" in out and "ratios" in out
@@ -358,14 +435,18 @@ def _ncu(tmp_path, old, new) -> Path:
     return p
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ('"Metric Unit","Metric Value"', '"Metric Value","Metric Value"', "appears more than once"),
-    ('"Kbyte","800"', '"Kbyte","1,00,0"', "'1,00,0' is not a number"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('"Metric Unit","Metric Value"', '"Metric Value","Metric Value"', "appears more than once"),
+        ('"Kbyte","800"', '"Kbyte","1,00,0"', "'1,00,0' is not a number"),
+    ],
+)
 def test_nsight_csvs_that_would_be_misread_are_refused(tmp_path, capsys, old, new, message):
     out = tmp_path / "r.png"
-    code, _, err = run(capsys, "roofline", _ncu(tmp_path, old, new), "--peak-compute", "19.5", "--peak-bw", "1555",
-                       "--out", out)
+    code, _, err = run(
+        capsys, "roofline", _ncu(tmp_path, old, new), "--peak-compute", "19.5", "--peak-bw", "1555", "--out", out
+    )
     assert code == 2 and message in err.replace("\n", "")
     assert not out.exists()
 
@@ -378,20 +459,34 @@ def test_a_suite_run_entry_named_like_an_amp_document_is_refused(tmp_path, capsy
 
 # ---- special files ----------------------------------------------------------------------------
 
+
 def _cli(*argv, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from perfsuite.cli import main; sys.exit(main())",
-                           *map(str, argv)], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from perfsuite.cli import main; sys.exit(main())", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
-@pytest.mark.parametrize("command", [["report", "--out-dir", "REP"], ["export", "csv", "--out", "OUT.csv"],
-                                     ["compare", "GOOD"]])
+@pytest.mark.parametrize(
+    "command", [["report", "--out-dir", "REP"], ["export", "csv", "--out", "OUT.csv"], ["compare", "GOOD"]]
+)
 def test_a_fifo_named_json_in_a_results_folder_does_not_hang(tmp_path, command):
     folder = tmp_path / "res"
     good = results_file(folder / "good.json", make_record())
     os.mkfifo(folder / "trap.json")
-    argv = [str(tmp_path / "REP") if a == "REP" else str(tmp_path / "OUT.csv") if a == "OUT.csv"
-            else str(good) if a == "GOOD" else a for a in command]
+    argv = [
+        str(tmp_path / "REP")
+        if a == "REP"
+        else str(tmp_path / "OUT.csv")
+        if a == "OUT.csv"
+        else str(good)
+        if a == "GOOD"
+        else a
+        for a in command
+    ]
     if command[0] == "compare":
         argv = ["compare", str(good), str(folder / "trap.json")]
     else:
@@ -402,13 +497,19 @@ def test_a_fifo_named_json_in_a_results_folder_does_not_hang(tmp_path, command):
 
 
 def test_closed_stdout_is_exit_2_without_a_traceback():
-    proc = subprocess.run(f"{sys.executable} -c 'import sys; from perfsuite.cli import main; sys.exit(main())' "
-                          "list >&-", shell=True, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        f"{sys.executable} -c 'import sys; from perfsuite.cli import main; sys.exit(main())' list >&-",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "standard output" in proc.stderr
 
 
 # ---- the writer and the text filters, property by property --------------------------------------
+
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400))
@@ -466,9 +567,14 @@ def test_a_full_disk_is_a_storage_error_naming_the_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"a": 1, "a": 2}', "duplicate key 'a'"), ("[" + "1" * 40 + "]", "40 digits"), ("[1,", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"a": 1, "a": 2}', "duplicate key 'a'"),
+        ("[" + "1" * 40 + "]", "40 digits"),
+        ("[1,", "not valid JSON"),
+    ],
+)
 def test_the_reading_door(tmp_path, text, message):
     from perfsuite.core.errors import RecordError
 

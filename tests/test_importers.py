@@ -16,23 +16,61 @@ def _pytest_benchmark_doc(scale: float, seed: int, with_data: bool = True) -> di
     stats = {"median": float(np.median(data)), "iterations": 1, "rounds": 50}
     if with_data:
         stats["data"] = data
-    return {"machine_info": {"perfsuite": {"torch": "2.14.1"}}, "benchmarks": [
-        {"name": "test_workload[matmul]", "group": "matmul", "stats": stats,
-         "extra_info": {"params": {"n": 256, "dtype": "fp32"}, "device": "cpu", "items_per_step": 1,
-                        "item_unit": "matmuls"}}]}
+    return {
+        "machine_info": {"perfsuite": {"torch": "2.14.1"}},
+        "benchmarks": [
+            {
+                "name": "test_workload[matmul]",
+                "group": "matmul",
+                "stats": stats,
+                "extra_info": {
+                    "params": {"n": 256, "dtype": "fp32"},
+                    "device": "cpu",
+                    "items_per_step": 1,
+                    "item_unit": "matmuls",
+                },
+            }
+        ],
+    }
 
 
 def _asv_doc(scale: float, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     samples = [list(scale * rng.lognormal(0, 0.03, 20)), list(2 * scale * rng.lognormal(0, 0.03, 20))]
     return {
-        "commit_hash": "abc", "env_name": "virtualenv-py3.11-torch2.14.1", "params": {"torch": "2.14.1"},
-        "result_columns": ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
-                           "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat",
-                           "samples", "profile"],
+        "commit_hash": "abc",
+        "env_name": "virtualenv-py3.11-torch2.14.1",
+        "params": {"torch": "2.14.1"},
+        "result_columns": [
+            "result",
+            "params",
+            "version",
+            "started_at",
+            "duration",
+            "stats_ci_99_a",
+            "stats_ci_99_b",
+            "stats_q_25",
+            "stats_q_75",
+            "stats_number",
+            "stats_repeat",
+            "samples",
+            "profile",
+        ],
         "results": {
-            "bench_matmul.MatmulTime.time_step": [[scale, 2 * scale], [["256"], ["'fp32'", "'bf16'"]], "v", 0, 1,
-                                                  None, None, None, None, None, None, samples],
+            "bench_matmul.MatmulTime.time_step": [
+                [scale, 2 * scale],
+                [["256"], ["'fp32'", "'bf16'"]],
+                "v",
+                0,
+                1,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                samples,
+            ],
             "bench_matmul.MatmulTrack.track_median_s": [[scale], [["256"]], "v"],
         },
     }
@@ -85,14 +123,17 @@ def _bad_pytest_benchmark(mutate):
     return doc
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d["benchmarks"][0]["stats"].update(data="x"), "stats.data: expected a non-empty list"),
-    (lambda d: d["benchmarks"][0]["stats"].update(data=[1e-3, "x"]), "'x' is not a non-negative finite number"),
-    (lambda d: d["benchmarks"][0]["stats"].update(iterations="many"), "stats.iterations"),
-    (lambda d: d["benchmarks"][0].update(extra_info=[1]), "extra_info: expected an object"),
-    (lambda d: d["benchmarks"].__setitem__(0, 7), r"benchmarks\[0\]: expected an object"),
-    (lambda d: d.update(machine_info=3), "machine_info: expected an object"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["benchmarks"][0]["stats"].update(data="x"), "stats.data: expected a non-empty list"),
+        (lambda d: d["benchmarks"][0]["stats"].update(data=[1e-3, "x"]), "'x' is not a non-negative finite number"),
+        (lambda d: d["benchmarks"][0]["stats"].update(iterations="many"), "stats.iterations"),
+        (lambda d: d["benchmarks"][0].update(extra_info=[1]), "extra_info: expected an object"),
+        (lambda d: d["benchmarks"].__setitem__(0, 7), r"benchmarks\[0\]: expected an object"),
+        (lambda d: d.update(machine_info=3), "machine_info: expected an object"),
+    ],
+)
 def test_malformed_pytest_benchmark_files_are_named_not_tracebacks(tmp_path, mutate, message):
     path = tmp_path / "pb.json"
     path.write_text(json.dumps(_bad_pytest_benchmark(mutate)))
@@ -100,14 +141,17 @@ def test_malformed_pytest_benchmark_files_are_named_not_tracebacks(tmp_path, mut
         load_records(path)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda row: row.__setitem__(1, 5), "params must be a list of value lists"),
-    (lambda row: row[-1].append(row[-1][0]), "2 parameter combination.s. but 3 sample list"),
-    (lambda row: row.__setitem__(-1, row[-1][:1]), "2 parameter combination.s. but 1 sample list"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda row: row.__setitem__(1, 5), "params must be a list of value lists"),
+        (lambda row: row[-1].append(row[-1][0]), "2 parameter combination.s. but 3 sample list"),
+        (lambda row: row.__setitem__(-1, row[-1][:1]), "2 parameter combination.s. but 1 sample list"),
+    ],
+)
 def test_asv_params_and_sample_lists_must_agree(tmp_path, change, message):
     doc = _asv_doc(1.0, 0)
-    (name, row), = [(k, v) for k, v in doc["results"].items() if k.split(".")[-1].startswith("time_")][:1]
+    ((name, row),) = [(k, v) for k, v in doc["results"].items() if k.split(".")[-1].startswith("time_")][:1]
     change(row)
     path = tmp_path / "asv.json"
     path.write_text(json.dumps(doc))

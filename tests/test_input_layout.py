@@ -54,15 +54,20 @@ def model_inputs():
 
     def pre(module, args):
         if depth[0] == 0:
-            seen.extend(a for a in args if isinstance(a, torch.Tensor) and a.dim() == 4 and a.shape[1] == 3
-                        and a.is_floating_point())
+            seen.extend(
+                a
+                for a in args
+                if isinstance(a, torch.Tensor) and a.dim() == 4 and a.shape[1] == 3 and a.is_floating_point()
+            )
         depth[0] += 1
 
     def post(module, args, out):
         depth[0] -= 1
 
-    handles = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
-               torch.nn.modules.module.register_module_forward_hook(post, always_call=True)]
+    handles = [
+        torch.nn.modules.module.register_module_forward_pre_hook(pre),
+        torch.nn.modules.module.register_module_forward_hook(post, always_call=True),
+    ]
     try:
         yield seen
     finally:
@@ -92,17 +97,20 @@ def test_a_cifar_folder_batch_has_the_asked_layout(tmp_path, channels_last):
     assert layout(x) == expected(channels_last)
 
 
-@pytest.mark.parametrize("name, params", [
-    ("resnet", {}),
-    ("resnet", {"channels_last": True}),
-    ("resnet", {"data": "FOLDER"}),
-    ("resnet", {"data": "FOLDER", "channels_last": True}),
-    ("autoencoder", {"variant": "fc"}),
-    ("autoencoder", {"variant": "conv"}),
-    ("autoencoder", {"variant": "conv", "data": "host"}),
-    ("autoencoder", {"variant": "conv", "phase": "validate", "val_size": 16}),
-    ("checkpoint", {}),
-])
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("resnet", {}),
+        ("resnet", {"channels_last": True}),
+        ("resnet", {"data": "FOLDER"}),
+        ("resnet", {"data": "FOLDER", "channels_last": True}),
+        ("autoencoder", {"variant": "fc"}),
+        ("autoencoder", {"variant": "conv"}),
+        ("autoencoder", {"variant": "conv", "data": "host"}),
+        ("autoencoder", {"variant": "conv", "phase": "validate", "val_size": 16}),
+        ("checkpoint", {}),
+    ],
+)
 def test_every_workloads_model_sees_the_asked_layout(tmp_path, name, params):
     if params.get("data") == "FOLDER":
         params = {**params, "data": str(write_cifar10(tmp_path, *synthetic_cifar10(10)))}
@@ -127,9 +135,14 @@ def test_the_dataloaders_batches_reach_resnet_as_contiguous_nchw(tmp_path, monke
     assert len(seen) == 2 and {layout(t) for t in seen} == {"contiguous"}
 
 
-@pytest.mark.parametrize("name, params", [
-    ("resnet", {}), ("resnet", {"channels_last": True}), ("autoencoder", {"variant": "conv"}),
-])
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("resnet", {}),
+        ("resnet", {"channels_last": True}),
+        ("autoencoder", {"variant": "conv"}),
+    ],
+)
 def test_trainer_batches_have_the_asked_layout(name, params):
     """What the AMP comparison, the checks and ddp train on."""
     from perfsuite.training.setup import training_setup

@@ -24,8 +24,12 @@ def test_the_drift_is_learned_from_the_last_alike_runs_only():
     sd = float(np.std(np.log(medians), ddof=1))
     assert got["half_width"] == pytest.approx(math.expm1(t.ppf(0.975, 3) * sd)) and got["runs"] == 4
     # Another case, thread count or host, a run older than a day: not this case on this machine now.
-    others = [entry(5.0, 150.0, threads=4), entry(5.0, 150.0, host="other"), entry(5.0, 200.0 - 25 * 3600),
-              entry(5.0, 150.0, case="resnet[]")]
+    others = [
+        entry(5.0, 150.0, threads=4),
+        entry(5.0, 150.0, host="other"),
+        entry(5.0, 200.0 - 25 * 3600),
+        entry(5.0, 150.0, case="resnet[]"),
+    ]
     assert machine_drift.learned(entries + others, KEY, 200.0) == got
     # Only the last KEEP alike runs: an old wild one drops out.
     many = [entry(9.0, 0.0)] + [entry(1.0 + 0.01 * (i % 2), 1.0 + i) for i in range(machine_drift.KEEP)]
@@ -38,9 +42,15 @@ def _record(median_ref, median_s=1e-3):
     from records import make_record
 
     rec = make_record()
-    return replace(rec, env={**rec.env, "host": "h"},
-                   conditions={**rec.conditions, "torch_threads": 1,
-                               "reference": {"kernel": "matmul 128x128 fp32", "median_s": median_ref}})
+    return replace(
+        rec,
+        env={**rec.env, "host": "h"},
+        conditions={
+            **rec.conditions,
+            "torch_threads": 1,
+            "reference": {"kernel": "matmul 128x128 fp32", "median_s": median_ref},
+        },
+    )
 
 
 def test_each_run_is_noted_and_from_the_third_its_interval_includes_the_drift(tmp_path):
@@ -87,8 +97,9 @@ def _machine_runs(log, n=10, machine_sd=0.08):
     rng = np.random.default_rng(7)
     out = []
     for i in range(n):
-        workload, clock = build_spread_case(i, spread=0.01, machine=float(rng.lognormal(0, machine_sd)),
-                                            reference_s=1e-4)
+        workload, clock = build_spread_case(
+            i, spread=0.01, machine=float(rng.lognormal(0, machine_sd)), reference_s=1e-4
+        )
         cfg = RunConfig(max_time=1.0, processes=1)
         (rec,) = run_cases([Case(workload, {})], cfg, "cpu", clock=clock, env={"host": "h"}, machine_log=log).records
         out.append(rec)
@@ -116,14 +127,19 @@ def test_the_run_command_notes_its_runs_in_the_machine_log(tmp_path, capsys):
 
     log = tmp_path / "speed.jsonl"
     for i in range(3):
-        assert cli.main(["--machine-log", str(log), "run", "noop", "--max-time", "1",
-                         "--out", str(tmp_path / f"r{i}.json")]) == 0
+        assert (
+            cli.main(
+                ["--machine-log", str(log), "run", "noop", "--max-time", "1", "--out", str(tmp_path / f"r{i}.json")]
+            )
+            == 0
+        )
     assert [json.loads(line)["kernel"] for line in log.read_text().splitlines()] == ["matmul 128x128 fp32"] * 3
     assert "how far this machine's speed moved over its last 3 runs of this case" in capsys.readouterr().out
     saved = json.loads((tmp_path / "r2.json").read_text())["records"][0]
     assert saved["conditions"]["machine_drift"]["runs"] == 3
-    assert cli.main(["--machine-log", "none", "run", "noop", "--max-time", "1",
-                     "--out", str(tmp_path / "r3.json")]) == 0
+    assert (
+        cli.main(["--machine-log", "none", "run", "noop", "--max-time", "1", "--out", str(tmp_path / "r3.json")]) == 0
+    )
     assert len(log.read_text().splitlines()) == 3
 
 
@@ -187,7 +203,7 @@ def test_a_reference_block_waits_out_the_steps_wake_and_takes_a_bounded_share_of
     quiet = reference.Reference(_WakeClock(wake_calls=0), "cpu", kernel=lambda: None)
     for i in range(reference.MIN_KNOWN + 2):
         quiet.take(at=i)
-    assert quiet.minis[reference.MIN_KNOWN:] == [2, 2] and quiet.minis[0] == quiet.max_minis
+    assert quiet.minis[reference.MIN_KNOWN :] == [2, 2] and quiet.minis[0] == quiet.max_minis
     assert quiet.samples_s[-1] == pytest.approx(51e-6)
 
 
@@ -239,8 +255,9 @@ def _regime_run(seed, step_s=1e-3, reference_s=1e-4, level_sd=0.15, segment_s=0.
 
     clock = FakeClock(step_s=step_s, noise=0.01, seed=seed)
     clock.speed = lambda fn: levels[int(clock.t / segment_s) % 1000] * (1.0 if fn in steps else reference_s / step_s)
-    return run_case(Workload("toy", "", (), build), {}, RunConfig(max_time=1.0, processes=1, builds=1, device="cpu"),
-                    clock=clock)
+    return run_case(
+        Workload("toy", "", (), build), {}, RunConfig(max_time=1.0, processes=1, builds=1, device="cpu"), clock=clock
+    )
 
 
 def test_a_process_per_reference_is_steady_when_the_machine_moves_inside_it(no_gc_pauses):
@@ -265,7 +282,6 @@ def test_the_pytest_front_end_notes_its_runs_in_the_log_and_asv_does_not(tmp_pat
     $PERFSUITE_MACHINE_LOG (conftest points it at this test's folder). asv keeps none: it stores
     medians only, and a sweep over commits would teach the log the steps' differences as drift."""
     from benchmarks._suite import measure_cases
-
     from perfsuite.core import config, registry
     from perfsuite.frontends.pytest_plugin import measure_record
 

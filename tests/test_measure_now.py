@@ -24,7 +24,7 @@ def test_a_callable_is_one_step_measured_in_this_process_with_its_samples_and_in
     assert len(rec.samples_s) >= 3 and all(s > 0 for s in rec.samples_s)
     assert rec.stats.ci_low <= rec.stats.median <= rec.stats.ci_high
     # FLOPs were counted at build time (a 64x64 matmul: 2*64^3), so FLOP/s follow
-    assert rec.work.flops_per_step == pytest.approx(2 * 64 ** 3)
+    assert rec.work.flops_per_step == pytest.approx(2 * 64**3)
     assert rec.config["processes"] == 1
 
 

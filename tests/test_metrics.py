@@ -8,7 +8,7 @@ def test_mar_hand_case():
     # Six 2-D codes, two classes. Class A points near +x, class B near +y, except a5 which
     # sits among the B codes.
     #   a0=(1,0) a1=(1,.1) a2=(1,-.1)  b3=(0,1) b4=(.1,1) a5=(.05,1)
-    codes = torch.tensor([[1, 0], [1, .1], [1, -.1], [0, 1], [.1, 1], [.05, 1]], dtype=torch.float32)
+    codes = torch.tensor([[1, 0], [1, 0.1], [1, -0.1], [0, 1], [0.1, 1], [0.05, 1]], dtype=torch.float32)
     labels = torch.tensor([0, 0, 0, 1, 1, 0])
     # k=2. Class A has 4 members (3 others each); class B has 2 (1 other each). Hits are divided
     # by min(k, others): the most a code can find.

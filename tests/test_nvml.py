@@ -66,8 +66,12 @@ def test_cpu_device_is_not_sampled():
 # ---- which GPU NVML reads under CUDA_VISIBLE_DEVICES (issue 23, item 6) -----------------------
 # As seen on the H100 (torch 2.11): torch's uuid is a torch._C._CUuuid whose str() is the dashed
 # hex without a prefix and whose `bytes` are the raw 16 bytes; NVML spells it 'GPU-…'.
-UUIDS = ["eab43309-aa90-8814-01b8-57c04c1f359b", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
-         "11111111-2222-3333-4444-555555555555", "deadbeef-0000-4000-8000-00000000cafe"]
+UUIDS = [
+    "eab43309-aa90-8814-01b8-57c04c1f359b",
+    "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+    "11111111-2222-3333-4444-555555555555",
+    "deadbeef-0000-4000-8000-00000000cafe",
+]
 
 
 class FakeCUuuid:
@@ -92,8 +96,9 @@ def _machine(monkeypatch, visible, by_uuid=True, uuid_as_bytes=False, torch_uuid
     m = _fake_pynvml()
     spell = [("GPU-" + u).encode() if uuid_as_bytes else "GPU-" + u for u in UUIDS]
     m.nvmlDeviceGetCount = lambda: len(UUIDS)
-    m.nvmlDeviceGetHandleByIndex = lambda i: ("handle", UUIDS[i]) if 0 <= i < len(UUIDS) else (_ for _ in ()).throw(
-        RuntimeError("Invalid Argument"))
+    m.nvmlDeviceGetHandleByIndex = lambda i: (
+        ("handle", UUIDS[i]) if 0 <= i < len(UUIDS) else (_ for _ in ()).throw(RuntimeError("Invalid Argument"))
+    )
     m.nvmlDeviceGetUUID = lambda h: spell[UUIDS.index(h[1])]
 
     def by_uuid_lookup(uuid):
@@ -162,8 +167,8 @@ def test_a_uuid_nvml_does_not_know_falls_back_to_the_index_with_a_note(monkeypat
 
 
 def test_the_amp_comparison_samples_the_same_gpu_as_torch(monkeypatch):
-    from perfsuite.measuring.timing import clock_for
     from perfsuite.compare.amp import side_utilisation
+    from perfsuite.measuring.timing import clock_for
 
     _machine(monkeypatch, visible=[3])
     s = side_utilisation(lambda: None, clock_for("cpu", "auto"), 1, 0, interval_s=0.002, settle_s=0.0, window_s=0.02)

@@ -4,7 +4,6 @@ fails is that case's recorded failure (exit 3), never the end of a suite; every 
 one case key; an amp entry honours its max_time."""
 
 import json
-
 from dataclasses import replace
 
 import pytest
@@ -55,7 +54,9 @@ def test_a_pair_case_that_fails_is_recorded_and_the_suite_goes_on(tmp_path, monk
 
     # Resumed: finished pairs are kept by case key, the failed one only with --retry-failed.
     measured = []
-    monkeypatch.setattr(pair_mod, "pair", lambda w, params, *a, **kw: measured.append(params["n"]) or real(w, params, *a, **kw))
+    monkeypatch.setattr(
+        pair_mod, "pair", lambda w, params, *a, **kw: measured.append(params["n"]) or real(w, params, *a, **kw)
+    )
     assert cli.main(["run", "--config", str(_suite(tmp_path)), "--out", str(out)]) == 0
     assert measured == []
     assert cli.main(["run", "--config", str(_suite(tmp_path)), "--out", str(out), "--retry-failed"]) == 0
@@ -69,9 +70,11 @@ def test_an_amp_case_that_fails_is_that_entrys_failure(tmp_path, monkeypatch):
         raise RuntimeError("GradScaler exploded (simulated)")
 
     monkeypatch.setattr(amp_mod, "compare_precisions", broken)
-    text = ("name: amp\ndevice: cpu\nmax_time: 0.3\nchecks: false\nsuites:\n"
-            "  - {name: a, kind: amp, workload: autoencoder, params: {batch_size: 4}, precisions: [fp32, bf16],"
-            " pairs: 2, steps: 5}\n  - {name: mm, workload: matmul, params: {n: 16}}\n")
+    text = (
+        "name: amp\ndevice: cpu\nmax_time: 0.3\nchecks: false\nsuites:\n"
+        "  - {name: a, kind: amp, workload: autoencoder, params: {batch_size: 4}, precisions: [fp32, bf16],"
+        " pairs: 2, steps: 5}\n  - {name: mm, workload: matmul, params: {n: 16}}\n"
+    )
     out = tmp_path / "out"
     assert cli.main(["run", "--config", str(_suite(tmp_path, text)), "--out", str(out)]) == 3
     (failure,) = document_failures(out / "a.amp.json")
@@ -86,7 +89,9 @@ def test_amp_stops_its_pairs_at_its_max_time(monkeypatch):
     monkeypatch.setattr(amp_mod, "calibrate", lambda steps, clock, cfg: type("C", (), {"block_size": 1})())
     ta, tb, n = amp_mod.interleaved_times(lambda: None, lambda: None, clock, 30, RunConfig(max_time=6.0))
     assert n == 1 and 2 <= len(ta) <= 4 and len(ta) == len(tb)
-    ta, _, _ = amp_mod.interleaved_times(lambda: None, lambda: None, FakeClock(step_s=1.0), 3, RunConfig(max_time=600.0))
+    ta, _, _ = amp_mod.interleaved_times(
+        lambda: None, lambda: None, FakeClock(step_s=1.0), 3, RunConfig(max_time=600.0)
+    )
     assert len(ta) == 3
 
 
@@ -100,13 +105,47 @@ def test_the_pair_command_records_a_failed_case_and_exits_3(tmp_path, monkeypatc
 
     monkeypatch.setattr(pair_mod, "pair", broken_at_24)
     path = tmp_path / "p.json"
-    assert cli.main(["pair", "matmul", "--vary", "dtype=fp32,bf16", "-p", "n=16,24", "--budget", "0.2",
-                     "--device", "cpu", "--out", str(path)]) == 3
+    assert (
+        cli.main(
+            [
+                "pair",
+                "matmul",
+                "--vary",
+                "dtype=fp32,bf16",
+                "-p",
+                "n=16,24",
+                "--budget",
+                "0.2",
+                "--device",
+                "cpu",
+                "--out",
+                str(path),
+            ]
+        )
+        == 3
+    )
     assert [r.case["n"] for r in load_document(path, "pair")] == [16]
     assert document_failures(path)[0]["params"]["n"] == 24
     # --out names a file that now exists: refused before anything is measured
-    assert cli.main(["pair", "matmul", "--vary", "dtype=fp32,bf16", "-p", "n=16", "--budget", "0.2",
-                     "--device", "cpu", "--out", str(path)]) == 2
+    assert (
+        cli.main(
+            [
+                "pair",
+                "matmul",
+                "--vary",
+                "dtype=fp32,bf16",
+                "-p",
+                "n=16",
+                "--budget",
+                "0.2",
+                "--device",
+                "cpu",
+                "--out",
+                str(path),
+            ]
+        )
+        == 2
+    )
 
 
 def test_a_gate_case_whose_side_fails_is_recorded_and_the_others_are_gated(monkeypatch):
@@ -120,8 +159,9 @@ def test_a_gate_case_whose_side_fails_is_recorded_and_the_others_are_gated(monke
         def measure(self, case, cfg, ctx):
             if case.params["n"] == 24:
                 raise RuntimeError("side process died (simulated)")
-            return g.gate_case(g.GateCase(case.label, [lambda: None], [lambda: None]), FakeClock(step_s=0.001),
-                               0.0, cfg.max_time)
+            return g.gate_case(
+                g.GateCase(case.label, [lambda: None], [lambda: None]), FakeClock(step_s=0.001), 0.0, cfg.max_time
+            )
 
     w = registry.get("matmul")
     out = run_cases([Case(w, {"n": n}) for n in (16, 24, 32)], RunConfig(max_time=0.5), "cpu", measure=Flaky())
@@ -186,7 +226,19 @@ def test_an_interrupted_pair_command_leaves_no_empty_claim(tmp_path, monkeypatch
 
     monkeypatch.setattr(pair_mod, "pair", interrupted)
     path = tmp_path / "p.json"
-    args = ["pair", "matmul", "--vary", "dtype=fp32,bf16", "-p", "n=16", "--budget", "0.2", "--device", "cpu",
-            "--out", str(path)]
+    args = [
+        "pair",
+        "matmul",
+        "--vary",
+        "dtype=fp32,bf16",
+        "-p",
+        "n=16",
+        "--budget",
+        "0.2",
+        "--device",
+        "cpu",
+        "--out",
+        str(path),
+    ]
     assert cli.main(args) == 130
     assert not path.exists()  # the same command can run again

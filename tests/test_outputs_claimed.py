@@ -20,11 +20,14 @@ def _dangling(tmp_path: Path) -> Path:
     return link
 
 
-@pytest.mark.parametrize("argv", [
-    ["gate", "matmul", "-p", "n=32", "--slowdown", "0.1", "--json", "{link}"],
-    ["why", "matmul", "-p", "n=32", "--vary", "dtype=fp32,bf16", "--json", "{link}"],
-    ["--peak-file", "{link}", "peak", "--device", "cpu"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gate", "matmul", "-p", "n=32", "--slowdown", "0.1", "--json", "{link}"],
+        ["why", "matmul", "-p", "n=32", "--vary", "dtype=fp32,bf16", "--json", "{link}"],
+        ["--peak-file", "{link}", "peak", "--device", "cpu"],
+    ],
+)
 def test_a_dangling_symlink_as_an_output_is_refused_before_anything_is_measured(tmp_path, capsys, argv):
     link = _dangling(tmp_path)
     code = cli.main([a.replace("{link}", str(link)) for a in argv])
@@ -39,8 +42,9 @@ def test_a_peak_file_that_is_a_folder_and_a_trace_folder_that_is_a_file_are_refu
     afile = tmp_path / "trace"
     afile.write_text("")
     out = tmp_path / "r.json"
-    assert cli.main(["run", "noop", "--device", "cpu", "--max-time", "0.1", "--trace", str(afile),
-                     "--out", str(out)]) == 2
+    assert (
+        cli.main(["run", "noop", "--device", "cpu", "--max-time", "0.1", "--trace", str(afile), "--out", str(out)]) == 2
+    )
     assert "--trace folder" in capsys.readouterr().err and not out.exists()
 
 

@@ -19,8 +19,10 @@ def test_parse_types_and_sweeps():
 def test_expand_sweep_is_the_cartesian_product():
     cases = expand_sweep({"n": [1, 2], "dtype": ["fp32", "bf16"]})
     assert cases == [
-        {"n": 1, "dtype": "fp32"}, {"n": 1, "dtype": "bf16"},
-        {"n": 2, "dtype": "fp32"}, {"n": 2, "dtype": "bf16"},
+        {"n": 1, "dtype": "fp32"},
+        {"n": 1, "dtype": "bf16"},
+        {"n": 2, "dtype": "fp32"},
+        {"n": 2, "dtype": "bf16"},
     ]
 
 

@@ -7,18 +7,19 @@ from dataclasses import replace
 import pytest
 from records import make_record
 
-from perfsuite.measuring import tf32
-from perfsuite.suite import peak
-
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Work
-from perfsuite.measuring import runner
+from perfsuite.measuring import runner, tf32
 from perfsuite.measuring.runner import _peak_for, run_case
+from perfsuite.suite import peak
 
-PEAK = {"flops_per_s": {"fp32": 50e12, "tf32": 400e12, "bf16": 800e12, "fp16": 790e12},
-        "bytes_per_s": 3e12, "measured": "2026-11-01T00:00:00+00:00"}
+PEAK = {
+    "flops_per_s": {"fp32": 50e12, "tf32": 400e12, "bf16": 800e12, "fp16": 790e12},
+    "bytes_per_s": 3e12,
+    "measured": "2026-11-01T00:00:00+00:00",
+}
 
 
 def _fake_run_case(seen):
@@ -28,8 +29,9 @@ def _fake_run_case(seen):
     def fake(workload, params, cfg, *, env=None, **kw):
         seen.append((workload.name, dict(params), torch.backends.cuda.matmul.allow_tf32))
         flops = {"matmul": 1e12 * (1 + len(seen))}.get(workload.name)
-        return types.SimpleNamespace(id=f"r{len(seen)}", flops_per_s=flops, median_s=1e-3,
-                                     work=types.SimpleNamespace(bytes_per_step=2e9))
+        return types.SimpleNamespace(
+            id=f"r{len(seen)}", flops_per_s=flops, median_s=1e-3, work=types.SimpleNamespace(bytes_per_step=2e9)
+        )
 
     return fake
 
@@ -87,8 +89,10 @@ def test_cpu_peak_records_the_size_each_roof_was_measured_at(monkeypatch):
     monkeypatch.setattr(runner, "run_case", _fake_run_case(seen))
     monkeypatch.setattr(peak, "cpu_matmul_n", lambda dtype, budget: {"fp32": 2048, "bf16": 512}[dtype])
     p = peak.measure_peak(RunConfig(max_time=6.0), {"cpu_model": "Test CPU", "torch_threads": 1}, "cpu")
-    assert [(params["dtype"], params["n"]) for name, params, _ in seen if name == "matmul"] == [("fp32", 2048),
-                                                                                               ("bf16", 512)]
+    assert [(params["dtype"], params["n"]) for name, params, _ in seen if name == "matmul"] == [
+        ("fp32", 2048),
+        ("bf16", 512),
+    ]
     assert p["matmul_n"] == {"fp32": 2048, "bf16": 512}
 
 
@@ -149,14 +153,17 @@ def test_tf32_flags_read_the_legacy_flags_then_the_new_api():
 
 # ---- the roof a record is judged against ------------------------------------------------------
 
+
 def test_cuda_fp32_with_cudnn_tf32_allowed_is_judged_against_tf32():
     block = _peak_for(PEAK, "fp32", _backends(matmul=False, cudnn=True))
     assert block["roof"] == "tf32" and block["flops_per_s"] == 400e12
     assert block["tf32"] == {"matmul": False, "cudnn": True}
     assert "cudnn.allow_tf32" in block["why"] and "cuda.matmul" not in block["why"]
     # The record's fraction is of that roof: 200 TFLOP/s achieved is half of tf32, not 4x fp32.
-    rec = replace(make_record(median_s=0.01, n=101, sigma=0.0, peak=block),
-                  work=Work(items_per_step=1, item_unit="steps", flops_per_step=2e12))
+    rec = replace(
+        make_record(median_s=0.01, n=101, sigma=0.0, peak=block),
+        work=Work(items_per_step=1, item_unit="steps", flops_per_step=2e12),
+    )
     assert rec.peak_fraction == pytest.approx(0.5)
 
 
@@ -194,6 +201,7 @@ def test_a_cpu_run_records_the_fp32_roof_and_no_tf32_flags(tf32_on):
 # ---- the flag that governs the work's kernels (issue 23, item 3) -----------------------------
 # torch's defaults on CUDA: matmul.allow_tf32 False, cudnn.allow_tf32 True (seen on the H100).
 
+
 def test_fp32_matmul_work_follows_the_matmul_flag_not_cudnns():
     """A cuBLAS fp32 matmul with TF32 off runs on CUDA cores: the H100 run of the unfixed code
     judged it against the tf32 roof (401.5 TFLOP/s where fp32 was 51.7) because cuDNN's flag was on."""
@@ -217,13 +225,16 @@ def test_undeclared_fp32_work_keeps_the_higher_roof_when_either_flag_allows_tf32
     assert block["roof"] == "tf32" and block["kernels"] is None and "undeclared" in block["why"]
 
 
-@pytest.mark.parametrize("name, params, kernels", [
-    ("matmul", {}, "matmul"),
-    ("qwen", {}, "matmul"),
-    ("resnet", {}, "conv"),
-    ("autoencoder", {"variant": "fc"}, "matmul"),
-    ("autoencoder", {"variant": "conv"}, "conv"),
-])
+@pytest.mark.parametrize(
+    "name, params, kernels",
+    [
+        ("matmul", {}, "matmul"),
+        ("qwen", {}, "matmul"),
+        ("resnet", {}, "conv"),
+        ("autoencoder", {"variant": "fc"}, "matmul"),
+        ("autoencoder", {"variant": "conv"}, "conv"),
+    ],
+)
 def test_workloads_declare_which_kernels_carry_their_fp32_flops(name, params, kernels):
     from perfsuite.measuring.runner import fp32_kernels
 

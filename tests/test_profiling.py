@@ -27,12 +27,25 @@ def test_profile_step_marks_exactly_one_step_with_the_phase_hierarchy(capsys, mo
             events.append(("end", self.name))
 
     monkeypatch.setattr(step_marking, "process_range", FakeRange)
-    code = cli.main(["profile-step", "autoencoder", "-p", "batch_size=4", "--device", "cpu",
-                     "--warmup-iters", "3", "--profile-iter", "4"])
+    code = cli.main(
+        [
+            "profile-step",
+            "autoencoder",
+            "-p",
+            "batch_size=4",
+            "--device",
+            "cpu",
+            "--warmup-iters",
+            "3",
+            "--profile-iter",
+            "4",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
-    assert [e for e in events if e[0] == "start"] == [("start", n) for n in
-                                                      ("train_step", "forward", "loss", "backward", "optimizer_step")]
+    assert [e for e in events if e[0] == "start"] == [
+        ("start", n) for n in ("train_step", "forward", "loss", "backward", "optimizer_step")
+    ]
     assert events[-1] == ("end", "train_step")
     assert "need a CUDA GPU" in out and "ncu --import" in out and "dram__bytes.sum" in out
 
@@ -46,8 +59,9 @@ def profiled(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
     segfaulted on the H100 machine when it ran in a pytest process where earlier tests had used
     CUDA: in a process of its own, a crash is this test's failure, with its signal, not the end
     of the whole run."""
-    res = subprocess.run([sys.executable, "-m", "perfsuite", *argv], cwd=ROOT, capture_output=True, text=True,
-                         timeout=timeout)
+    res = subprocess.run(
+        [sys.executable, "-m", "perfsuite", *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
     if res.returncode < 0:
         pytest.fail(f"perfsuite {' '.join(argv)} was killed by signal {-res.returncode}:\n{res.stderr[-3000:]}")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -56,8 +70,9 @@ def profiled(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_trace_writes_chrome_json_top_ops_and_split(tmp_path):
-    profiled("trace", "autoencoder", "-p", "batch_size=4", "--device", "cpu", "--out-dir", str(tmp_path),
-             "--active", "1")
+    profiled(
+        "trace", "autoencoder", "-p", "batch_size=4", "--device", "cpu", "--out-dir", str(tmp_path), "--active", "1"
+    )
     trace = next(tmp_path.glob("*.trace.json"))
     assert json.loads(trace.read_text())["traceEvents"]
     assert "aten::" in next(tmp_path.glob("*.top-ops.txt")).read_text()
@@ -67,7 +82,8 @@ def test_trace_writes_chrome_json_top_ops_and_split(tmp_path):
 
 
 def test_a_cuda_trace_holds_the_steps_kernels(tmp_path, cuda_available):
-    profiled("trace", "autoencoder", "-p", "batch_size=4", "--device", "cuda", "--out-dir", str(tmp_path),
-             "--active", "1")
+    profiled(
+        "trace", "autoencoder", "-p", "batch_size=4", "--device", "cuda", "--out-dir", str(tmp_path), "--active", "1"
+    )
     events = json.loads(next(tmp_path.glob("*.trace.json")).read_text())["traceEvents"]
     assert any(e.get("cat") == "kernel" for e in events), "no CUDA kernel in the trace (CUPTI not active?)"

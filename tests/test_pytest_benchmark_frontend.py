@@ -1,11 +1,12 @@
 """`pytest --benchmark-only` on the workload benchmarks: JSON output carries perfsuite's
 metrics in extra_info and its fingerprint in machine_info."""
 
-import pytest
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -14,10 +15,26 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_benchmark_only_json_carries_perfsuite_metrics(tmp_path):
     out = tmp_path / "bench.json"
     res = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/perf", "--benchmark-only", "-q", "-p", "no:cacheprovider",
-         "-k", "noop or matmul", f"--benchmark-json={out}", f"--benchmark-storage={tmp_path / 'store'}",
-         "--benchmark-autosave", "--perfsuite-max-time=0.5"],  # short cases: this checks the plumbing
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/perf",
+            "--benchmark-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "noop or matmul",
+            f"--benchmark-json={out}",
+            f"--benchmark-storage={tmp_path / 'store'}",
+            "--benchmark-autosave",
+            "--perfsuite-max-time=0.5",
+        ],  # short cases: this checks the plumbing
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     doc = json.loads(out.read_text())

@@ -21,8 +21,11 @@ def _runs(run_level: float, process: float, n_runs: int = 400, n_units: int = 5,
         shift = rng.gauss(0.0, run_level)  # the whole run moves with the machine's state
         units = [0.05 * math.exp(shift + rng.gauss(0.0, process)) for _ in range(n_units)]
         # A reference that follows the machine: per reference, the run-level shift is gone.
-        runs.append(SimpleNamespace(units=lambda u=units: u,
-                                    relative_units=lambda u=units, s=shift: [x / math.exp(s) for x in u]))
+        runs.append(
+            SimpleNamespace(
+                units=lambda u=units: u, relative_units=lambda u=units, s=shift: [x / math.exp(s) for x in u]
+            )
+        )
     return runs
 
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from perfsuite import cli
-
 from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.llm.evaluate import f1_scores
@@ -39,8 +38,9 @@ def test_tokenizer_gives_the_real_qwen25_ids(tok):
 @pytest.mark.slow
 def test_analytic_flops_match_the_counter(bs, padding):
     # Eager attention: its matmuls are visible to FlopCounterMode (CPU SDPA kernels are counted by perfsuite.measuring.flops).
-    built = registry.get("qwen").build({**TINY, "attn": "eager", "batch_size": bs, "padding": padding,
-                                        "seq_len": 32}, "cpu")
+    built = registry.get("qwen").build(
+        {**TINY, "attn": "eager", "batch_size": bs, "padding": padding, "seq_len": 32}, "cpu"
+    )
     assert count_flops(built.fn) == pytest.approx(built.work.flops_per_step, rel=0.02)
 
 
@@ -77,9 +77,10 @@ def test_local_checkpoint_with_labelled_csv(tmp_path, tok):
     model.save_pretrained(tmp_path / "ckpt")
     tok.save_pretrained(tmp_path / "ckpt")
     csv_path = tmp_path / "val.csv"
-    csv_path.write_text("text,label\n" + "".join(f"\"review number {i}, good\",{i % 23}\n" for i in range(12)))
-    built = registry.get("qwen").build({**TINY, "model": str(tmp_path / "ckpt"), "data": str(csv_path),
-                                        "batch_size": 4}, "cpu")
+    csv_path.write_text("text,label\n" + "".join(f'"review number {i}, good",{i % 23}\n' for i in range(12)))
+    built = registry.get("qwen").build(
+        {**TINY, "model": str(tmp_path / "ckpt"), "data": str(csv_path), "batch_size": 4}, "cpu"
+    )
     e = built.extra()
     assert 0 <= e["accuracy"] <= 1 and 0 <= e["macro_f1"] <= 1 and 0 <= e["weighted_f1"] <= 1
 
@@ -120,9 +121,31 @@ def test_sweep_report_and_trace(tmp_path, capsys):
     out = tmp_path / "q.json"
     # On the machine's device (CUDA where there is one), with torch.profiler in a process of its own:
     # it segfaulted on the H100 machine in a pytest process where other tests had used CUDA.
-    res = subprocess.run([sys.executable, "-m", "perfsuite", "run", "qwen", "-p", "shape=tiny", "-p",
-                          "batch_size=1,2,4", "-p", "dtype=fp32,bf16", "--max-time", "0.6", "--out", str(out),
-                          "--trace", str(tmp_path / "traces")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "run",
+            "qwen",
+            "-p",
+            "shape=tiny",
+            "-p",
+            "batch_size=1,2,4",
+            "-p",
+            "dtype=fp32,bf16",
+            "--max-time",
+            "0.6",
+            "--out",
+            str(out),
+            "--trace",
+            str(tmp_path / "traces"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-2000:]}{res.stderr[-3000:]}"
     assert len(list((tmp_path / "traces").glob("*.trace.json"))) == 6
     top = next((tmp_path / "traces").glob("*.top-ops.txt")).read_text()

@@ -8,12 +8,11 @@ import pytest
 from records import make_record
 
 from perfsuite import cli
-
-from perfsuite.stats import summary as stats
 from perfsuite.core.errors import ConfigError
+from perfsuite.core.record import Work
 from perfsuite.llm.data import read_csv
 from perfsuite.measuring.percall import PerCallTimer, fixed_protocol, timed_tail
-from perfsuite.core.record import Work
+from perfsuite.stats import summary as stats
 from perfsuite.workloads import qwen_report as qwen
 
 
@@ -47,12 +46,21 @@ def test_per_call_timer_and_the_timed_tail():
 def _qwen_record(**extra):
     # Blocks of 4 batches: every block mean is ~10 ms, but one batch in twenty takes 50 ms.
     per_batch = [0.05 if i % 20 == 0 else 0.008 for i in range(200)]
-    blocks = [sum(per_batch[i:i + 4]) / 4 for i in range(0, 200, 4)]
+    blocks = [sum(per_batch[i : i + 4]) / 4 for i in range(0, 200, 4)]
     r = make_record(workload="qwen", params={"batch_size": 8, "dtype": "fp32", "shape": "tiny", "scenario": "batch"})
-    return replace(r, samples_s=tuple(blocks), block_size=4,
-                   work=Work(items_per_step=8, item_unit="samples", flops_per_step=1e9),
-                   extra={"tokens_real": 400, "parameters_trainable": 100, "parameters_frozen": 0,
-                          "batch_latencies_s": [0.5] * 30 + per_batch, **extra})
+    return replace(
+        r,
+        samples_s=tuple(blocks),
+        block_size=4,
+        work=Work(items_per_step=8, item_unit="samples", flops_per_step=1e9),
+        extra={
+            "tokens_real": 400,
+            "parameters_trainable": 100,
+            "parameters_frozen": 0,
+            "batch_latencies_s": [0.5] * 30 + per_batch,
+            **extra,
+        },
+    )
 
 
 def test_percentiles_come_from_per_batch_times_not_block_means():
@@ -70,8 +78,10 @@ def test_percentiles_come_from_per_batch_times_not_block_means():
 
 
 def test_the_fixed_protocol_replaces_the_adaptive_numbers_and_memory_above_the_model():
-    r = _qwen_record(protocol={"name": "fixed", "warmup_runs": 3, "runs": 10, "latencies_s": [0.02] * 9 + [0.03]},
-                     model_resident_bytes=1_000_000_000)
+    r = _qwen_record(
+        protocol={"name": "fixed", "warmup_runs": 3, "runs": 10, "latencies_s": [0.02] * 9 + [0.03]},
+        model_resident_bytes=1_000_000_000,
+    )
     r = replace(r, device="cuda:0", memory={"cuda_max_allocated_bytes": 1_500_000_000})
     row = qwen.row(r)
     assert row["protocol"] == "fixed 3+10" and row["latency_batch_ms"] == pytest.approx(20.0)
@@ -82,8 +92,26 @@ def test_the_fixed_protocol_replaces_the_adaptive_numbers_and_memory_above_the_m
 @pytest.mark.slow
 def test_fixed_protocol_end_to_end(tmp_path, capsys):
     out = tmp_path / "q.json"
-    code = cli.main(["run", "qwen", "-p", "shape=tiny", "-p", "batch_size=2", "-p", "runs=10", "-p", "warmup_runs=3",
-                     "--max-time", "0.5", "--device", "cpu", "--out", str(out)])
+    code = cli.main(
+        [
+            "run",
+            "qwen",
+            "-p",
+            "shape=tiny",
+            "-p",
+            "batch_size=2",
+            "-p",
+            "runs=10",
+            "-p",
+            "warmup_runs=3",
+            "--max-time",
+            "0.5",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr()
     rec = json.loads(out.read_text())["records"][0]
     proto = rec["extra"]["protocol"]
@@ -97,8 +125,25 @@ def test_fixed_protocol_end_to_end(tmp_path, capsys):
     row = json.loads((tmp_path / "rep" / "qwen-sweep.json").read_text())["results"][0]
     assert row["protocol"] == "fixed 3+10" and row["latency_source"] == "per-batch"
     # warmup_runs alone is refused: it means nothing without runs.
-    assert cli.main(["run", "qwen", "-p", "shape=tiny", "-p", "warmup_runs=3", "--max-time", "0.5",
-                     "--device", "cpu", "--out", str(tmp_path / "bad.json")]) == 2
+    assert (
+        cli.main(
+            [
+                "run",
+                "qwen",
+                "-p",
+                "shape=tiny",
+                "-p",
+                "warmup_runs=3",
+                "--max-time",
+                "0.5",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path / "bad.json"),
+            ]
+        )
+        == 2
+    )
 
 
 def test_the_tidy_table_takes_the_tails_from_per_batch_times_too():

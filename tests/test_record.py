@@ -82,6 +82,7 @@ def test_schema_version_is_current():
 
 # ---- where the time went (perfsuite.core.bound) ----------------------------------------------------
 
+
 def _cuda(nvml: dict) -> Record:
     from dataclasses import replace
 
@@ -92,8 +93,9 @@ def _nvml_ok(mean: float) -> dict:
     return {"status": "ok", "n": 40, "interval_s": 0.05, "gpu_util_pct": {"mean": mean, "max": 100.0}}
 
 
-@pytest.mark.parametrize("mean, verdict", [(23.0, "host-bound"), (49.9, "host-bound"), (50.0, "device-bound"),
-                                           (97.0, "device-bound")])
+@pytest.mark.parametrize(
+    "mean, verdict", [(23.0, "host-bound"), (49.9, "host-bound"), (50.0, "device-bound"), (97.0, "device-bound")]
+)
 def test_cuda_verdict_follows_mean_gpu_utilisation(mean, verdict):
     b = _cuda(_nvml_ok(mean)).bound
     assert b.verdict == verdict and b.gpu_util_pct == mean
@@ -120,6 +122,7 @@ def test_cpu_records_have_no_verdict_and_it_reaches_the_json():
 
 
 # ---- schema 2: conditions and worker processes ------------------------------------------------
+
 
 def _two_process_record(**kw):
     a, b = [1.0e-3, 1.1e-3, 1.05e-3], [2.0e-3, 2.1e-3]
@@ -170,7 +173,7 @@ def test_a_worker_record_round_trips_and_takes_its_median_from_the_process_media
     assert back.median_s == pytest.approx((1.05e-3 + 2.05e-3) / 2)
     # Two processes: the t interval on their logs (12.7 at 95%, 1 degree of freedom) holds both, widely.
     assert back.stats.ci_low < 1.05e-3 / 2 and back.stats.ci_high > 2.05e-3 * 2
-    assert back.stats.ci_low * back.stats.ci_high == pytest.approx(back.median_s ** 2)
+    assert back.stats.ci_low * back.stats.ci_high == pytest.approx(back.median_s**2)
 
 
 def test_worker_samples_must_be_the_pooled_samples():
@@ -181,6 +184,7 @@ def test_worker_samples_must_be_the_pooled_samples():
 
 
 # ---- schema 4: derived figures come from the raw samples ---------------------------------------
+
 
 def test_a_groups_stored_median_is_ignored_and_never_written():
     """Versions 1 to 3 stored each process's and build's median beside its samples; version 4

@@ -9,9 +9,9 @@ from rich.console import Console
 
 from perfsuite.core.errors import StorageError
 from perfsuite.core.record import Work
-from perfsuite.workloads import qwen_report as qwen
 from perfsuite.report.console import print_bounds, records_table
 from perfsuite.report.markdown import write_report
+from perfsuite.workloads import qwen_report as qwen
 
 
 def _nvml(mean: float) -> dict:
@@ -74,10 +74,15 @@ def test_markdown_states_where_the_time_went(tmp_path):
 
 
 def test_markdown_for_cpu_records_is_unchanged_and_names_a_missing_roof(tmp_path):
-    no_roof = {"flops_per_s": None, "dtype": "fp32", "roof": "fp32",
-               "why": "no fp32 roof in this device's stored peak (fp32 work: the fp32 matmul roof)"}
-    page = write_report([make_record(), make_record(seed=1, params={"n": 512, "dtype": "fp32"}, peak=no_roof)],
-                        tmp_path).read_text()
+    no_roof = {
+        "flops_per_s": None,
+        "dtype": "fp32",
+        "roof": "fp32",
+        "why": "no fp32 roof in this device's stored peak (fp32 work: the fp32 matmul roof)",
+    }
+    page = write_report(
+        [make_record(), make_record(seed=1, params={"n": 512, "dtype": "fp32"}, peak=no_roof)], tmp_path
+    ).read_text()
     assert "GPU" not in page and "host-bound" not in page
     assert "no fraction of peak: no fp32 roof in this device's stored peak" in page
 
@@ -85,11 +90,26 @@ def test_markdown_for_cpu_records_is_unchanged_and_names_a_missing_roof(tmp_path
 def test_markdown_amp_rows_carry_each_sides_verdict(tmp_path):
     from perfsuite.compare.amp import AmpComparison
 
-    amp = {"workload": "resnet", "params": {}, "device": "cuda:0", "precision_a": "fp32", "precision_b": "bf16",
-           "pair_ratios": [1.05, 1.1, 1.15], "time_a_s": [0.02, 0.021], "time_b_s": [0.018, 0.019],
-           "saved_bytes_a": 10, "saved_bytes_b": 6, "cuda_peak_a": None, "cuda_peak_b": None,
-           "final_loss_a": 1.0, "final_loss_b": 1.01, "loss_tolerance": 0.05, "steps": 5,
-           "nvml_a": _nvml(40.0), "nvml_b": _nvml(22.0)}
+    amp = {
+        "workload": "resnet",
+        "params": {},
+        "device": "cuda:0",
+        "precision_a": "fp32",
+        "precision_b": "bf16",
+        "pair_ratios": [1.05, 1.1, 1.15],
+        "time_a_s": [0.02, 0.021],
+        "time_b_s": [0.018, 0.019],
+        "saved_bytes_a": 10,
+        "saved_bytes_b": 6,
+        "cuda_peak_a": None,
+        "cuda_peak_b": None,
+        "final_loss_a": 1.0,
+        "final_loss_b": 1.01,
+        "loss_tolerance": 0.05,
+        "steps": 5,
+        "nvml_a": _nvml(40.0),
+        "nvml_b": _nvml(22.0),
+    }
     old = {k: v for k, v in amp.items() if not k.startswith("nvml_")}  # written before the verdict existed
     amps = [AmpComparison.from_dict(a) for a in (amp, old)]
     page = _flat(write_report([make_record()], tmp_path, amp=amps).read_text())
@@ -116,12 +136,10 @@ def test_figures_are_not_left_open_in_pyplot(tmp_path):
     hostile records that raised while drawing left them open, and after 20 every figure warned
     (an error under filterwarnings=error: the fuzz test's report became an internal error)."""
     import matplotlib.pyplot as plt
-
+    import pytest
     from records import make_record
 
     from perfsuite.report.plots import throughput_figure
-
-    import pytest
 
     before = plt.get_fignums()
     recs = [make_record(params={"n": 1}, seed=1), make_record(params={"n": 2}, seed=2)]
@@ -140,6 +158,8 @@ def test_a_name_with_a_character_the_font_lacks_is_drawn_without_a_warning(tmp_p
 
     from perfsuite.report.plots import throughput_figure
 
-    recs = [replace(make_record(params={"n": 1}, seed=1), workload="w\U000a2e5e"),
-            replace(make_record(params={"n": 2}, seed=2), workload="w\U000a2e5e")]
+    recs = [
+        replace(make_record(params={"n": 1}, seed=1), workload="w\U000a2e5e"),
+        replace(make_record(params={"n": 2}, seed=2), workload="w\U000a2e5e"),
+    ]
     assert throughput_figure(recs, tmp_path / "g.png").stat().st_size > 1000

@@ -7,10 +7,9 @@ import pytest
 from records import make_record
 
 from perfsuite import cli
-
-from perfsuite.storage import table as results
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Work
+from perfsuite.storage import table as results
 from perfsuite.storage.files import results_document
 
 
@@ -20,13 +19,20 @@ def _save(path, records, failures=()):
 
 
 def _mixed():
-    mm = make_record(median_s=2e-3, seed=1, params={"n": 256, "dtype": "fp32"},
-                     env={"git_commit": "abc123", "git_dirty": False},
-                     memory={"host_peak_rss_bytes": 10_000_000, "host_peak_delta_bytes": 4096},
-                     peak={"flops_per_s": 4e12, "roof": "fp32"})
-    ae = replace(make_record(median_s=5e-3, seed=2, params={"size": "ci", "precision": "bf16", "device": "x"},
-                             workload="autoencoder"),
-                 work=Work(items_per_step=64, item_unit="images", flops_per_step=None))
+    mm = make_record(
+        median_s=2e-3,
+        seed=1,
+        params={"n": 256, "dtype": "fp32"},
+        env={"git_commit": "abc123", "git_dirty": False},
+        memory={"host_peak_rss_bytes": 10_000_000, "host_peak_delta_bytes": 4096},
+        peak={"flops_per_s": 4e12, "roof": "fp32"},
+    )
+    ae = replace(
+        make_record(
+            median_s=5e-3, seed=2, params={"size": "ci", "precision": "bf16", "device": "x"}, workload="autoencoder"
+        ),
+        work=Work(items_per_step=64, item_unit="images", flops_per_step=None),
+    )
     return mm, ae
 
 
@@ -51,8 +57,11 @@ def test_one_tidy_row_per_case_with_every_parameter_and_the_derived_numbers(tmp_
     assert m["created"].tzinfo is not None and m["source"].endswith("a.json")
     a = df[df.workload == "autoencoder"].iloc[0]
     assert a["param.device"] == "x" and a["device"] == "cpu" and pd.isna(a["n"])
-    assert pd.isna(a["flops_per_s"]) and pd.isna(a["peak_fraction"]) and a["throughput"] == pytest.approx(
-        64 / ae.stats.median)
+    assert (
+        pd.isna(a["flops_per_s"])
+        and pd.isna(a["peak_fraction"])
+        and a["throughput"] == pytest.approx(64 / ae.stats.median)
+    )
 
 
 def test_a_bad_file_is_named_or_collected(tmp_path):

@@ -17,9 +17,9 @@ import pytest
 from rich.console import Console
 
 from perfsuite import cli
+from perfsuite.cli.roofline import roofline_command
 from perfsuite.profiling.step_marking import ROOFLINE_METRICS
 from perfsuite.roofline import ceilings, model
-from perfsuite.cli.roofline import roofline_command
 from perfsuite.roofline.names import short_name
 from perfsuite.roofline.ncu import NcuCsvError, read_ncu_csv
 from perfsuite.roofline.summary import SUMMARY_COLUMNS, summary_csv
@@ -65,6 +65,7 @@ def independent_flops(path) -> float:
 
 # ---- hand-written layouts -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["ncu_details.csv", "ncu_details_rules.csv", "ncu_details_nvtx.csv"])
 def test_details_layouts(name):
     _, (gemm, relu) = points(DATA / name)
@@ -106,8 +107,12 @@ def test_tensor_instructions_without_ops_metrics_give_a_lower_bound_not_512_per_
 def test_push_pop_nesting_domains_time_from_sm_cycles_and_ceilings_from_the_file():
     launches, (gemm, relu) = points(NCU / "handmade_raw_peaks.csv")
     assert launches[1].nvtx == "step > train_step > backward > mylib@relu:inner"
-    assert launches[1].ranges == ("step", "train_step", "train_step > backward",
-                                  "train_step > backward > mylib@relu:inner")
+    assert launches[1].ranges == (
+        "step",
+        "train_step",
+        "train_step > backward",
+        "train_step > backward > mylib@relu:inner",
+    )
     ranges = {r.nvtx_range: r for r in model.by_range([gemm, relu], launches)}
     assert ranges["step"].launches == 2 and ranges["train_step > forward"].launches == 1
     # No gpu__time_duration: 20,000 sm cycles / 2.0 GHz = 10 us; 6,000 / 1.5 GHz = 4 us.
@@ -165,12 +170,15 @@ def test_roofs_from_this_gpus_peak_file(tmp_path, capsys):
     assert ceilings.from_peak_file(two, "")[1] == ""  # which one? none
     pf = tmp_path / "peak.json"
     save_peak(pf, {"device_key": "cuda|NVIDIA A100-SXM4-40GB", **entry})  # the GPU ncu_details.csv names
-    assert cli.main(["--peak-file", str(pf), "roofline", str(DATA / "ncu_details.csv"), "--out",
-                     str(tmp_path / "p.png")]) == 0
+    assert (
+        cli.main(["--peak-file", str(pf), "roofline", str(DATA / "ncu_details.csv"), "--out", str(tmp_path / "p.png")])
+        == 0
+    )
     assert "FP32 50 TFLOP/s (perfsuite peak (NVIDIA A100-SXM4-40GB))" in capsys.readouterr().out.replace("\n", "")
 
 
 # ---- the real exports -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 def test_real_export_flops_match_the_readme_and_an_independent_sum(path):
@@ -193,8 +201,12 @@ def test_details_and_raw_pages_give_the_same_numbers(precision):
     for a, b in zip(pa, pb):
         assert a.kernel == b.kernel and a.pipe_flops == b.pipe_flops and a.flops == b.flops
         # The details page rounds to 3 significant digits ("1.05 Mbyte" for 1,054,464 B): 0.5 %.
-        for x, y in ((a.dram_bytes, b.dram_bytes), (a.l2_bytes, b.l2_bytes), (a.l1_bytes, b.l1_bytes),
-                     (a.time_s, b.time_s)):
+        for x, y in (
+            (a.dram_bytes, b.dram_bytes),
+            (a.l2_bytes, b.l2_bytes),
+            (a.l1_bytes, b.l1_bytes),
+            (a.time_s, b.time_s),
+        ):
             assert x == pytest.approx(y, rel=5e-3)
     assert sum(p.flops for p in pa) == independent_flops(NCU / f"resnet18_{precision}_raw.csv.gz")
     ra = {r.nvtx_range: r for r in model.by_range(pa, la)}
@@ -218,8 +230,22 @@ def test_real_nvtx_start_end_ranges():
 def test_cli_on_a_real_export_writes_full_precision_groups_ranges_and_judges_each_pipe(tmp_path, capsys):
     path = NCU / "resnet18_fp32_raw.csv.gz"
     out = tmp_path / "r.png"
-    assert cli.main(["--peak-file", str(tmp_path / "none.json"), "roofline", str(path), "--device", "H100-SXM5-80GB",
-                     "--out", str(out), "--by-range"]) == 0
+    assert (
+        cli.main(
+            [
+                "--peak-file",
+                str(tmp_path / "none.json"),
+                "roofline",
+                str(path),
+                "--device",
+                "H100-SXM5-80GB",
+                "--out",
+                str(out),
+                "--by-range",
+            ]
+        )
+        == 0
+    )
     console = capsys.readouterr().out
     assert "top 10 of" in console and "TF32 tensor" in console and out.stat().st_size > 20000
     text = out.with_suffix(".csv").read_text()
@@ -235,8 +261,11 @@ def test_cli_on_a_real_export_writes_full_precision_groups_ranges_and_judges_eac
     assert float(total["flops_tensor_tf32"]) == float(total["tensor_flops"]) and total["flops_exact"] == "true"
     single = 0
     for r in rows[:286]:  # one-pipe launches sit under exactly that pipe's datasheet roof
-        used = [k[6:] for k in r if k.startswith("flops_") and k not in ("flops_exact", "flops_note")
-                and r[k] and float(r[k]) > 0]
+        used = [
+            k[6:]
+            for k in r
+            if k.startswith("flops_") and k not in ("flops_exact", "flops_note") and r[k] and float(r[k]) > 0
+        ]
         if len(used) == 1:
             single += 1
             assert float(r["roof_flop_per_s"]) == H100[used[0]]
@@ -258,9 +287,19 @@ def test_summary_floats_read_back_exactly():
 
 
 def _namespace(tmp_path, path, **kw):
-    base = {"csv": path, "records": None, "peak_compute": None, "peak_bw": None, "device": "H100-SXM5-80GB",
-            "label": None, "by_range": False, "out": tmp_path / "r.png", "summary": None,
-            "peak_file": tmp_path / "none.json", "record": None}
+    base = {
+        "csv": path,
+        "records": None,
+        "peak_compute": None,
+        "peak_bw": None,
+        "device": "H100-SXM5-80GB",
+        "label": None,
+        "by_range": False,
+        "out": tmp_path / "r.png",
+        "summary": None,
+        "peak_file": tmp_path / "none.json",
+        "record": None,
+    }
     return Namespace(**{**base, **kw})
 
 
@@ -269,9 +308,15 @@ def _namespace(tmp_path, path, **kw):
 def test_executed_against_model_flops_from_a_record(tmp_path, precision, ratio):
     from perfsuite.core.record import Record, Work
 
-    rec = Record(workload="resnet", params={"size": "gpu", "precision": precision}, device="cuda", block_size=1,
-                 timing_method="cuda_event", samples_s=[0.01] * 5,
-                 work=Work(items_per_step=128, item_unit="images", flops_per_step=27.81e9, flops_method="FlopCounterMode"))
+    rec = Record(
+        workload="resnet",
+        params={"size": "gpu", "precision": precision},
+        device="cuda",
+        block_size=1,
+        timing_method="cuda_event",
+        samples_s=[0.01] * 5,
+        work=Work(items_per_step=128, item_unit="images", flops_per_step=27.81e9, flops_method="FlopCounterMode"),
+    )
     (tmp_path / "rec.json").write_text(rec.to_json())
     buf = io.StringIO()
     args = _namespace(tmp_path, NCU / f"resnet18_{precision}_details.csv.gz", record=tmp_path / "rec.json")
@@ -287,29 +332,47 @@ def test_executed_against_model_flops_from_a_record(tmp_path, precision, ratio):
 
 def test_profile_step_asks_for_everything_the_roofline_reads():
     asked = set(ROOFLINE_METRICS.split(","))
-    tensor = {f"sm__ops_path_tensor_src_{t}.sum" for t in ("fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "fp8", "int8")}
+    tensor = {
+        f"sm__ops_path_tensor_src_{t}.sum" for t in ("fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "fp8", "int8")
+    }
     assert tensor <= asked
     flops = {f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "dfh" for op in ("add", "mul", "fma")}
     assert flops | {"gpu__time_duration.sum", "dram__bytes.sum", "lts__t_bytes.sum", "l1tex__t_bytes.sum"} <= asked
     # ... and the ceilings, so a file made with this list carries its own roofs.
-    assert {"dram__bytes.sum.peak_sustained", "sm__cycles_elapsed.avg.per_second",
-            "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained"} <= asked
+    assert {
+        "dram__bytes.sum.peak_sustained",
+        "sm__cycles_elapsed.avg.per_second",
+        "sm__ops_path_tensor_src_tf32_dst_fp32.sum.peak_sustained",
+    } <= asked
     # Every metric of a real export, that profile-step's list plus the six tensor ones made, is asked for.
     rows = _rows(NCU / "resnet18_fp16_details.csv.gz")
     assert {r[rows[0].index("Metric Name")] for r in rows[1:]} <= asked
 
 
 def test_short_kernel_names():
-    long = ("void at::elementwise_kernel<128, 2, void at::gpu_kernel_impl_nocast<at::direct_copy_kernel_cuda("
-            "at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda(float) (instance 1)]>"
-            "(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)")
+    long = (
+        "void at::elementwise_kernel<128, 2, void at::gpu_kernel_impl_nocast<at::direct_copy_kernel_cuda("
+        "at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda(float) (instance 1)]>"
+        "(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)"
+    )
     assert short_name(long) == "elementwise[direct_copy]"
-    assert short_name("void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, 512, 16>(cudnn::P<T1, T2>)") \
+    assert (
+        short_name("void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, 512, 16>(cudnn::P<T1, T2>)")
         == "batchnorm_fwtr_nhwc_semiPersist"
-    assert short_name("sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x32_"
-                      "warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn") == "sm90_xmma_dgrad_implicit_gemm"
-    assert short_name("void at::vectorized_elementwise_kernel<4, at::CUDAFunctor_add<float>, std::array<char *, 3>>"
-                      "(int, T2, T3)") == "vectorized_elementwise[CUDAFunctor_add]"
+    )
+    assert (
+        short_name(
+            "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x32_"
+            "warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn"
+        )
+        == "sm90_xmma_dgrad_implicit_gemm"
+    )
+    assert (
+        short_name(
+            "void at::vectorized_elementwise_kernel<4, at::CUDAFunctor_add<float>, std::array<char *, 3>>(int, T2, T3)"
+        )
+        == "vectorized_elementwise[CUDAFunctor_add]"
+    )
     assert short_name("relu_kernel") == "relu_kernel"
 
 
@@ -327,6 +390,7 @@ def test_units():
 
 # ---- refused input ----------------------------------------------------------------------------
 
+
 def _variant(tmp_path, src, old, new, name="bad.csv", bom=False, crlf=False):
     text = (DATA / src).read_text()
     assert old in text
@@ -341,20 +405,45 @@ def _variant(tmp_path, src, old, new, name="bad.csv", bom=False, crlf=False):
 TIME_ROW = '"gpu__time_duration.sum","usecond","10.00"'
 
 
-@pytest.mark.parametrize("src, old, new, message", [
-    ("ncu_truncated.csv", "", "", "line 14: truncated row, column 15 ('Metric Value') is missing"),
-    ("ncu_not_a_number.csv", "", "", "line 4, column 15 (dram__bytes.sum): 'n/a' is not a number"),
-    ("ncu_missing_metric.csv", "", "", "launch 1 (relu_kernel) lacks the metric gpu__time_duration.sum"),
-    ("ncu_details.csv", TIME_ROW, TIME_ROW.replace('"10.00"', '"-10.00"'),
-     "line 5, column 15 (gpu__time_duration.sum): '-10.00' is negative"),
-    ("ncu_details.csv", TIME_ROW, TIME_ROW.replace('"10.00"', '"inf"'),
-     "line 5, column 15 (gpu__time_duration.sum): 'inf' is not a finite number"),
-    ("ncu_details.csv", '"Mbyte","2.00"', '"Mbyte","nan"', "line 4, column 15 (dram__bytes.sum): 'nan' is not a finite"),
-    ("ncu_details.csv", '"Kbyte","800"', '"Kbyte","-800"', "line 10, column 15 (dram__bytes.sum): '-800' is negative"),
-    ("ncu_details.csv", TIME_ROW, TIME_ROW.replace("usecond", "fortnight"),
-     "line 5, column 15 (gpu__time_duration.sum): unknown time unit 'fortnight'"),
-    ("ncu_raw.csv", '"1.41"', '"0"', "line 5, column 13 (gpc__cycles_elapsed.avg.per_second): '0' is zero"),
-])
+@pytest.mark.parametrize(
+    "src, old, new, message",
+    [
+        ("ncu_truncated.csv", "", "", "line 14: truncated row, column 15 ('Metric Value') is missing"),
+        ("ncu_not_a_number.csv", "", "", "line 4, column 15 (dram__bytes.sum): 'n/a' is not a number"),
+        ("ncu_missing_metric.csv", "", "", "launch 1 (relu_kernel) lacks the metric gpu__time_duration.sum"),
+        (
+            "ncu_details.csv",
+            TIME_ROW,
+            TIME_ROW.replace('"10.00"', '"-10.00"'),
+            "line 5, column 15 (gpu__time_duration.sum): '-10.00' is negative",
+        ),
+        (
+            "ncu_details.csv",
+            TIME_ROW,
+            TIME_ROW.replace('"10.00"', '"inf"'),
+            "line 5, column 15 (gpu__time_duration.sum): 'inf' is not a finite number",
+        ),
+        (
+            "ncu_details.csv",
+            '"Mbyte","2.00"',
+            '"Mbyte","nan"',
+            "line 4, column 15 (dram__bytes.sum): 'nan' is not a finite",
+        ),
+        (
+            "ncu_details.csv",
+            '"Kbyte","800"',
+            '"Kbyte","-800"',
+            "line 10, column 15 (dram__bytes.sum): '-800' is negative",
+        ),
+        (
+            "ncu_details.csv",
+            TIME_ROW,
+            TIME_ROW.replace("usecond", "fortnight"),
+            "line 5, column 15 (gpu__time_duration.sum): unknown time unit 'fortnight'",
+        ),
+        ("ncu_raw.csv", '"1.41"', '"0"', "line 5, column 13 (gpc__cycles_elapsed.avg.per_second): '0' is zero"),
+    ],
+)
 def test_bad_files_name_line_column_or_metric_exit_2_and_write_nothing(tmp_path, capsys, src, old, new, message):
     path = _variant(tmp_path, src, old, new) if old else DATA / src
     out = tmp_path / "r.png"
@@ -392,8 +481,21 @@ def test_cli_refusals_without_roofs_or_with_an_unknown_device(tmp_path, capsys):
 
 def test_tensor_flops_unknown_is_said_in_the_output_and_the_summary(tmp_path, capsys):
     out = tmp_path / "raw.png"
-    assert cli.main(["--peak-file", str(tmp_path / "none.json"), "roofline", str(DATA / "ncu_raw.csv"),
-                     "--device", "A100-SXM4-40GB", "--out", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "--peak-file",
+                str(tmp_path / "none.json"),
+                "roofline",
+                str(DATA / "ncu_raw.csv"),
+                "--device",
+                "A100-SXM4-40GB",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     said = capsys.readouterr().out.replace("\n", "")
     assert "lower bound" in said and "tensor FLOPs unknown" in said
     rows = list(csv.DictReader(io.StringIO(out.with_suffix(".csv").read_text())))
@@ -401,6 +503,7 @@ def test_tensor_flops_unknown_is_said_in_the_output_and_the_summary(tmp_path, ca
 
 
 # ---- this CPU ---------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_cpu_roofline_from_records(tmp_path, monkeypatch):
@@ -411,8 +514,12 @@ def test_cpu_roofline_from_records(tmp_path, monkeypatch):
     pf = tmp_path / "peak.json"
     assert cli.main(["--peak-file", str(pf), "peak", "--max-time", "0.5"]) == 0
     res = tmp_path / "res.json"
-    assert cli.main(["--peak-file", str(pf), "run", "autoencoder", "-p", "batch_size=8", "--max-time", "0.6",
-                     "--out", str(res)]) == 0
+    assert (
+        cli.main(
+            ["--peak-file", str(pf), "run", "autoencoder", "-p", "batch_size=8", "--max-time", "0.6", "--out", str(res)]
+        )
+        == 0
+    )
     out = tmp_path / "cpu.png"
     assert cli.main(["roofline", "--records", str(res), "--out", str(out)]) == 0
     rows = list(csv.DictReader(out.with_suffix(".csv").read_text().splitlines()))
@@ -420,8 +527,10 @@ def test_cpu_roofline_from_records(tmp_path, monkeypatch):
 
 
 def test_summary_uses_each_points_own_roof():
-    pts = [model.Point("a", "k", "", 100.0, 4.0, None, None, 1.0, "fp32"),
-           model.Point("b", "k", "", 100.0, 4.0, None, None, 1.0, "bf16")]
+    pts = [
+        model.Point("a", "k", "", 100.0, 4.0, None, None, 1.0, "fp32"),
+        model.Point("b", "k", "", 100.0, 4.0, None, None, 1.0, "bf16"),
+    ]
     roofs = ceilings.Ceilings({"fp32": 40.0, "bf16": 200.0}, {"dram": 4.0})
     rows = list(csv.DictReader(io.StringIO(summary_csv(pts, roofs))))
     assert [r["bound"] for r in rows] == ["compute", "memory"]  # AI 25 against ridges 10 and 50
@@ -451,8 +560,13 @@ def test_h100_file_tensor_roofs_are_halved_to_the_dense_rate():
     roofs = ceilings.from_file(launches)
     per_sm_cycle = {p: roofs.compute[p] / (H100_SMS * hz) for p in roofs.compute if p.startswith("tensor_")}
     # The dense rates of the H100 whitepaper: halved where the file gave twice them, FP64 as given.
-    assert per_sm_cycle == {"tensor_fp64": 256, "tensor_tf32": 2048, "tensor_fp16": 4096,
-                            "tensor_fp8": 8192, "tensor_int8": 8192}
+    assert per_sm_cycle == {
+        "tensor_fp64": 256,
+        "tensor_tf32": 2048,
+        "tensor_fp16": 4096,
+        "tensor_fp8": 8192,
+        "tensor_int8": 8192,
+    }
     # At the datasheet's 1830 MHz the dense roofs are its 494.7 and 989.4 TFLOP/s (not 1077 / 2153 at 1.996 GHz).
     for pipe in ("tensor_tf32", "tensor_fp16"):
         assert roofs.compute[pipe] / hz * H100_TENSOR_CLOCK == pytest.approx(H100[pipe], rel=1e-3)
@@ -460,7 +574,9 @@ def test_h100_file_tensor_roofs_are_halved_to_the_dense_rate():
     assert roofs.source["tensor_fp64"] == "file" and not roofs.notes
     assert roofs.compute["fp32"] == 16896 * 2 * hz  # CUDA-core roofs are untouched
     # A TF32 kernel at the full dense rate is at 100% of its roof, not 50%.
-    p = model.Point("0", "k", "", 1e12, 1.0, None, None, 1e12 / (2048 * H100_SMS * hz), pipe_flops={"tensor_tf32": 1e12})
+    p = model.Point(
+        "0", "k", "", 1e12, 1.0, None, None, 1e12 / (2048 * H100_SMS * hz), pipe_flops={"tensor_tf32": 1e12}
+    )
     assert roofs.judge(p).pct == pytest.approx(100.0)
 
 
@@ -511,8 +627,21 @@ def test_ranges_with_unknown_tensor_flops_say_their_share_of_the_roof_is_unknown
     path = tmp_path / "no_ops_path.csv"
     with path.open("w", newline="") as f:
         csv.writer(f).writerows(rows)
-    assert cli.main(["--peak-file", str(tmp_path / "none.json"), "roofline", str(path), "--device", "H100-SXM5-80GB",
-                     "--out", str(tmp_path / "r.png")]) == 0
+    assert (
+        cli.main(
+            [
+                "--peak-file",
+                str(tmp_path / "none.json"),
+                "roofline",
+                str(path),
+                "--device",
+                "H100-SXM5-80GB",
+                "--out",
+                str(tmp_path / "r.png"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     ranges = [line for line in out.splitlines() if line.strip().startswith("range ")]
     assert len(ranges) == 5
@@ -520,6 +649,7 @@ def test_ranges_with_unknown_tensor_flops_say_their_share_of_the_roof_is_unknown
         if "≥" in line:  # tensor FLOPs unknown in this range
             assert "% of roof unknown (tensor FLOPs unknown)" in line and "% of roof (" not in line
     assert any("≥" in line for line in ranges) and any("≥" not in line for line in ranges)  # loss has no tensor work
-    summary = {r["nvtx_range"]: r for r in csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text()))
-               if r["id"] == "range"}
+    summary = {
+        r["nvtx_range"]: r for r in csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())) if r["id"] == "range"
+    }
     assert summary["train_step"]["pct_of_roof"] == "" and summary["train_step"]["limiter"] == ""

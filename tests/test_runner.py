@@ -3,9 +3,9 @@ import math
 import pytest
 from fakeclock import FakeClock
 
-from perfsuite.stats import summary as stats
 from perfsuite.core.config import RunConfig
 from perfsuite.measuring.runner import block_size_for, clock_overhead, measure, run_case
+from perfsuite.stats import summary as stats
 
 
 def _noop():
@@ -164,6 +164,7 @@ def test_a_slow_first_call_is_recorded_and_does_not_spend_the_budget():
 
 # ---- how a case was measured (record.conditions) ------------------------------------------------
 
+
 def _toy_workload(seen: list):
     import torch
 
@@ -187,8 +188,9 @@ def test_run_case_records_its_conditions_and_restores_threads():
 
     seen: list = []
     before = torch.get_num_threads()
-    rec = run_case(_toy_workload(seen), {}, RunConfig(max_time=0.2, threads=1, device="cpu"),
-                   clock=FakeClock(step_s=1e-3, seed=1))
+    rec = run_case(
+        _toy_workload(seen), {}, RunConfig(max_time=0.2, threads=1, device="cpu"), clock=FakeClock(step_s=1e-3, seed=1)
+    )
     c = rec.conditions
     # Every build of the step is built under the case's settings.
     assert seen == [1] * IN_PROCESS_BUILDS and c["torch_threads"] == 1 and c["threads_set"] is True
@@ -207,6 +209,7 @@ def test_steal_and_other_load_in_the_timed_region_become_warnings():
 
 
 # ---- builds that differ in speed (issue 26) -----------------------------------------------------
+
 
 @pytest.mark.slow
 def test_builds_that_differ_in_speed_give_an_interval_that_covers_the_spread_between_runs(no_gc_pauses):
@@ -255,12 +258,12 @@ def test_builds_share_the_warm_up_and_the_budget():
 def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
     """Three builds alive would count three models' weights and state: the memory instruments wrap
     steps of the first build only, after the other builds are torn down."""
+    import gc
+    import weakref
+
     from perfsuite.core.record import Work
     from perfsuite.core.workload import BuiltStep, Workload
     from perfsuite.measuring import runner
-
-    import gc
-    import weakref
 
     alive, torn, calls_measured, models = set(), [], [], []
     measuring = [False]
@@ -301,8 +304,9 @@ def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
 
     monkeypatch.setattr(runner, "HostPeakRSS", Instrument)
     w = Workload("three", "", (), build)
-    rec = run_case(w, {}, RunConfig(max_time=0.3, device="cpu", builds=3, heap="default"),
-                   clock=FakeClock(step_s=1e-4, seed=1))
+    rec = run_case(
+        w, {}, RunConfig(max_time=0.3, device="cpu", builds=3, heap="default"), clock=FakeClock(step_s=1e-4, seed=1)
+    )
     assert rec.conditions["builds"] == 3
     (opened,) = [c for c in calls_measured if isinstance(c, tuple)]
     # builds 1 and 2 were torn down and freed (no name kept them) before memory was read

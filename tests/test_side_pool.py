@@ -49,8 +49,18 @@ def fake(monkeypatch):
 
 
 def spec(label, keep=False):
-    return dict(label=label, file="w.py", workload="w", params={"n": 1}, device="cpu", builds=1, heap="steady",
-                threads=1, root=None, keep=keep)
+    return dict(
+        label=label,
+        file="w.py",
+        workload="w",
+        params={"n": 1},
+        device="cpu",
+        builds=1,
+        heap="steady",
+        threads=1,
+        root=None,
+        keep=keep,
+    )
 
 
 def test_the_pool_serves_the_same_processes_to_every_case_and_the_others_start_each_time(fake):
@@ -59,8 +69,9 @@ def test_the_pool_serves_the_same_processes_to_every_case_and_the_others_start_e
     for _ in range(3):
         pool.next_case()
         running: list = []
-        got = sides.start_all([spec("good", keep=True), spec("cand"), spec("good", keep=True), spec("cand")],
-                              running, pool)
+        got = sides.start_all(
+            [spec("good", keep=True), spec("cand"), spec("good", keep=True), spec("cand")], running, pool
+        )
         assert all(s.readied for s in got)
         assert [s.label for s in running] == ["cand", "cand"]  # the caller closes only these
         cases.append(got)
@@ -93,7 +104,7 @@ def test_without_a_pool_every_side_starts_and_a_failing_start_leaves_the_started
 
 # ---- a real side process ----------------------------------------------------------------------------
 
-SIDE_FILE = '''import os
+SIDE_FILE = """import os
 import sys
 
 import perfsuite
@@ -113,11 +124,10 @@ def w(n: int, device: str):
         pass
 
     return perfsuite.Step(step, items=mymod.VALUE, unit="things")
-'''
+"""
 
 
-def test_a_real_side_is_forked_from_the_server_runs_its_checkouts_code_and_its_death_is_reported(tmp_path,
-                                                                                                 monkeypatch):
+def test_a_real_side_is_forked_from_the_server_runs_its_checkouts_code_and_its_death_is_reported(tmp_path, monkeypatch):
     """Sides fork from the fork server the workers come from (torch imported there once), not from a
     new interpreter each: the side's parent is that server, its project module comes from its own
     checkout, its prints go to its log (kept readable, its name removed), and a side that dies is a

@@ -88,6 +88,7 @@ def test_mann_whitney():
 
 # ---- several processes (stats.process_spread) -----------------------------------------------
 
+
 def _groups(medians, n=40, sigma=0.01, seed=0):
     rng = np.random.default_rng(seed)
     return [list(m * rng.lognormal(0.0, sigma, size=n)) for m in medians]
@@ -101,7 +102,7 @@ def test_process_spread_splits_between_and_within_process_variance():
     # Averaged over seeds: one draw of 5 variances is itself noisy.
     alike = [stats.process_spread(_groups([1.0] * 5, sigma=0.05, n=20, seed=s)) for s in range(20)]
     assert np.mean([a.between_share for a in alike]) < 0.3
-    assert np.mean([a.within_cv for a in alike]) == pytest.approx(0.05 * 1.2533 / 20 ** 0.5, rel=0.2)
+    assert np.mean([a.within_cv for a in alike]) == pytest.approx(0.05 * 1.2533 / 20**0.5, rel=0.2)
 
 
 def test_process_spread_reports_the_median_of_process_medians():
@@ -111,7 +112,9 @@ def test_process_spread_reports_the_median_of_process_medians():
     assert s.ci_high > 230e-6  # ... but it widens the interval: the spread is real
 
 
-@pytest.mark.parametrize("n, method", [(2, "t interval"), (3, "t interval"), (5, "t interval"), (7, "order statistics")])
+@pytest.mark.parametrize(
+    "n, method", [(2, "t interval"), (3, "t interval"), (5, "t interval"), (7, "order statistics")]
+)
 def test_process_spread_interval_method_by_count(n, method):
     meds = [1.0 + 0.01 * i for i in range(n)]
     s = stats.process_spread(_groups(meds, n=30, sigma=0.001))
@@ -142,10 +145,13 @@ def _log_ratio_test_by_hand(base, new, confidence=0.95):
     return math.exp(diff), (math.exp(diff - half), math.exp(diff + half)), float(2 * student_t.sf(abs(diff) / se, df))
 
 
-@pytest.mark.parametrize("seed, sizes, shift, confidence", [(0, (3, 3), 0.0, 0.95), (1, (3, 5), 0.05, 0.95),
-                                                            (2, (2, 2), -0.1, 0.9), (3, (6, 4), 0.25, 0.99)])
-def test_log_ratio_test_is_scipys_t_test_on_the_logs_and_agrees_with_the_hand_written_one(seed, sizes, shift,
-                                                                                          confidence):
+@pytest.mark.parametrize(
+    "seed, sizes, shift, confidence",
+    [(0, (3, 3), 0.0, 0.95), (1, (3, 5), 0.05, 0.95), (2, (2, 2), -0.1, 0.9), (3, (6, 4), 0.25, 0.99)],
+)
+def test_log_ratio_test_is_scipys_t_test_on_the_logs_and_agrees_with_the_hand_written_one(
+    seed, sizes, shift, confidence
+):
     import numpy as np
 
     rng = np.random.default_rng(seed)

@@ -17,14 +17,32 @@ def test_the_ncu_command_leaves_the_clocks_alone():
     # Without it ncu locks the GPU to base clocks and its times disagree with perfsuite's.
     assert args[args.index("--clock-control") + 1] == "none"
     assert args[args.index("--metrics") + 1] == ROOFLINE_METRICS
-    assert args[args.index("--export") + 2:] == ["python", "-m", "perfsuite", "profile-step", "resnet", "-p", "size=gpu"]
+    assert args[args.index("--export") + 2 :] == [
+        "python",
+        "-m",
+        "perfsuite",
+        "profile-step",
+        "resnet",
+        "-p",
+        "size=gpu",
+    ]
 
 
 def test_profile_step_prints_the_ncu_command_unwrapped(capsys, monkeypatch):
     import sys
 
-    argv = ["profile-step", "autoencoder", "-p", "batch_size=4", "--warmup-iters", "1", "--profile-iter", "1",
-            "--device", "cpu"]
+    argv = [
+        "profile-step",
+        "autoencoder",
+        "-p",
+        "batch_size=4",
+        "--warmup-iters",
+        "1",
+        "--profile-iter",
+        "1",
+        "--device",
+        "cpu",
+    ]
     monkeypatch.setattr(sys, "argv", ["perfsuite", *argv])  # the printed command repeats the command line
     assert cli.main(argv) == 0
     args = _ncu(capsys.readouterr().out.splitlines())

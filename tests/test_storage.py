@@ -4,8 +4,8 @@ import os
 import pytest
 from records import make_record
 
-from perfsuite.storage import files as storage
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
+from perfsuite.storage import files as storage
 
 
 def test_writer_saves_after_each_record_and_loads_back(tmp_path):
@@ -74,7 +74,9 @@ def test_unwritable_directory_is_a_clear_error(tmp_path):
 def test_new_results_paths_are_unique(tmp_path):
     a = storage.new_results_path(tmp_path, "matmul sweep")
     b = storage.new_results_path(tmp_path, "matmul sweep")
-    assert a != b and a.parent == tmp_path and "matmul_sweep" in a.name  # one slug for the package (perfsuite.core.text)
+    assert (
+        a != b and a.parent == tmp_path and "matmul_sweep" in a.name
+    )  # one slug for the package (perfsuite.core.text)
 
 
 @pytest.mark.parametrize(
@@ -83,8 +85,10 @@ def test_new_results_paths_are_unique(tmp_path):
         ("{not json", "not valid JSON \\(line 1, column 2"),
         ('{"hello": 1}', "not a perfsuite, pytest-benchmark or asv results file"),
         ('{"format": "perfsuite.results", "schema_version": 1, "records": {}}', "'records' must be a list"),
-        ('{"format": "perfsuite.results", "schema_version": 1, "records": [{"schema_version": 1}]}',
-         "record 0: record .*missing workload"),
+        (
+            '{"format": "perfsuite.results", "schema_version": 1, "records": [{"schema_version": 1}]}',
+            "record 0: record .*missing workload",
+        ),
     ],
 )
 def test_corrupt_or_foreign_files_name_the_file_and_fault(tmp_path, content, message):
@@ -139,8 +143,14 @@ def test_two_runs_on_one_path_the_second_is_refused_at_once(tmp_path):
 def test_a_writer_removes_its_own_stale_temporary_files_and_no_others(tmp_path):
     path = tmp_path / "run.json"
     stale = [".run.json.abcd1234.tmp", ".run.json.x_y0z9q8.tmp"]  # mkstemp's and ours: killed writers'
-    others = [".run.json.x.abcd1234.tmp", ".other.json.abcd1234.tmp", "run.json.abcd1234.tmp",
-              ".run.json.abcd1234.tmp.keep", ".run.json.abc.tmp", "notes.txt"]
+    others = [
+        ".run.json.x.abcd1234.tmp",
+        ".other.json.abcd1234.tmp",
+        "run.json.abcd1234.tmp",
+        ".run.json.abcd1234.tmp.keep",
+        ".run.json.abc.tmp",
+        "notes.txt",
+    ]
     for name in stale + others:
         (tmp_path / name).write_text("")
     w = storage.ResultsWriter(path)
@@ -175,8 +185,16 @@ def test_a_results_file_from_a_newer_schema_is_refused(tmp_path):
         storage.load_records(path)
 
 
-PAIR = {"workload": "w", "params": {}, "vary": "x", "a": 1, "b": 2, "ratios": [1.5], "saved_bytes_a": 0,
-        "saved_bytes_b": 0}
+PAIR = {
+    "workload": "w",
+    "params": {},
+    "vary": "x",
+    "a": 1,
+    "b": 2,
+    "ratios": [1.5],
+    "saved_bytes_a": 0,
+    "saved_bytes_b": 0,
+}
 
 
 @pytest.mark.parametrize("kind, results", [("pair", [PAIR]), ("peaks", {"cpu|x": {"flops_per_s": {}}})])

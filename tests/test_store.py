@@ -45,8 +45,10 @@ def test_records_written_are_read_back_whole_and_filtered(store_url):
 
 def _read_back(store):
     run = _run(store, commit="a" * 40)
-    recs = [make_record(seed=i, params={"n": n, "dtype": "fp32"}, env={"git_commit": c, "host": "test"})
-            for i, (n, c) in enumerate([(16, "a" * 40), (32, "a" * 40), (16, "b" * 40)])]
+    recs = [
+        make_record(seed=i, params={"n": n, "dtype": "fp32"}, env={"git_commit": c, "host": "test"})
+        for i, (n, c) in enumerate([(16, "a" * 40), (32, "a" * 40), (16, "b" * 40)])
+    ]
     assert store.add_records(run, MACHINE.id, recs) == 3
     back = store.records()
     assert [r.to_dict() for r in back] == [r.to_dict() for r in recs]  # nothing lost, nothing changed
@@ -69,6 +71,7 @@ def _write_twice(store):
     assert store.add_records(run, MACHINE.id, [rec]) == 0
     # the same measurement under another id (a second import of a copied file): one row
     from dataclasses import replace
+
     assert store.add_records(run, MACHINE.id, [replace(rec, id="0" * 32)]) == 0
     assert store.counts()["records"] == 1
     assert store.add_documents(run, MACHINE.id, "pair", [{"ratio": 1.02}]) == 1
@@ -79,10 +82,21 @@ def _pytest_benchmark_file(path: Path) -> Path:
     import numpy as np
 
     data = [float(x) for x in 1e-3 * np.random.default_rng(1).lognormal(0, 0.03, 50)]
-    path.write_text(json.dumps({"machine_info": {"perfsuite": {"torch": "2.14.1", "host": "ci-runner-7"}},
-                                "benchmarks": [{"name": "test_workload[matmul]", "group": "matmul",
-                                                "stats": {"data": data, "iterations": 1},
-                                                "extra_info": {"params": {"n": 256}, "device": "cpu"}}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "machine_info": {"perfsuite": {"torch": "2.14.1", "host": "ci-runner-7"}},
+                "benchmarks": [
+                    {
+                        "name": "test_workload[matmul]",
+                        "group": "matmul",
+                        "stats": {"data": data, "iterations": 1},
+                        "extra_info": {"params": {"n": 256}, "device": "cpu"},
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
@@ -91,20 +105,58 @@ def _asv_file(path: Path) -> Path:
 
     rng = np.random.default_rng(2)
     samples = [list(1e-3 * rng.lognormal(0, 0.03, 20)), list(2e-3 * rng.lognormal(0, 0.03, 20))]
-    columns = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
-               "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]
-    path.write_text(json.dumps({
-        "commit_hash": "abc", "env_name": "virtualenv-py3.11", "params": {"torch": "2.14.1"},
-        "result_columns": columns,
-        "results": {"bench_matmul.MatmulTime.time_step": [[1e-3, 2e-3], [["256"], ["'fp32'", "'bf16'"]], "v", 0, 1,
-                                                           None, None, None, None, None, None, samples]}}))
+    columns = [
+        "result",
+        "params",
+        "version",
+        "started_at",
+        "duration",
+        "stats_ci_99_a",
+        "stats_ci_99_b",
+        "stats_q_25",
+        "stats_q_75",
+        "stats_number",
+        "stats_repeat",
+        "samples",
+        "profile",
+    ]
+    path.write_text(
+        json.dumps(
+            {
+                "commit_hash": "abc",
+                "env_name": "virtualenv-py3.11",
+                "params": {"torch": "2.14.1"},
+                "result_columns": columns,
+                "results": {
+                    "bench_matmul.MatmulTime.time_step": [
+                        [1e-3, 2e-3],
+                        [["256"], ["'fp32'", "'bf16'"]],
+                        "v",
+                        0,
+                        1,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        samples,
+                    ]
+                },
+            }
+        )
+    )
     return path
 
 
 def test_import_takes_perfsuite_asv_and_pytest_benchmark_files_once(store_url, tmp_path, capsys):
     stored = ROOT / "tests" / "data" / "stored"
-    inputs = [str(stored / "results-schema3.json"), str(_asv_file(tmp_path / "asv.json")),
-              str(stored / "pair-doc1.json"), str(_pytest_benchmark_file(tmp_path / "pb.json"))]
+    inputs = [
+        str(stored / "results-schema3.json"),
+        str(_asv_file(tmp_path / "asv.json")),
+        str(stored / "pair-doc1.json"),
+        str(_pytest_benchmark_file(tmp_path / "pb.json")),
+    ]
     assert cli.main(["--store", store_url, "store", "import", *inputs]) == 0
     first = capsys.readouterr().out
     with _store(store_url) as store:
@@ -135,8 +187,12 @@ def test_an_older_store_is_migrated_forward_and_keeps_its_rows(store_url):
     engine = sa.create_engine(resolve(store_url).url)
     with engine.begin() as conn:  # a run of the first schema: no batch, no documents table
         conn.execute(sa.text("INSERT INTO machines VALUES ('m-old', 'old', 'x', '{}', '2026-01-01')"))
-        conn.execute(sa.text("INSERT INTO runs (id, kind, machine_id, config, started, state) "
-                             "VALUES ('r-old', 'run', 'm-old', '{}', '2026-01-01', 'finished')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO runs (id, kind, machine_id, config, started, state) "
+                "VALUES ('r-old', 'run', 'm-old', '{}', '2026-01-01', 'finished')"
+            )
+        )
         assert "documents" not in sa.inspect(conn).get_table_names()
     engine.dispose()
     with _store(store_url) as store:
@@ -146,6 +202,7 @@ def test_an_older_store_is_migrated_forward_and_keeps_its_rows(store_url):
         assert store.add_documents(run, MACHINE.id, "gate", [{"word": "same"}]) == 1
         with store.engine.connect() as conn:
             from perfsuite.store.database import current_revision
+
             assert current_revision(conn) == HEAD
 
 
@@ -168,8 +225,12 @@ def test_a_corrupted_sqlite_file_is_named_and_nothing_is_measured(tmp_path, caps
     monkeypatch.chdir(tmp_path)
     bad = tmp_path / "results.db"
     bad.write_bytes(b"PK\x03\x04 not a database" * 100)
-    assert cli.main(["--store", str(bad), "run", "matmul", "-p", "n=16", "--max-time", "0.3",
-                     "--out", str(tmp_path / "r.json")]) == 2
+    assert (
+        cli.main(
+            ["--store", str(bad), "run", "matmul", "-p", "n=16", "--max-time", "0.3", "--out", str(tmp_path / "r.json")]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "not a SQLite database" in err and "store import" in err
     assert not (tmp_path / "r.json").exists()
@@ -251,8 +312,14 @@ def test_push_waits_for_a_command_still_writing_to_the_spool(tmp_path):
 
 def test_a_connection_lost_mid_run_is_retried_then_spooled(tmp_path, monkeypatch):
     store_path = tmp_path / "main.db"
-    rec = Recorder(resolve(str(store_path), cwd=tmp_path), "run", {}, machine=MACHINE, cwd=tmp_path,
-                   sleep=lambda s: waits.append(s))
+    rec = Recorder(
+        resolve(str(store_path), cwd=tmp_path),
+        "run",
+        {},
+        machine=MACHINE,
+        cwd=tmp_path,
+        sleep=lambda s: waits.append(s),
+    )
     waits: list[float] = []
     rec.add_record(make_record(seed=1))
     assert rec.store is not None and not rec.spooled
@@ -302,8 +369,10 @@ def test_several_processes_writing_at_once_lose_nothing(store_url, tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER.format(root=str(ROOT), tests=str(ROOT / "tests")))
     _store(store_url).close()  # migrated once; the writers race on the rows, not on the schema
-    procs = [subprocess.Popen([sys.executable, str(script), store_url, str(w), "15"], stderr=subprocess.PIPE)
-             for w in range(6)]
+    procs = [
+        subprocess.Popen([sys.executable, str(script), store_url, str(w), "15"], stderr=subprocess.PIPE)
+        for w in range(6)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err.decode()[-2000:]
@@ -378,7 +447,6 @@ def test_schema_module_and_migrations_describe_the_same_tables(tmp_path):
 def test_a_user_who_may_not_create_the_tables_is_told_before_measuring(tmp_path, capsys, monkeypatch):
     """PostgreSQL 15 lets only a database's owner create tables in its public schema."""
     import psycopg
-
     from storebackends import postgres_server
 
     server = postgres_server()
@@ -388,8 +456,12 @@ def test_a_user_who_may_not_create_the_tables_is_told_before_measuring(tmp_path,
         conn.execute(f"CREATE ROLE r_{name} LOGIN PASSWORD 'reader-pw'")
     url = server.url(name).replace("perfsuite:" + server.url().split(":")[2].split("@")[0], f"r_{name}:reader-pw")
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["--store", url, "run", "matmul", "-p", "n=16", "--max-time", "0.3",
-                     "--out", str(tmp_path / "r.json")]) == 2
+    assert (
+        cli.main(
+            ["--store", url, "run", "matmul", "-p", "n=16", "--max-time", "0.3", "--out", str(tmp_path / "r.json")]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "create tables in the public schema" in err and "reader-pw" not in err
     assert not (tmp_path / "r.json").exists()
@@ -404,7 +476,9 @@ def test_a_password_in_the_urls_query_is_hidden_too():
         sqlstate = "28P01"
 
     err = sa.exc.OperationalError("connect", {}, Orig('password "q-secret" authentication failed'))
-    assert "q-secret" not in str(describe_failure(loc, err)) and "refused the credentials" in str(describe_failure(loc, err))
+    assert "q-secret" not in str(describe_failure(loc, err)) and "refused the credentials" in str(
+        describe_failure(loc, err)
+    )
 
 
 def test_a_value_a_column_cannot_hold_is_stored_not_a_crash(store_url):
@@ -412,8 +486,9 @@ def test_a_value_a_column_cannot_hold_is_stored_not_a_crash(store_url):
     the columns get a safe form, the record's JSON keeps the value."""
     from dataclasses import replace
 
-    odd = replace(make_record(seed=5, workload="mat\x00mul", env={"git_commit": "not a hash", "git_dirty": "yes"}),
-                  id="x" * 200)
+    odd = replace(
+        make_record(seed=5, workload="mat\x00mul", env={"git_commit": "not a hash", "git_dirty": "yes"}), id="x" * 200
+    )
     with _store(store_url) as store:
         run = _run(store)
         assert store.add_records(run, MACHINE.id, [odd]) == 1
@@ -422,6 +497,7 @@ def test_a_value_a_column_cannot_hold_is_stored_not_a_crash(store_url):
     assert back.id == "x" * 200 and back.workload == odd.workload
     assert row["commit"] is None and row["dirty"] is None and "\x00" not in row["workload"]
     from perfsuite.store.store import column_text
+
     assert column_text("a\udc80b", 10) == "a\\udc80b"  # a lone surrogate, spelled out
 
 
@@ -435,9 +511,13 @@ def test_a_new_store_made_at_head_is_the_one_the_migrations_make(tmp_path):
     def shape(url):
         engine = sa.create_engine(resolve(url).url)
         inspector = sa.inspect(engine)
-        out = {t: ({c["name"] for c in inspector.get_columns(t)},
-                   {(i["name"], tuple(i["column_names"])) for i in inspector.get_indexes(t)})
-               for t in inspector.get_table_names()}
+        out = {
+            t: (
+                {c["name"] for c in inspector.get_columns(t)},
+                {(i["name"], tuple(i["column_names"])) for i in inspector.get_indexes(t)},
+            )
+            for t in inspector.get_table_names()
+        }
         with engine.connect() as conn:
             out["version"] = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
         engine.dispose()

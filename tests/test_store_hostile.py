@@ -20,8 +20,23 @@ from tests.records import make_record
 
 def _git_repo(path):
     subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q",
-                    "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(path),
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
 
 
 def _stored(records, machine="test-machine"):
@@ -41,9 +56,11 @@ def test_a_commit_selector_cannot_pass_options_to_git(tmp_path, monkeypatch, cap
     _stored([make_record(seed=1)])
     victim = tmp_path / "victim.txt"
     victim.write_text("data")
-    for argv in (["store", "query", f"--range=--output={victim}"],
-                 ["store", "query", f"--range=HEAD..--output={victim}"],
-                 ["export", "csv", f"store:commit=--output={victim}", "--out", "x.csv"]):
+    for argv in (
+        ["store", "query", f"--range=--output={victim}"],
+        ["store", "query", f"--range=HEAD..--output={victim}"],
+        ["export", "csv", f"store:commit=--output={victim}", "--out", "x.csv"],
+    ):
         assert cli.main(argv) == 2
         assert "not a revision" in capsys.readouterr().err
     assert victim.read_text() == "data"
@@ -61,8 +78,8 @@ def test_passwords_in_other_processes_command_lines_are_hidden():
 def test_a_server_that_stops_answering_is_given_up_and_the_result_spooled(tmp_path):
     from storebackends import postgres_server
 
-    from perfsuite.store.recorder import Recorder
     from perfsuite.store.machine import Machine
+    from perfsuite.store.recorder import Recorder
 
     url = postgres_server().create_database(f"frozen_{tmp_path.name[-6:].lower()}".replace("-", "_"))
     loc = resolve(url, cwd=tmp_path)
@@ -100,8 +117,9 @@ def test_someone_elses_database_is_never_written_into(tmp_path, monkeypatch, cap
         conn.execute(sa.text("CREATE TABLE runs (x INTEGER)"))
     engine.dispose()
     before = foreign.read_bytes()
-    assert cli.main(["--store", str(foreign), "run", "matmul", "-p", "n=16", "--max-time", "0.2",
-                     "--out", "r.json"]) == 2
+    assert (
+        cli.main(["--store", str(foreign), "run", "matmul", "-p", "n=16", "--max-time", "0.2", "--out", "r.json"]) == 2
+    )
     assert "not a perfsuite store" in capsys.readouterr().err and not (tmp_path / "r.json").exists()
     assert cli.main(["--store", str(foreign), "store", "info"]) == 2
     assert foreign.read_bytes() == before
@@ -109,7 +127,9 @@ def test_someone_elses_database_is_never_written_into(tmp_path, monkeypatch, cap
 
 def test_a_device_is_not_a_store(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["--store", "/dev/null", "run", "matmul", "-p", "n=16", "--max-time", "0.2", "--out", "r.json"]) == 2
+    assert (
+        cli.main(["--store", "/dev/null", "run", "matmul", "-p", "n=16", "--max-time", "0.2", "--out", "r.json"]) == 2
+    )
     assert "not a regular file" in capsys.readouterr().err
 
 
@@ -127,10 +147,13 @@ def test_times_are_compared_as_instants_and_bad_ones_refused(tmp_path, monkeypat
         assert "expected an ISO date" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [
-    ["export", "csv", "store:workload=" + "w" * 400, "--out", "x.csv"],
-    ["--store", "x" * 10_000, "store", "info"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "csv", "store:workload=" + "w" * 400, "--out", "x.csv"],
+        ["--store", "x" * 10_000, "store", "info"],
+    ],
+)
 def test_long_selectors_and_paths_are_bad_input_not_a_crash(argv, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _stored([make_record(seed=1)])
@@ -142,8 +165,10 @@ def test_long_selectors_and_paths_are_bad_input_not_a_crash(argv, tmp_path, monk
 def test_a_batch_is_found_by_the_id_the_table_shows(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     suite = tmp_path / "s.yaml"
-    suite.write_text("name: s\ndevice: cpu\nmax_time: 0.2\nchecks: false\nsuites:\n"
-                     "  - {name: a, workload: matmul, params: {n: [8, 12, 16]}}\n")
+    suite.write_text(
+        "name: s\ndevice: cpu\nmax_time: 0.2\nchecks: false\nsuites:\n"
+        "  - {name: a, workload: matmul, params: {n: [8, 12, 16]}}\n"
+    )
     assert cli.main(["run", "--config", str(suite), "--shard", "1/2", "--out", "o1"]) == 0
     with Store(resolve()) as store:
         batch = store.runs()[0]["batch"]

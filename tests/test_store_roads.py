@@ -26,8 +26,9 @@ def _store() -> Store:
 def test_run_and_pair_write_their_results_with_the_machine_and_commit(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     subprocess.run(["git", "init", "-q"], check=True)
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x"],
-                   check=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x"], check=True
+    )
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert cli.main(["run", "matmul", "-p", "n=16,24", "--max-time", "0.3", "--out", "r.json"]) == 0
     assert cli.main(["pair", "matmul", "-p", "n=16", "--vary", "dtype=fp32,bf16", "--budget", "0.5"]) == 0
@@ -42,6 +43,7 @@ def test_run_and_pair_write_their_results_with_the_machine_and_commit(tmp_path, 
     assert pair["workload"] == "matmul" and pair["doc"]["case"] == {"n": 16}
     # the file and the store hold the same measurements
     from perfsuite.storage.files import load_records
+
     assert {r.id for r in load_records("r.json")} == {r["id"] for r in rows}
 
 
@@ -108,10 +110,16 @@ def _write(machine: str, records) -> None:
 
 def test_store_sources_read_this_machines_records_unless_all_are_asked_for(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    _write("test-machine", [make_record(seed=1, env={"git_commit": "a" * 40}),
-                            make_record(median_s=1.3e-3, seed=2, env={"git_commit": "b" * 40})])
+    _write(
+        "test-machine",
+        [
+            make_record(seed=1, env={"git_commit": "a" * 40}),
+            make_record(median_s=1.3e-3, seed=2, env={"git_commit": "b" * 40}),
+        ],
+    )
     _write("gpu-box", [make_record(median_s=0.2e-3, seed=3, env={"git_commit": "b" * 40})])
     from perfsuite.storage.files import load_many
+
     mine, _ = load_many(["store:"])
     assert len(mine) == 2
     everyone, _ = load_many(["store:machine=all"])
@@ -139,7 +147,6 @@ def test_a_bad_store_source_is_a_clear_error(capsys):
 
 def test_the_front_ends_write_their_runs_with_asvs_commit(monkeypatch):
     from benchmarks._suite import measure_cases
-
     from perfsuite.core import config, registry
     from perfsuite.frontends.pytest_plugin import measure_record
 
@@ -161,7 +168,8 @@ def test_a_password_in_a_config_file_others_can_read_is_warned_about_and_never_s
     monkeypatch.delenv("PERFSUITE_STORE")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.perfsuite]\nstore = "postgresql://ci:s3cr3t-pw@127.0.0.1:1/perfsuite"\n')
+        '[tool.perfsuite]\nstore = "postgresql://ci:s3cr3t-pw@127.0.0.1:1/perfsuite"\n'
+    )
     os.chmod(tmp_path / "pyproject.toml", 0o644)
     warned = []
     loc = resolve(warn=warned.append)
@@ -183,19 +191,27 @@ def test_a_password_in_a_config_file_others_can_read_is_warned_about_and_never_s
     with Store(resolve(url)) as store:
         (run,) = store.runs()
         import sqlalchemy as sa
+
         with store.engine.connect() as conn:
-            everything = [str(v) for t in ("machines", "runs", "records", "documents")
-                          for row in conn.execute(sa.text(f"SELECT * FROM {t}")) for v in row]
+            everything = [
+                str(v)
+                for t in ("machines", "runs", "records", "documents")
+                for row in conn.execute(sa.text(f"SELECT * FROM {t}"))
+                for v in row
+            ]
     assert json.loads(run["config"])["workload"] == "matmul"
     assert everything and not any(pgserver.PASSWORD in v for v in everything)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("mysql://x@y/z", "SQLite path or a postgresql:// URL"),
-    ("postgresql://u@h:5432/", "names no database"),
-    ("sqlite:///:memory:", "needs a file"),
-    ("", "SQLite path or a postgresql"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("mysql://x@y/z", "SQLite path or a postgresql:// URL"),
+        ("postgresql://u@h:5432/", "names no database"),
+        ("sqlite:///:memory:", "needs a file"),
+        ("", "SQLite path or a postgresql"),
+    ],
+)
 def test_a_bad_store_url_names_itself(text, message):
     from perfsuite.core.errors import ConfigError
 
@@ -215,7 +231,6 @@ def test_reading_a_store_that_does_not_exist_says_so_and_creates_nothing(tmp_pat
 def test_asv_finds_the_projects_store_from_its_temporary_folder(tmp_path, monkeypatch):
     """asv runs each benchmark in a temporary folder: the store is the project's (ASV_CONF_DIR)."""
     from benchmarks._suite import measure_cases
-
     from perfsuite.core import config
 
     project, elsewhere = tmp_path / "project", tmp_path / "asv-tmp"

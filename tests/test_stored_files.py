@@ -19,8 +19,8 @@ import perfsuite
 from perfsuite.compare.amp import AmpComparison
 from perfsuite.compare.gate import GateSummary, GateVerdict
 from perfsuite.compare.pair import PairResult
-from perfsuite.storage.peaks import load_peaks
 from perfsuite.storage.files import load_document
+from perfsuite.storage.peaks import load_peaks
 
 STORED = Path(__file__).parent / "data" / "stored"
 

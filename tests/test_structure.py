@@ -35,15 +35,33 @@ def _package(tmp_path: Path, files: dict[str, str], layers: str) -> tuple[Path, 
 @pytest.mark.parametrize("where", ["top", "inside"])
 def test_an_import_upward_is_found_at_module_top_and_inside_a_function(tmp_path, capsys, where):
     up = "from pkg.high import x\n" if where == "top" else "def f():\n    from pkg.high import x\n    return x\n"
-    pkg, doc = _package(tmp_path, {"__init__.py": "", "high/__init__.py": "", "high/x.py": "from pkg.low import y\n",
-                                   "low/__init__.py": "", "low/y.py": up}, "high\nlow")
+    pkg, doc = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "high/__init__.py": "",
+            "high/x.py": "from pkg.low import y\n",
+            "low/__init__.py": "",
+            "low/y.py": up,
+        },
+        "high\nlow",
+    )
     assert structure.check_packages(str(pkg), str(doc)) >= 1
     assert "pkg.low.y imports pkg.high" in capsys.readouterr().out
 
 
 def test_peers_on_one_line_and_a_package_in_no_layer_are_refused(tmp_path, capsys):
-    pkg, doc = _package(tmp_path, {"__init__.py": "", "a/__init__.py": "from pkg.b import z\n", "b/__init__.py": "",
-                                   "b/z.py": "", "c/__init__.py": ""}, "a b\n__init__")
+    pkg, doc = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a/__init__.py": "from pkg.b import z\n",
+            "b/__init__.py": "",
+            "b/z.py": "",
+            "c/__init__.py": "",
+        },
+        "a b\n__init__",
+    )
     assert structure.check_packages(str(pkg), str(doc)) == 2
     out = capsys.readouterr().out
     assert "b is not below a" in out and "package c is in no layer" in out
@@ -51,8 +69,11 @@ def test_peers_on_one_line_and_a_package_in_no_layer_are_refused(tmp_path, capsy
 
 def test_the_script_exits_1_when_the_packages_do_not_layer(tmp_path):
     pkg, doc = _package(tmp_path, {"__init__.py": "", "a/__init__.py": "", "b/__init__.py": "import pkg.a\n"}, "a\nb")
-    ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "structure.py"), "--packages", str(pkg), str(doc)],
-                         capture_output=True, text=True)
+    ran = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "structure.py"), "--packages", str(pkg), str(doc)],
+        capture_output=True,
+        text=True,
+    )
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "NOT LAYERED" in ran.stdout
 
@@ -73,8 +94,10 @@ def test_every_internal_import_names_a_module_and_a_name_that_exist():
                     continue
                 for alias in node.names:
                     sub = f"{node.module}.{alias.name}"
-                    if importlib.util.find_spec(node.module).submodule_search_locations and \
-                            importlib.util.find_spec(sub) is not None:
+                    if (
+                        importlib.util.find_spec(node.module).submodule_search_locations
+                        and importlib.util.find_spec(sub) is not None
+                    ):
                         continue
                     if not hasattr(importlib.import_module(node.module), alias.name):
                         missing.append(f"{f.relative_to(ROOT)}:{node.lineno}: {node.module} has no {alias.name}")
@@ -98,8 +121,9 @@ def test_the_command_line_starts_without_the_heavy_libraries():
     """The CLI's start-up is kept short by what its modules import at their top, not by hiding
     perfsuite's own imports in functions: `perfsuite --help`, `list` or a refused flag must not
     wait for torch (seconds on a cold disk) or the database and plotting libraries."""
-    code = ("import sys, perfsuite.cli.app, perfsuite\n"
-            f"print(','.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+    code = (
+        f"import sys, perfsuite.cli.app, perfsuite\nprint(','.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    )
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "", f"imported at start-up: {ran.stdout.strip()}"
@@ -115,9 +139,16 @@ def test_the_layout_page_names_every_package_and_module_there_is():
     packages = sorted(p.name for p in pkg.iterdir() if (p / "__init__.py").exists())
     assert sorted(name for name, _ in rows) == packages
     for name, listed in rows:
-        there = sorted(p.stem if p.is_file() else p.name for p in (pkg / name).iterdir()
-                       if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists()))
+        there = sorted(
+            p.stem if p.is_file() else p.name
+            for p in (pkg / name).iterdir()
+            if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
+        )
         assert [m.strip() for m in listed.split(",")] == there, name
-    layered = [p for layer in structure.layers_from(ROOT / "docs" / "layout.md") for p in layer
-               if p not in ("__init__", "__main__")]
+    layered = [
+        p
+        for layer in structure.layers_from(ROOT / "docs" / "layout.md")
+        for p in layer
+        if p not in ("__init__", "__main__")
+    ]
     assert [name for name, _ in rows] == layered

@@ -4,12 +4,9 @@ import json
 
 import pytest
 
-from perfsuite.core.config import RunConfig
-
 from perfsuite import cli
-
-from perfsuite.measuring import runner
 from perfsuite.core.errors import ConfigError
+from perfsuite.measuring import runner
 from perfsuite.suite.file import load_suite, shipped_suites_dir
 from perfsuite.workloads import dataloader
 
@@ -43,11 +40,18 @@ def write(tmp_path, text, name="s.yaml"):
         ("colour: blue\nsuites: [{workload: noop}]\n", "colour: unknown key"),
         ("suites: [{workload: noop, parms: {}}]\n", "suites[0].parms: unknown key"),
         ("suites: [{workload: nope}]\n", "suites[0].workload: unknown workload 'nope'"),
-        ("suites: [{workload: noop}, {workload: matmul, params: {n: []}}]\n", "suites[1].params.n: the value list is empty"),
-        ("suites: [{workload: noop}, {workload: matmul, params: {n: big}}]\n",
-         "suites[1].params.n: parameter 'n' expects int"),
-        ("suites: [{workload: noop}, {workload: matmul}, {workload: resnet, params: {batch_size: 0}}]\n",
-         "suites[2].params.batch_size: parameter 'batch_size': 0 is too small"),
+        (
+            "suites: [{workload: noop}, {workload: matmul, params: {n: []}}]\n",
+            "suites[1].params.n: the value list is empty",
+        ),
+        (
+            "suites: [{workload: noop}, {workload: matmul, params: {n: big}}]\n",
+            "suites[1].params.n: parameter 'n' expects int",
+        ),
+        (
+            "suites: [{workload: noop}, {workload: matmul}, {workload: resnet, params: {batch_size: 0}}]\n",
+            "suites[2].params.batch_size: parameter 'batch_size': 0 is too small",
+        ),
         ("suites: [{workload: matmul, params: {dtype: fp64}}]\n", "suites[0].params.dtype"),
         ("suites: [{workload: noop}, {workload: noop}]\n", "suites[1].name: two suites are named 'noop'"),
         ("suites: [{workload: activation, kind: pair, vary: {impl: [custom]}}]\n", "suites[0].vary.impl"),
@@ -62,8 +66,11 @@ def write(tmp_path, text, name="s.yaml"):
         (f"suites: [{{name: {'x' * 101}, workload: noop}}]\n", "suites[0].name: 'xxxx"),
         ("name: ../up\nsuites: [{workload: noop}]\n", "name: '../up' is not a safe file name"),
         ("suites: [{name: run-config, workload: noop}]\n", "suites[0].name: would write run-config.json"),
-        ("suites: [{name: act, kind: pair, workload: activation, vary: {impl: [custom, builtin]}},"
-         " {name: act.pair, workload: noop}]\n", "suites[1].name: would write act.pair.json"),
+        (
+            "suites: [{name: act, kind: pair, workload: activation, vary: {impl: [custom, builtin]}},"
+            " {name: act.pair, workload: noop}]\n",
+            "suites[1].name: would write act.pair.json",
+        ),
     ],
 )
 def test_bad_suite_files_name_the_key_path(tmp_path, text, message):
@@ -83,12 +90,15 @@ suites:
 """
 
 
-@pytest.mark.parametrize("key, native, skipped", [
-    ("emulated_bf16: skip", False, {("mm", "bf16"), ("amp", "fp32")}),  # an amp case has a bf16 arm
-    ("emulated_bf16: skip", True, set()),
-    ("emulated_bf16: skip", None, set()),  # flags unreadable: nothing is assumed
-    ("", False, set()),                    # the default runs bf16 wherever it can
-])
+@pytest.mark.parametrize(
+    "key, native, skipped",
+    [
+        ("emulated_bf16: skip", False, {("mm", "bf16"), ("amp", "fp32")}),  # an amp case has a bf16 arm
+        ("emulated_bf16: skip", True, set()),
+        ("emulated_bf16: skip", None, set()),  # flags unreadable: nothing is assumed
+        ("", False, set()),  # the default runs bf16 wherever it can
+    ],
+)
 def test_a_suite_can_skip_bf16_where_the_cpu_only_emulates_it(tmp_path, monkeypatch, key, native, skipped):
     from perfsuite.measuring import env
     from perfsuite.suite.run import EMULATED_BF16, check_cases
@@ -100,14 +110,17 @@ def test_a_suite_can_skip_bf16_where_the_cpu_only_emulates_it(tmp_path, monkeypa
     assert set(out.values()) <= {EMULATED_BF16}
 
 
-@pytest.mark.parametrize("text, native", [
-    ("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n", False),
-    ("processor\t: 0\nflags\t\t: avx2 avx512f avx512_bf16\n", True),
-    ("processor\t: 0\nflags\t\t: avx2 amx_tile amx_bf16\n", True),
-    ("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n", True),
-    ("processor\t: 0\nFeatures\t: fp asimd\n", False),
-    ("processor\t: 0\n", None),
-])
+@pytest.mark.parametrize(
+    "text, native",
+    [
+        ("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n", False),
+        ("processor\t: 0\nflags\t\t: avx2 avx512f avx512_bf16\n", True),
+        ("processor\t: 0\nflags\t\t: avx2 amx_tile amx_bf16\n", True),
+        ("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n", True),
+        ("processor\t: 0\nFeatures\t: fp asimd\n", False),
+        ("processor\t: 0\n", None),
+    ],
+)
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, text, native):
     from perfsuite.measuring.env import cpu_native_bf16
 
@@ -212,8 +225,15 @@ def test_ci_suite_runs_every_workload_and_reports(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 0, text
     names = {p.name for p in out.iterdir()}
-    assert {"noop.json", "matmul.json", "resnet.json", "dataloader.json", "activation-pair.pair.json",
-            "amp-autoencoder.amp.json", "run-config.json"} <= names
+    assert {
+        "noop.json",
+        "matmul.json",
+        "resnet.json",
+        "dataloader.json",
+        "activation-pair.pair.json",
+        "amp-autoencoder.amp.json",
+        "run-config.json",
+    } <= names
     assert "unsupported here" in text  # resnet fp16 on a CPU: skipped with its reason
     assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep")]) == 0
     page = (tmp_path / "rep" / "summary.md").read_text()
@@ -253,12 +273,14 @@ def test_a_plan_adds_up_its_parts_and_costs_processes_launches_and_the_fixed_amp
     from perfsuite.suite import file as s
 
     f = tmp_path / "p.yaml"
-    f.write_text("device: cpu\nmax_time: 2\nchecks: false\nsuites:\n"
-                 "  - {name: one, workload: matmul, params: {n: [64, 128]}}\n"
-                 "  - {name: three, workload: matmul, params: {n: [64, 128]}, processes: 3}\n"
-                 "  - {name: ar, workload: allreduce, params: {bytes: 1024, world_size: 2}, max_time: 1}\n"
-                 "  - {name: amp, kind: amp, workload: autoencoder, max_time: 99}\n"
-                 "  - {name: pr, kind: pair, workload: activation, vary: {impl: [custom, builtin]}}\n")
+    f.write_text(
+        "device: cpu\nmax_time: 2\nchecks: false\nsuites:\n"
+        "  - {name: one, workload: matmul, params: {n: [64, 128]}}\n"
+        "  - {name: three, workload: matmul, params: {n: [64, 128]}, processes: 3}\n"
+        "  - {name: ar, workload: allreduce, params: {bytes: 1024, world_size: 2}, max_time: 1}\n"
+        "  - {name: amp, kind: amp, workload: autoencoder, max_time: 99}\n"
+        "  - {name: pr, kind: pair, workload: activation, vary: {impl: [custom, builtin]}}\n"
+    )
     suite = load_suite(f)
     kind, lines = s.plan_suite(suite, bench=False)
     by = {line.what.split(" (")[0]: line for line in lines}
@@ -288,13 +310,18 @@ def test_plan_measures_nothing_and_needs_a_suite(tmp_path, capsys):
     assert "--plan applies to a suite run" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text, message", [
-    ("processes: 0\nsuites: [{workload: noop}]\n", "processes: must be a whole number >= 1, got 0"),
-    ("suites: [{workload: noop, processes: many}]\n", "suites[0].processes: must be a whole number >= 1"),
-    ("suites: [{workload: noop, processes: 1000}]\n", "suites[0].processes: must be at most 256"),
-    ("suites: [{name: a, kind: pair, workload: activation, vary: {impl: [custom, builtin]}, processes: 3}]\n",
-     "suites[0].processes: applies to kind run only"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("processes: 0\nsuites: [{workload: noop}]\n", "processes: must be a whole number >= 1, got 0"),
+        ("suites: [{workload: noop, processes: many}]\n", "suites[0].processes: must be a whole number >= 1"),
+        ("suites: [{workload: noop, processes: 1000}]\n", "suites[0].processes: must be at most 256"),
+        (
+            "suites: [{name: a, kind: pair, workload: activation, vary: {impl: [custom, builtin]}, processes: 3}]\n",
+            "suites[0].processes: applies to kind run only",
+        ),
+    ],
+)
 def test_bad_processes_keys_name_the_key_path(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_suite(write(tmp_path, text))
@@ -304,12 +331,18 @@ def test_bad_processes_keys_name_the_key_path(tmp_path, text, message):
 def test_processes_per_suite_and_per_entry_reach_the_run(tmp_path, capsys, monkeypatch):
     from perfsuite.measuring import workers
 
-    suite = write(tmp_path, "processes: 2\nmax_time: 0.2\nsuites:\n  - {name: a, workload: noop}\n"
-                            "  - {name: b, workload: noop, processes: 1}\n")
+    suite = write(
+        tmp_path,
+        "processes: 2\nmax_time: 0.2\nsuites:\n  - {name: a, workload: noop}\n"
+        "  - {name: b, workload: noop, processes: 1}\n",
+    )
     assert [e.processes for e in load_suite(suite).entries] == [2, 1]
     seen = []
-    monkeypatch.setattr(workers, "run_in_workers", lambda w, p, cfg, **kw: seen.append(cfg.processes) or
-                        runner.run_case(w, p, cfg, env=kw.get("env")))
+    monkeypatch.setattr(
+        workers,
+        "run_in_workers",
+        lambda w, p, cfg, **kw: seen.append(cfg.processes) or runner.run_case(w, p, cfg, env=kw.get("env")),
+    )
     assert cli.main(["run", "--config", str(suite), "--out", str(tmp_path / "out"), "--threads", "1"]) == 0
     assert seen == [2]  # entry a only; b measures in this process
     b = json.loads((tmp_path / "out" / "b.json").read_text())["records"][0]
@@ -382,13 +415,21 @@ def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, mo
     assert "skip mm (0 case(s))" in text and "1 case(s) in this folder were measured before its check failed" in text
     assert "measured 0, skipped 2 already measured" in text and "0 failed now" in text
     # Checked and unchecked numbers never share a folder.
-    assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu",
-                     "--no-checks"]) == 2
+    assert (
+        cli.main(
+            ["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu", "--no-checks"]
+        )
+        == 2
+    )
     assert "holds a run of a different configuration" in capsys.readouterr().err
     # Switched off, from the command line or the file, the step is timed and no checks are written.
     out2 = tmp_path / "o2"
-    assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out2), "--device", "cpu",
-                     "--no-checks"]) == 0
+    assert (
+        cli.main(
+            ["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out2), "--device", "cpu", "--no-checks"]
+        )
+        == 0
+    )
     assert json.loads((out2 / "mm.json").read_text())["records"] and not (out2 / "checks.json").exists()
     off = write(tmp_path, CHECKED.replace("max_time: 0.3", "max_time: 0.3\nchecks: false"), "off.yaml")
     assert cli.main(["run", "--config", str(off), "--out", str(tmp_path / "o3"), "--device", "cpu"]) == 0

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from perfsuite.measuring import system
 from perfsuite.core.errors import ConfigError
+from perfsuite.measuring import system
 
 STAT = """cpu  1000 10 200 5000 30 0 5 {steal} 0 0
 cpu0 500 5 100 2500 15 0 2 {steal} 0 0
@@ -73,8 +73,14 @@ def test_busy_processes_over_a_window(tmp_path):
 
     def sleep(window):
         # Over the window: spinner used 80% of a CPU, idle 2%, this process 100%; 12 ended.
-        _proc_tree(tmp_path, {10: ("spinner", int(0.8 * hz * window)), 11: ("idle", int(0.02 * hz * window)),
-                              os.getpid(): ("me", int(hz * window))})
+        _proc_tree(
+            tmp_path,
+            {
+                10: ("spinner", int(0.8 * hz * window)),
+                11: ("idle", int(0.02 * hz * window)),
+                os.getpid(): ("me", int(hz * window)),
+            },
+        )
         (tmp_path / "12" / "stat").unlink()
 
     busy = system.busy_processes(1.0, proc=tmp_path, sleep=sleep)
@@ -124,15 +130,34 @@ def test_pinning_to_a_cpu_that_is_not_there_names_the_option():
 
 
 def test_warnings_name_what_disturbs_measurements():
-    quiet = {"cpu_governors": ["performance"], "cpu_turbo": False, "cpu_affinity": [0, 1], "load_avg": [0.3, 0.2, 0.1],
-             "steal_fraction": 0.0, "busy_processes": [], "torch_threads": 2}
+    quiet = {
+        "cpu_governors": ["performance"],
+        "cpu_turbo": False,
+        "cpu_affinity": [0, 1],
+        "load_avg": [0.3, 0.2, 0.1],
+        "steal_fraction": 0.0,
+        "busy_processes": [],
+        "torch_threads": 2,
+    }
     assert system.check(quiet) == []
-    noisy = {**quiet, "cpu_governors": ["powersave"], "cpu_turbo": True, "load_avg": [3.5, 3, 3],
-             "steal_fraction": 0.05, "torch_threads": 4,
-             "busy_processes": [{"pid": 7, "name": "pytest", "cpu": 0.9, "command": "pytest"}]}
+    noisy = {
+        **quiet,
+        "cpu_governors": ["powersave"],
+        "cpu_turbo": True,
+        "load_avg": [3.5, 3, 3],
+        "steal_fraction": 0.05,
+        "torch_threads": 4,
+        "busy_processes": [{"pid": 7, "name": "pytest", "cpu": 0.9, "command": "pytest"}],
+    }
     text = "\n".join(system.check(noisy))
-    for expected in ("governor is powersave", "turbo", "load average 3.50 on 2", "steal 5.0%",
-                     "pytest (7) 90%", "4 threads on 2 usable"):
+    for expected in (
+        "governor is powersave",
+        "turbo",
+        "load average 3.50 on 2",
+        "steal 5.0%",
+        "pytest (7) 90%",
+        "4 threads on 2 usable",
+    ):
         assert expected in text
 
 
@@ -141,7 +166,16 @@ def test_system_command_prints_readings_and_warnings_as_json(capsys):
 
     assert main(["system", "--window", "0.05", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    for key in ("cpu_affinity", "load_avg", "steal_fraction", "others_cpus", "busy_processes", "torch_threads",
-                "thread_env", "cpu_governors", "cpu_turbo"):
+    for key in (
+        "cpu_affinity",
+        "load_avg",
+        "steal_fraction",
+        "others_cpus",
+        "busy_processes",
+        "torch_threads",
+        "thread_env",
+        "cpu_governors",
+        "cpu_turbo",
+    ):
         assert key in doc["readings"]
     assert isinstance(doc["warnings"], list)

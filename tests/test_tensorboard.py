@@ -26,17 +26,27 @@ def _scalars(acc, tag):
 
 
 def test_each_case_is_a_run_with_its_scalars_keyed_by_time_and_its_hparams(tmp_path):
-    old = make_record(median_s=2e-3, seed=1, created="2026-11-01T10:00:00+00:00",
-                      env={"git_commit": "aaa111", "git_dirty": False},
-                      memory={"host_peak_rss_bytes": 5_000_000}, peak={"flops_per_s": 1e13, "roof": "fp32"})
-    new = replace(make_record(median_s=1e-3, seed=2, created="2026-11-02T10:00:00+00:00",
-                              env={"git_commit": "bbb222", "git_dirty": True}))
+    old = make_record(
+        median_s=2e-3,
+        seed=1,
+        created="2026-11-01T10:00:00+00:00",
+        env={"git_commit": "aaa111", "git_dirty": False},
+        memory={"host_peak_rss_bytes": 5_000_000},
+        peak={"flops_per_s": 1e13, "roof": "fp32"},
+    )
+    new = replace(
+        make_record(
+            median_s=1e-3, seed=2, created="2026-11-02T10:00:00+00:00", env={"git_commit": "bbb222", "git_dirty": True}
+        )
+    )
     other = make_record(params={"n": 512, "dtype": "bf16"})
     (tmp_path / "a.json").write_text(results_document([old, other]))
     (tmp_path / "b.json").write_text(results_document([new]))
     logdir = tmp_path / "tb"
-    assert cli.main(["export", "tensorboard", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
-                     "--logdir", str(logdir)]) == 0
+    assert (
+        cli.main(["export", "tensorboard", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--logdir", str(logdir)])
+        == 0
+    )
 
     run = logdir / case_run("matmul", {"n": 256, "dtype": "fp32"}, "cpu")
     assert run == logdir / "matmul" / "cpu" / "n=256,dtype=fp32"
@@ -67,11 +77,27 @@ def test_each_case_is_a_run_with_its_scalars_keyed_by_time_and_its_hparams(tmp_p
 
 def test_amp_comparison_gives_loss_curves(tmp_path):
     # The speed-up is the median of the pairs' ratios (1.3), whatever a file says beside them.
-    doc = {"workload": "autoencoder", "params": {"size": "ci"}, "device": "cpu", "precision_a": "fp32",
-           "precision_b": "bf16", "pair_ratios": [1.2, 1.3, 1.4], "speedup": 9.9, "saved_bytes_a": 10,
-           "saved_bytes_b": 5, "cuda_peak_a": None, "cuda_peak_b": None, "loss_tolerance": 0.05, "steps": 3,
-           "final_loss_a": 0.1, "final_loss_b": 0.101, "losses_a": [0.5, 0.3, 0.1], "losses_b": [0.5, 0.31, 0.101],
-           "time_a_s": [0.02, 0.021], "time_b_s": [0.015, 0.016]}
+    doc = {
+        "workload": "autoencoder",
+        "params": {"size": "ci"},
+        "device": "cpu",
+        "precision_a": "fp32",
+        "precision_b": "bf16",
+        "pair_ratios": [1.2, 1.3, 1.4],
+        "speedup": 9.9,
+        "saved_bytes_a": 10,
+        "saved_bytes_b": 5,
+        "cuda_peak_a": None,
+        "cuda_peak_b": None,
+        "loss_tolerance": 0.05,
+        "steps": 3,
+        "final_loss_a": 0.1,
+        "final_loss_b": 0.101,
+        "losses_a": [0.5, 0.3, 0.1],
+        "losses_b": [0.5, 0.31, 0.101],
+        "time_a_s": [0.02, 0.021],
+        "time_b_s": [0.015, 0.016],
+    }
     (tmp_path / "x.amp.json").write_text(json.dumps(doc))
     assert cli.main(["export", "tensorboard", str(tmp_path), "--logdir", str(tmp_path / "tb")]) == 0
     base = tmp_path / "tb" / "amp" / "autoencoder" / "cpu" / "size=ci"
@@ -84,14 +110,41 @@ def test_amp_comparison_gives_loss_curves(tmp_path):
 @pytest.mark.slow
 def test_run_with_tensorboard_exports_after_the_run(tmp_path, capsys):
     logdir = tmp_path / "tb"
-    code = cli.main(["run", "noop", "--device", "cpu", "--max-time", "0.3", "--out", str(tmp_path / "r.json"),
-                     "--tensorboard", str(logdir)])
+    code = cli.main(
+        [
+            "run",
+            "noop",
+            "--device",
+            "cpu",
+            "--max-time",
+            "0.3",
+            "--out",
+            str(tmp_path / "r.json"),
+            "--tensorboard",
+            str(logdir),
+        ]
+    )
     assert code == 0, capsys.readouterr()
     acc = _acc(logdir / "noop" / "cpu" / "default")
     assert len(acc.Scalars("latency/median_s")) == 1
     # An unwritable log directory is refused before anything is measured.
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert cli.main(["run", "noop", "--device", "cpu", "--max-time", "0.3", "--out", str(tmp_path / "r2.json"),
-                     "--tensorboard", str(blocker / "tb")]) == 2
+    assert (
+        cli.main(
+            [
+                "run",
+                "noop",
+                "--device",
+                "cpu",
+                "--max-time",
+                "0.3",
+                "--out",
+                str(tmp_path / "r2.json"),
+                "--tensorboard",
+                str(blocker / "tb"),
+            ]
+        )
+        == 2
+    )
     assert not (tmp_path / "r2.json").exists()

@@ -6,14 +6,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from nvtx_recording import RecordingNvtx, nesting
 
 from perfsuite.core import registry
-from perfsuite.data.cifar import read_cifar10, write_cifar10
 from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.data.cifar import read_cifar10, write_cifar10
 from perfsuite.measuring.nvtx import Annotator
 from perfsuite.workloads.base import count_flops
-
-from nvtx_recording import RecordingNvtx, nesting
 
 
 @pytest.mark.parametrize(
@@ -119,8 +118,15 @@ def test_autoencoder_nvtx_hierarchy_and_colours():
     batch = load_batch("", 8, "cpu", normalize=False)
     make_step(parts, batch[0], ann)()
     assert nesting(rec.events) == [
-        (0, "Training Step"), (1, "Data Unpack"), (1, "Memory Ops"), (1, "Forward Pass"), (2, "Encoder Forward"),
-        (2, "Decoder Forward"), (1, "Loss Computation"), (1, "Backward Pass"), (1, "Optimizer Step"),
+        (0, "Training Step"),
+        (1, "Data Unpack"),
+        (1, "Memory Ops"),
+        (1, "Forward Pass"),
+        (2, "Encoder Forward"),
+        (2, "Decoder Forward"),
+        (1, "Loss Computation"),
+        (1, "Backward Pass"),
+        (1, "Optimizer Step"),
     ]
     colours = {e[1]: e[2] for e in rec.events if e[0] == "start"}
     assert colours["Training Step"] == CATEGORY_COLORS["training"]
@@ -151,8 +157,10 @@ def test_compiled_resnet_steps_and_keeps_the_eager_flop_count():
     # 60 s of scarce device time (Inductor's C++ code generation from a cold cache) and tested
     # nothing about CUDA, so it is left to the CPU machines.
     if torch.cuda.is_available():
-        pytest.skip("compile=true is tested on CPU (device='cpu'); on a CUDA host its CPU compile costs > 60 s "
-                    "of GPU-machine time and tests nothing CUDA-specific")
+        pytest.skip(
+            "compile=true is tested on CPU (device='cpu'); on a CUDA host its CPU compile costs > 60 s "
+            "of GPU-machine time and tests nothing CUDA-specific"
+        )
     w = registry.get("resnet")
     eager = w.build({"batch_size": 2}, "cpu")
     compiled = w.build({"batch_size": 2, "compile": True}, "cpu")
@@ -279,10 +287,13 @@ def test_cuda_graph_is_refused_on_cpu_with_its_reason():
     w.check({"cuda_graph": False}, "cpu")  # the default stays runnable everywhere
 
 
-@pytest.mark.parametrize("params, reason", [
-    ({"compile": True}, "not with compile=true"),
-    ({"precision": "fp16"}, "GradScaler"),
-])
+@pytest.mark.parametrize(
+    "params, reason",
+    [
+        ({"compile": True}, "not with compile=true"),
+        ({"precision": "fp16"}, "GradScaler"),
+    ],
+)
 def test_cuda_graph_refuses_what_cannot_be_captured(params, reason):
     # The checker judges the device by name: this runs without a GPU.
     w = registry.get("resnet")
@@ -328,9 +339,19 @@ def test_graph_body_trains_exactly_like_the_eager_step():
     x, y = torch.randn(16, 6, generator=torch.Generator().manual_seed(1)), torch.arange(16) % 3
     eager = _tiny_parts()
     graphed = _tiny_parts()
-    body, zero_grad, opt, sched, info = prepare(graphed.model, graphed.loss_fn, graphed.optimizer, x, y,
-                                                precision="fp32", device="cpu", base_lr=0.1, warmup_steps=2,
-                                                total_steps=6, schedule_in_graph=True)
+    body, zero_grad, opt, sched, info = prepare(
+        graphed.model,
+        graphed.loss_fn,
+        graphed.optimizer,
+        x,
+        y,
+        precision="fp32",
+        device="cpu",
+        base_lr=0.1,
+        warmup_steps=2,
+        total_steps=6,
+        schedule_in_graph=True,
+    )
     assert opt.param_groups[0]["fused"] and opt.param_groups[0]["nesterov"]
     eager_step = make_train_step(eager, x, y)
     for i in range(7):
@@ -361,8 +382,19 @@ def test_graph_body_never_reads_the_device_back():
 
     parts = _tiny_parts()
     x, y = torch.randn(4, 6), torch.tensor([0, 1, 2, 0])
-    body, zero_grad, *_ = prepare(parts.model, parts.loss_fn, parts.optimizer, x, y, precision="bf16",
-                                  device="cpu", base_lr=0.1, warmup_steps=2, total_steps=6, schedule_in_graph=True)
+    body, zero_grad, *_ = prepare(
+        parts.model,
+        parts.loss_fn,
+        parts.optimizer,
+        x,
+        y,
+        precision="bf16",
+        device="cpu",
+        base_lr=0.1,
+        warmup_steps=2,
+        total_steps=6,
+        schedule_in_graph=True,
+    )
     zero_grad()
     body()  # the first step allocates the momentum buffers: not what is captured
     zero_grad()
@@ -376,9 +408,19 @@ def test_without_a_tensor_lr_the_schedule_is_left_out_and_said_so():
 
     parts = _tiny_parts()
     x, y = torch.randn(4, 6), torch.tensor([0, 1, 2, 0])
-    body, zero_grad, opt, sched, info = prepare(parts.model, parts.loss_fn, parts.optimizer, x, y,
-                                                precision="fp32", device="cpu", base_lr=0.1, warmup_steps=2,
-                                                total_steps=6, schedule_in_graph=False)
+    body, zero_grad, opt, sched, info = prepare(
+        parts.model,
+        parts.loss_fn,
+        parts.optimizer,
+        x,
+        y,
+        precision="fp32",
+        device="cpu",
+        base_lr=0.1,
+        warmup_steps=2,
+        total_steps=6,
+        schedule_in_graph=False,
+    )
     assert sched is None and opt.param_groups[0]["lr"] == pytest.approx(0.05)
     zero_grad()
     body()
@@ -398,13 +440,29 @@ def test_capture_follows_the_whole_network_recipe():
         calls.append(len(cuda.events))
         return parts.loss_fn(out, target)
 
-    step = build_graphed_step(parts.model, loss_fn, parts.optimizer, x, y, precision="fp32", device="cpu",
-                              base_lr=0.1, warmup_steps=2, total_steps=6, warmup_iters=3, cuda=cuda,
-                              schedule_in_graph=True)
+    step = build_graphed_step(
+        parts.model,
+        loss_fn,
+        parts.optimizer,
+        x,
+        y,
+        precision="fp32",
+        device="cpu",
+        base_lr=0.1,
+        warmup_steps=2,
+        total_steps=6,
+        warmup_iters=3,
+        cuda=cuda,
+        schedule_in_graph=True,
+    )
     ev = cuda.events
     assert ev[:3] == [("new_stream", "side"), ("wait_stream", "side", "current"), ("enter_stream", "side")]
-    assert ev[3:7] == [("exit_stream", "side"), ("wait_stream", "current", "side"), ("new_stream", "side"),
-                       ("enter_graph", True)]
+    assert ev[3:7] == [
+        ("exit_stream", "side"),
+        ("wait_stream", "current", "side"),
+        ("new_stream", "side"),
+        ("enter_graph", True),
+    ]
     assert ev[7:] == [("exit_graph",)]
     assert calls == [3, 3, 3, 7]  # three warm-up iterations on the side stream, one call captured on its own stream
     # Three warm-up steps + the fake's eager "capture" (a real capture records kernels, runs none).
@@ -428,8 +486,20 @@ def test_the_captured_step_keeps_what_the_graph_writes_alive():
 
     parts = _tiny_parts()
     x, y = torch.randn(4, 6), torch.tensor([0, 1, 2, 0])
-    step = build_graphed_step(parts.model, parts.loss_fn, parts.optimizer, x, y, precision="fp32", device="cpu",
-                              base_lr=0.1, warmup_steps=2, total_steps=6, cuda=FakeCuda(), schedule_in_graph=True)
+    step = build_graphed_step(
+        parts.model,
+        parts.loss_fn,
+        parts.optimizer,
+        x,
+        y,
+        precision="fp32",
+        device="cpu",
+        base_lr=0.1,
+        warmup_steps=2,
+        total_steps=6,
+        cuda=FakeCuda(),
+        schedule_in_graph=True,
+    )
     refs = [weakref.ref(o) for o in (parts.model, x, y)]
     opt_ref = weakref.ref(next(o for o in step.keepalive if isinstance(o, torch.optim.Optimizer)))
     del parts, x, y
@@ -483,9 +553,19 @@ def test_the_capture_happens_on_the_steps_device(index):
         seen.append(cuda.devices[-1])
         return parts.loss_fn(out, target)
 
-    body, zero_grad, *_ = prepare(parts.model, loss_fn, parts.optimizer, torch.randn(4, 6), torch.tensor([0, 1, 2, 0]),
-                                  precision="fp32", device="cpu", base_lr=0.1, warmup_steps=2, total_steps=6,
-                                  schedule_in_graph=True)
+    body, zero_grad, *_ = prepare(
+        parts.model,
+        loss_fn,
+        parts.optimizer,
+        torch.randn(4, 6),
+        torch.tensor([0, 1, 2, 0]),
+        precision="fp32",
+        device="cpu",
+        base_lr=0.1,
+        warmup_steps=2,
+        total_steps=6,
+        schedule_in_graph=True,
+    )
     graph, _, memory = capture(body, zero_grad, 2, cuda, device=index)
     assert seen == [want] * 3  # two warm-up steps and the capture
     assert graph.capture_device == want and cuda.peak_resets == [want]
@@ -511,9 +591,19 @@ def test_build_captures_on_the_index_of_its_device(monkeypatch):
     monkeypatch.setattr(graphed, "refusal", lambda *a: None)
     for device in ("cuda:3", "cuda:0", "cuda"):
         parts = _tiny_parts()
-        graphed.build_graphed_step(parts.model, parts.loss_fn, parts.optimizer, torch.randn(4, 6),
-                                   torch.tensor([0, 1, 2, 0]), precision="fp32", device=device, base_lr=0.1,
-                                   warmup_steps=2, total_steps=6, schedule_in_graph=True)
+        graphed.build_graphed_step(
+            parts.model,
+            parts.loss_fn,
+            parts.optimizer,
+            torch.randn(4, 6),
+            torch.tensor([0, 1, 2, 0]),
+            precision="fp32",
+            device=device,
+            base_lr=0.1,
+            warmup_steps=2,
+            total_steps=6,
+            schedule_in_graph=True,
+        )
     assert asked == [3, 0, None]
 
 
@@ -549,8 +639,18 @@ def test_cuda_graph_step_replays_trains_and_steps_its_schedule(cuda_available):
     eager_step = make_train_step(TrainParts(twin, parts.loss_fn, opt, sched, parts.precision), x, y)
     eager = [float(eager_step().detach()) for _ in range(33)]
 
-    step = build_graphed_step(parts.model, parts.loss_fn, parts.optimizer, x, y, precision="fp32",
-                              device="cuda:0", base_lr=lr, warmup_steps=warmup, total_steps=total)
+    step = build_graphed_step(
+        parts.model,
+        parts.loss_fn,
+        parts.optimizer,
+        x,
+        y,
+        precision="fp32",
+        device="cuda:0",
+        base_lr=lr,
+        warmup_steps=warmup,
+        total_steps=total,
+    )
     first = [p.detach().clone() for p in parts.model.parameters()]
     losses = [float(step.fn().detach()) for _ in range(30)]  # a sync per read: fine outside a timed loop
     assert all(math.isfinite(v) for v in losses)
@@ -574,8 +674,9 @@ def test_cuda_graph_record_says_the_step_is_graph_captured(cuda_available):
     from perfsuite.core.config import RunConfig
     from perfsuite.measuring.runner import run_case
 
-    rec = run_case(registry.get("resnet"), {"batch_size": 16, "cuda_graph": True},
-                   RunConfig(device="cuda", max_time=1.0))
+    rec = run_case(
+        registry.get("resnet"), {"batch_size": 16, "cuda_graph": True}, RunConfig(device="cuda", max_time=1.0)
+    )
     assert rec.params["cuda_graph"] is True and rec.extra["cuda_graph"] is True
     assert "backward" in rec.extra["graph_captured"] and rec.extra["lr_schedule"]
     # The activations' pool is reported, and held through the timed region (reserved, not allocated).

@@ -32,8 +32,9 @@ def _plugin() -> list[str]:
 
 
 def perfsuite(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfsuite", *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "perfsuite", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture
@@ -84,8 +85,21 @@ def test_list_run_and_check_find_the_users_workload_from_pyproject(project):
 @pytest.mark.slow
 def test_worker_processes_load_the_users_files_too(project):
     out = project / "w.json"
-    res = perfsuite(project, "run", "tiny_mlp", "-p", "batch_size=32", "--processes", "2", "--device", "cpu",
-                    "--max-time", "1", "--out", str(out))
+    res = perfsuite(
+        project,
+        "run",
+        "tiny_mlp",
+        "-p",
+        "batch_size=32",
+        "--processes",
+        "2",
+        "--device",
+        "cpu",
+        "--max-time",
+        "1",
+        "--out",
+        str(out),
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     (rec,) = json.loads(out.read_text())["records"]
     assert rec["conditions"]["processes"] == 2  # merged from two fresh interpreters that loaded bench/tiny_mlp.py
@@ -94,13 +108,28 @@ def test_worker_processes_load_the_users_files_too(project):
 @pytest.mark.slow
 def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(project):
     model = project / "myproj" / "model.py"
-    model.write_text(model.read_text().replace(
-        "        return self.body(x)",
-        "        y = self.body(x)\n        for _ in range(3):  # extra work: a slower forward\n"
-        "            y = y + 0.0 * torch.tanh(x @ x.T).sum()\n        return y"))
+    model.write_text(
+        model.read_text().replace(
+            "        return self.body(x)",
+            "        y = self.body(x)\n        for _ in range(3):  # extra work: a slower forward\n"
+            "            y = y + 0.0 * torch.tanh(x @ x.T).sum()\n        return y",
+        )
+    )
     commit(project, "a slower forward")
-    args = ("gate", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--max-time", "3", "--builds", "2",
-            "--threads", "1")
+    args = (
+        "gate",
+        "tiny_mlp",
+        "-p",
+        "batch_size=32",
+        "--device",
+        "cpu",
+        "--max-time",
+        "3",
+        "--builds",
+        "2",
+        "--threads",
+        "1",
+    )
     slower = perfsuite(project, *args, "--base", "HEAD~1")
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert ": slower, ratio " in slower.stdout and "% CI " in slower.stdout  # the word, its ratio and interval
@@ -121,8 +150,27 @@ def test_the_gates_self_check_shows_its_power_on_the_users_workload(project, tmp
     """`perfsuite gate W --slowdown F` on the user's workload, as on resnet: its step against
     itself padded with matmuls, and against itself unchanged; the rates and every gate's pairs."""
     out = tmp_path / "self-check.json"
-    res = perfsuite(project, "gate", "tiny_mlp", "-p", "batch_size=128", "--device", "cpu", "--slowdown", "0.5",
-                    "--trials", "1", "--max-time", "2", "--builds", "2", "--threads", "1", "--json", str(out))
+    res = perfsuite(
+        project,
+        "gate",
+        "tiny_mlp",
+        "-p",
+        "batch_size=128",
+        "--device",
+        "cpu",
+        "--slowdown",
+        "0.5",
+        "--trials",
+        "1",
+        "--max-time",
+        "2",
+        "--builds",
+        "2",
+        "--threads",
+        "1",
+        "--json",
+        str(out),
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.startswith("tiny_mlp[batch_size=128,width=256]: injected ")
     assert "caught " in res.stdout and "unchanged flagged " in res.stdout
@@ -135,20 +183,45 @@ def test_the_gates_self_check_shows_its_power_on_the_users_workload(project, tmp
 
 @pytest.mark.slow
 def test_pytest_collects_one_benchmark_per_case_without_a_test_file(project):
-    smoke = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-disable", "-q", "-p", "no:cacheprovider",
-                            *_plugin()], cwd=project, env=_env(),
-                           capture_output=True, text=True, timeout=300)
+    smoke = subprocess.run(
+        [sys.executable, "-m", "pytest", "--benchmark-disable", "-q", "-p", "no:cacheprovider", *_plugin()],
+        cwd=project,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert smoke.returncode == 0 and "2 passed" in smoke.stdout, smoke.stdout + smoke.stderr
     out = project / "bench.json"
-    timed = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-only", "-q", "-p", "no:cacheprovider",
-                            *_plugin(), "--perfsuite-max-time", "0.3",
-                            "--perfsuite-device", "cpu", f"--benchmark-json={out}"],
-                           cwd=project, env=_env(), capture_output=True, text=True, timeout=300)
+    timed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--benchmark-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *_plugin(),
+            "--perfsuite-max-time",
+            "0.3",
+            "--perfsuite-device",
+            "cpu",
+            f"--benchmark-json={out}",
+        ],
+        cwd=project,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert timed.returncode == 0, timed.stdout + timed.stderr
     benches = json.loads(out.read_text())["benchmarks"]
     # Every parameter in the id, the scalar default width too (a workload of scalars alone was `test_x[]`).
-    assert sorted(b["name"] for b in benches) == ["test_tiny_mlp[batch_size=128,width=256]",
-                                                  "test_tiny_mlp[batch_size=32,width=256]"]
+    assert sorted(b["name"] for b in benches) == [
+        "test_tiny_mlp[batch_size=128,width=256]",
+        "test_tiny_mlp[batch_size=32,width=256]",
+    ]
     for b in benches:
         assert b["extra_info"]["flops_per_s"] > 0 and b["extra_info"]["throughput_unit"] == "samples/s"
 
@@ -161,12 +234,18 @@ def test_asv_tracks_the_users_workloads(project):
     subprocess.run([asv, "machine", "--yes"], cwd=project, env=_env(), capture_output=True, timeout=120)
     # The documented command (docs/adding-a-workload.md), as a smoke run: --python=same saves its
     # results only when told which commit they belong to.
-    res = subprocess.run([asv, "run", "--python=same", "--set-commit-hash=HEAD", "--quick", "--show-stderr"],
-                         cwd=project, env={**_env(), "ASV_PYTHONPATH": str(REPO)},  # asv drops PYTHONPATH
-                         capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [asv, "run", "--python=same", "--set-commit-hash=HEAD", "--quick", "--show-stderr"],
+        cwd=project,
+        env={**_env(), "ASV_PYTHONPATH": str(REPO)},  # asv drops PYTHONPATH
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    (result,) = [p for p in (project / ".asv" / "results").rglob("*.json")
-                 if p.name not in ("machine.json", "benchmarks.json")]
+    (result,) = [
+        p for p in (project / ".asv" / "results").rglob("*.json") if p.name not in ("machine.json", "benchmarks.json")
+    ]
     doc = json.loads(result.read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
     assert doc["commit_hash"] == head
@@ -181,6 +260,7 @@ def test_asv_tracks_the_users_workloads(project):
 
 
 # ---- bad declarations -----------------------------------------------------------------------------
+
 
 def _project_with(tmp_path: Path, source: str, config: str = 'workloads = ["bench"]') -> Path:
     (tmp_path / "pyproject.toml").write_text(f"[tool.perfsuite]\n{config}\n")
@@ -198,41 +278,67 @@ def test_a_workload_file_that_fails_to_import_names_the_file_and_line(tmp_path):
 
 
 def test_a_name_that_clashes_with_a_builtin_names_both_places(tmp_path):
-    root = _project_with(tmp_path, "import perfsuite\n\n@perfsuite.workload(params={})\n"
-                                   "def matmul(device):\n    pass\n")
+    root = _project_with(
+        tmp_path, "import perfsuite\n\n@perfsuite.workload(params={})\ndef matmul(device):\n    pass\n"
+    )
     res = perfsuite(root, "list")
     assert res.returncode == 2 and "'matmul' is declared twice" in res.stderr
     assert "in perfsuite's built-in workloads and in " in res.stderr and "mine.py:3" in res.stderr
 
 
-@pytest.mark.parametrize("source, message", [
-    ("@perfsuite.workload(params={'n': 4})\ndef w(device):\n    pass\n", "does not accept parameter 'n'"),
-    ("@perfsuite.workload(params={'n': {1: 2}})\ndef w(n, device):\n    pass\n", "parameter 'n': default"),
-    ("@perfsuite.workload(params={})\ndef w(n, device):\n    pass\n", "parameter 'n' of w has no declared value"),
-    ("@perfsuite.workload(params={'n': [1, 'a']})\ndef w(n, device):\n    pass\n", "parameter 'n'"),
-    ("@perfsuite.workload(params={'n': 4}, grids={'ci': {'m': [1]}})\ndef w(n, device):\n    pass\n",
-     "grids['ci'] names parameter 'm'"),
-    ("@perfsuite.workload(params={'n': 4}, grids={'ci': {'n': ['a']}})\ndef w(n, device):\n    pass\n",
-     "grids['ci']: parameter 'n' expects int"),
-    ("@perfsuite.workload(params={'n': 4}, grids={'huge': {}})\ndef w(n, device):\n    pass\n",
-     "grids has no size 'huge'"),
-    ("@perfsuite.workload(params={'n': 4}, asv={'proceses': 2})\ndef w(n, device):\n    pass\n",
-     "asv has no key 'proceses'"),
-    ("@perfsuite.workload(params={'n': 4}, checks={'agrees': 3})\ndef w(n, device):\n    pass\n",
-     "check 'agrees' is not callable"),
-    ("@perfsuite.workload(params={'n': perfsuite.param(None)})\ndef w(n, device):\n    pass\n",
-     "parameter 'n': a default of None needs perfsuite.param(None, type=...)"),
-    ("@perfsuite.workload(params={'n': 4}, presets={'ci': {'n': 1}})\ndef w(n, device):\n    pass\n",
-     "presets are chosen by a parameter 'size'"),
-    ("@perfsuite.workload(params={'n': 4}, validate=3)\ndef w(n, device):\n    pass\n",
-     "validate must be a function"),
-    ("@perfsuite.workload(params={'n': 4}, plan={'build': 2})\ndef w(n, device):\n    pass\n",
-     "plan has no key 'build'; known keys: build_s"),
-    ("@perfsuite.workload(params={'n': 4}, plan={'build_s': {'tpu': 2}})\ndef w(n, device):\n    pass\n",
-     "plan['build_s'] must be seconds >= 0"),
-    ("@perfsuite.workload(params={'n': 4}, trainer=print, ddp={'variant': 'n'})\ndef w(n, device):\n    pass\n",
-     "ddp['variant'] must name a parameter with choices"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("@perfsuite.workload(params={'n': 4})\ndef w(device):\n    pass\n", "does not accept parameter 'n'"),
+        ("@perfsuite.workload(params={'n': {1: 2}})\ndef w(n, device):\n    pass\n", "parameter 'n': default"),
+        ("@perfsuite.workload(params={})\ndef w(n, device):\n    pass\n", "parameter 'n' of w has no declared value"),
+        ("@perfsuite.workload(params={'n': [1, 'a']})\ndef w(n, device):\n    pass\n", "parameter 'n'"),
+        (
+            "@perfsuite.workload(params={'n': 4}, grids={'ci': {'m': [1]}})\ndef w(n, device):\n    pass\n",
+            "grids['ci'] names parameter 'm'",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, grids={'ci': {'n': ['a']}})\ndef w(n, device):\n    pass\n",
+            "grids['ci']: parameter 'n' expects int",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, grids={'huge': {}})\ndef w(n, device):\n    pass\n",
+            "grids has no size 'huge'",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, asv={'proceses': 2})\ndef w(n, device):\n    pass\n",
+            "asv has no key 'proceses'",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, checks={'agrees': 3})\ndef w(n, device):\n    pass\n",
+            "check 'agrees' is not callable",
+        ),
+        (
+            "@perfsuite.workload(params={'n': perfsuite.param(None)})\ndef w(n, device):\n    pass\n",
+            "parameter 'n': a default of None needs perfsuite.param(None, type=...)",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, presets={'ci': {'n': 1}})\ndef w(n, device):\n    pass\n",
+            "presets are chosen by a parameter 'size'",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, validate=3)\ndef w(n, device):\n    pass\n",
+            "validate must be a function",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, plan={'build': 2})\ndef w(n, device):\n    pass\n",
+            "plan has no key 'build'; known keys: build_s",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, plan={'build_s': {'tpu': 2}})\ndef w(n, device):\n    pass\n",
+            "plan['build_s'] must be seconds >= 0",
+        ),
+        (
+            "@perfsuite.workload(params={'n': 4}, trainer=print, ddp={'variant': 'n'})\ndef w(n, device):\n    pass\n",
+            "ddp['variant'] must name a parameter with choices",
+        ),
+    ],
+)
 def test_a_bad_declaration_is_exit_2_naming_the_workload_and_the_parameter(tmp_path, source, message):
     root = _project_with(tmp_path, "import perfsuite\n\n" + source)
     res = perfsuite(root, "list")
@@ -245,18 +351,21 @@ def test_a_step_says_how_its_flops_were_found_and_one_without_any_is_not_counted
     from perfsuite.user.declare import built_step
 
     calls = []
-    step = perfsuite.Step(lambda: calls.append(1), items=3, unit="B", bytes=3.0, flops_method="unknown",
-                          extra=lambda: {"moved": 3})
+    step = perfsuite.Step(
+        lambda: calls.append(1), items=3, unit="B", bytes=3.0, flops_method="unknown", extra=lambda: {"moved": 3}
+    )
     built = built_step("w", step, built_step)
     assert calls == []  # not run under the FLOP counter
     assert built.work.flops_per_step is None and built.work.flops_method == "unknown" and built.extra() == {"moved": 3}
     given = built_step("w", perfsuite.Step(lambda: None, items=1, flops=8.0, flops_method="analytic"), built_step)
     assert (given.work.flops_per_step, given.work.flops_method) == (8.0, "analytic")
     assert built_step("w", perfsuite.Step(lambda: None, items=1, flops=8.0), built_step).work.flops_method == "user"
-    for bad, message in (({"flops": 1.0, "flops_method": "unknown"}, "flops given with flops_method 'unknown'"),
-                         ({"flops_method": "analytic"}, "flops_method 'analytic' without flops"),
-                         ({"flops_method": "guessed"}, "flops_method must be one of"),
-                         ({"extra": {"a": 1}}, "extra must be callable")):
+    for bad, message in (
+        ({"flops": 1.0, "flops_method": "unknown"}, "flops given with flops_method 'unknown'"),
+        ({"flops_method": "analytic"}, "flops_method 'analytic' without flops"),
+        ({"flops_method": "guessed"}, "flops_method must be one of"),
+        ({"extra": {"a": 1}}, "extra must be callable"),
+    ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             perfsuite.Step(lambda: None, items=1, **bad)
 
@@ -269,10 +378,14 @@ def test_an_unknown_tool_perfsuite_key_is_an_error(tmp_path):
 
 @pytest.mark.slow
 def test_a_step_that_raises_is_a_recorded_failure_with_the_users_traceback(tmp_path):
-    root = _project_with(tmp_path, (
-        "import perfsuite\n\n@perfsuite.workload(params={'n': [1, 2]})\ndef w(n, device):\n"
-        "    def step():\n        if n == 2:\n            raise RuntimeError('my step broke')\n"
-        "    return perfsuite.Step(step, items=n)\n"))
+    root = _project_with(
+        tmp_path,
+        (
+            "import perfsuite\n\n@perfsuite.workload(params={'n': [1, 2]})\ndef w(n, device):\n"
+            "    def step():\n        if n == 2:\n            raise RuntimeError('my step broke')\n"
+            "    return perfsuite.Step(step, items=n)\n"
+        ),
+    )
     out = root / "r.json"
     res = perfsuite(root, "run", "w", "--device", "cpu", "--max-time", "0.3", "--out", str(out))
     assert res.returncode == 3, res.stdout + res.stderr
@@ -280,21 +393,25 @@ def test_a_step_that_raises_is_a_recorded_failure_with_the_users_traceback(tmp_p
     assert [r["params"]["n"] for r in doc["records"]] == [1]  # the run went on and kept the good case
     (failure,) = doc["failures"]
     assert failure["error"] == "RuntimeError: my step broke"
-    assert "mine.py\", line 7, in step" in failure["traceback"]
+    assert 'mine.py", line 7, in step' in failure["traceback"]
 
 
 def test_workloads_from_the_command_line_without_a_pyproject(tmp_path):
-    (tmp_path / "w.py").write_text("import perfsuite\n\n@perfsuite.workload(params={'n': 3})\ndef cli_only(n, device):\n"
-                                   "    '''Found by --workloads.'''\n    return perfsuite.Step(lambda: None, items=n)\n")
+    (tmp_path / "w.py").write_text(
+        "import perfsuite\n\n@perfsuite.workload(params={'n': 3})\ndef cli_only(n, device):\n"
+        "    '''Found by --workloads.'''\n    return perfsuite.Step(lambda: None, items=n)\n"
+    )
     res = perfsuite(tmp_path, "--workloads", str(tmp_path / "w.py"), "list")
     assert res.returncode == 0 and "cli_only" in res.stdout and "Found by --workloads" in res.stdout
     assert "matmul" in res.stdout and "--all" not in res.stdout  # no project: everything, as before
     assert "cli_only" not in perfsuite(tmp_path, "list").stdout
 
 
-_MINE = ("import perfsuite\n\ndef _fine(n, device):\n    pass\n\n"
-         "@perfsuite.workload(params={'n': 3}, check=_fine)\ndef mine(n, device):\n"
-         "    '''The project's own.'''\n    return perfsuite.Step(lambda: None, items=n)\n")
+_MINE = (
+    "import perfsuite\n\ndef _fine(n, device):\n    pass\n\n"
+    "@perfsuite.workload(params={'n': 3}, check=_fine)\ndef mine(n, device):\n"
+    "    '''The project's own.'''\n    return perfsuite.Step(lambda: None, items=n)\n"
+)
 
 
 def test_list_in_a_project_shows_its_own_workloads_and_all_with_all(tmp_path):
@@ -329,17 +446,33 @@ def test_check_all_in_a_project_runs_the_builtins_too(tmp_path):
 
 @pytest.mark.slow
 def test_pair_trace_profile_step_compare_and_report_work_on_it(project):
-    res = perfsuite(project, "pair", "tiny_mlp", "--vary", "width=64,128", "-p", "batch_size=32", "--device", "cpu",
-                    "--max-time", "0.5")
+    res = perfsuite(
+        project,
+        "pair",
+        "tiny_mlp",
+        "--vary",
+        "width=64,128",
+        "-p",
+        "batch_size=32",
+        "--device",
+        "cpu",
+        "--max-time",
+        "0.5",
+    )
     assert res.returncode == 0 and "time 64/128" in res.stdout, res.stdout + res.stderr
-    res = perfsuite(project, "profile-step", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu",
-                    "--warmup-iters", "1")
+    res = perfsuite(
+        project, "profile-step", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--warmup-iters", "1"
+    )
     assert res.returncode == 0 and "profile-step tiny_mlp" in res.stdout, res.stdout + res.stderr  # the ncu line
     res = perfsuite(project, "trace", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu")
     assert res.returncode == 0 and "top operators" in res.stdout, res.stdout + res.stderr
     out = project / "r.json"
-    assert perfsuite(project, "run", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--max-time", "0.5",
-                     "--out", str(out)).returncode == 0
+    assert (
+        perfsuite(
+            project, "run", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--max-time", "0.5", "--out", str(out)
+        ).returncode
+        == 0
+    )
     res = perfsuite(project, "compare", str(out), str(out))
     assert res.returncode == 0 and "tiny_mlp" in res.stdout, res.stdout + res.stderr
     res = perfsuite(project, "report", str(out), "--out-dir", str(project / "rep"))
@@ -347,8 +480,9 @@ def test_pair_trace_profile_step_compare_and_report_work_on_it(project):
 
 
 def test_a_suite_file_in_the_users_repository_names_the_workload_and_runs_its_check(project):
-    (project / "mine.yaml").write_text("name: mine\ndevice: cpu\nmax_time: 0.5\nsuites:\n"
-                                       "  - workload: tiny_mlp\n    params: {batch_size: [32]}\n")
+    (project / "mine.yaml").write_text(
+        "name: mine\ndevice: cpu\nmax_time: 0.5\nsuites:\n  - workload: tiny_mlp\n    params: {batch_size: [32]}\n"
+    )
     out = project / "suite-out"
     res = perfsuite(project, "run", "--config", "mine.yaml", "--out", str(out))
     assert res.returncode == 0, res.stdout + res.stderr
@@ -363,11 +497,27 @@ def test_the_gate_refuses_a_base_side_that_imports_the_project_from_elsewhere(pr
     elsewhere = tmp_path / "site"
     shutil.copytree(project / "myproj", elsewhere / "myproj")
     bench = project / "bench" / "tiny_mlp.py"
-    bench.write_text(f"import sys\nsys.path.insert(0, {str(elsewhere)!r})  # a stand-in for an installed copy\n"
-                     + bench.read_text())
+    bench.write_text(
+        f"import sys\nsys.path.insert(0, {str(elsewhere)!r})  # a stand-in for an installed copy\n" + bench.read_text()
+    )
     commit(project, "an installed copy shadows the checkout")
-    res = perfsuite(project, "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD", "--device", "cpu",
-                    "--max-time", "1", "--builds", "1", "--threads", "1")
+    res = perfsuite(
+        project,
+        "gate",
+        "tiny_mlp",
+        "-p",
+        "batch_size=32",
+        "--base",
+        "HEAD",
+        "--device",
+        "cpu",
+        "--max-time",
+        "1",
+        "--builds",
+        "1",
+        "--threads",
+        "1",
+    )
     assert res.returncode == 2, res.stdout + res.stderr
     assert "imported myproj from" in res.stderr and str(elsewhere) in res.stderr
     listed = subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True, text=True).stdout
@@ -377,11 +527,28 @@ def test_the_gate_refuses_a_base_side_that_imports_the_project_from_elsewhere(pr
 @pytest.mark.slow
 def test_a_step_that_prints_every_call_does_not_hang_the_gate(project):
     bench = project / "bench" / "tiny_mlp.py"
-    bench.write_text(bench.read_text().replace("        opt.step()\n",
-                                               "        opt.step()\n        print('loss line ' * 40)\n"))
+    bench.write_text(
+        bench.read_text().replace("        opt.step()\n", "        opt.step()\n        print('loss line ' * 40)\n")
+    )
     commit(project, "a chatty step")
-    res = perfsuite(project, "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD", "--device", "cpu",
-                    "--max-time", "1", "--builds", "1", "--threads", "1", timeout=180)
+    res = perfsuite(
+        project,
+        "gate",
+        "tiny_mlp",
+        "-p",
+        "batch_size=32",
+        "--base",
+        "HEAD",
+        "--device",
+        "cpu",
+        "--max-time",
+        "1",
+        "--builds",
+        "1",
+        "--threads",
+        "1",
+        timeout=180,
+    )
     assert res.returncode in (0, 1, 5) and ", ratio " in res.stdout, res.stdout + res.stderr
 
 
@@ -390,22 +557,43 @@ def test_the_pytest_plugin_stays_out_of_projects_that_are_not_its_own(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "pyproject.toml").write_text("this is { not toml\n")  # a fixture of someone's
     (tmp_path / "test_x.py").write_text("def test_x():\n    assert sum([1, 1]) == 2\n")
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin()], cwd=tmp_path,
-                         env=_env(), capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin()],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0 and "1 passed" in res.stdout, res.stdout + res.stderr
 
 
 def test_without_pytest_benchmark_the_plugin_says_what_is_missing(project):
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
-                          *_plugin()], cwd=project, env=_env(), capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", *_plugin()],
+        cwd=project,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode != 0 and "need pytest-benchmark" in res.stdout + res.stderr
 
 
 def test_a_workload_folder_leaves_out_tests_conftest_and_environments(tmp_path):
     from perfsuite.core.discover import workload_files
 
-    for rel in ("a.py", "sub/b.py", "_private.py", "test_a.py", "conftest.py", "setup.py", "venv/lib/x.py",
-                ".hidden/y.py", "_helpers/z.py"):
+    for rel in (
+        "a.py",
+        "sub/b.py",
+        "_private.py",
+        "test_a.py",
+        "conftest.py",
+        "setup.py",
+        "venv/lib/x.py",
+        ".hidden/y.py",
+        "_helpers/z.py",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
     assert [p.relative_to(tmp_path).as_posix() for p in workload_files(tmp_path)] == ["a.py", "sub/b.py"]

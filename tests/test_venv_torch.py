@@ -38,11 +38,14 @@ def test_auto_keeps_the_systems_cuda_torch():
     assert _plan("auto", Probe(torch="2.6.0+rocm6.2", hip="6.2")).mode == "system"
 
 
-@pytest.mark.parametrize("found, why", [
-    (Probe(why_not="ModuleNotFoundError: No module named 'torch'"), "no torch in the system Python"),
-    (Probe(torch="2.14.1+cpu"), "a CPU-only build), not a GPU build: installing torch==2.14.1"),
-    (Probe(torch="2.16.0", cuda="13.0"), "outside this project's torch>=2.4,<2.15"),
-])
+@pytest.mark.parametrize(
+    "found, why",
+    [
+        (Probe(why_not="ModuleNotFoundError: No module named 'torch'"), "no torch in the system Python"),
+        (Probe(torch="2.14.1+cpu"), "a CPU-only build), not a GPU build: installing torch==2.14.1"),
+        (Probe(torch="2.16.0", cuda="13.0"), "outside this project's torch>=2.4,<2.15"),
+    ],
+)
 def test_auto_pins_otherwise_and_says_why(found, why):
     p = _plan("auto", found)
     assert p.mode == "pinned" and why in p.why
@@ -86,16 +89,45 @@ def test_the_script_probes_the_interpreter_that_runs_it(tmp_path):
     site = _fake_system_torch(tmp_path)
     venv = tmp_path / "venv"
     env = {**os.environ, "PYTHONPATH": str(site)}
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "venv_torch.py"), "--venv", str(venv),
-                          "--pins", " ".join(PINS), "--dry-run"], check=False, capture_output=True, text=True, env=env, timeout=60)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "venv_torch.py"),
+            "--venv",
+            str(venv),
+            "--pins",
+            " ".join(PINS),
+            "--dry-run",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
-    assert "venv_torch: system torch: TORCH=auto: the system Python's torch 2.11.0+cu130 (CUDA 13.0), kept" in res.stdout
+    assert (
+        "venv_torch: system torch: TORCH=auto: the system Python's torch 2.11.0+cu130 (CUDA 13.0), kept" in res.stdout
+    )
     assert f"-m venv --system-site-packages {venv}" in res.stdout and "pip install" not in res.stdout
     assert "constraints.txt: torch==2.11.0+cu130" in res.stdout and not venv.exists()
 
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "venv_torch.py"), "--venv", str(venv),
-                          "--torch", "system", "--dry-run"], check=False, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(_fake_system_torch(tmp_path / "old", "2.3.1"))})
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "venv_torch.py"),
+            "--venv",
+            str(venv),
+            "--torch",
+            "system",
+            "--dry-run",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(_fake_system_torch(tmp_path / "old", "2.3.1"))},
+    )
     assert res.returncode == 2 and "outside this project's torch>=2.4,<2.15" in res.stderr
 
 
@@ -105,8 +137,13 @@ needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make i
 @needs_make
 def test_make_setup_passes_the_choice_to_the_script(tmp_path):
     venv = tmp_path / "venv"
-    res = subprocess.run(["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}", "TORCH=system"],
-                         check=False, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}", "TORCH=system"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     assert f'python3 scripts/venv_torch.py --venv {venv} --torch "system" --pins "{" ".join(PINS)}"' in res.stdout
     assert "test -f" in res.stdout and f"-c {venv}/constraints.txt" in res.stdout
@@ -142,8 +179,14 @@ def test_make_bench_reports_what_was_measured_when_a_check_failed(tmp_path, stat
     with the run's status; other failures (2: bad input) still stop at once."""
     venv, log, out = _fake_venv(tmp_path), tmp_path / "calls.log", tmp_path / "out"
     env = {**os.environ, "LOG": str(log), "OUT_DIR": str(out), "RUN_STATUS": str(status)}
-    res = subprocess.run(["make", "-C", str(ROOT), "bench", f"VENV={venv}", f"OUT={out}", f"REPORT={tmp_path}/rep"],
-                         check=False, capture_output=True, text=True, env=env, timeout=60)
+    res = subprocess.run(
+        ["make", "-C", str(ROOT), "bench", f"VENV={venv}", f"OUT={out}", f"REPORT={tmp_path}/rep"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     calls = log.read_text().splitlines()
     assert calls[0] == "-m perfsuite peak --max-time 6"
     assert f"-m perfsuite run --suite cpu --out {out}" in calls
@@ -159,8 +202,9 @@ def test_a_disk_too_small_for_the_pinned_torch_is_refused_before_anything_is_mad
     """CI's clean clone once ran out of disk half-way through pip's install of torch, which said
     only "[Errno 28] No space left on device". Now the script refuses first and says how much."""
     free = {"gib": 2.5}
-    monkeypatch.setattr(venv_torch.shutil, "disk_usage",
-                        lambda path: SimpleNamespace(total=300 * 2**30, free=int(free["gib"] * 2**30)))
+    monkeypatch.setattr(
+        venv_torch.shutil, "disk_usage", lambda path: SimpleNamespace(total=300 * 2**30, free=int(free["gib"] * 2**30))
+    )
     venv = tmp_path / "not" / "yet" / ".venv"
     rc = venv_torch.main(["--venv", str(venv), "--torch", "pinned", "--pins", " ".join(PINS)])
     err = capsys.readouterr().err
@@ -179,7 +223,12 @@ def test_a_disk_too_small_for_the_pinned_torch_is_refused_before_anything_is_mad
 
 @needs_make
 def test_make_passes_the_disk_need_to_the_script(tmp_path):
-    res = subprocess.run(["make", "-n", "-C", str(ROOT), "setup", f"VENV={tmp_path / 'v'}", "VENV_NEEDS_GIB=0"],
-                         check=False, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "setup", f"VENV={tmp_path / 'v'}", "VENV_NEEDS_GIB=0"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     assert "--needs-gib 0" in res.stdout

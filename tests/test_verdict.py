@@ -24,7 +24,9 @@ def test_the_interval_is_the_signed_rank_test_inverted(seed):
     eps = 1e-6
     # Just below the lower end the test rejects "centred above"; just above it, it does not.
     assert signed_rank_greater(logs, lo - eps) < 0.01 <= signed_rank_greater(logs, lo + eps)
-    assert signed_rank_greater([-x for x in logs], -hi - eps) < 0.01 <= signed_rank_greater([-x for x in logs], -hi + eps)
+    assert (
+        signed_rank_greater([-x for x in logs], -hi - eps) < 0.01 <= signed_rank_greater([-x for x in logs], -hi + eps)
+    )
     assert lo < sorted(logs)[len(logs) // 2] < hi
 
 
@@ -34,16 +36,19 @@ def test_too_few_pairs_give_an_unbounded_interval_and_an_undecided_word():
     assert verdict.judge(lo, hi, 0.01) == verdict.UNDECIDED
 
 
-@pytest.mark.parametrize("lo, hi, confirmed, word", [
-    (1.02, 1.06, True, "slower"),
-    (1.02, 1.06, None, "slower"),      # the interval alone, above 1 + threshold
-    (1.00, 1.15, False, "undecided"),  # issue 36: 7.7% over 88 pairs, not shown: never "ok"
-    (1.005, 1.05, False, "undecided"),  # above 1 but not beyond the threshold: the test could not tell
-    (0.80, 0.92, False, "faster"),
-    (0.992, 1.004, False, "same"),     # within the threshold both ways
-    (0.985, 1.004, False, "undecided"),  # not slower, but not shown the same either
-    (0.732, 1.002, False, "undecided"),  # issue 36: a 13.5% speed-up at half the budget was "same"
-])
+@pytest.mark.parametrize(
+    "lo, hi, confirmed, word",
+    [
+        (1.02, 1.06, True, "slower"),
+        (1.02, 1.06, None, "slower"),  # the interval alone, above 1 + threshold
+        (1.00, 1.15, False, "undecided"),  # issue 36: 7.7% over 88 pairs, not shown: never "ok"
+        (1.005, 1.05, False, "undecided"),  # above 1 but not beyond the threshold: the test could not tell
+        (0.80, 0.92, False, "faster"),
+        (0.992, 1.004, False, "same"),  # within the threshold both ways
+        (0.985, 1.004, False, "undecided"),  # not slower, but not shown the same either
+        (0.732, 1.002, False, "undecided"),  # issue 36: a 13.5% speed-up at half the budget was "same"
+    ],
+)
 def test_words_follow_the_interval(lo, hi, confirmed, word):
     assert verdict.judge(lo, hi, 0.01, confirmed) == word
 
@@ -61,8 +66,12 @@ def test_exit_codes_keep_undecided_apart():
 
 
 def _gate(ratios, confirmed: bool, threshold=0.01) -> GateVerdict:
-    return GateVerdict("c", threshold, PairedRun(ratios, 1, decision="slower" if confirmed else "not slower",
-                                                 p=0.001 if confirmed else 0.5), confirmed)
+    return GateVerdict(
+        "c",
+        threshold,
+        PairedRun(ratios, 1, decision="slower" if confirmed else "not slower", p=0.001 if confirmed else 0.5),
+        confirmed,
+    )
 
 
 def test_a_gate_verdict_never_contradicts_its_interval():
@@ -96,8 +105,10 @@ def test_a_stored_verdict_comes_back_with_its_word_and_interval():
     assert back.word == v.word == "slower" and back.interval == v.interval
     # Version 1, written before the words: the pairs' fields at the top, `slower` the test's alarm.
     d = v.to_dict()
-    old = {**{k: x for k, x in d.items() if k not in ("run", "confirmed", "word", "interval", "alpha", "direction")},
-           **d["run"]}
+    old = {
+        **{k: x for k, x in d.items() if k not in ("run", "confirmed", "word", "interval", "alpha", "direction")},
+        **d["run"],
+    }
     assert GateVerdict.from_dict(old).word == "slower" and GateVerdict.from_dict(old).run == v.run
 
 
@@ -132,7 +143,7 @@ def test_futility_does_not_stop_the_gate_while_its_word_would_be_undecided(seed)
     'undecided' with budget left."""
     from fakeclock import FakeClock
 
-    from perfsuite.compare.gate import gate_case, GateCase
+    from perfsuite.compare.gate import GateCase, gate_case
 
     a = [lambda: None for _ in range(3)]
     b = [lambda: None for _ in range(3)]

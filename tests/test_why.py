@@ -22,8 +22,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def op(name, us, calls=1, shapes="[[4]]", nbytes=0.0):
-    return {"name": name, "shapes": shapes, "calls": calls, "self_cpu_us": us, "self_device_us": 0.0,
-            "self_cpu_bytes": nbytes, "self_device_bytes": 0.0}
+    return {
+        "name": name,
+        "shapes": shapes,
+        "calls": calls,
+        "self_cpu_us": us,
+        "self_device_us": 0.0,
+        "self_cpu_bytes": nbytes,
+        "self_device_bytes": 0.0,
+    }
 
 
 def test_rows_align_by_name_and_shapes_sorted_by_the_size_of_their_difference():
@@ -31,7 +38,10 @@ def test_rows_align_by_name_and_shapes_sorted_by_the_size_of_their_difference():
     b = [op("aten::mm", 101), op("aten::tanh", 50, nbytes=64), op("aten::mm", 5, shapes="[[2]]")]
     rows = align(a, b, "self_cpu_us")
     assert [(r.name, r.shapes, r.mark) for r in rows][:3] == [
-        ("aten::tanh", "[[4]]", NEW), ("aten::relu", "[[4]]", GONE), ("aten::mm", "[[4]]", "")]
+        ("aten::tanh", "[[4]]", NEW),
+        ("aten::relu", "[[4]]", GONE),
+        ("aten::mm", "[[4]]", ""),
+    ]
     assert rows[1].delta_us == -10
     # Without per-window times (as in a document written before they were kept) no row has a
     # floor; a name one side never runs is outside it all the same.
@@ -40,10 +50,16 @@ def test_rows_align_by_name_and_shapes_sorted_by_the_size_of_their_difference():
 
 
 def test_explained_share_memory_and_round_trip():
-    a = WhySide("A", {"n": 1}, [op("aten::mm", 100), op("aten::relu", 10)], [200e-6] * 5,
-                {"host_peak_delta_bytes": 1000})
-    b = WhySide("B", {"n": 1}, [op("aten::mm", 100), op("aten::tanh", 80, nbytes=4096)], [300e-6] * 5,
-                {"host_peak_delta_bytes": 5096})
+    a = WhySide(
+        "A", {"n": 1}, [op("aten::mm", 100), op("aten::relu", 10)], [200e-6] * 5, {"host_peak_delta_bytes": 1000}
+    )
+    b = WhySide(
+        "B",
+        {"n": 1},
+        [op("aten::mm", 100), op("aten::tanh", 80, nbytes=4096)],
+        [300e-6] * 5,
+        {"host_peak_delta_bytes": 5096},
+    )
     r = WhyResult("w", "cpu", "--vary n=1,2", a, b, steps=5, rounds=4)
     assert r.measured_delta_us == pytest.approx(100)
     assert r.explained == pytest.approx((80 - 10) / 100)
@@ -107,10 +123,19 @@ def test_a_new_operator_with_a_steady_difference_leads_a_noisy_unchanged_one_mar
     sdpa_b = [50, 52, 49, 51]
     bmm_a = [30, 31, 29, 30]
     soft_a, soft_b = [20, 21, 19, 20], [60, 61, 59, 60]  # on both sides, 40 us slower on B in every window
-    win_a = [[op("aten::gelu", g), op("aten::bmm", m), op("aten::softmax", s), op("aten::addmm", 40)]
-             for g, m, s in zip(gelu_a, bmm_a, soft_a)]
-    win_b = [[op("aten::gelu", g), op("aten::scaled_dot_product_attention", s), op("aten::softmax", t),
-              op("aten::addmm", 40)] for g, s, t in zip(gelu_b, sdpa_b, soft_b)]
+    win_a = [
+        [op("aten::gelu", g), op("aten::bmm", m), op("aten::softmax", s), op("aten::addmm", 40)]
+        for g, m, s in zip(gelu_a, bmm_a, soft_a)
+    ]
+    win_b = [
+        [
+            op("aten::gelu", g),
+            op("aten::scaled_dot_product_attention", s),
+            op("aten::softmax", t),
+            op("aten::addmm", 40),
+        ]
+        for g, s, t in zip(gelu_b, sdpa_b, soft_b)
+    ]
     step_a, step_b = pairs(1000e-6, 1064e-6)
     r = WhyResult("gpt", "cpu", "--base X", side("A", win_a, step_a), side("B", win_b, step_b), steps=5, rounds=4)
     by_name = {row.name: row for row in r.rows}
@@ -118,7 +143,10 @@ def test_a_new_operator_with_a_steady_difference_leads_a_noisy_unchanged_one_mar
     assert gelu.delta_us == pytest.approx(200) and gelu.within_noise and gelu.noise_us > 200
     assert by_name["aten::addmm"].within_noise and by_name["aten::addmm"].noise_us == 0
     assert [(row.name, row.mark, row.within_noise) for row in r.rows[:3]] == [
-        ("aten::scaled_dot_product_attention", NEW, False), ("aten::softmax", "", False), ("aten::bmm", GONE, False)]
+        ("aten::scaled_dot_product_attention", NEW, False),
+        ("aten::softmax", "", False),
+        ("aten::bmm", GONE, False),
+    ]
     assert r.rows[-2:] == [gelu, by_name["aten::addmm"]]  # ranked below every row outside its noise
     # Only the rows outside their noise are reconciled: 50.5 + 40 - 30 us of the measured 66 us
     # (the median of the pairs' differences, 66, 66, 60, ...); GELU's +200 us of noise is left out.
@@ -138,25 +166,40 @@ def test_a_new_operator_with_a_steady_difference_leads_a_noisy_unchanged_one_mar
     assert report_row(page, "aten::scaled_dot_product_attention")[5:] == ["3.77 us", "0/1", "", "new", ""]
     assert "explains 92% of the measured difference" in page
     # A name one side never runs differs however its windows spread: its size is uncertain, not its existence.
-    wild = WhyResult("gpt", "cpu", "--base X", side("A", [[op("aten::addmm", 40)]] * 4, step_a),
-                     side("B", [[op("aten::addmm", 40), op("aten::silu", s)] for s in (145, 99, 38, 65)], step_b),
-                     steps=5, rounds=4)
+    wild = WhyResult(
+        "gpt",
+        "cpu",
+        "--base X",
+        side("A", [[op("aten::addmm", 40)]] * 4, step_a),
+        side("B", [[op("aten::addmm", 40), op("aten::silu", s)] for s in (145, 99, 38, 65)], step_b),
+        steps=5,
+        rounds=4,
+    )
     silu = wild.rows[0]
     assert silu.name == "aten::silu" and silu.noise_us > silu.delta_us and silu.within_noise is False
 
 
 def test_an_operator_whose_shapes_changed_is_changed_showing_both_not_new_and_gone():
-    mlp_a = [op("aten::linear", 10, shapes="[[32, 256], [256, 256], [256]]"),
-             op("aten::linear", 3, shapes="[[32, 256], [10, 256], [10]]"), op("aten::mm", 7, shapes="[[32, 256]]")]
+    mlp_a = [
+        op("aten::linear", 10, shapes="[[32, 256], [256, 256], [256]]"),
+        op("aten::linear", 3, shapes="[[32, 256], [10, 256], [10]]"),
+        op("aten::mm", 7, shapes="[[32, 256]]"),
+    ]
     # B's batch doubled, its rows listed in the other order (so pairing by order alone would cross
     # them), and it runs aten::mm on one shape more.
-    mlp_b = [op("aten::linear", 5, shapes="[[64, 256], [10, 256], [10]]"),
-             op("aten::linear", 20, shapes="[[64, 256], [256, 256], [256]]"),
-             op("aten::mm", 7, shapes="[[32, 256]]"), op("aten::mm", 9, shapes="[[64, 8]]")]
+    mlp_b = [
+        op("aten::linear", 5, shapes="[[64, 256], [10, 256], [10]]"),
+        op("aten::linear", 20, shapes="[[64, 256], [256, 256], [256]]"),
+        op("aten::mm", 7, shapes="[[32, 256]]"),
+        op("aten::mm", 9, shapes="[[64, 8]]"),
+    ]
     rows = {(r.name, r.shapes): r for r in align(mlp_a, mlp_b, "self_cpu_us")}
-    assert set(rows) == {("aten::linear", "[[32, 256], [256, 256], [256]] -> [[64, 256], [256, 256], [256]]"),
-                         ("aten::linear", "[[32, 256], [10, 256], [10]] -> [[64, 256], [10, 256], [10]]"),
-                         ("aten::mm", "[[32, 256]]"), ("aten::mm", "(none) -> [[64, 8]]")}
+    assert set(rows) == {
+        ("aten::linear", "[[32, 256], [256, 256], [256]] -> [[64, 256], [256, 256], [256]]"),
+        ("aten::linear", "[[32, 256], [10, 256], [10]] -> [[64, 256], [10, 256], [10]]"),
+        ("aten::mm", "[[32, 256]]"),
+        ("aten::mm", "(none) -> [[64, 8]]"),
+    }
     assert {key: r.mark for key, r in rows.items() if r.mark != CHANGED} == {("aten::mm", "[[32, 256]]"): ""}
     big = rows["aten::linear", "[[32, 256], [256, 256], [256]] -> [[64, 256], [256, 256], [256]]"]
     assert big.delta_us == 10 and big.to_dict()["mark"] == CHANGED
@@ -170,8 +213,15 @@ def test_listed_differences_far_above_the_measured_one_are_not_called_a_share_of
     # profiler against a measured 1 ms.
     win_a = [[op("aten::add", 100 + k, calls=2)] for k in range(4)]
     win_b = [[op("aten::add", 100 + k, calls=2), op("aten::mul", 1900 + k, calls=400)] for k in range(4)]
-    over = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
-                     side("B", win_b, pairs(5e-3, 6e-3)[1]), steps=5, rounds=4)
+    over = WhyResult(
+        "w",
+        "cpu",
+        "--base X",
+        side("A", win_a, pairs(5e-3, 5e-3)[0]),
+        side("B", win_b, pairs(5e-3, 6e-3)[1]),
+        steps=5,
+        rounds=4,
+    )
     assert over.listed_delta_us / over.measured_delta_us == pytest.approx(1.9, rel=0.01)
     assert over.explained is None and over.to_dict()["explained"] is None
     text = printed(over)
@@ -183,18 +233,39 @@ def test_listed_differences_far_above_the_measured_one_are_not_called_a_share_of
     assert "1.9 times it, so they cannot be reconciled" in page and "400 more operator calls per step" in page
     assert "190%" not in page and "explain" not in page
     # A measured difference inside its own interval is no denominator either.
-    same = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
-                     side("B", win_b, pairs(5e-3, 5e-3)[1]), steps=5, rounds=4)
+    same = WhyResult(
+        "w",
+        "cpu",
+        "--base X",
+        side("A", win_a, pairs(5e-3, 5e-3)[0]),
+        side("B", win_b, pairs(5e-3, 5e-3)[1]),
+        steps=5,
+        rounds=4,
+    )
     assert same.measured_within_noise and same.explained is None
     assert "within its noise (95% CI" in same.reconciliation
     assert "within its noise (95% CI" in reported(same) and "explain" not in reported(same)
     # Pointing the other way: B's operators cost more, its step less.
-    other = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
-                      side("B", win_b, pairs(5e-3, 4e-3)[1]), steps=5, rounds=4)
+    other = WhyResult(
+        "w",
+        "cpu",
+        "--base X",
+        side("A", win_a, pairs(5e-3, 5e-3)[0]),
+        side("B", win_b, pairs(5e-3, 4e-3)[1]),
+        steps=5,
+        rounds=4,
+    )
     assert other.explained is None and "point the other way" in other.reconciliation
     # And reconcilable: 1.9 ms of a measured 2 ms.
-    fits = WhyResult("w", "cpu", "--base X", side("A", win_a, pairs(5e-3, 5e-3)[0]),
-                     side("B", win_b, pairs(5e-3, 7e-3)[1]), steps=5, rounds=4)
+    fits = WhyResult(
+        "w",
+        "cpu",
+        "--base X",
+        side("A", win_a, pairs(5e-3, 5e-3)[0]),
+        side("B", win_b, pairs(5e-3, 7e-3)[1]),
+        steps=5,
+        rounds=4,
+    )
     assert fits.explained == pytest.approx(0.95, rel=0.01)
     assert "explains 95% of the measured difference" in printed(fits)
 
@@ -253,9 +324,34 @@ def _env() -> dict:
 @pytest.mark.slow
 def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(tmp_path):
     out = tmp_path / "a.why.json"
-    res = subprocess.run([sys.executable, "-m", "perfsuite", "why", "activation", "--vary", "impl=custom,builtin",
-                          "-p", "numel=65536", "--device", "cpu", "--threads", "1", "--steps", "3", "--rounds", "2",
-                          "--json", str(out)], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfsuite",
+            "why",
+            "activation",
+            "--vary",
+            "impl=custom,builtin",
+            "-p",
+            "numel=65536",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--steps",
+            "3",
+            "--rounds",
+            "2",
+            "--json",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "against the measured" in res.stdout and "_SwishInput" in res.stdout
     (doc,) = json.loads(out.read_text())["results"]
@@ -263,8 +359,14 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
     # The hand-written autograd Function's forward and backward run on A only; torch's silu on B only.
     assert marks["_SwishInput"] == GONE and marks["_SwishInputBackward"] == GONE
     assert marks["aten::silu"] == NEW and marks["aten::silu_backward"] == NEW
-    rep = subprocess.run([sys.executable, "-m", "perfsuite", "report", str(out), "--out-dir", str(tmp_path / "rep")],
-                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    rep = subprocess.run(
+        [sys.executable, "-m", "perfsuite", "report", str(out), "--out-dir", str(tmp_path / "rep")],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rep.returncode == 0, rep.stdout + rep.stderr
     page = (tmp_path / "rep" / "summary.md").read_text()
     assert "## Why: operators that changed" in page and "`aten::silu`" in page and "against the measured" in page
@@ -279,8 +381,9 @@ def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_rend
     (r,) = load_document(path, "why")
     d = json.loads(path.read_text())["results"][0]
     again = r.to_dict()
-    assert {k: again[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")} == \
-        {k: d[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")}
+    assert {k: again[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")} == {
+        k: d[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")
+    }
     # Its rows, recomputed from the sides: written before rows kept their windows, they have no
     # noise floor, and are ranked by the size of their difference alone.
     assert r.listed[0].name == "aten::tanh" and r.listed[0].mark == NEW
@@ -298,8 +401,9 @@ def test_a_why_document_whose_sides_cannot_be_rendered_is_named_and_the_report_g
     from perfsuite.report.why import section
 
     a = WhySide("A", {}, [op("aten::mm", 100)], [1e-3] * 6, {})
-    good = WhyResult("w", "cpu", "--base X", a, WhySide("B", {}, [op("aten::mm", 130)], [1.03e-3] * 6, {}),
-                     steps=5, rounds=1).to_dict()
+    good = WhyResult(
+        "w", "cpu", "--base X", a, WhySide("B", {}, [op("aten::mm", 130)], [1.03e-3] * 6, {}), steps=5, rounds=1
+    ).to_dict()
     empty = {**good, "b": {**good["b"], "step_s": []}}  # hand-edited: no timed blocks
     page = "\n".join(section([WhyResult.from_dict(empty), WhyResult.from_dict(good)]))
     assert "a why document that cannot be read: ValueError" in page
@@ -316,9 +420,31 @@ def test_why_base_lists_the_new_operator_of_a_users_commit_first_and_bad_input_i
     _commit(root, "a tanh in forward")
 
     def why_cli(*args):
-        return subprocess.run([sys.executable, "-m", "perfsuite", "why", "tiny_mlp", "-p", "batch_size=32",
-                               "--device", "cpu", "--threads", "1", "--steps", "2", "--rounds", "2", *args],
-                              cwd=root, env=_env(), capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perfsuite",
+                "why",
+                "tiny_mlp",
+                "-p",
+                "batch_size=32",
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--steps",
+                "2",
+                "--rounds",
+                "2",
+                *args,
+            ],
+            cwd=root,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     out = tmp_path / "t.why.json"
     res = why_cli("--base", "HEAD~1", "--json", str(out))
@@ -327,10 +453,12 @@ def test_why_base_lists_the_new_operator_of_a_users_commit_first_and_bad_input_i
     assert doc["rows"][0]["name"] == "aten::tanh" and doc["rows"][0]["mark"] == NEW, doc["rows"][:3]
     assert doc["a"]["label"] == "base HEAD~1" and doc["b"]["label"] == "working tree"
     assert _worktrees(root) == 1
-    for args, message in ((("--base", "nosuch"), "--base nosuch: no such commit"),
-                          (("--base", "HEAD", "--vary", "width=128,256"), "not allowed with argument"),
-                          (("--vary", "width=128"), "exactly two values"),
-                          (("--base", "HEAD", "--json", str(out)), "file exists")):
+    for args, message in (
+        (("--base", "nosuch"), "--base nosuch: no such commit"),
+        (("--base", "HEAD", "--vary", "width=128,256"), "not allowed with argument"),
+        (("--vary", "width=128"), "exactly two values"),
+        (("--base", "HEAD", "--json", str(out)), "file exists"),
+    ):
         res = why_cli(*args)
         assert res.returncode == 2 and message in res.stderr, (args, res.stderr)
 
@@ -355,9 +483,15 @@ def test_on_cuda_a_step_the_host_cannot_feed_is_ranked_by_host_time_and_a_busy_g
     device_bound = WhyResult("w", "cuda:0", "--base X", busy_a, busy_b, steps=5, rounds=2)
     assert device_bound.metric == "self_device_us" and device_bound.rows[0].delta_us == 4000
     # Ranked by host time, the memory shown is still the device's.
-    grown = WhyResult("w", "cuda:0", "--base X", a,
-                      WhySide("B", {}, [*b_ops[:1], {**b_ops[1], "self_device_bytes": 1024}], [5.2e-3] * 5, {}),
-                      steps=5, rounds=2)
+    grown = WhyResult(
+        "w",
+        "cuda:0",
+        "--base X",
+        a,
+        WhySide("B", {}, [*b_ops[:1], {**b_ops[1], "self_device_bytes": 1024}], [5.2e-3] * 5, {}),
+        steps=5,
+        rounds=2,
+    )
     assert grown.metric == "self_cpu_us" and [(g.name, g.delta_bytes) for g in grown.grew] == [("aten::mm", 1024)]
     # On the CPU there is no device time to weigh.
     assert WhyResult("w", "cpu", "--base X", a, b, steps=5, rounds=2).device_busy(b) is None

@@ -14,14 +14,14 @@ import torch  # noqa: F401 - imported once here, so that forked workers do not e
 from fakeclock import FakeClock
 from records import make_record
 
-from perfsuite.measuring import workers
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import Unsupported
-from perfsuite.run.execute import Case, run_cases
 from perfsuite.core.params import Param
 from perfsuite.core.record import Record, Work
-from perfsuite.storage.files import ResultsWriter, load_records
 from perfsuite.core.workload import BuiltStep, Workload
+from perfsuite.measuring import workers
+from perfsuite.run.execute import Case, run_cases
+from perfsuite.storage.files import ResultsWriter, load_records
 
 
 def _noop():
@@ -50,9 +50,20 @@ def _child(median_s, seed, **conditions):
     rec = make_record(median_s=median_s, n=20, seed=seed, sigma=0.01)
     from dataclasses import replace
 
-    return replace(rec, conditions={"processes": 1, "cpus": [0, 1], "torch_threads": 2, "timed_wall_s": 1.0,
-                                    "steal_fraction": 0.0, "others_cpus": 0.1, **conditions},
-                   config={"clock_overhead_s": 1e-7, "measure_s": 0.8}, warnings=("noisy: IQR is 12% of the median",))
+    return replace(
+        rec,
+        conditions={
+            "processes": 1,
+            "cpus": [0, 1],
+            "torch_threads": 2,
+            "timed_wall_s": 1.0,
+            "steal_fraction": 0.0,
+            "others_cpus": 0.1,
+            **conditions,
+        },
+        config={"clock_overhead_s": 1e-7, "measure_s": 0.8},
+        warnings=("noisy: IQR is 12% of the median",),
+    )
 
 
 def test_merge_keeps_every_process_and_reports_the_median_of_their_medians():
@@ -97,23 +108,33 @@ def test_the_budget_is_spread_over_the_workers(fork):
     assert rec.config["max_time"] == 0.6 and rec.conditions["processes"] == 3
 
 
-@pytest.mark.parametrize("x, kind, message", [
-    (2, "oom", "worker 1/2 (pid"),
-    (3, "error", "exited with code 7 before sending its record"),
-])
+@pytest.mark.parametrize(
+    "x, kind, message",
+    [
+        (2, "oom", "worker 1/2 (pid"),
+        (3, "error", "exited with code 7 before sending its record"),
+    ],
+)
 @pytest.mark.slow
 def test_a_worker_failure_is_the_cases_failure_and_the_run_goes_on(fork, tmp_path, x, kind, message):
     writer = ResultsWriter(tmp_path / "out.json")
-    out = run_cases([Case(TOY, {"x": x}), Case(TOY, {"x": 1})], RunConfig(max_time=0.2, processes=2), "cpu",
-                    outputs=(writer,), env={}, clock=FakeClock(step_s=1e-3, seed=0))
+    out = run_cases(
+        [Case(TOY, {"x": x}), Case(TOY, {"x": 1})],
+        RunConfig(max_time=0.2, processes=2),
+        "cpu",
+        outputs=(writer,),
+        env={},
+        clock=FakeClock(step_s=1e-3, seed=0),
+    )
     (failure,) = out.failures
     assert failure["kind"] == kind and message in failure["error"] and failure["params"] == {"x": x}
     assert [r.params["x"] for r in out.records] == [1] and len(load_records(tmp_path / "out.json")) == 1
 
 
 def test_unsupported_in_a_worker_is_a_skip(fork):
-    out = run_cases([Case(TOY, {"x": 4})], RunConfig(max_time=0.2, processes=2), "cpu", env={},
-                    clock=FakeClock(step_s=1e-3, seed=0))
+    out = run_cases(
+        [Case(TOY, {"x": 4})], RunConfig(max_time=0.2, processes=2), "cpu", env={}, clock=FakeClock(step_s=1e-3, seed=0)
+    )
     assert not out.failures and not out.records and "lacks" in out.unsupported[0][1]
 
 
@@ -123,8 +144,13 @@ def test_spawned_workers_are_fresh_interpreters_that_find_the_workload_by_name()
 
     from perfsuite.core import registry
 
-    rec = workers.run_in_workers(registry.get("noop"), {}, RunConfig(max_time=0.4, processes=2),
-                                 clock=FakeClock(step_s=1e-4, noise=0.01, seed=5), target=fake_worker)
+    rec = workers.run_in_workers(
+        registry.get("noop"),
+        {},
+        RunConfig(max_time=0.4, processes=2),
+        clock=FakeClock(step_s=1e-4, noise=0.01, seed=5),
+        target=fake_worker,
+    )
     procs = rec.processes
     assert [p["conditions"]["found_by_name"] for p in procs] == [True, True]
     assert [p["conditions"]["share_s"] for p in procs] == [0.2, 0.2] and procs[0]["conditions"]["processes"] == 1
@@ -139,16 +165,22 @@ def test_a_workload_registered_by_a_plain_import_reaches_spawned_workers(tmp_pat
 
     (tmp_path / "plainmod_toy.py").write_text(
         "import perfsuite\n\n\n@perfsuite.workload()\ndef plain_toy(device: str):\n"
-        "    return perfsuite.Step(lambda: None)\n")
+        "    return perfsuite.Step(lambda: None)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     import plainmod_toy  # noqa: F401 - registers plain_toy, as a user's script would
 
     from perfsuite.core import registry
 
     try:
-        rec = workers.run_in_workers(registry.get("plain_toy"), {}, RunConfig(max_time=0.4, processes=2),
-                                     clock=FakeClock(step_s=1e-4, noise=0.01, seed=5), target=fake_worker,
-                                     start_method="spawn")
+        rec = workers.run_in_workers(
+            registry.get("plain_toy"),
+            {},
+            RunConfig(max_time=0.4, processes=2),
+            clock=FakeClock(step_s=1e-4, noise=0.01, seed=5),
+            target=fake_worker,
+            start_method="spawn",
+        )
         assert [p["conditions"]["found_by_name"] for p in rec.processes] == [False, False]
     finally:
         registry._REGISTRY.pop("plain_toy", None)
@@ -176,6 +208,7 @@ def test_trace_cannot_be_combined_with_workers(tmp_path):
 
 # ---- processes that differ in speed (issue 26, item 4) ---------------------------------------------
 
+
 @pytest.mark.slow
 def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_between_runs(no_gc_pauses):
     # Each process runs 5% apart (SD) and every build inside it alike (0.5%); samples say +-1%. A run in
@@ -193,7 +226,7 @@ def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_
         # The interval is the process medians' own spread, divided by sqrt(N), times t (2.78), with the
         # drift between runs (RunConfig.run_drift, 1%) that no run sees in itself added in quadrature.
         sd = float(np.std(np.log(medians), ddof=1))
-        own = 2.776 * sd / 5 ** 0.5
+        own = 2.776 * sd / 5**0.5
         assert np.log(rec.stats.ci_high / rec.median_s) == pytest.approx(np.hypot(own, np.log1p(0.01)), rel=0.01)
         assert rec.spread.rel_ci_halfwidth == pytest.approx(np.sinh(own), rel=0.01)  # the run's own, unwidened
         covered += rec.stats.ci_low <= 1e-3 <= rec.stats.ci_high
@@ -213,8 +246,10 @@ def test_compare_of_two_such_runs_of_the_same_step_is_never_slower_but_sees_a_re
     same = [compare_records([multi_process_run(2 * i)], [multi_process_run(2 * i + 1)]).cases[0] for i in range(10)]
     assert all(c.verdict != "slower" for c in same)
     assert all(c.basis.startswith("process medians (5 vs 5) per reference-kernel time") for c in same)
-    slowed = [compare_records([multi_process_run(2 * i)], [multi_process_run(2 * i + 1, slower=1.3)]).cases[0]
-              for i in range(10)]
+    slowed = [
+        compare_records([multi_process_run(2 * i)], [multi_process_run(2 * i + 1, slower=1.3)]).cases[0]
+        for i in range(10)
+    ]
     assert [c.verdict for c in slowed] == ["slower"] * 10
 
 
@@ -234,9 +269,11 @@ def test_an_entry_point_workload_goes_by_name_a_plain_import_as_the_object(monke
     from perfsuite.core import discover, registry
 
     (tmp_path / "ep_pkg_toy.py").write_text(
-        "import perfsuite\n\n\n@perfsuite.workload()\ndef ep_toy(device: str):\n    return perfsuite.Step(lambda: None)\n")
+        "import perfsuite\n\n\n@perfsuite.workload()\ndef ep_toy(device: str):\n    return perfsuite.Step(lambda: None)\n"
+    )
     (tmp_path / "plain_pkg_toy.py").write_text(
-        "import perfsuite\n\n\n@perfsuite.workload()\ndef plain_toy2(device: str):\n    return perfsuite.Step(lambda: None)\n")
+        "import perfsuite\n\n\n@perfsuite.workload()\ndef plain_toy2(device: str):\n    return perfsuite.Step(lambda: None)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     ep = importlib.metadata.EntryPoint("toy", "ep_pkg_toy", registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [ep] if group == ep.group else [])
@@ -245,6 +282,7 @@ def test_an_entry_point_workload_goes_by_name_a_plain_import_as_the_object(monke
     try:
         discover.load_entry_points()
         import plain_pkg_toy  # noqa: F401
+
         assert workers._portable(registry.get("ep_toy")) == "ep_toy"
         assert workers._portable(registry.get("plain_toy2")) is registry.get("plain_toy2")
         assert workers._portable(registry.get("matmul")) == "matmul"

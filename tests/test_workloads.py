@@ -25,8 +25,9 @@ def test_matmul_step_computes_the_product_and_counts_flops(dtype):
     # The step really multiplies: read its inputs and output from the closure and check.
     closure = dict(zip(built.fn.__code__.co_freevars, (c.cell_contents for c in built.fn.__closure__)))
     expected = closure["a"].float() @ closure["b"].float()
-    torch.testing.assert_close(closure["out"].float(), expected, rtol=0.02 if dtype == "bf16" else 1e-5,
-                               atol=0.5 if dtype == "bf16" else 1e-4)
+    torch.testing.assert_close(
+        closure["out"].float(), expected, rtol=0.02 if dtype == "bf16" else 1e-5, atol=0.5 if dtype == "bf16" else 1e-4
+    )
 
 
 def test_workload_validates_before_building():

@@ -14,9 +14,20 @@ def fake_worker(conn, job) -> None:
 
     workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
     m = measure(lambda: None, job.clock, job.cfg)
-    rec = Record(workload=workload.name, params=job.params, device="cpu", timing_method=job.clock.method,
-                 block_size=m.block_size, samples_s=m.samples_s, work=Work(items_per_step=1, item_unit="calls"),
-                 conditions={"processes": job.cfg.processes, "found_by_name": isinstance(job.workload, str),
-                             "share_s": job.cfg.max_time, "pid": os.getpid()})
+    rec = Record(
+        workload=workload.name,
+        params=job.params,
+        device="cpu",
+        timing_method=job.clock.method,
+        block_size=m.block_size,
+        samples_s=m.samples_s,
+        work=Work(items_per_step=1, item_unit="calls"),
+        conditions={
+            "processes": job.cfg.processes,
+            "found_by_name": isinstance(job.workload, str),
+            "share_s": job.cfg.max_time,
+            "pid": os.getpid(),
+        },
+    )
     conn.send(("ok", rec.to_dict()))
     conn.close()

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 from rich.text import Text
 
-from perfsuite.core.errors import PerfsuiteError
 from perfsuite.compare.amp import Amp
 from perfsuite.core import registry
+from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import single_values
-from perfsuite.core.units import fmt_bytes
-from perfsuite.core.units import fmt_seconds
+from perfsuite.core.units import fmt_bytes, fmt_seconds
 from perfsuite.stats.summary import median
 from perfsuite.storage.files import DocumentWriter
 
@@ -39,16 +36,26 @@ def cmd_amp(args, console) -> int:
     measure = Amp(precisions[0], precisions[1], pairs=args.pairs, steps=args.steps, loss_tolerance=args.loss_tol)
     runnable([case], device, measure)
     writer = DocumentWriter(args.out, "amp") if args.out is not None else None
-    console.print(f"{workload.name} {given or ''} on {device}: {precisions[0]} vs {precisions[1]}, "
-                  f"up to {args.pairs} interleaved pairs in {args.max_time:g}s, {args.steps}-step loss check",
-                  highlight=False)
+    console.print(
+        f"{workload.name} {given or ''} on {device}: {precisions[0]} vs {precisions[1]}, "
+        f"up to {args.pairs} interleaved pairs in {args.max_time:g}s, {args.steps}-step loss check",
+        highlight=False,
+    )
 
     class Show(Events):
         def done(self, case, res) -> None:
-            console.print(Text(f"  step time: {fmt_seconds(median(res.time_a_s))} ({res.precision_a}) vs "
-                               f"{fmt_seconds(median(res.time_b_s))} ({res.precision_b})"))
-            console.print(Text(f"  saved for backward: {fmt_bytes(res.saved_bytes_a)} vs "
-                               f"{fmt_bytes(res.saved_bytes_b)} (ratio {res.memory_ratio:.2f})"))
+            console.print(
+                Text(
+                    f"  step time: {fmt_seconds(median(res.time_a_s))} ({res.precision_a}) vs "
+                    f"{fmt_seconds(median(res.time_b_s))} ({res.precision_b})"
+                )
+            )
+            console.print(
+                Text(
+                    f"  saved for backward: {fmt_bytes(res.saved_bytes_a)} vs "
+                    f"{fmt_bytes(res.saved_bytes_b)} (ratio {res.memory_ratio:.2f})"
+                )
+            )
             console.print(Text("  " + res.verdict(), style="green" if res.accuracy_ok else "bold red"))
             if line := res.bound_line():
                 console.print(Text("  where the time went: " + line))
@@ -57,8 +64,14 @@ def cmd_amp(args, console) -> int:
             console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
 
     try:
-        out = run_cases([case], RunConfig(device=device, max_time=args.max_time), device, measure=measure,
-                        outputs=(writer, args.recorder), events=Show())
+        out = run_cases(
+            [case],
+            RunConfig(device=device, max_time=args.max_time),
+            device,
+            measure=measure,
+            outputs=(writer, args.recorder),
+            events=Show(),
+        )
     finally:
         if writer is not None:
             writer.discard_if_empty()

@@ -16,7 +16,6 @@ import os
 import sys
 from pathlib import Path
 
-from perfsuite.cli.console import make_console, output_failure
 from rich.text import Text
 
 # Each command's function from its own module (not through the perfsuite.cli package, which
@@ -25,11 +24,13 @@ from perfsuite.cli.amp import cmd_amp
 from perfsuite.cli.bisect import bisect_command
 from perfsuite.cli.check import check_command
 from perfsuite.cli.compare import cmd_compare
+from perfsuite.cli.console import make_console, output_failure
 from perfsuite.cli.env import cmd_env
 from perfsuite.cli.export import export_command
 from perfsuite.cli.gate import gate_command
 from perfsuite.cli.listing import cmd_list, cmd_suites
 from perfsuite.cli.pair import pair_command
+from perfsuite.cli.parser import build_parser
 from perfsuite.cli.peak import cmd_peak
 from perfsuite.cli.profile import profile_step_command, trace_command
 from perfsuite.cli.report import cmd_report
@@ -38,21 +39,31 @@ from perfsuite.cli.run import cmd_run
 from perfsuite.cli.store import store_command, store_given, stored_run
 from perfsuite.cli.system import system_command
 from perfsuite.cli.why import why_command
-from perfsuite.cli.parser import build_parser
-from perfsuite.core.discover import discover
+from perfsuite.core.discover import discover, find_project, project_paths, workload_files
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
-from perfsuite.core.discover import find_project
-from perfsuite.core.discover import project_paths
-from perfsuite.core.discover import workload_files
 from perfsuite.storage.write import write_new_text
 
 COMMANDS = {
-    "list": cmd_list, "suites": cmd_suites, "env": cmd_env, "run": cmd_run, "peak": cmd_peak,
-    "compare": cmd_compare, "amp": cmd_amp, "report": cmd_report, "gate": gate_command, "pair": pair_command,
-    "roofline": roofline_command, "profile-step": profile_step_command, "trace": trace_command,
-    "export": export_command, "system": system_command, "check": check_command,
-    "bisect": bisect_command, "why": why_command, "store": store_command,
+    "list": cmd_list,
+    "suites": cmd_suites,
+    "env": cmd_env,
+    "run": cmd_run,
+    "peak": cmd_peak,
+    "compare": cmd_compare,
+    "amp": cmd_amp,
+    "report": cmd_report,
+    "gate": gate_command,
+    "pair": pair_command,
+    "roofline": roofline_command,
+    "profile-step": profile_step_command,
+    "trace": trace_command,
+    "export": export_command,
+    "system": system_command,
+    "check": check_command,
+    "bisect": bisect_command,
+    "why": why_command,
+    "store": store_command,
 }
 
 
@@ -109,8 +120,12 @@ def _console_outcome(console, err, code: int) -> int:
         _quiet_stdout()
         return code or 2
     tail = [line for line in dropped.splitlines() if line.strip()][-3:]
-    err.print(Text(f"error: standard output failed ({failure.strerror or failure}); what was measured is saved. "
-                   "The last lines it could not show:\n" + "\n".join(tail)))
+    err.print(
+        Text(
+            f"error: standard output failed ({failure.strerror or failure}); what was measured is saved. "
+            "The last lines it could not show:\n" + "\n".join(tail)
+        )
+    )
     return code or 2
 
 
@@ -171,7 +186,6 @@ def _crash_log(exc: BaseException) -> str:
     import tempfile
     import traceback
     from datetime import datetime, timezone
-
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")

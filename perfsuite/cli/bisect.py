@@ -7,27 +7,21 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.core.text import printable
-
-from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError
 from perfsuite.cli.why import print_why
 from perfsuite.compare import bisect as b
-from perfsuite.compare import revisions
-from perfsuite.compare import sides
+from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect import UNDECIDED
-from perfsuite.compare.bisect_probe import MAX_BUDGETS
-from perfsuite.compare.bisect_probe import Prober
-from perfsuite.compare.bisect_probe import first_parent_commits
-from perfsuite.compare.bisect_probe import subject
+from perfsuite.compare.bisect_probe import MAX_BUDGETS, Prober, first_parent_commits, subject
 from perfsuite.compare.why_sides import why_commits
 from perfsuite.core import registry
-from perfsuite.core.params import single_values
-from perfsuite.stats import verdict
-from perfsuite.storage.files import document
-from perfsuite.storage.files import load_document
-from perfsuite.storage.write import check_output, write_or_rescue
 from perfsuite.core.case import Case
+from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError
+from perfsuite.core.params import single_values
+from perfsuite.core.text import printable
 from perfsuite.run.execute import runnable
+from perfsuite.stats import verdict
+from perfsuite.storage.files import document, load_document
+from perfsuite.storage.write import check_output, write_or_rescue
 
 
 def bisect_command(args, console) -> int:
@@ -49,10 +43,19 @@ def bisect_command(args, console) -> int:
             missing = revs.missing_at(sha)
             if missing:
                 raise ConfigError(f"{flag} {rev}: {missing}")
-        settings = {"max_time": args.budget, "builds": args.builds, "threshold": args.threshold, "fdr": args.fdr,
-                    "threads": args.threads, "heap": args.heap, "rule": b.PROBE_RULE, "direction": change,
-                    "workloads_from": revs.mode if revs.mode in (revisions.TREE, revisions.REVISION) else
-                    revisions.resolve_commit(revs.mode, revs.repo)}
+        settings = {
+            "max_time": args.budget,
+            "builds": args.builds,
+            "threshold": args.threshold,
+            "fdr": args.fdr,
+            "threads": args.threads,
+            "heap": args.heap,
+            "rule": b.PROBE_RULE,
+            "direction": change,
+            "workloads_from": revs.mode
+            if revs.mode in (revisions.TREE, revisions.REVISION)
+            else revisions.resolve_commit(revs.mode, revs.repo),
+        }
         state = b.Bisection(w.name, params, device, b.Commit(good, subject(revs.repo, good)), commits, settings)
         log = args.log or Path(".perfsuite") / "bisect" / _log_name(w.name, good, bad, change)
         # Before any probe (and before resuming from it): a measured probe is never lost to its log.
@@ -60,37 +63,73 @@ def bisect_command(args, console) -> int:
         _resume(state, log, console)
 
         probes = math.ceil(math.log2(len(commits)))  # bad is known changed once confirmed: halve the rest
-        console.print(Text(f"bisecting {len(commits)} first-parent commit(s) of {revs.repo} after {good[:12]} up to "
-                           f"{bad[:12]} for the first {change} one: confirming --bad, then about {probes} probe(s), "
-                           f"{args.budget:g}-{MAX_BUDGETS * args.budget:g}s each plus start-up; workload file from "
-                           f"{_from(revs)}; log {log}"))
-        with console.status("starting") as status, sides.placed(device, args.threads), \
-                Prober(w, params, revs, good, device, budget_s=args.budget, builds=args.builds,
-                       threshold=args.threshold, threads=args.threads, heap=args.heap, fdr=args.fdr, direction=direction,
-                       progress=lambda text: status.update(Text(printable(text)))) as prober:
+        console.print(
+            Text(
+                f"bisecting {len(commits)} first-parent commit(s) of {revs.repo} after {good[:12]} up to "
+                f"{bad[:12]} for the first {change} one: confirming --bad, then about {probes} probe(s), "
+                f"{args.budget:g}-{MAX_BUDGETS * args.budget:g}s each plus start-up; workload file from "
+                f"{_from(revs)}; log {log}"
+            )
+        )
+        with (
+            console.status("starting") as status,
+            sides.placed(device, args.threads),
+            Prober(
+                w,
+                params,
+                revs,
+                good,
+                device,
+                budget_s=args.budget,
+                builds=args.builds,
+                threshold=args.threshold,
+                threads=args.threads,
+                heap=args.heap,
+                fdr=args.fdr,
+                direction=direction,
+                progress=lambda text: status.update(Text(printable(text))),
+            ) as prober,
+        ):
             answer = b.run_bisection(state, prober, lambda s, p: _logged(s, p, log, console))
         _save(state, log, answer)
         if args.recorder is not None:  # the finished bisection, with its answer, in the store's history
             d = state.to_dict()
             args.recorder.add_document("bisect", {**d, "answer": answer.to_dict()}, workload=w.name)
         for c in answer.skipped:
-            console.print(Text(f"skipped {c.sha[:12]} {printable(c.subject)}: {c.error.splitlines()[0] if c.error else ''}",
-                               style="yellow"))
+            console.print(
+                Text(
+                    f"skipped {c.sha[:12]} {printable(c.subject)}: {c.error.splitlines()[0] if c.error else ''}",
+                    style="yellow",
+                )
+            )
         if answer.state != b.FOUND:
             return _not_found(answer, args, change, console)
         assert answer.commit is not None  # found
-        console.print(Text(f"first {change} commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}",
-                           style="bold red" if direction > 0 else "bold green"))
+        console.print(
+            Text(
+                f"first {change} commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}",
+                style="bold red" if direction > 0 else "bold green",
+            )
+        )
         console.print(Text(f"  against --good: {_effect(answer.probe)}"))
         forced = [p for p in state.probes if p.verdict and any(n.startswith("undecided") for n in p.verdict.notes)]
         if forced:  # put on a side by their median after the whole budget: the answer rests on a coin
-            console.print(Text(f"  uncertain: {len(forced)} probe(s) could not tell good from bad and were put by their "
-                               f"median ({', '.join(p.sha[:12] for p in forced)}); a longer --max-time or more "
-                               "--builds would decide them", style="yellow"))
+            console.print(
+                Text(
+                    f"  uncertain: {len(forced)} probe(s) could not tell good from bad and were put by their "
+                    f"median ({', '.join(p.sha[:12] for p in forced)}); a longer --max-time or more "
+                    "--builds would decide them",
+                    style="yellow",
+                )
+            )
         if answer.could_also_be:
-            console.print(Text("  or one of the skipped commits before it: "
-                               + ", ".join(f"{c.sha[:12]} {printable(c.subject)}" for c in answer.could_also_be),
-                               style="yellow"))
+            console.print(
+                Text(
+                    "  or one of the skipped commits before it: "
+                    + ", ".join(f"{c.sha[:12]} {printable(c.subject)}" for c in answer.could_also_be),
+                    style="yellow",
+                )
+            )
         if not args.no_why:
             _why(w, params, revs, good, answer.commit.sha, device, args, log, console)
     # A slowdown found is the documented exit 1; a speed-up found is good news (0).
@@ -117,15 +156,21 @@ def _not_found(answer, args, change: str, console) -> int:
     """bad was not shown changed: undecided (exit 5), or shown not changed in that direction (0)."""
     conf = answer.confirmation
     if answer.state == UNDECIDED:
-        console.print(Text(f"--bad {args.bad} against --good {args.good}: {_effect(conf)}; nothing bisected "
-                           f"(a longer --max-time gives the test more pairs)", style="yellow"))
+        console.print(
+            Text(
+                f"--bad {args.bad} against --good {args.good}: {_effect(conf)}; nothing bisected "
+                f"(a longer --max-time gives the test more pairs)",
+                style="yellow",
+            )
+        )
         return verdict.EXIT_UNDECIDED
     word = conf.word
     hint = ""
     if word in (verdict.FASTER, verdict.SLOWER) and word != change:
         hint = f"; it is {word}: `perfsuite bisect{' --faster' if word == 'faster' else ''}` finds that commit"
-    console.print(Text(f"--bad {args.bad} is not {change} than --good {args.good}: {_effect(conf)}; nothing to "
-                       f"bisect{hint}"))
+    console.print(
+        Text(f"--bad {args.bad} is not {change} than --good {args.good}: {_effect(conf)}; nothing to bisect{hint}")
+    )
     return 0
 
 
@@ -139,10 +184,13 @@ def _resume(state, log: Path, console) -> None:
         raise ConfigError(f"--log {log}: not a readable bisection log ({exc})") from None
     if not state.same_question(old):
         if old.settings.get("rule") != state.settings.get("rule"):
-            raise ConfigError(f"--log {log}: written by an older perfsuite, whose probes were judged by another "
-                              "rule; remove it or give another --log")
-        differ = [k for k in sorted(set(old.settings) | set(state.settings))
-                  if old.settings.get(k) != state.settings.get(k)]
+            raise ConfigError(
+                f"--log {log}: written by an older perfsuite, whose probes were judged by another "
+                "rule; remove it or give another --log"
+            )
+        differ = [
+            k for k in sorted(set(old.settings) | set(state.settings)) if old.settings.get(k) != state.settings.get(k)
+        ]
         what = f"settings differ: {', '.join(differ)}" if differ else "workload, parameters or revisions differ"
         raise ConfigError(f"--log {log}: the log of another bisection ({what}); remove it or give another --log")
     state.probes = old.probes
@@ -165,7 +213,9 @@ def _logged(state, probe, log: Path, console) -> None:
         what = f"--bad {_effect(probe)}"
     else:
         what = f"like {'bad' if probe.outcome == 'changed' else 'good'}; {_effect(probe, worded=False)}"
-    console.print(Text(f"probe {len(state.probes)}: {c.sha[:12]} {printable(c.subject)}: {what} [{probe.seconds:.0f}s]"))
+    console.print(
+        Text(f"probe {len(state.probes)}: {c.sha[:12]} {printable(c.subject)}: {what} [{probe.seconds:.0f}s]")
+    )
     if probe.sha != state.bad.sha:  # like good or like bad: say when the pairs could not tell
         for note in probe.verdict.notes if probe.verdict else []:
             if note.startswith("undecided"):
@@ -190,8 +240,18 @@ def _effect(probe, worded: bool = True) -> str:
 def _why(w, params, revs, good, named, device, args, log: Path, console) -> None:
     """The differential profile of good against the named commit, printed and stored beside the log."""
     try:
-        result = why_commits(w, params, revs, good, named, device, threads=args.threads, steps=args.steps,
-                             rounds=args.rounds, top=args.top)
+        result = why_commits(
+            w,
+            params,
+            revs,
+            good,
+            named,
+            device,
+            threads=args.threads,
+            steps=args.steps,
+            rounds=args.rounds,
+            top=args.top,
+        )
     except PerfsuiteError as exc:  # the commit is named and logged already: its exit status stands
         console.print(Text(f"why could not profile the two sides: {exc}", style="yellow"))
         return

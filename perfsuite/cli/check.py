@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 
 from perfsuite.cli.listing import default_workloads
+from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError
 from perfsuite.suite.checks import EXIT_FAILED, CheckResult, checks_for, run_checks
-from perfsuite.core import registry
 
 
 def check_command(args, console) -> int:
@@ -18,8 +18,12 @@ def check_command(args, console) -> int:
     device = resolve_device(args.device)
     names, project = (args.workloads, None) if args.workloads else default_workloads(args.all, args.workload_paths)
     if project is not None:
-        console.print(Text(f"checking the workloads of {project} ({len(names)}); "
-                           "--all checks perfsuite's built-ins too", style="dim"))
+        console.print(
+            Text(
+                f"checking the workloads of {project} ({len(names)}); --all checks perfsuite's built-ins too",
+                style="dim",
+            )
+        )
     for w in names:
         registry.get(w)  # bad input (exit 2) before any check runs
     without = [w for w in names if not checks_for(w)]
@@ -31,6 +35,10 @@ def check_command(args, console) -> int:
     for w in without:
         console.print(Text(f"-     {w}: no correctness checks"))
     failed = [r for r in results if not r.ok]
-    console.print(Text(f"checks on {device}: {len(results) - len(failed)} ok, {len(failed)} failed",
-                       style="bold red" if failed else "green"))
+    console.print(
+        Text(
+            f"checks on {device}: {len(results) - len(failed)} ok, {len(failed)} failed",
+            style="bold red" if failed else "green",
+        )
+    )
     return EXIT_FAILED if failed else 0

@@ -3,14 +3,14 @@ slower case, 5 when none is slower but one is undecided."""
 
 from __future__ import annotations
 
-from perfsuite.cli.console import make_console
 from rich.text import Text
 
+from perfsuite.cli.console import make_console
+from perfsuite.compare.records import compare_records
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
-from perfsuite.stats.verdict import EXIT_UNDECIDED, UNDECIDED_ADVICE
-from perfsuite.compare.records import compare_records
 from perfsuite.report.console import comparison_table
+from perfsuite.stats.verdict import EXIT_UNDECIDED, UNDECIDED_ADVICE
 from perfsuite.storage.files import load_records
 
 
@@ -22,16 +22,26 @@ def cmd_compare(args, console) -> int:
         from perfsuite.storage.files import load_document
 
         floors = load_document(args.floors, "noise-floors")
-    cmp = compare_records(base, new, threshold=args.threshold, alpha=args.alpha,
-                          allow_env_mismatch=args.allow_env_mismatch, floors=floors)
+    cmp = compare_records(
+        base, new, threshold=args.threshold, alpha=args.alpha, allow_env_mismatch=args.allow_env_mismatch, floors=floors
+    )
     if not cmp.cases:
         raise PerfsuiteError(f"{', '.join(map(str, args.base))} and {args.new} have no case in common")
     if args.json:
         from perfsuite.storage.files import dumps
 
         # Strict JSON: a ratio of infinity or NaN is written as null, which every parser reads.
-        print(dumps({"cases": [c.to_dict() for c in cmp.cases], "only_base": cmp.only_base,
-                          "only_new": cmp.only_new, "regressed": cmp.regressed}, indent=1))
+        print(
+            dumps(
+                {
+                    "cases": [c.to_dict() for c in cmp.cases],
+                    "only_base": cmp.only_base,
+                    "only_new": cmp.only_new,
+                    "regressed": cmp.regressed,
+                },
+                indent=1,
+            )
+        )
     else:
         console.print(comparison_table(cmp))
         for c in cmp.cases:
@@ -46,9 +56,13 @@ def cmd_compare(args, console) -> int:
     # On stderr, so that --json output stays one JSON document.
     err = make_console(stderr=True)
     if cmp.regressed:
-        err.print(f"[bold red]slower[/] beyond {args.threshold:.0%} and the noise between runs "
-                  f"(significant at p < {args.alpha})")
+        err.print(
+            f"[bold red]slower[/] beyond {args.threshold:.0%} and the noise between runs "
+            f"(significant at p < {args.alpha})"
+        )
     elif cmp.exit_code == EXIT_UNDECIDED:
-        err.print(f"[yellow]undecided[/]: a difference beyond {args.threshold:.0%} that separate runs cannot "
-                  f"confirm; {UNDECIDED_ADVICE} (or one interleaved `perfsuite gate`)")
+        err.print(
+            f"[yellow]undecided[/]: a difference beyond {args.threshold:.0%} that separate runs cannot "
+            f"confirm; {UNDECIDED_ADVICE} (or one interleaved `perfsuite gate`)"
+        )
     return cmp.exit_code

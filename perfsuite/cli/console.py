@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import IO, cast
 
-from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderResult, RenderHook
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook, RenderResult
 from rich.segment import Segment
 
 from perfsuite.core.text import escaped
@@ -59,7 +59,7 @@ class _Guarded:
                 return len(text)
             except OSError as exc:
                 self.failure = exc
-        self.dropped = (self.dropped + text)[-self.KEEP:]
+        self.dropped = (self.dropped + text)[-self.KEEP :]
         return len(text)
 
     def flush(self) -> None:

@@ -3,7 +3,6 @@ tools read. csv/parquet: the tidy table of perfsuite.storage.table (`--out FILE`
 
 from __future__ import annotations
 
-
 from rich.text import Text
 
 import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-
 from rich.text import Text
 
-from perfsuite.core.errors import PerfsuiteError
-from perfsuite.core.text import printable
-from perfsuite.measuring import heap
-from perfsuite.stats import verdict
 from perfsuite.compare import gate as g
 from perfsuite.compare import gate_sides
 from perfsuite.core import registry
 from perfsuite.core.case import Measure
-from perfsuite.run.execute import Events
 from perfsuite.core.config import RunConfig
-from perfsuite.core.params import expand_sweep
-from perfsuite.core.params import parse_assignments
+from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.params import expand_sweep, parse_assignments
+from perfsuite.core.text import printable
+from perfsuite.measuring import heap
 from perfsuite.measuring.system import pinned
+from perfsuite.run.execute import Events
+from perfsuite.stats import verdict
+from perfsuite.storage.files import document, load_document
 from perfsuite.storage.write import check_output, write_or_rescue
-from perfsuite.storage.files import document
-from perfsuite.storage.files import load_document
 
 # The console's colour for each verdict word.
 _STYLE = {verdict.SLOWER: "bold red", verdict.FASTER: "green", verdict.UNDECIDED: "yellow"}
@@ -46,8 +43,9 @@ def gate_command(args, console) -> int:
     # the sides hold their own (perfsuite.compare.side_worker) and this one only drives them.
     held = heap.apply(args.heap if args.slowdown is not None else "default")
     if args.slowdown is not None and args.heap == "steady" and held["heap"] != "steady":
-        console.print(Text(f"--heap steady: not held ({held['reason']}); page faults stay in the pairs",
-                           style="yellow"))
+        console.print(
+            Text(f"--heap steady: not held ({held['reason']}); page faults stay in the pairs", style="yellow")
+        )
     with pinned(None, threads):
         return gate_revisions(args, console, new, device, threads)
 
@@ -55,6 +53,7 @@ def gate_command(args, console) -> int:
 class _GateEvents(Events):
     """Prints what happens to each gated case; the verdicts themselves come after
     Benjamini-Hochberg has run across the cases."""
+
     def __init__(self, console, done=None) -> None:
         self.console, self.on_done = console, done
 
@@ -81,11 +80,14 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     from perfsuite.measuring.timing import clock_for
     from perfsuite.run.execute import Case, run_cases
 
-
     in_process = args.slowdown is not None  # the self-check times both arms here; a gate drives side processes
-    how = (f"{args.budget:g}s per case, {args.builds} " + ("build(s)" if in_process else "process(es)") + " per side, "
-           + (f"{threads} torch thread(s)" if threads else "torch's own threads")
-           + (f", heap {heap.state()['heap']}" if in_process else f", heap {args.heap} in each side process"))
+    how = (
+        f"{args.budget:g}s per case, {args.builds} "
+        + ("build(s)" if in_process else "process(es)")
+        + " per side, "
+        + (f"{threads} torch thread(s)" if threads else "torch's own threads")
+        + (f", heap {heap.state()['heap']}" if in_process else f", heap {args.heap} in each side process")
+    )
     cases = [Case(new, c) for c in expand_sweep(parse_assignments(args.param, new.params, new.name))]
 
     if args.slowdown is not None:
@@ -98,47 +100,78 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
             res["heap"] = heap.state()
             lo, hi = g.wilson_interval(res["caught"], res["trials"])
             flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
-            console.print(Text(
-                f"{case.label}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
-                f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
-                f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {how}"))
+            console.print(
+                Text(
+                    f"{case.label}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
+                    f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
+                    f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {how}"
+                )
+            )
 
         measure: Measure = g.SelfCheck(args.slowdown, args.trials, args.threshold, args.builds, clock)
-        out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
-                        events=_GateEvents(console, show), outputs=(args.recorder,))
+        out = run_cases(
+            cases,
+            RunConfig(device=device, max_time=args.budget),
+            device,
+            measure=measure,
+            events=_GateEvents(console, show),
+            outputs=(args.recorder,),
+        )
         if args.json:
             write_or_rescue(args.json, document("gate-selfcheck", out.records, out.failures), "--json")
         return _ended(out, 0)
 
     floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
     if args.learn_floor:
+
         def learned(case, floor) -> None:
             floors[case.label] = floor
             console.print(Text(f"{case.label}: noise floor {floor:.2%}"))
 
         check_output(args.floors, "--floors", replace=True)
         measure = gate_sides.NoiseFloor(args.learn_floor, args.builds, args.heap, threads)
-        out = run_cases(cases, RunConfig(device=device, max_time=args.budget / 3), device, measure=measure,
-                        events=_GateEvents(console, learned))
+        out = run_cases(
+            cases,
+            RunConfig(device=device, max_time=args.budget / 3),
+            device,
+            measure=measure,
+            events=_GateEvents(console, learned),
+        )
         write_or_rescue(args.floors, document("noise-floors", floors), "--floors")
         return _ended(out, 0)
 
     with console.status(f"checking out {args.base_ref}") as status:
-        out = gate_sides.gate_sides(new, [c.params for c in cases], args.base_ref, device, threads, floors,
-                           budget=args.budget, builds=args.builds, heap_mode=args.heap, threshold=args.threshold,
-                           fdr=args.fdr, workloads_from=args.workloads_from, events=_GateEvents(console),
-                           progress=lambda text: status.update(Text(printable(text))))
+        out = gate_sides.gate_sides(
+            new,
+            [c.params for c in cases],
+            args.base_ref,
+            device,
+            threads,
+            floors,
+            budget=args.budget,
+            builds=args.builds,
+            heap_mode=args.heap,
+            threshold=args.threshold,
+            fdr=args.fdr,
+            workloads_from=args.workloads_from,
+            events=_GateEvents(console),
+            progress=lambda text: status.update(Text(printable(text))),
+        )
     for v in out.records:
         looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
         word = v.word
-        console.print(Text(f"{v.label}: {v.describe()} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
-                           f"threshold +{v.threshold:.1%}"
-                           # p answers "slower?": beside another word it says nothing the interval does not
-                           + (f", p={v.p:.2g} on the alpha scale" if word in ("slower", "undecided") else "")
-                           + f", look {len(v.run.looks)} "
-                           f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
-                           f"{''.join('; ' + n for n in v.notes)}{verdict.advice(word)}",
-                           style=_STYLE.get(word, "")))
+        console.print(
+            Text(
+                f"{v.label}: {v.describe()} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
+                f"threshold +{v.threshold:.1%}"
+                # p answers "slower?": beside another word it says nothing the interval does not
+                + (f", p={v.p:.2g} on the alpha scale" if word in ("slower", "undecided") else "")
+                + f", look {len(v.run.looks)} "
+                f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
+                f"{''.join('; ' + n for n in v.notes)}{verdict.advice(word)}",
+                style=_STYLE.get(word, ""),
+            )
+        )
     console.print(Text(how))
     if args.recorder is not None:
         for v in out.records:

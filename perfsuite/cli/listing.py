@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
-from perfsuite.core import discover
-from perfsuite.core import registry
-from perfsuite.suite.file import load_suite
-from perfsuite.suite.file import shipped_suites_dir
+
+from perfsuite.core import discover, registry
+from perfsuite.suite.file import load_suite, shipped_suites_dir
 
 
 def default_workloads(everything: bool, paths: Sequence[Path] = ()) -> tuple[list[str], Path | None]:
@@ -33,12 +32,12 @@ def default_workloads(everything: bool, paths: Sequence[Path] = ()) -> tuple[lis
 def cmd_list(args, console) -> int:
     from rich.table import Table
 
-
     names, project = default_workloads(args.all, args.workload_paths)
     hidden = len(registry.names()) - len(names)
-    t = Table(title="perfsuite workloads" if project is None else f"workloads of {project}",
-              caption=f"{hidden} more (perfsuite's built-ins, installed packages'): perfsuite list --all"
-              if hidden else None)
+    t = Table(
+        title="perfsuite workloads" if project is None else f"workloads of {project}",
+        caption=f"{hidden} more (perfsuite's built-ins, installed packages'): perfsuite list --all" if hidden else None,
+    )
     for col in ("workload", "parameter", "default", "allowed", "description"):
         t.add_column(col)
     for name in names:
@@ -58,7 +57,6 @@ def cmd_list(args, console) -> int:
 def cmd_suites(args, console) -> int:
     from rich.table import Table
 
-
     t = Table(title=f"suites in {shipped_suites_dir()}")
     for col in ("name", "entries", "workloads", "description"):
         t.add_column(col)
@@ -67,7 +65,11 @@ def cmd_suites(args, console) -> int:
 
         doc = parse_yaml(path)
         suite = load_suite(path)
-        t.add_row(path.stem, str(len(suite.entries)), ", ".join(sorted({e.workload for e in suite.entries})),
-                  str(doc.get("description", "")))
+        t.add_row(
+            path.stem,
+            str(len(suite.entries)),
+            ", ".join(sorted({e.workload for e in suite.entries})),
+            str(doc.get("description", "")),
+        )
     console.print(t)
     return 0

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from perfsuite.core.errors import PerfsuiteError
 from perfsuite.cli.run import _EntryEvents
 from perfsuite.compare.pair import Pair
 from perfsuite.core import registry
-from perfsuite.core.params import expand_sweep
-from perfsuite.core.params import parse_assignments
+from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.storage.files import DocumentWriter
 
 
@@ -19,7 +18,7 @@ def pair_command(args, console) -> int:
 
     w = registry.get(args.workload)
     varied = parse_assignments([args.vary], w.params, w.name)
-    (key, values), = varied.items()
+    ((key, values),) = varied.items()
     if len(values) != 2:
         raise PerfsuiteError(f"--vary expects exactly two values of {key!r}, got {len(values)}")
     sweep = parse_assignments(args.param, w.params, w.name)
@@ -32,8 +31,14 @@ def pair_command(args, console) -> int:
     # Claimed before measuring: an existing file is refused, and no finished pair is thrown away.
     writer = DocumentWriter(args.out, "pair") if args.out is not None else None
     try:
-        out = run_cases(cases, RunConfig(device=device, max_time=args.budget), device, measure=measure,
-                        outputs=(writer, args.recorder), events=_EntryEvents(console, w.name))
+        out = run_cases(
+            cases,
+            RunConfig(device=device, max_time=args.budget),
+            device,
+            measure=measure,
+            outputs=(writer, args.recorder),
+            events=_EntryEvents(console, w.name),
+        )
     finally:
         if writer is not None:
             writer.discard_if_empty()

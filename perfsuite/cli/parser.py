@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perfsuite.storage import machine_drift
 from perfsuite.cli.store import add_arguments as store_arguments
 from perfsuite.measuring.system import parse_cpus
+from perfsuite.storage import machine_drift
+from perfsuite.storage.peaks import DEFAULT_PEAK_FILE
 
 DEFAULT_RESULTS_DIR = Path("results")
-
-
-from perfsuite.storage.peaks import DEFAULT_PEAK_FILE
 
 
 def _positive_float(name: str):
@@ -42,8 +40,9 @@ def _whole(name: str, least: int, most: int = MAX_COUNT):
         t = text.strip()
         # Digits only, and few of them: int() of a 10^6-digit string is itself slow.
         if not (t.isascii() and t.isdigit()) or len(t) > 12 or not least <= int(t) <= most:
-            raise argparse.ArgumentTypeError(f"{name} expects a whole number >= {least} (at most {most}), "
-                                             f"got {text[:40]!r}")
+            raise argparse.ArgumentTypeError(
+                f"{name} expects a whole number >= {least} (at most {most}), got {text[:40]!r}"
+            )
         return int(t)
 
     return parse
@@ -55,6 +54,7 @@ def _count(name: str):
 
 def _fraction(name: str):
     """A probability or a share: strictly between 0 and 1 (`--fdr 2` would accept every slowdown)."""
+
     def parse(text: str) -> float:
         try:
             v = float(text)
@@ -89,44 +89,88 @@ def _cpu_list(text: str) -> tuple[int, ...]:
 
 def bisect_and_why(sub) -> None:
     """`perfsuite bisect` (which commit made it slower) and `perfsuite why` (which operators changed)."""
-    bi = sub.add_parser("bisect", help="find the first-parent commit between --good and --bad that made a workload "
-                                       "slower; exit 1 when it names one")
+    bi = sub.add_parser(
+        "bisect",
+        help="find the first-parent commit between --good and --bad that made a workload "
+        "slower; exit 1 when it names one",
+    )
     bi.add_argument("workload")
     bi.add_argument("--good", required=True, metavar="REV", help="a revision that is not slow")
     bi.add_argument("--bad", required=True, metavar="REV", help="a later revision that is slower (checked first)")
     bi.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     bi.add_argument("--device", default="auto")
-    bi.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
-                    default=15.0, help="seconds per probe, as the gate's --max-time (default 15); a probe after "
-                         "the confirmation takes up to 4x that to tell good from bad")
-    bi.add_argument("--threshold", type=_nonnegative_float("--threshold"), default=0.01,
-                    help="smallest slowdown that counts, as the gate's (default 0.01)")
-    bi.add_argument("--fdr", type=_positive_float("--fdr"), default=0.01,
-                    help="false alarms per probe of an unchanged commit (default 0.01)")
-    bi.add_argument("--builds", type=_count("--builds"), default=3, metavar="K",
-                    help="processes per side in each probe, as the gate's (default 3)")
-    bi.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
-                    help="torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)")
+    bi.add_argument(
+        "--max-time",
+        "--budget",
+        dest="budget",
+        metavar="SECONDS",
+        type=_positive_float("--max-time"),
+        default=15.0,
+        help="seconds per probe, as the gate's --max-time (default 15); a probe after "
+        "the confirmation takes up to 4x that to tell good from bad",
+    )
+    bi.add_argument(
+        "--threshold",
+        type=_nonnegative_float("--threshold"),
+        default=0.01,
+        help="smallest slowdown that counts, as the gate's (default 0.01)",
+    )
+    bi.add_argument(
+        "--fdr",
+        type=_positive_float("--fdr"),
+        default=0.01,
+        help="false alarms per probe of an unchanged commit (default 0.01)",
+    )
+    bi.add_argument(
+        "--builds",
+        type=_count("--builds"),
+        default=3,
+        metavar="K",
+        help="processes per side in each probe, as the gate's (default 3)",
+    )
+    bi.add_argument(
+        "--threads",
+        type=_count("--threads"),
+        default=None,
+        metavar="N",
+        help="torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)",
+    )
     bi.add_argument("--heap", choices=("steady", "default"), default="steady", help="as the gate's (default steady)")
-    bi.add_argument("--log", type=Path, default=None,
-                    help="the log of probes, resumed when it exists "
-                         "(default .perfsuite/bisect/WORKLOAD-GOOD-BAD.bisect.json)")
+    bi.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="the log of probes, resumed when it exists (default .perfsuite/bisect/WORKLOAD-GOOD-BAD.bisect.json)",
+    )
     bi.add_argument("--no-why", action="store_true", help="do not profile the commit it names")
-    bi.add_argument("--faster", action="store_true",
-                    help="find the first commit that made it faster instead (--bad is then the faster revision)")
+    bi.add_argument(
+        "--faster",
+        action="store_true",
+        help="find the first commit that made it faster instead (--bad is then the faster revision)",
+    )
     workloads_from_option(bi)
     why_options(bi)
 
-    wy = sub.add_parser("why", help="which operators changed between two sides: a differential torch.profiler "
-                                    "table, sorted by their share of the step-time difference, and peak memory")
+    wy = sub.add_parser(
+        "why",
+        help="which operators changed between two sides: a differential torch.profiler "
+        "table, sorted by their share of the step-time difference, and peak memory",
+    )
     wy.add_argument("workload")
     side = wy.add_mutually_exclusive_group(required=True)
-    side.add_argument("--base", dest="base_ref", metavar="REV", help="the workload at REV (A) against the working tree (B)")
+    side.add_argument(
+        "--base", dest="base_ref", metavar="REV", help="the workload at REV (A) against the working tree (B)"
+    )
     side.add_argument("--vary", metavar="KEY=A,B", help="two values of one parameter, e.g. impl=custom,builtin")
     wy.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     wy.add_argument("--device", default="auto")
-    wy.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
-                    help="torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)")
+    wy.add_argument(
+        "--threads",
+        type=_count("--threads"),
+        default=None,
+        metavar="N",
+        help="torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)",
+    )
     wy.add_argument("--json", type=Path, help="write the comparison as JSON (must not exist)")
     workloads_from_option(wy)
     why_options(wy)
@@ -134,17 +178,25 @@ def bisect_and_why(sub) -> None:
 
 def workloads_from_option(sp: argparse.ArgumentParser) -> None:
     """Which copy of a user's workload file each revision is measured with (revisions.Revisions)."""
-    sp.add_argument("--workloads-from", default="tree", metavar="tree|revision|REV",
-                    help="the workload file each revision is measured with: tree (default) the working tree's, "
-                         "so commits older than the benchmark are measured too; revision: each revision's own; "
-                         "REV: that revision's copy. The project's code always comes from the revision "
-                         "(perfsuite's own workloads are always the revision's)")
+    sp.add_argument(
+        "--workloads-from",
+        default="tree",
+        metavar="tree|revision|REV",
+        help="the workload file each revision is measured with: tree (default) the working tree's, "
+        "so commits older than the benchmark are measured too; revision: each revision's own; "
+        "REV: that revision's copy. The project's code always comes from the revision "
+        "(perfsuite's own workloads are always the revision's)",
+    )
 
 
 def why_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--steps", type=_count("--steps"), default=5, help="profiled steps per window (default 5)")
-    sp.add_argument("--rounds", type=_count("--rounds"), default=4,
-                    help="profiler windows per side, alternating which side goes first (default 4)")
+    sp.add_argument(
+        "--rounds",
+        type=_count("--rounds"),
+        default=4,
+        help="profiler windows per side, alternating which side goes first (default 4)",
+    )
     sp.add_argument("--top", type=_count("--top"), default=20, help="operators listed (default 20)")
 
 
@@ -161,44 +213,89 @@ def _shard(text: str) -> tuple[int, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfsuite", description="Benchmark deep-learning workloads.")
-    p.add_argument("--peak-file", type=Path, default=DEFAULT_PEAK_FILE,
-                   help=f"where machine peaks are stored (default {DEFAULT_PEAK_FILE})")
+    p.add_argument(
+        "--peak-file",
+        type=Path,
+        default=DEFAULT_PEAK_FILE,
+        help=f"where machine peaks are stored (default {DEFAULT_PEAK_FILE})",
+    )
     log = machine_drift.default_log()
-    p.add_argument("--machine-log", type=_machine_log, default=log, metavar="PATH",
-                   help="`run` (suites included) notes each run's machine-speed reference here and widens a "
-                        "run's interval by how far the last runs of the same case moved (default: "
-                        f"${machine_drift.ENV_VAR} when set, else ~/.cache/perfsuite/machine-speed.jsonl; "
-                        f"now {log if log is not None else 'none'}; none: off)")
-    p.add_argument("--workloads", dest="workload_paths", action="append", type=Path, default=[], metavar="PATH",
-                   help="a file or folder of your own workloads (@perfsuite.workload); repeatable. "
-                        "[tool.perfsuite] workloads in pyproject.toml are found without it")
-    p.add_argument("--store", default=None, metavar="PATH|URL",
-                   help="the results store every measuring command writes to and `store:` sources read: a "
-                        "SQLite file or postgresql://user@host/db (default: $PERFSUITE_STORE, else [tool.perfsuite] "
-                        "store, else .perfsuite/results.db in the project)")
+    p.add_argument(
+        "--machine-log",
+        type=_machine_log,
+        default=log,
+        metavar="PATH",
+        help="`run` (suites included) notes each run's machine-speed reference here and widens a "
+        "run's interval by how far the last runs of the same case moved (default: "
+        f"${machine_drift.ENV_VAR} when set, else ~/.cache/perfsuite/machine-speed.jsonl; "
+        f"now {log if log is not None else 'none'}; none: off)",
+    )
+    p.add_argument(
+        "--workloads",
+        dest="workload_paths",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="a file or folder of your own workloads (@perfsuite.workload); repeatable. "
+        "[tool.perfsuite] workloads in pyproject.toml are found without it",
+    )
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="PATH|URL",
+        help="the results store every measuring command writes to and `store:` sources read: a "
+        "SQLite file or postgresql://user@host/db (default: $PERFSUITE_STORE, else [tool.perfsuite] "
+        "store, else .perfsuite/results.db in the project)",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ls = sub.add_parser("list", help="workloads with their parameters, defaults and allowed values")
-    ls.add_argument("--all", action="store_true",
-                    help="inside a project with [tool.perfsuite]: perfsuite's built-ins too (default: the project's)")
+    ls.add_argument(
+        "--all",
+        action="store_true",
+        help="inside a project with [tool.perfsuite]: perfsuite's built-ins too (default: the project's)",
+    )
     sub.add_parser("env", help="print this machine's environment fingerprint (JSON)")
-    sy = sub.add_parser("system", help="what could disturb measurements here: governor, turbo, load, steal, "
-                                       "busy processes, threads, affinity")
-    sy.add_argument("--window", type=_positive_float("--window"), default=1.0,
-                    help="seconds to watch steal and other processes (default 1)")
+    sy = sub.add_parser(
+        "system",
+        help="what could disturb measurements here: governor, turbo, load, steal, busy processes, threads, affinity",
+    )
+    sy.add_argument(
+        "--window",
+        type=_positive_float("--window"),
+        default=1.0,
+        help="seconds to watch steal and other processes (default 1)",
+    )
     sy.add_argument("--json", action="store_true", help="readings and warnings as JSON")
 
     def measuring(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
-        sp.add_argument("--max-time", type=_positive_float("--max-time"), default=None,
-                        help="time budget per case in seconds, warm-up included (default 10)")
-        sp.add_argument("--min-time", type=_nonnegative_float("--min-time"), default=None,
-                        help="measure at least this long even once converged (default 0)")
-        sp.add_argument("--target-ci", type=_positive_float("--target-ci"), default=None,
-                        help="stop when the median's 95%% CI is within this fraction, once half the budget "
-                             "has passed (default 0.01)")
-        sp.add_argument("--timing", choices=("event", "host"), default=None,
-                        help="CUDA only: device time from events, or host-inclusive sync + wall clock")
+        sp.add_argument(
+            "--max-time",
+            type=_positive_float("--max-time"),
+            default=None,
+            help="time budget per case in seconds, warm-up included (default 10)",
+        )
+        sp.add_argument(
+            "--min-time",
+            type=_nonnegative_float("--min-time"),
+            default=None,
+            help="measure at least this long even once converged (default 0)",
+        )
+        sp.add_argument(
+            "--target-ci",
+            type=_positive_float("--target-ci"),
+            default=None,
+            help="stop when the median's 95%% CI is within this fraction, once half the budget "
+            "has passed (default 0.01)",
+        )
+        sp.add_argument(
+            "--timing",
+            choices=("event", "host"),
+            default=None,
+            help="CUDA only: device time from events, or host-inclusive sync + wall clock",
+        )
         sp.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
 
     run = sub.add_parser("run", help="measure a workload (a -p value list sweeps), or a suite file")
@@ -206,39 +303,90 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="a suite YAML file (see `perfsuite suites`)")
     run.add_argument("--suite", help="a shipped suite by name: ci, cpu, gpu")
     run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
-    run.add_argument("--no-checks", action="store_true",
-                     help="with a suite: skip the correctness checks run before timing (`perfsuite check`)")
-    run.add_argument("--plan", action="store_true",
-                     help="with a suite: print every step of `make bench` with it (peak, checks, cases, report), "
-                          "its budget and estimated overhead, and the total; nothing is measured")
-    run.add_argument("--trace", type=Path, nargs="?", const=Path("reports") / "traces", default=None, metavar="DIR",
-                     help="after measuring, write a torch.profiler trace of one step and a top-operators table "
-                          "(default DIR reports/traces)")
+    run.add_argument(
+        "--no-checks",
+        action="store_true",
+        help="with a suite: skip the correctness checks run before timing (`perfsuite check`)",
+    )
+    run.add_argument(
+        "--plan",
+        action="store_true",
+        help="with a suite: print every step of `make bench` with it (peak, checks, cases, report), "
+        "its budget and estimated overhead, and the total; nothing is measured",
+    )
+    run.add_argument(
+        "--trace",
+        type=Path,
+        nargs="?",
+        const=Path("reports") / "traces",
+        default=None,
+        metavar="DIR",
+        help="after measuring, write a torch.profiler trace of one step and a top-operators table "
+        "(default DIR reports/traces)",
+    )
     run.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
     measuring(run)
-    run.add_argument("--processes", type=_count("--processes"), default=None, metavar="N",
-                     help="spread each case's budget over N fresh worker processes; the median and its CI "
-                          "then come from the process medians (default: one per 2 s of --max-time, 2 to 5; "
-                          "below 4 s, this process)")
-    run.add_argument("--builds", type=_count("--builds"), default=None, metavar="N",
-                     help="builds of the step rotated in each measuring process; the median and its CI come "
-                          "from their medians (default 3; 1: one build, the interval of its samples alone)")
-    run.add_argument("--cpus", type=_cpu_list, default=None, metavar="LIST",
-                     help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3")
-    run.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
-                     help="torch threads while measuring (torch.set_num_threads); default 1 on the CPU "
-                          "(as torch.utils.benchmark), torch's own on CUDA")
-    run.add_argument("--heap", choices=("default", "steady"), default=None,
-                     help="steady: glibc's malloc keeps freed memory, so page faults leave a CPU step's time "
-                          "(process-wide; recorded in each record's conditions); default: malloc as it is")
+    run.add_argument(
+        "--processes",
+        type=_count("--processes"),
+        default=None,
+        metavar="N",
+        help="spread each case's budget over N fresh worker processes; the median and its CI "
+        "then come from the process medians (default: one per 2 s of --max-time, 2 to 5; "
+        "below 4 s, this process)",
+    )
+    run.add_argument(
+        "--builds",
+        type=_count("--builds"),
+        default=None,
+        metavar="N",
+        help="builds of the step rotated in each measuring process; the median and its CI come "
+        "from their medians (default 3; 1: one build, the interval of its samples alone)",
+    )
+    run.add_argument(
+        "--cpus",
+        type=_cpu_list,
+        default=None,
+        metavar="LIST",
+        help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3",
+    )
+    run.add_argument(
+        "--threads",
+        type=_count("--threads"),
+        default=None,
+        metavar="N",
+        help="torch threads while measuring (torch.set_num_threads); default 1 on the CPU "
+        "(as torch.utils.benchmark), torch's own on CUDA",
+    )
+    run.add_argument(
+        "--heap",
+        choices=("default", "steady"),
+        default=None,
+        help="steady: glibc's malloc keeps freed memory, so page faults leave a CPU step's time "
+        "(process-wide; recorded in each record's conditions); default: malloc as it is",
+    )
     run.add_argument("--out", type=Path, help="results file to write (must not exist)")
-    run.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
-                     help="directory for results when --out is not given (default results/)")
-    run.add_argument("--shard", type=_shard, default=None, metavar="K/N",
-                     help="with a suite: measure only the K-th of N shards (each case in exactly one, the same "
-                          "one every run); the store joins the shards of one commit into one batch")
-    run.add_argument("--tensorboard", type=Path, default=None, metavar="DIR",
-                     help="after the run, write its records as TensorBoard event files under DIR")
+    run.add_argument(
+        "--results-dir",
+        type=Path,
+        default=DEFAULT_RESULTS_DIR,
+        help="directory for results when --out is not given (default results/)",
+    )
+    run.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="K/N",
+        help="with a suite: measure only the K-th of N shards (each case in exactly one, the same "
+        "one every run); the store joins the shards of one commit into one batch",
+    )
+    run.add_argument(
+        "--tensorboard",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="after the run, write its records as TensorBoard event files under DIR",
+    )
 
     sub.add_parser("suites", help="the suite files shipped with perfsuite")
 
@@ -248,18 +396,32 @@ def build_parser() -> argparse.ArgumentParser:
     measuring(peak)
 
     cmp = sub.add_parser("compare", help="compare two results files case by case")
-    cmp.add_argument("base", type=Path, nargs="+",
-                     help="the base's results; three or more runs of a case teach compare how much separate "
-                          "runs of unchanged code differ")
+    cmp.add_argument(
+        "base",
+        type=Path,
+        nargs="+",
+        help="the base's results; three or more runs of a case teach compare how much separate "
+        "runs of unchanged code differ",
+    )
     cmp.add_argument("new", type=Path)
-    cmp.add_argument("--threshold", type=_positive_float("--threshold"), default=0.05,
-                     help="slowdown that fails the comparison, as a fraction (default 0.05)")
-    cmp.add_argument("--alpha", type=_fraction("--alpha"), default=0.01,
-                     help="significance level of the test (default 0.01)")
-    cmp.add_argument("--allow-env-mismatch", action="store_true",
-                     help="compare records measured in different environments")
-    cmp.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
-                     help="noise floors per case, learned with `gate --learn-floor`, used when the file exists")
+    cmp.add_argument(
+        "--threshold",
+        type=_positive_float("--threshold"),
+        default=0.05,
+        help="slowdown that fails the comparison, as a fraction (default 0.05)",
+    )
+    cmp.add_argument(
+        "--alpha", type=_fraction("--alpha"), default=0.01, help="significance level of the test (default 0.01)"
+    )
+    cmp.add_argument(
+        "--allow-env-mismatch", action="store_true", help="compare records measured in different environments"
+    )
+    cmp.add_argument(
+        "--floors",
+        type=Path,
+        default=Path(".perfsuite") / "noise-floors.json",
+        help="noise floors per case, learned with `gate --learn-floor`, used when the file exists",
+    )
     cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
     amp = sub.add_parser("amp", help="two precisions of a training workload, interleaved: speed-up, memory, loss")
@@ -267,47 +429,104 @@ def build_parser() -> argparse.ArgumentParser:
     amp.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     amp.add_argument("--device", default="auto")
     amp.add_argument("--precisions", default="fp32,bf16", help="A,B (default fp32,bf16)")
-    amp.add_argument("--pairs", type=_whole("--pairs", 2), default=20,
-                     help="interleaved A/B block pairs, at most (default 20)")
-    amp.add_argument("--max-time", type=_positive_float("--max-time"), default=20.0,
-                     help="seconds for warm-up and the interleaved pairs (at least 2 pairs; default 20)")
-    amp.add_argument("--steps", type=_whole("--steps", 5), default=30, help="training steps of the loss check (default 30)")
-    amp.add_argument("--loss-tol", type=_positive_float("--loss-tol"), default=0.05,
-                     help="allowed relative difference of the final losses (default 0.05)")
+    amp.add_argument(
+        "--pairs", type=_whole("--pairs", 2), default=20, help="interleaved A/B block pairs, at most (default 20)"
+    )
+    amp.add_argument(
+        "--max-time",
+        type=_positive_float("--max-time"),
+        default=20.0,
+        help="seconds for warm-up and the interleaved pairs (at least 2 pairs; default 20)",
+    )
+    amp.add_argument(
+        "--steps", type=_whole("--steps", 5), default=30, help="training steps of the loss check (default 30)"
+    )
+    amp.add_argument(
+        "--loss-tol",
+        type=_positive_float("--loss-tol"),
+        default=0.05,
+        help="allowed relative difference of the final losses (default 0.05)",
+    )
     amp.add_argument("--out", type=Path, help="write the comparison as JSON (must not exist)")
 
     gate = sub.add_parser("gate", help="interleave a workload at a base revision and now; fail on a confirmed slowdown")
     gate.add_argument("workload")
     gate.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
-    gate.add_argument("--base", "--base-ref", dest="base_ref", default="HEAD",
-                      help="git revision of the baseline workload code (default HEAD); each side runs in a "
-                           "process of its own, the base in a temporary worktree")
+    gate.add_argument(
+        "--base",
+        "--base-ref",
+        dest="base_ref",
+        default="HEAD",
+        help="git revision of the baseline workload code (default HEAD); each side runs in a "
+        "process of its own, the base in a temporary worktree",
+    )
     gate.add_argument("--device", default="auto")
     # One name for the time a case may take, as on `run`: --max-time (--budget still accepted).
-    gate.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
-                      default=15.0,
-                      help="seconds per case (default 15)")
-    gate.add_argument("--threshold", type=_nonnegative_float("--threshold"), default=0.01,
-                      help="smallest slowdown that counts, as a fraction (default 0.01: two builds of the same "
-                           "code can differ by about 1%% through memory placement alone)")
-    gate.add_argument("--fdr", type=_fraction("--fdr"), default=0.01,
-                      help="false alarms per unchanged case, held across the sequential looks and, by "
-                           "Benjamini-Hochberg, across cases (default 0.01)")
-    gate.add_argument("--threads", type=_count("--threads"), default=None, metavar="N",
-                      help="torch threads while gating (default 1 on the CPU, as `run`: two or more stall at "
-                           "every barrier when another process is busy; torch's own on CUDA)")
-    gate.add_argument("--builds", type=_count("--builds"), default=3, metavar="K",
-                      help="builds of each side the pairs rotate through, averaging out placement (default 3)")
-    gate.add_argument("--heap", choices=("steady", "default"), default="steady",
-                      help="steady (default): glibc's malloc keeps freed memory, and the builds run until no "
-                           "page faults before the budget (cuts the pair noise ~4x on CPU); default: leave "
-                           "malloc as it is")
-    gate.add_argument("--floors", type=Path, default=Path(".perfsuite") / "noise-floors.json",
-                      help="noise floors per case, learned with --learn-floor")
-    gate.add_argument("--learn-floor", type=_whole("--learn-floor", 0), default=0, metavar="RUNS",
-                      help="instead of gating, learn each case's noise floor from RUNS runs of the current code")
-    gate.add_argument("--slowdown", type=_fraction("--slowdown"), default=None,
-                      help="self-check: gate current code against itself slowed by this fraction, --trials times")
+    gate.add_argument(
+        "--max-time",
+        "--budget",
+        dest="budget",
+        metavar="SECONDS",
+        type=_positive_float("--max-time"),
+        default=15.0,
+        help="seconds per case (default 15)",
+    )
+    gate.add_argument(
+        "--threshold",
+        type=_nonnegative_float("--threshold"),
+        default=0.01,
+        help="smallest slowdown that counts, as a fraction (default 0.01: two builds of the same "
+        "code can differ by about 1%% through memory placement alone)",
+    )
+    gate.add_argument(
+        "--fdr",
+        type=_fraction("--fdr"),
+        default=0.01,
+        help="false alarms per unchanged case, held across the sequential looks and, by "
+        "Benjamini-Hochberg, across cases (default 0.01)",
+    )
+    gate.add_argument(
+        "--threads",
+        type=_count("--threads"),
+        default=None,
+        metavar="N",
+        help="torch threads while gating (default 1 on the CPU, as `run`: two or more stall at "
+        "every barrier when another process is busy; torch's own on CUDA)",
+    )
+    gate.add_argument(
+        "--builds",
+        type=_count("--builds"),
+        default=3,
+        metavar="K",
+        help="builds of each side the pairs rotate through, averaging out placement (default 3)",
+    )
+    gate.add_argument(
+        "--heap",
+        choices=("steady", "default"),
+        default="steady",
+        help="steady (default): glibc's malloc keeps freed memory, and the builds run until no "
+        "page faults before the budget (cuts the pair noise ~4x on CPU); default: leave "
+        "malloc as it is",
+    )
+    gate.add_argument(
+        "--floors",
+        type=Path,
+        default=Path(".perfsuite") / "noise-floors.json",
+        help="noise floors per case, learned with --learn-floor",
+    )
+    gate.add_argument(
+        "--learn-floor",
+        type=_whole("--learn-floor", 0),
+        default=0,
+        metavar="RUNS",
+        help="instead of gating, learn each case's noise floor from RUNS runs of the current code",
+    )
+    gate.add_argument(
+        "--slowdown",
+        type=_fraction("--slowdown"),
+        default=None,
+        help="self-check: gate current code against itself slowed by this fraction, --trials times",
+    )
     gate.add_argument("--trials", type=_count("--trials"), default=10)
     gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
     workloads_from_option(gate)
@@ -319,9 +538,15 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--vary", required=True, metavar="KEY=A,B", help="e.g. impl=custom,builtin")
     pr.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]")
     pr.add_argument("--device", default="auto")
-    pr.add_argument("--max-time", "--budget", dest="budget", metavar="SECONDS", type=_positive_float("--max-time"),
-                    default=5.0,
-                    help="seconds per case (default 5)")
+    pr.add_argument(
+        "--max-time",
+        "--budget",
+        dest="budget",
+        metavar="SECONDS",
+        type=_positive_float("--max-time"),
+        default=5.0,
+        help="seconds per case (default 5)",
+    )
     pr.add_argument("--out", type=Path, help="JSON file to write (must not exist)")
 
     roof = sub.add_parser("roofline", help="roofline from an Nsight Compute CSV, or this CPU's from stored records")
@@ -334,16 +559,25 @@ def build_parser() -> argparse.ArgumentParser:
     roof.add_argument("--out", type=Path, help="chart PNG (default reports/roofline/NAME.png)")
     roof.add_argument("--summary", type=Path, help="summary CSV (default beside the chart)")
     roof.add_argument("--records", type=Path, nargs="+", help="results files or folders: this CPU's roofline")
-    roof.add_argument("--record", type=Path, nargs="+",
-                      help="perfsuite results of the same step: executed vs model FLOPs and MFU")
+    roof.add_argument(
+        "--record", type=Path, nargs="+", help="perfsuite results of the same step: executed vs model FLOPs and MFU"
+    )
 
     ps = sub.add_parser("profile-step", help="mark one training step with NVTX for Nsight; print the nsys/ncu commands")
-    ps.add_argument("workload", help="a training workload's phases are marked inside the step; any other "
-                                     "workload (yours included) gets the whole step as one range")
+    ps.add_argument(
+        "workload",
+        help="a training workload's phases are marked inside the step; any other "
+        "workload (yours included) gets the whole step as one range",
+    )
     ps.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     ps.add_argument("--device", default="auto")
     ps.add_argument("--warmup-iters", type=_whole("--warmup-iters", 0, STEPS_AT_MOST), default=5)
-    ps.add_argument("--profile-iter", type=_whole("--profile-iter", 0, STEPS_AT_MOST), default=None, help="index of the marked step (default: right after warm-up)")
+    ps.add_argument(
+        "--profile-iter",
+        type=_whole("--profile-iter", 0, STEPS_AT_MOST),
+        default=None,
+        help="index of the marked step (default: right after warm-up)",
+    )
 
     tr = sub.add_parser("trace", help="torch.profiler window of a workload: Chrome trace, top operators, time split")
     tr.add_argument("workload")
@@ -351,7 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--device", default="auto")
     tr.add_argument("--wait", type=_whole("--wait", 0, STEPS_AT_MOST), default=1)
     tr.add_argument("--warmup", type=_whole("--warmup", 0, STEPS_AT_MOST), default=1)
-    tr.add_argument("--active", type=_whole("--active", 1, 10), default=2, help="profiled steps (keep it small: traces grow fast)")
+    tr.add_argument(
+        "--active", type=_whole("--active", 1, 10), default=2, help="profiled steps (keep it small: traces grow fast)"
+    )
     tr.add_argument("--out-dir", type=Path, default=Path("reports") / "traces")
 
     rep = sub.add_parser("report", help="markdown report with plots from results files")
@@ -359,15 +595,31 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
     rep.add_argument("--amp", type=Path, action="append", default=[], help="`perfsuite amp --out` JSON to include")
     rep.add_argument("--pair", type=Path, action="append", default=[], help="`perfsuite pair --out` JSON to include")
-    rep.add_argument("--why", type=Path, action="append", default=[],
-                     help="`perfsuite why --json` JSON to include (also found among the results given)")
-    rep.add_argument("--latency-bound", type=_positive_float("--latency-bound"), default=None, metavar="MS",
-                     help="qwen: the optimal batch size must keep p90 latency within this many ms")
+    rep.add_argument(
+        "--why",
+        type=Path,
+        action="append",
+        default=[],
+        help="`perfsuite why --json` JSON to include (also found among the results given)",
+    )
+    rep.add_argument(
+        "--latency-bound",
+        type=_positive_float("--latency-bound"),
+        default=None,
+        metavar="MS",
+        help="qwen: the optimal batch size must keep p90 latency within this many ms",
+    )
 
-    chk = sub.add_parser("check", help="run the workloads' correctness checks (gradcheck, AMP loss, resume, "
-                                       "early stopping); exit 3 on a failure")
-    chk.add_argument("workloads", nargs="*", metavar="WORKLOAD",
-                     help="default: inside a project with [tool.perfsuite] its workloads, elsewhere every workload")
+    chk = sub.add_parser(
+        "check",
+        help="run the workloads' correctness checks (gradcheck, AMP loss, resume, early stopping); exit 3 on a failure",
+    )
+    chk.add_argument(
+        "workloads",
+        nargs="*",
+        metavar="WORKLOAD",
+        help="default: inside a project with [tool.perfsuite] its workloads, elsewhere every workload",
+    )
     chk.add_argument("--all", action="store_true", help="every workload, perfsuite's built-ins included")
     chk.add_argument("--device", default="cpu", help="cpu (default) | cuda | cuda:N | auto")
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 from perfsuite.cli.run import _run_config
 from perfsuite.core.units import fmt_rate
 from perfsuite.measuring.env import fingerprint
+from perfsuite.storage.peaks import load_peaks, save_peak
 from perfsuite.storage.write import check_output
-from perfsuite.storage.peaks import load_peaks
-from perfsuite.suite.peak import measure_peak
-from perfsuite.suite.peak import roofs
-from perfsuite.storage.peaks import save_peak
+from perfsuite.suite.peak import measure_peak, roofs
 
 
 def cmd_peak(args, console) -> int:
@@ -22,8 +20,7 @@ def cmd_peak(args, console) -> int:
     check_output(args.peak_file, "--peak-file", replace=True)
     load_peaks(args.peak_file)
     env = fingerprint(device=device)
-    console.print(f"measuring the peak of {device} (matmul {'/'.join(roofs(device))}, large copy)...",
-                  highlight=False)
+    console.print(f"measuring the peak of {device} (matmul {'/'.join(roofs(device))}, large copy)...", highlight=False)
     peak = measure_peak(cfg, env, device)
     save_peak(args.peak_file, peak)
     for dtype, v in peak["flops_per_s"].items():

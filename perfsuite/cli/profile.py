@@ -6,25 +6,22 @@ import sys
 
 from rich.text import Text
 
+from perfsuite.core import registry
+from perfsuite.core.case import Case
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import single_values
-from perfsuite.core import registry
 from perfsuite.core.text import slug
 from perfsuite.measuring.timing import synchronize
 from perfsuite.profiling.step_marking import split_from_profile
 from perfsuite.profiling.trace import trace_window
-from perfsuite.storage.files import atomic_write_text
-from perfsuite.storage.files import versioned
-from perfsuite.storage.files import writable_dir
+from perfsuite.run.execute import runnable
+from perfsuite.storage.files import atomic_write_text, versioned, writable_dir
 from perfsuite.training.setup import training_setup
 from perfsuite.training.step import make_train_step
-from perfsuite.core.case import Case
-from perfsuite.run.execute import runnable
 
 
 def profile_step_command(args, console) -> int:
     import shlex
-
 
     from perfsuite.core.config import resolve_device
     from perfsuite.profiling.step_marking import nsight_commands, process_range
@@ -52,10 +49,19 @@ def profile_step_command(args, console) -> int:
     with process_range("train_step", cuda):
         marked()
         sync()
-    argv = "python -m perfsuite " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "python -m perfsuite profile-step ..."
+    argv = (
+        "python -m perfsuite " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        if sys.argv[1:]
+        else "python -m perfsuite profile-step ..."
+    )
     if not cuda:
-        console.print(Text(f"ran {k} warm-up steps and step {k} on {device}: Nsight Systems and Nsight Compute need a "
-                           "CUDA GPU, so no NVTX range was emitted here. On a GPU host:", style="yellow"))
+        console.print(
+            Text(
+                f"ran {k} warm-up steps and step {k} on {device}: Nsight Systems and Nsight Compute need a "
+                "CUDA GPU, so no NVTX range was emitted here. On a GPU host:",
+                style="yellow",
+            )
+        )
     else:
         inside = " > forward, loss, backward, optimizer_step" if w.trainer is not None else ""
         console.print(Text(f"marked step {k} (train_step{inside}) after {k} warm-up steps"))
@@ -82,8 +88,9 @@ def trace_command(args, console) -> int:
         from perfsuite.training.step import make_train_step
 
         setup = training_setup(w.name, params, device)
-        step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward,
-                               phase=lambda n: record_function(f"phase:{n}"))
+        step = make_train_step(
+            setup.parts, *setup.batch(0), forward=setup.forward, phase=lambda n: record_function(f"phase:{n}")
+        )
     else:
         step = w.build(params, device).fn
     t = trace_window(step, args.out_dir, label, device, args.wait, args.warmup, args.active)
@@ -94,6 +101,10 @@ def trace_command(args, console) -> int:
     console.print(Text(f"trace {trace} ({trace.stat().st_size / 1e6:.1f} MB), top operators {table}"))
     if w.trainer is not None:  # a training workload: its phases are marked
         parts = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in split.items() if k != "wall")
-        console.print(Text(f"per step ({split['wall'] * 1e3:.1f} ms wall): {parts} (data loading is 0: "
-                           "the step trains on a batch already on the device)"))
+        console.print(
+            Text(
+                f"per step ({split['wall'] * 1e3:.1f} ms wall): {parts} (data loading is 0: "
+                "the step trains on a batch already on the device)"
+            )
+        )
     return 0

@@ -12,9 +12,7 @@ import perfsuite.compare.why  # noqa: F401 - registers the why document's result
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.report.markdown import write_report
-from perfsuite.storage.files import load_document
-from perfsuite.storage.files import load_many
-from perfsuite.storage.files import writable_dir
+from perfsuite.storage.files import load_document, load_many, writable_dir
 
 
 def cmd_report(args, console) -> int:
@@ -48,8 +46,9 @@ def cmd_report(args, console) -> int:
         return 0
     if not records:
         raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
-    page = write_report(records, args.out_dir, sources=args.results, amp=amp, pairs=pairs,
-                        latency_bound_ms=args.latency_bound, why=why)
+    page = write_report(
+        records, args.out_dir, sources=args.results, amp=amp, pairs=pairs, latency_bound_ms=args.latency_bound, why=why
+    )
     console.print(f"report written to {page}", highlight=False)
     return 0
 

@@ -7,22 +7,18 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.errors import PerfsuiteError, RecordError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_rate, fmt_seconds
-from perfsuite.core.errors import RecordError
 from perfsuite.roofline import ceilings as C
-from perfsuite.roofline import chart
-from perfsuite.roofline import model
+from perfsuite.roofline import chart, model
 from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.cpu import record_points
 from perfsuite.roofline.devices import KNOWN_DEVICES
 from perfsuite.roofline.metrics import PIPE_LABEL
 from perfsuite.roofline.ncu import read_ncu_csv
 from perfsuite.roofline.summary import summary_csv
-from perfsuite.storage.files import atomic_write_text
-from perfsuite.storage.files import load_many
-from perfsuite.storage.files import load_records
+from perfsuite.storage.files import atomic_write_text, load_many, load_records
 from perfsuite.storage.peaks import load_peaks
 
 
@@ -40,11 +36,13 @@ def _cpu(args, console) -> int:
     if not points or "fp32" not in peaks:
         raise PerfsuiteError("no record with FLOPs, bytes and an fp32 machine peak (run `perfsuite peak` first)")
     # Each record against the roof of its own precision (bf16 has a higher one); one bandwidth.
-    ceilings = Ceilings({d: f for d, (f, _) in peaks.items() if f}, {"dram": peaks["fp32"][1]},
-                        {**{d: "perfsuite peak" for d in peaks}, "dram": "perfsuite peak"})
+    ceilings = Ceilings(
+        {d: f for d, (f, _) in peaks.items() if f},
+        {"dram": peaks["fp32"][1]},
+        {**{d: "perfsuite peak" for d in peaks}, "dram": "perfsuite peak"},
+    )
     out = args.out or Path("reports") / "roofline" / "cpu-roofline.png"
-    chart.draw(points, ceilings, out, args.label or "this CPU: measured peaks, counted FLOPs, estimated bytes",
-               top=12)
+    chart.draw(points, ceilings, out, args.label or "this CPU: measured peaks, counted FLOPs, estimated bytes", top=12)
     summary = args.summary or out.with_suffix(".csv")
     atomic_write_text(summary, summary_csv(points, ceilings))
     console.print(Text(f"roofline: {out}  summary: {summary}"))
@@ -60,14 +58,18 @@ def _ceilings(args, launches, console):
     peak_file = getattr(args, "peak_file", None)
     if peak_file:
         try:
-            measured, _ = C.from_peak_file(load_peaks(Path(peak_file)), next((l.device for l in launches if l.device), ""))
+            measured, _ = C.from_peak_file(
+                load_peaks(Path(peak_file)), next((l.device for l in launches if l.device), "")
+            )
             sources.append(measured)
         except RecordError as exc:
             console.print(Text(f"peak file not used: {exc}", style="yellow"))
     roofs = C.merge(*sources)
     if not roofs.compute and not roofs.memory:
-        raise PerfsuiteError("no roofs: give --peak-compute TFLOP/s and --peak-bw GB/s, or --device NAME, profile "
-                             "with the peak metrics `perfsuite profile-step` prints, or run `perfsuite peak` on this GPU")
+        raise PerfsuiteError(
+            "no roofs: give --peak-compute TFLOP/s and --peak-bw GB/s, or --device NAME, profile "
+            "with the peak metrics `perfsuite profile-step` prints, or run `perfsuite peak` on this GPU"
+        )
     return roofs
 
 
@@ -80,8 +82,10 @@ def _model_record(args):
     if not records:
         raise PerfsuiteError(f"--record {', '.join(map(str, paths))}: no record with model FLOPs per step")
     if len({r.work.flops_per_step for r in records}) > 1:
-        raise PerfsuiteError(f"--record: {len(records)} records with different FLOPs per step "
-                             f"({', '.join(r.label() for r in records)}); give the results of one case")
+        raise PerfsuiteError(
+            f"--record: {len(records)} records with different FLOPs per step "
+            f"({', '.join(r.label() for r in records)}); give the results of one case"
+        )
     return records[0]
 
 
@@ -100,43 +104,90 @@ def _ncu(args, console) -> int:
     summary = args.summary or out.with_suffix(".csv")
 
     device = next((l.device for l in launches if l.device), "")
-    console.print(Text(f"{args.csv}: {len(points)} launches{f' on {device}' if device else ''}, "
-                       f"{len(groups)} kernel families, {len(ranges)} NVTX ranges"
-                       + (f" ({', '.join(r.nvtx_range for r in ranges)})" if ranges else "")))
-    split = ", ".join(f"{PIPE_LABEL.get(k, k)} {v:.4g}" for k, v in sorted(total.pipes().items(), key=lambda kv: -kv[1])
-                      if v > 0)
-    console.print(Text(f"executed FLOPs {total.flops:.4g} ({split}) in {fmt_seconds(total.time_s)} of kernels: "
-                       f"{fmt_rate(total.flop_per_s or 0.0, 'FLOP/s')}"))
+    console.print(
+        Text(
+            f"{args.csv}: {len(points)} launches{f' on {device}' if device else ''}, "
+            f"{len(groups)} kernel families, {len(ranges)} NVTX ranges"
+            + (f" ({', '.join(r.nvtx_range for r in ranges)})" if ranges else "")
+        )
+    )
+    split = ", ".join(
+        f"{PIPE_LABEL.get(k, k)} {v:.4g}" for k, v in sorted(total.pipes().items(), key=lambda kv: -kv[1]) if v > 0
+    )
+    console.print(
+        Text(
+            f"executed FLOPs {total.flops:.4g} ({split}) in {fmt_seconds(total.time_s)} of kernels: "
+            f"{fmt_rate(total.flop_per_s or 0.0, 'FLOP/s')}"
+        )
+    )
     if not total.exact:
-        console.print(Text(f"FLOPs are a {total.note}: add the sm__ops_path_tensor_src_* metrics that "
-                           "`perfsuite profile-step` lists to the ncu command", style="yellow"))
+        console.print(
+            Text(
+                f"FLOPs are a {total.note}: add the sm__ops_path_tensor_src_* metrics that "
+                "`perfsuite profile-step` lists to the ncu command",
+                style="yellow",
+            )
+        )
     ran = {k for k, v in total.pipes().items() if v > 0} | {"*"}  # the roofs of pipes that did no work are noise
-    console.print(Text("roofs: " + "; ".join(
-        [f"{PIPE_LABEL.get(k, k)} {fmt_rate(v, 'FLOP/s')} ({roofs.source.get(k, '')})"
-         for k, v in roofs.compute.items() if k in ran]
-        + [f"{k.upper()} {fmt_rate(v, 'B/s')} ({roofs.source.get(k, '')})" for k, v in roofs.memory.items()])))
+    console.print(
+        Text(
+            "roofs: "
+            + "; ".join(
+                [
+                    f"{PIPE_LABEL.get(k, k)} {fmt_rate(v, 'FLOP/s')} ({roofs.source.get(k, '')})"
+                    for k, v in roofs.compute.items()
+                    if k in ran
+                ]
+                + [f"{k.upper()} {fmt_rate(v, 'B/s')} ({roofs.source.get(k, '')})" for k, v in roofs.memory.items()]
+            )
+        )
+    )
     for pipe, note in roofs.notes.items():
         if pipe in ran:
             console.print(Text(note, style="yellow"))
     missing = roofs.missing(points)
     if missing:
-        console.print(Text(f"no roof for {', '.join(PIPE_LABEL.get(m, m) for m in missing)}: kernels that used it "
-                           "are not judged (give --device, or profile with the peak metrics)", style="yellow"))
+        console.print(
+            Text(
+                f"no roof for {', '.join(PIPE_LABEL.get(m, m) for m in missing)}: kernels that used it "
+                "are not judged (give --device, or profile with the peak metrics)",
+                style="yellow",
+            )
+        )
     console.print(top_table(groups, roofs, total.time_s))
     for r in ranges:
         v = roofs.judge(r)
-        console.print(Text(f"  range {r.nvtx_range}: {r.launches} launches, {fmt_seconds(r.time_s)}, "
-                           f"{'≥' if not r.exact else ''}{r.flops:.4g} FLOPs, {fmt_rate(r.flop_per_s or 0.0, 'FLOP/s')}"
-                           + (f", {v.pct:.1f}% of roof ({v.limiter})" if v.pct is not None
-                              else "" if r.exact else ", % of roof unknown (tensor FLOPs unknown)")))
+        console.print(
+            Text(
+                f"  range {r.nvtx_range}: {r.launches} launches, {fmt_seconds(r.time_s)}, "
+                f"{'≥' if not r.exact else ''}{r.flops:.4g} FLOPs, {fmt_rate(r.flop_per_s or 0.0, 'FLOP/s')}"
+                + (
+                    f", {v.pct:.1f}% of roof ({v.limiter})"
+                    if v.pct is not None
+                    else ""
+                    if r.exact
+                    else ", % of roof unknown (tensor FLOPs unknown)"
+                )
+            )
+        )
     if record:
         _print_model(console, record, total, roofs)
 
     notes = (total.note,) if total.note else ()
-    title = args.label or f"{name}{f' on {device}' if device else ''}: {len(points)} launches, " \
-                          f"{'NVTX ranges' if args.by_range else 'kernel families'}"
-    chart.draw(ranges if args.by_range and ranges else groups, roofs, out, title, total=total,
-               total_time=total.time_s, notes=notes)
+    title = (
+        args.label
+        or f"{name}{f' on {device}' if device else ''}: {len(points)} launches, "
+        f"{'NVTX ranges' if args.by_range else 'kernel families'}"
+    )
+    chart.draw(
+        ranges if args.by_range and ranges else groups,
+        roofs,
+        out,
+        title,
+        total=total,
+        total_time=total.time_s,
+        notes=notes,
+    )
     atomic_write_text(summary, csv_text)
     console.print(Text(f"-> {out}, {summary}"))
     return 0
@@ -145,11 +196,17 @@ def _ncu(args, console) -> int:
 def _print_model(console, record, total, roofs) -> None:
     """Executed (hardware) FLOPs against the model's, and the model FLOP/s of the real step."""
     mf = record.work.flops_per_step
-    console.print(Text(f"executed {total.flops:.4g} FLOPs (ncu) vs model {mf:.4g} ({record.work.flops_method}, "
-                       f"{record.label()}): executed/model = {total.flops / mf:.3f}"))
+    console.print(
+        Text(
+            f"executed {total.flops:.4g} FLOPs (ncu) vs model {mf:.4g} ({record.work.flops_method}, "
+            f"{record.label()}): executed/model = {total.flops / mf:.3f}"
+        )
+    )
     t = total.time_s
-    line = (f"over the kernels' {fmt_seconds(t)}: hardware {fmt_rate(total.flops / t, 'FLOP/s')}, "
-            f"model {fmt_rate(mf / t, 'FLOP/s')}")
+    line = (
+        f"over the kernels' {fmt_seconds(t)}: hardware {fmt_rate(total.flops / t, 'FLOP/s')}, "
+        f"model {fmt_rate(mf / t, 'FLOP/s')}"
+    )
     roof = roofs.pipe_roof(total.pipe) if total.pipe else None
     step = record.stats.median
     line += f"; the recorded step ({fmt_seconds(step)} median): model {fmt_rate(mf / step, 'FLOP/s')}"
@@ -167,16 +224,35 @@ def top_table(groups, ceilings, total_time: float, n: int = 10):
     from rich.table import Table
     from rich.text import Text
 
-
     t = Table(title=f"top {min(n, len(groups))} of {len(groups)} kernel families by time")
-    for col in ("#", "kernel family", "launches", "time", "share", "FLOPs", "FLOP/B", "FLOP/s", "pipe",
-                "% of roof", "limiter"):
+    for col in (
+        "#",
+        "kernel family",
+        "launches",
+        "time",
+        "share",
+        "FLOPs",
+        "FLOP/B",
+        "FLOP/s",
+        "pipe",
+        "% of roof",
+        "limiter",
+    ):
         t.add_column(col, justify="left" if col in ("kernel family", "pipe", "limiter") else "right")
     for i, p in enumerate(groups[:n], 1):
         v = ceilings.judge(p)
         flops = ("≥" if not p.exact else "") + _num(p.flops)
-        t.add_row(str(i), Text(p.kernel), str(p.launches), fmt_seconds(p.time_s), f"{100 * p.time_s / total_time:.1f}%",
-                  flops, _num(p.intensity), fmt_rate(p.flop_per_s or 0.0, "FLOP/s"),
-                  PIPE_LABEL.get(p.pipe, p.pipe) or "none", _num(v.pct, ".1f") if p.exact else "unknown",
-                  v.limiter or "-")
+        t.add_row(
+            str(i),
+            Text(p.kernel),
+            str(p.launches),
+            fmt_seconds(p.time_s),
+            f"{100 * p.time_s / total_time:.1f}%",
+            flops,
+            _num(p.intensity),
+            fmt_rate(p.flop_per_s or 0.0, "FLOP/s"),
+            PIPE_LABEL.get(p.pipe, p.pipe) or "none",
+            _num(v.pct, ".1f") if p.exact else "unknown",
+            v.limiter or "-",
+        )
     return t

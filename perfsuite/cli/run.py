@@ -4,34 +4,33 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
-from perfsuite.core.params import expand_sweep
-from perfsuite.core.params import parse_assignments
+from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.core.record import Record
 from perfsuite.measuring.env import fingerprint
 from perfsuite.measuring.workers import describe
-from perfsuite.report.console import print_bounds
-from perfsuite.report.console import print_warnings
-from perfsuite.report.console import records_table
-from perfsuite.storage.files import ResultsWriter
-from perfsuite.storage.files import new_results_path
-from perfsuite.storage.files import writable_dir
-from perfsuite.suite.file import SAFE_NAME
-from perfsuite.suite.file import load_suite
-from perfsuite.suite.file import shipped_suites_dir
-from perfsuite.storage.peaks import peak_for
-from perfsuite.suite.run import SuiteEvents, run_suite
+from perfsuite.report.console import print_bounds, print_warnings, records_table
 from perfsuite.run.execute import Events
+from perfsuite.storage.files import ResultsWriter, new_results_path, writable_dir
+from perfsuite.storage.peaks import peak_for
+from perfsuite.suite.file import SAFE_NAME, load_suite, shipped_suites_dir
+from perfsuite.suite.run import SuiteEvents, run_suite
 
 
 def _run_config(args):
-    given = {"max_time": args.max_time, "min_time": args.min_time, "target_rel_ci": args.target_ci,
-             "timing": args.timing, "processes": getattr(args, "processes", None),
-             "builds": getattr(args, "builds", None),
-             "cpus": getattr(args, "cpus", None), "threads": getattr(args, "threads", None),
-             "heap": getattr(args, "heap", None)}
+    given = {
+        "max_time": args.max_time,
+        "min_time": args.min_time,
+        "target_rel_ci": args.target_ci,
+        "timing": args.timing,
+        "processes": getattr(args, "processes", None),
+        "builds": getattr(args, "builds", None),
+        "cpus": getattr(args, "cpus", None),
+        "threads": getattr(args, "threads", None),
+        "heap": getattr(args, "heap", None),
+    }
     # Options left out take RunConfig's defaults (they default to None so a suite run can refuse them).
     return RunConfig(device=args.device, nvtx=not args.no_nvtx, **{k: v for k, v in given.items() if v is not None})
 
@@ -75,8 +74,13 @@ class ConsoleSuiteEvents(SuiteEvents):
         self.console = console
 
     def checks_started(self, workloads: list[str]) -> None:
-        self.console.print(Text(f"correctness checks before timing ({', '.join(workloads)}; `checks: false` in the "
-                                "suite or --no-checks skips them)"), highlight=False)
+        self.console.print(
+            Text(
+                f"correctness checks before timing ({', '.join(workloads)}; `checks: false` in the "
+                "suite or --no-checks skips them)"
+            ),
+            highlight=False,
+        )
 
     def check_done(self, result) -> None:
         self.console.print(Text(result.line(), style="" if result.ok else "bold red"), highlight=False)
@@ -84,9 +88,14 @@ class ConsoleSuiteEvents(SuiteEvents):
     def refused(self, entry: str, why: str, todo: int, finished: int) -> None:
         self.console.print(Text(f"skip {entry} ({todo} case(s)): {why}", style="bold red"), highlight=False)
         if finished:
-            self.console.print(Text(f"warning {entry}: {finished} case(s) in this folder were measured before its "
-                                    "check failed; they stay, but the step they timed may be wrong", style="yellow"),
-                               highlight=False)
+            self.console.print(
+                Text(
+                    f"warning {entry}: {finished} case(s) in this folder were measured before its "
+                    "check failed; they stay, but the step they timed may be wrong",
+                    style="yellow",
+                ),
+                highlight=False,
+            )
 
     def entry_started(self, entry: str, kind: str, todo: int) -> None:
         pass
@@ -127,7 +136,11 @@ def _comparison_line(result) -> str | None:
     if hasattr(result, "time_ratio"):
         ci = result.time_ratio_ci
         ci_txt = "" if ci is None else f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
-        saved = "" if result.saved_ratio is None else f"; saved for backward {result.a}/{result.b} = {result.saved_ratio:.2f}"
+        saved = (
+            ""
+            if result.saved_ratio is None
+            else f"; saved for backward {result.a}/{result.b} = {result.saved_ratio:.2f}"
+        )
         return f"time {result.a}/{result.b} = {result.time_ratio:.3f}{ci_txt} over {len(result.ratios)} pairs{saved}"
     if hasattr(result, "verdict"):
         return result.verdict()
@@ -143,14 +156,23 @@ def cmd_run(args, console) -> int:
     if args.config or args.suite:
         return _run_suite(args, console)
     if args.no_checks or args.retry_failed or args.plan or args.shard:
-        flag = ("--no-checks" if args.no_checks else "--retry-failed" if args.retry_failed else
-                "--plan" if args.plan else "--shard")
+        flag = (
+            "--no-checks"
+            if args.no_checks
+            else "--retry-failed"
+            if args.retry_failed
+            else "--plan"
+            if args.plan
+            else "--shard"
+        )
         raise PerfsuiteError(f"{flag} applies to a suite run (--suite or --config)")
     if not args.workload:
         raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
     workload = registry.get(args.workload)
-    cases = [Case(workload, c) for c in expand_sweep(workload.default_sweep(
-        parse_assignments(args.param, workload.params, workload.name)))]
+    cases = [
+        Case(workload, c)
+        for c in expand_sweep(workload.default_sweep(parse_assignments(args.param, workload.params, workload.name)))
+    ]
     cfg = _run_config(args)
     device = resolve_device(cfg.device)
     _check_pinning(cfg.cpus)
@@ -164,16 +186,32 @@ def cmd_run(args, console) -> int:
         writable_dir(args.trace, "--trace folder")
     if args.tensorboard is not None:  # checked before measuring, like the results file
         from perfsuite.storage.tensorboard import prepare
+
         prepare(args.tensorboard)
     writer = ResultsWriter(path)  # the output is claimed before measuring: a clash fails now, not after
-    console.print(f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each "
-                  f"-> {path}", highlight=False)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
+    console.print(
+        f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each -> {path}", highlight=False
+    )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         try:
-            out = run_cases(cases, cfg, device, outputs=(writer, args.recorder), env=env, peak=peak,
-                            trace_dir=args.trace, machine_log=args.machine_log,
-                            events=ConsoleEvents(console, len(cases), progress))
+            out = run_cases(
+                cases,
+                cfg,
+                device,
+                outputs=(writer, args.recorder),
+                env=env,
+                peak=peak,
+                trace_dir=args.trace,
+                machine_log=args.machine_log,
+                events=ConsoleEvents(console, len(cases), progress),
+            )
         except BaseException:
             if not writer.records and not writer.failures:
                 path.unlink(missing_ok=True)  # our own empty claim: the same command must work again
@@ -183,8 +221,9 @@ def cmd_run(args, console) -> int:
             path.unlink(missing_ok=True)  # our own empty claim: leave nothing to trip the next run
             console.print("interrupted before any case finished; nothing saved", highlight=False)
         else:
-            console.print(f"interrupted: {len(writer.records)} of {len(cases)} case(s) saved to {path}",
-                          highlight=False)
+            console.print(
+                f"interrupted: {len(writer.records)} of {len(cases)} case(s) saved to {path}", highlight=False
+            )
         return 130
     console.print(records_table(writer.records))
     print_warnings(console, writer.records)
@@ -193,8 +232,11 @@ def cmd_run(args, console) -> int:
     console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)
     if args.tensorboard is not None:
         from perfsuite.storage.tensorboard import export_records
-        console.print(f"TensorBoard: {export_records(writer.records, args.tensorboard)} record(s) in "
-                      f"{args.tensorboard}", highlight=False)
+
+        console.print(
+            f"TensorBoard: {export_records(writer.records, args.tensorboard)} record(s) in {args.tensorboard}",
+            highlight=False,
+        )
     if writer.failures:
         console.print(Text(f"{len(writer.failures)} case(s) failed; their reasons are in {path}", style="red"))
         return 3
@@ -207,9 +249,13 @@ def _print_process_spread(console, records) -> None:
         if line := describe(rec):
             console.print(Text(line))
         if drift := rec.conditions.get("machine_drift"):
-            console.print(Text(f"{rec.label()}: the interval includes ±{drift['half_width']:.1%}, how far this "
-                               f"machine's speed moved over its last {drift['runs']} runs of this case "
-                               f"({drift['hours']:.1f} h; machine-speed log)"))
+            console.print(
+                Text(
+                    f"{rec.label()}: the interval includes ±{drift['half_width']:.1%}, how far this "
+                    f"machine's speed moved over its last {drift['runs']} runs of this case "
+                    f"({drift['hours']:.1f} h; machine-speed log)"
+                )
+            )
 
 
 def _check_pinning(cpus) -> None:
@@ -235,27 +281,38 @@ def _overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-SUITE_DECIDES = {"workload": "a workload", "max_time": "--max-time", "min_time": "--min-time",
-                 "target_ci": "--target-ci", "timing": "--timing", "no_nvtx": "--no-nvtx", "trace": "--trace",
-                 "processes": "--processes", "builds": "--builds"}
+SUITE_DECIDES = {
+    "workload": "a workload",
+    "max_time": "--max-time",
+    "min_time": "--min-time",
+    "target_ci": "--target-ci",
+    "timing": "--timing",
+    "no_nvtx": "--no-nvtx",
+    "trace": "--trace",
+    "processes": "--processes",
+    "builds": "--builds",
+}
 
 
 def _run_suite(args, console) -> int:
     from datetime import datetime, timezone
 
-
     if args.config and args.suite:
         raise PerfsuiteError("give --config or --suite, not both")
     for dest, flag in SUITE_DECIDES.items():
         if getattr(args, dest) not in (None, False):
-            raise PerfsuiteError(f"{flag} cannot be combined with --suite/--config: the suite file sets it "
-                                 "(max_time and processes per suite or per entry); only -p, --device, --out, "
-                                 "--retry-failed, --no-checks, --cpus, --threads and --heap apply")
+            raise PerfsuiteError(
+                f"{flag} cannot be combined with --suite/--config: the suite file sets it "
+                "(max_time and processes per suite or per entry); only -p, --device, --out, "
+                "--retry-failed, --no-checks, --cpus, --threads and --heap apply"
+            )
 
     # A suite *name* names a shipped suite; `--suite ../../x` must not run a file from anywhere.
     if args.suite is not None and not SAFE_NAME.fullmatch(args.suite):
-        raise PerfsuiteError(f"--suite {args.suite!r}: a suite name is a plain name (`perfsuite suites` lists "
-                             "them); give a suite file's path with --config")
+        raise PerfsuiteError(
+            f"--suite {args.suite!r}: a suite name is a plain name (`perfsuite suites` lists "
+            "them); give a suite file's path with --config"
+        )
     path = args.config or shipped_suites_dir() / f"{args.suite}.yaml"
     if args.suite and not path.is_file():
         names = sorted(p.stem for p in shipped_suites_dir().glob("*.yaml"))
@@ -280,29 +337,45 @@ def _run_suite(args, console) -> int:
     try:
         if args.tensorboard is not None:
             from perfsuite.storage.tensorboard import export_tensorboard, prepare
+
             prepare(args.tensorboard)
         from perfsuite.measuring.system import pinned
 
         _check_pinning(args.cpus)
         if args.heap:  # process-wide: the pair and amp entries run on it too, not only the run entries
             from perfsuite.measuring import heap
+
             heap.apply(args.heap)
         with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
-            res = run_suite(suite, out, ConsoleSuiteEvents(console), retry_failed=args.retry_failed,
-                            peak_file=args.peak_file, machine_log=args.machine_log, store=args.recorder,
-                            shard=args.shard,
-                            settings={"cpus": args.cpus, "threads": args.threads,
-                                      **({"heap": args.heap} if args.heap else {})})
+            res = run_suite(
+                suite,
+                out,
+                ConsoleSuiteEvents(console),
+                retry_failed=args.retry_failed,
+                peak_file=args.peak_file,
+                machine_log=args.machine_log,
+                store=args.recorder,
+                shard=args.shard,
+                settings={"cpus": args.cpus, "threads": args.threads, **({"heap": args.heap} if args.heap else {})},
+            )
     except KeyboardInterrupt:
         console.print(Text(f"interrupted: every finished case is in {out}; run the same command to resume"))
         return 130
     if args.tensorboard is not None:
-        console.print(Text(f"TensorBoard: {export_tensorboard([out], args.tensorboard)[0]} record(s) in "
-                           f"{args.tensorboard}"))
-    console.print(Text(f"measured {res.measured}, skipped {res.skipped_done} already measured, "
-                       f"{res.skipped_failed} failed before (--retry-failed to retry), "
-                       f"{res.unsupported} unsupported here, {res.failed} failed now"
-                       + (f", {res.other_shards} in other shards" if res.other_shards else "")
-                       + (f" ({res.checks_failed} correctness check(s) failed: their workloads were not timed)"
-                          if res.checks_failed else "")))
+        console.print(
+            Text(f"TensorBoard: {export_tensorboard([out], args.tensorboard)[0]} record(s) in {args.tensorboard}")
+        )
+    console.print(
+        Text(
+            f"measured {res.measured}, skipped {res.skipped_done} already measured, "
+            f"{res.skipped_failed} failed before (--retry-failed to retry), "
+            f"{res.unsupported} unsupported here, {res.failed} failed now"
+            + (f", {res.other_shards} in other shards" if res.other_shards else "")
+            + (
+                f" ({res.checks_failed} correctness check(s) failed: their workloads were not timed)"
+                if res.checks_failed
+                else ""
+            )
+        )
+    )
     return 3 if res.failed or res.checks_failed else 0

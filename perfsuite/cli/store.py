@@ -10,12 +10,11 @@ import os
 from rich.table import Table
 from rich.text import Text
 
-from perfsuite.cli.console import make_console
-
 import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
 import perfsuite.compare.bisect  # noqa: F401 - registers the bisect document's result class
 import perfsuite.compare.pair  # noqa: F401 - registers the pair document's result class
 import perfsuite.compare.why  # noqa: F401 - registers the why document's result class
+from perfsuite.cli.console import make_console
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_seconds
@@ -47,7 +46,13 @@ def _config(args) -> dict:
     for k, v in vars(args).items():
         if k in ("recorder", "store") or callable(v):
             continue
-        out[k] = [str(x) for x in v] if isinstance(v, list) else v if isinstance(v, (int, float, bool, str, type(None))) else str(v)
+        out[k] = (
+            [str(x) for x in v]
+            if isinstance(v, list)
+            else v
+            if isinstance(v, (int, float, bool, str, type(None)))
+            else str(v)
+        )
     return out
 
 
@@ -114,12 +119,15 @@ def _location(args):
     from perfsuite.store.location import resolve
 
     err = make_console(stderr=True)
-    return resolve(getattr(args, "store", None),
-                   warn=lambda t: err.print(Text("warning: " + printable(t), style="yellow")))
+    return resolve(
+        getattr(args, "store", None), warn=lambda t: err.print(Text("warning: " + printable(t), style="yellow"))
+    )
 
 
 def store_command(args, console) -> int:
-    return {"import": _import, "push": _push, "info": _info, "runs": _runs, "query": _query}[args.store_command](args, console)
+    return {"import": _import, "push": _push, "info": _info, "runs": _runs, "query": _query}[args.store_command](
+        args, console
+    )
 
 
 def _import(args, console) -> int:
@@ -130,8 +138,12 @@ def _import(args, console) -> int:
         report = import_paths(store, args.paths)
     for line in report.problems:
         console.print(Text(printable(f"skipped: {line}"), style="yellow"))
-    console.print(Text(f"imported {report.records} new record(s) and {report.documents} document(s) from "
-                       f"{report.files} file(s) into {store.location.shown} ({report.already} already there)"))
+    console.print(
+        Text(
+            f"imported {report.records} new record(s) and {report.documents} document(s) from "
+            f"{report.files} file(s) into {store.location.shown} ({report.already} already there)"
+        )
+    )
     return 2 if report.problems and not report.files else 0  # nothing readable given: bad input
 
 
@@ -140,13 +152,20 @@ def _push(args, console) -> int:
 
     location = _location(args)
     if location.spool == location.path:
-        raise PerfsuiteError(f"the store is the spool itself ({location.shown}); name the store to push to with "
-                             "--store or PERFSUITE_STORE")
+        raise PerfsuiteError(
+            f"the store is the spool itself ({location.shown}); name the store to push to with "
+            "--store or PERFSUITE_STORE"
+        )
     runs, records, documents, problems = push(location)
     for line in problems:
         console.print(Text(printable(f"kept in the spool: {line}"), style="yellow"))
-    console.print(Text(f"pushed {runs} run(s): {records} new record(s), {documents} document(s) to {location.shown}"
-                       if runs else f"nothing pushed ({location.spool} holds no run the store took)"))
+    console.print(
+        Text(
+            f"pushed {runs} run(s): {records} new record(s), {documents} document(s) to {location.shown}"
+            if runs
+            else f"nothing pushed ({location.spool} holds no run the store took)"
+        )
+    )
     return 3 if problems else 0
 
 
@@ -173,23 +192,41 @@ def _runs(args, console) -> int:
     with Store(_location(args), create=False) as store:
         # A batch's shards ran on several machines: all of them, unless one is named.
         default = None if args.batch else _this()
-        runs = store.runs(kind=args.kind, batch=args.batch,
-                          machine=None if args.machine == "all" else args.machine or default)
+        runs = store.runs(
+            kind=args.kind, batch=args.batch, machine=None if args.machine == "all" else args.machine or default
+        )
     if args.json:
         console.print_json(json.dumps(runs, default=str))
         return 0
     t = Table("run", "kind", "state", "machine", "commit", "started", "records", "shard")
     for r in runs:
         shard = f"{r['shard']}/{r['shards']} of {r['batch']}" if r.get("shards") else ""
-        t.add_row(*map(_cell, (r["id"][:12], r["kind"], r["state"], r["machine_id"][:16], (r["commit"] or "")[:10],
-                               r["started"][:19], str(r["records"]), shard)))
+        t.add_row(
+            *map(
+                _cell,
+                (
+                    r["id"][:12],
+                    r["kind"],
+                    r["state"],
+                    r["machine_id"][:16],
+                    (r["commit"] or "")[:10],
+                    r["started"][:19],
+                    str(r["records"]),
+                    shard,
+                ),
+            )
+        )
     console.print(t)
     if args.batch and runs:
         shards = runs[0]["shards"]
         present = sorted({r["shard"] for r in runs if r.get("shard")})
         missing = [k for k in range(1, (shards or 0) + 1) if k not in present]
-        console.print(Text(f"batch {args.batch[:12]}: shards {present} of {shards}"
-                           + (f"; missing {missing}" if missing else "; complete")))
+        console.print(
+            Text(
+                f"batch {args.batch[:12]}: shards {present} of {shards}"
+                + (f"; missing {missing}" if missing else "; complete")
+            )
+        )
     return 0
 
 
@@ -219,11 +256,21 @@ def _query(args, console) -> int:
         console.print_json(json.dumps(rows, default=str))
         return 0
     t = Table("created", "machine", "commit", "workload", "params", "device", "median")
-    for r in rows[-args.limit:]:
-        t.add_row(*map(_cell, (r["created"][:19], r["machine_id"][:16],
-                               (r["commit"] or "")[:10] + ("+" if r["dirty"] else ""), r["workload"],
-                               ",".join(f"{k}={v}" for k, v in sorted(r["params"].items())), r["device"],
-                               fmt_seconds(r["median_s"]))))
+    for r in rows[-args.limit :]:
+        t.add_row(
+            *map(
+                _cell,
+                (
+                    r["created"][:19],
+                    r["machine_id"][:16],
+                    (r["commit"] or "")[:10] + ("+" if r["dirty"] else ""),
+                    r["workload"],
+                    ",".join(f"{k}={v}" for k, v in sorted(r["params"].items())),
+                    r["device"],
+                    fmt_seconds(r["median_s"]),
+                ),
+            )
+        )
     console.print(t)
     console.print(Text(f"{len(rows)} record(s)" + (f", the last {args.limit} shown" if len(rows) > args.limit else "")))
     return 0
@@ -247,8 +294,9 @@ def add_arguments(sub, positive_count) -> None:
     """`perfsuite store ...` (perfsuite.cli.parser calls this)."""
     st = sub.add_parser("store", help="the results store: import files, push a spool, list runs, query records")
     ss = st.add_subparsers(dest="store_command", required=True, metavar="ACTION")
-    im = ss.add_parser("import", help="perfsuite, asv and pytest-benchmark results files or folders; importing "
-                                      "twice adds nothing")
+    im = ss.add_parser(
+        "import", help="perfsuite, asv and pytest-benchmark results files or folders; importing twice adds nothing"
+    )
     im.add_argument("paths", nargs="+", help="files or folders of results")
     ss.add_parser("push", help="send results kept in the local spool (.perfsuite/spool.db) to the store")
     ss.add_parser("info", help="where the store is, its schema, what it holds and which machines reported")
@@ -257,12 +305,14 @@ def add_arguments(sub, positive_count) -> None:
     rn.add_argument("--batch", help="the shards of one suite run")
     rn.add_argument("--machine", help="a machine id, or all (default: this machine)")
     rn.add_argument("--json", action="store_true")
-    q = ss.add_parser("query", help="stored records of this machine (or --machine) by workload, parameters, "
-                                    "commits and time")
+    q = ss.add_parser(
+        "query", help="stored records of this machine (or --machine) by workload, parameters, commits and time"
+    )
     q.add_argument("workload", nargs="?")
     q.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
-    q.add_argument("--machine", help="a machine id, or all (default: this machine: times of different machines "
-                                     "are not comparable)")
+    q.add_argument(
+        "--machine", help="a machine id, or all (default: this machine: times of different machines are not comparable)"
+    )
     q.add_argument("--range", metavar="REV|A..B", help="one commit, or the first-parent commits after A up to B")
     q.add_argument("--since", help="ISO date or time, e.g. 2026-11-01")
     q.add_argument("--until", help="ISO date or time (exclusive)")

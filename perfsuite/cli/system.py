@@ -6,15 +6,14 @@ import json
 
 from rich.text import Text
 
-from perfsuite.measuring.system import check, cpu_ranges
 from perfsuite.measuring import env
+from perfsuite.measuring.system import check, cpu_ranges
 
 
 def system_command(args, console) -> int:
     """`perfsuite system`: what can make numbers unstable here, watched for `--window` seconds."""
     readings: dict = {}
-    for collect in (env.collect_cpu, env.collect_cpu_power, env.collect_load, env.collect_threads,
-                    env.collect_torch):
+    for collect in (env.collect_cpu, env.collect_cpu_power, env.collect_load, env.collect_threads, env.collect_torch):
         readings.update(collect())
     readings.update(env.collect_activity(args.window))
     warnings = check(readings)
@@ -28,8 +27,10 @@ def system_command(args, console) -> int:
         ("governor", ", ".join(readings["cpu_governors"] or ["not visible (no cpufreq in /sys)"])),
         ("turbo", {True: "on", False: "off", None: "not visible"}[readings["cpu_turbo"]]),
         ("load average", " ".join(f"{x:.2f}" for x in readings["load_avg"] or []) or "not visible"),
-        (f"over {args.window:g}s", f"steal {readings['steal_fraction'] or 0:.1%}, other processes "
-                                   f"{readings['others_cpus'] or 0:.2f} CPU(s)"),
+        (
+            f"over {args.window:g}s",
+            f"steal {readings['steal_fraction'] or 0:.1%}, other processes {readings['others_cpus'] or 0:.2f} CPU(s)",
+        ),
         ("torch threads", f"{readings.get('torch_threads')} (interop {readings.get('torch_interop_threads')})"),
         ("thread variables", ", ".join(f"{k}={v}" for k, v in readings["thread_env"].items()) or "none set"),
     ]

@@ -5,20 +5,17 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from perfsuite.core.text import printable
-
-from perfsuite.core.errors import ConfigError
-from perfsuite.core.units import fmt_bytes, fmt_seconds
 from perfsuite.compare.why_rows import ROW_CONFIDENCE
-from perfsuite.compare.why_sides import why_revision
-from perfsuite.compare.why_sides import why_vary
+from perfsuite.compare.why_sides import why_revision, why_vary
 from perfsuite.core import registry
-from perfsuite.core.params import parse_assignments
-from perfsuite.core.params import single_values
-from perfsuite.storage.write import check_output, write_or_rescue
-from perfsuite.storage.files import document
 from perfsuite.core.case import Case
+from perfsuite.core.errors import ConfigError
+from perfsuite.core.params import parse_assignments, single_values
+from perfsuite.core.text import printable
+from perfsuite.core.units import fmt_bytes, fmt_seconds
 from perfsuite.run.execute import runnable
+from perfsuite.storage.files import document
+from perfsuite.storage.write import check_output, write_or_rescue
 
 
 def why_command(args, console) -> int:
@@ -29,9 +26,11 @@ def why_command(args, console) -> int:
     if args.json is not None:  # checked before profiling: a finished comparison is not thrown away
         check_output(args.json, "--json")
     device = resolve_device(args.device)
-    kw = dict(threads=RunConfig(threads=args.threads).threads_on(device), steps=args.steps, rounds=args.rounds, top=args.top)
+    kw = dict(
+        threads=RunConfig(threads=args.threads).threads_on(device), steps=args.steps, rounds=args.rounds, top=args.top
+    )
     if args.vary is not None:
-        (key, values), = parse_assignments([args.vary], w.params, w.name).items()
+        ((key, values),) = parse_assignments([args.vary], w.params, w.name).items()
         if len(values) != 2:
             raise ConfigError(f"--vary expects exactly two values of {key!r}, got {len(values)}")
         if key in params:
@@ -41,8 +40,10 @@ def why_command(args, console) -> int:
             result = why_vary(w, params, key, values[0], values[1], device, **kw)
     else:
         runnable([Case(w, params)], device)
-        with console.status(f"{w.name}: checking out {args.base_ref}, two side processes, {args.rounds} profiler "
-                            "windows each, then timed pairs"):
+        with console.status(
+            f"{w.name}: checking out {args.base_ref}, two side processes, {args.rounds} profiler "
+            "windows each, then timed pairs"
+        ):
             result = why_revision(w, params, args.base_ref, device, args.workloads_from, **kw)
     print_why(result, console)
     if args.recorder is not None:
@@ -76,26 +77,42 @@ def print_why(r, console) -> None:
         what += f"; the GPU busy {busy[0]:.0%} of A's step, {busy[1]:.0%} of B's"
         if r.metric == "self_cpu_us":
             what += ": the host's time is the step's"
-    t = Table(title=f"operators per step, those outside their own noise first, then by |B - A| ({what}; "
-                    f"{r.rounds} windows of {r.steps} steps per side; ± is the {ROW_CONFIDENCE:.0%} interval "
-                    "from the windows' spread)", title_justify="left")
+    t = Table(
+        title=f"operators per step, those outside their own noise first, then by |B - A| ({what}; "
+        f"{r.rounds} windows of {r.steps} steps per side; ± is the {ROW_CONFIDENCE:.0%} interval "
+        "from the windows' spread)",
+        title_justify="left",
+    )
     for col in ("operator", "input shapes", "A", "B", "B - A", "±", "calls A/B", "alloc B - A", "", "noise"):
         t.add_column(col, justify="left" if col in ("operator", "input shapes", "", "noise") else "right")
     for row in r.listed:
         calls = f"{row.value(row.a, 'calls'):g}/{row.value(row.b, 'calls'):g}"
         noise = "" if row.noise_us is None else _us(row.noise_us)
-        t.add_row(Text(printable(row.name)), Text(printable(row.shapes)), _us(row.value(row.a, r.metric)),
-                  _us(row.value(row.b, r.metric)), _signed_us(row.delta_us), noise, calls,
-                  _signed_bytes(row.delta_bytes) if row.delta_bytes else "", row.mark,
-                  "within" if row.within_noise else "", style="dim" if row.within_noise else None)
+        t.add_row(
+            Text(printable(row.name)),
+            Text(printable(row.shapes)),
+            _us(row.value(row.a, r.metric)),
+            _us(row.value(row.b, r.metric)),
+            _signed_us(row.delta_us),
+            noise,
+            calls,
+            _signed_bytes(row.delta_bytes) if row.delta_bytes else "",
+            row.mark,
+            "within" if row.within_noise else "",
+            style="dim" if row.within_noise else None,
+        )
     console.print(t)
     console.print(Text(r.reconciliation))
     mem = r.memory_delta_bytes
     key = "cuda_peak_delta_bytes" if r.device.startswith("cuda") else "host_peak_delta_bytes"
     where = "CUDA max allocated" if r.device.startswith("cuda") else "host RSS"
     if mem is not None:
-        console.print(Text(f"peak memory of a step ({where} above its start): A {fmt_bytes(a.memory[key])}; "
-                           f"B {fmt_bytes(b.memory[key])}; B - A {_signed_bytes(mem)}"))
+        console.print(
+            Text(
+                f"peak memory of a step ({where} above its start): A {fmt_bytes(a.memory[key])}; "
+                f"B {fmt_bytes(b.memory[key])}; B - A {_signed_bytes(mem)}"
+            )
+        )
     grew = [f"{row.name} {row.shapes} {_signed_bytes(row.delta_bytes)}" for row in r.grew[:5]]
     if grew:
         console.print(Text("operators whose allocations grew: " + "; ".join(grew)))

@@ -17,23 +17,23 @@ chaotically and two healthy runs can differ by 50% (seen here), so a tolerance m
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from perfsuite.stats import summary as stats
 from perfsuite.core import documents
 from perfsuite.core.bound import Bound, where_time_went
-from perfsuite.core.documents import Count, Measured, Name, NonNegative, Params, SampleList
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
+from perfsuite.core.documents import Count, Measured, Name, NonNegative, Params, SampleList
 from perfsuite.measuring.interleave import interleaved_blocks
 from perfsuite.measuring.nvml import NvmlSampler
-from perfsuite.measuring.saved import saved_tensor_bytes
-from perfsuite.measuring.timing import Clock, clock_for
 from perfsuite.measuring.runner import calibrate
-from perfsuite.training.applied import final_loss
+from perfsuite.measuring.saved import saved_tensor_bytes
 from perfsuite.measuring.system import pinned
-from perfsuite.training.applied import losses_at_applied_steps
+from perfsuite.measuring.timing import Clock, clock_for
+from perfsuite.stats import summary as stats
+from perfsuite.training.applied import final_loss, losses_at_applied_steps
 from perfsuite.training.setup import TrainingSetup, training_setup
 from perfsuite.training.step import make_train_step
 
@@ -48,8 +48,16 @@ _NOT_SAMPLED = {"status": "unavailable", "reason": "not sampled"}
 @documents.register("amp")
 @documents.shape("amp comparison", frozen=True)
 class AmpComparison(documents.SuiteEntry):
-    DERIVED = {"speedup": "speedup", "speedup_ci": "speedup_ci", "verdict": "worded", "accuracy_ok": "accuracy_ok",
-               "memory_ratio": "memory_ratio", "loss_rel_diff": "loss_rel_diff", "bound_a": "bound_a", "bound_b": "bound_b"}
+    DERIVED = {
+        "speedup": "speedup",
+        "speedup_ci": "speedup_ci",
+        "verdict": "worded",
+        "accuracy_ok": "accuracy_ok",
+        "memory_ratio": "memory_ratio",
+        "loss_rel_diff": "loss_rel_diff",
+        "bound_a": "bound_a",
+        "bound_b": "bound_b",
+    }
 
     workload: Name
     params: Params
@@ -89,8 +97,10 @@ class AmpComparison(documents.SuiteEntry):
         """Where each side's time went, in one line; None off CUDA, where there is no verdict."""
         if not self.device.startswith("cuda"):
             return None
-        return "; ".join(f"{p}: {b.verdict}: {b.reason}"
-                         for p, b in ((self.precision_a, self.bound_a), (self.precision_b, self.bound_b)))
+        return "; ".join(
+            f"{p}: {b.verdict}: {b.reason}"
+            for p, b in ((self.precision_a, self.bound_a), (self.precision_b, self.bound_b))
+        )
 
     @property
     def loss_rel_diff(self) -> float:
@@ -108,19 +118,26 @@ class AmpComparison(documents.SuiteEntry):
 
     def _skips(self) -> str:
         """The training steps each side ran beyond the applied ones, its GradScaler having skipped them."""
-        said = [f"{p} ran {n} more, skipped by its GradScaler" for p, n in ((self.precision_a, self.skipped_a),
-                                                                            (self.precision_b, self.skipped_b)) if n]
+        said = [
+            f"{p} ran {n} more, skipped by its GradScaler"
+            for p, n in ((self.precision_a, self.skipped_a), (self.precision_b, self.skipped_b))
+            if n
+        ]
         return f" ({'; '.join(said)})" if said else ""
 
     def verdict(self) -> str:
         ci = "" if self.speedup_ci is None else f" (95% CI {self.speedup_ci[0]:.2f}-{self.speedup_ci[1]:.2f})"
         if not self.accuracy_ok:
-            return (f"{self.precision_b} diverges from {self.precision_a}: final loss {self.final_loss_b:.4g} vs "
-                    f"{self.final_loss_a:.4g} after {self.steps} applied steps{self._skips()} "
-                    f"(tolerance {self.loss_tolerance:.0%})")
-        return (f"speed-up {self.speedup:.2f}x{ci} of {self.precision_b} over {self.precision_a} at equal loss "
-                f"({self.final_loss_b:.4g} vs {self.final_loss_a:.4g} after {self.steps} applied steps{self._skips()}, "
-                f"within {self.loss_tolerance:.0%})")
+            return (
+                f"{self.precision_b} diverges from {self.precision_a}: final loss {self.final_loss_b:.4g} vs "
+                f"{self.final_loss_a:.4g} after {self.steps} applied steps{self._skips()} "
+                f"(tolerance {self.loss_tolerance:.0%})"
+            )
+        return (
+            f"speed-up {self.speedup:.2f}x{ci} of {self.precision_b} over {self.precision_a} at equal loss "
+            f"({self.final_loss_b:.4g} vs {self.final_loss_a:.4g} after {self.steps} applied steps{self._skips()}, "
+            f"within {self.loss_tolerance:.0%})"
+        )
 
     @property
     def speedup(self) -> float:
@@ -154,8 +171,15 @@ def _run_for(step: Callable, clock: Clock, n: int, seconds: float) -> None:
         clock.time_block(step, n)  # blocks as timed: the same synchronisation gaps as the measurement
 
 
-def side_utilisation(step: Callable, clock: Clock, n: int, index: int | None, interval_s: float = 0.05,
-                     settle_s: float = UTIL_SETTLE_S, window_s: float = UTIL_WINDOW_S) -> dict:
+def side_utilisation(
+    step: Callable,
+    clock: Clock,
+    n: int,
+    index: int | None,
+    interval_s: float = 0.05,
+    settle_s: float = UTIL_SETTLE_S,
+    window_s: float = UTIL_WINDOW_S,
+) -> dict:
     """NVML summary of GPU `index` while `step` runs alone in blocks of `n`; without NVML (or
     with `index` None: not CUDA) the sampler's "unavailable" summary, and the step never runs."""
     sampler = NvmlSampler(index=index, interval_s=interval_s)
@@ -168,8 +192,16 @@ def side_utilisation(step: Callable, clock: Clock, n: int, index: int | None, in
     return sampler.summary()
 
 
-def training_losses(workload: str, params: Mapping[str, Any], device: str, precision_a: str, precision_b: str,
-                    steps: int, setup_b: Callable[..., TrainingSetup] | None = None, seed: int = 1):
+def training_losses(
+    workload: str,
+    params: Mapping[str, Any],
+    device: str,
+    precision_a: str,
+    precision_b: str,
+    steps: int,
+    setup_b: Callable[..., TrainingSetup] | None = None,
+    seed: int = 1,
+):
     """The accuracy half of the comparison: both precisions train from the same initial weights
     (seed `seed`) on the same fixed batch until each has applied `steps` optimiser steps; each
     side's AppliedLosses (perfsuite.training.applied: the check lines its runs up the same way).
@@ -195,7 +227,6 @@ def compare_precisions(
 ) -> AmpComparison:
     """`setup_b` replaces how run B is built (tests use it to break a run on purpose)."""
     import torch
-
 
     if pairs < 2 or steps < 5:
         raise ValueError("need at least 2 pairs and 5 steps")
@@ -225,13 +256,28 @@ def compare_precisions(
     run_a, run_b = training_losses(workload, params, device, precision_a, precision_b, steps, setup_b)
     losses_a, losses_b = run_a.losses, run_b.losses
     return AmpComparison(
-        workload=workload, params=dict(params), device=device, precision_a=precision_a, precision_b=precision_b,
-        pair_ratios=ratios, time_a_s=ta, time_b_s=tb, saved_bytes_a=saved_a, saved_bytes_b=saved_b,
-        cuda_peak_a=cuda_peaks[0], cuda_peak_b=cuda_peaks[1],
-        final_loss_a=final_loss(losses_a), final_loss_b=final_loss(losses_b),
-        loss_tolerance=loss_tolerance, steps=steps, nvml_a=nvml_a, nvml_b=nvml_b,
-        losses_a=[float(x) for x in losses_a], losses_b=[float(x) for x in losses_b],
-        skipped_a=run_a.skipped, skipped_b=run_b.skipped,
+        workload=workload,
+        params=dict(params),
+        device=device,
+        precision_a=precision_a,
+        precision_b=precision_b,
+        pair_ratios=ratios,
+        time_a_s=ta,
+        time_b_s=tb,
+        saved_bytes_a=saved_a,
+        saved_bytes_b=saved_b,
+        cuda_peak_a=cuda_peaks[0],
+        cuda_peak_b=cuda_peaks[1],
+        final_loss_a=final_loss(losses_a),
+        final_loss_b=final_loss(losses_b),
+        loss_tolerance=loss_tolerance,
+        steps=steps,
+        nvml_a=nvml_a,
+        nvml_b=nvml_b,
+        losses_a=[float(x) for x in losses_a],
+        losses_b=[float(x) for x in losses_b],
+        skipped_a=run_a.skipped,
+        skipped_b=run_b.skipped,
     )
 
 
@@ -252,6 +298,15 @@ class Amp(Measure):
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> AmpComparison:
         with pinned(cfg.cpus, cfg.threads_on(cfg.device)):  # the threads a record of this run gets
-            return compare_precisions(case.workload.name, dict(case.params), cfg.device,
-                                      ctx.clock or clock_for(cfg.device), self.precision_a, self.precision_b,
-                                      pairs=self.pairs, steps=self.steps, loss_tolerance=self.loss_tolerance, cfg=cfg)
+            return compare_precisions(
+                case.workload.name,
+                dict(case.params),
+                cfg.device,
+                ctx.clock or clock_for(cfg.device),
+                self.precision_a,
+                self.precision_b,
+                pairs=self.pairs,
+                steps=self.steps,
+                loss_tolerance=self.loss_tolerance,
+                cfg=cfg,
+            )

@@ -25,16 +25,17 @@ be the first as well; the answer names them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import field
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator
 
+from perfsuite.compare.gate import GateVerdict
 from perfsuite.core import documents
 from perfsuite.core.documents import Name, NonNegative, Params, Text
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import summary as stats
-from perfsuite.compare.gate import GateVerdict
 from perfsuite.stats.verdict import ratio_interval
 
 # A probe's outcome: like bad (slower when bisecting a slowdown, faster when bisecting a speed-up),
@@ -63,8 +64,9 @@ def halfway(confirmed_ratio: float | None, threshold: float = 0.0, direction: in
     return direction * max(direction * got, floor) / 2.0
 
 
-def classify(ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA, direction: int = 1,
-             units: tuple = ()) -> str | None:
+def classify(
+    ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA, direction: int = 1, units: tuple = ()
+) -> str | None:
     """A commit's pairs against good (time ratios) put on one side of `mid` (a log ratio): CHANGED
     when their interval (perfsuite.stats.verdict.ratio_interval at `alpha` per end: the one-sided
     Wilcoxon signed-rank test inverted) lies beyond it, on bad's side, SAME when it lies on
@@ -73,7 +75,6 @@ def classify(ratios: list[float], mid: float, alpha: float = CLASSIFY_ALPHA, dir
     percent off good's, and an unchanged commit read 0.962 (0.951-0.982) "like bad" beside a 4%
     speed-up (issue 36, minGPT) when only the pairs were read."""
     import math
-
 
     if len(ratios) < 6:  # the signed-rank test cannot reach 1% below 7 pairs
         return None
@@ -97,6 +98,7 @@ class Commit(documents.Result):
 @documents.shape("skipped commit", frozen=True)
 class Skipped(Commit):
     """A commit that could not be built or run, with the error that skipped it."""
+
     error: Text = ""
 
 
@@ -104,6 +106,7 @@ class Skipped(Commit):
 class Probe(documents.Result):
     """One commit measured against `good`: changed (like bad), same (like good), or skipped (with the
     error that skipped it)."""
+
     DERIVED = {"median_ratio": "median_ratio"}
 
     sha: Name
@@ -142,6 +145,7 @@ class Probe(documents.Result):
 class Answer(documents.Result):
     """How a bisection ended: `bad` not changed or undecided, or the first changed commit (and the
     skipped commits that could have been first instead)."""
+
     state: Annotated[str, AfterValidator(lambda s: _one_of(s, (FOUND, NOT_CHANGED, UNDECIDED)))]
     commit: Commit | None = None
     probe: Probe | None = None  # the named commit's own probe against good
@@ -212,14 +216,16 @@ class Bisection(documents.Result):
 
     def answer(self) -> Answer:
         """The end of the bisection (call when next_commit() is None)."""
-        skipped = tuple(Skipped(c.sha, c.subject, p.error) for c in self.commits
-                        if (p := self.probe_of(c.sha)) is not None and p.outcome == SKIPPED)
+        skipped = tuple(
+            Skipped(c.sha, c.subject, p.error)
+            for c in self.commits
+            if (p := self.probe_of(c.sha)) is not None and p.outcome == SKIPPED
+        )
         confirmation = self.probe_of(self.bad.sha)
         if confirmation is None:
             raise ValueError("the bisection has not started: bad was never probed")
         if confirmation.outcome == SKIPPED:
-            raise ConfigError(f"--bad {self.bad.sha[:12]}: could not be measured against --good: "
-                              f"{confirmation.error}")
+            raise ConfigError(f"--bad {self.bad.sha[:12]}: could not be measured against --good: {confirmation.error}")
         if confirmation.outcome == SAME:
             from perfsuite.stats import verdict
 
@@ -230,15 +236,30 @@ class Bisection(documents.Result):
         named = self.commits[hi]
         return Answer(FOUND, named, self.probe_of(named.sha), confirmation, could, skipped)
 
-    def same_question(self, other: "Bisection") -> bool:
+    def same_question(self, other: Bisection) -> bool:
         """Whether `other` (a stored log) bisects the same thing, so its probes can be reused."""
-        return (self.workload, self.params, self.device, self.good.sha, [c.sha for c in self.commits],
-                self.settings) == (other.workload, other.params, other.device, other.good.sha,
-                                   [c.sha for c in other.commits], other.settings)
+        return (
+            self.workload,
+            self.params,
+            self.device,
+            self.good.sha,
+            [c.sha for c in self.commits],
+            self.settings,
+        ) == (
+            other.workload,
+            other.params,
+            other.device,
+            other.good.sha,
+            [c.sha for c in other.commits],
+            other.settings,
+        )
 
 
-def run_bisection(state: Bisection, prober: Callable[[Commit, Probe | None], Probe],
-                  after_probe: Callable[[Bisection, Probe], None] = lambda s, p: None) -> Answer:
+def run_bisection(
+    state: Bisection,
+    prober: Callable[[Commit, Probe | None], Probe],
+    after_probe: Callable[[Bisection, Probe], None] = lambda s, p: None,
+) -> Answer:
     """Probe until the answer is known; `after_probe` runs after each (save the log, say so). The
     prober is given the commit and bad's confirmation (None when it is asked to confirm bad)."""
     while (commit := state.next_commit()) is not None:

@@ -16,19 +16,16 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dataclasses import dataclass, replace
-
-from perfsuite.compare import revisions, sides
+from perfsuite.compare import gate, revisions, sides
 from perfsuite.compare.bisect import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
+from perfsuite.compare.gate import ALPHA, across_cases
 from perfsuite.compare.gate_sides import GateArms, sides_settle
-from perfsuite.core.errors import ConfigError
-from perfsuite.compare import gate
-from perfsuite.compare.gate import ALPHA
-from perfsuite.compare.gate import across_cases
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import ConfigError
 from perfsuite.stats import summary as stats
 
 # A probe after the confirmation measures in looks of half the budget until its pairs fall on one
@@ -59,8 +56,10 @@ def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
     if good == bad:
         raise ConfigError(f"--good and --bad are the same commit ({good[:12]}): nothing to bisect")
     if _git(repo, "merge-base", "--is-ancestor", good, bad).returncode != 0:
-        raise ConfigError(f"--good {good[:12]} is not an ancestor of --bad {bad[:12]}: bisect looks for the "
-                          "commit that made bad slower (or faster, with --faster) than an earlier good")
+        raise ConfigError(
+            f"--good {good[:12]} is not an ancestor of --bad {bad[:12]}: bisect looks for the "
+            "commit that made bad slower (or faster, with --faster) than an earlier good"
+        )
     res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", bad)
     if res.returncode != 0:
         raise ConfigError(f"cannot read the history of {bad[:12]}: {res.stderr.strip()}")
@@ -70,8 +69,10 @@ def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
         if sha == good:
             return out[::-1]
         out.append(Commit(sha, subj))
-    raise ConfigError(f"--good {good[:12]} is an ancestor of --bad {bad[:12]} but not on its first-parent line "
-                      "(it was merged in from a side branch): give the merge's first parent instead")
+    raise ConfigError(
+        f"--good {good[:12]} is an ancestor of --bad {bad[:12]} but not on its first-parent line "
+        "(it was merged in from a side branch): give the merge's first parent instead"
+    )
 
 
 @dataclass(frozen=True)
@@ -82,35 +83,50 @@ class HalfwayArms(GateArms):
     on one side of `mid` (half of bad's confirmed log ratio), read from the FIRST_READ-th look (a
     whole budget) on, for at most MAX_BUDGETS budgets; then by the side their median lies on, with
     a note."""
+
     mid: float = 0.0
 
     def measure(self, case, cfg, ctx):
         import math
-
 
         with self.side_processes(case, cfg) as (base, now):
             a, b = [s.steps[0] for s in base], [s.steps[0] for s in now]
             ratios, looks, runs, decision = [], [], [], None
             t0 = self.clock.now()
             while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
-                runs.append(gate.paired_ratios(a, b, self.clock, LOOK_SHARE * cfg.max_time,
-                                               on_look=self.look_said(case)))
+                runs.append(
+                    gate.paired_ratios(a, b, self.clock, LOOK_SHARE * cfg.max_time, on_look=self.look_said(case))
+                )
                 ratios += runs[-1].ratios
                 units = tuple(u for r in runs for u in (r.units or (0,) * len(r.ratios)))
-                decision = (classify(ratios, self.mid, direction=self.direction, units=units)
-                            if len(runs) >= FIRST_READ else None)
+                decision = (
+                    classify(ratios, self.mid, direction=self.direction, units=units)
+                    if len(runs) >= FIRST_READ
+                    else None
+                )
                 looks.append({"pairs": len(ratios), "seconds": self.clock.now() - t0, "decision": decision})
             notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]
             if decision is None:
                 beyond = self.direction * stats.median([math.log(r) for r in ratios]) > self.direction * self.mid
                 decision = CHANGED if beyond else SAME
-                notes.append(f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
-                             f"{'bad' if decision == CHANGED else 'good'} by its median ratio {stats.median(ratios):.3f}")
+                notes.append(
+                    f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
+                    f"{'bad' if decision == CHANGED else 'good'} by its median ratio {stats.median(ratios):.3f}"
+                )
             faults = sum(s.faults for s in base + now) / max(len(ratios), 1)
-            run = gate.PairedRun(ratios, runs[0].block_size, tuple(looks), decision, 1.0,
-                                 sides_settle(base + now), faults, units if len(set(units)) > 1 else ())
-            return gate.GateVerdict(case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes,
-                                    self.fdr, self.direction)
+            run = gate.PairedRun(
+                ratios,
+                runs[0].block_size,
+                tuple(looks),
+                decision,
+                1.0,
+                sides_settle(base + now),
+                faults,
+                units if len(set(units)) > 1 else (),
+            )
+            return gate.GateVerdict(
+                case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes, self.fdr, self.direction
+            )
 
 
 class Prober:
@@ -118,9 +134,23 @@ class Prober:
     `revs` (revisions.Revisions) says which workload file each revision is measured with; `direction`
     1 bisects a slowdown, -1 a speed-up."""
 
-    def __init__(self, workload, params: dict, revs: revisions.Revisions, good: str, device: str, *,
-                 budget_s: float, builds: int, threshold: float, threads: int | None, heap: str = "steady",
-                 fdr: float | None = None, direction: int = 1, progress=None) -> None:
+    def __init__(
+        self,
+        workload,
+        params: dict,
+        revs: revisions.Revisions,
+        good: str,
+        device: str,
+        *,
+        budget_s: float,
+        builds: int,
+        threshold: float,
+        threads: int | None,
+        heap: str = "steady",
+        fdr: float | None = None,
+        direction: int = 1,
+        progress=None,
+    ) -> None:
         self.workload, self.params, self.revs, self.good = workload, params, revs, good
         self.device, self.budget_s, self.builds, self.threshold = device, budget_s, builds, threshold
         self.threads, self.heap, self.fdr, self.direction = threads, heap, fdr, direction
@@ -128,7 +158,7 @@ class Prober:
         self._stack = contextlib.ExitStack()
         self.good_root: Path | None = None
 
-    def __enter__(self) -> "Prober":
+    def __enter__(self) -> Prober:
         self.good_root = self._stack.enter_context(revisions.worktree(self.revs.repo, self.good))
         # Every probe measures a candidate against good: good's side processes start once and
         # serve every probe (closed before its worktree is removed).
@@ -152,19 +182,35 @@ class Prober:
         fdr = self.fdr or ALPHA
         assert self.good_root is not None  # made on entering the prober
         with revisions.worktree(self.revs.repo, commit.sha) as root:
-            arms = GateArms(self.revs.side(self.good_root), self.revs.side(root),
-                            (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"), self.builds, self.heap,
-                            self.threads, self.threshold, fdr, sides.SideClock(clock_for(self.device, "host")),
-                            base_pool=self.good_sides, direction=self.direction, progress=self.progress)
+            arms = GateArms(
+                self.revs.side(self.good_root),
+                self.revs.side(root),
+                (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"),
+                self.builds,
+                self.heap,
+                self.threads,
+                self.threshold,
+                fdr,
+                sides.SideClock(clock_for(self.device, "host")),
+                base_pool=self.good_sides,
+                direction=self.direction,
+                progress=self.progress,
+            )
             budget = self.budget_s
             if confirmation is not None:
-                arms = HalfwayArms(**{f: getattr(arms, f) for f in arms.__dataclass_fields__},
-                                   mid=halfway(confirmation.median_ratio, self.threshold, self.direction))
+                arms = HalfwayArms(
+                    **{f: getattr(arms, f) for f in arms.__dataclass_fields__},
+                    mid=halfway(confirmation.median_ratio, self.threshold, self.direction),
+                )
             else:
                 arms, budget = replace(arms, looks=CONFIRM_LOOKS), MAX_BUDGETS * self.budget_s
-            for attempt in range(2):
-                out = run_cases([Case(self.workload, self.params)], RunConfig(device=self.device, max_time=budget),
-                                self.device, measure=arms)
+            for _attempt in range(2):
+                out = run_cases(
+                    [Case(self.workload, self.params)],
+                    RunConfig(device=self.device, max_time=budget),
+                    self.device,
+                    measure=arms,
+                )
                 # A good side that ended mid-probe (killed from outside, by the OOM killer or a
                 # stray signal: a kept side lives for the whole bisection) is not the candidate's
                 # failure: the pool starts a fresh one and the probe runs again, once.

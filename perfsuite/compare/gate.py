@@ -27,26 +27,23 @@ per pair were left.
 
 from __future__ import annotations
 
-
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Union
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Discriminator, Field, StrictBool, Tag, model_validator
 
-from perfsuite.stats import sequential
-
-from perfsuite.stats import summary as stats
-from perfsuite.stats import verdict
 from perfsuite.core import documents
 from perfsuite.core.case import Case, Context, Measure
-from perfsuite.core.documents import Count, Finite, Name, NonNegative, SampleList, Text
 from perfsuite.core.config import RunConfig
+from perfsuite.core.documents import Count, Finite, Name, NonNegative, SampleList, Text
+from perfsuite.measuring import counted, heap
 from perfsuite.measuring.interleave import interleaved_blocks
-from perfsuite.measuring import heap
-from perfsuite.measuring.timing import Clock
-from perfsuite.measuring import counted
 from perfsuite.measuring.runner import calibrate
+from perfsuite.measuring.timing import Clock
+from perfsuite.stats import sequential, verdict
+from perfsuite.stats import summary as stats
 
 Step = Callable[[], object]
 
@@ -93,9 +90,19 @@ def _builds(step) -> list[Step]:
     return list(step) if isinstance(step, (list, tuple)) else [step]
 
 
-def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float = BLOCK_S, *,
-                  threshold: float | None = None, alpha: float = ALPHA,
-                  looks: tuple[float, ...] = sequential.LOOKS, direction: int = 1, on_look=None) -> PairedRun:
+def paired_ratios(
+    step_a,
+    step_b,
+    clock: Clock,
+    budget_s: float,
+    block_s: float = BLOCK_S,
+    *,
+    threshold: float | None = None,
+    alpha: float = ALPHA,
+    looks: tuple[float, ...] = sequential.LOOKS,
+    direction: int = 1,
+    on_look=None,
+) -> PairedRun:
     """Interleave A and B (A B, then B A, ...) for `budget_s`, in blocks of about `block_s`; each
     pair gives one ratio. `step_a`/`step_b` may be lists of builds: the pairs rotate through them.
 
@@ -110,8 +117,9 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
     # Page faults are the largest noise in a CPU training step's pair ratio; with the heap held,
     # run the builds until they stop (outside the budget, as set-up), in the pairs' own order
     # (A B B A per build): whether the heap must grow depends on the order of the calls.
-    order = [s for j in range(max(len(a), len(b)))
-             for s in (a[j % len(a)], b[j % len(b)], b[j % len(b)], a[j % len(a)])]
+    order = [
+        s for j in range(max(len(a), len(b))) for s in (a[j % len(a)], b[j % len(b)], b[j % len(b)], a[j % len(a)])
+    ]
     settled = heap.settle(order, clock.now, SETTLE_MAX_S) if heap.held() else None
     start = clock.now()
     cfg = RunConfig(max_time=budget_s, warmup_min_fraction=0.0, warmup_max_fraction=WARMUP_SHARE / len(a + b))
@@ -143,9 +151,14 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
             break
         final = k == len(marks) - 1
         decision, p = read_look([direction * math.log(r) for r in ratios], threshold, bound, final)
-        if decision == sequential.NOT_SLOWER and not final and verdict.judge(
-                *verdict.ratio_interval(ratios, alpha, units if len(a) > 1 else ()), threshold, False,
-                direction) == verdict.UNDECIDED:
+        if (
+            decision == sequential.NOT_SLOWER
+            and not final
+            and verdict.judge(
+                *verdict.ratio_interval(ratios, alpha, units if len(a) > 1 else ()), threshold, False, direction
+            )
+            == verdict.UNDECIDED
+        ):
             # Futility says "not slower", but the pairs cannot yet say same or faster: go on, so
             # that the verdict's word is not undecided while budget is left (issue 36: a 13.5%
             # speed-up said "same" at 0.865 (0.732-1.002) after half the budget).
@@ -156,8 +169,16 @@ def paired_ratios(step_a, step_b, clock: Clock, budget_s: float, block_s: float 
             on_look(ratios, k + 1, len(marks))
         if decision is not None:
             break
-    return PairedRun(ratios, n, tuple(read), decision, p_scaled, settled, faults.count / max(len(ratios), 1),
-                     tuple(units) if len(a) > 1 else ())
+    return PairedRun(
+        ratios,
+        n,
+        tuple(read),
+        decision,
+        p_scaled,
+        settled,
+        faults.count / max(len(ratios), 1),
+        tuple(units) if len(a) > 1 else (),
+    )
 
 
 def read_look(logs: list[float], threshold: float, bound: float, final: bool) -> tuple[str | None, float]:
@@ -193,8 +214,14 @@ class GateVerdict(documents.Result):
     """The gate's verdict on one case: its pairs (`run`), the threshold it tested and whether the test
     confirmed a change after Benjamini-Hochberg; the median, interval and word come from the pairs."""
 
-    DERIVED = {"median_ratio": "median_ratio", "p": "p", "word": "word", "interval": "interval", "slower": "slower",
-               "pairs": "pairs"}
+    DERIVED = {
+        "median_ratio": "median_ratio",
+        "p": "p",
+        "word": "word",
+        "interval": "interval",
+        "slower": "slower",
+        "pairs": "pairs",
+    }
 
     label: Name
     threshold: NonNegative
@@ -241,8 +268,10 @@ class GateVerdict(documents.Result):
         key = (id(self.run), len(self.run.ratios), self.alpha)  # `run` is replaced, never changed in place
         cached = self.__dict__.get("_interval")
         if cached is None or cached[0] != key:
-            cached = self.__dict__["_interval"] = (key, verdict.ratio_interval(self.run.ratios, self.alpha,
-                                                                               self.run.units))
+            cached = self.__dict__["_interval"] = (
+                key,
+                verdict.ratio_interval(self.run.ratios, self.alpha, self.run.units),
+            )
         return cached[1]
 
     @property
@@ -263,6 +292,7 @@ class GateVerdict(documents.Result):
 class GateSummary(documents.Result):
     """A gate verdict written before its pairs were kept (gate documents of early version 1): what
     it holds is all there is (no interval or word can be recomputed without the pairs)."""
+
     label: Name
     median_ratio: Finite | None
     slower: StrictBool
@@ -275,12 +305,15 @@ def _entry(d: Any) -> str:
 
 
 # A gate document's entry: a verdict with its pairs, or an early one without them.
-documents.register("gate", Annotated[Union[Annotated[GateVerdict, Tag("pairs")], Annotated[GateSummary, Tag("summary")]],
-                                     Discriminator(_entry)])
+documents.register(
+    "gate",
+    Annotated[Annotated[GateVerdict, Tag("pairs")] | Annotated[GateSummary, Tag("summary")], Discriminator(_entry)],
+)
 
 
-def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget_s: float = 15.0,
-             q: float = ALPHA) -> list[GateVerdict]:
+def run_gate(
+    cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget_s: float = 15.0, q: float = ALPHA
+) -> list[GateVerdict]:
     """Gate every case with one sequential test over its whole budget, then Benjamini-Hochberg at
     `q` across the cases. `threshold` is the smallest slowdown that counts (0: any)."""
     if threshold < 0 or budget_s <= 0:
@@ -288,14 +321,36 @@ def run_gate(cases: list[GateCase], clock: Clock, threshold: float = 0.0, budget
     return across_cases([gate_case(c, clock, threshold, budget_s, q) for c in cases], q)
 
 
-def gate_case(c: GateCase, clock: Clock, threshold: float, budget_s: float, q: float = ALPHA,
-              looks: tuple[float, ...] = sequential.LOOKS, direction: int = 1, on_look=None) -> GateVerdict:
+def gate_case(
+    c: GateCase,
+    clock: Clock,
+    threshold: float,
+    budget_s: float,
+    q: float = ALPHA,
+    looks: tuple[float, ...] = sequential.LOOKS,
+    direction: int = 1,
+    on_look=None,
+) -> GateVerdict:
     """One case's sequential test, read at `looks` (fractions of the budget); `slower` is decided
     across cases by `across_cases`."""
     thr = max(threshold, c.floor)
-    return GateVerdict(c.label, thr, paired_ratios(c.step_a, c.step_b, clock, budget_s, threshold=thr, alpha=q,
-                                                   looks=looks, direction=direction, on_look=on_look),
-                       alpha=q, direction=direction)
+    return GateVerdict(
+        c.label,
+        thr,
+        paired_ratios(
+            c.step_a,
+            c.step_b,
+            clock,
+            budget_s,
+            threshold=thr,
+            alpha=q,
+            looks=looks,
+            direction=direction,
+            on_look=on_look,
+        ),
+        alpha=q,
+        direction=direction,
+    )
 
 
 def across_cases(verdicts: list[GateVerdict], q: float = ALPHA) -> list[GateVerdict]:
@@ -303,17 +358,21 @@ def across_cases(verdicts: list[GateVerdict], q: float = ALPHA) -> list[GateVerd
     for v, rejected in zip(verdicts, stats.benjamini_hochberg([v.p for v in verdicts], q)):
         v.confirmed = rejected
         if v.run.decision == sequential.SLOWER and not rejected:
-            v.notes.append(f"{'slower' if v.direction > 0 else 'faster'} by its own test, not after "
-                           f"Benjamini-Hochberg across {len(verdicts)} cases")
+            v.notes.append(
+                f"{'slower' if v.direction > 0 else 'faster'} by its own test, not after "
+                f"Benjamini-Hochberg across {len(verdicts)} cases"
+            )
     return verdicts
 
 
 def slowed(step: Step, extra: Step, count: int) -> Step:
     """`step` followed by `count` calls of `extra`: an injected slowdown for validating gates."""
+
     def run():
         step()
         for _ in range(count):
             extra()
+
     return run
 
 
@@ -345,8 +404,15 @@ def alternate(build_a: Callable[[], Step], build_b: Callable[[], Step], k: int) 
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
-def power_and_false_alarms(build: Callable[[], Step], clock: Clock, fraction: float, trials: int,
-                           budget_s: float, threshold: float = 0.0, builds: int = BUILDS) -> dict:
+def power_and_false_alarms(
+    build: Callable[[], Step],
+    clock: Clock,
+    fraction: float,
+    trials: int,
+    budget_s: float,
+    threshold: float = 0.0,
+    builds: int = BUILDS,
+) -> dict:
     """Gate `trials` unchanged and `trials` slowed comparisons, each between fresh builds (`builds`
     per side); the rates the gate achieves, and each gate's pairs for power curves."""
     _, count, est = injected_slowdown(build(), fraction, clock)
@@ -365,12 +431,23 @@ def power_and_false_alarms(build: Callable[[], Step], clock: Clock, fraction: fl
             seconds[side] = clock.now() - t0
         false += verdicts["same"].slower
         caught += verdicts["slow"].slower
-        runs.append({side: {**v.to_dict(), "seconds": seconds[side], "first": side == order[0]}
-                     for side, v in verdicts.items()})
-    return {"fraction_requested": fraction, "matmuls_added": count, "fraction_estimated": est,
-            "trials": trials, "budget_s": budget_s, "builds": builds, "threshold": threshold,
-            "power": caught / trials, "false_alarm_rate": false / trials,
-            "caught": caught, "false_alarms": false, "runs": runs}
+        runs.append(
+            {side: {**v.to_dict(), "seconds": seconds[side], "first": side == order[0]} for side, v in verdicts.items()}
+        )
+    return {
+        "fraction_requested": fraction,
+        "matmuls_added": count,
+        "fraction_estimated": est,
+        "trials": trials,
+        "budget_s": budget_s,
+        "builds": builds,
+        "threshold": threshold,
+        "power": caught / trials,
+        "false_alarm_rate": false / trials,
+        "caught": caught,
+        "false_alarms": false,
+        "runs": runs,
+    }
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -383,12 +460,11 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return (float(ci.low), float(ci.high))
 
 
-
-
 @dataclass(frozen=True)
 class SelfCheck(Measure):
     """A case measured as the gate's self-check: its power against an injected slowdown and its
     false alarms on unchanged code, both arms in this process (power_and_false_alarms)."""
+
     fraction: float
     trials: int
     threshold: float
@@ -398,6 +474,7 @@ class SelfCheck(Measure):
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> dict:
         build = counted.alike(lambda: case.workload.build(dict(case.params), cfg.device))  # counted once
-        res = power_and_false_alarms(lambda: build().fn, self.clock,
-                                     self.fraction, self.trials, cfg.max_time, self.threshold, self.builds)
+        res = power_and_false_alarms(
+            lambda: build().fn, self.clock, self.fraction, self.trials, cfg.max_time, self.threshold, self.builds
+        )
         return {"case": case.label, **res}

@@ -7,17 +7,17 @@ itself). The paired test itself is perfsuite.compare.gate.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from perfsuite.compare import revisions, sides
 from perfsuite.compare.gate import ALPHA, BUILDS, GateCase, GateVerdict, across_cases, gate_case, paired_ratios
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.measuring.timing import Clock
 from perfsuite.stats import sequential
 from perfsuite.stats import summary as stats
-from perfsuite.compare import revisions
-from perfsuite.compare import sides
 
 
 def sides_settle(processes: list) -> dict | None:
@@ -26,8 +26,20 @@ def sides_settle(processes: list) -> dict | None:
     return {"sides": accounts} if accounts else None
 
 
-def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, device: str, k: int, heap_mode: str,
-                    threads: int | None, running: list, pool=None) -> tuple[list, list]:
+def _side_processes(
+    sides,
+    file_a,
+    file_b,
+    labels,
+    name: str,
+    params: dict,
+    device: str,
+    k: int,
+    heap_mode: str,
+    threads: int | None,
+    running: list,
+    pool=None,
+) -> tuple[list, list]:
     """k processes for each side, started together (A B A B ...); each holds one build. `file_a`, `file_b`:
     (workload file, the checkout its project's code must come from, or None). Two processes of the
     same code differ by a few percent (where their memory lands), so the pairs rotate through k
@@ -35,10 +47,22 @@ def _side_processes(sides, file_a, file_b, labels, name: str, params: dict, devi
     A's processes are the pool's, kept alive for its owner (bisect's good revision)."""
     if pool is not None:
         pool.next_case()
-    specs = [dict(label=label, file=f, workload=name, params=params, device=device, builds=1, heap=heap_mode,
-                  threads=threads, root=root, keep=keep)
-             for _ in range(k)
-             for (f, root), label, keep in ((file_a, labels[0], pool is not None), (file_b, labels[1], False))]
+    specs = [
+        dict(
+            label=label,
+            file=f,
+            workload=name,
+            params=params,
+            device=device,
+            builds=1,
+            heap=heap_mode,
+            threads=threads,
+            root=root,
+            keep=keep,
+        )
+        for _ in range(k)
+        for (f, root), label, keep in ((file_a, labels[0], pool is not None), (file_b, labels[1], False))
+    ]
     started = sides.start_all(specs, running, pool)
     return started[0::2], started[1::2]
 
@@ -48,6 +72,7 @@ class GateArms(Measure):
     """A case measured as the gate's two arms: the workload from the base revision's checkout and
     from the working tree, each side in `builds` processes of its own (perfsuite.compare.sides),
     started, gated for the case's budget and stopped before the next case's."""
+
     file_base: Any  # (workload file, the checkout its project's code comes from, or None)
     file_now: Any
     labels: tuple[str, str]
@@ -74,8 +99,11 @@ class GateArms(Measure):
             return None
 
         def said(ratios: list[float], read: int, looks: int) -> None:
-            self.say(f"{case.label}: {len(ratios)} pairs, median ratio {stats.median(ratios):.3f} so far "
-                     f"(look {read} of {looks} read)")
+            self.say(
+                f"{case.label}: {len(ratios)} pairs, median ratio {stats.median(ratios):.3f} so far "
+                f"(look {read} of {looks} read)"
+            )
+
         return said
 
     @contextlib.contextmanager
@@ -85,9 +113,20 @@ class GateArms(Measure):
         running: list = []
         try:
             self.say(f"{case.label}: starting {2 * self.builds} side processes (builds, then the heap settling)")
-            started = _side_processes(sides, self.file_base, self.file_now, self.labels, case.workload.name,
-                                      case.resolved, cfg.device, self.builds, self.heap_mode, self.threads, running,
-                                      self.base_pool)
+            started = _side_processes(
+                sides,
+                self.file_base,
+                self.file_now,
+                self.labels,
+                case.workload.name,
+                case.resolved,
+                cfg.device,
+                self.builds,
+                self.heap_mode,
+                self.threads,
+                running,
+                self.base_pool,
+            )
             self.say(f"{case.label}: sides ready; calibrating")
             yield started
         finally:
@@ -96,18 +135,44 @@ class GateArms(Measure):
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> GateVerdict:
         with self.side_processes(case, cfg) as (base, now):
-            v = gate_case(GateCase(case.label, [s.steps[0] for s in base], [s.steps[0] for s in now],
-                                   self.floors.get(case.label, 0.0)), self.clock, self.threshold, cfg.max_time, self.fdr,
-                          self.looks, self.direction, on_look=self.look_said(case))
+            v = gate_case(
+                GateCase(
+                    case.label, [s.steps[0] for s in base], [s.steps[0] for s in now], self.floors.get(case.label, 0.0)
+                ),
+                self.clock,
+                self.threshold,
+                cfg.max_time,
+                self.fdr,
+                self.looks,
+                self.direction,
+                on_look=self.look_said(case),
+            )
             # The faults that matter happen in the sides' timed blocks, not in this process.
-            v.run = replace(v.run, faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1),
-                            settle=sides_settle(base + now))
+            v.run = replace(
+                v.run,
+                faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1),
+                settle=sides_settle(base + now),
+            )
             return v
 
 
-def gate_sides(new, cases: Sequence[Mapping[str, Any]], base_ref: str, device: str, threads: int | None,
-               floors: dict, *, budget: float, builds: int = BUILDS, heap_mode: str = "steady", threshold: float = 0.0,
-               fdr: float = ALPHA, workloads_from: str = "tree", events=None, progress=None):
+def gate_sides(
+    new,
+    cases: Sequence[Mapping[str, Any]],
+    base_ref: str,
+    device: str,
+    threads: int | None,
+    floors: dict,
+    *,
+    budget: float,
+    builds: int = BUILDS,
+    heap_mode: str = "steady",
+    threshold: float = 0.0,
+    fdr: float = ALPHA,
+    workloads_from: str = "tree",
+    events=None,
+    progress=None,
+):
     """Gate each case of `new` at `base_ref` against the working tree through the one case loop
     (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across the
     cases that were gated. Each side loads the workload file `workloads_from` says
@@ -118,12 +183,27 @@ def gate_sides(new, cases: Sequence[Mapping[str, Any]], base_ref: str, device: s
     from perfsuite.run.execute import run_cases
 
     with revisions.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
-        arms = GateArms(revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"), builds,
-                        heap_mode, threads, threshold, fdr, sides.SideClock(clock_for(device, "host")), floors,
-                        progress=progress)
+        arms = GateArms(
+            revs.side(base_root),
+            revs.side(revs.repo),
+            (f"base {base_ref}", "working tree"),
+            builds,
+            heap_mode,
+            threads,
+            threshold,
+            fdr,
+            sides.SideClock(clock_for(device, "host")),
+            floors,
+            progress=progress,
+        )
         with sides.placed(device, threads):
-            out = run_cases([Case(new, c) for c in cases], RunConfig(device=device, max_time=budget), device,
-                            measure=arms, events=events)
+            out = run_cases(
+                [Case(new, c) for c in cases],
+                RunConfig(device=device, max_time=budget),
+                device,
+                measure=arms,
+                events=events,
+            )
     across_cases(out.records, fdr)
     return out
 
@@ -139,12 +219,21 @@ class NoiseFloor(Measure):
     kind = "noise-floors"
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> float:
-        return floor_sides(case.workload, dict(case.params), cfg.device, self.runs, cfg.max_time, self.builds,
-                           self.heap_mode, self.threads)
+        return floor_sides(
+            case.workload,
+            dict(case.params),
+            cfg.device,
+            self.runs,
+            cfg.max_time,
+            self.builds,
+            self.heap_mode,
+            self.threads,
+        )
 
 
-def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds: int, heap_mode: str,
-                threads: int | None) -> float:
+def floor_sides(
+    new, case: dict, device: str, runs: int, budget_s: float, builds: int, heap_mode: str, threads: int | None
+) -> float:
     """The noise floor as the gate sees it: the working tree against itself, each side in fresh
     processes (so the floor holds the difference between processes), the largest |median - 1|."""
     from perfsuite.measuring.timing import clock_for
@@ -156,8 +245,19 @@ def floor_sides(new, case: dict, device: str, runs: int, budget_s: float, builds
         for _ in range(runs):
             running: list = []
             try:
-                a, b = _side_processes(sides, (file_now, None), (file_now, None), ("A", "A'"), new.name,
-                                       new.resolve(case), device, builds, heap_mode, threads, running)
+                a, b = _side_processes(
+                    sides,
+                    (file_now, None),
+                    (file_now, None),
+                    ("A", "A'"),
+                    new.name,
+                    new.resolve(case),
+                    device,
+                    builds,
+                    heap_mode,
+                    threads,
+                    running,
+                )
                 run = paired_ratios([s.steps[0] for s in a], [s.steps[0] for s in b], clock, budget_s)
                 worst = max(worst, abs(run.median - 1.0))
             finally:

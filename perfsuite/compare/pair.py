@@ -9,14 +9,14 @@ from typing import Any
 
 from perfsuite.compare.gate import paired_ratios
 from perfsuite.core import documents
-from perfsuite.core.documents import Count, Name, Params, Samples, Scalar
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
+from perfsuite.core.documents import Count, Name, Params, Samples, Scalar
 from perfsuite.core.workload import Workload
 from perfsuite.measuring.saved import saved_tensor_bytes
+from perfsuite.measuring.system import pinned
 from perfsuite.measuring.timing import Clock, clock_for
 from perfsuite.stats import summary as stats
-from perfsuite.measuring.system import pinned
 
 
 @documents.register("pair")
@@ -56,12 +56,11 @@ def pair(workload: Workload, params: dict, vary: str, a, b, device: str, clock: 
     return PairResult(workload.name, shared, vary, str(a), str(b), run.ratios, saved[0], saved[1])
 
 
-
-
 @dataclass(frozen=True)
 class Pair(Measure):
     """A case measured as a pair: `vary` at `a` against `b`, interleaved for the case's budget
     (perfsuite.run.execute.run_cases checks both variants before anything runs)."""
+
     vary: str
     a: Any
     b: Any

@@ -46,13 +46,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfsuite.measuring import env as envmod
-from perfsuite.stats import summary as stats
-from perfsuite.stats import verdict as words
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
+from perfsuite.measuring import env as envmod
 from perfsuite.measuring import system
+from perfsuite.stats import summary as stats
+from perfsuite.stats import verdict as words
 
 VERDICTS = words.WORDS
 
@@ -77,8 +77,7 @@ class CaseComparison(documents.Result):
     machine: float | None = None
 
 
-def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, alpha: float,
-            noise: float = 0.0) -> str:
+def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, alpha: float, noise: float = 0.0) -> str:
     """`threshold` is the smallest change that matters; `noise` the band separate runs of
     unchanged code stay within: a change inside it is undecided however significant."""
     significant = p < alpha and (ci[0] > 1.0 or ci[1] < 1.0)
@@ -97,7 +96,12 @@ def machine_moved(c: CaseComparison, base: Record, new: Record) -> str | None:
     timed in both runs) moved by more than the difference. None when it did not, or either
     record lacks the reference."""
     rb, rn = base.conditions.get("reference"), new.conditions.get("reference")
-    if c.verdict not in (words.SLOWER, words.FASTER) or not rb or not rn or base.reference_kernel != new.reference_kernel:
+    if (
+        c.verdict not in (words.SLOWER, words.FASTER)
+        or not rb
+        or not rn
+        or base.reference_kernel != new.reference_kernel
+    ):
         return None
     if base.relative_units() is None or new.relative_units() is None:  # a process's reference too short to read
         return None
@@ -106,10 +110,12 @@ def machine_moved(c: CaseComparison, base: Record, new: Record) -> str | None:
     m = mn / mb
     if not (m > 0 and math.isfinite(m)) or abs(math.log(m)) < abs(math.log(c.ratio)):
         return None
-    return (f"undecided rather than {c.verdict}: the machine itself ran {abs(m - 1):.0%} "
-            f"{'slower' if m > 1 else 'faster'} for new (the machine-speed reference kernel, timed in both runs), "
-            f"more than the {abs(c.ratio - 1):.0%} difference; separate runs on a machine that moved this much "
-            "cannot show it: measure both in one interleaved `perfsuite gate`, or again on a quieter machine")
+    return (
+        f"undecided rather than {c.verdict}: the machine itself ran {abs(m - 1):.0%} "
+        f"{'slower' if m > 1 else 'faster'} for new (the machine-speed reference kernel, timed in both runs), "
+        f"more than the {abs(c.ratio - 1):.0%} difference; separate runs on a machine that moved this much "
+        "cannot show it: measure both in one interleaved `perfsuite gate`, or again on a quieter machine"
+    )
 
 
 def _log_sd(units: list[float] | None) -> float | None:
@@ -123,19 +129,23 @@ def _centre_var(units: list[float] | None, independent: bool) -> float | None:
     sd = _log_sd(units)
     if sd is None or units is None:  # (sd is None without units)
         return None
-    return sd ** 2 / len(units) if independent else sd ** 2
+    return sd**2 / len(units) if independent else sd**2
 
 
-def noise_band(base_units: list[float] | None, new_units: list[float] | None, floor: float = 0.0,
-               independent: tuple[bool, bool] = (False, False), drift: float = 0.0) -> float:
+def noise_band(
+    base_units: list[float] | None,
+    new_units: list[float] | None,
+    floor: float = 0.0,
+    independent: tuple[bool, bool] = (False, False),
+    drift: float = 0.0,
+) -> float:
     """What two separate runs of unchanged code differ by, as a fraction: exp(2 sd) - 1, with sd
     the SD of the difference of the two runs' log centres (a side without units borrows the
     other's), never below a learned noise `floor`. `independent`, per side: whether its units are
     processes (their mean's variance falls with their number) or builds of one process. `drift`
     (RunConfig.run_drift, a 95% half-width) is what each run's centre moves with the machine's
     state, which neither record can see: added for both sides."""
-    vs = [v for v in (_centre_var(base_units, independent[0]), _centre_var(new_units, independent[1]))
-          if v is not None]
+    vs = [v for v in (_centre_var(base_units, independent[0]), _centre_var(new_units, independent[1])) if v is not None]
     d2 = 2 * (math.log1p(drift) / 2.0) ** 2  # two runs' drift, each as an SD (95% half-width / 2)
     if not vs:
         return max(floor, math.exp(2.0 * math.sqrt(d2)) - 1.0) if drift else floor
@@ -174,14 +184,30 @@ def _centre(r: Record, relative: bool, per_sample: bool = True) -> float | None:
     return ref["ratio"] if per_sample and ref.get("ratio") else r.median_s / ref_median
 
 
-def compare_units(label: str, base: list[float], new: list[float], threshold: float = 0.05,
-                  alpha: float = 0.01, floor: float = 0.0,
-                  independent: tuple[bool, bool] = (False, False), drift: float = 0.0) -> CaseComparison:
+def compare_units(
+    label: str,
+    base: list[float],
+    new: list[float],
+    threshold: float = 0.05,
+    alpha: float = 0.01,
+    floor: float = 0.0,
+    independent: tuple[bool, bool] = (False, False),
+    drift: float = 0.0,
+) -> CaseComparison:
     """Two records' units (process or build medians, two or more a side) compared."""
     ratio, ci, p = stats.log_ratio_test(base, new)
     noise = noise_band(base, new, floor, independent, drift)
-    return CaseComparison(label, stats.median(base), stats.median(new), ratio, ci[0], ci[1], p,
-                          verdict(ratio, ci, p, threshold, alpha, noise), noise=noise)
+    return CaseComparison(
+        label,
+        stats.median(base),
+        stats.median(new),
+        ratio,
+        ci[0],
+        ci[1],
+        p,
+        verdict(ratio, ci, p, threshold, alpha, noise),
+        noise=noise,
+    )
 
 
 def compare_samples(
@@ -198,8 +224,9 @@ def compare_samples(
     ratio = mn / mb
     ci = stats.bootstrap_ratio_ci(base, new, seed=seed)
     p = stats.mann_whitney_p(base, new)
-    return CaseComparison(label, mb, mn, ratio, ci[0], ci[1], p, verdict(ratio, ci, p, threshold, alpha, noise),
-                          noise=noise)
+    return CaseComparison(
+        label, mb, mn, ratio, ci[0], ci[1], p, verdict(ratio, ci, p, threshold, alpha, noise), noise=noise
+    )
 
 
 @dataclass(frozen=True)
@@ -232,21 +259,29 @@ def measurement_differences(base: Record, new: Record) -> tuple[list[str], list[
     cb, cn = base.conditions, new.conditions
     missing = [name for name, c in (("base", cb), ("new", cn)) if not c]
     if missing:
-        return [], [f"{' and '.join(missing)} does not record how it was measured (schema 1): "
-                    "processes, CPUs, threads and steal cannot be checked"]
+        return [], [
+            f"{' and '.join(missing)} does not record how it was measured (schema 1): "
+            "processes, CPUs, threads and steal cannot be checked"
+        ]
     refusals, warnings = [], []
     if cb.get("torch_threads") != cn.get("torch_threads"):
         refusals.append(f"torch threads: {cb.get('torch_threads')} vs {cn.get('torch_threads')}")
     if cb.get("processes", 1) != cn.get("processes", 1):
-        warnings.append(f"measured in {cb.get('processes', 1)} vs {cn.get('processes', 1)} process(es): "
-                        "only a multi-process interval includes the between-process spread")
+        warnings.append(
+            f"measured in {cb.get('processes', 1)} vs {cn.get('processes', 1)} process(es): "
+            "only a multi-process interval includes the between-process spread"
+        )
     if cb.get("heap", "default") != cn.get("heap", "default"):
-        warnings.append(f"heap {cb.get('heap', 'default')} vs {cn.get('heap', 'default')}: page faults are "
-                        "inside one side's step time only, and a held heap keeps freed memory and a 256 MiB "
-                        "reserve resident, so host memory figures differ too")
+        warnings.append(
+            f"heap {cb.get('heap', 'default')} vs {cn.get('heap', 'default')}: page faults are "
+            "inside one side's step time only, and a held heap keeps freed memory and a 256 MiB "
+            "reserve resident, so host memory figures differ too"
+        )
     if (cb.get("cpus"), cb.get("pinned")) != (cn.get("cpus"), cn.get("pinned")):
+
         def where(c):
             return f"CPUs {c.get('cpus')}{' (pinned)' if c.get('pinned') else ''}"
+
         warnings.append(f"{where(cb)} vs {where(cn)}")
     return refusals, warnings + _side("base", cb) + _side("new", cn)
 
@@ -288,11 +323,16 @@ def compare_records(
         drift = max(rb.config.get("run_drift") or 0.0, rn.config.get("run_drift") or 0.0)
         # Earlier base runs teach the drift only when measured like the one compared: another
         # thread count or environment is another step, whose difference is not noise.
-        alike = [r for r in base_runs[key][:-1]
-                 if not measurement_differences(r, rb)[0] and not (r.env and rb.env and envmod.mismatches(r.env, rb.env))]
+        alike = [
+            r
+            for r in base_runs[key][:-1]
+            if not measurement_differences(r, rb)[0] and not (r.env and rb.env and envmod.mismatches(r.env, rb.env))
+        ]
         if len(alike) < len(base_runs[key]) - 1:
-            warnings.append(f"{len(base_runs[key]) - 1 - len(alike)} earlier base run(s) measured unlike the last "
-                            "(threads or environment) were left out of the drift between runs")
+            warnings.append(
+                f"{len(base_runs[key]) - 1 - len(alike)} earlier base run(s) measured unlike the last "
+                "(threads or environment) were left out of the drift between runs"
+            )
         # Per reference time when both sides carry the machine-speed reference (the same kernel):
         # the machine's drift between the runs divides out (perfsuite.measuring.reference).
         # Sample by sample when every record involved carries it; else all in the older unit (a
@@ -301,40 +341,74 @@ def compare_records(
         rel_b, rel_n = rb.relative_units(per_sample), rn.relative_units(per_sample)
         relative = bool(rel_b and rel_n and rb.reference_kernel == rn.reference_kernel)
         if not relative and (rel_b or rel_n):
-            warnings.append("only one side timed the machine-speed reference (or their kernels differ): compared "
-                            "in seconds, which the machine's drift between runs moves")
+            warnings.append(
+                "only one side timed the machine-speed reference (or their kernels differ): compared "
+                "in seconds, which the machine's drift between runs moves"
+            )
         if not relative:  # in seconds, the machine's own drift between runs is noise too
             drift = max(drift, rb.machine_drift, rn.machine_drift)
-        learned = learned_drift([*alike, rb], relative=relative and all(r.reference_kernel == rb.reference_kernel
-                                                                        for r in alike), per_sample=per_sample)
+        learned = learned_drift(
+            [*alike, rb],
+            relative=relative and all(r.reference_kernel == rb.reference_kernel for r in alike),
+            per_sample=per_sample,
+        )
         runs_used = 1
         if learned is not None and learned > drift:
             drift, runs_used = learned, len(alike) + 1
         ub, un = rb.units(), rn.units()
         if ub and un:
             kinds = [f"{'process' if r.processes else 'build'} medians" for r in (rb, rn)]
-            basis = f"{kinds[0]} ({len(ub)} vs {len(un)})" if kinds[0] == kinds[1] else \
-                f"{kinds[0]} ({len(ub)}) vs {kinds[1]} ({len(un)})"
+            basis = (
+                f"{kinds[0]} ({len(ub)} vs {len(un)})"
+                if kinds[0] == kinds[1]
+                else f"{kinds[0]} ({len(ub)}) vs {kinds[1]} ({len(un)})"
+            )
             if relative and rel_b and rel_n:  # (relative: both are there)
-                c = compare_units(rn.label(), rel_b, rel_n, threshold, alpha, floor,
-                                  independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
+                c = compare_units(
+                    rn.label(),
+                    rel_b,
+                    rel_n,
+                    threshold,
+                    alpha,
+                    floor,
+                    independent=(bool(rb.processes), bool(rn.processes)),
+                    drift=drift,
+                )
                 ref_b, ref_n = rb.reference_median_s, rn.reference_median_s
                 assert ref_b is not None and ref_n is not None  # relative units come from both references
                 machine = ref_n / ref_b
                 c = replace(c, base_median_s=stats.median(ub), new_median_s=stats.median(un), machine=machine)
-                basis += (f" per reference-kernel time (the reference ran {abs(machine - 1):.1%} "
-                          f"{'slower' if machine >= 1 else 'faster'} for new)")
+                basis += (
+                    f" per reference-kernel time (the reference ran {abs(machine - 1):.1%} "
+                    f"{'slower' if machine >= 1 else 'faster'} for new)"
+                )
             else:
-                c = compare_units(rn.label(), ub, un, threshold, alpha, floor,
-                                  independent=(bool(rb.processes), bool(rn.processes)), drift=drift)
+                c = compare_units(
+                    rn.label(),
+                    ub,
+                    un,
+                    threshold,
+                    alpha,
+                    floor,
+                    independent=(bool(rb.processes), bool(rn.processes)),
+                    drift=drift,
+                )
         else:
             basis = "samples"
             missing = [name for name, u in (("base", ub), ("new", un)) if not u]
-            warnings.append(f"{' and '.join(missing)} {'were' if len(missing) == 2 else 'was'} measured in one build "
-                            "in one process: the verdict rests "
-                            "on samples that cannot see the variation between runs")
-            c = compare_samples(rn.label(), list(rb.samples_s), list(rn.samples_s), threshold, alpha,
-                                noise=noise_band(ub, un, floor, (bool(rb.processes), bool(rn.processes)), drift))
+            warnings.append(
+                f"{' and '.join(missing)} {'were' if len(missing) == 2 else 'was'} measured in one build "
+                "in one process: the verdict rests "
+                "on samples that cannot see the variation between runs"
+            )
+            c = compare_samples(
+                rn.label(),
+                list(rb.samples_s),
+                list(rn.samples_s),
+                threshold,
+                alpha,
+                noise=noise_band(ub, un, floor, (bool(rb.processes), bool(rn.processes)), drift),
+            )
         if runs_used > 1:
             basis += f"; separate runs differ by ±{drift:.1%} (learned from {runs_used} base runs)"
         moved = machine_moved(c, rb, rn)

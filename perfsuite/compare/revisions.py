@@ -29,8 +29,12 @@ def resolve_commit(rev: str, repo: Path, flag: str = "--base") -> str:
     """The commit `rev` (given as `flag`) names; an option-like value never reaches git as an option."""
     if not rev or rev.startswith("-"):
         raise ConfigError(f"{flag} {rev!r}: not a git revision (a revision cannot start with '-')")
-    res = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
-                         cwd=repo, capture_output=True, text=True)
+    res = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
     if res.returncode != 0 or not res.stdout.strip():
         raise ConfigError(f"{flag} {rev}: no such commit in {repo}")
     return res.stdout.strip()
@@ -41,8 +45,9 @@ def worktree(repo: Path, commit: str):
     """A detached checkout of `commit`, removed on the way out whatever happens."""
     folder = Path(tempfile.mkdtemp(prefix="perfsuite-base-"))
     path = folder / "tree"
-    res = subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(path), commit], cwd=repo,
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["git", "worktree", "add", "--detach", "--quiet", str(path), commit], cwd=repo, capture_output=True, text=True
+    )
     if res.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         raise ConfigError(f"cannot check out {commit[:12]} in a worktree: {res.stderr.strip()}")
@@ -66,8 +71,10 @@ def file_in(root_now: Path, root_base: Path, file: Path) -> Path:
     try:
         rel = file.resolve().relative_to(root_now.resolve())
     except ValueError:
-        raise ConfigError(f"{file} is not inside the repository {root_now}: --workloads-from revision takes each "
-                          "revision's own copy of the workload file, so it must be in that repository") from None
+        raise ConfigError(
+            f"{file} is not inside the repository {root_now}: --workloads-from revision takes each "
+            "revision's own copy of the workload file, so it must be in that repository"
+        ) from None
     return root_base / rel
 
 
@@ -106,7 +113,7 @@ class Revisions:
         if self.mode == REVISION:
             self.rel = file_in(self.repo, self.repo, self.file_now).relative_to(self.repo)
 
-    def __enter__(self) -> "Revisions":
+    def __enter__(self) -> Revisions:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -129,12 +136,15 @@ class Revisions:
         """Why `sha` cannot be measured with its own workload file (None: it can, or it is not needed)."""
         if self.mode != REVISION:
             return None
-        res = subprocess.run(["git", "cat-file", "-e", f"{sha}:{self.rel.as_posix()}"], cwd=self.repo,
-                             capture_output=True)
+        res = subprocess.run(
+            ["git", "cat-file", "-e", f"{sha}:{self.rel.as_posix()}"], cwd=self.repo, capture_output=True
+        )
         if res.returncode == 0:
             return None
-        return (f"{self.rel} does not exist at this commit (--workloads-from revision; the default, tree, "
-                "measures it with the working tree's workload file)")
+        return (
+            f"{self.rel} does not exist at this commit (--workloads-from revision; the default, tree, "
+            "measures it with the working tree's workload file)"
+        )
 
     def side(self, checkout: Path) -> tuple[Path, Path | None]:
         """(workload file, code root) of the side measuring `checkout`."""

@@ -22,12 +22,11 @@ import os
 import sys
 import traceback
 from pathlib import Path
+
 from perfsuite.core import registry
 from perfsuite.core.discover import load_file
-from perfsuite.measuring import counted
-from perfsuite.measuring import heap
-from perfsuite.measuring.fork_cuda import ForkedAfterCuda
-from perfsuite.measuring.fork_cuda import refuse_bad_fork
+from perfsuite.measuring import counted, heap
+from perfsuite.measuring.fork_cuda import ForkedAfterCuda, refuse_bad_fork
 from perfsuite.measuring.system import pinned
 
 # Imported by the fork server (perfsuite.measuring.workers.PRELOAD), before any parent's state reaches
@@ -72,15 +71,20 @@ def foreign_imports(root: Path) -> list[str]:
             mod = sys.modules.get(pkg.name) if (pkg / "__init__.py").exists() else None
             where = getattr(mod, "__file__", None)
             if where and root.resolve() not in Path(where).resolve().parents:
-                out.append(f"{pkg.name} from {where}" + (
-                    " (imported by perfsuite's fork server before any side's code: a revision of that "
-                    "package itself cannot be a side)" if pkg.name in PRELOADED else ""))
+                out.append(
+                    f"{pkg.name} from {where}"
+                    + (
+                        " (imported by perfsuite's fork server before any side's code: a revision of that "
+                        "package itself cannot be a side)"
+                        if pkg.name in PRELOADED
+                        else ""
+                    )
+                )
     return out
 
 
 def serve(conn, job: dict) -> int:
     from perfsuite.measuring.timing import clock_for
-
 
     try:  # forked from the same server as the workers: the same guard against a CUDA-touched server
         refuse_bad_fork(job["device"])
@@ -90,18 +94,23 @@ def serve(conn, job: dict) -> int:
     heap.apply(job.get("heap", "default"))
     with pinned(None, job.get("threads")):
         try:
-            w, built = build_side(job["files"], job["workload"], job["params"], job["device"], job["builds"],
-                                  job.get("root"))
+            w, built = build_side(
+                job["files"], job["workload"], job["params"], job["device"], job["builds"], job.get("root")
+            )
         except Exception as exc:  # noqa: BLE001 - the side's own code: its error goes back to the gate
             conn.send({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
             return 1
         foreign = foreign_imports(Path(job["root"])) if job.get("root") else []
         if foreign:
-            conn.send({"kind": "environment",  # the user's environment, not this case: bad input
-                       "error": f"this side must run the code of {job['root']}, but it imported "
-                                f"{'; '.join(foreign)} (an installed copy of the project: an editable "
-                                "install or a regular one shadows the checkout; uninstall it, or gate "
-                                "from an environment without it)"})
+            conn.send(
+                {
+                    "kind": "environment",  # the user's environment, not this case: bad input
+                    "error": f"this side must run the code of {job['root']}, but it imported "
+                    f"{'; '.join(foreign)} (an installed copy of the project: an editable "
+                    "install or a regular one shadows the checkout; uninstall it, or gate "
+                    "from an environment without it)",
+                }
+            )
             return 1
         steps = [b.fn for b in built]
         clock = clock_for(job["device"], "host")  # host-inclusive, as the in-process gate times

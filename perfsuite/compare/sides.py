@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from perfsuite.core.errors import ConfigError, PerfsuiteError
-from perfsuite.measuring.timing import Clock
 from perfsuite.compare.side_worker import side_main
+from perfsuite.core.errors import ConfigError, PerfsuiteError
 from perfsuite.measuring.system import pinned
+from perfsuite.measuring.timing import Clock
 from perfsuite.measuring.workers import context
 
 
@@ -64,14 +64,23 @@ def placed(device: str, threads: int | None):
 class Side:
     """A side process holding `builds` builds of one case; `steps` call into it."""
 
-    def __init__(self, label: str, file: Path, workload: str, params: dict, device: str, builds: int,
-                 heap: str = "default", threads: int | None = None, root: Path | None = None,
-                 wait: bool = True) -> None:
+    def __init__(
+        self,
+        label: str,
+        file: Path,
+        workload: str,
+        params: dict,
+        device: str,
+        builds: int,
+        heap: str = "default",
+        threads: int | None = None,
+        root: Path | None = None,
+        wait: bool = True,
+    ) -> None:
         """`root`: the checkout this side's code must come from (checked once it is built).
         `wait=False` returns once the process is asked to build: call `ready()` before using it,
         so that several sides build at the same time (start_all)."""
         import multiprocessing.util
-
 
         self.label, self.builds = label, builds
         # Forked from the fork server the worker processes come from (torch already imported there:
@@ -90,11 +99,20 @@ class Side:
         self._closed = False
         try:
             self._conn, child = ctx.Pipe(duplex=True)
-            job = {"files": [str(file)], "workload": workload, "params": params, "device": device,
-                   "builds": builds, "heap": heap, "threads": threads, "root": str(root) if root else None,
-                   "cpus": side_cpus(device, threads)}
-            self.proc = ctx.Process(target=side_main, args=(child, self._log_path, job),
-                                    name=f"perfsuite-side-{label}".replace(" ", "-"))
+            job = {
+                "files": [str(file)],
+                "workload": workload,
+                "params": params,
+                "device": device,
+                "builds": builds,
+                "heap": heap,
+                "threads": threads,
+                "root": str(root) if root else None,
+                "cpus": side_cpus(device, threads),
+            }
+            self.proc = ctx.Process(
+                target=side_main, args=(child, self._log_path, job), name=f"perfsuite-side-{label}".replace(" ", "-")
+            )
             try:
                 self.proc.start()
             finally:
@@ -111,7 +129,7 @@ class Side:
     def alive(self) -> bool:
         return not self._closed and self.proc.is_alive()
 
-    def ready(self) -> "Side":
+    def ready(self) -> Side:
         """Waits for the side's builds; a side that failed to build leaves no process or pipe behind."""
         if not self.steps:
             try:
@@ -129,8 +147,9 @@ class Side:
             msg = self._conn.recv()
         except (EOFError, OSError):  # the side ended (a reset connection when it left requests unread)
             self.proc.join()
-            raise SideFailed(f"{self.label}: the side process ended (exit {self.proc.exitcode}):\n"
-                             f"{self.output()}") from None
+            raise SideFailed(
+                f"{self.label}: the side process ended (exit {self.proc.exitcode}):\n{self.output()}"
+            ) from None
         if "error" in msg:
             if msg.get("kind") == "environment":
                 raise SideEnvironmentError(f"{self.label}: {msg['error']}")
@@ -188,6 +207,7 @@ class Side:
 
 class RemoteStep:
     """One build in a side process: calling it runs one step there (untimed)."""
+
     def __init__(self, side: Side, build: int) -> None:
         self.side, self.build = side, build
 
@@ -216,7 +236,7 @@ class SideClock:
         return self.local.now()
 
 
-def start_all(specs: list[dict], running: list, pool: "SidePool | None" = None) -> list[Side]:
+def start_all(specs: list[dict], running: list, pool: SidePool | None = None) -> list[Side]:
     """Sides built at the same time (each `Side(**spec)`): each forks, imports its checkout's code
     and builds while the others do, instead of one after another. Every side started is appended
     to `running` first, so the caller closes them all whichever one fails. Specs marked
@@ -238,6 +258,7 @@ class SidePool:
     """Side processes kept across gate cases of the same code: a bisection's good revision is
     measured against every candidate, so its sides start once, not once per probe (half of each
     probe's start-up). A side whose process has ended is replaced; `close()` ends them all."""
+
     def __init__(self) -> None:
         self._free: dict[str, list[Side]] = {}  # spec -> its live sides, handed out in turn
         self._given: dict[str, int] = {}

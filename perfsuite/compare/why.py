@@ -63,9 +63,16 @@ class WhySide(documents.Result):
 @documents.register("why")
 @documents.shape("why result")
 class WhyResult(documents.Result):
-    DERIVED = {"metric": "metric", "measured_delta_us": "measured_delta_us", "measured_ci_us": "measured_ci_us",
-               "rows": "listed", "explained": "explained", "reconciliation": "reconciliation",
-               "memory_delta_bytes": "memory_delta_bytes", "grew": "grew"}
+    DERIVED = {
+        "metric": "metric",
+        "measured_delta_us": "measured_delta_us",
+        "measured_ci_us": "measured_ci_us",
+        "rows": "listed",
+        "explained": "explained",
+        "reconciliation": "reconciliation",
+        "memory_delta_bytes": "memory_delta_bytes",
+        "grew": "grew",
+    }
 
     workload: Name
     device: Name
@@ -137,7 +144,7 @@ class WhyResult(documents.Result):
 
     @property
     def listed(self) -> list[OpRow]:
-        return self.rows[:self.top]
+        return self.rows[: self.top]
 
     @property
     def listed_delta_us(self) -> float:
@@ -162,26 +169,45 @@ class WhyResult(documents.Result):
         m, s = self.measured_delta_us, self.listed_delta_us
         head = f"listed differences outside their noise {_signed_us(s)} against the measured {_signed_us(m)}: "
         calls = self.b.calls - self.a.calls
-        per_call = (f" (B makes {abs(calls):.4g} {'more' if calls > 0 else 'fewer'} operator calls per step: "
-                    f"A {self.a.calls:.4g}, B {self.b.calls:.4g})" if abs(calls) >= 0.5 else "")
+        per_call = (
+            f" (B makes {abs(calls):.4g} {'more' if calls > 0 else 'fewer'} operator calls per step: "
+            f"A {self.a.calls:.4g}, B {self.b.calls:.4g})"
+            if abs(calls) >= 0.5
+            else ""
+        )
         if self.measured_within_noise:
             ci = self.measured_ci_us
-            where = (f"under {SMALL:.0%} of the step" if ci is None
-                     else f"{STEP_CONFIDENCE:.0%} CI {_signed_us(ci[0])} to {_signed_us(ci[1])}")
-            return head + (f"the measured difference is within its noise ({where}), so they are no share of it: "
-                           "the rows say where the sides differ, not what made a step slower or faster")
+            where = (
+                f"under {SMALL:.0%} of the step"
+                if ci is None
+                else f"{STEP_CONFIDENCE:.0%} CI {_signed_us(ci[0])} to {_signed_us(ci[1])}"
+            )
+            return head + (
+                f"the measured difference is within its noise ({where}), so they are no share of it: "
+                "the rows say where the sides differ, not what made a step slower or faster"
+            )
         if not any(r.within_noise is not True for r in self.listed):
             return head + "no listed operator differs beyond its own noise, so the table does not explain it"
         share = s / m
         if share < 0:
-            return head + ("they point the other way and cannot be reconciled with it: the profiled windows "
-                           f"and the unprofiled blocks disagree{per_call}")
+            return head + (
+                "they point the other way and cannot be reconciled with it: the profiled windows "
+                f"and the unprofiled blocks disagree{per_call}"
+            )
         if share > OVER:
-            return head + (f"{share:.1f} times it, so they cannot be reconciled with it: the profiler's cost per "
-                           f"call is in every self time and weighs most on operators called most often{per_call}; "
-                           "the rows rank where the sides differ, their sizes do not add up to the step")
-        rest = "" if share >= 0.5 else (f" (the rest is outside the operators listed: Python, data loading, "
-                                        f"waiting, or rows below the top {self.top})")
+            return head + (
+                f"{share:.1f} times it, so they cannot be reconciled with it: the profiler's cost per "
+                f"call is in every self time and weighs most on operators called most often{per_call}; "
+                "the rows rank where the sides differ, their sizes do not add up to the step"
+            )
+        rest = (
+            ""
+            if share >= 0.5
+            else (
+                f" (the rest is outside the operators listed: Python, data loading, "
+                f"waiting, or rows below the top {self.top})"
+            )
+        )
         return head + f"explains {share:.0%} of the measured difference{rest}"
 
     @property
@@ -195,7 +221,7 @@ class WhyResult(documents.Result):
         """Operators that keep more memory per step on B, largest growth first (an operator gone from
         B that freed memory on A is not one: its difference is positive, but B allocates nothing)."""
         grown = [r for r in self.rows if r.delta_bytes > 0 and r.value(r.b, r.bytes_key) > 0]
-        return sorted(grown, key=lambda r: -r.delta_bytes)[:self.top]
+        return sorted(grown, key=lambda r: -r.delta_bytes)[: self.top]
 
     def step_summary(self) -> str:
         """The unprofiled step times and the measured difference (the median of the interleaved
@@ -204,12 +230,17 @@ class WhyResult(documents.Result):
         pairs cancel is left in (the gate's, over more pairs, is the one to quote for the size)."""
         ta, tb, m = self.a.median_step_s, self.b.median_step_s, self.measured_delta_us
         ci, pairs = self.measured_ci_us, self.pair_deltas_us
-        spread = ("too few pairs for an interval" if ci is None else
-                  f"{STEP_CONFIDENCE:.0%} CI {ci[0] / (ta * 1e6):+.1%} to {ci[1] / (ta * 1e6):+.1%} "
-                  f"over {len(pairs or ())} pairs")  # (an interval comes from pairs)
+        spread = (
+            "too few pairs for an interval"
+            if ci is None
+            else f"{STEP_CONFIDENCE:.0%} CI {ci[0] / (ta * 1e6):+.1%} to {ci[1] / (ta * 1e6):+.1%} "
+            f"over {len(pairs or ())} pairs"
+        )  # (an interval comes from pairs)
         sign = "-" if m < 0 else "+"
-        return (f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
-                f"B - A {sign}{fmt_seconds(abs(m) * 1e-6)} ({m / (ta * 1e6):+.1%}; {spread})")
+        return (
+            f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, B {fmt_seconds(tb)}, "
+            f"B - A {sign}{fmt_seconds(abs(m) * 1e-6)} ({m / (ta * 1e6):+.1%}; {spread})"
+        )
 
 
 def _signed_us(us: float) -> str:
@@ -224,8 +255,9 @@ def merge_rounds(windows: list[list[dict]]) -> list[dict]:
     for w, ops in enumerate(windows):
         for o in ops:
             key = (o["name"], o["shapes"])
-            acc = total.setdefault(key, {"name": o["name"], "shapes": o["shapes"],
-                                         "windows": {k: [0.0] * n for k in TIMES}})
+            acc = total.setdefault(
+                key, {"name": o["name"], "shapes": o["shapes"], "windows": {k: [0.0] * n for k in TIMES}}
+            )
             for k, v in o.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     acc[k] = acc.get(k, 0.0) + v
@@ -251,9 +283,16 @@ class ProfiledSide:
         raise NotImplementedError
 
 
-def differential_profile(a: ProfiledSide, b: ProfiledSide, now, steps: int = 5, rounds: int = 4,
-                         time_budget_s: float = 2.0, block_s: float = 0.02, min_pairs: int = 6
-                         ) -> tuple[WhySide, WhySide]:
+def differential_profile(
+    a: ProfiledSide,
+    b: ProfiledSide,
+    now,
+    steps: int = 5,
+    rounds: int = 4,
+    time_budget_s: float = 2.0,
+    block_s: float = 0.02,
+    min_pairs: int = 6,
+) -> tuple[WhySide, WhySide]:
     """Both sides profiled in `rounds` windows of `steps` steps, A B then B A ...; then timed
     unprofiled in interleaved blocks (A B, B A, ...) for about `time_budget_s`; then one step's
     peak memory each. `now`: the clock (seconds) the timing budget is kept with."""
@@ -261,7 +300,7 @@ def differential_profile(a: ProfiledSide, b: ProfiledSide, now, steps: int = 5, 
         raise ValueError("steps and rounds must be >= 1")
     windows: dict[int, list] = {0: [], 1: []}
     for r in range(rounds):
-        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+        for i in (0, 1) if r % 2 == 0 else (1, 0):
             windows[i].append((a, b)[i].profile(steps))
     # Block size from one timed step of the faster side: blocks of about block_s each.
     one = min(a.time(1), b.time(1))
@@ -269,22 +308,34 @@ def differential_profile(a: ProfiledSide, b: ProfiledSide, now, steps: int = 5, 
     times: dict[int, list] = {0: [], 1: []}
     t0, k = now(), 0
     while k < 2 * min_pairs or now() - t0 < time_budget_s:
-        for i in ((0, 1) if k % 2 == 0 else (1, 0)):
+        for i in (0, 1) if k % 2 == 0 else (1, 0):
             times[i].append((a, b)[i].time(n) / n)
         k += 1
     mem = [a.memory(), b.memory()]
-    side_a, side_b = (WhySide(s.label, dict(s.params), merge_rounds(windows[i]), times[i], mem[i])
-                      for i, s in enumerate((a, b)))
+    side_a, side_b = (
+        WhySide(s.label, dict(s.params), merge_rounds(windows[i]), times[i], mem[i]) for i, s in enumerate((a, b))
+    )
     return side_a, side_b
 
 
-def why(workload: str, device: str, how: str, a: ProfiledSide, b: ProfiledSide, now, steps: int = 5,
-        rounds: int = 4, top: int = TOP) -> WhyResult:
+def why(
+    workload: str,
+    device: str,
+    how: str,
+    a: ProfiledSide,
+    b: ProfiledSide,
+    now,
+    steps: int = 5,
+    rounds: int = 4,
+    top: int = TOP,
+) -> WhyResult:
     side_a, side_b = differential_profile(a, b, now, steps, rounds)
     out = WhyResult(workload, device, how, side_a, side_b, steps, rounds, top)
     if abs(out.measured_delta_us) < SMALL * side_a.median_step_s * 1e6:
-        out.notes.append(f"the sides' step times differ by less than {SMALL:.0%}: the rows show where they "
-                         "differ, not a cause of a slowdown")
+        out.notes.append(
+            f"the sides' step times differ by less than {SMALL:.0%}: the rows show where they "
+            "differ, not a cause of a slowdown"
+        )
     if rounds < 2:
         out.notes.append("one window per side: no row has a noise floor (--rounds 2 or more gives one)")
     return out

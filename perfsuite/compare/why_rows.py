@@ -92,8 +92,11 @@ def _by_name(ops: list[dict]) -> dict[str, list[dict]]:
 def _pair_by_shape(xs: list[dict], ys: list[dict]) -> list[tuple[dict | None, dict | None]]:
     """Rows of one name paired greedily, closest shapes first, then nearest in the profile's
     order (its rows come in the order the step first ran them); the rest each alone."""
-    candidates = sorted((_shape_distance(str(x["shapes"]), str(y["shapes"])), abs(i - j), i, j)
-                        for i, x in enumerate(xs) for j, y in enumerate(ys))
+    candidates = sorted(
+        (_shape_distance(str(x["shapes"]), str(y["shapes"])), abs(i - j), i, j)
+        for i, x in enumerate(xs)
+        for j, y in enumerate(ys)
+    )
     used_a, used_b, pairs = set(), set(), []
     for *_, i, j in candidates:
         if i not in used_a and j not in used_b:
@@ -101,8 +104,11 @@ def _pair_by_shape(xs: list[dict], ys: list[dict]) -> list[tuple[dict | None, di
             used_b.add(j)
             pairs.append((i, j))
     out = [(xs[i], ys[j]) for i, j in sorted(pairs)]
-    return out + [(x, None) for i, x in enumerate(xs) if i not in used_a] + \
-        [(None, y) for j, y in enumerate(ys) if j not in used_b]
+    return (
+        out
+        + [(x, None) for i, x in enumerate(xs) if i not in used_a]
+        + [(None, y) for j, y in enumerate(ys) if j not in used_b]
+    )
 
 
 def _shape_distance(sa: str, sb: str) -> float:
@@ -151,7 +157,7 @@ def _noise_us(x: dict | None, y: dict | None, metric: str) -> float | None:
     va, vb = (_variance(w) / len(w) for w in (wa, wb))
     if va + vb <= 0:
         return 0.0  # identical windows: any difference is outside the noise
-    df = (va + vb) ** 2 / (va ** 2 / (len(wa) - 1) + vb ** 2 / (len(wb) - 1))
+    df = (va + vb) ** 2 / (va**2 / (len(wa) - 1) + vb**2 / (len(wb) - 1))
     from scipy.stats import t
 
     return float(t.ppf(0.5 + ROW_CONFIDENCE / 2, df)) * math.sqrt(va + vb)

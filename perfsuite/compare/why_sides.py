@@ -67,12 +67,32 @@ class WhyArms(Measure):
         running: list[sides.Side] = []
         try:
             # The heap as malloc keeps it: a held heap would hide the step's memory from its peak RSS.
-            specs = [dict(label=label, file=file, workload=case.workload.name, params=p, device=cfg.device, builds=1,
-                          heap="default", threads=self.threads, root=root)
-                     for (label, file, root), p in zip((self.side_a, self.side_b), params)]
+            specs = [
+                dict(
+                    label=label,
+                    file=file,
+                    workload=case.workload.name,
+                    params=p,
+                    device=cfg.device,
+                    builds=1,
+                    heap="default",
+                    threads=self.threads,
+                    root=root,
+                )
+                for (label, file, root), p in zip((self.side_a, self.side_b), params)
+            ]
             built = [ProcessSide(s, p) for s, p in zip(sides.start_all(specs, running), params)]
-            return why(case.workload.name, cfg.device, self.how, built[0], built[1], clock_for(cfg.device, "host").now,
-                       self.steps, self.rounds, self.top)
+            return why(
+                case.workload.name,
+                cfg.device,
+                self.how,
+                built[0],
+                built[1],
+                clock_for(cfg.device, "host").now,
+                self.steps,
+                self.rounds,
+                self.top,
+            )
         finally:
             for s in running:
                 s.close()
@@ -85,33 +105,44 @@ def compare(workload, params: dict, arms: WhyArms, device: str) -> WhyResult:
     with sides.placed(device, arms.threads):  # the driver off the sides' core (sides.side_cpus)
         out = run_cases([Case(workload, params)], RunConfig(device=device), device, measure=arms)
     return out.only(
-        lambda why: ConfigError(f"{workload.name}: {why}"),
-        lambda error: ConfigError(f"why {workload.name}: {error}"))
+        lambda why: ConfigError(f"{workload.name}: {why}"), lambda error: ConfigError(f"why {workload.name}: {error}")
+    )
 
 
-def why_revision(workload, params: dict, base_ref: str, device: str, workloads_from: str = revisions.TREE,
-                 **kw: Any) -> WhyResult:
+def why_revision(
+    workload, params: dict, base_ref: str, device: str, workloads_from: str = revisions.TREE, **kw: Any
+) -> WhyResult:
     """The workload at `base_ref` (A, from a temporary worktree) against the working tree (B), each
     side with the workload file `workloads_from` says (revisions.Revisions)."""
     with revisions.Revisions(workload, workloads_from) as revs, revs.checkout(base_ref) as base_root:
-        arms = WhyArms((f"base {base_ref}", *revs.side(base_root)), ("working tree", *revs.side(revs.repo)),
-                       f"--base {base_ref}", **kw)
+        arms = WhyArms(
+            (f"base {base_ref}", *revs.side(base_root)),
+            ("working tree", *revs.side(revs.repo)),
+            f"--base {base_ref}",
+            **kw,
+        )
         return compare(workload, params, arms, device)
 
 
-def why_commits(workload, params: dict, revs: revisions.Revisions, commit_a: str, commit_b: str, device: str,
-                **kw: Any) -> WhyResult:
+def why_commits(
+    workload, params: dict, revs: revisions.Revisions, commit_a: str, commit_b: str, device: str, **kw: Any
+) -> WhyResult:
     """Two commits of the workload's repository, each from its own temporary worktree (bisect's
     good revision against the commit it named)."""
     with revisions.worktree(revs.repo, commit_a) as root_a, revisions.worktree(revs.repo, commit_b) as root_b:
-        arms = WhyArms((commit_a[:12], *revs.side(root_a)), (commit_b[:12], *revs.side(root_b)),
-                       f"{commit_a[:12]}..{commit_b[:12]}", **kw)
+        arms = WhyArms(
+            (commit_a[:12], *revs.side(root_a)),
+            (commit_b[:12], *revs.side(root_b)),
+            f"{commit_a[:12]}..{commit_b[:12]}",
+            **kw,
+        )
         return compare(workload, params, arms, device)
 
 
 def why_vary(workload, params: dict, key: str, a, b, device: str, **kw: Any) -> WhyResult:
     """Two values of one parameter of the working tree's workload."""
     file_now = revisions.workload_file(workload.source, workload.name)
-    arms = WhyArms((f"{key}={a}", file_now, None), (f"{key}={b}", file_now, None), f"--vary {key}={a},{b}",
-                   vary=(key, a, b), **kw)
+    arms = WhyArms(
+        (f"{key}={a}", file_now, None), (f"{key}={b}", file_now, None), f"--vary {key}={a},{b}", vary=(key, a, b), **kw
+    )
     return compare(workload, params, arms, device)

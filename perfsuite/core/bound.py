@@ -43,9 +43,15 @@ def where_time_went(device: str, nvml: dict[str, Any] | None) -> Bound:
     if not isinstance(util, (int, float)) or isinstance(util, bool) or not math.isfinite(util):
         return Bound("unknown", None, f"NVML summary field 'gpu_util_pct.mean' is missing or not a number: {util!r}")
     if util < HOST_BOUND_BELOW_PCT:
-        return Bound("host-bound", float(util),
-                     f"the GPU was busy {util:.0f}% of the timed region (NVML mean): idle most of the step, "
-                     "waiting for the host to launch work")
-    return Bound("device-bound", float(util),
-                 f"the GPU was busy {util:.0f}% of the timed region (NVML mean; busy = a kernel running, "
-                 "not how full the SMs were)")
+        return Bound(
+            "host-bound",
+            float(util),
+            f"the GPU was busy {util:.0f}% of the timed region (NVML mean): idle most of the step, "
+            "waiting for the host to launch work",
+        )
+    return Bound(
+        "device-bound",
+        float(util),
+        f"the GPU was busy {util:.0f}% of the timed region (NVML mean; busy = a kernel running, "
+        "not how full the SMs were)",
+    )

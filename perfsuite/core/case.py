@@ -8,9 +8,10 @@ perfsuite.run.execute.run_cases is the one loop that takes cases and a Measure.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from perfsuite.core.config import RunConfig
 from perfsuite.core.record import case_key

@@ -98,8 +98,11 @@ class RunConfig:
 
         for name in ("max_time", "target_rel_ci", "warmup_tolerance", "clock_overhead_limit", "nvml_interval"):
             positive(name)
-        if not isinstance(self.run_drift, (int, float)) or isinstance(self.run_drift, bool) \
-                or not 0 <= self.run_drift < 1:
+        if (
+            not isinstance(self.run_drift, (int, float))
+            or isinstance(self.run_drift, bool)
+            or not 0 <= self.run_drift < 1
+        ):
             raise ConfigError(f"run_drift must be a fraction from 0 to below 1, got {self.run_drift!r}")
         if not isinstance(self.min_time, (int, float)) or self.min_time < 0:
             raise ConfigError(f"min_time must be >= 0 seconds, got {self.min_time!r}")
@@ -127,16 +130,19 @@ class RunConfig:
             raise ConfigError(f"timing must be one of {', '.join(TIMING_MODES)}, got {self.timing!r}")
         for name in ("processes", "threads"):
             v = getattr(self, name)
-            if v is not None and (
-                    not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_WORKERS):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_WORKERS):
                 raise ConfigError(f"{name} must be an integer from 1 to {MAX_WORKERS}, got {v!r}")
         if self.heap not in HEAP_MODES:
             raise ConfigError(f"heap must be one of {', '.join(HEAP_MODES)}, got {self.heap!r}")
         if self.cpus is not None:
             if isinstance(self.cpus, list):
                 object.__setattr__(self, "cpus", tuple(self.cpus))
-            if (not isinstance(self.cpus, tuple) or not self.cpus or len(set(self.cpus)) != len(self.cpus)
-                    or any(not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in self.cpus)):
+            if (
+                not isinstance(self.cpus, tuple)
+                or not self.cpus
+                or len(set(self.cpus)) != len(self.cpus)
+                or any(not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in self.cpus)
+            ):
                 raise ConfigError(f"cpus must be a non-empty list of distinct CPU numbers >= 0, got {self.cpus!r}")
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")

@@ -13,16 +13,19 @@ import hashlib
 import importlib.util
 import sys
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError, WorkloadFileError
 from perfsuite.core.registry import ENTRY_POINT_GROUP, is_perfsuites, load_entry_point
-from perfsuite.core import registry
 from perfsuite.core.workload import Workload
 
-KNOWN_KEYS = {"workloads": "files or folders of workload modules, relative to pyproject.toml",
-              "store": "the results store: a SQLite path or postgresql:// URL (perfsuite.store.location)"}
+KNOWN_KEYS = {
+    "workloads": "files or folders of workload modules, relative to pyproject.toml",
+    "store": "the results store: a SQLite path or postgresql:// URL (perfsuite.store.location)",
+}
 
 _loaded: dict[Path, str] = {}  # resolved file -> module name
 _entry_points_loaded = False
@@ -40,8 +43,10 @@ def read_pyproject(f: Path) -> dict[str, Any]:
 
     try:
         if f.stat().st_size > MAX_PYPROJECT_BYTES:
-            raise ConfigError(f"{f}: {f.stat().st_size} bytes, more than a pyproject.toml holds "
-                              f"({MAX_PYPROJECT_BYTES >> 20} MiB at most)")
+            raise ConfigError(
+                f"{f}: {f.stat().st_size} bytes, more than a pyproject.toml holds "
+                f"({MAX_PYPROJECT_BYTES >> 20} MiB at most)"
+            )
         doc: dict[str, Any] = tomllib.loads(f.read_text(encoding="utf-8"))
         return doc
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, MemoryError) as exc:
@@ -70,8 +75,10 @@ def project_paths(pyproject: Path) -> list[Path]:
         raise ConfigError(f"{pyproject}: [tool.perfsuite] must be a table")
     unknown = sorted(set(table) - set(KNOWN_KEYS))  # TOML keys are strings: sorting cannot fail
     if unknown:
-        raise ConfigError(f"{pyproject}: [tool.perfsuite] has no key {unknown[0]!r}; known keys: "
-                          + ", ".join(f"{k} ({v})" for k, v in KNOWN_KEYS.items()))
+        raise ConfigError(
+            f"{pyproject}: [tool.perfsuite] has no key {unknown[0]!r}; known keys: "
+            + ", ".join(f"{k} ({v})" for k, v in KNOWN_KEYS.items())
+        )
     paths = table.get("workloads", [])
     if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
         raise ConfigError(f"{pyproject}: [tool.perfsuite] workloads must be a list of paths, got {str(paths)[:100]!r}")
@@ -92,8 +99,9 @@ def workload_files(path: Path) -> list[Path]:
 
         def wanted(p: Path) -> bool:
             parts = p.relative_to(path).parts
-            return (is_workload_module(p.stem)
-                    and not any(d.startswith((".", "_")) or d in skip_dirs for d in parts[:-1]))
+            return is_workload_module(p.stem) and not any(
+                d.startswith((".", "_")) or d in skip_dirs for d in parts[:-1]
+            )
 
         return sorted(p for p in path.rglob("*.py") if wanted(p))
     raise ConfigError(f"workload path {path} does not exist")
@@ -117,8 +125,9 @@ def code_roots(file: Path, code_root: Path | None = None) -> list[Path]:
         roots = [code_root]
     else:
         here = Path.cwd().resolve()
-        around = next((f for f in (here, *here.parents) if (f / "pyproject.toml").exists() or (f / ".git").exists()),
-                      None)
+        around = next(
+            (f for f in (here, *here.parents) if (f / "pyproject.toml").exists() or (f / ".git").exists()), None
+        )
         roots = [_project_root(file), *([around] if around is not None else [])]
     out: list[Path] = []
     for root in roots:
@@ -190,7 +199,6 @@ def load_entry_points() -> list[str]:
         return []
     _entry_points_loaded = True
     from importlib.metadata import entry_points
-
 
     before = set(registry.names())
     out = []

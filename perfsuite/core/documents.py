@@ -39,11 +39,22 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import field, fields
-from typing import Annotated, Any, Callable, ClassVar, Final, Literal, Sequence, TypeVar, Union, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar, Union, cast
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SerializerFunctionWrapHandler,
-                      StrictBool, TypeAdapter, ValidationError, model_serializer)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+)
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from typing_extensions import Self, dataclass_transform  # typing's is 3.11+; pydantic depends on typing_extensions
 
@@ -62,6 +73,7 @@ def finite(obj: Any) -> Any:
         return [finite(v) for v in obj]
     return obj
 
+
 # The results schema (perfsuite.core.record) and which older versions still read.
 RESULTS_FORMAT = "perfsuite.results"
 RESULTS_VERSION: Final = 4
@@ -69,17 +81,27 @@ RESULTS_READABLE = (1, 2, 3, 4)
 
 # Every other kind: its current version. Readers accept it, every earlier one and the unversioned 0.
 VERSIONS = {
-    "pair": 1, "amp": 1, "gate": 2, "gate-selfcheck": 2, "checks": 1, "noise-floors": 1, "peaks": 1,
-    "run-config": 1, "split": 1, "qwen-sweep": 1, "bisect": 2, "why": 1,
+    "pair": 1,
+    "amp": 1,
+    "gate": 2,
+    "gate-selfcheck": 2,
+    "checks": 1,
+    "noise-floors": 1,
+    "peaks": 1,
+    "run-config": 1,
+    "split": 1,
+    "qwen-sweep": 1,
+    "bisect": 2,
+    "why": 1,
 }
 
 # Limits on what a file may hold, so a hostile or corrupt file is refused instead of exhausting
 # memory or time (each far above anything a real run writes; docs/input.md lists them).
-MAX_SAMPLES = 1_000_000          # samples in one record (a 10-minute case of 1 µs blocks is 600k)
-MAX_INT = 2**53                  # the largest integer a JSON reader in any language keeps exactly
-MAX_NAME = 1000                  # characters of a workload, device or label
-MAX_PARAMS = 100                 # parameters of one case
-MAX_GROUPS = 10_000              # worker processes or builds of one record
+MAX_SAMPLES = 1_000_000  # samples in one record (a 10-minute case of 1 µs blocks is 600k)
+MAX_INT = 2**53  # the largest integer a JSON reader in any language keeps exactly
+MAX_NAME = 1000  # characters of a workload, device or label
+MAX_PARAMS = 100  # parameters of one case
+MAX_GROUPS = 10_000  # worker processes or builds of one record
 
 
 Int = Annotated[int, Field(strict=True, ge=-MAX_INT, le=MAX_INT)]
@@ -93,7 +115,7 @@ Measured = Annotated[float, BeforeValidator(lambda v: math.nan if v is None else
 Name = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_NAME)]
 Text = Annotated[str, Field(strict=True, max_length=100_000)]
 # A parameter value: what a sweep can hold (numbers finite: a NaN parameter names no case).
-Scalar = Union[StrictBool, Int, Finite, Annotated[str, Field(strict=True, max_length=MAX_NAME)], None]
+Scalar = Union[StrictBool, Int, Finite, Annotated[str, Field(strict=True, max_length=MAX_NAME)], None]  # noqa: UP007 - a runtime alias pydantic reads
 Params = Annotated[dict[Annotated[str, Field(max_length=MAX_NAME)], Scalar], Field(max_length=MAX_PARAMS)]
 
 
@@ -104,12 +126,16 @@ def _seconds(values: Sequence[float]) -> Sequence[float]:
 
 
 # Sample lists: one message for any bad sample, not a line per sample of a million.
-SampleList = Annotated[list[Annotated[float, Field(strict=True)]], Field(max_length=MAX_SAMPLES),
-                       AfterValidator(_seconds)]
+SampleList = Annotated[
+    list[Annotated[float, Field(strict=True)]], Field(max_length=MAX_SAMPLES), AfterValidator(_seconds)
+]
 Samples = Annotated[SampleList, Field(min_length=1)]
 # The same, immutable (a record's raw samples).
-SampleTuple = Annotated[tuple[Annotated[float, Field(strict=True)], ...], Field(min_length=1, max_length=MAX_SAMPLES),
-                        AfterValidator(_seconds)]
+SampleTuple = Annotated[
+    tuple[Annotated[float, Field(strict=True)], ...],
+    Field(min_length=1, max_length=MAX_SAMPLES),
+    AfterValidator(_seconds),
+]
 
 
 # --- result shapes: one definition each ------------------------------------------------------------
@@ -165,16 +191,22 @@ class Result:
 
 
 @dataclass_transform(field_specifiers=(field, Field))
-def shape(what: str, *, frozen: bool = False, extra: Literal["ignore", "forbid", "allow"] = "ignore",
-          error: type[Exception] = RecordError) -> Callable[[type[T]], type[T]]:
+def shape(
+    what: str,
+    *,
+    frozen: bool = False,
+    extra: Literal["ignore", "forbid", "allow"] = "ignore",
+    error: type[Exception] = RecordError,
+) -> Callable[[type[T]], type[T]]:
     """Make a class one result shape: a pydantic dataclass whose fields are its schema, validated
     when it is built (a bad value is `error`, naming `what` and the field), read and written by one
     TypeAdapter. `extra`: what a document's other keys do on read ("ignore": derived figures and
     keys of older versions are dropped; "forbid": refused)."""
+
     def make(cls: type[T]) -> type[T]:
         if not issubclass(cls, Result):
             raise TypeError(f"{cls.__name__}: a result shape derives from documents.Result")
-        setattr(cls, "WHAT", what)
+        cls.WHAT = what  # type: ignore[attr-defined]  # a Result subclass: mypy sees only T
         made: Any = pydantic_dataclass(frozen=frozen, config=ConfigDict(extra=extra))(cls)
         init = made.__init__
 
@@ -186,8 +218,9 @@ def shape(what: str, *, frozen: bool = False, extra: Literal["ignore", "forbid",
                 names = [f.name for f in fields(made) if f.init and not f.kw_only]
                 raise error(f"{what}: {explain(exc, names=names)}") from None
 
-        setattr(made, "__init__", __init__)
+        made.__init__ = __init__
         return cast("type[T]", made)
+
     return make
 
 
@@ -196,6 +229,7 @@ class SuiteEntry(Result):
     """What a suite's entry keeps beside a pair or amp result, so a resumed suite finds what is done
     by case key (perfsuite.storage.files.DocumentWriter): the parameters its case was given, and
     the suite's name, file digest and configuration digest. Null outside a suite."""
+
     case: Params | None = field(default=None, kw_only=True)
     suite: Name | None = field(default=None, kw_only=True)
     suite_sha256: Annotated[str, Field(strict=True, max_length=200)] | None = field(default=None, kw_only=True)
@@ -216,10 +250,12 @@ def register(kind: str, tp: Any = None) -> Any:
     def add(cls: type) -> type:
         MODELS[kind] = cls
         return cls
+
     return add
 
 
 # --- the kinds without a class of their own --------------------------------------------------------
+
 
 class _Doc(BaseModel):
     # Strict: "1.5" is not a number and 1 is not true. Extra keys kept: documents grow additively.
@@ -251,6 +287,7 @@ Floor = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=10)]
 
 class FailureDoc(_Doc):
     """A case that failed, stored beside the records so a resumed run knows it."""
+
     workload: Name
     params: Params = {}
     device: Name | None = None
@@ -276,8 +313,20 @@ def _where(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f" {part}" if out == "result" else f"[{part}]"
-        elif part in ("function-after", "function-before", "list", "dict", "str", "int", "float", "bool",
-                      "none", "nullable", "union", "tagged-union") or str(part).startswith(("function-", "constrained-")):
+        elif part in (
+            "function-after",
+            "function-before",
+            "list",
+            "dict",
+            "str",
+            "int",
+            "float",
+            "bool",
+            "none",
+            "nullable",
+            "union",
+            "tagged-union",
+        ) or str(part).startswith(("function-", "constrained-")):
             continue  # pydantic's names for the branch of a union it tried, not a key of the file
         else:
             out += f".{part}" if out else str(part)
@@ -337,8 +386,10 @@ def validate(kind: str, data: Any, where: str, error: type[Exception] = RecordEr
     elif kind in SCHEMAS:
         schema = SCHEMAS[kind]
     else:
-        raise ValueError(f"no schema for document kind {kind!r} (a result kind's module registers its class: "
-                         f"import perfsuite.compare.{kind})")
+        raise ValueError(
+            f"no schema for document kind {kind!r} (a result kind's module registers its class: "
+            f"import perfsuite.compare.{kind})"
+        )
     try:
         out = schema.validate_python(data)
     except ValidationError as exc:

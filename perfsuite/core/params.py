@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from perfsuite.core.errors import ConfigError
 
@@ -63,8 +63,7 @@ class Param:
                 value = text
         except ValueError:
             raise ConfigError(
-                f"parameter {self.name!r} expects {self.type.__name__}, got {text!r} "
-                f"(allowed: {self.allowed()})"
+                f"parameter {self.name!r} expects {self.type.__name__}, got {text!r} (allowed: {self.allowed()})"
             ) from None
         return self.validate(value)
 
@@ -80,8 +79,7 @@ class Param:
             value = float(value)
         if not isinstance(value, self.type) or (self.type is int and isinstance(value, bool)):
             raise ConfigError(
-                f"parameter {self.name!r} expects {self.type.__name__}, got {value!r} "
-                f"(allowed: {self.allowed()})"
+                f"parameter {self.name!r} expects {self.type.__name__}, got {value!r} (allowed: {self.allowed()})"
             )
         if self.type is float and not math.isfinite(value):
             raise ConfigError(f"parameter {self.name!r}: {value!r} is not a finite number")
@@ -120,8 +118,7 @@ def parse_assignments(items: Iterable[str], specs: Iterable[Param], workload: st
         key = key.strip()
         if key not in by_name:
             raise ConfigError(
-                f"workload {workload!r} has no parameter {key!r}; "
-                f"its parameters are: {', '.join(by_name) or '(none)'}"
+                f"workload {workload!r} has no parameter {key!r}; its parameters are: {', '.join(by_name) or '(none)'}"
             )
         if key in out:  # `-p n=32 -p n=48`: one of them would be dropped silently
             raise ConfigError(f"parameter {key!r} is given twice; give one list instead (-p {key}=A,B)")

@@ -62,12 +62,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 
-from perfsuite.stats import summary as stats
-from perfsuite.core.bound import Bound, where_time_went
 from perfsuite.core import documents
+from perfsuite.core.bound import Bound, where_time_went
+from perfsuite.core.documents import MAX_GROUPS, MAX_INT, Name, NonNegative, Params, Positive, SampleTuple, Text
 from perfsuite.core.text import escaped
 from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
-from perfsuite.core.documents import MAX_GROUPS, MAX_INT, Name, NonNegative, Params, Positive, SampleTuple, Text
+from perfsuite.stats import summary as stats
 
 # The versions live with every other document kind's (perfsuite.core.documents).
 SCHEMA_VERSION = documents.RESULTS_VERSION
@@ -101,35 +101,56 @@ def _check_reference(ref: Any, where: str) -> None:
     if ref is None:
         return
     _need(isinstance(ref, dict) and isinstance(ref.get("kernel"), str), where, "must be an object naming its kernel")
-    _need(_is_number(ref.get("median_s")) and ref["median_s"] > 0, f"{where}.median_s",
-          "must be a positive finite number of seconds")
+    _need(
+        _is_number(ref.get("median_s")) and ref["median_s"] > 0,
+        f"{where}.median_s",
+        "must be a positive finite number of seconds",
+    )
     if "samples_s" in ref:
-        _need(isinstance(ref["samples_s"], list) and all(_is_number(x) and x > 0 for x in ref["samples_s"]),
-              f"{where}.samples_s", "must be a list of positive finite seconds")
+        _need(
+            isinstance(ref["samples_s"], list) and all(_is_number(x) and x > 0 for x in ref["samples_s"]),
+            f"{where}.samples_s",
+            "must be a list of positive finite seconds",
+        )
     if "ratio" in ref:
         _need(_is_number(ref["ratio"]) and ref["ratio"] > 0, f"{where}.ratio", "must be a positive finite number")
     if "build_ratios" in ref:
-        _need(isinstance(ref["build_ratios"], list) and all(_is_number(x) and x > 0 for x in ref["build_ratios"]),
-              f"{where}.build_ratios", "must be a list of positive finite numbers")
+        _need(
+            isinstance(ref["build_ratios"], list) and all(_is_number(x) and x > 0 for x in ref["build_ratios"]),
+            f"{where}.build_ratios",
+            "must be a list of positive finite numbers",
+        )
     if "at_sample" in ref:
         at = ref["at_sample"]
-        _need(isinstance(at, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in at)
-              and at == sorted(at) and len(at) == len(ref.get("samples_s") or []), f"{where}.at_sample",
-              "must list one non-decreasing sample count per reference block")
+        _need(
+            isinstance(at, list)
+            and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in at)
+            and at == sorted(at)
+            and len(at) == len(ref.get("samples_s") or []),
+            f"{where}.at_sample",
+            "must list one non-decreasing sample count per reference block",
+        )
 
 
 def _conditions(cond: dict[str, Any]) -> dict[str, Any]:
     _check_reference(cond.get("reference"), "reference")
     drift = cond.get("machine_drift")
-    _need(drift is None or (isinstance(drift, dict) and _is_number(drift.get("half_width"))
-                            and drift["half_width"] >= 0), "machine_drift", "must be an object with a half_width >= 0")
+    _need(
+        drift is None or (isinstance(drift, dict) and _is_number(drift.get("half_width")) and drift["half_width"] >= 0),
+        "machine_drift",
+        "must be an object with a half_width >= 0",
+    )
     return cond
 
 
 def _config(cfg: dict[str, Any]) -> dict[str, Any]:
     # A 95% half-width on logs that widens the interval: a finite fraction, not a string or 1e300.
     drift = cfg.get("run_drift")
-    _need(drift is None or (_is_number(drift) and 0 <= drift < 1), "run_drift", f"must be a number in [0, 1), got {drift!r}"[:120])
+    _need(
+        drift is None or (_is_number(drift) and 0 <= drift < 1),
+        "run_drift",
+        f"must be a number in [0, 1), got {drift!r}"[:120],
+    )
     return cfg
 
 
@@ -148,9 +169,11 @@ def _groups(groups: tuple[dict[str, Any], ...] | None) -> tuple[dict[str, Any], 
         raise ValueError("must be a list of at least 2 objects (one per process or build) or null")
     for i, g in enumerate(groups):
         samples = g.get("samples_s")
-        _need(isinstance(samples, (list, tuple)) and len(samples) > 0
-              and all(_is_number(s) and s > 0 for s in samples), f"[{i}].samples_s",
-              "must be a non-empty list of positive finite seconds")
+        _need(
+            isinstance(samples, (list, tuple)) and len(samples) > 0 and all(_is_number(s) and s > 0 for s in samples),
+            f"[{i}].samples_s",
+            "must be a non-empty list of positive finite seconds",
+        )
         cond = g.get("conditions")
         _need(cond is None or isinstance(cond, dict), f"[{i}].conditions", "must be an object")
         _check_reference((cond or {}).get("reference"), f"[{i}].conditions.reference")
@@ -163,8 +186,7 @@ Groups = Annotated[tuple[dict[Any, Any], ...] | None, Field(max_length=MAX_GROUP
 
 def _current(version: int) -> int:
     if version != SCHEMA_VERSION:
-        raise ValueError(f"this perfsuite reads records of version {SCHEMA_VERSION} "
-                         "(and older ones as it)")
+        raise ValueError(f"this perfsuite reads records of version {SCHEMA_VERSION} (and older ones as it)")
     return version
 
 
@@ -214,7 +236,8 @@ class Record(documents.Result):
     schema_version: Annotated[int, Field(strict=True), AfterValidator(_current)] = SCHEMA_VERSION
     id: Annotated[str, Field(strict=True, max_length=200)] = field(default_factory=lambda: uuid.uuid4().hex)
     created: Annotated[str, Field(strict=True, max_length=200)] = field(
-        default_factory=lambda: datetime.now(timezone.utc).isoformat())
+        default_factory=lambda: datetime.now(timezone.utc).isoformat()
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -239,7 +262,7 @@ class Record(documents.Result):
         return _derived_medians(groups)
 
     @model_validator(mode="after")
-    def _pooled(self) -> "Record":
+    def _pooled(self) -> Record:
         for name in ("processes", "builds"):
             groups = getattr(self, name)
             if groups is not None:
@@ -262,8 +285,10 @@ class Record(documents.Result):
         of: dict[Any, list[float]] = {}
         for b, m in zip(self.builds or (), self.build_medians or ()):
             of.setdefault(b.get("process"), []).append(m)
-        return [stats.median(of[i]) if len(of.get(i, ())) >= 2 else stats.median(p["samples_s"])
-                for i, p in enumerate(self.processes)]
+        return [
+            stats.median(of[i]) if len(of.get(i, ())) >= 2 else stats.median(p["samples_s"])
+            for i, p in enumerate(self.processes)
+        ]
 
     @cached_property
     def spread(self) -> stats.ProcessSpread | None:
@@ -311,8 +336,11 @@ class Record(documents.Result):
     def sample_ratios(self) -> bool:
         """Whether every reference in the record carries the per-sample ratio (`ratio`), which
         records written before 2026-11-28 lack: compare then uses the older unit on both sides."""
-        refs = [(p.get("conditions") or {}).get("reference") for p in self.processes] if self.processes \
+        refs = (
+            [(p.get("conditions") or {}).get("reference") for p in self.processes]
+            if self.processes
             else [self.conditions.get("reference")]
+        )
         return all(ref and "ratio" in ref for ref in refs)
 
     def relative_units(self, per_sample: bool = True) -> list[float] | None:
@@ -322,6 +350,7 @@ class Record(documents.Result):
         `build_ratios` for a process of several builds: their median, as its unit in seconds is);
         otherwise, or for a record written before those: each median over its process's reference
         median. None when any reference is missing, or has fewer than REFERENCE_MIN_BLOCKS blocks."""
+
         def unit(median: float, ref: dict[str, Any]) -> float:
             if per_sample and ref.get("build_ratios"):
                 return stats.median(ref["build_ratios"])
@@ -410,9 +439,16 @@ class Record(documents.Result):
     @property
     def derived(self) -> dict[str, Any]:
         """The derived figures, written for readers without perfsuite; never read back."""
-        return {"stats": self.stats.to_dict(), "throughput": self.throughput, "throughput_unit": self.throughput_unit,
-                "flops_per_s": self.flops_per_s, "peak_fraction": self.peak_fraction, "bound": self.bound.to_dict(),
-                "process_medians": self.process_medians, "build_medians": self.build_medians}
+        return {
+            "stats": self.stats.to_dict(),
+            "throughput": self.throughput,
+            "throughput_unit": self.throughput_unit,
+            "flops_per_s": self.flops_per_s,
+            "peak_fraction": self.peak_fraction,
+            "bound": self.bound.to_dict(),
+            "process_medians": self.process_medians,
+            "build_medians": self.build_medians,
+        }
 
     def case_key(self) -> tuple[Any, ...]:
         """Identity of the measured case: records with equal keys are comparable."""
@@ -426,18 +462,26 @@ class Record(documents.Result):
         """A few lines for a script or a notebook (`print(perfsuite.measure(step))`), from the
         samples: the case, median with its 95% CI and spread, throughput, FLOP/s and memory."""
         s = self.stats
-        ci = ("" if s.ci_low is None or s.ci_high is None
-              else f" (95% CI {fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)})")
-        lines = [f"{self.label()} on {self.device}",
-                 f"  median {fmt_seconds(s.median)}{ci}, IQR {s.iqr / s.median:.1%}, {s.n} blocks x {self.block_size}",
-                 f"  {fmt_rate(self.throughput, self.throughput_unit)}"
-                 + ("" if self.flops_per_s is None else f", {fmt_rate(self.flops_per_s, 'FLOP/s')}")
-                 + ("" if self.peak_fraction is None else f" ({self.peak_fraction:.0%} of peak)")]
+        ci = (
+            ""
+            if s.ci_low is None or s.ci_high is None
+            else f" (95% CI {fmt_seconds(s.ci_low)} .. {fmt_seconds(s.ci_high)})"
+        )
+        lines = [
+            f"{self.label()} on {self.device}",
+            f"  median {fmt_seconds(s.median)}{ci}, IQR {s.iqr / s.median:.1%}, {s.n} blocks x {self.block_size}",
+            f"  {fmt_rate(self.throughput, self.throughput_unit)}"
+            + ("" if self.flops_per_s is None else f", {fmt_rate(self.flops_per_s, 'FLOP/s')}")
+            + ("" if self.peak_fraction is None else f" ({self.peak_fraction:.0%} of peak)"),
+        ]
         mem = self.memory.get("host_peak_delta_bytes")
         cuda = self.memory.get("cuda_max_allocated_bytes")
         if mem is not None or cuda is not None:
-            lines.append("  memory" + ("" if mem is None else f" +{fmt_bytes(mem)} host")
-                         + ("" if cuda is None else f", CUDA {fmt_bytes(cuda)} allocated"))
+            lines.append(
+                "  memory"
+                + ("" if mem is None else f" +{fmt_bytes(mem)} host")
+                + ("" if cuda is None else f", CUDA {fmt_bytes(cuda)} allocated")
+            )
         lines += [f"  warning: {w}" for w in self.warnings]
         return escaped("\n".join(lines))
 

@@ -6,8 +6,9 @@ A workload comes in one way: `@perfsuite.workload` (perfsuite/user/declare.py) b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from perfsuite.core.errors import ConfigError, WorkloadFileError
 from perfsuite.core.workload import Workload
@@ -35,8 +36,10 @@ def register(workload: Workload) -> Workload:
         earlier = _REGISTRY[workload.name]
         # One of perfsuite's own is named as such: its file is not the user's to rename.
         first = "perfsuite's built-in workloads" if earlier.builtin else earlier.source
-        raise ConfigError(f"workload {workload.name!r} is declared twice: in {first} and in "
-                          f"{workload.source or 'perfsuite'}; rename one of them")
+        raise ConfigError(
+            f"workload {workload.name!r} is declared twice: in {first} and in "
+            f"{workload.source or 'perfsuite'}; rename one of them"
+        )
     _REGISTRY[workload.name] = workload
     return workload
 
@@ -66,8 +69,10 @@ def load_entry_point(ep: EntryPoint) -> None:
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - the package's code: name it, show its error
-        raise WorkloadFileError(f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
-                                f"failed to load: {type(exc).__name__}: {exc}") from None
+        raise WorkloadFileError(
+            f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
+            f"failed to load: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _load_builtin_entry_point() -> None:
@@ -76,9 +81,11 @@ def _load_builtin_entry_point() -> None:
 
     own = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if is_perfsuites(ep)]
     if not own:
-        raise ConfigError(f"perfsuite's built-in workloads are not registered: the installed perfsuite has no "
-                          f"{ENTRY_POINT_GROUP!r} entry point (installed before it was declared, or not installed). "
-                          f"Reinstall it: pip install -e <your perfsuite checkout>")
+        raise ConfigError(
+            f"perfsuite's built-in workloads are not registered: the installed perfsuite has no "
+            f"{ENTRY_POINT_GROUP!r} entry point (installed before it was declared, or not installed). "
+            f"Reinstall it: pip install -e <your perfsuite checkout>"
+        )
     for ep in own:
         load_entry_point(ep)
 

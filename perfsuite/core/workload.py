@@ -7,10 +7,10 @@ the concrete workloads in perfsuite/workloads/.
 from __future__ import annotations
 
 import re
-
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.params import Param, expand_sweep, resolve
@@ -43,21 +43,27 @@ Check = Callable[[str], "str | None"]
 ReportSection = Callable[[list[Record], Any, Mapping[str, Any]], list[str]]
 
 SIZES = ("ci", "cpu", "gpu")  # the named grids the front-ends pick from (asv: PERFSUITE_ASV_SIZE)
-ASV_KEYS = {"processes": "worker processes per case (default 1)",
-            "max_time": "seconds per case of the Track class's measured run (default 5)",
-            "tracks": "extra tracks read from the record, by name (perfsuite.frontends.asv.TRACKS)",
-            "amp": "true: in the AMP benchmark (fp32 against bf16/fp16; a training workload)"}
+ASV_KEYS = {
+    "processes": "worker processes per case (default 1)",
+    "max_time": "seconds per case of the Track class's measured run (default 5)",
+    "tracks": "extra tracks read from the record, by name (perfsuite.frontends.asv.TRACKS)",
+    "amp": "true: in the AMP benchmark (fp32 against bf16/fp16; a training workload)",
+}
 # What a suite's plan (`perfsuite run --suite S --plan`, perfsuite/suite/file.py) counts for the
 # workload besides its budgets, in seconds: a number, or {"cpu": s, "cuda": s} per device kind.
-PLAN_KEYS = {"build_s": "one case's build and cold first call (default 1)",
-             "check_s": "its correctness checks, run before a suite measures (default 2 on CPU, 0.5 on CUDA)",
-             "once_s": "once per suite, before its first case: a generated dataset, say (default 0)"}
+PLAN_KEYS = {
+    "build_s": "one case's build and cold first call (default 1)",
+    "check_s": "its correctness checks, run before a suite measures (default 2 on CPU, 0.5 on CUDA)",
+    "once_s": "once per suite, before its first case: a generated dataset, say (default 0)",
+}
 PLAN_KINDS = ("cpu", "cuda")
 # The model a training workload offers the ddp workload (perfsuite/distributed/ddp_model.py).
-DDP_KEYS = {"variant": "the parameter that picks the model (its values are the ddp workload's `variant`s)",
-            "module": "(training set-up) -> the torch module DDP wraps (default: the set-up's model)",
-            "eval_in_gradient_check": "true: the DDP gradient check runs the module in eval mode (BatchNorm "
-                                      "normalises with each rank's own batch statistics in training mode)"}
+DDP_KEYS = {
+    "variant": "the parameter that picks the model (its values are the ddp workload's `variant`s)",
+    "module": "(training set-up) -> the torch module DDP wraps (default: the set-up's model)",
+    "eval_in_gradient_check": "true: the DDP gradient check runs the module in eval mode (BatchNorm "
+    "normalises with each rank's own batch statistics in training mode)",
+}
 
 
 @dataclass(frozen=True)
@@ -112,44 +118,58 @@ class Workload:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not WORKLOAD_NAME.fullmatch(self.name):
-            raise ConfigError(f"workload name {self.name!r}: use letters, digits, '_', '-' and '.' (starting with a "
-                              "letter, digit or '_'; at most 100): the name becomes part of file names and commands")
+            raise ConfigError(
+                f"workload name {self.name!r}: use letters, digits, '_', '-' and '.' (starting with a "
+                "letter, digit or '_'; at most 100): the name becomes part of file names and commands"
+            )
         by_name = {p.name: p for p in self.params}
         # The shape first: a declaration is validated whole when its file is loaded, never found
         # wrong while measuring (or as a traceback from the checks below).
         for what in ("presets", "grids", "checks", "asv", "plan", "ddp"):
             given = getattr(self, what)
             if given is not None and not isinstance(given, Mapping):
-                raise ConfigError(f"workload {self.name!r}: {what} must be a mapping (a dict), got "
-                                  f"{type(given).__name__}")
+                raise ConfigError(
+                    f"workload {self.name!r}: {what} must be a mapping (a dict), got {type(given).__name__}"
+                )
         for what in ("presets", "grids"):
             for key, inner in (getattr(self, what) or {}).items():
                 if not isinstance(inner, Mapping):
-                    raise ConfigError(f"workload {self.name!r}: {what}[{key!r}] must be a mapping of parameter -> "
-                                      f"value(s), got {type(inner).__name__}")
+                    raise ConfigError(
+                        f"workload {self.name!r}: {what}[{key!r}] must be a mapping of parameter -> "
+                        f"value(s), got {type(inner).__name__}"
+                    )
         self._check_keys("asv", self.asv, ASV_KEYS)
         self._check_keys("plan", self.plan, PLAN_KEYS)
         self._check_keys("ddp", self.ddp, DDP_KEYS)
         for key, value in (self.plan or {}).items():
-            for kind, seconds in (value.items() if isinstance(value, Mapping) else [("cpu", value)]):
-                if kind not in PLAN_KINDS or isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
-                        or not seconds >= 0:
-                    raise ConfigError(f"workload {self.name!r}: plan[{key!r}] must be seconds >= 0, or "
-                                      f"{{{', '.join(f'{k!r}: s' for k in PLAN_KINDS)}}}, got {value!r}")
+            for kind, seconds in value.items() if isinstance(value, Mapping) else [("cpu", value)]:
+                if (
+                    kind not in PLAN_KINDS
+                    or isinstance(seconds, bool)
+                    or not isinstance(seconds, (int, float))
+                    or not seconds >= 0
+                ):
+                    raise ConfigError(
+                        f"workload {self.name!r}: plan[{key!r}] must be seconds >= 0, or "
+                        f"{{{', '.join(f'{k!r}: s' for k in PLAN_KINDS)}}}, got {value!r}"
+                    )
         if self.ddp:
             named = self.ddp.get("variant")
             variant = by_name.get(named) if isinstance(named, str) else None  # (a list is unhashable)
             if variant is None or not variant.choices:
-                raise ConfigError(f"workload {self.name!r}: ddp['variant'] must name a parameter with choices, "
-                                  f"got {self.ddp.get('variant')!r}")
+                raise ConfigError(
+                    f"workload {self.name!r}: ddp['variant'] must name a parameter with choices, "
+                    f"got {self.ddp.get('variant')!r}"
+                )
             if self.trainer is None:
                 raise ConfigError(f"workload {self.name!r}: ddp needs a trainer (the set-up DDP trains)")
             if self.ddp.get("module") is not None and not callable(self.ddp["module"]):
                 raise ConfigError(f"workload {self.name!r}: ddp['module'] must be a function (set-up) -> module")
         if self.presets is not None:
             if "size" not in by_name:
-                raise ConfigError(f"workload {self.name!r}: presets are chosen by a parameter 'size', "
-                                  "which it does not declare")
+                raise ConfigError(
+                    f"workload {self.name!r}: presets are chosen by a parameter 'size', which it does not declare"
+                )
             for size, preset in self.presets.items():
                 try:
                     by_name["size"].validate(size)
@@ -157,15 +177,18 @@ class Workload:
                     raise ConfigError(f"workload {self.name!r}, presets: {exc}") from None
                 for pname in preset:
                     if pname not in by_name:
-                        raise ConfigError(f"workload {self.name!r}: presets[{size!r}] names parameter {pname!r}, "
-                                          "which it does not declare")
+                        raise ConfigError(
+                            f"workload {self.name!r}: presets[{size!r}] names parameter {pname!r}, "
+                            "which it does not declare"
+                        )
         for size, grid in (self.grids or {}).items():
             if size not in SIZES:
                 raise ConfigError(f"workload {self.name!r}: grids has no size {size!r}; sizes: {', '.join(SIZES)}")
             for pname, values in grid.items():
                 if pname not in by_name:
-                    raise ConfigError(f"workload {self.name!r}: grids[{size!r}] names parameter {pname!r}, "
-                                      "which it does not declare")
+                    raise ConfigError(
+                        f"workload {self.name!r}: grids[{size!r}] names parameter {pname!r}, which it does not declare"
+                    )
                 if not isinstance(values, (list, tuple)) or not values:
                     raise ConfigError(f"workload {self.name!r}: grids[{size!r}][{pname!r}] must be a list of values")
                 try:
@@ -177,8 +200,10 @@ class Workload:
     def _check_keys(self, what: str, given: Mapping[str, Any] | None, known: Mapping[str, str]) -> None:
         unknown = sorted(set(given or {}) - set(known))
         if unknown:
-            raise ConfigError(f"workload {self.name!r}: {what} has no key {unknown[0]!r}; known keys: "
-                              + ", ".join(f"{k} ({v})" for k, v in known.items()))
+            raise ConfigError(
+                f"workload {self.name!r}: {what} has no key {unknown[0]!r}; known keys: "
+                + ", ".join(f"{k} ({v})" for k, v in known.items())
+            )
 
     @property
     def builtin(self) -> bool:

@@ -31,8 +31,11 @@ STD = (0.2470, 0.2435, 0.2616)
 _NUMPY_GLOBALS = {
     (module, name)
     for core in ("numpy.core", "numpy._core")
-    for module, name in ((f"{core}.multiarray", "_reconstruct"), (f"{core}.multiarray", "scalar"),
-                         (f"{core}.numeric", "_frombuffer"))
+    for module, name in (
+        (f"{core}.multiarray", "_reconstruct"),
+        (f"{core}.multiarray", "scalar"),
+        (f"{core}.numeric", "_frombuffer"),
+    )
 } | {("numpy", "ndarray"), ("numpy", "dtype")}
 
 
@@ -87,7 +90,7 @@ def read_cifar10(path: str | Path, train: bool = True) -> tuple[np.ndarray, np.n
                 entry = _BatchUnpickler(fh, encoding="latin1").load()
             data = np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
             lab = np.asarray(entry.get("labels", entry.get("fine_labels")), dtype=np.int64)
-        except Exception as exc:  # any unpickling/shape problem means "not CIFAR-10"
+        except Exception as exc:  # noqa: BLE001 - any unpickling/shape problem means "not CIFAR-10"
             raise ConfigError(f"parameter 'data': {f} is not a CIFAR-10 batch ({exc})") from None
         if len(lab) != len(data):
             raise ConfigError(f"parameter 'data': {f} has {len(data)} images but {len(lab)} labels")
@@ -107,7 +110,9 @@ def write_cifar10(path: str | Path, images: np.ndarray, labels: np.ndarray, batc
         with write.atomic(folder / TRAIN_FILES[i]) as fh:
             pickle.dump({"data": chunk, "labels": [int(x) for x in lab]}, fh)
     with write.atomic(folder / TEST_FILE) as fh:
-        pickle.dump({"data": flat[: max(1, len(flat) // 5)], "labels": [int(x) for x in labels[: max(1, len(flat) // 5)]]}, fh)
+        pickle.dump(
+            {"data": flat[: max(1, len(flat) // 5)], "labels": [int(x) for x in labels[: max(1, len(flat) // 5)]]}, fh
+        )
     return Path(path)
 
 
@@ -117,8 +122,9 @@ def synthetic_cifar10(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, size=n)
 
 
-def to_tensors(images: np.ndarray, labels: np.ndarray, device: str, normalize: bool = True,
-               channels_last: bool = False):
+def to_tensors(
+    images: np.ndarray, labels: np.ndarray, device: str, normalize: bool = True, channels_last: bool = False
+):
     """uint8 NHWC -> float NCHW on `device` (normalised with CIFAR-10's statistics, or in [0, 1]).
 
     The memory layout is what `channels_last` says: False gives contiguous NCHW, True NCHW
@@ -141,8 +147,9 @@ def to_tensors(images: np.ndarray, labels: np.ndarray, device: str, normalize: b
     return x, torch.from_numpy(labels).long().to(device)
 
 
-def load_batch(data: str, batch_size: int, device: str, seed: int = 0, normalize: bool = True,
-               channels_last: bool = False):
+def load_batch(
+    data: str, batch_size: int, device: str, seed: int = 0, normalize: bool = True, channels_last: bool = False
+):
     """The first `batch_size` training images of `data` (a path), or generated ones if `data` is empty."""
     if data:
         images, labels = read_cifar10(data)

@@ -106,9 +106,11 @@ def train_transform(side: int):
     import torch
     from torchvision.transforms import v2
 
-    return v2.Compose([
-        v2.RandomCrop(side, padding=side // 8),
-        v2.RandomHorizontalFlip(),
-        v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
-    ])
+    return v2.Compose(
+        [
+            v2.RandomCrop(side, padding=side // 8),
+            v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+        ]
+    )

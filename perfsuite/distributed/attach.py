@@ -20,11 +20,12 @@ bounded by the cluster's own time limit: there is no process here that could sto
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
-from perfsuite.distributed.rank import Status, run_job, world_from_env
 from perfsuite.distributed.errors import DistributedFailure
+from perfsuite.distributed.rank import Status, run_job, world_from_env
 
 # How long the followers wait for rank 0's next case: rank 0 may measure single-process cases
 # for hours in between.
@@ -85,11 +86,11 @@ def run_on_world(job: dict) -> Any:
     """Rank 0: run `job` on every rank of the joined world; the case's record as a dict."""
     import torch.distributed as dist
 
-
     dist.broadcast_object_list([job], src=0)
     try:
         result = run_job(job, Status(None, 0), attached=True)
     except Exception as exc:  # noqa: BLE001 - one failure message, as from a local launch
-        raise DistributedFailure(f"rank 0 in an attached world of {dist.get_world_size()}: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+        raise DistributedFailure(
+            f"rank 0 in an attached world of {dist.get_world_size()}: {type(exc).__name__}: {exc}"
+        ) from exc
     return result

@@ -20,8 +20,7 @@ record's median as how long it takes.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 STEP_RANGE = "perfsuite.distributed_step"
 
@@ -64,11 +63,16 @@ def shares(step: tuple[float, float], comm: list[tuple[float, float]], compute: 
     c, k = clip(comm), clip(compute)
     step_s, comm_s, compute_s = hi - lo, length(c), length(k)
     overlap = length(intersect(c, k))
-    return {"step_s": step_s, "comm_s": comm_s, "compute_s": compute_s, "overlap_s": overlap,
-            "exposed_comm_s": comm_s - overlap,
-            "comm_share": comm_s / step_s if step_s > 0 else None,
-            "exposed_comm_share": (comm_s - overlap) / step_s if step_s > 0 else None,
-            "overlapped_fraction": overlap / comm_s if comm_s > 0 else None}
+    return {
+        "step_s": step_s,
+        "comm_s": comm_s,
+        "compute_s": compute_s,
+        "overlap_s": overlap,
+        "exposed_comm_s": comm_s - overlap,
+        "comm_share": comm_s / step_s if step_s > 0 else None,
+        "exposed_comm_share": (comm_s - overlap) / step_s if step_s > 0 else None,
+        "overlapped_fraction": overlap / comm_s if comm_s > 0 else None,
+    }
 
 
 def _is_kernel(e) -> bool:
@@ -96,8 +100,13 @@ def analyse(events, cuda: bool) -> dict:
         source = "CUDA kernels: NCCL against the rest"
     else:
         comm_ev = [e for e in events if e.name.startswith(("gloo:", "nccl:")) and not _is_kernel(e)]
-        compute_ev = [e for e in events if e.thread == top.thread and not _is_kernel(e)
-                      and (e.name.startswith("aten::") or e.name.startswith("autograd::engine::evaluate_function"))]
+        compute_ev = [
+            e
+            for e in events
+            if e.thread == top.thread
+            and not _is_kernel(e)
+            and (e.name.startswith("aten::") or e.name.startswith("autograd::engine::evaluate_function"))
+        ]
         source = "host: gloo work items against the step thread's operators"
     out = shares(span, [iv(e) for e in comm_ev], [iv(e) for e in compute_ev])
     ops: dict[str, int] = {}
@@ -107,8 +116,9 @@ def analyse(events, cuda: bool) -> dict:
     return out
 
 
-def profile_comm(make_marked: Callable[[Callable], Callable[[], object]], ctx, trace_dir: str | None = None,
-                 label: str = "case") -> dict:
+def profile_comm(
+    make_marked: Callable[[Callable], Callable[[], object]], ctx, trace_dir: str | None = None, label: str = "case"
+) -> dict:
     """One step profiled on every rank (the ranks run it together); this rank's analysis."""
     import torch
     import torch.distributed as dist

@@ -8,7 +8,8 @@ workload here, through the registry: nothing in perfsuite.distributed names a wo
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError
@@ -23,8 +24,9 @@ def offered(model: str) -> Mapping[str, Any]:
     """What workload `model` declares of its DDP model (perfsuite.core.workload.DDP_KEYS)."""
     declared = registry.get(model).ddp
     if not declared:
-        raise ConfigError(f"workload {model!r} offers no DDP model (ddp= on its declaration); "
-                          f"these do: {', '.join(models())}")
+        raise ConfigError(
+            f"workload {model!r} offers no DDP model (ddp= on its declaration); these do: {', '.join(models())}"
+        )
     return declared
 
 

@@ -27,19 +27,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.distributed.errors import DistributedFailure
-from perfsuite.storage import write
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
-from perfsuite.distributed.attach import attached_world
-from perfsuite.distributed.attach import run_on_world
 from perfsuite.distributed import ddp_model
+from perfsuite.distributed.attach import attached_world, run_on_world
+from perfsuite.distributed.errors import DistributedFailure
+from perfsuite.storage import write
 
 RANK_MODULE = "perfsuite.distributed"  # __main__.py: rank.main
 # Starting the ranks (torchrun, then torch in every rank) and building the step come before the
@@ -47,10 +47,26 @@ RANK_MODULE = "perfsuite.distributed"  # __main__.py: rank.main
 START_ALLOWANCE_S = 120.0
 GRACE_S = 5.0  # between SIGTERM and SIGKILL of a timed-out launch
 # torchrun's variables: a launch from inside a torchrun world must not inherit the outer world.
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-                 "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
-                 "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
-                 "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS")
+TORCHRUN_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS",
+)
 
 
 def backend_for(params: Mapping[str, Any], device: str) -> str:
@@ -84,38 +100,99 @@ def check_world(params: Mapping[str, Any], device: str) -> None:
         # The ranks take consecutive GPUs from the case's device (rank_device): cuda:N needs N + per_node.
         first, last = rank_device(device, 0), rank_device(device, per_node - 1)
         if int(last.split(":")[1]) >= have:
-            raise Unsupported(f"{per_node} ranks per node on {device} need {per_node} GPUs, {first} to {last}; "
-                              f"this node has {have}")
+            raise Unsupported(
+                f"{per_node} ranks per node on {device} need {per_node} GPUs, {first} to {last}; this node has {have}"
+            )
 
     world = attached_world()
     if nnodes > 1 and (world is None or (world["world_size"], world["nnodes"]) != (w, nnodes)):
-        where = ("this perfsuite was not started by torchrun" if world is None else
-                 f"this perfsuite runs in a torchrun world of {world['world_size']} ranks on {world['nnodes']} node(s)")
-        raise Unsupported(f"nnodes={nnodes} needs a launch on every node ({where}): run the suite with "
-                          f"`torchrun --nnodes {nnodes} --nproc-per-node {per_node} --rdzv-backend c10d "
-                          "--rdzv-endpoint HOST:PORT -m perfsuite run --suite ...` on each (README, Distributed)")
+        where = (
+            "this perfsuite was not started by torchrun"
+            if world is None
+            else f"this perfsuite runs in a torchrun world of {world['world_size']} ranks on {world['nnodes']} node(s)"
+        )
+        raise Unsupported(
+            f"nnodes={nnodes} needs a launch on every node ({where}): run the suite with "
+            f"`torchrun --nnodes {nnodes} --nproc-per-node {per_node} --rdzv-backend c10d "
+            "--rdzv-endpoint HOST:PORT -m perfsuite run --suite ...` on each (README, Distributed)"
+        )
 
 
-def make_job(workload, params: dict, cfg, device: str, *, env=None, peak=None, trace_dir=None,
-             kind: str = "case", timeout_s: float | None = None, spec: str | None = None, label: str = "") -> dict:
-    return job_for(kind, spec or workload.name, workload.resolve(params), cfg, device, env=env, peak=peak,
-                   trace_dir=trace_dir, timeout_s=timeout_s, label=label or workload.name)
+def make_job(
+    workload,
+    params: dict,
+    cfg,
+    device: str,
+    *,
+    env=None,
+    peak=None,
+    trace_dir=None,
+    kind: str = "case",
+    timeout_s: float | None = None,
+    spec: str | None = None,
+    label: str = "",
+) -> dict:
+    return job_for(
+        kind,
+        spec or workload.name,
+        workload.resolve(params),
+        cfg,
+        device,
+        env=env,
+        peak=peak,
+        trace_dir=trace_dir,
+        timeout_s=timeout_s,
+        label=label or workload.name,
+    )
 
 
-def job_for(kind: str, name: str, resolved: dict, cfg, device: str, *, env=None, peak=None, trace_dir=None,
-            timeout_s: float | None = None, label: str = "") -> dict:
+def job_for(
+    kind: str,
+    name: str,
+    resolved: dict,
+    cfg,
+    device: str,
+    *,
+    env=None,
+    peak=None,
+    trace_dir=None,
+    timeout_s: float | None = None,
+    label: str = "",
+) -> dict:
     """What the ranks read from job.json: `kind` "case" (measure workload `name` at `resolved`, a
     registered name or module:attribute) or "gradcheck" (rank.gradient_check)."""
-    return {"kind": kind, "workload": name, "params": resolved,
-            "cfg": {**cfg.to_dict(), "device": device}, "device": device, "backend": backend_for(resolved, device),
-            "env": env, "peak": peak, "trace_dir": str(trace_dir) if trace_dir else None,
-            "timeout_s": float(timeout_s or default_timeout(cfg)), "label": label or name}
+    return {
+        "kind": kind,
+        "workload": name,
+        "params": resolved,
+        "cfg": {**cfg.to_dict(), "device": device},
+        "device": device,
+        "backend": backend_for(resolved, device),
+        "env": env,
+        "peak": peak,
+        "trace_dir": str(trace_dir) if trace_dir else None,
+        "timeout_s": float(timeout_s or default_timeout(cfg)),
+        "label": label or name,
+    }
 
 
 def torchrun_command(nproc: int, jobdir: Path, module: str = RANK_MODULE) -> list[str]:
     """One node's launch: torchrun's own rendezvous on a free local port (--standalone)."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-            "--nproc-per-node", str(nproc), "--max-restarts", "0", "-m", module, str(jobdir)]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc),
+        "--max-restarts",
+        "0",
+        "-m",
+        module,
+        str(jobdir),
+    ]
 
 
 def clean_env() -> dict:
@@ -143,8 +220,14 @@ def _tail(path: Path, lines: int = 6) -> str:
 
 
 # What a rank's collective raises when another rank went away: an echo of the cause, never the cause.
-PEER_LOSS_MARKERS = ("closed by peer", "reset by peer", "connection refused", "broken pipe",
-                     "ncclremoteerror", "remote process exited")
+PEER_LOSS_MARKERS = (
+    "closed by peer",
+    "reset by peer",
+    "connection refused",
+    "broken pipe",
+    "ncclremoteerror",
+    "remote process exited",
+)
 
 
 def _lost_a_peer(error: str) -> bool:
@@ -152,18 +235,30 @@ def _lost_a_peer(error: str) -> bool:
     return any(m in text for m in PEER_LOSS_MARKERS)
 
 
-def failure_reason(statuses: list[dict], nproc: int, *, timed_out: float | None = None,
-                   exit_code: int | None = None, log: Path | None = None) -> str:
+def failure_reason(
+    statuses: list[dict],
+    nproc: int,
+    *,
+    timed_out: float | None = None,
+    exit_code: int | None = None,
+    log: Path | None = None,
+) -> str:
     """What went wrong, from the ranks' status files: the first rank that failed and its error, or
     (timed out) which ranks had not finished and the stage each was in."""
     now = time.time()
     by_rank = {s["rank"]: s for s in statuses}
-    failed = sorted((s for s in statuses if s.get("stage") == "failed"),
-                    key=lambda s: (_lost_a_peer(s.get("error", "")), s.get("since", 0)))
+    failed = sorted(
+        (s for s in statuses if s.get("stage") == "failed"),
+        key=lambda s: (_lost_a_peer(s.get("error", "")), s.get("since", 0)),
+    )
     if timed_out is not None:
-        waiting = [f"rank {r} in {by_rank[r]['stage']} for {now - by_rank[r]['since']:.0f}s"
-                   if r in by_rank else f"rank {r} never started" for r in range(nproc)
-                   if by_rank.get(r, {}).get("stage") != "done"]
+        waiting = [
+            f"rank {r} in {by_rank[r]['stage']} for {now - by_rank[r]['since']:.0f}s"
+            if r in by_rank
+            else f"rank {r} never started"
+            for r in range(nproc)
+            if by_rank.get(r, {}).get("stage") != "done"
+        ]
         text = f"timed out after {timed_out:.0f}s: " + ", ".join(waiting)
         if failed:
             text += f"; first failure: rank {failed[0]['rank']} in {failed[0].get('failed_in')}: {failed[0]['error']}"
@@ -174,11 +269,15 @@ def failure_reason(statuses: list[dict], nproc: int, *, timed_out: float | None 
         others = [str(s["rank"]) for s in failed[1:]]
         also = f"; then rank(s) {', '.join(others)} failed too" if others else ""
         return f"rank {f['rank']} failed in {f.get('failed_in')}: {f['error']}{where}{also}"
-    gone = [f"rank {r} (pid {by_rank[r]['pid']}) in {by_rank[r]['stage']}" if r in by_rank else f"rank {r}"
-            for r in range(nproc) if by_rank.get(r, {}).get("stage") != "done"]
+    gone = [
+        f"rank {r} (pid {by_rank[r]['pid']}) in {by_rank[r]['stage']}" if r in by_rank else f"rank {r}"
+        for r in range(nproc)
+        if by_rank.get(r, {}).get("stage") != "done"
+    ]
     tail = _tail(log) if log is not None else ""
-    return (f"torchrun exited with code {exit_code}; not finished: {', '.join(gone) or 'none'}"
-            + (f"; log: {tail}" if tail else ""))
+    return f"torchrun exited with code {exit_code}; not finished: {', '.join(gone) or 'none'}" + (
+        f"; log: {tail}" if tail else ""
+    )
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -199,8 +298,9 @@ def _stop(proc: subprocess.Popen) -> None:
         pass
 
 
-def launch_local(job: dict, nproc: int, *, timeout_s: float | None = None, module: str = RANK_MODULE,
-                 keep: Path | None = None) -> Any:
+def launch_local(
+    job: dict, nproc: int, *, timeout_s: float | None = None, module: str = RANK_MODULE, keep: Path | None = None
+) -> Any:
     """Start `nproc` ranks of `job` on this machine and wait for rank 0's result (its payload);
     DistributedFailure with the reason otherwise. `keep`: the job folder to use (kept after)."""
     timeout_s = float(timeout_s or job["timeout_s"])
@@ -210,8 +310,14 @@ def launch_local(job: dict, nproc: int, *, timeout_s: float | None = None, modul
         write.write_text(jobdir / "job.json", json.dumps(job, allow_nan=False))
         log = jobdir / "torchrun.log"
         with write.new_file(log) as out:
-            proc = subprocess.Popen(torchrun_command(nproc, jobdir, module), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=clean_env(), start_new_session=True)
+            proc = subprocess.Popen(
+                torchrun_command(nproc, jobdir, module),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=clean_env(),
+                start_new_session=True,
+            )
             try:
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -234,17 +340,37 @@ def scaling(rec, measured) -> dict | None:
         return None
     same = {k: v for k, v in rec.params.items() if k not in ("world_size", "nnodes")}
     for base in reversed(measured):
-        if (base.workload == rec.workload and base.device == rec.device and base.extra.get("world_size") == 1
-                and {k: v for k, v in base.params.items() if k not in ("world_size", "nnodes")} == same):
+        if (
+            base.workload == rec.workload
+            and base.device == rec.device
+            and base.extra.get("world_size") == 1
+            and {k: v for k, v in base.params.items() if k not in ("world_size", "nnodes")} == same
+        ):
             speedup = rec.throughput / base.throughput
-            return {"baseline_id": base.id, "baseline_median_s": base.median_s,
-                    "baseline_throughput": base.throughput, "speedup": speedup, "efficiency": speedup / w}
+            return {
+                "baseline_id": base.id,
+                "baseline_median_s": base.median_s,
+                "baseline_throughput": base.throughput,
+                "speedup": speedup,
+                "efficiency": speedup / w,
+            }
     return None
 
 
-def run_distributed(workload, params: dict, cfg, *, env=None, peak=None, measured=(), trace_dir=None,
-                    clock=None, timeout_s: float | None = None, spec: str | None = None,
-                    module: str = RANK_MODULE):
+def run_distributed(
+    workload,
+    params: dict,
+    cfg,
+    *,
+    env=None,
+    peak=None,
+    measured=(),
+    trace_dir=None,
+    clock=None,
+    timeout_s: float | None = None,
+    spec: str | None = None,
+    module: str = RANK_MODULE,
+):
     """The launcher of a distributed workload (Workload.launcher): one record of the case."""
     from perfsuite.core.config import resolve_device
 
@@ -255,8 +381,18 @@ def run_distributed(workload, params: dict, cfg, *, env=None, peak=None, measure
     device = resolve_device(cfg.device)
     resolved = workload.resolve(params)
     label = f"{workload.name}[{','.join(f'{k}={v}' for k, v in resolved.items())}]"
-    job = make_job(workload, params, cfg, device, env=env, peak=peak, trace_dir=trace_dir, timeout_s=timeout_s,
-                   spec=spec, label=label)
+    job = make_job(
+        workload,
+        params,
+        cfg,
+        device,
+        env=env,
+        peak=peak,
+        trace_dir=trace_dir,
+        timeout_s=timeout_s,
+        spec=spec,
+        label=label,
+    )
     world = attached_world()
     if world is not None and (world["world_size"], world["nnodes"]) == (resolved["world_size"], resolved["nnodes"]):
         payload = run_on_world(job)
@@ -270,8 +406,9 @@ def run_distributed(workload, params: dict, cfg, *, env=None, peak=None, measure
     return rec
 
 
-def gradient_check(models=None, world_size: int = 2, *, device: str = "cpu", timeout_s: float = 180.0,
-                   backend: str = "auto", **params) -> list[dict]:
+def gradient_check(
+    models=None, world_size: int = 2, *, device: str = "cpu", timeout_s: float = 180.0, backend: str = "auto", **params
+) -> list[dict]:
     """DDP's gradients over `world_size` ranks against one process on the concatenated batch
     (rank.gradient_check), for each training workload in `models` (default: every one that offers
     a DDP model, ddp_model.models()) in one launch, at `params` (size, precision, batch_size,
@@ -284,7 +421,14 @@ def gradient_check(models=None, world_size: int = 2, *, device: str = "cpu", tim
         sub = ddp_model.sub_params({**params, "model": m})
         registry.get(m).resolve(sub)  # bad values are named here, before any rank starts
         checks.append({"model": m, "sub_params": sub})
-    job = job_for("gradcheck", "gradcheck", world, RunConfig(device=device), device, timeout_s=timeout_s,
-                  label="DDP gradient check")
+    job = job_for(
+        "gradcheck",
+        "gradcheck",
+        world,
+        RunConfig(device=device),
+        device,
+        timeout_s=timeout_s,
+        label="DDP gradient check",
+    )
     job["checks"] = checks
     return launch_local(job, world_size)

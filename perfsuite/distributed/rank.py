@@ -25,15 +25,15 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from perfsuite.core.errors import Unsupported
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
-from perfsuite.distributed.ddp_model import checked_module
-from perfsuite.distributed.ddp_model import wrap
+from perfsuite.core.errors import Unsupported
+from perfsuite.distributed.ddp_model import checked_module, wrap
 from perfsuite.measuring import runner
 from perfsuite.measuring.runner import conditions_warnings
 from perfsuite.stats import summary as stats
@@ -44,6 +44,7 @@ STAGES = ("init", "build", "measure", "profile", "gather", "done")
 
 
 # ---- the rank's world --------------------------------------------------------------------------
+
 
 @dataclass
 class RankContext:
@@ -72,8 +73,10 @@ _CURRENT: RankContext | None = None
 def current() -> RankContext:
     """The rank a distributed workload's step is being built on."""
     if _CURRENT is None:
-        raise Unsupported("a distributed case runs in ranks started by perfsuite's launcher "
-                          "(perfsuite run, a suite, asv's track classes), not in this process")
+        raise Unsupported(
+            "a distributed case runs in ranks started by perfsuite's launcher "
+            "(perfsuite run, a suite, asv's track classes), not in this process"
+        )
     return _CURRENT
 
 
@@ -84,9 +87,14 @@ def world_from_env() -> dict | None:
         return None
     world = int(env["WORLD_SIZE"])
     local_world = int(env.get("LOCAL_WORLD_SIZE", world))
-    return {"rank": int(env["RANK"]), "world_size": world, "local_rank": int(env.get("LOCAL_RANK", 0)),
-            "local_world_size": local_world, "node": int(env.get("GROUP_RANK", 0)),
-            "nnodes": int(env.get("GROUP_WORLD_SIZE", max(1, world // max(local_world, 1))))}
+    return {
+        "rank": int(env["RANK"]),
+        "world_size": world,
+        "local_rank": int(env.get("LOCAL_RANK", 0)),
+        "local_world_size": local_world,
+        "node": int(env.get("GROUP_RANK", 0)),
+        "nnodes": int(env.get("GROUP_WORLD_SIZE", max(1, world // max(local_world, 1)))),
+    }
 
 
 def rank_device(device: str, local_rank: int) -> str:
@@ -125,8 +133,10 @@ def open_context(job: dict, attached: bool = False) -> RankContext:
     ctx = RankContext(backend=backend, device=device, group=group, ctrl=ctrl, owned=not attached, **w)
     want = job["params"]
     if want.get("world_size") not in (None, ctx.world_size) or want.get("nnodes") not in (None, ctx.nnodes):
-        raise RuntimeError(f"the case asks for world_size={want.get('world_size')}, nnodes={want.get('nnodes')}; "
-                           f"torchrun started {ctx.world_size} ranks on {ctx.nnodes} node(s)")
+        raise RuntimeError(
+            f"the case asks for world_size={want.get('world_size')}, nnodes={want.get('nnodes')}; "
+            f"torchrun started {ctx.world_size} ranks on {ctx.nnodes} node(s)"
+        )
     return ctx
 
 
@@ -145,6 +155,7 @@ def close_context(ctx: RankContext) -> None:
 
 # ---- the clock -------------------------------------------------------------------------------------
 
+
 class RankClock:
     """The device's clock, with every rank in step.
 
@@ -154,6 +165,7 @@ class RankClock:
     when to stop) takes the same path on every rank. Each rank's own reading is kept in
     `readings` (block size, seconds).
     """
+
     def __init__(self, inner, group=None, on_first: Callable[[], None] | None = None) -> None:
         import torch
 
@@ -185,13 +197,19 @@ class RankClock:
 
 # ---- status files --------------------------------------------------------------------------------
 
+
 class Status:
     """JOBDIR/rank-R.json: where this rank is; written whole and renamed, so never half-read."""
 
     def __init__(self, jobdir: Path | None, rank: int) -> None:
         self.path = None if jobdir is None else Path(jobdir) / f"rank-{rank}.json"
-        self.state = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "stage": "init",
-                      "since": time.time()}
+        self.state = {
+            "rank": rank,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "stage": "init",
+            "since": time.time(),
+        }
         self._write()
 
     def _write(self) -> None:
@@ -208,13 +226,19 @@ class Status:
         frames = traceback.extract_tb(exc.__traceback__)
         where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else None
         text = f"{type(exc).__name__}: {exc}".strip()
-        self.state.update(failed_in=self.state["stage"], stage="failed", since=time.time(),
-                          error=text.splitlines()[0][:500] if text else type(exc).__name__, where=where,
-                          oom=type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text.lower())
+        self.state.update(
+            failed_in=self.state["stage"],
+            stage="failed",
+            since=time.time(),
+            error=text.splitlines()[0][:500] if text else type(exc).__name__,
+            where=where,
+            oom=type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text.lower(),
+        )
         self._write()
 
 
 # ---- a case ----------------------------------------------------------------------------------------
+
 
 def load_workload(spec: str):
     """A registered workload by name, or `module:attribute` (tests' own workloads)."""
@@ -242,7 +266,7 @@ def _rank_cfg(job: dict, ctx: RankContext):
     cfg = dict(job["cfg"])
     cpus = cfg.get("cpus")
     if cpus:  # the CPUs given are shared out among this node's ranks
-        mine = cpus[ctx.local_rank::ctx.local_world_size] or [cpus[ctx.local_rank % len(cpus)]]
+        mine = cpus[ctx.local_rank :: ctx.local_world_size] or [cpus[ctx.local_rank % len(cpus)]]
         cfg["cpus"] = tuple(mine)
     if not ctx.device.startswith("cuda") and cfg.get("threads") is None:
         cfg["threads"] = 1  # one core per CPU rank, as torchrun's OMP_NUM_THREADS=1: see README "Distributed"
@@ -277,8 +301,15 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
     devices = ctx.world_size if ctx.device.startswith("cuda") else ctx.nnodes
     _CURRENT = ctx  # the workload's builder finds its rank here (runner.run_case builds the step)
     try:
-        rec = runner.run_case(workload, job["params"], cfg, env=job.get("env"),
-                              peak=scaled_peak(job.get("peak"), devices), clock=clock, after=after)
+        rec = runner.run_case(
+            workload,
+            job["params"],
+            cfg,
+            env=job.get("env"),
+            peak=scaled_peak(job.get("peak"), devices),
+            clock=clock,
+            after=after,
+        )
     finally:
         _CURRENT = None
     status.stage("gather")
@@ -288,13 +319,24 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
         raise RuntimeError("the clock's readings do not match the record's timed blocks")
     own = [t / n for _, t in timed]
 
-    mine = {"rank": ctx.rank, "local_rank": ctx.local_rank, "node": ctx.node, "host": socket.gethostname(),
-            "pid": os.getpid(), "device": ctx.device, "median_s": stats.median(own), "samples_s": own,
-            "torch_threads": rec.conditions.get("torch_threads"), "cpus": rec.conditions.get("cpus"),
-            "others_cpus": rec.conditions.get("others_cpus"), "busy_fraction": rec.conditions.get("busy_fraction"),
-            "host_peak_rss_bytes": rec.memory.get("host_peak_rss_bytes"),
-            "cuda_max_allocated_bytes": rec.memory.get("cuda_max_allocated_bytes"),
-            "comm": comm or None, "warnings": list(rec.warnings)}
+    mine = {
+        "rank": ctx.rank,
+        "local_rank": ctx.local_rank,
+        "node": ctx.node,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "device": ctx.device,
+        "median_s": stats.median(own),
+        "samples_s": own,
+        "torch_threads": rec.conditions.get("torch_threads"),
+        "cpus": rec.conditions.get("cpus"),
+        "others_cpus": rec.conditions.get("others_cpus"),
+        "busy_fraction": rec.conditions.get("busy_fraction"),
+        "host_peak_rss_bytes": rec.memory.get("host_peak_rss_bytes"),
+        "cuda_max_allocated_bytes": rec.memory.get("cuda_max_allocated_bytes"),
+        "comm": comm or None,
+        "warnings": list(rec.warnings),
+    }
     gathered: list | None = [None] * ctx.world_size if ctx.rank == 0 else None
     dist.gather_object(mine, gathered, dst=0, group=ctx.ctrl)
     if ctx.rank != 0 or gathered is None:  # (rank 0 gathers)
@@ -305,8 +347,11 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
 def _outside_load(ranks: list[dict], node: int, cpus: int | None = None) -> dict:
     """CPUs kept busy by processes other than the case's ranks on `node`, from each rank's
     readings: machine busy (busy_fraction x CPUs) less its own use is what it saw as others."""
-    here = [r for r in ranks if r["node"] == node and r.get("others_cpus") is not None
-            and r.get("busy_fraction") is not None]
+    here = [
+        r
+        for r in ranks
+        if r["node"] == node and r.get("others_cpus") is not None and r.get("busy_fraction") is not None
+    ]
     if not here:
         return {}
     cpus = cpus or os.cpu_count() or 1
@@ -323,15 +368,20 @@ def assemble(rec, ranks: list[dict], ctx: RankContext, devices: int = 1):
     slowest = max(ranks, key=lambda r: r["median_s"])
     medians = [r["median_s"] for r in ranks]
     extra = dict(rec.extra)
-    extra.update({
-        "world_size": ctx.world_size, "nnodes": ctx.nnodes, "backend": ctx.backend,
-        "launch": "attached" if not ctx.owned else "torchrun",
-        "rank_medians_s": medians, "slowest_rank": slowest["rank"],
-        "rank_spread": max(medians) / min(medians) - 1.0,
-        # The per-block maximum over ranks (what the runner's decisions saw).
-        "block_max_median_s": stats.median(rec.samples_s),
-        "ranks": [{k: v for k, v in r.items() if k not in ("warnings", "comm")} for r in ranks],
-    })
+    extra.update(
+        {
+            "world_size": ctx.world_size,
+            "nnodes": ctx.nnodes,
+            "backend": ctx.backend,
+            "launch": "attached" if not ctx.owned else "torchrun",
+            "rank_medians_s": medians,
+            "slowest_rank": slowest["rank"],
+            "rank_spread": max(medians) / min(medians) - 1.0,
+            # The per-block maximum over ranks (what the runner's decisions saw).
+            "block_max_median_s": stats.median(rec.samples_s),
+            "ranks": [{k: v for k, v in r.items() if k not in ("warnings", "comm")} for r in ranks],
+        }
+    )
     median = slowest["median_s"]
     extra["global_throughput"] = rec.work.items_per_step / median
     if "bus_factor" in extra and "bytes" in extra:  # a collective: nccl-tests' algorithm and bus bandwidth
@@ -347,26 +397,45 @@ def assemble(rec, ranks: list[dict], ctx: RankContext, devices: int = 1):
     load = ("other processes kept", "hypervisor steal")  # said again below, for the case
     warnings = [w for w in rec.warnings if not w.startswith(load)]
     for r in ranks[1:]:
-        warnings += [f"rank {r['rank']}: {w}" for w in r["warnings"] if w not in rec.warnings and not w.startswith(load)]
+        warnings += [
+            f"rank {r['rank']}: {w}" for w in r["warnings"] if w not in rec.warnings and not w.startswith(load)
+        ]
     cpus = rec.conditions.get("cpus") or []
     used = ctx.local_world_size * (rec.conditions.get("torch_threads") or 1)
-    if not ctx.device.startswith("cuda") and cpus and used > len(os.sched_getaffinity(0) if hasattr(
-            os, "sched_getaffinity") else cpus):
-        warnings.append(f"oversubscribed: {ctx.local_world_size} ranks x {rec.conditions.get('torch_threads')} "
-                        f"threads on {len(os.sched_getaffinity(0))} CPUs of this node")
+    if (
+        not ctx.device.startswith("cuda")
+        and cpus
+        and used > len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else cpus)
+    ):
+        warnings.append(
+            f"oversubscribed: {ctx.local_world_size} ranks x {rec.conditions.get('torch_threads')} "
+            f"threads on {len(os.sched_getaffinity(0))} CPUs of this node"
+        )
     if extra["rank_spread"] > 0.10:
         warnings.append(f"ranks differ: the slowest rank's median is {extra['rank_spread']:.0%} above the fastest's")
     peak = rec.peak
     if peak and devices > 1:
         peak = {**peak, "why": f"{peak.get('why')}; x{devices} devices"}
-    conditions = {**rec.conditions, "world_size": ctx.world_size, "nnodes": ctx.nnodes,
-                  "ranks_per_node": ctx.local_world_size, **outside}
+    conditions = {
+        **rec.conditions,
+        "world_size": ctx.world_size,
+        "nnodes": ctx.nnodes,
+        "ranks_per_node": ctx.local_world_size,
+        **outside,
+    }
     warnings += conditions_warnings(conditions)
-    return replace(rec, samples_s=tuple(slowest["samples_s"]), extra=extra, warnings=tuple(warnings),
-                   conditions=conditions, peak=peak)
+    return replace(
+        rec,
+        samples_s=tuple(slowest["samples_s"]),
+        extra=extra,
+        warnings=tuple(warnings),
+        conditions=conditions,
+        peak=peak,
+    )
 
 
 # ---- correctness: DDP's gradients against one process on the whole batch -------------------------
+
 
 def _worst(grads, ref_grads) -> tuple[float, float]:
     """Largest absolute difference, and largest relative to each tensor's largest reference value."""
@@ -389,7 +458,6 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
     the check is of DDP's reduction, not of BatchNorm."""
     import torch
     import torch.distributed as dist
-
 
     seed = job["cfg"].get("seed", 0)
     out = []
@@ -420,13 +488,23 @@ def gradient_check(job: dict, ctx: RankContext) -> list[dict] | None:
             solo_setup.parts.loss_fn(solo(x), y).backward()
         worst_abs, worst_rel = _worst(grads, ref_grads)
         _, unreduced_rel = _worst([q.grad for q in solo.parameters()], ref_grads)
-        out.append({"model": model, "max_abs_diff": worst_abs, "max_rel_diff": worst_rel,
-                    "unreduced_max_rel_diff": unreduced_rel, "tensors": len(grads), "world_size": ctx.world_size,
-                    "loss_rank0": float(loss.detach()), "loss_all": float(ref_loss)})
+        out.append(
+            {
+                "model": model,
+                "max_abs_diff": worst_abs,
+                "max_rel_diff": worst_rel,
+                "unreduced_max_rel_diff": unreduced_rel,
+                "tensors": len(grads),
+                "world_size": ctx.world_size,
+                "loss_rank0": float(loss.detach()),
+                "loss_all": float(ref_loss),
+            }
+        )
     return out if ctx.rank == 0 else None
 
 
 # ---- the program -----------------------------------------------------------------------------------
+
 
 def run_job(job: dict, status: Status, attached: bool = False) -> dict | list[dict] | None:
     status.stage("init")

@@ -4,8 +4,8 @@ collective bandwidth (perfsuite.distributed; README "Distributed")."""
 from __future__ import annotations
 
 from perfsuite.core.record import Record
-from perfsuite.report.cells import markdown_table
 from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
+from perfsuite.report.cells import markdown_table
 
 WORLD_KEYS = ("world_size", "nnodes")
 
@@ -40,11 +40,15 @@ def scaling_section(records: list[Record]) -> list[str]:
     recs = [r for r in records if "world_size" in r.extra and "bus_factor" not in r.extra]  # not collectives
     if not recs:
         return []
-    lines = ["### Scaling over ranks", "",
-             "Step = the slowest rank's median; throughput = all ranks' images per second; efficiency = "
-             "throughput / (world_size x the world_size=1 throughput). Communication from one profiled step: "
-             "share of the step with a collective in flight, the part not overlapped with compute (exposed), "
-             "and how much of it DDP overlapped.", ""]
+    lines = [
+        "### Scaling over ranks",
+        "",
+        "Step = the slowest rank's median; throughput = all ranks' images per second; efficiency = "
+        "throughput / (world_size x the world_size=1 throughput). Communication from one profiled step: "
+        "share of the step with a collective in flight, the part not overlapped with compute (exposed), "
+        "and how much of it DDP overlapped.",
+        "",
+    ]
     rows = []
     for r in sorted(recs, key=lambda r: (_same_case(r), r.extra["world_size"])):
         e = r.extra
@@ -52,12 +56,34 @@ def scaling_section(records: list[Record]) -> list[str]:
         eff, source = efficiency(r, records)
         eff_txt = "-" if eff is None else f"{eff:.0%}" + (" (from the report's records)" if source == "report" else "")
         comm = e.get("comm") or {}
-        rows.append([case, str(e["world_size"]), str(e.get("nnodes", 1)), str(e.get("backend")),
-                     fmt_seconds(r.median_s), fmt_rate(r.throughput, r.throughput_unit), eff_txt,
-                     _pct(comm.get("comm_share")), _pct(comm.get("exposed_comm_share")),
-                     _pct(comm.get("overlapped_fraction")), f"{e.get('rank_spread', 0):.1%}"])
-    cols = ["case", "world_size", "nnodes", "backend", "step", "throughput", "efficiency", "comm share",
-            "exposed comm", "overlapped", "rank spread"]
+        rows.append(
+            [
+                case,
+                str(e["world_size"]),
+                str(e.get("nnodes", 1)),
+                str(e.get("backend")),
+                fmt_seconds(r.median_s),
+                fmt_rate(r.throughput, r.throughput_unit),
+                eff_txt,
+                _pct(comm.get("comm_share")),
+                _pct(comm.get("exposed_comm_share")),
+                _pct(comm.get("overlapped_fraction")),
+                f"{e.get('rank_spread', 0):.1%}",
+            ]
+        )
+    cols = [
+        "case",
+        "world_size",
+        "nnodes",
+        "backend",
+        "step",
+        "throughput",
+        "efficiency",
+        "comm share",
+        "exposed comm",
+        "overlapped",
+        "rank spread",
+    ]
     return lines + markdown_table(cols, rows) + [""]
 
 
@@ -65,16 +91,30 @@ def collectives_section(records: list[Record]) -> list[str]:
     recs = [r for r in records if "busbw_Bps" in r.extra]
     if not recs:
         return []
-    lines = ["### Collective bandwidth", "",
-             "nccl-tests' definitions: algbw = bytes / time (the slowest rank's median); busbw = algbw x 2(n-1)/n "
-             "for all_reduce, x (n-1)/n for all_gather and reduce_scatter.", ""]
+    lines = [
+        "### Collective bandwidth",
+        "",
+        "nccl-tests' definitions: algbw = bytes / time (the slowest rank's median); busbw = algbw x 2(n-1)/n "
+        "for all_reduce, x (n-1)/n for all_gather and reduce_scatter.",
+        "",
+    ]
     rows = []
-    for r in sorted(recs, key=lambda r: (r.params.get("op"), r.params.get("dtype"), r.extra["world_size"],
-                                         r.extra["bytes"])):
+    for r in sorted(
+        recs, key=lambda r: (r.params.get("op"), r.params.get("dtype"), r.extra["world_size"], r.extra["bytes"])
+    ):
         e = r.extra
-        rows.append([str(e["op"]), str(r.params.get("dtype")), fmt_bytes(e["bytes"]), str(e["world_size"]),
-                     str(e.get("backend")), fmt_seconds(r.median_s), fmt_rate(e["algbw_Bps"], "B/s"),
-                     fmt_rate(e["busbw_Bps"], "B/s")])
+        rows.append(
+            [
+                str(e["op"]),
+                str(r.params.get("dtype")),
+                fmt_bytes(e["bytes"]),
+                str(e["world_size"]),
+                str(e.get("backend")),
+                fmt_seconds(r.median_s),
+                fmt_rate(e["algbw_Bps"], "B/s"),
+                fmt_rate(e["busbw_Bps"], "B/s"),
+            ]
+        )
     cols = ["op", "dtype", "bytes", "world_size", "backend", "time", "algbw", "busbw"]
     return lines + markdown_table(cols, rows) + [""]
 

@@ -33,10 +33,16 @@ if TYPE_CHECKING:
 # This file also runs against perfsuite as installed at older commits (benchmarks/_suite.py loads
 # it by path for `asv run` over history): modules are looked up where this version keeps them,
 # then where commits before the package layout of 2026-11-25 kept them.
-_BEFORE_LAYOUT = {"perfsuite.core.registry": "perfsuite.registry", "perfsuite.core.errors": "perfsuite.errors",
-                  "perfsuite.core.config": "perfsuite.config", "perfsuite.measuring.env": "perfsuite.env",
-                  "perfsuite.run.execute": "perfsuite.execute", "perfsuite.measuring.runner": "perfsuite.runner",
-                  "perfsuite.compare.amp": "perfsuite.training.amp_compare", "perfsuite.core.params": "perfsuite.params"}
+_BEFORE_LAYOUT = {
+    "perfsuite.core.registry": "perfsuite.registry",
+    "perfsuite.core.errors": "perfsuite.errors",
+    "perfsuite.core.config": "perfsuite.config",
+    "perfsuite.measuring.env": "perfsuite.env",
+    "perfsuite.run.execute": "perfsuite.execute",
+    "perfsuite.measuring.runner": "perfsuite.runner",
+    "perfsuite.compare.amp": "perfsuite.training.amp_compare",
+    "perfsuite.core.params": "perfsuite.params",
+}
 
 
 def _module(name: str):
@@ -46,6 +52,7 @@ def _module(name: str):
         if name not in _BEFORE_LAYOUT:
             raise
         return importlib.import_module(_BEFORE_LAYOUT[name])
+
 
 _SYNC = None
 
@@ -137,8 +144,13 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
             result[_key(case.params[n] for n in names)] = {"_skip": reason}
 
     try:
-        run_cases([Case(w, c) for c in cases], _config(RunConfig, device, max_time, processes), device,
-                  env=fingerprint(), events=Keep())
+        run_cases(
+            [Case(w, c) for c in cases],
+            _config(RunConfig, device, max_time, processes),
+            device,
+            env=fingerprint(),
+            events=Keep(),
+        )
     except PerfsuiteError as exc:  # a grid this commit's workload does not accept
         return {"_skip": str(exc)}
     finally:
@@ -160,8 +172,13 @@ def _store(kind: str, config: dict):
     # asv.conf.json is: its .perfsuite/results.db (or its [tool.perfsuite] store) is the store.
     home = os.environ.get("ASV_CONF_DIR")
     kw = {"home": Path(home)} if home else {}
-    return for_frontend(kind, config, commit=os.environ.get("ASV_COMMIT"),
-                        warn=lambda text: print(f"perfsuite: {text}", file=sys.stderr), **kw)
+    return for_frontend(
+        kind,
+        config,
+        commit=os.environ.get("ASV_COMMIT"),
+        warn=lambda text: print(f"perfsuite: {text}", file=sys.stderr),
+        **kw,
+    )
 
 
 def _config(RunConfig, device: str, max_time: float, processes: int):
@@ -246,8 +263,10 @@ def make_track_suite(workload: str, grid: dict):
 
 
 WARM_CALLS = 3
-QUICK_SKIP = ("asv --quick times one call: a smoke run, not a timing (the Track's track_median_s is "
-              "perfsuite's calibrated median, --quick or not)")
+QUICK_SKIP = (
+    "asv --quick times one call: a smoke run, not a timing (the Track's track_median_s is "
+    "perfsuite's calibrated median, --quick or not)"
+)
 
 
 def asv_quick() -> bool:
@@ -264,7 +283,7 @@ def asv_quick() -> bool:
         if isinstance(sources, list):  # asv_runner's Benchmark: overrides first, then the class
 
             def first(name):
-                return next((getattr(s, name) for s in sources if hasattr(s, name)), None)
+                return next((getattr(s, name) for s in sources if hasattr(s, name)), None)  # noqa: B023 - called within this iteration
 
             return first("number") == 1 and first("repeat") == 1 and first("warmup_time") == 0
         frame = frame.f_back
@@ -318,8 +337,14 @@ AMP_PAIRS = 10
 AMP_STEPS = 20
 
 
-def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_STEPS, max_time: float = 5.0,
-                params: dict | None = None) -> dict:
+def measure_amp(
+    grid: dict,
+    size: str,
+    pairs: int = AMP_PAIRS,
+    steps: int = AMP_STEPS,
+    max_time: float = 5.0,
+    params: dict | None = None,
+) -> dict:
     """`perfsuite amp` of every (workload, precision) in `grid` against fp32, at the `size`
     preset (and `params`, for tests), through perfsuite's one case loop (run_cases measuring
     compare.amp.Amp); each comparison's to_dict() keyed by the grid's values, or a skip with its
@@ -352,18 +377,23 @@ def measure_amp(grid: dict, size: str, pairs: int = AMP_PAIRS, steps: int = AMP_
 
             class Keep(Events):  # a failed or unsupported case is a skip with its reason; the rest go on
                 def done(self, case, res):
-                    out[keys[id(case)]] = res.to_dict()
+                    out[keys[id(case)]] = res.to_dict()  # noqa: B023 - the class is used within this iteration
 
                 def failed(self, case, failure):
-                    out[keys[id(case)]] = {"_skip": f"failed: {failure['error']}"}
+                    out[keys[id(case)]] = {"_skip": f"failed: {failure['error']}"}  # noqa: B023 - the class is used within this iteration
 
                 def skipped(self, case, reason):
-                    out[keys[id(case)]] = {"_skip": reason}
+                    out[keys[id(case)]] = {"_skip": reason}  # noqa: B023 - the class is used within this iteration
 
             try:
-                execute.run_cases(cases, RunConfig(device=device, max_time=max_time), device,
-                                  measure=Amp("fp32", precision, pairs=pairs, steps=steps), events=Keep(),
-                                  outputs=(store,))
+                execute.run_cases(
+                    cases,
+                    RunConfig(device=device, max_time=max_time),
+                    device,
+                    measure=Amp("fp32", precision, pairs=pairs, steps=steps),
+                    events=Keep(),
+                    outputs=(store,),
+                )
             except PerfsuiteError as exc:  # a size or parameter this commit's workload does not accept
                 for case in cases:
                     out[keys[id(case)]] = {"_skip": f"{type(exc).__name__}: {exc}"}
@@ -411,6 +441,7 @@ def make_amp_suite(grid: dict):
 
 # ---- optional tracks a workload names in its declaration (asv={"tracks": [...]}) ---------------------
 
+
 class OptionalTracks:
     """Tracks read from a record's `extra`, which a workload opts into by name. asv reads larger
     as worse, so each is a number whose rise is bad. (Their text is what bench_ddp.py and
@@ -438,7 +469,7 @@ class OptionalTracks:
     track_seconds_per_bus_gb.unit = "s/GB"  # type: ignore[attr-defined]  # read by asv
 
 
-TRACKS = tuple(n[len("track_"):] for n in vars(OptionalTracks) if n.startswith("track_"))
+TRACKS = tuple(n[len("track_") :] for n in vars(OptionalTracks) if n.startswith("track_"))
 
 
 def _optional_tracks(names, class_name: str, module: str) -> dict:
@@ -484,9 +515,14 @@ def declared(size: str) -> dict:
         if not w.builtin:
             continue
         settings = dict(getattr(w, "asv", None) or {})
-        out[name] = {"grid": w.grid(size), "processes": int(settings.get("processes", 1)),
-                     "max_time": float(settings.get("max_time", 5.0)), "tracks": list(settings.get("tracks", ())),
-                     "time": getattr(w, "launcher", None) is None, "amp": bool(settings.get("amp", False))}
+        out[name] = {
+            "grid": w.grid(size),
+            "processes": int(settings.get("processes", 1)),
+            "max_time": float(settings.get("max_time", 5.0)),
+            "tracks": list(settings.get("tracks", ())),
+            "time": getattr(w, "launcher", None) is None,
+            "amp": bool(settings.get("amp", False)),
+        }
     return out
 
 
@@ -511,8 +547,7 @@ def declarations(root, size: str) -> dict:
     if installed == root / "perfsuite":
         return declared(size)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    code = ("import json, sys; from perfsuite.frontends.asv import declared; "
-            "print(json.dumps(declared(sys.argv[1])))")
+    code = "import json, sys; from perfsuite.frontends.asv import declared; print(json.dumps(declared(sys.argv[1])))"
     run = subprocess.run([sys.executable, "-c", code, size], cwd=root, env=env, capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"reading the workloads' declarations from {root} failed:\n{run.stderr}")
@@ -530,13 +565,15 @@ def _setup_cache(name: str, grid: dict, max_time: float, processes: int, class_n
     function (its module is the workload's); and asv versions a benchmark by a hash of its
     source, so `pretty_source` is the text the hand-written bench_<name>.py had, keeping results
     stored before benchmarks/ was generated (same names, same params) on the same version."""
+
     def setup_cache(self):
         return measure_cases(name, grid, max_time=max_time, processes=processes)
 
     setup_cache.__qualname__, setup_cache.__module__ = f"{class_name}.setup_cache", module
     more = f', processes=worker_processes("{name}")' if processes > 1 else ""
-    setup_cache.pretty_source = (f"def setup_cache(self):\n"  # type: ignore[attr-defined]  # read by asv
-                                 f'    return measure_cases("{name}", GRID, max_time={max_time!r}{more})')
+    setup_cache.pretty_source = (  # type: ignore[attr-defined]  # read by asv
+        f'def setup_cache(self):\n    return measure_cases("{name}", GRID, max_time={max_time!r}{more})'
+    )
     return setup_cache
 
 
@@ -548,10 +585,13 @@ def fill_module(namespace: dict, name: str, declaration: dict) -> list[str]:
     grid = {k: list(v) for k, v in declaration["grid"].items()}
     stem = _stem(name)
     namespace["GRID"] = grid
-    body = {"__module__": module,
-            "setup_cache": _setup_cache(name, grid, declaration["max_time"], declaration["processes"],
-                                        f"{stem}Track", module),
-            **_optional_tracks(declaration["tracks"], f"{stem}Track", module)}
+    body = {
+        "__module__": module,
+        "setup_cache": _setup_cache(
+            name, grid, declaration["max_time"], declaration["processes"], f"{stem}Track", module
+        ),
+        **_optional_tracks(declaration["tracks"], f"{stem}Track", module),
+    }
     namespace[f"{stem}Track"] = type(f"{stem}Track", (make_track_suite(name, grid),), body)
     made = [f"{stem}Track"]
     if declaration["time"]:
@@ -566,6 +606,7 @@ def amp_grid(declarations: dict) -> dict:
 
 
 # ---- the user's own workloads: `from perfsuite.frontends.asv import expose; expose(globals())` ------
+
 
 def _user_workloads(start) -> list:
     """The workloads declared by the files the project around `start` names."""
@@ -586,9 +627,15 @@ def _measure_user_workloads(self):
     source line, so this one function is every exposed class's setup_cache: measured once, shared."""
     import os
 
-    return {w.name: measure_cases(w.name, _user_grid(w), max_time=(w.asv or {}).get("max_time", _MAX_TIME),
-                                  processes=(w.asv or {}).get("processes", _PROCESSES))
-            for w in _user_workloads(os.environ.get("PERFSUITE_ASV_START", os.getcwd()))}
+    return {
+        w.name: measure_cases(
+            w.name,
+            _user_grid(w),
+            max_time=(w.asv or {}).get("max_time", _MAX_TIME),
+            processes=(w.asv or {}).get("processes", _PROCESSES),
+        )
+        for w in _user_workloads(os.environ.get("PERFSUITE_ASV_START", os.getcwd()))
+    }
 
 
 _MAX_TIME = 5.0
@@ -617,10 +664,15 @@ def expose(namespace: dict, max_time: float = 5.0, processes: int = 1) -> list[s
             _base.setup(self, cache.get(_name, {"_skip": f"{_name} was not measured"}), *params)
 
         module = namespace.get("__name__", __name__)
-        body = {"__module__": module, "setup": setup, "setup_cache": _measure_user_workloads,
-                **_optional_tracks((w.asv or {}).get("tracks", ()), f"{stem}Track", module)}
+        body = {
+            "__module__": module,
+            "setup": setup,
+            "setup_cache": _measure_user_workloads,
+            **_optional_tracks((w.asv or {}).get("tracks", ()), f"{stem}Track", module),
+        }
         namespace[f"{stem}Track"] = type(f"{stem}Track", (track_base,), body)
-        namespace[f"{stem}Time"] = type(f"{stem}Time", (make_time_suite(w.name, grid),),
-                                        {"__module__": body["__module__"]})
+        namespace[f"{stem}Time"] = type(
+            f"{stem}Time", (make_time_suite(w.name, grid),), {"__module__": body["__module__"]}
+        )
         made += [f"{stem}Track", f"{stem}Time"]
     return made

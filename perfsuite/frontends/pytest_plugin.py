@@ -19,12 +19,10 @@ import types
 from pathlib import Path
 
 import pytest
+
 from perfsuite.core.config import RunConfig
-from perfsuite.core.discover import discover
-from perfsuite.core.discover import find_project
-from perfsuite.core.discover import project_workloads
-from perfsuite.core.errors import ConfigError
-from perfsuite.core.errors import Unsupported
+from perfsuite.core.discover import discover, find_project, project_workloads
+from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.params import expand_sweep
 from perfsuite.measuring.env import fingerprint
 from perfsuite.storage.machine_drift import default_log
@@ -33,8 +31,12 @@ from perfsuite.storage.machine_drift import default_log
 def add_options(parser) -> None:
     group = parser.getgroup("perfsuite")
     group.addoption("--perfsuite-device", default="auto", help="auto | cpu | cuda | cuda:N")
-    group.addoption("--perfsuite-max-time", type=float, default=3.0,
-                    help="seconds per benchmark case, calibration included (default 3)")
+    group.addoption(
+        "--perfsuite-max-time",
+        type=float,
+        default=3.0,
+        help="seconds per benchmark case, calibration included (default 3)",
+    )
 
 
 def pytest_addoption(parser) -> None:
@@ -107,15 +109,23 @@ def measure_record(workload, params: dict, device: str, max_time: float):
     """One case measured by perfsuite's one case loop (perfsuite.run.execute.run_cases), as
     `perfsuite run` measures it: its record, or a skip or failure with the reason."""
     from perfsuite.run.execute import Case, run_cases
-
     from perfsuite.store.recorder import for_frontend
 
-    store = for_frontend("pytest", {"workload": workload.name, "params": params, "max_time": max_time},
-                         warn=lambda text: sys.stderr.write(f"perfsuite: {text}\n"))
+    store = for_frontend(
+        "pytest",
+        {"workload": workload.name, "params": params, "max_time": max_time},
+        warn=lambda text: sys.stderr.write(f"perfsuite: {text}\n"),
+    )
     # The machine-speed log `perfsuite run` keeps too: the interval says where the next run lands.
     try:
-        out = run_cases([Case(workload, params)], RunConfig(device=device, max_time=max_time), device,
-                        env=fingerprint(device=device), machine_log=default_log(), outputs=(store,))
+        out = run_cases(
+            [Case(workload, params)],
+            RunConfig(device=device, max_time=max_time),
+            device,
+            env=fingerprint(device=device),
+            machine_log=default_log(),
+            outputs=(store,),
+        )
     finally:
         if store is not None:
             store.finish()
@@ -145,10 +155,13 @@ def benchmark_case(benchmark, workload, params: dict, request, group: str | None
     from perfsuite.core.config import resolve_device
 
     if not replays(request):
-        pytest.fail(f"{request.node.nodeid}: benchmark_case replays perfsuite's samples through the fixture's "
-                    "timer, which pytest-benchmark takes from the test's benchmark marker: mark the test "
-                    "@perfsuite.frontends.pytest_plugin.replayed (or give your benchmark marker "
-                    "timer=perfsuite.frontends.pytest_plugin.replay_clock)", pytrace=False)
+        pytest.fail(
+            f"{request.node.nodeid}: benchmark_case replays perfsuite's samples through the fixture's "
+            "timer, which pytest-benchmark takes from the test's benchmark marker: mark the test "
+            "@perfsuite.frontends.pytest_plugin.replayed (or give your benchmark marker "
+            "timer=perfsuite.frontends.pytest_plugin.replay_clock)",
+            pytrace=False,
+        )
     device = resolve_device(request.config.getoption("--perfsuite-device"))
     try:
         workload.check(params, device)
@@ -163,11 +176,20 @@ def benchmark_case(benchmark, workload, params: dict, request, group: str | None
         return
     rec = measure_record(workload, params, device, request.config.getoption("--perfsuite-max-time"))
     benchmark.extra_info.update(
-        params=rec.params, device=rec.device, item_unit=rec.work.item_unit, items_per_step=rec.work.items_per_step,
-        flops_per_step=rec.work.flops_per_step, throughput=rec.throughput, throughput_unit=rec.throughput_unit,
-        flops_per_s=rec.flops_per_s, record_id=rec.id, median_s=rec.median_s,
+        params=rec.params,
+        device=rec.device,
+        item_unit=rec.work.item_unit,
+        items_per_step=rec.work.items_per_step,
+        flops_per_step=rec.work.flops_per_step,
+        throughput=rec.throughput,
+        throughput_unit=rec.throughput_unit,
+        flops_per_s=rec.flops_per_s,
+        record_id=rec.id,
+        median_s=rec.median_s,
         median_ci_s=[rec.stats.ci_low, rec.stats.ci_high],
-        timing=f"perfsuite's per-step samples ({rec.timing_method}), replayed", **rec.memory)
+        timing=f"perfsuite's per-step samples ({rec.timing_method}), replayed",
+        **rec.memory,
+    )
     replay(benchmark, rec.samples_s)
 
 
@@ -187,8 +209,11 @@ def _tests_for(workloads) -> types.ModuleType:
         test.__name__ = f"test_{w.name}"
         test.__doc__ = w.description
         # Ids from every parameter's value, defaults included: a workload of scalar defaults was `test_x[]`.
-        setattr(module, test.__name__,
-                replayed(pytest.mark.parametrize("case", cases, ids=[case_id(w.resolve(c)) for c in cases])(test)))
+        setattr(
+            module,
+            test.__name__,
+            replayed(pytest.mark.parametrize("case", cases, ids=[case_id(w.resolve(c)) for c in cases])(test)),
+        )
     return module
 
 

@@ -9,14 +9,38 @@ import numpy as np
 
 from perfsuite.core.errors import ConfigError
 
-_OPENERS = ["I bought this", "This", "My order", "The product", "Ordered this", "Received it and",
-            "After two weeks,", "Honestly,", "For the price,", "Gift for my sister:"]
-_BODY = ["works exactly as described", "stopped working after a week", "arrived late and the box was damaged",
-         "is great value for money", "feels cheap but does the job", "the battery lasts all day",
-         "customer service never answered my emails", "I would like a refund please", "the size runs small",
-         "colour is different from the pictures", "setup took five minutes", "instructions were confusing",
-         "how do I change the shipping address", "can I cancel my subscription", "it was charged twice",
-         "the app keeps crashing on my phone", "five stars, would buy again", "not compatible with my model"]
+_OPENERS = [
+    "I bought this",
+    "This",
+    "My order",
+    "The product",
+    "Ordered this",
+    "Received it and",
+    "After two weeks,",
+    "Honestly,",
+    "For the price,",
+    "Gift for my sister:",
+]
+_BODY = [
+    "works exactly as described",
+    "stopped working after a week",
+    "arrived late and the box was damaged",
+    "is great value for money",
+    "feels cheap but does the job",
+    "the battery lasts all day",
+    "customer service never answered my emails",
+    "I would like a refund please",
+    "the size runs small",
+    "colour is different from the pictures",
+    "setup took five minutes",
+    "instructions were confusing",
+    "how do I change the shipping address",
+    "can I cancel my subscription",
+    "it was charged twice",
+    "the app keeps crashing on my phone",
+    "five stars, would buy again",
+    "not compatible with my model",
+]
 
 
 def generated_texts(n: int, seed: int = 0, num_labels: int = 23) -> tuple[list[str], list[int]]:
@@ -47,9 +71,11 @@ def read_csv(path: str, num_labels: int) -> tuple[list[str], list[int]]:
             found = [c for c in ("label", "labels") if c in columns]
             missing = sorted(({"text"} - columns) | (set() if found else {"label"}))
             if missing:
-                raise ConfigError(f"parameter 'data': {p} has no {' or '.join(missing)} column "
-                                  f"(columns: {', '.join(reader.fieldnames or [])})"
-                                  + ("; the label column may be named label or labels" if not found else ""))
+                raise ConfigError(
+                    f"parameter 'data': {p} has no {' or '.join(missing)} column "
+                    f"(columns: {', '.join(reader.fieldnames or [])})"
+                    + ("; the label column may be named label or labels" if not found else "")
+                )
             if len(found) == 2:
                 raise ConfigError(f"parameter 'data': {p} has both a label and a labels column; keep one")
             col = found[0]
@@ -58,10 +84,13 @@ def read_csv(path: str, num_labels: int) -> tuple[list[str], list[int]]:
                 try:
                     label = int(row[col])
                 except (TypeError, ValueError):
-                    raise ConfigError(f"parameter 'data': {p} line {line}: {col} {row[col]!r} is not an integer") from None
+                    raise ConfigError(
+                        f"parameter 'data': {p} line {line}: {col} {row[col]!r} is not an integer"
+                    ) from None
                 if not 0 <= label < num_labels:
-                    raise ConfigError(f"parameter 'data': {p} line {line}: label {label} is outside the model's "
-                                      f"0..{num_labels - 1}")
+                    raise ConfigError(
+                        f"parameter 'data': {p} line {line}: label {label} is outside the model's 0..{num_labels - 1}"
+                    )
                 texts.append(row["text"] or "")
                 labels.append(label)
     except UnicodeDecodeError as exc:

@@ -30,7 +30,8 @@ def evaluate(model, tok, texts: list[str], labels: list[int], batch_size: int, d
     preds: list[int] = []
     with torch.inference_mode():
         for i in range(0, len(texts), batch_size):
-            enc = tok(texts[i:i + batch_size], padding="longest", truncation=True, max_length=512,
-                      return_tensors="pt").to(device)
+            enc = tok(
+                texts[i : i + batch_size], padding="longest", truncation=True, max_length=512, return_tensors="pt"
+            ).to(device)
             preds.extend(model(**enc).logits.argmax(-1).tolist())
     return f1_scores(labels, preds)

@@ -14,13 +14,31 @@ PAD_TOKEN_ID = 151643
 
 SHAPES: dict[str, dict[str, Any]] = {
     # Qwen2.5-0.5B's published configuration.
-    "0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-                 intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
-                 tie_word_embeddings=True, rope_theta=1_000_000.0, rms_norm_eps=1e-6),
+    "0.5b": dict(
+        hidden_size=896,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        intermediate_size=4864,
+        vocab_size=151936,
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+    ),
     # Same architecture (GQA, tied embeddings, full vocabulary), a few small layers.
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                 intermediate_size=256, vocab_size=151936, max_position_embeddings=2048,
-                 tie_word_embeddings=True, rope_theta=1_000_000.0, rms_norm_eps=1e-6),
+    "tiny": dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=256,
+        vocab_size=151936,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+    ),
 }
 
 
@@ -57,8 +75,9 @@ def build_model(shape: str, attn: str, dtype, device: str, path: str = ""):
 
     if path:
         check_checkpoint(path)
-        model = Qwen2ForSequenceClassification.from_pretrained(path, dtype=dtype, attn_implementation=attn,
-                                                               local_files_only=True)
+        model = Qwen2ForSequenceClassification.from_pretrained(
+            path, dtype=dtype, attn_implementation=attn, local_files_only=True
+        )
     else:
         torch.manual_seed(0)
         model = Qwen2ForSequenceClassification(config_for(shape, attn)).to(dtype)

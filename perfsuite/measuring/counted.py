@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+
 from perfsuite.measuring import system
 from perfsuite.measuring.system import THREAD_VARS
 
@@ -79,8 +80,12 @@ def cpu_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
 
 def collect_cpu() -> dict:
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"cpu_model": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": affinity,
-            "cpu_native_bf16": cpu_native_bf16()}
+    return {
+        "cpu_model": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": affinity,
+        "cpu_native_bf16": cpu_native_bf16(),
+    }
 
 
 def collect_torch(device: str | None = None) -> dict:
@@ -127,16 +132,14 @@ def _nvidia_driver() -> str | None:
         pynvml.nvmlInit()
         v = pynvml.nvmlSystemGetDriverVersion()
         return v.decode() if isinstance(v, bytes) else v
-    except Exception:  # no NVML binding or driver: the driver stays unknown
+    except Exception:  # noqa: BLE001 - no NVML binding or driver: the driver stays unknown
         return None
 
 
 def collect_git(cwd: str | os.PathLike | None = None) -> dict:
     def git(*args: str) -> str | None:
         try:
-            res = subprocess.run(
-                ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
-            )
+            res = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return res.stdout.strip() if res.returncode == 0 else None
@@ -173,12 +176,26 @@ def collect_activity(window_s: float = ACTIVITY_WINDOW_S) -> dict:
     with system.CpuUsage() as usage:
         busy = system.busy_processes(window_s)
     r = usage.readings
-    return {"steal_fraction": r.get("steal_fraction"), "others_cpus": r.get("others_cpus"),
-            "busy_processes": busy, "activity_window_s": window_s}
+    return {
+        "steal_fraction": r.get("steal_fraction"),
+        "others_cpus": r.get("others_cpus"),
+        "busy_processes": busy,
+        "activity_window_s": window_s,
+    }
 
 
-COLLECTORS = (collect_python, collect_os, collect_host, collect_cpu, collect_torch, collect_git,
-              collect_cpu_power, collect_load, collect_threads, collect_activity)
+COLLECTORS = (
+    collect_python,
+    collect_os,
+    collect_host,
+    collect_cpu,
+    collect_torch,
+    collect_git,
+    collect_cpu_power,
+    collect_load,
+    collect_threads,
+    collect_activity,
+)
 
 
 def fingerprint(cwd: str | os.PathLike | None = None, device: str | None = None) -> dict:

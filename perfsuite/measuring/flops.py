@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from perfsuite.measuring.counted import once_per_case
 
 # A name token that says the operator multiplies matrices (an operator name split at "_"):
 # "convert" or "upsample_bilinear2d" do not match, "_weight_int8pack_mm" and "mkldnn_rnn_layer" do.
-HEAVY = re.compile(r"\w*mm|matmul|mv|addmv|v?dot|einsum|(bi|tri)?linear|conv(\dd|olution)?|attention|"
-                   r"transformer|rnn")
+HEAVY = re.compile(
+    r"\w*mm|matmul|mv|addmv|v?dot|einsum|(bi|tri)?linear|conv(\dd|olution)?|attention|"
+    r"transformer|rnn"
+)
 
 
 def _attention(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
@@ -31,8 +33,7 @@ def _attention(query_shape, key_shape, value_shape, *args, out_shape=None, **kwa
     return sdpa_flop_count(query_shape, key_shape, value_shape)  # the formula of the CUDA kernels
 
 
-def _attention_backward(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None,
-                        **kwargs) -> int:
+def _attention_backward(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
     from torch.utils.flop_counter import sdpa_backward_flop_count
 
     # 2.5x the forward for equal head dims: the four gradient matmuls and QK^T again (a flash
@@ -85,14 +86,30 @@ def _mha(query, key, value, embed_dim, num_head, *args, out_val=None, **kwargs) 
     return total
 
 
-def _encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first,
-                   eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, *args, out_val=None,
-                   **kwargs) -> int:
+def _encoder_layer(
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1,
+    norm_bias_1,
+    norm_weight_2,
+    norm_bias_2,
+    ffn_weight_1,
+    *args,
+    out_val=None,
+    **kwargs,
+) -> int:
     """nn.TransformerEncoderLayer's eval fast path: self-attention as in _mha, then the two
     feed-forward matmuls (ffn_weight_1 is [ff, embed_dim])."""
     ff = ffn_weight_1.shape[0]
-    return _mha(src, src, src, embed_dim, num_heads) + sum(
-        2 * 2 * n * embed_dim * ff for n in _sequences(src))
+    return _mha(src, src, src, embed_dim, num_heads) + sum(2 * 2 * n * embed_dim * ff for n in _sequences(src))
 
 
 # A padding mask makes these layers take nested tensors (one [length, dim] tensor per sequence),
@@ -124,10 +141,16 @@ def formulas() -> dict:
     return {
         aten._scaled_dot_product_flash_attention_for_cpu: _attention,
         aten._scaled_dot_product_flash_attention_for_cpu_backward: _attention_backward,
-        aten.mv: _mv, aten.addmv: _addmv, aten.dot: _dot, aten.vdot: _dot,
-        aten._int_mm: _int_mm, aten._weight_int8pack_mm: _int8_weight_mm,
-        aten.mkldnn_rnn_layer: _rnn_layer, aten.mkldnn_rnn_layer_backward: _rnn_layer_backward,
-        aten._native_multi_head_attention: _mha, aten._transformer_encoder_layer_fwd: _encoder_layer,
+        aten.mv: _mv,
+        aten.addmv: _addmv,
+        aten.dot: _dot,
+        aten.vdot: _dot,
+        aten._int_mm: _int_mm,
+        aten._weight_int8pack_mm: _int8_weight_mm,
+        aten.mkldnn_rnn_layer: _rnn_layer,
+        aten.mkldnn_rnn_layer_backward: _rnn_layer_backward,
+        aten._native_multi_head_attention: _mha,
+        aten._transformer_encoder_layer_fwd: _encoder_layer,
     }
 
 
@@ -147,8 +170,10 @@ class FlopCount:
     def warning(self) -> str | None:
         if not self.uncounted:
             return None
-        return (f"FLOPs not counted for {', '.join(self.uncounted)}: no FLOP formula (torch's or perfsuite's), "
-                "so flops_per_step leaves out their work and FLOP/s and the fraction of peak are too low")
+        return (
+            f"FLOPs not counted for {', '.join(self.uncounted)}: no FLOP formula (torch's or perfsuite's), "
+            "so flops_per_step leaves out their work and FLOP/s and the fraction of peak are too low"
+        )
 
 
 def _ran_ops():

@@ -30,7 +30,8 @@ def refuse_bad_fork(device: str) -> None:
         "python -c 'from perfsuite.measuring.workers import PRELOAD; from perfsuite.measuring.fork_cuda import "
         "preload_cuda_calls; print(preload_cuda_calls(PRELOAD))' "
         "(each CUDA call made while importing them, with the module and line). Meanwhile --processes 1 "
-        "measures in the calling process, without the fork server")
+        "measures in the calling process, without the fork server"
+    )
 
 
 # Run in a fresh interpreter by preload_cuda_calls: torch first (importing it touches no CUDA),
@@ -86,8 +87,9 @@ def preload_cuda_calls(modules, timeout_s: float = 300.0) -> dict:
     import sys
 
     names = list(modules)
-    done = subprocess.run([sys.executable, "-c", _CUDA_PROBE, *names], capture_output=True, text=True,
-                          timeout=timeout_s)
+    done = subprocess.run(
+        [sys.executable, "-c", _CUDA_PROBE, *names], capture_output=True, text=True, timeout=timeout_s
+    )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"the preload probe exited with code {done.returncode}: {done.stderr.strip()[-2000:]}")

@@ -26,7 +26,8 @@ import ctypes.util
 import os
 import resource
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from perfsuite.core.config import HEAP_MODES
 
@@ -62,14 +63,18 @@ def hold() -> dict:
     # that wraps malloc and passes it on to glibc (a profiler, a sandbox) still uses glibc's heap.
     serves = _glibc_serves_malloc(libc)
     if serves is False:
-        return _refuse(f"malloc is not glibc's here: it comes from {_malloc_owner() or 'an unknown library'} "
-                       f"(LD_PRELOAD={os.environ.get('LD_PRELOAD', '')!r})")
+        return _refuse(
+            f"malloc is not glibc's here: it comes from {_malloc_owner() or 'an unknown library'} "
+            f"(LD_PRELOAD={os.environ.get('LD_PRELOAD', '')!r})"
+        )
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # mallopt returns 1 on success, 0 on error (glibc refuses an mmap threshold above half its
     # largest heap, which glibc.malloc.hugetlb=2 in GLIBC_TUNABLES makes 4 MiB).
     if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1:
-        return _refuse(f"mallopt refused the mmap threshold {MMAP_THRESHOLD} (glibc {_glibc_version(libc)}, "
-                       f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r})")
+        return _refuse(
+            f"mallopt refused the mmap threshold {MMAP_THRESHOLD} (glibc {_glibc_version(libc)}, "
+            f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r})"
+        )
     if mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
         # The mmap threshold is already fixed: say so rather than claim glibc's default.
         _held = {"heap": "partial", "mmap_threshold": MMAP_THRESHOLD, "reason": "mallopt refused the trim threshold"}
@@ -87,9 +92,21 @@ def _refuse(reason: str) -> dict:
 
 
 class _Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-                 "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def _glibc_serves_malloc(libc, nbytes: int = 1 << 20) -> bool | None:
@@ -98,8 +115,10 @@ def _glibc_serves_malloc(libc, nbytes: int = 1 << 20) -> bool | None:
     where glibc has no mallinfo2 (before 2.33): then only the addresses can be compared."""
     info = getattr(libc, "mallinfo2", None)
     if info is None:
-        return ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value == \
-            ctypes.cast(libc.malloc, ctypes.c_void_p).value
+        return (
+            ctypes.cast(ctypes.CDLL(None).malloc, ctypes.c_void_p).value
+            == ctypes.cast(libc.malloc, ctypes.c_void_p).value
+        )
     info.argtypes, info.restype = [], _Mallinfo2
     process = ctypes.CDLL(None)  # the global scope: LD_PRELOAD first, as every caller of malloc sees it
     malloc, free = process.malloc, process.free
@@ -115,9 +134,14 @@ def _glibc_serves_malloc(libc, nbytes: int = 1 << 20) -> bool | None:
 
 def _malloc_owner() -> str | None:
     """The file of the library whose malloc the process uses (dladdr), e.g. libjemalloc.so.2."""
+
     class DlInfo(ctypes.Structure):
-        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+        _fields_ = [
+            ("dli_fname", ctypes.c_char_p),
+            ("dli_fbase", ctypes.c_void_p),
+            ("dli_sname", ctypes.c_char_p),
+            ("dli_saddr", ctypes.c_void_p),
+        ]
 
     try:
         process = ctypes.CDLL(None)
@@ -143,16 +167,21 @@ def _glibc_version(libc) -> str:
 def probe() -> dict:
     """This host's facts that decide whether the heap can be held: the C library, the library
     that serves malloc, the environment that can change either, and this process's heap state."""
-    facts: dict[str, Any] = {"platform": sys.platform, "state": state(),
-             "env": {k: v for k, v in os.environ.items()
-                     if k in ("LD_PRELOAD", "GLIBC_TUNABLES") or k.startswith("MALLOC_")}}
+    facts: dict[str, Any] = {
+        "platform": sys.platform,
+        "state": state(),
+        "env": {
+            k: v for k, v in os.environ.items() if k in ("LD_PRELOAD", "GLIBC_TUNABLES") or k.startswith("MALLOC_")
+        },
+    }
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         except OSError as exc:
             return {**facts, "libc": f"not loadable ({exc})"}
-        facts.update(glibc=_glibc_version(libc), malloc_from=_malloc_owner(),
-                     glibc_serves_malloc=_glibc_serves_malloc(libc))
+        facts.update(
+            glibc=_glibc_version(libc), malloc_from=_malloc_owner(), glibc_serves_malloc=_glibc_serves_malloc(libc)
+        )
     return facts
 
 
@@ -206,7 +235,7 @@ class FaultCount:
     def __init__(self, faults: Callable[[], int] = minor_faults) -> None:
         self._faults, self._start, self.count = faults, 0, 0
 
-    def __enter__(self) -> "FaultCount":
+    def __enter__(self) -> FaultCount:
         self._start = self._faults()
         return self
 
@@ -223,8 +252,14 @@ FAULT_COST_S = 5e-6
 QUIET_SHARE = 1e-3
 
 
-def settle(steps: Sequence[Callable[[], object]], now: Callable[[], float], max_s: float,
-           quiet_rounds: int = 8, max_rounds: int = 500, faults: Callable[[], int] = minor_faults) -> dict:
+def settle(
+    steps: Sequence[Callable[[], object]],
+    now: Callable[[], float],
+    max_s: float,
+    quiet_rounds: int = 8,
+    max_rounds: int = 500,
+    faults: Callable[[], int] = minor_faults,
+) -> dict:
     """Call every step in turn until `quiet_rounds` whole rotations in a row are quiet (their minor
     page faults cost at most QUIET_SHARE of the rotation's time, at FAULT_COST_S each: none at
     all for a step of microseconds), or `max_s` (or `max_rounds` rotations) has passed. Returns
@@ -241,8 +276,13 @@ def settle(steps: Sequence[Callable[[], object]], now: Callable[[], float], max_
     # Settled, the heap can still grow in rare bursts (a 9 MiB gradient that no longer fits the hole
     # it left): a touched reserve at the top serves them without faulting.
     reserved = reserve()
-    return {"rotations": rounds, "seconds": now() - start, "faults": total, "settled": quiet >= quiet_rounds,
-            "reserve_faults": reserved}
+    return {
+        "rotations": rounds,
+        "seconds": now() - start,
+        "faults": total,
+        "settled": quiet >= quiet_rounds,
+        "reserve_faults": reserved,
+    }
 
 
 if __name__ == "__main__":  # the probe for a GPU machine: python -m perfsuite.measuring.heap

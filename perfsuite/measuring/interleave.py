@@ -4,16 +4,24 @@ each pair cancels a linear drift; pairing adjacent blocks cancels slow drift."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from perfsuite.measuring.timing import Clock
 
 Step = Callable[[], object]
 
 
-def interleaved_blocks(step_a: Step, step_b: Step, clock: Clock, n: int, *, pairs: int | None = None,
-                       budget_s: float | None = None, min_pairs: int = 6,
-                       b_first: bool = False) -> tuple[list[float], list[float]]:
+def interleaved_blocks(
+    step_a: Step,
+    step_b: Step,
+    clock: Clock,
+    n: int,
+    *,
+    pairs: int | None = None,
+    budget_s: float | None = None,
+    min_pairs: int = 6,
+    b_first: bool = False,
+) -> tuple[list[float], list[float]]:
     """Per-step seconds of A and of B, one value per block of `n` calls, pair by pair; runs
     `pairs` pairs, or for `budget_s` seconds (at least `min_pairs`), or both: up to `pairs`
     pairs within `budget_s`. `b_first`: the first pair is B A (then A B, ...).

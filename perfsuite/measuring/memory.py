@@ -58,7 +58,7 @@ class HostPeakRSS:
     peak_bytes: int | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def __enter__(self) -> "HostPeakRSS":
+    def __enter__(self) -> HostPeakRSS:
         self.before_bytes = current_rss_bytes()
         if _reset_high_water_mark():
             self.method = "clear_refs+VmHWM"
@@ -100,7 +100,7 @@ class CudaPeakMemory:
     max_allocated: int | None = None
     max_reserved: int | None = None
 
-    def __enter__(self) -> "CudaPeakMemory":
+    def __enter__(self) -> CudaPeakMemory:
         import torch
 
         # Synchronise first so that frees of earlier, still-queued work are accounted before reset.

@@ -27,7 +27,7 @@ def _load_nvml():
         return None, "nvidia-ml-py is not installed (pip install 'perfsuite[gpu]')"
     try:
         pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError subclasses vary by driver: any failure means "no NVML"
+    except Exception as exc:  # noqa: BLE001 - NVMLError subclasses vary by driver: any failure means "no NVML"
         return None, f"NVML could not start: {exc}"
     return pynvml, ""
 
@@ -37,7 +37,7 @@ def _read(nvml, handle) -> dict:
     mem = nvml.nvmlDeviceGetMemoryInfo(handle)
     try:
         power = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # milliwatts
-    except Exception:  # not every board reports power
+    except Exception:  # noqa: BLE001 - not every board reports power
         power = None
     clock = nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
     return {
@@ -77,7 +77,7 @@ def torch_uuid(index: int) -> tuple[str | None, str]:
         import torch
 
         uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-    except Exception as exc:  # no CUDA build, no driver, no such device
+    except Exception as exc:  # noqa: BLE001 - no CUDA build, no driver, no such device
         return None, f"torch gave no properties for CUDA device {index} ({exc})"
     if uuid is None:
         return None, "this torch's device properties carry no UUID"
@@ -95,21 +95,22 @@ def nvml_handle(nvml, index: int) -> tuple[object, dict]:
         uuid = _nvml_spelling(hex32)
         try:
             return nvml.nvmlDeviceGetHandleByUUID(uuid), {"uuid": uuid, "matched_by": "uuid"}
-        except Exception:
+        except Exception:  # noqa: BLE001 - not found by its UUID: look for it by index below
             pass
         try:
             for i in range(nvml.nvmlDeviceGetCount()):
                 handle = nvml.nvmlDeviceGetHandleByIndex(i)
                 if normalise_uuid(nvml.nvmlDeviceGetUUID(handle)) == hex32:
                     return handle, {"uuid": uuid, "matched_by": "uuid"}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - NVMLError subclasses vary by driver
             why = f"NVML could not list its devices ({exc})"
         else:
             why = f"no NVML device has torch's UUID {uuid}"
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    note = (f"NVML device {index} read by index: {why}; NVML ignores CUDA_VISIBLE_DEVICES"
-            + (f" (set to {visible!r}), so this may be another GPU than torch's" if visible is not None else ""))
+    note = f"NVML device {index} read by index: {why}; NVML ignores CUDA_VISIBLE_DEVICES" + (
+        f" (set to {visible!r}), so this may be another GPU than torch's" if visible is not None else ""
+    )
     return handle, {"nvml_index": index, "matched_by": "index", "note": note}
 
 
@@ -126,7 +127,7 @@ class NvmlSampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def __enter__(self) -> "NvmlSampler":
+    def __enter__(self) -> NvmlSampler:
         if not self.enabled or self.index is None:
             self.reason = "not a CUDA device" if self.index is None else "disabled"
             return self
@@ -136,7 +137,7 @@ class NvmlSampler:
             return self
         try:
             handle, self.gpu = nvml_handle(nvml, self.index)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - NVMLError subclasses vary by driver
             self.reason = f"NVML has no device {self.index}: {exc}"
             return self
         self._nvml, self._handle = nvml, handle
@@ -148,7 +149,7 @@ class NvmlSampler:
         while not self._stop.is_set():
             try:
                 self.samples.append(_read(self._nvml, self._handle))
-            except Exception as exc:  # a driver hiccup ends sampling, never the benchmark
+            except Exception as exc:  # noqa: BLE001 - a driver hiccup ends sampling, never the benchmark
                 self.reason = f"NVML read failed: {exc}"
                 return
             self._stop.wait(self.interval_s)

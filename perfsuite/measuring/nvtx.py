@@ -7,8 +7,8 @@ the kernels those threads launch. Without CUDA, or when switched off, the ranges
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 def nvtx_available() -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 KEEP = 4096  # the last 4096 calls: percentiles over at most that many timed batches
 

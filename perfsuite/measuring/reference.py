@@ -33,7 +33,7 @@ are compared in seconds.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from perfsuite.core.record import REFERENCE_MIN_BLOCKS
 from perfsuite.stats.summary import median
@@ -130,9 +130,15 @@ class Reference:
         if len(self.samples_s) < MIN_BLOCKS:
             return None
         per = ratios(timeline, self.samples_s, self.at)
-        out = {"kernel": self.name, "median_s": median(self.samples_s), "samples_s": list(self.samples_s),
-               "calls_per_block": self.calls, "mini_blocks": list(self.minis), "at_sample": list(self.at),
-               "ratio": median(per)}
+        out = {
+            "kernel": self.name,
+            "median_s": median(self.samples_s),
+            "samples_s": list(self.samples_s),
+            "calls_per_block": self.calls,
+            "mini_blocks": list(self.minis),
+            "at_sample": list(self.at),
+            "ratio": median(per),
+        }
         builds = sorted(set(builds_of))
         if len(builds) > 1:
             out["build_ratios"] = [median([r for r, b in zip(per, builds_of) if b == i]) for i in builds]

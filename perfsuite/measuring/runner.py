@@ -10,25 +10,23 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Callable, ContextManager
 
-from perfsuite.stats import summary as stats
-from perfsuite.core.config import RunConfig, resolve_device
-from perfsuite.measuring import heap
+from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig, resolve_device
+from perfsuite.core.record import Record
+from perfsuite.core.workload import Workload
+from perfsuite.measuring import counted, flops, heap, system
 from perfsuite.measuring.memory import CudaPeakMemory, HostPeakRSS
 from perfsuite.measuring.nvml import NvmlSampler
 from perfsuite.measuring.nvtx import nvtx_range
-from perfsuite.measuring import counted, flops
 from perfsuite.measuring.reference import Reference
 from perfsuite.measuring.reference import taken_on as reference_taken_on
-from perfsuite.measuring.timing import Clock, clock_for
-from perfsuite.core.record import Record
-from perfsuite.core.workload import Workload
-from perfsuite.core.config import IN_PROCESS_BUILDS
-from perfsuite.measuring import system
 from perfsuite.measuring.system import CpuUsage
 from perfsuite.measuring.tf32 import torch_flags
+from perfsuite.measuring.timing import Clock, clock_for
+from perfsuite.stats import summary as stats
 
 # Warm-up grows its block until one block lasts this long, so that settling is judged on
 # readings the clock's own cost does not dominate.
@@ -64,6 +62,7 @@ class Measurement:
     builds_s: list[list[float]] = field(default_factory=list)  # each build's samples, in time order
     reference: dict | None = None  # the machine-speed reference timed between the blocks (Reference.summary)
 
+
 def _settled(samples: list[float], window: int, tolerance: float) -> bool:
     """The last two windows' medians agree within `tolerance`, or within what the noise allows.
 
@@ -74,7 +73,7 @@ def _settled(samples: list[float], window: int, tolerance: float) -> bool:
     """
     if len(samples) < 2 * window:
         return False
-    recent = samples[-2 * window:]
+    recent = samples[-2 * window :]
     last = stats.median(recent[window:])
     prev = stats.median(recent[:window])
     # For iid normal x, median |x_i - x_(i-1)| = 0.954 sigma.
@@ -93,8 +92,10 @@ def _budget_advice(hw: float, cfg: RunConfig, builds: bool = False) -> str:
         return f"next: a longer --max-time (the step is too slow for {cfg.max_time:g}s to hold enough samples)"
     need = cfg.max_time * (hw / cfg.target_rel_ci) ** 2
     if need > 600:
-        return (f"next: --processes 5 (the spread between builds and processes does not shrink with time), a wider "
-                "--target-ci, or an interleaved `perfsuite gate` to compare versions")
+        return (
+            "next: --processes 5 (the spread between builds and processes does not shrink with time), a wider "
+            "--target-ci, or an interleaved `perfsuite gate` to compare versions"
+        )
     more = " if the builds stay apart, --processes 5: their spread does not shrink with time" if builds else ""
     return f"next: --max-time {math.ceil(need)} (the interval narrows as 1/sqrt(time)){';' if more else ''}{more}"
 
@@ -183,6 +184,7 @@ def block_size_for(step_s: float, overhead_s: float, limit: float) -> int:
 @dataclass(frozen=True)
 class Calibration:
     """How a step (or the two sides of a paired comparison) will be timed."""
+
     block_size: int
     clock_overhead_s: float
     step_estimate_s: float  # the fastest side's settled step time
@@ -195,7 +197,7 @@ def calibrate(
     cfg: RunConfig,
     *,
     block_s: float | None = None,
-    region: Callable[[], ContextManager] = contextlib.nullcontext,
+    region: Callable[[], AbstractContextManager] = contextlib.nullcontext,
 ) -> Calibration:
     """The one calibration engine (runner, paired comparisons, gate, pytest-benchmark front-end):
     read the clock's own cost, warm every step up until it settles, then choose one block size
@@ -226,10 +228,10 @@ def measure(
     fn: Callable[[], object] | list[Callable[[], object]],
     clock: Clock,
     cfg: RunConfig,
-    timed_region: Callable[[], ContextManager] = contextlib.nullcontext,
-    warmup_region: Callable[[], ContextManager] = contextlib.nullcontext,
+    timed_region: Callable[[], AbstractContextManager] = contextlib.nullcontext,
+    warmup_region: Callable[[], AbstractContextManager] = contextlib.nullcontext,
     deadline: float | None = None,
-    reference: "Reference | None" = None,
+    reference: Reference | None = None,
 ) -> Measurement:
     """The timing algorithm: warm up, size the block, then timed blocks until the CI converges.
 
@@ -265,8 +267,9 @@ def measure(
             cfg = replace(cfg, max_time=left, min_time=min(cfg.min_time, left))
     deadline_start = clock.now()
     # The builds share the warm-up's share of the budget, as the gate's do.
-    warm_cfg = replace(cfg, warmup_min_fraction=cfg.warmup_min_fraction / k,
-                       warmup_max_fraction=cfg.warmup_max_fraction / k)
+    warm_cfg = replace(
+        cfg, warmup_min_fraction=cfg.warmup_min_fraction / k, warmup_max_fraction=cfg.warmup_max_fraction / k
+    )
     cal = calibrate(fns, clock, warm_cfg, region=warmup_region)
     overhead, warm = cal.clock_overhead_s, dict(cal.warmups[0])
     warm["first_call_s"] = first_call_s
@@ -274,13 +277,16 @@ def measure(
         warm["steps"] = sum(w["steps"] for w in cal.warmups)
         warm["seconds"] = sum(w["seconds"] for w in cal.warmups)
         warm["settled"] = all(w["settled"] for w in cal.warmups)
-        warm["builds"] = [{key: w[key] for key in ("steps", "seconds", "settled", "step_estimate_s")}
-                          for w in cal.warmups]
+        warm["builds"] = [
+            {key: w[key] for key in ("steps", "seconds", "settled", "step_estimate_s")} for w in cal.warmups
+        ]
     if settled is not None:
         warm["heap_settle"] = settled
         if not settled["settled"]:
-            warnings.append(f"the heap did not settle: {settled['faults']} page faults in {settled['rotations']} "
-                            f"warm-up calls ({settled['seconds']:.1f}s); faults may remain in the samples")
+            warnings.append(
+                f"the heap did not settle: {settled['faults']} page faults in {settled['rotations']} "
+                f"warm-up calls ({settled['seconds']:.1f}s); faults may remain in the samples"
+            )
     if not warm["settled"]:
         warnings.append(
             f"warm-up did not settle within {cfg.warmup_max_fraction:.0%} of the budget "
@@ -388,11 +394,14 @@ def fp32_kernels(workload: Workload, params: dict) -> str | None:
         name, by_value = kernels
         kernels = by_value.get(params.get(name))
         if kernels is None:
-            raise ValueError(f"workload {workload.name!r}: fp32_kernels declares no kernels for "
-                             f"{name}={params.get(name)!r}")
+            raise ValueError(
+                f"workload {workload.name!r}: fp32_kernels declares no kernels for {name}={params.get(name)!r}"
+            )
     if kernels is not None and kernels not in _TF32_FLAG:
-        raise ValueError(f"workload {workload.name!r}: fp32_kernels must be one of "
-                         f"{', '.join(map(repr, _TF32_FLAG))} or None, got {kernels!r}")
+        raise ValueError(
+            f"workload {workload.name!r}: fp32_kernels must be one of "
+            f"{', '.join(map(repr, _TF32_FLAG))} or None, got {kernels!r}"
+        )
     return kernels
 
 
@@ -464,15 +473,15 @@ def run_case(
         return _run_case(workload, params, cfg, env=env, peak=peak, clock=clock, after=after, deadline=deadline)
 
 
-def measured_conditions(cfg: RunConfig, usage: dict, faults: heap.FaultCount | None = None,
-                        steps: int = 0) -> tuple[dict, list[str]]:
+def measured_conditions(
+    cfg: RunConfig, usage: dict, faults: heap.FaultCount | None = None, steps: int = 0
+) -> tuple[dict, list[str]]:
     """How a case was measured (the record's `conditions`) and the warnings the timed region's
     steal and other load call for. `usage` is system.CpuUsage's readings; `faults` counted the
     minor page faults of the `steps` timed steps."""
     import os
 
     import torch
-
 
     cond = {
         "processes": 1,  # the runner measures in this process; workers.merge counts its workers
@@ -502,15 +511,17 @@ def conditions_warnings(cond: dict) -> list[str]:
     if (cond.get("steal_fraction") or 0) > system.STEAL_WARN:
         warnings.append(f"hypervisor steal took {cond['steal_fraction']:.1%} of the CPU time during the timed region")
     if (cond.get("others_cpus") or 0) > system.OTHERS_WARN_CPUS:
-        warnings.append(f"other processes kept {cond['others_cpus']:.1f} CPU(s) busy during the timed region "
-                        f"(this process may use {len(cond.get('cpus') or [])}): see `perfsuite system`")
+        warnings.append(
+            f"other processes kept {cond['others_cpus']:.1f} CPU(s) busy during the timed region "
+            f"(this process may use {len(cond.get('cpus') or [])}): see `perfsuite system`"
+        )
     return warnings
 
 
-def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, clock, after,
-              deadline: float | None = None) -> Record:
+def _run_case(
+    workload: Workload, params: dict, cfg: RunConfig, *, env, peak, clock, after, deadline: float | None = None
+) -> Record:
     import torch
-
 
     device = resolve_device(cfg.device)
     resolved = workload.resolve(params)
@@ -540,8 +551,7 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
 
     host_mem = HostPeakRSS()
     cuda_mem = CudaPeakMemory(device=device) if is_cuda else None
-    nvml = NvmlSampler(index=torch.device(device).index or 0 if is_cuda else None,
-                       interval_s=cfg.nvml_interval)
+    nvml = NvmlSampler(index=torch.device(device).index or 0 if is_cuda else None, interval_s=cfg.nvml_interval)
     usage = CpuUsage()
     faults = heap.FaultCount()
 
@@ -608,8 +618,9 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
         conditions["reference"] = m.reference
     warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings + flop_warnings
     if cfg.heap == "steady" and conditions["heap"] != "steady":
-        warnings.append(f"heap steady was asked for but not held ({heap.hold().get('reason')}): "
-                        "page faults stay in the step's time")
+        warnings.append(
+            f"heap steady was asked for but not held ({heap.hold().get('reason')}): page faults stay in the step's time"
+        )
     nvml_summary = nvml.summary()
     if is_cuda and nvml_summary["status"] != "ok":
         warnings.append(f"NVML unavailable: {nvml_summary['reason']}")
@@ -630,13 +641,15 @@ def _run_case(workload: Workload, params: dict, cfg: RunConfig, *, env, peak, cl
         nvml=nvml_summary,
         env=env if env is not None else {},
         peak=peak_rec,
-        config={**cfg.to_dict(), "clock_overhead_s": m.clock_overhead_s,
-                "rel_ci_halfwidth": None if math.isinf(m.rel_ci_halfwidth) else m.rel_ci_halfwidth,
-                "measure_s": m.measure_s},
+        config={
+            **cfg.to_dict(),
+            "clock_overhead_s": m.clock_overhead_s,
+            "rel_ci_halfwidth": None if math.isinf(m.rel_ci_halfwidth) else m.rel_ci_halfwidth,
+            "measure_s": m.measure_s,
+        },
         converged=m.converged,
         warnings=tuple(warnings),
         extra=extra,
         conditions=conditions,
-        builds=tuple({"samples_s": g, "process": 0} for g in m.builds_s)
-        if len(m.builds_s) > 1 else None,
+        builds=tuple({"samples_s": g, "process": 0} for g in m.builds_s) if len(m.builds_s) > 1 else None,
     )

@@ -7,7 +7,7 @@ where the allocator's caching hides which run allocated what.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from perfsuite.measuring.counted import once_per_case
 

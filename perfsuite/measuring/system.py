@@ -13,15 +13,23 @@ import contextlib
 import os
 import re
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 PROC = Path("/proc")
 SYS_CPU = Path("/sys/devices/system/cpu")
 # Environment variables that set or place the threads of OpenMP, MKL and OpenBLAS.
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-               "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "GOMP_CPU_AFFINITY")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "OMP_PROC_BIND",
+    "OMP_PLACES",
+    "KMP_AFFINITY",
+    "GOMP_CPU_AFFINITY",
+)
 # Warning thresholds: steal above 2% of the machine, other processes using more than half a CPU,
 # a load average above half a load per usable CPU, another process above 10% of one CPU.
 STEAL_WARN = 0.02
@@ -110,9 +118,9 @@ def parse_pid_stat(text: str) -> tuple[str, int]:
     """(command name, user + system jiffies) from /proc/PID/stat. The name sits in parentheses
     and may itself hold spaces and parentheses, so the fields are counted from the last ')'."""
     lpar, rpar = text.index("("), text.rindex(")")
-    rest = text[rpar + 2:].split()
+    rest = text[rpar + 2 :].split()
     # rest[0] is field 3 (state); utime and stime are fields 14 and 15.
-    return text[lpar + 1:rpar], int(rest[11]) + int(rest[12])
+    return text[lpar + 1 : rpar], int(rest[11]) + int(rest[12])
 
 
 def process_cpu(proc: Path = PROC) -> dict[int, tuple[str, int]]:
@@ -128,8 +136,13 @@ def process_cpu(proc: Path = PROC) -> dict[int, tuple[str, int]]:
     return out
 
 
-def busy_processes(window_s: float = 0.5, proc: Path = PROC, sleep: Callable[[float], None] = time.sleep,
-                   exclude: tuple[int, ...] = (), min_share: float = BUSY_PROCESS_SHARE) -> list[dict]:
+def busy_processes(
+    window_s: float = 0.5,
+    proc: Path = PROC,
+    sleep: Callable[[float], None] = time.sleep,
+    exclude: tuple[int, ...] = (),
+    min_share: float = BUSY_PROCESS_SHARE,
+) -> list[dict]:
     """Other processes that used more than `min_share` of one CPU over `window_s`, busiest first."""
     hz = clock_ticks()
     before = process_cpu(proc)
@@ -178,12 +191,16 @@ class CpuUsage:
     `others_cpus` is the machine's busy time less this process's own CPU time, per second of
     the region: 1.0 means another process kept one CPU busy throughout."""
 
-    def __init__(self, proc: Path = PROC, clock: Callable[[], float] = time.perf_counter,
-                 own_cpu: Callable[[], float] = _own_cpu_s) -> None:
+    def __init__(
+        self,
+        proc: Path = PROC,
+        clock: Callable[[], float] = time.perf_counter,
+        own_cpu: Callable[[], float] = _own_cpu_s,
+    ) -> None:
         self.proc, self.clock, self.own_cpu = proc, clock, own_cpu
         self.readings: dict = {"status": "not measured"}
 
-    def __enter__(self) -> "CpuUsage":
+    def __enter__(self) -> CpuUsage:
         self._t0, self._own0, self._cpu0 = self.clock(), self.own_cpu(), read_cpu_times(self.proc)
         return self
 
@@ -219,8 +236,10 @@ def pinned(cpus: tuple[int, ...] | None = None, threads: int | None = None) -> I
             except OSError as exc:
                 from perfsuite.core.errors import ConfigError
 
-                raise ConfigError(f"--cpus {','.join(map(str, cpus))}: cannot pin to them ({exc.strerror}); "
-                                  f"this process may use CPUs {cpu_ranges(sorted(old_cpus))}") from None
+                raise ConfigError(
+                    f"--cpus {','.join(map(str, cpus))}: cannot pin to them ({exc.strerror}); "
+                    f"this process may use CPUs {cpu_ranges(sorted(old_cpus))}"
+                ) from None
         if threads:
             import torch
 
@@ -276,8 +295,10 @@ def check(readings: dict) -> list[str]:
     out = []
     governors = set(readings.get("cpu_governors") or ())
     if governors - {"performance"}:
-        out.append(f"CPU frequency governor is {', '.join(sorted(governors))}, not performance: "
-                   "the clock speed follows the load")
+        out.append(
+            f"CPU frequency governor is {', '.join(sorted(governors))}, not performance: "
+            "the clock speed follows the load"
+        )
     if readings.get("cpu_turbo"):
         out.append("turbo/boost is on: the clock speed depends on temperature and on the other cores")
     usable = len(readings.get("cpu_affinity") or []) or readings.get("logical_cores") or 1
@@ -295,5 +316,3 @@ def check(readings: dict) -> list[str]:
     if threads and threads > usable:
         out.append(f"torch uses {threads} threads on {usable} usable CPU(s): oversubscribed")
     return out
-
-

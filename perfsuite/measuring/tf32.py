@@ -32,8 +32,10 @@ def matmul_tf32(enabled: bool, backends=None):
     try:
         # TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 forces TF32 on: the fp32 roof would then be TF32's.
         if m.allow_tf32 != enabled:
-            raise RecordError(f"torch.backends.cuda.matmul.allow_tf32 stays {m.allow_tf32} when set to {enabled} "
-                              "(is TORCH_ALLOW_TF32_CUBLAS_OVERRIDE set?): cannot measure this roof")
+            raise RecordError(
+                f"torch.backends.cuda.matmul.allow_tf32 stays {m.allow_tf32} when set to {enabled} "
+                "(is TORCH_ALLOW_TF32_CUBLAS_OVERRIDE set?): cannot measure this roof"
+            )
         yield
     finally:
         m.allow_tf32 = old
@@ -50,15 +52,25 @@ def tf32_flags(backends) -> dict[str, bool]:
     """Whether CUDA fp32 matmuls (cuBLAS) and convolutions (cuDNN) may run as TF32 right now;
     `backends` is torch.backends (tests pass a fake)."""
     # The new API's objects are looked up only when needed: torch before 2.9 lacks cudnn.conv.
-    return {"matmul": _tf32_allowed(backends.cuda.matmul, lambda: backends.cuda.matmul),
-            "cudnn": _tf32_allowed(backends.cudnn, lambda: backends.cudnn.conv)}
+    return {
+        "matmul": _tf32_allowed(backends.cuda.matmul, lambda: backends.cuda.matmul),
+        "cudnn": _tf32_allowed(backends.cudnn, lambda: backends.cudnn.conv),
+    }
 
 
 # What torch_flags reads, and the order apply_torch_flags sets them in: the matmul precision first,
 # because setting it also sets matmul's TF32 flag (and `allow_tf32 = True` would turn "medium" into
 # "high"); the TF32 flags after it only where they still differ.
-FLAGS = ("float32_matmul_precision", "matmul_tf32", "cudnn_tf32", "cudnn_benchmark", "cudnn_deterministic",
-         "deterministic_algorithms", "deterministic_warn_only", "cublas_workspace_config")
+FLAGS = (
+    "float32_matmul_precision",
+    "matmul_tf32",
+    "cudnn_tf32",
+    "cudnn_benchmark",
+    "cudnn_deterministic",
+    "deterministic_algorithms",
+    "deterministic_warn_only",
+    "cublas_workspace_config",
+)
 
 
 def _matmul_precision(torch) -> str | None:
@@ -123,8 +135,9 @@ def apply_torch_flags(flags: dict) -> list[str]:
             _set_tf32(b.cudnn, lambda: b.cudnn.conv, flags["cudnn_tf32"])  # type: ignore[attr-defined]
         b.cudnn.benchmark = flags["cudnn_benchmark"]
         b.cudnn.deterministic = flags["cudnn_deterministic"]
-        torch.use_deterministic_algorithms(flags["deterministic_algorithms"],
-                                           warn_only=flags["deterministic_warn_only"])
+        torch.use_deterministic_algorithms(
+            flags["deterministic_algorithms"], warn_only=flags["deterministic_warn_only"]
+        )
         # Read by cuBLAS when it first makes a workspace, so set before the step is built.
         if flags["cublas_workspace_config"] is None:
             os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
@@ -132,7 +145,11 @@ def apply_torch_flags(flags: dict) -> list[str]:
             os.environ["CUBLAS_WORKSPACE_CONFIG"] = flags["cublas_workspace_config"]
     now = torch_flags()
     # A precision the caller's torch would not say (None: APIs mixed) was not set, so is not compared.
-    return [f"torch flag {name} is {now[name]!r} in this process, {flags[name]!r} in the calling process: "
-            "it could not be set here" for name in FLAGS
-            if name in flags and now[name] != flags[name]
-            and not (name == "float32_matmul_precision" and flags[name] is None)]
+    return [
+        f"torch flag {name} is {now[name]!r} in this process, {flags[name]!r} in the calling process: "
+        "it could not be set here"
+        for name in FLAGS
+        if name in flags
+        and now[name] != flags[name]
+        and not (name == "float32_matmul_precision" and flags[name] is None)
+    ]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from perfsuite.core.config import TIMING_MODES
 
@@ -125,8 +126,6 @@ class CudaSyncWallClock:
 
     def now(self) -> float:
         return time.perf_counter()
-
-
 
 
 def clock_for(device, timing: str = "event") -> Clock:

@@ -42,20 +42,20 @@ import math
 import multiprocessing
 import pickle
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
-from perfsuite.stats import summary as stats
+from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
+from perfsuite.core.discover import entry_point_workloads, loaded_paths
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
-from perfsuite.core.workload import Workload
-from perfsuite.core import registry
-from perfsuite.core.discover import entry_point_workloads
-from perfsuite.core.discover import loaded_paths
 from perfsuite.core.units import fmt_seconds
+from perfsuite.core.workload import Workload
 from perfsuite.measuring.runner import conditions_warnings
 from perfsuite.measuring.tf32 import torch_flags
+from perfsuite.stats import summary as stats
 
 # Forked from a server that preloaded these (an import that fails there is skipped, as
 # multiprocessing does); the server never runs a torch op, so no thread pool is inherited.
@@ -65,9 +65,19 @@ START_METHOD = "forkserver"
 # torch._dynamo: FlopCounterMode's first use imports it (with sympy), 1.8-2.2 s on this VM, paid by
 # every process that counts a step's FLOPs: the first worker of a run, and each of a gate's and a
 # bisect probe's side processes (six per probe); imported here once, a child's first count takes 30 ms.
-PRELOAD = ("torch", "torch._dynamo", "torchvision", "scipy.stats", "perfsuite.measuring.runner", "perfsuite.measuring.workers",
-           "perfsuite.measuring.system", "perfsuite.core.discover", "perfsuite.compare.side_worker",
-           "perfsuite.cli", "perfsuite.measuring.preload")
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "torchvision",
+    "scipy.stats",
+    "perfsuite.measuring.runner",
+    "perfsuite.measuring.workers",
+    "perfsuite.measuring.system",
+    "perfsuite.core.discover",
+    "perfsuite.compare.side_worker",
+    "perfsuite.cli",
+    "perfsuite.measuring.preload",
+)
 _server_warm = False  # whether this process's fork server has started and preloaded
 _preload: tuple[str, ...] = PRELOAD  # what this process's fork server imports (start_server_soon may drop one)
 # A merged record warns when most of a process median's variance is between processes.
@@ -108,7 +118,6 @@ def worker_main(conn, job: Job) -> None:
         from perfsuite.core import registry
         from perfsuite.core.discover import load_entry_points, load_file
         from perfsuite.measuring import runner, tf32
-
         from perfsuite.measuring.fork_cuda import refuse_bad_fork
 
         refuse_bad_fork(job.cfg.device)
@@ -121,8 +130,9 @@ def worker_main(conn, job: Job) -> None:
 
         workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
         with counted.shared(job.counts) as made:
-            rec = runner.run_case(workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock,
-                                  deadline=job.deadline)
+            rec = runner.run_case(
+                workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock, deadline=job.deadline
+            )
         if flag_warnings:
             rec = replace(rec, warnings=(*rec.warnings, *flag_warnings))
         conn.send(("ok", rec.to_dict(), made))
@@ -145,15 +155,17 @@ def _portable(workload: Workload) -> Workload | str:
     itself (pickled by reference: the worker imports the user's module, as their script did)."""
     from pathlib import Path
 
-
     try:
         if registry.get(workload.name) is not workload:
             return workload
     except ConfigError:
         return workload
     source = Path(workload.source.rsplit(":", 1)[0]).resolve() if workload.source else None
-    if workload.builtin or workload.name in entry_point_workloads() or (
-            source is not None and str(source) in loaded_paths()):
+    if (
+        workload.builtin
+        or workload.name in entry_point_workloads()
+        or (source is not None and str(source) in loaded_paths())
+    ):
         return workload.name
     return workload
 
@@ -168,8 +180,9 @@ def _run_worker(ctx, target: Callable, job: Job, label: str) -> tuple[Record, in
             kind, payload, *counts = parent.recv()  # a worker body may send no counts
         except EOFError:
             proc.join()
-            raise WorkerFailed(f"{label} (pid {proc.pid}) exited with code {proc.exitcode} "
-                               "before sending its record") from None
+            raise WorkerFailed(
+                f"{label} (pid {proc.pid}) exited with code {proc.exitcode} before sending its record"
+            ) from None
         proc.join()
     finally:
         if proc.is_alive():  # interrupted: do not leave a worker measuring behind us
@@ -210,15 +223,25 @@ def processes_advice(spread, cfg: RunConfig, n: int) -> str:
     from scipy.stats import t
 
     cv = max(math.sqrt(spread.between_var + spread.within_var) / spread.median, 1e-9)
-    need = next((k for k in range(max(n + 1, 3), 65)
-                 if t.ppf(0.5 + cfg.confidence / 2, k - 1) * cv / math.sqrt(k) <= cfg.target_rel_ci), None)
+    need = next(
+        (
+            k
+            for k in range(max(n + 1, 3), 65)
+            if t.ppf(0.5 + cfg.confidence / 2, k - 1) * cv / math.sqrt(k) <= cfg.target_rel_ci
+        ),
+        None,
+    )
     slot = cfg.max_time / n
     if need is None:
-        return (f"the process medians spread {cv:.1%} (CV), too much for +-{cfg.target_rel_ci:.1%} from separate "
-                "processes on this machine: widen --target-ci, or compare versions in one interleaved "
-                "`perfsuite gate` (paired, immune to this spread)")
-    return (f"next: --processes {need} --max-time {need * slot:.0f} (the medians spread {cv:.1%}; each "
-            "process adds a degree of freedom to the interval)")
+        return (
+            f"the process medians spread {cv:.1%} (CV), too much for +-{cfg.target_rel_ci:.1%} from separate "
+            "processes on this machine: widen --target-ci, or compare versions in one interleaved "
+            "`perfsuite gate` (paired, immune to this spread)"
+        )
+    return (
+        f"next: --processes {need} --max-time {need * slot:.0f} (the medians spread {cv:.1%}; each "
+        "process adds a degree of freedom to the interval)"
+    )
 
 
 def start_server_soon(vision: bool = True) -> None:
@@ -247,18 +270,30 @@ def worker_count(workload: Workload, cfg: RunConfig) -> int:
     return cfg.workers
 
 
-def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dict | None = None,
-                   peak: dict | None = None, clock=None, target: Callable = worker_main,
-                   start_method: str | None = None) -> Record:
+def run_in_workers(
+    workload: Workload,
+    params: dict,
+    cfg: RunConfig,
+    *,
+    env: dict | None = None,
+    peak: dict | None = None,
+    clock=None,
+    target: Callable = worker_main,
+    start_method: str | None = None,
+) -> Record:
     """Measure one case in `cfg.workers` fresh workers, one after another; one merged record.
     The whole takes `cfg.max_time` (after the fork server's start-up): each worker's slot ends at
     a deadline, an equal share of what is left when it starts."""
     import time
 
     n = cfg.workers
-    share = replace(cfg, processes=1, max_time=cfg.max_time / n, min_time=cfg.min_time / n,
-                    builds=cfg.builds if cfg.builds is not None else 1)
-
+    share = replace(
+        cfg,
+        processes=1,
+        max_time=cfg.max_time / n,
+        min_time=cfg.min_time / n,
+        builds=cfg.builds if cfg.builds is not None else 1,
+    )
 
     job = Job(_portable(workload), dict(params), share, env, peak, clock, loaded_paths(), flags=torch_flags())
     if cfg.processes is None:  # workers by default only: those asked for explicitly fail as they always did
@@ -271,9 +306,15 @@ def run_in_workers(workload: Workload, params: dict, cfg: RunConfig, *, env: dic
             pickle.dumps(job.workload)
         except Exception as exc:  # noqa: BLE001 - a closure, a lambda, a local class: anything pickle refuses
             rec = runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
-            return replace(rec, warnings=(*rec.warnings, f"measured in this process, not in {n} worker processes: "
-                                          f"the workload cannot be sent to one ({type(exc).__name__}: {exc}); "
-                                          "the interval cannot see the variation between processes"))
+            return replace(
+                rec,
+                warnings=(
+                    *rec.warnings,
+                    f"measured in this process, not in {n} worker processes: "
+                    f"the workload cannot be sent to one ({type(exc).__name__}: {exc}); "
+                    "the interval cannot see the variation between processes",
+                ),
+            )
     ctx = context(start_method)
     end = time.monotonic() + cfg.max_time
     runs = []
@@ -299,40 +340,62 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     process's samples and conditions kept, the median and CI from the process medians."""
     n, first = len(records), records[0]
     # A process's unit is the median it reports (that of its builds' medians, with several builds).
-    spread = stats.process_spread([r.samples_s for r in records], cfg.confidence,
-                                  medians=[r.median_s for r in records])
+    spread = stats.process_spread([r.samples_s for r in records], cfg.confidence, medians=[r.median_s for r in records])
     # A process's median is computed from its samples and builds (Record.process_medians), not kept.
-    procs = [{"pid": pid, "samples_s": list(r.samples_s), "block_size": r.block_size,
-              "converged": r.converged, "warmup_settled": r.warmup.get("settled"),
-              "first_call_s": r.warmup.get("first_call_s"), "conditions": r.conditions, "warnings": list(r.warnings)}
-             for r, pid in zip(records, pids)]
+    procs = [
+        {
+            "pid": pid,
+            "samples_s": list(r.samples_s),
+            "block_size": r.block_size,
+            "converged": r.converged,
+            "warmup_settled": r.warmup.get("settled"),
+            "first_call_s": r.warmup.get("first_call_s"),
+            "conditions": r.conditions,
+            "warnings": list(r.warnings),
+        }
+        for r, pid in zip(records, pids)
+    ]
     # CPUs and threads as the workers had them; steal and other load over all their timed regions.
-    conditions = {**first.conditions, "processes": n,
-                  **{key: _weighted(records, key)
-                     for key in ("steal_fraction", "others_cpus", "busy_fraction", "minor_faults_per_step")},
-                  "timed_wall_s": sum(r.conditions.get("timed_wall_s") or 0.0 for r in records),
-                  "load_avg": records[-1].conditions.get("load_avg"),
-                  "between_share": spread.between_share, "between_cv": spread.between_cv,
-                  "within_cv": spread.within_cv, "ci_method": spread.ci_method}
+    conditions = {
+        **first.conditions,
+        "processes": n,
+        **{
+            key: _weighted(records, key)
+            for key in ("steal_fraction", "others_cpus", "busy_fraction", "minor_faults_per_step")
+        },
+        "timed_wall_s": sum(r.conditions.get("timed_wall_s") or 0.0 for r in records),
+        "load_avg": records[-1].conditions.get("load_avg"),
+        "between_share": spread.between_share,
+        "between_cv": spread.between_cv,
+        "within_cv": spread.within_cv,
+        "ci_method": spread.ci_method,
+    }
     # Every process's builds, tagged with the process they ran in (a process measured in one build
     # counts as one); `samples_s` pooled in process order is then their samples pooled in order.
-    builds = [{**b, "process": i} for i, r in enumerate(records)
-              for b in (r.builds or [{"samples_s": list(r.samples_s)}])]
+    builds = [
+        {**b, "process": i} for i, r in enumerate(records) for b in (r.builds or [{"samples_s": list(r.samples_s)}])
+    ]
     conditions["builds"] = len(builds)
     conditions.pop("reference", None)  # each process keeps its own; the run's is their median
     refs: list[Any] = [r.conditions.get("reference") for r in records]  # all(refs): none is None
     if all(refs) and len({ref["kernel"] for ref in refs}) == 1:
-        conditions["reference"] = {"kernel": refs[0]["kernel"],
-                                   "median_s": stats.median([ref["median_s"] for ref in refs])}
+        conditions["reference"] = {
+            "kernel": refs[0]["kernel"],
+            "median_s": stats.median([ref["median_s"] for ref in refs]),
+        }
     warnings = conditions_warnings(conditions) if first.conditions else []
     hw = spread.rel_ci_halfwidth
     converged = hw <= cfg.target_rel_ci
     if not converged:
-        warnings.append(f"did not converge: the {cfg.confidence:.0%} CI from {n} process medians is +-{hw:.2%} "
-                        f"(target +-{cfg.target_rel_ci:.2%}); " + processes_advice(spread, cfg, n))
+        warnings.append(
+            f"did not converge: the {cfg.confidence:.0%} CI from {n} process medians is +-{hw:.2%} "
+            f"(target +-{cfg.target_rel_ci:.2%}); " + processes_advice(spread, cfg, n)
+        )
     if spread.between_share > BETWEEN_WARN_SHARE and spread.between_cv > cfg.target_rel_ci:
-        warnings.append(f"between processes: {spread.between_share:.0%} of a process median's variance "
-                        f"(CV {spread.between_cv:.1%}); more processes narrow the CI, longer ones do not")
+        warnings.append(
+            f"between processes: {spread.between_share:.0%} of a process median's variance "
+            f"(CV {spread.between_cv:.1%}); more processes narrow the CI, longer ones do not"
+        )
     # Each process's own convergence and load warnings are superseded by the merged ones above.
     superseded = ("did not converge", "hypervisor steal", "other processes kept")
     by_text: dict[str, list[int]] = {}
@@ -346,17 +409,39 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     memory: dict = {}
     for r in records:  # the largest peak of any process
         for k, v in r.memory.items():
-            memory[k] = max(memory[k], v) if isinstance(v, (int, float)) and isinstance(memory.get(k), (int, float)) \
+            memory[k] = (
+                max(memory[k], v)
+                if isinstance(v, (int, float)) and isinstance(memory.get(k), (int, float))
                 else memory.get(k, v)
+            )
     overheads = [r.config["clock_overhead_s"] for r in records if r.config.get("clock_overhead_s") is not None]
-    config = {**cfg.to_dict(), "clock_overhead_s": stats.median(overheads) if overheads else None,
-              "rel_ci_halfwidth": hw, "measure_s": sum(r.config.get("measure_s") or 0.0 for r in records)}
-    return Record(workload=first.workload, params=first.params, device=first.device,
-                  timing_method=first.timing_method, block_size=first.block_size,
-                  samples_s=tuple(s for r in records for s in r.samples_s), work=first.work, warmup=first.warmup,
-                  memory=memory, nvml=first.nvml, env=first.env, peak=first.peak, config=config,
-                  converged=converged, warnings=tuple(warnings), extra=first.extra, conditions=conditions,
-                  processes=tuple(procs), builds=tuple(builds) if len(builds) > len(records) else None)
+    config = {
+        **cfg.to_dict(),
+        "clock_overhead_s": stats.median(overheads) if overheads else None,
+        "rel_ci_halfwidth": hw,
+        "measure_s": sum(r.config.get("measure_s") or 0.0 for r in records),
+    }
+    return Record(
+        workload=first.workload,
+        params=first.params,
+        device=first.device,
+        timing_method=first.timing_method,
+        block_size=first.block_size,
+        samples_s=tuple(s for r in records for s in r.samples_s),
+        work=first.work,
+        warmup=first.warmup,
+        memory=memory,
+        nvml=first.nvml,
+        env=first.env,
+        peak=first.peak,
+        config=config,
+        converged=converged,
+        warnings=tuple(warnings),
+        extra=first.extra,
+        conditions=conditions,
+        processes=tuple(procs),
+        builds=tuple(builds) if len(builds) > len(records) else None,
+    )
 
 
 def describe(record: Record) -> str | None:
@@ -364,8 +449,10 @@ def describe(record: Record) -> str | None:
     s = record.spread
     if s is None:
         return None
-    return (f"{record.label()}: {len(s.medians)} processes, medians {fmt_seconds(min(s.medians))} to "
-            f"{fmt_seconds(max(s.medians))}; {s.between_share:.0%} of a process median's variance is between "
-            f"processes (CV {s.between_cv:.1%} between, {s.within_cv:.1%} within); "
-            f"median {fmt_seconds(s.median)}, {s.confidence:.0%} CI {fmt_seconds(s.ci_low)} to "
-            f"{fmt_seconds(s.ci_high)} ({s.ci_method})")
+    return (
+        f"{record.label()}: {len(s.medians)} processes, medians {fmt_seconds(min(s.medians))} to "
+        f"{fmt_seconds(max(s.medians))}; {s.between_share:.0%} of a process median's variance is between "
+        f"processes (CV {s.between_cv:.1%} between, {s.within_cv:.1%} within); "
+        f"median {fmt_seconds(s.median)}, {s.confidence:.0%} CI {fmt_seconds(s.ci_low)} to "
+        f"{fmt_seconds(s.ci_high)} ({s.ci_method})"
+    )

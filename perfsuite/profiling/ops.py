@@ -12,9 +12,10 @@ keeps more.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
-from perfsuite.measuring.memory import CudaPeakMemory
-from perfsuite.measuring.memory import HostPeakRSS
+from collections.abc import Callable
+from typing import Any
+
+from perfsuite.measuring.memory import CudaPeakMemory, HostPeakRSS
 
 # Pseudo-events of the profiler, not operators of the step.
 _NOT_OPERATORS = ("[memory]", "ProfilerStep")
@@ -45,15 +46,17 @@ def profile_ops(step: Callable[[], object], steps: int, device: str = "cpu", war
     for e in prof.key_averages(group_by_input_shape=True):
         if e.key.startswith(_NOT_OPERATORS) or _on_the_device(e):
             continue
-        rows.append({
-            "name": e.key,
-            "shapes": str(e.input_shapes or []),
-            "calls": e.count / steps,
-            "self_cpu_us": e.self_cpu_time_total / steps,
-            "self_device_us": _attr(e, "self_device_time_total", "self_cuda_time_total") / steps,
-            "self_cpu_bytes": e.self_cpu_memory_usage / steps,
-            "self_device_bytes": _attr(e, "self_device_memory_usage", "self_cuda_memory_usage") / steps,
-        })
+        rows.append(
+            {
+                "name": e.key,
+                "shapes": str(e.input_shapes or []),
+                "calls": e.count / steps,
+                "self_cpu_us": e.self_cpu_time_total / steps,
+                "self_device_us": _attr(e, "self_device_time_total", "self_cuda_time_total") / steps,
+                "self_cpu_bytes": e.self_cpu_memory_usage / steps,
+                "self_device_bytes": _attr(e, "self_device_memory_usage", "self_cuda_memory_usage") / steps,
+            }
+        )
     return rows
 
 

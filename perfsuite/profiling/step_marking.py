@@ -32,13 +32,17 @@ NSYS_ANY_NVTX_STRING = "NSYS_NVTX_PROFILER_REGISTER_ONLY=0"
 
 def nsight_commands(argv: str) -> list[str]:
     return [
-        (f"nsys profile --trace=cuda,nvtx,osrt --capture-range=nvtx --nvtx-capture=train_step "
-         f"--capture-range-end=stop --env-var={NSYS_ANY_NVTX_STRING} -o reports/nsys/step {argv}"),
+        (
+            f"nsys profile --trace=cuda,nvtx,osrt --capture-range=nvtx --nvtx-capture=train_step "
+            f"--capture-range-end=stop --env-var={NSYS_ANY_NVTX_STRING} -o reports/nsys/step {argv}"
+        ),
         # A bare range name selects a start/end range; push/pop ranges would need a trailing '/'.
         # --clock-control none: by default ncu locks the clocks to base, so its times (and the
         # FLOP/s and % of roof from them) disagree with perfsuite's, measured at the clocks it ran at.
-        (f"ncu --clock-control none --nvtx --nvtx-include \"train_step\" --metrics {ROOFLINE_METRICS} "
-         f"--export reports/ncu/step {argv}"),
+        (
+            f'ncu --clock-control none --nvtx --nvtx-include "train_step" --metrics {ROOFLINE_METRICS} '
+            f"--export reports/ncu/step {argv}"
+        ),
         "ncu --import reports/ncu/step.ncu-rep --csv --page details > reports/ncu/step.csv",
         "perfsuite roofline reports/ncu/step.csv   # roofs from the file; else --device NAME or --peak-compute/--peak-bw",
     ]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from perfsuite.core.text import slug
 from perfsuite.storage import write
@@ -24,8 +25,15 @@ class Trace:
     wall_s: float  # wall time of the profiled steps together
 
 
-def trace_window(step: Callable[[], object], out_dir: Path, label: str, device: str = "cpu",
-                 wait: int = 0, warmup: int = 2, active: int = 1) -> Trace:
+def trace_window(
+    step: Callable[[], object],
+    out_dir: Path,
+    label: str,
+    device: str = "cpu",
+    wait: int = 0,
+    warmup: int = 2,
+    active: int = 1,
+) -> Trace:
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -41,9 +49,14 @@ def trace_window(step: Callable[[], object], out_dir: Path, label: str, device: 
     # "clears events at the end of each cycle" (seen on CUDA, where warnings fail the tests).
     if "acc_events" in inspect.signature(profile.__init__).parameters:
         kwargs["acc_events"] = True
-    with profile(activities=activities, schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-                 on_trace_ready=lambda p: write.from_tool(trace, p.export_chrome_trace), record_shapes=True,
-                 profile_memory=True, **kwargs) as prof:
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+        on_trace_ready=lambda p: write.from_tool(trace, p.export_chrome_trace),
+        record_shapes=True,
+        profile_memory=True,
+        **kwargs,
+    ) as prof:
         for i in range(wait + warmup + active):
             t0 = time.perf_counter()
             step()

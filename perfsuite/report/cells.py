@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from perfsuite.core.record import Record
-from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
 from perfsuite.core.text import markdown_cell
+from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
 
 
 def _peak_cell(r: Record) -> str:
@@ -35,7 +35,8 @@ def record_cells(r: Record) -> dict[str, str]:
         "flops": "-" if r.flops_per_s is None else fmt_rate(r.flops_per_s, "FLOP/s"),
         "peak": _peak_cell(r),
         "bound": r.bound.cell(),
-        "memory": ("-" if mem is None else "+" + fmt_bytes(mem)) + ("" if cuda is None else f" / CUDA {fmt_bytes(cuda)}"),
+        "memory": ("-" if mem is None else "+" + fmt_bytes(mem))
+        + ("" if cuda is None else f" / CUDA {fmt_bytes(cuda)}"),
     }
 
 
@@ -44,7 +45,6 @@ def markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
     Every cell is already display text (tabulate must not parse "1.10x" or "12" as numbers), and
     cells from data files (names, parameters) lose control characters and escape "|"."""
     import pandas as pd
-
 
     cells = [[markdown_cell(c) for c in row] for row in rows]
     return pd.DataFrame(cells, columns=columns).to_markdown(index=False, disable_numparse=True).splitlines()

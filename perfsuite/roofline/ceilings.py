@@ -28,9 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfsuite.roofline.devices import DENSE_TENSOR_PER_SM_CYCLE, KNOWN_DEVICES
 from perfsuite.roofline.metrics import PEAK_COMPUTE, PEAK_MEMORY, PIPE_LABEL, SM_COUNT, SM_HZ
-from perfsuite.roofline.devices import DENSE_TENSOR_PER_SM_CYCLE
-from perfsuite.roofline.devices import KNOWN_DEVICES
 
 LEVELS = ("dram", "l2", "l1")
 
@@ -120,9 +119,16 @@ def merge(*sources: Ceilings) -> Ceilings:
 
 def from_file(launches) -> Ceilings:
     """Rates the export carries: peak per cycle x the highest clock any launch ran at."""
+
     def best(per_cycle: str, hz: str, mult: float = 1.0) -> float:
-        return max((l.metrics[per_cycle] * mult * l.metrics[hz] for l in launches
-                    if per_cycle in l.metrics and hz in l.metrics), default=0.0)
+        return max(
+            (
+                l.metrics[per_cycle] * mult * l.metrics[hz]
+                for l in launches
+                if per_cycle in l.metrics and hz in l.metrics
+            ),
+            default=0.0,
+        )
 
     out = Ceilings()
     for pipe, pairs in PEAK_COMPUTE.items():
@@ -164,8 +170,10 @@ def _check_tensor(out: Ceilings, launches) -> None:
             else:
                 why = "no SM count (device__attribute_multiprocessor_count or the FFMA peak)"
             out.source[pipe] = "file, unchecked"
-            out.notes[pipe] = (f"{label} roof from the file unchecked ({why}): Nsight Compute's tensor peaks were twice "
-                               "the dense rate on an H100; check it against the datasheet, or give --peak-compute")
+            out.notes[pipe] = (
+                f"{label} roof from the file unchecked ({why}): Nsight Compute's tensor peaks were twice "
+                "the dense rate on an H100; check it against the datasheet, or give --peak-compute"
+            )
             continue
         per_cycle = max(l.metrics[m] * mult for m, mult in PEAK_COMPUTE[pipe] for l in launches if m in l.metrics)
         ratio = per_cycle / sms / dense[pipe]
@@ -174,16 +182,21 @@ def _check_tensor(out: Ceilings, launches) -> None:
             out.source[pipe] = "file ÷2: ncu's rate is the 2:4-sparse one"
         elif abs(ratio - 1.0) > _RATIO_TOLERANCE:
             out.source[pipe] = "file, unchecked"
-            out.notes[pipe] = (f"{label} roof from the file is {per_cycle / sms:.0f} FLOP per SM per cycle where compute "
-                               f"capability {cc} does {dense[pipe]} dense: kept as given, unchecked")
+            out.notes[pipe] = (
+                f"{label} roof from the file is {per_cycle / sms:.0f} FLOP per SM per cycle where compute "
+                f"capability {cc} does {dense[pipe]} dense: kept as given, unchecked"
+            )
 
 
 def from_device(name: str) -> Ceilings:
     tflops, gbs = KNOWN_DEVICES[name]
     src = f"datasheet {name}"
     # float("66.9e12") is 6.69e13 exactly as written; 66.9 * 1e12 is not.
-    return Ceilings({k: float(f"{v!r}e12") for k, v in tflops.items()}, {"dram": float(f"{gbs!r}e9")},
-                    {**{k: src for k in tflops}, "dram": src})
+    return Ceilings(
+        {k: float(f"{v!r}e12") for k, v in tflops.items()},
+        {"dram": float(f"{gbs!r}e9")},
+        {**{k: src for k in tflops}, "dram": src},
+    )
 
 
 def given(tflops: float | None, gbs: float | None) -> Ceilings:

@@ -24,7 +24,8 @@ def record_points(records: list[Record]) -> tuple[list[Point], dict]:
         # A short chart label: workload, its distinguishing parameter, and the precision.
         detail = next((str(r.params[k]) for k in ("variant", "model", "impl", "n", "batch_size") if k in r.params), "")
         short = " ".join(x for x in (r.workload, detail, r.work.dtype) if x)
-        pts.append(Point(r.label(), short, "", r.work.flops_per_step, r.work.bytes_per_step, None, None, t,
-                         r.work.dtype))
+        pts.append(
+            Point(r.label(), short, "", r.work.flops_per_step, r.work.bytes_per_step, None, None, t, r.work.dtype)
+        )
         peaks[r.work.dtype] = (r.peak.get("flops_per_s"), r.peak.get("bytes_per_s"))
     return pts, peaks

@@ -26,14 +26,25 @@ TENSOR = {
 }
 TENSOR_INST = "sm__inst_executed_pipe_tensor.sum"
 PIPES = ("fp64", "fp32", "fp16", "tensor_fp64", "tensor_tf32", "tensor_fp16", "tensor_fp8", "tensor_int8")
-PIPE_LABEL = {"fp64": "FP64", "fp32": "FP32", "fp16": "FP16 (CUDA cores)", "tensor_fp64": "FP64 tensor",
-              "tensor_tf32": "TF32 tensor", "tensor_fp16": "FP16/BF16 tensor", "tensor_fp8": "FP8 tensor",
-              "tensor_int8": "INT8 tensor", "bf16": "BF16", "*": "compute (given)"}
+PIPE_LABEL = {
+    "fp64": "FP64",
+    "fp32": "FP32",
+    "fp16": "FP16 (CUDA cores)",
+    "tensor_fp64": "FP64 tensor",
+    "tensor_tf32": "TF32 tensor",
+    "tensor_fp16": "FP16/BF16 tensor",
+    "tensor_fp8": "FP8 tensor",
+    "tensor_int8": "INT8 tensor",
+    "bf16": "BF16",
+    "*": "compute (given)",
+}
 TIME = "gpu__time_duration.sum"
 # Time from cycles when the duration is absent: Nsight Compute's own roofline sections use the
 # SM pair; the gpc pair is what older perfsuite lists asked for.
-CYCLE_PAIRS = (("sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second"),
-               ("gpc__cycles_elapsed.max", "gpc__cycles_elapsed.avg.per_second"))
+CYCLE_PAIRS = (
+    ("sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second"),
+    ("gpc__cycles_elapsed.max", "gpc__cycles_elapsed.avg.per_second"),
+)
 DRAM, DRAM_R, DRAM_W = "dram__bytes.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"
 L2, L1 = "lts__t_bytes.sum", "l1tex__t_bytes.sum"
 SM_HZ = "sm__cycles_elapsed.avg.per_second"
@@ -42,16 +53,22 @@ PEAK_COMPUTE = {
     "fp64": [("sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained", 2.0)],
     "fp32": [("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained", 2.0)],
     "fp16": [("sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained", 2.0)],
-    **{pipe: [(f"{m}.peak_sustained", 1.0) for m, p in TENSOR.items() if p == pipe] for pipe in dict.fromkeys(TENSOR.values())},
+    **{
+        pipe: [(f"{m}.peak_sustained", 1.0) for m, p in TENSOR.items() if p == pipe]
+        for pipe in dict.fromkeys(TENSOR.values())
+    },
 }
-PEAK_MEMORY = {"dram": ("dram__bytes.sum.peak_sustained", "dram__cycles_elapsed.avg.per_second"),
-               "l2": ("lts__t_bytes.sum.peak_sustained", "lts__cycles_elapsed.avg.per_second"),
-               "l1": ("l1tex__t_bytes.sum.peak_sustained", "l1tex__cycles_elapsed.avg.per_second")}
+PEAK_MEMORY = {
+    "dram": ("dram__bytes.sum.peak_sustained", "dram__cycles_elapsed.avg.per_second"),
+    "l2": ("lts__t_bytes.sum.peak_sustained", "lts__cycles_elapsed.avg.per_second"),
+    "l1": ("l1tex__t_bytes.sum.peak_sustained", "l1tex__cycles_elapsed.avg.per_second"),
+}
 
 
 def flop_metric_names(prefixes=("sm", "smsp")) -> list[str]:
-    return [f"{pre}__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for pre in prefixes
-            for p in PRECISIONS for op in OPS]
+    return [
+        f"{pre}__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for pre in prefixes for p in PRECISIONS for op in OPS
+    ]
 
 
 def profile_metrics() -> list[str]:
@@ -64,8 +81,13 @@ def profile_metrics() -> list[str]:
 # The raw page carries the SM count among the device attributes; it is not asked for (the
 # details page lacks it), so a file's tensor ceilings are checked with it only where present.
 SM_COUNT = "device__attribute_multiprocessor_count"
-WANTED = (set(flop_metric_names()) | set(TENSOR) | {TENSOR_INST, TIME, DRAM, DRAM_R, DRAM_W, L2, L1, SM_COUNT}
-          | {m for pair in CYCLE_PAIRS for m in pair} | set(profile_metrics()))
+WANTED = (
+    set(flop_metric_names())
+    | set(TENSOR)
+    | {TENSOR_INST, TIME, DRAM, DRAM_R, DRAM_W, L2, L1, SM_COUNT}
+    | {m for pair in CYCLE_PAIRS for m in pair}
+    | set(profile_metrics())
+)
 DEVICE_NAME = "device__attribute_display_name"
 
 
@@ -130,7 +152,7 @@ def _tensor(m: dict) -> tuple[dict, str, str]:
     inst = m.get(TENSOR_INST)
     if inst == 0:
         return {}, "none", ""
-    why = (f"{inst:.0f} tensor instructions" if inst is not None else f"no {TENSOR_INST}")
+    why = f"{inst:.0f} tensor instructions" if inst is not None else f"no {TENSOR_INST}"
     return {}, "unknown", f"lower bound: tensor FLOPs unknown ({why}, no sm__ops_path_tensor_src_* metrics)"
 
 

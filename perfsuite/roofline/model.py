@@ -69,13 +69,25 @@ def point(launch: Launch, path: Path) -> Point:
     try:
         f = figures(launch.metrics)
     except MissingMetric as exc:
-        raise NcuCsvError(f"{path}: {_who(launch)} lacks the metric {exc.args[0]} "
-                          f"(its rows start at line {launch.line})") from None
+        raise NcuCsvError(
+            f"{path}: {_who(launch)} lacks the metric {exc.args[0]} (its rows start at line {launch.line})"
+        ) from None
     if f.time_s <= 0:
         raise NcuCsvError(f"{path}: {_who(launch)} at line {launch.line} took {f.time_s!r} s; a launch takes time")
     tensor = None if f.tensor == "unknown" else sum(v for k, v in f.pipe_flops.items() if k.startswith("tensor_"))
-    return Point(launch.id, launch.kernel, launch.nvtx, sum(f.pipe_flops.values()), f.dram, f.l2, f.l1, f.time_s,
-                 pipe_flops=f.pipe_flops, note=f.note, tensor_flops=tensor)
+    return Point(
+        launch.id,
+        launch.kernel,
+        launch.nvtx,
+        sum(f.pipe_flops.values()),
+        f.dram,
+        f.l2,
+        f.l1,
+        f.time_s,
+        pipe_flops=f.pipe_flops,
+        note=f.note,
+        tensor_flops=tensor,
+    )
 
 
 def _sum_opt(values) -> float | None:
@@ -89,14 +101,31 @@ def aggregate(points: list[Point], label: str, rng: str = "", kernel: str = "") 
         for k, v in p.pipes().items():
             pipes[k] = pipes.get(k, 0.0) + v
     notes = [p.note for p in points if p.note]
-    note = (f"lower bound: {len(notes)} of {len(points)} launches have unknown tensor FLOPs" if len(points) > 1
-            else notes[0]) if notes else ""
+    note = (
+        (
+            f"lower bound: {len(notes)} of {len(points)} launches have unknown tensor FLOPs"
+            if len(points) > 1
+            else notes[0]
+        )
+        if notes
+        else ""
+    )
     dtypes = {p.dtype for p in points}
-    return Point(label, kernel, rng, sum(p.flops for p in points), sum(p.dram_bytes for p in points),
-                 _sum_opt(p.l2_bytes for p in points), _sum_opt(p.l1_bytes for p in points),
-                 sum(p.time_s for p in points), dtypes.pop() if len(dtypes) == 1 else "",
-                 pipe_flops=pipes, note=note, launches=sum(p.launches for p in points),
-                 tensor_flops=_sum_opt(p.tensor_flops for p in points))
+    return Point(
+        label,
+        kernel,
+        rng,
+        sum(p.flops for p in points),
+        sum(p.dram_bytes for p in points),
+        _sum_opt(p.l2_bytes for p in points),
+        _sum_opt(p.l1_bytes for p in points),
+        sum(p.time_s for p in points),
+        dtypes.pop() if len(dtypes) == 1 else "",
+        pipe_flops=pipes,
+        note=note,
+        launches=sum(p.launches for p in points),
+        tensor_flops=_sum_opt(p.tensor_flops for p in points),
+    )
 
 
 def by_range(points: list[Point], launches: list[Launch]) -> list[Point]:

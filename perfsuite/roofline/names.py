@@ -14,15 +14,47 @@ from __future__ import annotations
 import re
 
 MAX_LEN = 48
-_GENERIC = {"elementwise_kernel", "vectorized_elementwise_kernel", "unrolled_elementwise_kernel",
-            "multi_tensor_apply_kernel", "reduce_kernel", "Kernel", "Kernel2", "kernel", "globalKernel",
-            "device_kernel"}
+_GENERIC = {
+    "elementwise_kernel",
+    "vectorized_elementwise_kernel",
+    "unrolled_elementwise_kernel",
+    "multi_tensor_apply_kernel",
+    "reduce_kernel",
+    "Kernel",
+    "Kernel2",
+    "kernel",
+    "globalKernel",
+    "device_kernel",
+}
 # Most telling first: an ATen op's name, then its functor, then any other identifier.
-_HINTS = (re.compile(r"\b\w+_kernel_(?:cuda|impl)\b"), re.compile(r"\b\w*Functor\w*"),
-          re.compile(r"\b\w+_functor\b"), re.compile(r"\blaunch_\w+"), re.compile(r"\b\w+Ops\b"))
+_HINTS = (
+    re.compile(r"\b\w+_kernel_(?:cuda|impl)\b"),
+    re.compile(r"\b\w*Functor\w*"),
+    re.compile(r"\b\w+_functor\b"),
+    re.compile(r"\blaunch_\w+"),
+    re.compile(r"\b\w+Ops\b"),
+)
 _WORD = re.compile(r"\b[A-Za-z_]\w{3,}\b(?!::)")  # not a namespace
-_NOISE = {"void", "float", "double", "half", "long", "unsigned", "char", "bool", "const", "std", "array",
-          "instance", "lambda", "operator", "TensorIteratorBase", "TensorListMetadata", "detail", "memory"}
+_NOISE = {
+    "void",
+    "float",
+    "double",
+    "half",
+    "long",
+    "unsigned",
+    "char",
+    "bool",
+    "const",
+    "std",
+    "array",
+    "instance",
+    "lambda",
+    "operator",
+    "TensorIteratorBase",
+    "TensorListMetadata",
+    "detail",
+    "memory",
+}
 
 
 def _split(name: str) -> tuple[str, str]:
@@ -35,8 +67,8 @@ def _split(name: str) -> tuple[str, str]:
             for j in range(i, len(name)):
                 depth += {"<": 1, ">": -1}.get(name[j], 0)
                 if depth == 0:
-                    return name[:i], name[i + 1:j]
-            return name[:i], name[i + 1:]
+                    return name[:i], name[i + 1 : j]
+            return name[:i], name[i + 1 :]
     return name, ""
 
 

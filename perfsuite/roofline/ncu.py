@@ -16,8 +16,8 @@ rates above zero); errors name the file, the 1-based physical line, the column a
 from __future__ import annotations
 
 import csv
-import zlib
 import math
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,8 +78,10 @@ def read_ncu_csv(path: str | Path) -> list[Launch]:
     details = "Metric Name" in col and "Metric Value" in col
     launches = (_details if details else _raw)(_Ctx(p, header, col, cols), rows[1:])
     if not launches:
-        raise NcuCsvError(f"{p} line {header_line}: no kernel launch after the header "
-                          f"({'details' if details else 'raw'} page with no data rows)")
+        raise NcuCsvError(
+            f"{p} line {header_line}: no kernel launch after the header "
+            f"({'details' if details else 'raw'} page with no data rows)"
+        )
     return launches
 
 
@@ -156,8 +158,9 @@ def _raw(ctx: _Ctx, rows) -> list[Launch]:
     out = []
     for line, row in rows[1:]:
         if len(row) < len(header):
-            raise NcuCsvError(f"{ctx.path} line {line}: truncated row, column {len(row) + 1} "
-                              f"({header[len(row)]!r}) is missing")
+            raise NcuCsvError(
+                f"{ctx.path} line {line}: truncated row, column {len(row) + 1} ({header[len(row)]!r}) is missing"
+            )
         launch = ctx.launch(line, row)
         for i, name in wanted:
             unit = units[i] if i < len(units) else ""

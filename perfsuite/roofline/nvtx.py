@@ -56,10 +56,11 @@ class Range:
 def _entry(col: Column, text: str) -> Range:
     fields = text.split(":")
     if len(fields) < col.lead + 1 + col.tail:
-        raise ValueError(f"NVTX entry {text!r} has {len(fields)} ':'-fields; its header names "
-                         f"{col.lead + 1 + col.tail}")
+        raise ValueError(
+            f"NVTX entry {text!r} has {len(fields)} ':'-fields; its header names {col.lead + 1 + col.tail}"
+        )
     domain = fields[col.lead - 1] if col.lead else ""
-    name = ":".join(fields[col.lead:len(fields) - col.tail]).strip()
+    name = ":".join(fields[col.lead : len(fields) - col.tail]).strip()
     msg = fields[-1].strip() if col.tail else ""
     if name in ("", "none") and msg not in ("", "none"):  # a range named by its message only
         name = msg

@@ -13,11 +13,21 @@ import re
 from decimal import Decimal
 
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-         "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-_FREQ = {"cycle/nsecond": 1e9, "cycle/usecond": 1e6, "cycle/msecond": 1e3, "cycle/second": 1.0,
-         "cycle/ns": 1e9, "cycle/us": 1e6, "cycle/ms": 1e3, "cycle/s": 1.0,
-         "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+_TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+_FREQ = {
+    "cycle/nsecond": 1e9,
+    "cycle/usecond": 1e6,
+    "cycle/msecond": 1e3,
+    "cycle/second": 1.0,
+    "cycle/ns": 1e9,
+    "cycle/us": 1e6,
+    "cycle/ms": 1e3,
+    "cycle/s": 1.0,
+    "hz": 1.0,
+    "khz": 1e3,
+    "mhz": 1e6,
+    "ghz": 1e9,
+}
 # What ncu writes for plain counts; "" is its unit for the sm__ops_path_tensor_* FLOP counts.
 _COUNT_WORDS = ("", "inst", "cycle", "warp", "thread", "op", "ops", "flop", "sector", "request")
 KINDS = ("time", "bytes", "freq", "per_cycle", "count")
@@ -100,6 +110,6 @@ def read(text: str, unit: str, kind: str | None = None) -> float:
     if not math.isfinite(value):  # the reader refuses it, naming the metric
         return value
     exp = round(math.log10(scale))
-    if 10.0 ** exp != scale:
+    if 10.0**exp != scale:
         return value * scale
     return float(Decimal(text.strip().replace(",", "")).scaleb(exp))  # exact decimal shift, one rounding

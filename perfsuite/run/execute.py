@@ -19,9 +19,10 @@ took:
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from perfsuite.core.case import Case, Context, Measure, Output
 from perfsuite.core.config import RunConfig
@@ -62,15 +63,23 @@ class Records(Measure):
     def _measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
         launcher = getattr(case.workload, "launcher", None)
         if launcher is not None:  # distributed: ranks under torchrun, one record (perfsuite.distributed)
-            return launcher(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak,
-                            measured=ctx.measured, trace_dir=ctx.trace_dir)
+            return launcher(
+                case.workload,
+                dict(case.params),
+                cfg,
+                env=ctx.env,
+                peak=ctx.peak,
+                measured=ctx.measured,
+                trace_dir=ctx.trace_dir,
+            )
         if cfg.workers > 1:  # the budget spread over fresh worker processes, merged into one record
             from perfsuite.measuring.workers import run_in_workers
 
             return run_in_workers(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, clock=ctx.clock)
 
-        return runner.run_case(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, after=ctx.after,
-                               clock=ctx.clock)
+        return runner.run_case(
+            case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, after=ctx.after, clock=ctx.clock
+        )
 
 
 RECORDS = Records()
@@ -173,10 +182,21 @@ def _release_device_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measure = RECORDS,
-              outputs: Sequence[Output | None] = (), env: dict | None = None, peak: dict | None = None,
-              events: Events | None = None, trace_dir: Path | None = None,
-              record_config: Mapping[str, Any] | None = None, clock=None, machine_log: Path | None = None) -> Outcome:
+def run_cases(
+    cases: list[Case],
+    cfg: RunConfig,
+    device: str,
+    *,
+    measure: Measure = RECORDS,
+    outputs: Sequence[Output | None] = (),
+    env: dict | None = None,
+    peak: dict | None = None,
+    events: Events | None = None,
+    trace_dir: Path | None = None,
+    record_config: Mapping[str, Any] | None = None,
+    clock=None,
+    machine_log: Path | None = None,
+) -> Outcome:
     """Measure `cases` one after another on `device` (already resolved), each as `measure` says.
 
         check every case (bad input raises; what the device cannot run is skipped)
@@ -209,9 +229,15 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
                 events.skipped(case, unsupported[i])
                 continue
             events.start(case)
-            ctx = Context(env=env, peak=peak, clock=clock, trace_dir=trace_dir, measured=tuple(out.records),
-                          machine_log=machine_log,
-                          after=_tracer(case, trace_dir, device, events) if trace_dir is not None else None)
+            ctx = Context(
+                env=env,
+                peak=peak,
+                clock=clock,
+                trace_dir=trace_dir,
+                measured=tuple(out.records),
+                machine_log=machine_log,
+                after=_tracer(case, trace_dir, device, events) if trace_dir is not None else None,
+            )
             try:
                 result = measure.measure(case, cfg, ctx)
             except Unsupported as exc:  # found out only while building (e.g. a missing package)
@@ -219,7 +245,7 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
                 events.skipped(case, str(exc))
                 continue
             except ConfigError:  # bad input (the environment, a path): every case would meet it; what
-                raise            # is finished is already with the writer
+                raise  # is finished is already with the writer
             except Exception as exc:  # noqa: BLE001 - any failure of one case is that case's, not the run's
                 failure = failure_entry(case, device, exc)
                 del exc  # the traceback holds the step's tensors: let them go before the next case
@@ -242,6 +268,7 @@ def run_cases(cases: list[Case], cfg: RunConfig, device: str, *, measure: Measur
 
 def _tracer(case: Case, trace_dir: Path, device: str, events: Events) -> Callable[[object], None]:
     """After measuring, a torch.profiler trace of the same built step (`run --trace`)."""
+
     def after(built) -> None:
         events.traced(case, *trace_step(built.fn, trace_dir, case.label, device))
 

@@ -15,8 +15,9 @@ back (nothing is written unless asked), a failure raises, and the step is measur
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from perfsuite.core import registry
 from perfsuite.core.case import Case
@@ -37,8 +38,9 @@ class StepFailed(PerfsuiteError):
 
     def __init__(self, failure: dict) -> None:
         label = f"{failure['workload']}[{','.join(f'{k}={v}' for k, v in (failure.get('params') or {}).items())}]"
-        super().__init__(f"{label}: {failure['error']}"
-                         + (f"\n{failure['traceback']}" if failure.get("traceback") else ""))
+        super().__init__(
+            f"{label}: {failure['error']}" + (f"\n{failure['traceback']}" if failure.get("traceback") else "")
+        )
         self.failure = failure
 
 
@@ -66,17 +68,25 @@ def _workload(target: Any) -> Workload:
                 return w
     step = target if isinstance(target, Step) else Step(target, items=1, unit="calls") if callable(target) else None
     if step is None:
-        raise ConfigError(f"perfsuite.measure: cannot measure a {type(target).__name__}; give a callable (one step), "
-                          "a perfsuite.Step, a @perfsuite.workload function or a workload's name")
+        raise ConfigError(
+            f"perfsuite.measure: cannot measure a {type(target).__name__}; give a callable (one step), "
+            "a perfsuite.Step, a @perfsuite.workload function or a workload's name"
+        )
     fn_name = getattr(step.fn, "__name__", "")
     name = slug(fn_name) if fn_name and fn_name != "<lambda>" else "step"
-    return Workload(name=name, description="measured with perfsuite.measure",
-                    params=(), builder=_GivenStep(name, step))
+    return Workload(name=name, description="measured with perfsuite.measure", params=(), builder=_GivenStep(name, step))
 
 
-def measure(target: Any, *, params: Mapping[str, Any] | None = None, device: str = "auto",
-            max_time: float = 2.0, processes: int = 1, peak_file=DEFAULT_PEAK_FILE,
-            **config: Any) -> Record:
+def measure(
+    target: Any,
+    *,
+    params: Mapping[str, Any] | None = None,
+    device: str = "auto",
+    max_time: float = 2.0,
+    processes: int = 1,
+    peak_file=DEFAULT_PEAK_FILE,
+    **config: Any,
+) -> Record:
     """Measure one step now and return its Record (raw samples, median and interval, throughput,
     FLOP/s and the fraction of this machine's peak when `perfsuite peak` has measured it, memory,
     environment and warnings).
@@ -90,8 +100,10 @@ def measure(target: Any, *, params: Mapping[str, Any] | None = None, device: str
     """
     workload = _workload(target)
     if processes != 1 and isinstance(workload.builder, _GivenStep):
-        raise ConfigError("perfsuite.measure: processes > 1 needs a workload declared in a file "
-                          "(@perfsuite.workload): a step given directly cannot be sent to worker processes")
+        raise ConfigError(
+            "perfsuite.measure: processes > 1 needs a workload declared in a file "
+            "(@perfsuite.workload): a step given directly cannot be sent to worker processes"
+        )
     try:
         cfg = RunConfig(device=device, max_time=max_time, processes=processes, **config)
     except TypeError as exc:  # an unknown keyword: name it as the configuration's

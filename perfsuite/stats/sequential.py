@@ -23,9 +23,10 @@ non-binding: the boundaries ignore it, so stopping for it only lowers the false-
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Any, Sequence
+from typing import Any
 
 LOOKS = (0.5, 0.75, 1.0)  # fractions of the pairs' time at which the test is read
 SLOWER, NOT_SLOWER = "slower", "not slower"
@@ -77,10 +78,10 @@ def _z_boundaries(looks: tuple[float, ...], alpha: float) -> tuple[float, ...]:
             # P(not crossed before, W(t_k) >= c sqrt(t_k))
             return float(np.sum(dens * ndtr((w - c * math.sqrt(t)) / sd)) * h)
 
-        z.append(brentq(lambda c: crossed(c) - target, -10.0, 10.0, xtol=1e-10))
+        z.append(brentq(lambda c: crossed(c) - target, -10.0, 10.0, xtol=1e-10))  # noqa: B023 - brentq calls it within this iteration
         if k + 1 < len(looks):
             new_w = np.arange(w[0], z[k] * math.sqrt(looks[k]), h)
-            kernel = np.exp(-((new_w[:, None] - w[None, :]) / sd) ** 2 / 2) / (sd * math.sqrt(2 * math.pi))
+            kernel = np.exp(-(((new_w[:, None] - w[None, :]) / sd) ** 2) / 2) / (sd * math.sqrt(2 * math.pi))
             w, dens = new_w, kernel @ dens * h
     return tuple(z)
 

@@ -8,11 +8,13 @@ interval would be pulled by them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+
 
 def _checked(xs: Sequence[float], what: str = "samples") -> list[float]:
     if len(xs) == 0:
@@ -209,14 +211,27 @@ class ProcessSpread:
         return (self.ci_high - self.ci_low) / 2.0 / self.median
 
     def to_dict(self) -> dict[str, Any]:
-        return {"medians": list(self.medians), "median": self.median, "ci_low": self.ci_low,
-                "ci_high": self.ci_high, "ci_method": self.ci_method, "between_var": self.between_var,
-                "within_var": self.within_var, "between_share": self.between_share,
-                "between_cv": self.between_cv, "within_cv": self.within_cv, "confidence": self.confidence}
+        return {
+            "medians": list(self.medians),
+            "median": self.median,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "ci_method": self.ci_method,
+            "between_var": self.between_var,
+            "within_var": self.within_var,
+            "between_share": self.between_share,
+            "between_cv": self.between_cv,
+            "within_cv": self.within_cv,
+            "confidence": self.confidence,
+        }
 
 
-def process_spread(groups: Sequence[Sequence[float]], confidence: float = 0.95,
-                   unit: str = "process", medians: Sequence[float] | None = None) -> ProcessSpread:
+def process_spread(
+    groups: Sequence[Sequence[float]],
+    confidence: float = 0.95,
+    unit: str = "process",
+    medians: Sequence[float] | None = None,
+) -> ProcessSpread:
     """Summary of a case measured in len(groups) >= 2 processes, one sample list per process
     (or, with `unit="build"`, in several builds of the step rotated inside one process: the same
     variance components, one level down). `medians`, when given, are the units' own medians (a
@@ -282,8 +297,9 @@ def widened(centre: float, lo: float, hi: float, drift: float) -> tuple[float, f
     return centre * math.exp(-math.hypot(below, d)), centre * math.exp(math.hypot(above, d))
 
 
-def log_ratio_test(base: Sequence[float], new: Sequence[float],
-                   confidence: float = 0.95) -> tuple[float, tuple[float, float], float]:
+def log_ratio_test(
+    base: Sequence[float], new: Sequence[float], confidence: float = 0.95
+) -> tuple[float, tuple[float, float], float]:
     """Student's two-sample t on the logs of two small sets of independent units (build or process
     medians): (ratio of their geometric means new/base, its `confidence` interval, two-sided p).
     Logs, so that a slowdown and the matching speed-up are symmetric. The variance is pooled: under

@@ -22,8 +22,8 @@ slower over 88 pairs that the test could not confirm is not "ok".
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
@@ -82,7 +82,6 @@ def judge(lo: float, hi: float, threshold: float, confirmed: bool | None = None,
     return UNDECIDED
 
 
-
 def ratio_interval(ratios: Sequence[float], level: float, units: Sequence[int] = ()) -> tuple[float, float]:
     """signed_rank_interval of the pairs' ratios, as ratios, widened by the pairings' spread.
 
@@ -117,8 +116,14 @@ def _between_units(logs: list[float], units: Sequence[int], level: float) -> flo
         return 0.0
     meds = np.array([np.median(g) for g in groups.values()])
     # IQR / 1.349 is sigma for normal data; (pi/2) sigma^2 / n the variance of a median of n.
-    within = float(np.mean([(math.pi / 2) * (float(np.subtract(*np.percentile(g, [75, 25]))) / 1.349) ** 2 / len(g)
-                            for g in groups.values()]))
+    within = float(
+        np.mean(
+            [
+                (math.pi / 2) * (float(np.subtract(*np.percentile(g, [75, 25]))) / 1.349) ** 2 / len(g)
+                for g in groups.values()
+            ]
+        )
+    )
     between = max(0.0, float(np.var(meds, ddof=1)) - within)
     # z, not t on k - 1 degrees of freedom: t(0.99, 1) = 31.8 made two pairings' interval 0.22-7.1
     # around a 25% slowdown shown at p = 5e-12, and t on three did not stop the A/A "faster"

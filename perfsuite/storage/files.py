@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from perfsuite.core import documents
 from perfsuite.core.case import Case
@@ -26,8 +26,7 @@ from perfsuite.core.documents import finite
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import READABLE_VERSIONS, RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
 from perfsuite.core.text import slug
-from perfsuite.storage import read, write
-from perfsuite.storage import importers
+from perfsuite.storage import importers, read, write
 from perfsuite.store import select
 
 
@@ -141,6 +140,7 @@ def writable_dir(path: Path, what: str) -> Path:
 
 class ResultsWriter:
     """Accumulates a run's records in one file, saved atomically after each record."""
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         writable_dir(self.path.parent, "results directory")
@@ -151,14 +151,16 @@ class ResultsWriter:
         try:
             write.claim(self.path, results_document([], []))
         except FileExistsError:
-            raise ConfigError(f"--out {self.path}: file exists (earlier results, or another run's now); "
-                              "refusing to overwrite earlier results") from None
+            raise ConfigError(
+                f"--out {self.path}: file exists (earlier results, or another run's now); "
+                "refusing to overwrite earlier results"
+            ) from None
         except OSError as exc:
             raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
         remove_stale_temps(self.path)  # only after the claim: a live writer's are not ours
 
     @classmethod
-    def resume(cls, path: Path) -> "ResultsWriter":
+    def resume(cls, path: Path) -> ResultsWriter:
         """Continue a run's own file (a resumed sweep): its records and failures are kept."""
         path = Path(path)
         if not path.exists():
@@ -196,6 +198,7 @@ class DocumentWriter:
     of `kind`, its results and its failed cases, saved atomically after each case. Each result is
     stored with the parameters its case was given (`case`) and `extra` (a suite's name and
     digest), so a resumed suite finds what is done by the same case key as a run entry."""
+
     def __init__(self, path: Path, kind: str, extra: dict[str, Any] | None = None, *, claim: bool = True) -> None:
         self.path, self.kind, self.extra = Path(path), kind, dict(extra or {})
         self.results: list[dict[str, Any]] = []
@@ -210,7 +213,7 @@ class DocumentWriter:
                 raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
 
     @classmethod
-    def resume(cls, path: Path, kind: str, extra: dict[str, Any] | None = None) -> "DocumentWriter":
+    def resume(cls, path: Path, kind: str, extra: dict[str, Any] | None = None) -> DocumentWriter:
         """Continue an interrupted entry's document: its results and failures are kept."""
         path = Path(path)
         if not path.exists():
@@ -281,8 +284,10 @@ def _read_records(p: Path) -> tuple[list[Record], list[str]]:
     if isinstance(doc, dict) and doc.get("format") == RESULTS_FORMAT:
         version = doc.get("schema_version")
         if version not in READABLE_VERSIONS:  # a file from a newer perfsuite, or not one at all
-            raise RecordError(f"{p}: results schema_version {version!r}; this perfsuite reads "
-                              f"{', '.join(map(str, READABLE_VERSIONS))}")
+            raise RecordError(
+                f"{p}: results schema_version {version!r}; this perfsuite reads "
+                f"{', '.join(map(str, READABLE_VERSIONS))}"
+            )
         raw = doc.get("records")
         if not isinstance(raw, list):
             raise RecordError(f"{p}: 'records' must be a list")

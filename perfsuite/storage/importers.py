@@ -36,8 +36,11 @@ def _scalar_params(params: Any) -> dict[str, Any]:
     if not isinstance(params, dict):
         return {}
     # A NaN or infinite value names no case (and would never equal itself as a case key).
-    return {str(k): v for k, v in params.items() if isinstance(v, (str, int, float, bool, type(None)))
-            and not (isinstance(v, float) and not math.isfinite(v))}
+    return {
+        str(k): v
+        for k, v in params.items()
+        if isinstance(v, (str, int, float, bool, type(None))) and not (isinstance(v, float) and not math.isfinite(v))
+    }
 
 
 def _numbers(values: Any, where: str) -> list[float]:
@@ -63,8 +66,9 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 def from_pytest_benchmark(doc: dict[str, Any], path: Path) -> list[Record]:
-    env = _mapping(_mapping(doc.get("machine_info"), f"{path}: machine_info").get("perfsuite"),
-                   f"{path}: machine_info.perfsuite")
+    env = _mapping(
+        _mapping(doc.get("machine_info"), f"{path}: machine_info").get("perfsuite"), f"{path}: machine_info.perfsuite"
+    )
     out = []
     for i, b in enumerate(doc["benchmarks"]):
         where = f"{path}: benchmarks[{i}]"
@@ -72,8 +76,9 @@ def from_pytest_benchmark(doc: dict[str, Any], path: Path) -> list[Record]:
         stats = _mapping(b.get("stats"), f"{where}.stats")
         data = stats.get("data")
         if not data:
-            raise RecordError(f"{path}: benchmark {b.get('name')!r} has no raw timings; "
-                              "run pytest with --benchmark-save-data")
+            raise RecordError(
+                f"{path}: benchmark {b.get('name')!r} has no raw timings; run pytest with --benchmark-save-data"
+            )
         info = _mapping(b.get("extra_info"), f"{where}.extra_info")
         # Absent means one; present, it is the samples' divisor and must be a real count
         # (`iterations: 0` once read as 1).
@@ -81,25 +86,31 @@ def from_pytest_benchmark(doc: dict[str, Any], path: Path) -> list[Record]:
         if isinstance(iterations, bool) or not isinstance(iterations, int) or not 1 <= iterations <= MAX_INT:
             raise RecordError(f"{where}.stats.iterations: expected a whole number >= 1, got {iterations!r}")
         try:
-            out.append(Record(
-                workload=str(b.get("group") or b.get("name")),
-                params=_scalar_params(info.get("params") or b.get("params") or {"name": b.get("name")}),
-                device=str(info.get("device", "cpu")),
-                timing_method="pytest-benchmark",
-                block_size=iterations,
-                samples_s=tuple(_numbers(data, f"{where}.stats.data")),
-                work=Work(items_per_step=float(info.get("items_per_step") or 1),
-                          item_unit=str(info.get("item_unit") or "calls"),
-                          flops_per_step=info.get("flops_per_step")),
-                env=env,
-                converged=True,
-            ))
+            out.append(
+                Record(
+                    workload=str(b.get("group") or b.get("name")),
+                    params=_scalar_params(info.get("params") or b.get("params") or {"name": b.get("name")}),
+                    device=str(info.get("device", "cpu")),
+                    timing_method="pytest-benchmark",
+                    block_size=iterations,
+                    samples_s=tuple(_numbers(data, f"{where}.stats.data")),
+                    work=Work(
+                        items_per_step=float(info.get("items_per_step") or 1),
+                        item_unit=str(info.get("item_unit") or "calls"),
+                        flops_per_step=info.get("flops_per_step"),
+                    ),
+                    env=env,
+                    converged=True,
+                )
+            )
         except (TypeError, ValueError) as exc:  # a value of the wrong type in extra_info
             raise RecordError(f"{where}: {exc}") from None
         for j, earlier in enumerate(out[:-1]):
             if earlier.case_key() == out[-1].case_key():  # compare would pool or drop one of them
-                raise RecordError(f"{where}: the same case as benchmarks[{j}] ({out[-1].label()}): "
-                                  "give each benchmark its own name, group or params")
+                raise RecordError(
+                    f"{where}: the same case as benchmarks[{j}] ({out[-1].label()}): "
+                    "give each benchmark its own name, group or params"
+                )
     return out
 
 
@@ -125,21 +136,33 @@ def from_asv(doc: dict[str, Any], path: Path) -> list[Record]:
             raise RecordError(f"{where}: params must be a list of value lists, got {params!r}"[:300])
         grid = math.prod(len(p) for p in params)
         if grid > MAX_COMBINATIONS:
-            raise RecordError(f"{where}: params expand to {grid} combinations, more than the limit of "
-                              f"{MAX_COMBINATIONS}")
+            raise RecordError(
+                f"{where}: params expand to {grid} combinations, more than the limit of {MAX_COMBINATIONS}"
+            )
         combos = list(itertools.product(*params)) if params else [()]
         if not isinstance(samples, list) or len(samples) != len(combos):
             # zip() would silently drop cases or leave some without their samples.
-            raise RecordError(f"{where}: {len(combos)} parameter combination(s) but "
-                              f"{len(samples) if isinstance(samples, list) else 'no list of'} sample list(s)")
+            raise RecordError(
+                f"{where}: {len(combos)} parameter combination(s) but "
+                f"{len(samples) if isinstance(samples, list) else 'no list of'} sample list(s)"
+            )
         for j, (combo, s) in enumerate(zip(combos, samples)):
             if not s:
                 continue  # a skipped or failed parameter combination
             values = {f"p{i}": _literal(v) for i, v in enumerate(combo)}
-            out.append(Record(workload=name, params=values, device="cpu", timing_method="asv", block_size=1,
-                              samples_s=tuple(_numbers(s, f"{where}.samples[{j}]")),
-                              work=Work(items_per_step=1, item_unit="calls"),
-                              env={k: v for k, v in env.items() if v}, converged=True))
+            out.append(
+                Record(
+                    workload=name,
+                    params=values,
+                    device="cpu",
+                    timing_method="asv",
+                    block_size=1,
+                    samples_s=tuple(_numbers(s, f"{where}.samples[{j}]")),
+                    work=Work(items_per_step=1, item_unit="calls"),
+                    env={k: v for k, v in env.items() if v},
+                    converged=True,
+                )
+            )
     if not out:
         raise RecordError(f"{path}: no time_* results with samples")
     return out

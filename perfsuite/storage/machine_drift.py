@@ -53,8 +53,13 @@ def run_key(record: Record) -> dict[str, Any] | None:
     ref = record.conditions.get("reference")
     if not ref:
         return None
-    return {"case": record.label(), "kernel": ref["kernel"], "device": record.device,
-            "threads": record.conditions.get("torch_threads"), "host": (record.env or {}).get("host")}
+    return {
+        "case": record.label(),
+        "kernel": ref["kernel"],
+        "device": record.device,
+        "threads": record.conditions.get("torch_threads"),
+        "host": (record.env or {}).get("host"),
+    }
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
@@ -69,8 +74,12 @@ def read_log(path: Path) -> list[dict[str, Any]]:
             e = json.loads(line)
         except ValueError:
             continue
-        if isinstance(e, dict) and isinstance(e.get("median_s"), (int, float)) and e["median_s"] > 0 \
-                and isinstance(e.get("time"), (int, float)):
+        if (
+            isinstance(e, dict)
+            and isinstance(e.get("median_s"), (int, float))
+            and e["median_s"] > 0
+            and isinstance(e.get("time"), (int, float))
+        ):
             entries.append(e)
     return entries
 
@@ -82,8 +91,11 @@ def learned(entries: list[dict[str, Any]], key: dict[str, Any], now: float) -> d
     alike = alike[-KEEP:]
     if len(alike) < MIN_RUNS:
         return None
-    return {"half_width": stats.drift_halfwidth([e["median_s"] for e in alike]), "runs": len(alike),
-            "hours": (now - alike[0]["time"]) / 3600.0}
+    return {
+        "half_width": stats.drift_halfwidth([e["median_s"] for e in alike]),
+        "runs": len(alike),
+        "hours": (now - alike[0]["time"]) / 3600.0,
+    }
 
 
 def note_run(record: Record, path: Path, now: float | None = None) -> Record:
@@ -103,13 +115,19 @@ def note_run(record: Record, path: Path, now: float | None = None) -> Record:
         if len(entries) > MAX_LINES:
             from perfsuite.storage.files import atomic_write_text
 
-            atomic_write_text(path, "".join(json.dumps(e) + "\n" for e in entries[-MAX_LINES // 2:]))
+            atomic_write_text(path, "".join(json.dumps(e) + "\n" for e in entries[-MAX_LINES // 2 :]))
         else:
             with path.open("a") as f:  # one short line per run: an append, not a rewrite
                 f.write(json.dumps(entry) + "\n")
     except OSError as exc:
-        return replace(record, warnings=(*record.warnings, f"machine-speed log {path} not used ({exc}): the "
-                                         "interval does not include the drift between this machine's runs"))
+        return replace(
+            record,
+            warnings=(
+                *record.warnings,
+                f"machine-speed log {path} not used ({exc}): the "
+                "interval does not include the drift between this machine's runs",
+            ),
+        )
     drift = learned(entries, key, now)
     if drift is None:
         return record

@@ -33,8 +33,7 @@ class _Refused(ValueError):
     """Raised inside the JSON parser's hooks; turned into the caller's error with the file's name."""
 
 
-def read_bytes(path: str | os.PathLike[str], error: type[Exception] = RecordError,
-               limit: int | None = None) -> bytes:
+def read_bytes(path: str | os.PathLike[str], error: type[Exception] = RecordError, limit: int | None = None) -> bytes:
     p = Path(path)
     limit = MAX_FILE_BYTES if limit is None else limit
     try:
@@ -60,8 +59,7 @@ def read_bytes(path: str | os.PathLike[str], error: type[Exception] = RecordErro
     return data
 
 
-def read_text(path: str | os.PathLike[str], error: type[Exception] = RecordError,
-              limit: int | None = None) -> str:
+def read_text(path: str | os.PathLike[str], error: type[Exception] = RecordError, limit: int | None = None) -> str:
     data = read_bytes(path, error, limit)
     try:
         return data.decode("utf-8")
@@ -113,8 +111,7 @@ def _yaml_loader() -> type[yaml.SafeLoader]:
                 self.aliases += 1
                 if self.aliases > MAX_YAML_ALIASES:
                     event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves it unannotated
-                    raise yaml.MarkedYAMLError(None, None, f"more than {MAX_YAML_ALIASES} aliases",
-                                               event.start_mark)
+                    raise yaml.MarkedYAMLError(None, None, f"more than {MAX_YAML_ALIASES} aliases", event.start_mark)
             return super().compose_node(parent, index)
 
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

@@ -11,22 +11,19 @@ fingerprint) joins this machine's history.
 from __future__ import annotations
 
 import hashlib
-
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
+from perfsuite.storage import read
+from perfsuite.storage.files import DOCUMENT_KINDS, SUITE_CONFIG, _read_records, load_document
 from perfsuite.store.machine import Machine, fingerprint_of, imported_machine, this_machine
 from perfsuite.store.store import Store, new_run
-from perfsuite.storage import read
-from perfsuite.storage.files import DOCUMENT_KINDS
-from perfsuite.storage.files import SUITE_CONFIG
-from perfsuite.storage.files import _read_records
-from perfsuite.storage.files import load_document
 
 
 @dataclass
@@ -78,7 +75,9 @@ def import_paths(store: Store, paths: Iterable[str | os.PathLike[str]]) -> Impor
         try:
             if kind is not None:
                 entries = load_document(f, kind)
-                _store_documents(store, run_id, here, f, kind, entries if isinstance(entries, list) else [entries], report)
+                _store_documents(
+                    store, run_id, here, f, kind, entries if isinstance(entries, list) else [entries], report
+                )
             else:
                 records, bad = _read_records(f)
                 report.problems += bad
@@ -90,8 +89,9 @@ def import_paths(store: Store, paths: Iterable[str | os.PathLike[str]]) -> Impor
     return report
 
 
-def _store_records(store: Store, run_id: str, here: Machine, f: Path, records: list[Record],
-                   report: ImportReport) -> None:
+def _store_records(
+    store: Store, run_id: str, here: Machine, f: Path, records: list[Record], report: ImportReport
+) -> None:
     by_machine: dict[str, tuple[Machine, list[Record]]] = {}
     for r in records:
         m = _machine_for(r.env, here)
@@ -105,8 +105,9 @@ def _store_records(store: Store, run_id: str, here: Machine, f: Path, records: l
         report.already += len(group) - new
 
 
-def _store_documents(store: Store, run_id: str, here: Machine, f: Path, kind: str, entries: list[Any],
-                     report: ImportReport) -> None:
+def _store_documents(
+    store: Store, run_id: str, here: Machine, f: Path, kind: str, entries: list[Any], report: ImportReport
+) -> None:
     store.begin_run(_run_row(run_id, here, f), here)
     # A kind with a result class was read into it (validated once): stored as its schema writes it.
     entries = [documents.dump(e) if isinstance(e, documents.Result) else e for e in entries]
@@ -118,5 +119,3 @@ def _store_documents(store: Store, run_id: str, here: Machine, f: Path, kind: st
 def _run_row(run_id: str, machine: Machine, f: Path) -> dict[str, Any]:
     row = new_run("import", machine, config={"source": os.fspath(f.resolve())}, run_id=run_id)
     return {**row, "state": "finished", "finished": row["started"]}
-
-

@@ -21,24 +21,49 @@ A parameter whose name clashes with one of these columns is given as `param.NAME
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
 from perfsuite.storage import write as writer
-from perfsuite.storage.files import load_records
-from perfsuite.storage.files import results_in
+from perfsuite.storage.files import load_records, results_in
 from perfsuite.store import select
 
 if TYPE_CHECKING:
     import pandas as pd
 
 # The fixed columns after the parameters, in order.
-FIXED = ("device", "median_s", "ci_low_s", "ci_high_s", "iqr_s", "p90_s", "p99_s", "n_samples", "block_size",
-         "throughput", "throughput_unit", "flops_per_s", "peak_fraction", "peak_roof",
-         "host_peak_rss_bytes", "host_peak_delta_bytes", "cuda_max_allocated_bytes", "cuda_max_reserved_bytes",
-         "gpu_util_pct", "bound", "converged", "warnings", "commit", "dirty", "created", "id", "source")
+FIXED = (
+    "device",
+    "median_s",
+    "ci_low_s",
+    "ci_high_s",
+    "iqr_s",
+    "p90_s",
+    "p99_s",
+    "n_samples",
+    "block_size",
+    "throughput",
+    "throughput_unit",
+    "flops_per_s",
+    "peak_fraction",
+    "peak_roof",
+    "host_peak_rss_bytes",
+    "host_peak_delta_bytes",
+    "cuda_max_allocated_bytes",
+    "cuda_max_reserved_bytes",
+    "gpu_util_pct",
+    "bound",
+    "converged",
+    "warnings",
+    "commit",
+    "dirty",
+    "created",
+    "id",
+    "source",
+)
 RESERVED = frozenset(("workload",) + FIXED)
 
 
@@ -54,29 +79,44 @@ def row(r: Record, source: str | None = None) -> dict[str, Any]:
     p90, p99 = s.p90, s.p99
     per_call = r.extra.get("batch_latencies_s")
     if per_call:  # per-call times kept by the workload (qwen): honest tails even with blocks of many calls
-        from perfsuite.stats import summary as stats
         from perfsuite.measuring.percall import timed_tail
+        from perfsuite.stats import summary as stats
 
         tail = timed_tail(per_call, s.n, r.block_size)
         p90, p99 = stats.percentile(tail, 90), stats.percentile(tail, 99)
     out: dict[str, Any] = {"workload": r.workload}
     out.update({param_column(k): v for k, v in r.params.items()})
-    out.update({
-        "device": r.device,
-        "median_s": s.median, "ci_low_s": s.ci_low, "ci_high_s": s.ci_high, "iqr_s": s.iqr,
-        "p90_s": p90, "p99_s": p99, "n_samples": s.n, "block_size": r.block_size,
-        "throughput": r.throughput, "throughput_unit": r.throughput_unit,
-        "flops_per_s": r.flops_per_s, "peak_fraction": r.peak_fraction,
-        "peak_roof": (r.peak or {}).get("roof"),
-        "host_peak_rss_bytes": mem.get("host_peak_rss_bytes"),
-        "host_peak_delta_bytes": mem.get("host_peak_delta_bytes"),
-        "cuda_max_allocated_bytes": mem.get("cuda_max_allocated_bytes"),
-        "cuda_max_reserved_bytes": mem.get("cuda_max_reserved_bytes"),
-        "gpu_util_pct": bound.gpu_util_pct, "bound": bound.verdict,
-        "converged": r.converged, "warnings": len(r.warnings),
-        "commit": r.env.get("git_commit"), "dirty": r.env.get("git_dirty"),
-        "created": r.created, "id": r.id, "source": source,
-    })
+    out.update(
+        {
+            "device": r.device,
+            "median_s": s.median,
+            "ci_low_s": s.ci_low,
+            "ci_high_s": s.ci_high,
+            "iqr_s": s.iqr,
+            "p90_s": p90,
+            "p99_s": p99,
+            "n_samples": s.n,
+            "block_size": r.block_size,
+            "throughput": r.throughput,
+            "throughput_unit": r.throughput_unit,
+            "flops_per_s": r.flops_per_s,
+            "peak_fraction": r.peak_fraction,
+            "peak_roof": (r.peak or {}).get("roof"),
+            "host_peak_rss_bytes": mem.get("host_peak_rss_bytes"),
+            "host_peak_delta_bytes": mem.get("host_peak_delta_bytes"),
+            "cuda_max_allocated_bytes": mem.get("cuda_max_allocated_bytes"),
+            "cuda_max_reserved_bytes": mem.get("cuda_max_reserved_bytes"),
+            "gpu_util_pct": bound.gpu_util_pct,
+            "bound": bound.verdict,
+            "converged": r.converged,
+            "warnings": len(r.warnings),
+            "commit": r.env.get("git_commit"),
+            "dirty": r.env.get("git_dirty"),
+            "created": r.created,
+            "id": r.id,
+            "source": source,
+        }
+    )
     return out
 
 
@@ -98,9 +138,22 @@ def frame(records: Iterable[Record], sources: Iterable[str | None] | None = None
     # Timestamps as timestamps (records written by any perfsuite carry ISO-8601 UTC); nullable
     # numbers stay floats with NaN, so that sorting and grouping behave.
     df["created"] = pd.to_datetime(df["created"], utc=True, format="ISO8601", errors="coerce")
-    for col in ("median_s", "ci_low_s", "ci_high_s", "iqr_s", "p90_s", "p99_s", "throughput", "flops_per_s",
-                "peak_fraction", "host_peak_rss_bytes", "host_peak_delta_bytes", "cuda_max_allocated_bytes",
-                "cuda_max_reserved_bytes", "gpu_util_pct"):
+    for col in (
+        "median_s",
+        "ci_low_s",
+        "ci_high_s",
+        "iqr_s",
+        "p90_s",
+        "p99_s",
+        "throughput",
+        "flops_per_s",
+        "peak_fraction",
+        "host_peak_rss_bytes",
+        "host_peak_delta_bytes",
+        "cuda_max_allocated_bytes",
+        "cuda_max_reserved_bytes",
+        "gpu_util_pct",
+    ):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     df.attrs["params"] = params
     return df

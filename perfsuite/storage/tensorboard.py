@@ -28,22 +28,22 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.core import documents
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import Record
 from perfsuite.core.text import slug
-from perfsuite.storage.files import load_document
-from perfsuite.storage.files import load_records
-from perfsuite.storage.files import writable_dir
 from perfsuite.storage import write
+from perfsuite.storage.files import load_document, load_records, writable_dir
 from perfsuite.storage.table import result_files
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
+
 
 def _writer_class() -> type[SummaryWriter]:
     try:
@@ -77,8 +77,12 @@ def _hparam(v: Any) -> bool | int | float | str:
 
 def scalars(r: Record) -> dict[str, float]:
     s = r.stats
-    out = {"latency/median_s": s.median, "latency/p90_s": s.p90, "latency/p99_s": s.p99,
-           f"throughput/{_slug(r.work.item_unit)}_per_s": r.throughput}
+    out = {
+        "latency/median_s": s.median,
+        "latency/p90_s": s.p90,
+        "latency/p99_s": s.p99,
+        f"throughput/{_slug(r.work.item_unit)}_per_s": r.throughput,
+    }
     if s.ci_low is not None and s.ci_high is not None:  # (set together)
         out.update({"latency/ci_low_s": s.ci_low, "latency/ci_high_s": s.ci_high})
     if r.flops_per_s is not None:
@@ -112,11 +116,16 @@ def write_record(logdir: Path, r: Record) -> bool:
         for tag, v in values.items():
             w.add_scalar(tag, v, global_step=step, walltime=wall)
         commit = r.env.get("git_commit")
-        w.add_text("record", (f"commit `{commit or 'unknown'}`{' (dirty)' if r.env.get('git_dirty') else ''}, "
-                              f"created {r.created}, id `{r.id}`, converged {r.converged}, "
-                              f"{len(r.samples_s)} samples x {r.block_size}"
-                              + "".join(f"\n\n- {x}" for x in r.warnings)),
-                   global_step=step, walltime=wall)
+        w.add_text(
+            "record",
+            (
+                f"commit `{commit or 'unknown'}`{' (dirty)' if r.env.get('git_dirty') else ''}, "
+                f"created {r.created}, id `{r.id}`, converged {r.converged}, "
+                f"{len(r.samples_s)} samples x {r.block_size}" + "".join(f"\n\n- {x}" for x in r.warnings)
+            ),
+            global_step=step,
+            walltime=wall,
+        )
         hp = {"workload": r.workload, "device": r.device, **{k: _hparam(v) for k, v in r.params.items()}}
         for summ in hparams(hp, values):  # type: ignore[no-untyped-call]  # torch leaves it unannotated
             w.file_writer.add_summary(summ, step, wall)
@@ -130,16 +139,20 @@ def write_amp(logdir: Path, amp: Any) -> int:  # a perfsuite.compare.amp.AmpComp
     key = hashlib.sha1(json.dumps(documents.finite(amp.to_dict()), sort_keys=True).encode()).hexdigest()[:16]
     written = 0
     for side in ("a", "b"):
-        run_dir = write.inside(logdir, "amp", case_run(amp.workload, amp.params, amp.device),
-                               _slug(str(getattr(amp, f"precision_{side}"))))
+        run_dir = write.inside(
+            logdir, "amp", case_run(amp.workload, amp.params, amp.device), _slug(str(getattr(amp, f"precision_{side}")))
+        )
         if _done(run_dir, key):
             continue
         with SummaryWriter(log_dir=str(run_dir), filename_suffix=f".{key}") as w:
             for i, loss in enumerate(getattr(amp, f"losses_{side}")):
                 w.add_scalar("loss", loss, global_step=i)
             if side == "b":  # B relative to A: one value per comparison, on B's run
-                for tag, v in (("amp/speedup", amp.speedup), ("amp/saved_memory_ratio", amp.memory_ratio),
-                               ("amp/final_loss_rel_diff", amp.loss_rel_diff)):
+                for tag, v in (
+                    ("amp/speedup", amp.speedup),
+                    ("amp/saved_memory_ratio", amp.memory_ratio),
+                    ("amp/final_loss_rel_diff", amp.loss_rel_diff),
+                ):
                     if math.isfinite(v):
                         w.add_scalar(tag, v, global_step=0)
             w.add_scalar("final_loss", getattr(amp, f"final_loss_{side}"), global_step=0)
@@ -160,8 +173,11 @@ def export_tensorboard(paths: Iterable[str | os.PathLike[str]], logdir: Path) ->
     paths = list(paths)
     problems: list[str] = []
     n = 0
-    amp_files = [f for p in map(Path, paths) for f in (sorted(p.rglob("*.amp.json")) if p.is_dir() else
-                                                       ([p] if p.name.endswith(".amp.json") else []))]
+    amp_files = [
+        f
+        for p in map(Path, paths)
+        for f in (sorted(p.rglob("*.amp.json")) if p.is_dir() else ([p] if p.name.endswith(".amp.json") else []))
+    ]
     for f in result_files(p for p in paths if not str(p).endswith(".amp.json")):
         try:
             records = load_records(f)

@@ -21,8 +21,9 @@ import shutil
 import stat
 import tempfile
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from perfsuite.core.errors import StorageError
 from perfsuite.core.text import slug
@@ -81,8 +82,10 @@ def _free_space(folder: Path, what: str) -> None:
     except OSError as exc:
         raise _fail(folder, exc, "inspect") from None
     if free < MIN_FREE_BYTES:
-        raise StorageError(f"{what} {folder}: only {free >> 20} MiB free; perfsuite needs {MIN_FREE_BYTES >> 20} MiB "
-                           "there before it measures")
+        raise StorageError(
+            f"{what} {folder}: only {free >> 20} MiB free; perfsuite needs {MIN_FREE_BYTES >> 20} MiB "
+            "there before it measures"
+        )
 
 
 def check_output(path: str | os.PathLike[str], what: str, *, replace: bool = False) -> Path:

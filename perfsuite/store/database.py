@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import sqlalchemy as sa
+
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.store.location import Location
 
@@ -78,15 +79,26 @@ def engine_for(location: Location) -> sa.Engine:
         try:
             import psycopg  # noqa: F401 - the driver SQLAlchemy loads for postgresql+psycopg
         except ImportError:
-            raise StoreError(f"store {location.shown}: PostgreSQL needs its driver: pip install 'perfsuite[postgres]' "
-                             "(psycopg)") from None
+            raise StoreError(
+                f"store {location.shown}: PostgreSQL needs its driver: pip install 'perfsuite[postgres]' (psycopg)"
+            ) from None
         # Keepalives and a statement timeout: a connection that went half-open mid-run (a partition,
         # a host gone) fails within a minute and the result goes to the spool, instead of a write
         # blocking for the kernel's 15-minute retransmission timeout.
-        return sa.create_engine(location.url, pool_pre_ping=True, connect_args={
-            "connect_timeout": CONNECT_TIMEOUT_S, "application_name": "perfsuite", "keepalives": 1,
-            "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3, "tcp_user_timeout": 30_000,
-            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000} -c lock_timeout={BUSY_TIMEOUT_S * 1000}"})
+        return sa.create_engine(
+            location.url,
+            pool_pre_ping=True,
+            connect_args={
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "application_name": "perfsuite",
+                "keepalives": 1,
+                "keepalives_idle": 10,
+                "keepalives_interval": 5,
+                "keepalives_count": 3,
+                "tcp_user_timeout": 30_000,
+                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000} -c lock_timeout={BUSY_TIMEOUT_S * 1000}",
+            },
+        )
     path = location.path
     assert path is not None  # a SQLite store names its file (location.parse)
     try:
@@ -121,23 +133,33 @@ def describe_failure(location: Location, exc: Exception) -> StoreError:
         text = text.replace(secret, "***")
     if location.is_server:
         state = getattr(getattr(exc, "orig", None), "sqlstate", None) or ""
-        if state.startswith("28") or "password authentication failed" in text or "authentication" in text.lower() \
-                or ("role" in text and "does not exist" in text):
-            return StoreError(f"store {location.shown}: the server refused the credentials ({text}); "
-                              "check the user and password (~/.pgpass or PERFSUITE_STORE)")
+        if (
+            state.startswith("28")
+            or "password authentication failed" in text
+            or "authentication" in text.lower()
+            or ("role" in text and "does not exist" in text)
+        ):
+            return StoreError(
+                f"store {location.shown}: the server refused the credentials ({text}); "
+                "check the user and password (~/.pgpass or PERFSUITE_STORE)"
+            )
         if state == "3D000" or ("does not exist" in text and "database" in text):
             return StoreError(f"store {location.shown}: {text}; create it first (createdb)")
         if state == "42501" or "permission denied" in text:
-            return StoreError(f"store {location.shown}: {text}; the store's user needs to create tables in the "
-                              "database's public schema (once) and to insert and select in them")
+            return StoreError(
+                f"store {location.shown}: {text}; the store's user needs to create tables in the "
+                "database's public schema (once) and to insert and select in them"
+            )
         if "invalid" in text and ("value" in text or "option" in text or "URI" in text):
             return StoreError(f"store {location.shown}: the URL is not valid for the server's client ({text})")
         if _unreachable(exc):
             return StoreUnreachable(f"store {location.shown}: cannot reach the server ({text})")
         return StoreError(f"store {location.shown}: the server refused a write ({text})")
     if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return StoreError(f"store {location.shown}: not a readable SQLite database ({text}); move the file aside "
-                          "and rebuild the store from JSON results with `perfsuite store import`")
+        return StoreError(
+            f"store {location.shown}: not a readable SQLite database ({text}); move the file aside "
+            "and rebuild the store from JSON results with `perfsuite store import`"
+        )
     if "locked" in text:
         return StoreError(f"store {location.shown}: locked by another writer for over {BUSY_TIMEOUT_S} s ({text})")
     if "readonly" in text or "unable to open" in text:
@@ -201,16 +223,17 @@ def _create(conn) -> None:
     from perfsuite.store.schema import metadata
 
     metadata.create_all(conn)
-    version = sa.Table("alembic_version", sa.MetaData(),
-                       sa.Column("version_num", sa.String(32), primary_key=True))
+    version = sa.Table("alembic_version", sa.MetaData(), sa.Column("version_num", sa.String(32), primary_key=True))
     version.create(conn)
     conn.execute(version.insert().values(version_num=HEAD))
 
 
 def _refuse_newer(location: Location, revision: str | None) -> None:
     if revision is not None and revision not in REVISIONS:
-        raise StoreError(f"store {location.shown}: schema revision {revision!r} was written by a newer perfsuite "
-                         f"(this one knows up to {HEAD}); upgrade perfsuite to use it") from None
+        raise StoreError(
+            f"store {location.shown}: schema revision {revision!r} was written by a newer perfsuite "
+            f"(this one knows up to {HEAD}); upgrade perfsuite to use it"
+        ) from None
 
 
 def open_engine(location: Location, create: bool = True) -> sa.Engine:
@@ -229,8 +252,10 @@ def open_engine(location: Location, create: bool = True) -> sa.Engine:
                 revision = current_revision(conn)
                 _refuse_foreign(location, conn, revision)
             if revision is None:
-                raise StoreError(f"store {location.shown}: no store there yet (nothing has been stored; it is "
-                                 f"chosen by {location.source})")
+                raise StoreError(
+                    f"store {location.shown}: no store there yet (nothing has been stored; it is "
+                    f"chosen by {location.source})"
+                )
         migrate(location, engine)
     except sa.exc.DBAPIError as exc:
         engine.dispose()
@@ -259,8 +284,10 @@ def preflight(location: Location) -> None:
             engine.dispose()
         _refuse_newer(location, revision)
         if missing:
-            raise StoreError(f"store {location.shown}: this user may not {missing}; the store's user needs to "
-                             "create tables in the public schema (once) and to insert and select in them")
+            raise StoreError(
+                f"store {location.shown}: this user may not {missing}; the store's user needs to "
+                "create tables in the public schema (once) and to insert and select in them"
+            )
         return
     path = location.path
     try:
@@ -302,9 +329,11 @@ def _refuse_foreign(location: Location, conn, revision: str | None) -> None:
     if revision is None:
         tables = sorted(sa.inspect(conn).get_table_names())
         if tables:
-            raise StoreError(f"store {location.shown}: a database that is not a perfsuite store (it holds "
-                             f"{', '.join(tables[:5])}{'...' if len(tables) > 5 else ''}); give an empty database "
-                             "or a new file")
+            raise StoreError(
+                f"store {location.shown}: a database that is not a perfsuite store (it holds "
+                f"{', '.join(tables[:5])}{'...' if len(tables) > 5 else ''}); give an empty database "
+                "or a new file"
+            )
 
 
 def _missing_rights(conn, revision: str | None) -> str | None:
@@ -326,5 +355,7 @@ def _check_sqlite_header(location: Location) -> None:
     with open(location.path, "rb") as f:
         head = f.read(16)
     if head != b"SQLite format 3\x00":
-        raise StoreError(f"store {location.shown}: not a SQLite database (the file starts {head[:8]!r}); "
-                         "move it aside and rebuild the store with `perfsuite store import`")
+        raise StoreError(
+            f"store {location.shown}: not a SQLite database (the file starts {head[:8]!r}); "
+            "move it aside and rebuild the store with `perfsuite store import`"
+        )

@@ -16,15 +16,18 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from perfsuite.core.errors import ConfigError
 from perfsuite.core.discover import find_project, read_pyproject
+from perfsuite.core.errors import ConfigError
 
 ENV = "PERFSUITE_STORE"
 DEFAULT = Path(".perfsuite") / "results.db"
 SPOOL = Path(".perfsuite") / "spool.db"  # where results wait when the server cannot be reached
 _SECRET_QUERY = {"password", "passfile", "sslpassword", "sslkey"}
-_SERVER_SCHEMES = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg",
-                   "postgresql+psycopg": "postgresql+psycopg"}
+_SERVER_SCHEMES = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+}
 
 
 @dataclass(frozen=True)
@@ -80,14 +83,18 @@ def parse(text: str, source: str, home: Path) -> Location:
     """A store named by `text` (a path or a URL) from `source`; bad text is a ConfigError naming it."""
     if not isinstance(text, str) or not text.strip() or "\x00" in text:
         # Never echoed: the text may hold a password.
-        raise ConfigError(f"{source}: the store must be a SQLite path or a postgresql:// URL (this one is empty or "
-                          "holds a NUL character)")
+        raise ConfigError(
+            f"{source}: the store must be a SQLite path or a postgresql:// URL (this one is empty or "
+            "holds a NUL character)"
+        )
     text = text.strip()
     if len(text) > 4096:
         raise ConfigError(f"{source}: the store's path or URL is {len(text)} characters long; at most 4096")
     scheme, sep, _ = text.partition("://")
     if not sep:
-        path = (home / Path(text).expanduser()) if not Path(text).expanduser().is_absolute() else Path(text).expanduser()
+        path = (
+            (home / Path(text).expanduser()) if not Path(text).expanduser().is_absolute() else Path(text).expanduser()
+        )
         return Location(sa.URL.create("sqlite", database=str(path)), source, home)
     if scheme == "sqlite":
         try:
@@ -122,8 +129,10 @@ def resolve(given: str | None = None, cwd: Path | None = None, warn=None) -> Loc
         where = f"{pyproject}: [tool.perfsuite] store"
         loc = parse(table["store"], where, home)
         if loc.secrets and warn is not None and _readable_by_others(pyproject):
-            warn(f"{pyproject} holds the store's password and other users can read it: keep the password in "
-                 f"~/.pgpass or {ENV} instead (chmod o-r would hide the whole file)")
+            warn(
+                f"{pyproject} holds the store's password and other users can read it: keep the password in "
+                f"~/.pgpass or {ENV} instead (chmod o-r would hide the whole file)"
+            )
         return loc
     return Location(sa.URL.create("sqlite", database=str(home / DEFAULT)), "default", home)
 

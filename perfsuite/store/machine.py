@@ -34,9 +34,13 @@ class Machine:
     info: dict
 
     def row(self) -> dict:
-        return {"id": self.id, "name": self.name, "fingerprint": self.fingerprint,
-                "info": json.dumps(self.info, sort_keys=True, default=str),
-                "first_seen": datetime.now(timezone.utc).isoformat()}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "info": json.dumps(self.info, sort_keys=True, default=str),
+            "first_seen": datetime.now(timezone.utc).isoformat(),
+        }
 
 
 def _config_dir() -> Path:
@@ -86,8 +90,9 @@ def this_machine(env: dict | None = None) -> Machine:
         env = fingerprint()
     digest, info = fingerprint_of(env)
     mid = machine_id()
-    return Machine(mid, mid if os.environ.get(ENV) else socket.gethostname()[:255], digest,
-                   {**info, "host": env.get("host")})
+    return Machine(
+        mid, mid if os.environ.get(ENV) else socket.gethostname()[:255], digest, {**info, "host": env.get("host")}
+    )
 
 
 def imported_machine(env: dict) -> Machine:

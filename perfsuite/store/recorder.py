@@ -18,12 +18,12 @@ from typing import Any
 
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.record import Record
+from perfsuite.measuring import env
+from perfsuite.measuring.env import collect_git
 from perfsuite.store.database import StoreError, StoreUnreachable, preflight
 from perfsuite.store.location import Location, parse
 from perfsuite.store.machine import Machine, this_machine
 from perfsuite.store.store import Store, new_run
-from perfsuite.measuring import env
-from perfsuite.measuring.env import collect_git
 
 # Waits between tries of a write the server did not answer (then the spool takes it).
 RETRY_WAITS_S = (0.5, 2.0)
@@ -44,18 +44,36 @@ def light_env() -> dict:
 class Recorder:
     """A run of `kind` (run, suite, pair, amp, gate, bisect, why, asv, pytest)."""
 
-    def __init__(self, location: Location, kind: str, config: dict | None = None, *,
-                 machine: Machine | None = None, cwd: Path | None = None, batch: str | None = None,
-                 shard: int | None = None, shards: int | None = None, commit: str | None = None,
-                 sleep=time.sleep) -> None:
+    def __init__(
+        self,
+        location: Location,
+        kind: str,
+        config: dict | None = None,
+        *,
+        machine: Machine | None = None,
+        cwd: Path | None = None,
+        batch: str | None = None,
+        shard: int | None = None,
+        shards: int | None = None,
+        commit: str | None = None,
+        sleep=time.sleep,
+    ) -> None:
 
         self.location, self.kind, self.sleep = location, kind, sleep
         self.machine = machine or this_machine(light_env())
         # `commit`: the commit measured, when it is not the checkout's (asv measures a commit it built)
         git: dict[str, Any] = {"git_commit": commit, "git_dirty": False} if commit else collect_git(cwd)
         self.commit = commit
-        self.run = new_run(kind, self.machine, config=config, commit=git.get("git_commit"),
-                           dirty=git.get("git_dirty"), batch=batch, shard=shard, shards=shards)
+        self.run = new_run(
+            kind,
+            self.machine,
+            config=config,
+            commit=git.get("git_commit"),
+            dirty=git.get("git_dirty"),
+            batch=batch,
+            shard=shard,
+            shards=shards,
+        )
         self.write_timeout_s = SERVER_WRITE_TIMEOUT_S
         self.notes: list[str] = []
         self.written = 0  # results in the store
@@ -94,14 +112,16 @@ class Recorder:
             entry = {**entry, "case": dict(case.params)}
         self.add_document(kind, entry, workload=getattr(getattr(case, "workload", None), "name", None))
 
-
     def add_failure(self, failure: dict, case=None) -> None:
         """A case that failed, kept as a `failure` document (its reason and the user's traceback)."""
         self.add_document("failure", failure, workload=getattr(getattr(case, "workload", None), "name", None))
 
     def add_document(self, kind: str, entry: dict, workload: str | None = None) -> None:
-        self._write(lambda s: s.add_documents(self.run_id, self.machine.id, kind, [entry], workload=workload,
-                                              commit=self.run["commit"]))
+        self._write(
+            lambda s: s.add_documents(
+                self.run_id, self.machine.id, kind, [entry], workload=workload, commit=self.run["commit"]
+            )
+        )
 
     def set_batch(self, batch: str, shard: int, shards: int) -> None:
         """This run is shard `shard` of `shards` of the suite run `batch` (perfsuite.store.shards)."""
@@ -124,9 +144,11 @@ class Recorder:
                 if self.spool is not None:
                     self.spool.finish_run(self.run_id, state)
         if self.spooled and self.spool is not None:
-            self.notes.append(f"{self.spooled_results} result(s) kept in {self.location.spool}: the store "
-                              f"{self.location.shown} could not take them; `perfsuite store push` with the same "
-                              "store (--store or PERFSUITE_STORE) sends them")
+            self.notes.append(
+                f"{self.spooled_results} result(s) kept in {self.location.spool}: the store "
+                f"{self.location.shown} could not take them; `perfsuite store push` with the same "
+                "store (--store or PERFSUITE_STORE) sends them"
+            )
         for st in (self.store, self.spool):  # (a store given up on a timeout is None: never waited for)
             if st is not None:
                 st.close()
@@ -159,7 +181,7 @@ class Recorder:
             for wait in (*RETRY_WAITS_S, None):
                 try:
                     store = self.store
-                    self._bounded(lambda: write(store))
+                    self._bounded(lambda: write(store))  # noqa: B023 - called within this iteration
                     self.written += counted
                     return
                 except StoreUnreachable as exc:
@@ -175,8 +197,10 @@ class Recorder:
                 write(self.spool)
                 self.spooled_results += counted
             except StoreError as exc:
-                self.notes.append(f"could not store a result in the spool either ({exc}); it is in the JSON "
-                                  "output only, `perfsuite store import` reads it later")
+                self.notes.append(
+                    f"could not store a result in the spool either ({exc}); it is in the JSON "
+                    "output only, `perfsuite store import` reads it later"
+                )
 
     def _bounded(self, call) -> None:
         """`call()` (a write to the store), given at most SERVER_WRITE_TIMEOUT_S on a server; past
@@ -200,8 +224,9 @@ class Recorder:
         worker.join(self.write_timeout_s)
         if worker.is_alive():
             self.store = None  # never touched again by this run: its connection is stuck
-            raise StoreUnreachable(f"store {self.location.shown}: the server did not answer a write within "
-                                   f"{self.write_timeout_s:g} s")
+            raise StoreUnreachable(
+                f"store {self.location.shown}: the server did not answer a write within {self.write_timeout_s:g} s"
+            )
         if outcome and outcome[0] is not None:
             raise outcome[0]
 
@@ -221,8 +246,9 @@ class Recorder:
             self.notes.append(f"the spool cannot be used either ({exc}); results are in the JSON output only")
 
 
-def for_frontend(kind: str, config: dict, commit: str | None = None, warn=None,
-                 home: Path | None = None) -> Recorder | None:
+def for_frontend(
+    kind: str, config: dict, commit: str | None = None, warn=None, home: Path | None = None
+) -> Recorder | None:
     """A recorder for asv's or pytest's runs: the store the project names (PERFSUITE_STORE, or
     [tool.perfsuite] store, or the default). A store that cannot be used is said through `warn`
     and skipped: those front-ends keep their own results, and a measurement is never refused.

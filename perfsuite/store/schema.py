@@ -15,7 +15,8 @@ metadata = sa.MetaData()
 # One machine that reported: a stable id (perfsuite.store.machine), its host name and the
 # fingerprint of what makes its times comparable (perfsuite.measuring.env.comparable).
 machines = sa.Table(
-    "machines", metadata,
+    "machines",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("name", sa.String(255), nullable=False),
     sa.Column("fingerprint", sa.String(64), nullable=False),
@@ -26,7 +27,8 @@ machines = sa.Table(
 # One command that measured (run, suite, pair, amp, gate, bisect, why, asv, pytest) or one import.
 # `batch` joins the shards of one suite run made on several machines (perfsuite.store.shards).
 runs = sa.Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("kind", sa.String(32), nullable=False),
     sa.Column("machine_id", sa.String(64), sa.ForeignKey("machines.id"), nullable=False),
@@ -45,7 +47,8 @@ runs = sa.Table(
 # record's content without its id and creation time: importing the same measurement twice adds
 # nothing, whatever file it came from.
 records = sa.Table(
-    "records", metadata,
+    "records",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("digest", sa.String(64), nullable=False, unique=True),
     sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id"), nullable=False),
@@ -65,7 +68,8 @@ sa.Index("records_by_run", records.c.run_id)
 
 # Every other result: a pair, amp, gate, bisect, why or history entry, as its document holds it.
 documents = sa.Table(
-    "documents", metadata,
+    "documents",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),  # the digest of (kind, doc)
     sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id"), nullable=False),
     sa.Column("machine_id", sa.String(64), sa.ForeignKey("machines.id"), nullable=False),

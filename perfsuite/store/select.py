@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.record import Record
@@ -29,7 +28,7 @@ def is_source(path: str | os.PathLike) -> bool:
 
 
 def parse(text: str) -> dict:
-    body = str(text)[len(PREFIX):].strip()
+    body = str(text)[len(PREFIX) :].strip()
     if not body:
         return {}
     if "=" not in body:
@@ -54,8 +53,9 @@ def utc_time(text: str, what: str) -> str:
     try:
         t = datetime.fromisoformat(str(text).strip())
     except ValueError:
-        raise ConfigError(f"{what} {str(text)[:40]!r}: expected an ISO date or time (2026-11-01 or "
-                          "2026-11-01T08:00:00+01:00)") from None
+        raise ConfigError(
+            f"{what} {str(text)[:40]!r}: expected an ISO date or time (2026-11-01 or 2026-11-01T08:00:00+01:00)"
+        ) from None
     t = t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
     return t.isoformat()
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Iterable
 
 import sqlalchemy as sa
 
@@ -45,13 +45,33 @@ def document_digest(kind: str, entry: dict) -> str:
     return hashlib.sha256(canonical({"kind": kind, "doc": entry}).encode()).hexdigest()[:32]
 
 
-def new_run(kind: str, machine: Machine, *, config: dict | None = None, commit: str | None = None,
-            dirty: bool | None = None, batch: str | None = None, shard: int | None = None,
-            shards: int | None = None, run_id: str | None = None) -> dict:
+def new_run(
+    kind: str,
+    machine: Machine,
+    *,
+    config: dict | None = None,
+    commit: str | None = None,
+    dirty: bool | None = None,
+    batch: str | None = None,
+    shard: int | None = None,
+    shards: int | None = None,
+    run_id: str | None = None,
+) -> dict:
     """The row of a run about to start."""
-    return {"id": run_id or uuid.uuid4().hex, "kind": kind, "machine_id": machine.id, "commit": commit,
-            "dirty": dirty, "config": canonical(config or {}), "started": now(), "finished": None,
-            "state": "running", "batch": batch, "shard": shard, "shards": shards}
+    return {
+        "id": run_id or uuid.uuid4().hex,
+        "kind": kind,
+        "machine_id": machine.id,
+        "commit": commit,
+        "dirty": dirty,
+        "config": canonical(config or {}),
+        "started": now(),
+        "finished": None,
+        "state": "running",
+        "batch": batch,
+        "shard": shard,
+        "shards": shards,
+    }
 
 
 def column_text(value, limit: int) -> str:
@@ -72,14 +92,26 @@ def _record_row(record: Record, run_id: str, machine_id: str, commit: str | None
     body = {k: v for k, v in doc.items() if k not in ("id", "created", "derived")}
     # A record's id may be up to 200 characters of anything (an imported one): the row's key is
     # then its digest; the record read back keeps its own id from its JSON.
-    key = record.id if len(record.id) <= 64 and record.id.isascii() and record.id.isprintable() \
+    key = (
+        record.id
+        if len(record.id) <= 64 and record.id.isascii() and record.id.isprintable()
         else hashlib.sha256(record.id.encode("utf-8", "backslashreplace")).hexdigest()
+    )
     dirty = record.env.get("git_dirty")
-    return {"id": key, "digest": hashlib.sha256(canonical(body).encode()).hexdigest(), "run_id": run_id,
-            "machine_id": machine_id, "workload": column_text(record.workload, 255), "params": canonical(record.params),
-            "device": column_text(record.device, 64), "commit": _commit(commit or record.env.get("git_commit")),
-            "dirty": None if commit or not isinstance(dirty, bool) else dirty,
-            "created": record.created, "median_s": record.median_s, "doc": canonical(doc)}
+    return {
+        "id": key,
+        "digest": hashlib.sha256(canonical(body).encode()).hexdigest(),
+        "run_id": run_id,
+        "machine_id": machine_id,
+        "workload": column_text(record.workload, 255),
+        "params": canonical(record.params),
+        "device": column_text(record.device, 64),
+        "commit": _commit(commit or record.env.get("git_commit")),
+        "dirty": None if commit or not isinstance(dirty, bool) else dirty,
+        "created": record.created,
+        "median_s": record.median_s,
+        "doc": canonical(doc),
+    }
 
 
 class Store:
@@ -89,14 +121,16 @@ class Store:
         """`create=False`: a reader's store, which must exist already (a query never makes one)."""
         self.location = location
         if not create and location.path is not None and not location.path.exists():
-            raise StoreError(f"store {location.shown}: no store there yet (nothing has been stored; "
-                             f"it is chosen by {location.source})")
+            raise StoreError(
+                f"store {location.shown}: no store there yet (nothing has been stored; "
+                f"it is chosen by {location.source})"
+            )
         self.engine = engine if engine is not None else open_engine(location, create=create)
 
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -129,13 +163,13 @@ class Store:
 
     def set_batch(self, run_id: str, batch: str, shard: int, shards: int) -> None:
         with self._write() as conn:
-            conn.execute(schema.runs.update().where(schema.runs.c.id == run_id)
-                         .values(batch=batch, shard=shard, shards=shards))
+            conn.execute(
+                schema.runs.update().where(schema.runs.c.id == run_id).values(batch=batch, shard=shard, shards=shards)
+            )
 
     def finish_run(self, run_id: str, state: str) -> None:
         with self._write() as conn:
-            conn.execute(schema.runs.update().where(schema.runs.c.id == run_id)
-                         .values(state=state, finished=now()))
+            conn.execute(schema.runs.update().where(schema.runs.c.id == run_id).values(state=state, finished=now()))
 
     def add_records(self, run_id: str, machine_id: str, records: Iterable[Record], commit: str | None = None) -> int:
         """Store `records` of one run in one transaction; returns how many were new. `commit`: the
@@ -146,38 +180,63 @@ class Store:
             # measurement under another id (an import of a copy) is skipped by the conflict.
             return self._insert_absent(conn, schema.records, rows)
 
-    def add_documents(self, run_id: str, machine_id: str, kind: str, entries: Iterable[dict],
-                      workload: str | None = None, commit: str | None = None) -> int:
+    def add_documents(
+        self,
+        run_id: str,
+        machine_id: str,
+        kind: str,
+        entries: Iterable[dict],
+        workload: str | None = None,
+        commit: str | None = None,
+    ) -> int:
         rows = []
         for entry in entries:
             name = workload or entry.get("workload") or entry.get("name")
             created = entry.get("created")
-            rows.append({"id": document_digest(kind, entry), "run_id": run_id, "machine_id": machine_id,
-                         "kind": kind[:32], "workload": None if name is None else column_text(name, 255),
-                         "commit": _commit(commit), "created": column_text(created, 40) if created else now(),
-                         "doc": canonical(entry)})
+            rows.append(
+                {
+                    "id": document_digest(kind, entry),
+                    "run_id": run_id,
+                    "machine_id": machine_id,
+                    "kind": kind[:32],
+                    "workload": None if name is None else column_text(name, 255),
+                    "commit": _commit(commit),
+                    "created": column_text(created, 40) if created else now(),
+                    "doc": canonical(entry),
+                }
+            )
         with self._write() as conn:
             return self._insert_absent(conn, schema.documents, rows)
 
-    def copy_run(self, other: "Store", run_id: str) -> tuple[int, int]:
+    def copy_run(self, other: Store, run_id: str) -> tuple[int, int]:
         """Copy one run of `other` (a spool) here, with its machine, records and documents, in one
         transaction; returns (records, documents) that were new."""
         with other.engine.connect() as src:
             run = src.execute(sa.select(schema.runs).where(schema.runs.c.id == run_id)).mappings().one()
-            machine = list(src.execute(sa.select(schema.machines).where(schema.machines.c.id == run["machine_id"]))
-                           .mappings().all())
+            machine = list(
+                src.execute(sa.select(schema.machines).where(schema.machines.c.id == run["machine_id"]))
+                .mappings()
+                .all()
+            )
             recs = src.execute(sa.select(schema.records).where(schema.records.c.run_id == run_id)).mappings().all()
             docs = src.execute(sa.select(schema.documents).where(schema.documents.c.run_id == run_id)).mappings().all()
         machine_ids = {r["machine_id"] for r in (*recs, *docs)} - {run["machine_id"]}
         if machine_ids:
             with other.engine.connect() as src:
-                machine += src.execute(sa.select(schema.machines).where(schema.machines.c.id.in_(machine_ids))).mappings().all()
+                machine += (
+                    src.execute(sa.select(schema.machines).where(schema.machines.c.id.in_(machine_ids)))
+                    .mappings()
+                    .all()
+                )
         with self._write() as conn:
             self._insert_absent(conn, schema.machines, [dict(m) for m in machine])
             self._insert_absent(conn, schema.runs, [dict(run)])
             # A run pushed while it was still running in the spool is finished here too.
-            conn.execute(schema.runs.update().where(schema.runs.c.id == run_id)
-                         .values(state=run["state"], finished=run["finished"]))
+            conn.execute(
+                schema.runs.update()
+                .where(schema.runs.c.id == run_id)
+                .values(state=run["state"], finished=run["finished"])
+            )
             n_recs = self._insert_absent(conn, schema.records, [dict(r) for r in recs])
             n_docs = self._insert_absent(conn, schema.documents, [dict(d) for d in docs])
         return n_recs, n_docs
@@ -196,8 +255,20 @@ class Store:
         except sa.exc.DBAPIError as exc:
             raise describe_failure(self.location, exc) from None
 
-    def _record_query(self, columns, *, workload=None, device=None, machine=None, commits=None,
-                      since=None, until=None, run=None, batch=None, commit_prefix=None):
+    def _record_query(
+        self,
+        columns,
+        *,
+        workload=None,
+        device=None,
+        machine=None,
+        commits=None,
+        since=None,
+        until=None,
+        run=None,
+        batch=None,
+        commit_prefix=None,
+    ):
         r = schema.records
         q = sa.select(*columns)
         if workload is not None:
@@ -217,7 +288,11 @@ class Store:
         if run is not None:
             q = q.where(r.c.run_id == run)
         if batch is not None:  # a batch id or its first characters, as `store runs` shows them
-            q = q.where(r.c.run_id.in_(sa.select(schema.runs.c.id).where(schema.runs.c.batch.startswith(batch, autoescape=True))))
+            q = q.where(
+                r.c.run_id.in_(
+                    sa.select(schema.runs.c.id).where(schema.runs.c.batch.startswith(batch, autoescape=True))
+                )
+            )
         # `params` (a subset every row must match) is matched by the callers, on the rows the
         # indexed filters leave.
         return q.order_by(r.c.created, r.c.id)
@@ -226,8 +301,18 @@ class Store:
         """Stored records' columns, without decoding their documents: the fast query (a month of a
         team's nightly suites in well under a second). `params`: a subset every row must match."""
         r = schema.records
-        cols = [r.c.id, r.c.run_id, r.c.machine_id, r.c.workload, r.c.params, r.c.device, r.c.commit,
-                r.c.dirty, r.c.created, r.c.median_s]
+        cols = [
+            r.c.id,
+            r.c.run_id,
+            r.c.machine_id,
+            r.c.workload,
+            r.c.params,
+            r.c.device,
+            r.c.commit,
+            r.c.dirty,
+            r.c.created,
+            r.c.median_s,
+        ]
         out = []
         for row in self._read(self._record_query(cols, **filters)):
             d = dict(row)
@@ -250,8 +335,14 @@ class Store:
                 raise RecordError(f"store {self.location.shown}: record {row['id']}: {exc}") from None
         return out
 
-    def documents(self, kind: str | None = None, workload: str | None = None, machine: str | None = None,
-                  since: str | None = None, run: str | None = None) -> list[dict]:
+    def documents(
+        self,
+        kind: str | None = None,
+        workload: str | None = None,
+        machine: str | None = None,
+        since: str | None = None,
+        run: str | None = None,
+    ) -> list[dict]:
         d = schema.documents
         q = sa.select(d.c.kind, d.c.run_id, d.c.machine_id, d.c.workload, d.c.created, d.c.doc)
         for col, value in ((d.c.kind, kind), (d.c.workload, workload), (d.c.machine_id, machine), (d.c.run_id, run)):
@@ -261,11 +352,16 @@ class Store:
             q = q.where(d.c.created >= since)
         return [{**dict(row), "doc": json.loads(row["doc"])} for row in self._read(q.order_by(d.c.created, d.c.id))]
 
-    def runs(self, kind: str | None = None, machine: str | None = None, batch: str | None = None,
-             state: str | None = None) -> list[dict]:
+    def runs(
+        self, kind: str | None = None, machine: str | None = None, batch: str | None = None, state: str | None = None
+    ) -> list[dict]:
         r = schema.runs
-        n = (sa.select(sa.func.count()).select_from(schema.records)
-             .where(schema.records.c.run_id == r.c.id).scalar_subquery())
+        n = (
+            sa.select(sa.func.count())
+            .select_from(schema.records)
+            .where(schema.records.c.run_id == r.c.id)
+            .scalar_subquery()
+        )
         q = sa.select(r, n.label("records"))
         for col, value in ((r.c.kind, kind), (r.c.machine_id, machine), (r.c.state, state)):
             if value is not None:
@@ -279,8 +375,12 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         out = {}
-        for name, table in (("machines", schema.machines), ("runs", schema.runs), ("records", schema.records),
-                            ("documents", schema.documents)):
+        for name, table in (
+            ("machines", schema.machines),
+            ("runs", schema.runs),
+            ("records", schema.records),
+            ("documents", schema.documents),
+        ):
             out[name] = self._read(sa.select(sa.func.count().label("n")).select_from(table))[0]["n"]
         return out
 

@@ -4,12 +4,12 @@ file's `checks=`), every one, before a suite measures anything."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
+from perfsuite.core import registry
 from perfsuite.core.checks import CheckFailed
 from perfsuite.core.errors import PerfsuiteError
-from perfsuite.core import registry
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,12 @@ def checks_for(workload: str) -> list[tuple[str, Callable[[str], str | None]]]:
     return list((registry.get(workload).checks or {}).items())
 
 
-def run_checks(workloads: list[str], device: str = "cpu",
-               report: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+def run_checks(
+    workloads: list[str], device: str = "cpu", report: Callable[[CheckResult], None] | None = None
+) -> list[CheckResult]:
     """Every check of `workloads` (unknown names raise PerfsuiteError before anything runs). A
     check that raises anything is a failure with that message: the step is not to be trusted."""
     import torch
-
 
     for w in workloads:
         registry.get(w)  # names the unknown workload
@@ -59,5 +59,3 @@ def run_checks(workloads: list[str], device: str = "cpu",
 
 
 EXIT_FAILED = 3
-
-

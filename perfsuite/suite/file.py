@@ -36,29 +36,38 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from perfsuite.core.errors import ConfigError
-from perfsuite.storage.read import read_bytes as _read_bytes
 from perfsuite.core import registry
-from perfsuite.core.config import IN_PROCESS_BUILDS
-from perfsuite.core.config import MAX_WORKERS
-from perfsuite.core.config import RunConfig
+from perfsuite.core.config import IN_PROCESS_BUILDS, MAX_WORKERS, RunConfig
+from perfsuite.core.errors import ConfigError
 from perfsuite.core.params import expand_sweep
 from perfsuite.core.text import printable
 from perfsuite.core.workload import SIZES
 from perfsuite.measuring.workers import worker_count
+from perfsuite.storage.read import read_bytes as _read_bytes
 from perfsuite.storage.read import read_yaml
 from perfsuite.suite.peak import PEAK_DTYPES
 
-TOP_KEYS = {"name", "description", "device", "max_time", "processes", "output", "checks", "emulated_bf16", "suites", "others"}
+TOP_KEYS = {
+    "name",
+    "description",
+    "device",
+    "max_time",
+    "processes",
+    "output",
+    "checks",
+    "emulated_bf16",
+    "suites",
+    "others",
+}
 ENTRY_KEYS = {"name", "workload", "kind", "params", "max_time", "processes", "vary", "precisions", "pairs", "steps"}
 KINDS = ("run", "pair", "amp")
 # Keys that mean something for one kind only: on another kind they would be silently ignored.
-KIND_KEYS = {"vary": ("pair",), "precisions": ("amp",), "pairs": ("amp",), "steps": ("amp",),
-             "processes": ("run",)}
+KIND_KEYS = {"vary": ("pair",), "precisions": ("amp",), "pairs": ("amp",), "steps": ("amp",), "processes": ("run",)}
 # What an entry of each kind writes; a run entry named `x.amp` would write `x.amp.json`, which
 # `report` and `export` read as an AMP document, so its records would vanish from both.
 RESERVED_SUFFIXES = (".amp", ".pair", ".split")
@@ -108,8 +117,11 @@ def _shown(value: Any) -> str:
 def _safe_name(value: Any, path: str) -> str:
     # A string, not anything str() can print: `name: null` once became a suite named "None".
     if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
-        raise _err(path, f"{_shown(value)} is not a safe file name; allowed: up to 100 letters, digits, "
-                         "'.', '_' and '-', not starting with '.'")
+        raise _err(
+            path,
+            f"{_shown(value)} is not a safe file name; allowed: up to 100 letters, digits, "
+            "'.', '_' and '-', not starting with '.'",
+        )
     return value
 
 
@@ -119,8 +131,12 @@ MAX_TIME_S = 86_400.0
 
 def _number(value: Any, path: str) -> float:
     # Finite: `max_time: .nan` compares false with everything and once passed `<= 0`.
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or not 0 < value <= MAX_TIME_S):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_TIME_S
+    ):
         raise _err(path, f"must be a positive number of seconds up to {MAX_TIME_S:g}, got {_shown(value)}")
     return float(value)
 
@@ -183,15 +199,19 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
             raise _err(f"{where}.kind", f"must be one of {', '.join(KINDS)}, got {_shown(kind)}")
         for key, kinds in KIND_KEYS.items():
             if key in raw and kind not in kinds:
-                raise _err(f"{where}.{key}", f"applies to kind {' or '.join(kinds)} only, not to this "
-                                             f"{kind} entry (it would be ignored)")
+                raise _err(
+                    f"{where}.{key}",
+                    f"applies to kind {' or '.join(kinds)} only, not to this {kind} entry (it would be ignored)",
+                )
         out_file = f"{name}.json" if kind == "run" else f"{name}.{kind}.json"
         if out_file.lower() in files:
             raise _err(f"{where}.name", f"would write {out_file}, as {files[out_file.lower()]} does; rename it")
         files[out_file.lower()] = f"{where}.name"
         if name.lower().endswith(RESERVED_SUFFIXES):
-            raise _err(f"{where}.name", f"{name!r} ends like another kind's file "
-                                        f"({', '.join(RESERVED_SUFFIXES)}); choose another name")
+            raise _err(
+                f"{where}.name",
+                f"{name!r} ends like another kind's file ({', '.join(RESERVED_SUFFIXES)}); choose another name",
+            )
         params = raw.get("params", {}) or {}
         if not isinstance(params, dict):
             raise _err(f"{where}.params", "must be a mapping of parameter -> value or list of values")
@@ -223,7 +243,7 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
             v = raw.get("vary")
             if not (isinstance(v, dict) and len(v) == 1):
                 raise _err(f"{where}.vary", "a pair needs vary: {param: [A, B]}")
-            (vkey, vvals), = v.items()
+            ((vkey, vvals),) = v.items()
             if vkey not in specs or not isinstance(vvals, list) or len(vvals) != 2:
                 raise _err(f"{where}.vary.{vkey}", "must name a parameter of the workload and exactly two values")
             try:
@@ -231,18 +251,28 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
             except ConfigError as exc:
                 raise _err(f"{where}.vary.{vkey}", str(exc)) from None
         precisions = raw.get("precisions", ["fp32", "bf16"])
-        if (not isinstance(precisions, list) or len(precisions) != 2
-                or any(p not in ("fp32", "bf16", "fp16") for p in precisions)):
+        if (
+            not isinstance(precisions, list)
+            or len(precisions) != 2
+            or any(p not in ("fp32", "bf16", "fp16") for p in precisions)
+        ):
             raise _err(f"{where}.precisions", f"must be two of fp32, bf16, fp16, got {_shown(precisions)}")
         if precisions[0] == precisions[1]:
             raise _err(f"{where}.precisions", f"compares {precisions[0]} with itself; name two precisions")
         precisions = tuple(precisions)
-        entry = Entry(name=name, kind=kind, workload=w.name, sweep=sweep,
-                      max_time=_number(raw.get("max_time", default_time), f"{where}.max_time"),
-                      vary=vary, precisions=precisions, pairs=_count(raw.get("pairs", 20), f"{where}.pairs", 2),
-                      steps=_count(raw.get("steps", 30), f"{where}.steps", 5),
-                      processes=_processes(raw.get("processes", default_processes), f"{where}.processes"))
-        for j, case in enumerate(entry.cases()):
+        entry = Entry(
+            name=name,
+            kind=kind,
+            workload=w.name,
+            sweep=sweep,
+            max_time=_number(raw.get("max_time", default_time), f"{where}.max_time"),
+            vary=vary,
+            precisions=precisions,
+            pairs=_count(raw.get("pairs", 20), f"{where}.pairs", 2),
+            steps=_count(raw.get("steps", 30), f"{where}.steps", 5),
+            processes=_processes(raw.get("processes", default_processes), f"{where}.processes"),
+        )
+        for case in entry.cases():
             try:
                 w.resolve(case)
             except ConfigError as exc:
@@ -265,10 +295,16 @@ def load_suite(path: str | Path, overrides: dict[str, str] | None = None, device
         raise _err("device", f"must be auto, cpu, cuda or cuda:N, got {_shown(dev)}")
     if "description" in doc and not isinstance(doc["description"], str):
         raise _err("description", f"must be text, got {_shown(doc['description'])}")
-    return Suite(name=doc.get("name", path.stem), path=path,
-                 sha256=hashlib.sha256(_read_bytes(path, ConfigError)).hexdigest(), device=str(device or dev),
-                 output=Path(out) if out else None, entries=entries, checks=checks,
-                 skip_emulated_bf16=emulated_bf16 == "skip")
+    return Suite(
+        name=doc.get("name", path.stem),
+        path=path,
+        sha256=hashlib.sha256(_read_bytes(path, ConfigError)).hexdigest(),
+        device=str(device or dev),
+        output=Path(out) if out else None,
+        entries=entries,
+        checks=checks,
+        skip_emulated_bf16=emulated_bf16 == "skip",
+    )
 
 
 def _others(value: Any, entries_raw: list) -> list[dict]:
@@ -276,8 +312,9 @@ def _others(value: Any, entries_raw: list) -> list[dict]:
     workload no entry names, over the grid its file declares for SIZE (Workload.grid)."""
     spec = {"grid": value} if isinstance(value, str) else value
     if not isinstance(spec, dict) or set(spec) - {"grid", "except"} or spec.get("grid") not in SIZES:
-        raise _err("others", f"must be a size ({', '.join(SIZES)}) or {{grid: SIZE, except: [workloads]}}, "
-                             f"got {value!r}")
+        raise _err(
+            "others", f"must be a size ({', '.join(SIZES)}) or {{grid: SIZE, except: [workloads]}}, got {value!r}"
+        )
     skip = spec.get("except", [])
     if not isinstance(skip, list):
         raise _err("others.except", f"must be a list of workloads, got {skip!r}")
@@ -287,8 +324,13 @@ def _others(value: Any, entries_raw: list) -> list[dict]:
         except ConfigError as exc:
             raise _err("others.except", str(exc)) from None
     named = {str(r.get("workload")) for r in entries_raw if isinstance(r, dict)} | {str(n) for n in skip}
-    return [{"name": name, "workload": name, "params": registry.get(name).grid(spec["grid"])}
-            for name in registry.names() if name not in named]
+    return [
+        {"name": name, "workload": name, "params": registry.get(name).grid(spec["grid"])}
+        for name in registry.names()
+        if name not in named
+    ]
+
+
 # Cases one entry's sweep may expand to (the product of its value lists).
 MAX_CASES = 10_000
 # More pairs or steps than this is a typo, not a plan (10^6 pairs of a 1 ms step is 33 minutes).
@@ -317,14 +359,28 @@ def _processes(value: Any, where: str) -> int | None:
 def resolved_config(suite: Suite, device: str) -> dict:
     """What will be run, exactly: stored beside the records so a report can say it."""
     # `checks` too: one folder holds either numbers from checked steps or from unchecked ones.
-    out: dict[str, Any] = {"suite": suite.name, "file": str(suite.path), "sha256": suite.sha256, "device": device,
-           "checks": suite.checks, **({"emulated_bf16": "skip"} if suite.skip_emulated_bf16 else {}), "entries": []}
+    out: dict[str, Any] = {
+        "suite": suite.name,
+        "file": str(suite.path),
+        "sha256": suite.sha256,
+        "device": device,
+        "checks": suite.checks,
+        **({"emulated_bf16": "skip"} if suite.skip_emulated_bf16 else {}),
+        "entries": [],
+    }
     for e in suite.entries:
         w = registry.get(e.workload)
-        out["entries"].append({"name": e.name, "kind": e.kind, "workload": e.workload, "max_time": e.max_time,
-                               **({"processes": e.processes} if e.processes is not None else {}),
-                               "vary": list(e.vary) if e.vary else None,
-                               "cases": [w.resolve(c) for c in e.cases()]})
+        out["entries"].append(
+            {
+                "name": e.name,
+                "kind": e.kind,
+                "workload": e.workload,
+                "max_time": e.max_time,
+                **({"processes": e.processes} if e.processes is not None else {}),
+                "vary": list(e.vary) if e.vary else None,
+                "cases": [w.resolve(c) for c in e.cases()],
+            }
+        )
     return out
 
 
@@ -349,19 +405,19 @@ def shipped_suites_dir() -> Path:
 # moved). CPU: on the 2-core development machine (shared, 2026-11-25) a Qwen 0.5B build took 35 s
 # and its first call 5 s, `import torch` in a fresh worker 3-8 s, a torchrun launch ~10 s
 # (cpu.yaml). They are estimates: the plan says so, and its budget column is the part that is a bound.
-PLAN_START_S = {"cpu": 4.0, "cuda": 6.0}      # one perfsuite process: interpreter, torch, CUDA context
-PLAN_WORKER_S = {"cpu": 0.2, "cuda": 1.5}     # one worker forked from the fork server (its CUDA context), before its build
-PLAN_LAUNCH_S = {"cpu": 10.0, "cuda": 15.0}   # one torchrun launch (distributed workloads), ranks included
+PLAN_START_S = {"cpu": 4.0, "cuda": 6.0}  # one perfsuite process: interpreter, torch, CUDA context
+PLAN_WORKER_S = {"cpu": 0.2, "cuda": 1.5}  # one worker forked from the fork server (its CUDA context), before its build
+PLAN_LAUNCH_S = {"cpu": 10.0, "cuda": 15.0}  # one torchrun launch (distributed workloads), ranks included
 # What a workload costs unless it declares its own (Workload.plan, perfsuite.core.workload.PLAN_KEYS).
 PLAN_DEFAULT_S = {
-    "build_s": {"cpu": 1.0, "cuda": 1.0},     # one case's build and cold first call
-    "check_s": {"cpu": 2.0, "cuda": 0.5},     # its checks in `perfsuite check` (a suite runs them before timing)
-    "once_s": {"cpu": 0.0, "cuda": 0.0},      # once per suite, before its first case
+    "build_s": {"cpu": 1.0, "cuda": 1.0},  # one case's build and cold first call
+    "check_s": {"cpu": 2.0, "cuda": 0.5},  # its checks in `perfsuite check` (a suite runs them before timing)
+    "once_s": {"cpu": 0.0, "cuda": 0.0},  # once per suite, before its first case
 }
 PLAN_PEAK_ROOF_S = {"cpu": 1.0, "cuda": 0.5}  # one roof's build in `perfsuite peak` (a large matmul, or the copy)
 PLAN_AMP_LOSSES_S = {"cpu": 15.0, "cuda": 5.0}  # its two fresh accuracy runs (2 x steps steps)
-PLAN_REPORT_S = {"cpu": 25.0, "cuda": 25.0}   # `perfsuite report` and `export tensorboard`, two processes
-BENCH_PEAK_MAX_TIME = 6.0                     # the Makefile's BENCH_TIME: `perfsuite peak --max-time 6`
+PLAN_REPORT_S = {"cpu": 25.0, "cuda": 25.0}  # `perfsuite report` and `export tensorboard`, two processes
+BENCH_PEAK_MAX_TIME = 6.0  # the Makefile's BENCH_TIME: `perfsuite peak --max-time 6`
 
 
 def plan_seconds(workload: str, key: str, kind: str) -> float:
@@ -377,7 +433,7 @@ def plan_seconds(workload: str, key: str, kind: str) -> float:
 class PlanLine:
     what: str
     cases: int
-    budget_s: float    # max_time bounds (warm-up + timed blocks): a bound
+    budget_s: float  # max_time bounds (warm-up + timed blocks): a bound
     overhead_s: float  # builds, processes, launches, checks, report: an estimate
 
     @property
@@ -412,13 +468,20 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     lines = []
     if bench:
         n = len(PEAK_DTYPES[kind]) + 1  # one matmul per roof and the copy
-        lines.append(PlanLine("perfsuite peak (make bench)", n, n * BENCH_PEAK_MAX_TIME,
-                              PLAN_START_S[kind] + n * PLAN_PEAK_ROOF_S[kind]))
+        lines.append(
+            PlanLine(
+                "perfsuite peak (make bench)",
+                n,
+                n * BENCH_PEAK_MAX_TIME,
+                PLAN_START_S[kind] + n * PLAN_PEAK_ROOF_S[kind],
+            )
+        )
     lines.append(PlanLine("perfsuite run: start-up", 0, 0.0, PLAN_START_S[kind]))
     checked = sorted({e.workload for e in suite.entries if checks_for(e.workload)})
     if suite.checks and checked:
-        lines.append(PlanLine(f"checks ({', '.join(checked)})", 0, 0.0,
-                              sum(plan_seconds(w, "check_s", kind) for w in checked)))
+        lines.append(
+            PlanLine(f"checks ({', '.join(checked)})", 0, 0.0, sum(plan_seconds(w, "check_s", kind) for w in checked))
+        )
     once = set()
     for e in suite.entries:
         n = len(e.cases())
@@ -429,14 +492,25 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
         if e.kind == "pair":  # both sides built; the budget holds the interleaved pairs
             lines.append(PlanLine(f"{e.name} (pair)", n, n * e.max_time, extra + n * 2 * build(e.workload)))
         elif e.kind == "amp":  # max_time bounds warm-up and the pairs; the accuracy runs come on top
-            lines.append(PlanLine(f"{e.name} (amp)", n, n * e.max_time,
-                                  extra + n * (2 * build(e.workload) + PLAN_AMP_LOSSES_S[kind])))
+            lines.append(
+                PlanLine(
+                    f"{e.name} (amp)", n, n * e.max_time, extra + n * (2 * build(e.workload) + PLAN_AMP_LOSSES_S[kind])
+                )
+            )
         elif getattr(registry.get(e.workload), "launcher", None) is not None:
             lines.append(PlanLine(f"{e.name} (torchrun)", n, n * e.max_time, extra + n * PLAN_LAUNCH_S[kind]))
-        elif (workers := worker_count(registry.get(e.workload), RunConfig(max_time=e.max_time, processes=e.processes))) > 1:
+        elif (
+            workers := worker_count(registry.get(e.workload), RunConfig(max_time=e.max_time, processes=e.processes))
+        ) > 1:
             # each worker forks and builds once
-            lines.append(PlanLine(f"{e.name} ({workers} processes)", n, n * e.max_time,
-                                  extra + n * workers * (PLAN_WORKER_S[kind] + build(e.workload))))
+            lines.append(
+                PlanLine(
+                    f"{e.name} ({workers} processes)",
+                    n,
+                    n * e.max_time,
+                    extra + n * workers * (PLAN_WORKER_S[kind] + build(e.workload)),
+                )
+            )
         else:
             lines.append(PlanLine(e.name, n, n * e.max_time, extra + n * runs_builds(e.workload) * build(e.workload)))
     if bench:
@@ -453,11 +527,15 @@ def format_plan(suite: Suite, kind: str, lines: list[PlanLine]) -> str:
     import math
 
     width = max(len(line.what) for line in lines)
-    out = [f"plan for suite {suite.name} on {kind} (nothing measured: budgets are bounds, overheads estimates)",
-           f"{'step':<{width}}  cases  budget s  overhead s  total s"]
+    out = [
+        f"plan for suite {suite.name} on {kind} (nothing measured: budgets are bounds, overheads estimates)",
+        f"{'step':<{width}}  cases  budget s  overhead s  total s",
+    ]
     for line in lines:
-        out.append(f"{line.what:<{width}}  {line.cases or '':>5}  {line.budget_s:>8.0f}  {line.overhead_s:>10.0f}"
-                   f"  {line.total_s:>7.0f}")
+        out.append(
+            f"{line.what:<{width}}  {line.cases or '':>5}  {line.budget_s:>8.0f}  {line.overhead_s:>10.0f}"
+            f"  {line.total_s:>7.0f}"
+        )
     budget = sum(line.budget_s for line in lines)
     total = plan_total_s(lines)
     out.append(f"budgets {budget:.0f} s + overheads {total - budget:.0f} s ({total / 60:.1f} min)")

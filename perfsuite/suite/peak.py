@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 from datetime import datetime, timezone
-from pathlib import Path
 
 from perfsuite.core import registry
-from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
 from perfsuite.core.case import Case
+from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.record import Work
 from perfsuite.measuring.tf32 import matmul_tf32
@@ -77,7 +76,8 @@ def copy_bytes(device: str, builds: int) -> int:
         raise PerfsuiteError(
             f"peak: memory bandwidth on {device} needs 2 x {builds} buffers of at least {least / 2**20:.0f} MiB "
             f"(past its {l2 / 2**20:.0f} MiB L2) in {COPY_MEMORY_SHARE:.0%} of the free memory; "
-            f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB are free (other processes on this GPU?)")
+            f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB are free (other processes on this GPU?)"
+        )
     return nbytes
 
 
@@ -98,8 +98,7 @@ def _copy_workload(builds: int) -> Workload:
             dst.copy_(src)
 
         # A copy reads every byte once and writes it once.
-        return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="copies",
-                                             bytes_per_step=2.0 * src.numel() * 4))
+        return BuiltStep(fn=step, work=Work(items_per_step=1, item_unit="copies", bytes_per_step=2.0 * src.numel() * 4))
 
     return Workload(name="copy", description="large tensor copy", params=(), builder=build, max_builds=builds)
 
@@ -122,8 +121,7 @@ def measure_peak(cfg: RunConfig, env: dict, device: str) -> dict:
         records.append(rec)
     # The runner keeps every build of a case alive at once: the copy's buffers are sized for all of them.
     builds = cfg.builds if cfg.builds is not None else IN_PROCESS_BUILDS
-    copy = _measure_one(Case(_copy_workload(builds), {}), replace(cfg, builds=builds), env, device,
-                        "memory bandwidth")
+    copy = _measure_one(Case(_copy_workload(builds), {}), replace(cfg, builds=builds), env, device, "memory bandwidth")
     records.append(copy)
     return {
         "device_key": device_key(env, device),
@@ -155,4 +153,5 @@ def cpu_matmul_n(dtype: str, budget_s: float) -> int:
 def _measure_one(case: Case, cfg: RunConfig, env: dict, device: str, what: str):
     return run_cases([case], cfg, device, env=env).only(
         lambda why: PerfsuiteError(f"peak: {what} cannot be measured on {device}: {why}"),
-        lambda error: PerfsuiteError(f"peak: measuring {what} failed: {error}"))
+        lambda error: PerfsuiteError(f"peak: measuring {what} failed: {error}"),
+    )

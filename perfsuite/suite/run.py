@@ -9,33 +9,23 @@ missing cases are measured; failed cases are retried only with `retry_failed`.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.suite.file import Suite, config_digest, resolved_config
 from perfsuite.compare.amp import Amp
 from perfsuite.compare.pair import Pair
-from perfsuite.core import documents
-from perfsuite.core import registry
+from perfsuite.core import documents, registry
 from perfsuite.core.config import RunConfig
-from perfsuite.core.errors import RecordError
+from perfsuite.core.errors import ConfigError, RecordError, Unsupported
 from perfsuite.measuring.env import fingerprint
-from perfsuite.run.execute import Case
-from perfsuite.run.execute import Events
-from perfsuite.run.execute import RECORDS
-from perfsuite.storage.files import DocumentWriter
-from perfsuite.storage.files import ResultsWriter
-from perfsuite.storage.files import atomic_write_text
-from perfsuite.storage.files import document
-from perfsuite.storage.files import versioned
-from perfsuite.storage.files import writable_dir
+from perfsuite.run.execute import RECORDS, Case, Events
+from perfsuite.storage.files import DocumentWriter, ResultsWriter, atomic_write_text, document, versioned, writable_dir
+from perfsuite.storage.peaks import peak_for
 from perfsuite.storage.read import read_json
 from perfsuite.storage.write import open_lock
 from perfsuite.store.shards import in_shard
-from perfsuite.storage.peaks import peak_for
+from perfsuite.suite.file import Suite, config_digest, resolved_config
 
 
 @dataclass
@@ -63,9 +53,11 @@ def prepare_output(out: Path, config: dict) -> None:
         except RecordError as exc:
             raise ConfigError(f"{exc}; use another output directory") from None
         if old.get("digest") != digest:
-            raise ConfigError(f"output directory {out} holds a run of a different configuration "
-                              f"(suite {old.get('suite')!r}, sha256 {str(old.get('sha256'))[:12]}); "
-                              "resume with the same file and parameters, or choose another --out")
+            raise ConfigError(
+                f"output directory {out} holds a run of a different configuration "
+                f"(suite {old.get('suite')!r}, sha256 {str(old.get('sha256'))[:12]}); "
+                "resume with the same file and parameters, or choose another --out"
+            )
         return
     # The version keys stay outside the digest: a folder written before they existed resumes.
     atomic_write_text(cfg_path, versioned("run-config", {**config, "digest": digest}))
@@ -84,9 +76,11 @@ def entry_measure(e):
 # that emulates bf16: it runs 10-50x slower than planned (a ResNet18 bf16 step took over a
 # minute on an AVX2-only EPYC) and measures the emulation. Such a suite skips it, with this
 # reason; a direct `perfsuite run` of the case still measures it.
-EMULATED_BF16 = ("bf16 on a CPU without bf16 in hardware (no avx512_bf16/amx_bf16/bf16 flag in "
-                 "/proc/cpuinfo): torch emulates it, 10-50x slower than fp32; this suite skips it "
-                 "(emulated_bf16: skip), `perfsuite run` of the case measures it anyway")
+EMULATED_BF16 = (
+    "bf16 on a CPU without bf16 in hardware (no avx512_bf16/amx_bf16/bf16 flag in "
+    "/proc/cpuinfo): torch emulates it, 10-50x slower than fp32; this suite skips it "
+    "(emulated_bf16: skip), `perfsuite run` of the case measures it anyway"
+)
 
 
 def check_cases(suite: Suite, device: str) -> dict[tuple, str]:
@@ -119,19 +113,20 @@ def lock_output(out: Path):
     kernel releases whenever this process ends, however it ends: no stale locks."""
     import fcntl
 
-
     fd = open_lock(out / ".lock")  # a planted symlink is refused, never followed
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise ConfigError(f"output directory {out} is in use by another perfsuite run; "
-                          "wait for it or choose another --out") from None
+        raise ConfigError(
+            f"output directory {out} is in use by another perfsuite run; wait for it or choose another --out"
+        ) from None
     return fd
 
 
 class SuiteEvents:
     """What a front-end hears about a suite beyond its cases; the default hears nothing."""
+
     def checks_started(self, workloads: list[str]) -> None: ...
 
     def check_done(self, result) -> None: ...
@@ -156,9 +151,23 @@ def run_checks_first(suite: Suite, device: str, events: SuiteEvents, out: Path) 
         return {}, 0
     events.checks_started(names)
     results = run_checks(names, device, report=events.check_done)
-    atomic_write_text(out / "checks.json", document("checks", [
-        {"workload": r.workload, "name": r.name, "ok": r.ok, "detail": r.detail, "seconds": r.seconds,
-         "device": device} for r in results]))
+    atomic_write_text(
+        out / "checks.json",
+        document(
+            "checks",
+            [
+                {
+                    "workload": r.workload,
+                    "name": r.name,
+                    "ok": r.ok,
+                    "detail": r.detail,
+                    "seconds": r.seconds,
+                    "device": device,
+                }
+                for r in results
+            ],
+        ),
+    )
     refused: dict[str, str] = {}
     for r in results:
         if not r.ok:
@@ -166,9 +175,17 @@ def run_checks_first(suite: Suite, device: str, events: SuiteEvents, out: Path) 
     return refused, sum(not r.ok for r in results)
 
 
-def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_failed: bool = False,
-              peak_file: Path | None = None, settings: dict | None = None,
-              machine_log: Path | None = None, store=None, shard: tuple[int, int] | None = None) -> SuiteOutcome:
+def run_suite(
+    suite: Suite,
+    out: Path,
+    events: SuiteEvents | None = None,
+    retry_failed: bool = False,
+    peak_file: Path | None = None,
+    settings: dict | None = None,
+    machine_log: Path | None = None,
+    store=None,
+    shard: tuple[int, int] | None = None,
+) -> SuiteOutcome:
     """Every entry of `suite` into `out`, each kind through perfsuite.run.execute.run_cases.
     `settings`: RunConfig fields the command line sets for every entry (cpus, threads, heap).
     `store`: the results store's recorder; `shard` (K, N): only the cases of the K-th of N shards
@@ -189,15 +206,38 @@ def run_suite(suite: Suite, out: Path, events: SuiteEvents | None = None, retry_
     prepare_output(out, config)
     lock = lock_output(out)
     try:
-        return _run_entries(suite, out, events or SuiteEvents(), device, unsupported, config, retry_failed,
-                            peak_file, {k: v for k, v in (settings or {}).items() if v is not None}, machine_log,
-                            store, shard)
+        return _run_entries(
+            suite,
+            out,
+            events or SuiteEvents(),
+            device,
+            unsupported,
+            config,
+            retry_failed,
+            peak_file,
+            {k: v for k, v in (settings or {}).items() if v is not None},
+            machine_log,
+            store,
+            shard,
+        )
     finally:
         os.close(lock)
 
 
-def _run_entries(suite, out, events, device, unsupported, config, retry_failed, peak_file, settings,
-                 machine_log=None, store=None, shard=None) -> SuiteOutcome:
+def _run_entries(
+    suite,
+    out,
+    events,
+    device,
+    unsupported,
+    config,
+    retry_failed,
+    peak_file,
+    settings,
+    machine_log=None,
+    store=None,
+    shard=None,
+) -> SuiteOutcome:
     """One loop for every kind of entry: the entry's writer (a results file for `run`, a versioned
     document for `pair` and `amp`) says which cases are done or failed before, the rest are
     measured by run_cases, and a case that fails is that case's recorded failure (exit 3)."""
@@ -242,8 +282,18 @@ def _run_entries(suite, out, events, device, unsupported, config, retry_failed, 
                 writer.drop_failure(case.key(device))
         events.entry_started(e.name, e.kind, len(todo))
         cfg = RunConfig(device=device, max_time=e.max_time, processes=e.processes, **settings)
-        res = run_cases(todo, cfg, device, measure=measure, outputs=(writer, store), env=env, peak=peak,
-                        record_config=run_info, events=events.case_events(e.name), machine_log=machine_log)
+        res = run_cases(
+            todo,
+            cfg,
+            device,
+            measure=measure,
+            outputs=(writer, store),
+            env=env,
+            peak=peak,
+            record_config=run_info,
+            events=events.case_events(e.name),
+            machine_log=machine_log,
+        )
         outcome.measured += len(res.records)
         outcome.failed += len(res.failures)
         outcome.unsupported += len(res.unsupported)

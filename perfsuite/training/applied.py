@@ -55,8 +55,10 @@ def losses_at_applied_steps(setup: TrainingSetup, steps: int, label: str) -> App
         if scaler is not None and scaler.get_scale() < before:
             skipped += 1
             if skipped > bound:
-                raise ScalerDiverged(f"{label}: the GradScaler skipped {skipped} steps (scale now "
-                                     f"{scaler.get_scale():g}): its gradients overflow even unscaled")
+                raise ScalerDiverged(
+                    f"{label}: the GradScaler skipped {skipped} steps (scale now "
+                    f"{scaler.get_scale():g}): its gradients overflow even unscaled"
+                )
             continue
         losses.append(loss)
     return AppliedLosses(losses, skipped)

@@ -65,8 +65,13 @@ def _rng_state(cuda_step: int | None = None) -> dict:
     state: dict[str, Any] = {
         "torch": _rng_bytes(torch.get_rng_state()),
         # numpy's state holds an ndarray, which weights_only loading refuses: store its bytes.
-        "numpy": {"name": np_state[0], "keys": np_state[1].astype(np.uint32).tobytes(),
-                  "pos": int(np_state[2]), "has_gauss": int(np_state[3]), "cached": float(np_state[4])},
+        "numpy": {
+            "name": np_state[0],
+            "keys": np_state[1].astype(np.uint32).tobytes(),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached": float(np_state[4]),
+        },
         "python": random.getstate(),
     }
     if torch.cuda.is_available():
@@ -105,8 +110,9 @@ class Progress:
     best_metric: float | None = None
 
 
-def save_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None, scaler=None,
-                    progress: Progress) -> int:
+def save_checkpoint(
+    path: str | os.PathLike, *, model, optimizer, scheduler=None, scaler=None, progress: Progress
+) -> int:
     """Write the full training state atomically; returns the file size in bytes."""
     import torch
 
@@ -130,8 +136,9 @@ def save_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
     return path.stat().st_size
 
 
-def load_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None, scaler=None,
-                    map_location=None) -> Progress:
+def load_checkpoint(
+    path: str | os.PathLike, *, model, optimizer, scheduler=None, scaler=None, map_location=None
+) -> Progress:
     """Restore everything `save_checkpoint` wrote, or nothing (and raise CheckpointError)."""
     import torch
 
@@ -140,13 +147,15 @@ def load_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
         raise CheckpointError(f"{path}: no such checkpoint")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # truncated zip, garbage, a pickle with disallowed globals ...
+    except Exception as exc:  # noqa: BLE001 - truncated zip, garbage, a pickle with disallowed globals ...
         raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a perfsuite checkpoint")
     if state.get("version") not in READABLE_VERSIONS:
-        raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, this perfsuite reads "
-                              f"{', '.join(map(str, READABLE_VERSIONS))}")
+        raise CheckpointError(
+            f"{path}: checkpoint version {state.get('version')!r}, this perfsuite reads "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
+        )
     for key, obj in (("scheduler", scheduler), ("scaler", scaler)):
         if (state.get(key) is None) != (obj is None):
             raise CheckpointError(f"{path}: checkpoint {'lacks' if obj is not None else 'has'} a {key} state")
@@ -160,17 +169,20 @@ def load_checkpoint(path: str | os.PathLike, *, model, optimizer, scheduler=None
             if obj is not None:
                 obj.load_state_dict(state[key])
         _set_rng_state(state["rng"], cuda_step)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever failed, the objects get their state back
         for key, obj in targets.items():
             if obj is not None:
                 obj.load_state_dict(backup[key])
         _set_rng_state(rng_backup, cuda_step)
-        raise CheckpointError(f"{path}: does not fit this model/optimiser ({type(exc).__name__}: {exc}); nothing restored") from None
+        raise CheckpointError(
+            f"{path}: does not fit this model/optimiser ({type(exc).__name__}: {exc}); nothing restored"
+        ) from None
     return Progress(step=int(state["step"]), epoch=int(state["epoch"]), best_metric=state["best_metric"])
 
 
 class EarlyStopping:
     """Tracks the best metric and says when `patience` evaluations passed without improvement."""
+
     def __init__(self, patience: int, mode: str = "min", min_delta: float = 0.0) -> None:
         if patience < 1:
             raise ValueError(f"patience must be >= 1, got {patience}")

@@ -21,21 +21,17 @@ import os
 import re
 import tempfile
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from perfsuite.core.checks import CheckFailed, need
-from perfsuite.training.applied import ScalerDiverged
-from perfsuite.training.applied import final_loss
-from perfsuite.training.applied import losses_at_applied_steps
-from perfsuite.training.checkpoint import EarlyStopping
-from perfsuite.training.checkpoint import Progress
-from perfsuite.training.checkpoint import load_checkpoint
-from perfsuite.training.checkpoint import save_checkpoint
-from perfsuite.training.setup import train_losses
-from perfsuite.training.setup import training_setup
+from perfsuite.training.applied import ScalerDiverged, final_loss, losses_at_applied_steps
+from perfsuite.training.checkpoint import EarlyStopping, Progress, load_checkpoint, save_checkpoint
+from perfsuite.training.setup import train_losses, training_setup
+
 
 @dataclass(frozen=True)
 class TrainingCase:
@@ -52,13 +48,21 @@ class TrainingCase:
 def training_checks(case: TrainingCase) -> dict[str, Callable[[str], str]]:
     """The three named checks of a training workload: AMP, resume, early stopping. (Partials, not
     lambdas: a workload crosses into worker processes pickled.)"""
-    return {"AMP keeps the loss": partial(amp_loss_agreement, case),
-            "resume is bit-exact": partial(resume_bit_exact, case),
-            "early stopping": partial(early_stopping, case)}
+    return {
+        "AMP keeps the loss": partial(amp_loss_agreement, case),
+        "resume is bit-exact": partial(resume_bit_exact, case),
+        "early stopping": partial(early_stopping, case),
+    }
 
 
-def amp_loss_agreement(case: TrainingCase, device: str = "cpu", steps: int | None = None, tolerance: float = 0.05,
-                       setup_b: Callable | None = None, low: str | None = None) -> str:
+def amp_loss_agreement(
+    case: TrainingCase,
+    device: str = "cpu",
+    steps: int | None = None,
+    tolerance: float = 0.05,
+    setup_b: Callable | None = None,
+    low: str | None = None,
+) -> str:
     """fp32 and the low precision (`low`: fp16 on CUDA, bf16 elsewhere) train from the same
     initial weights on the same batch; their final losses (mean of the last 5) after the same
     number of *applied* optimiser steps must be within `tolerance`."""
@@ -79,18 +83,22 @@ def amp_loss_agreement(case: TrainingCase, device: str = "cpu", steps: int | Non
     need(math.isfinite(fa) and math.isfinite(fb), f"non-finite loss: fp32 {fa}, {low} {fb}")
     rel = abs(fb - fa) / max(abs(fa), 1e-12)
     skips = f"; {low}'s GradScaler skipped {skipped} more" if skipped else ""
-    need(rel <= tolerance, f"{low} reaches {fb:.4g}, fp32 {fa:.4g} after {steps} applied steps{skips}: "
-                            f"{rel:.1%} apart (tolerance {tolerance:.0%})")
+    need(
+        rel <= tolerance,
+        f"{low} reaches {fb:.4g}, fp32 {fa:.4g} after {steps} applied steps{skips}: "
+        f"{rel:.1%} apart (tolerance {tolerance:.0%})",
+    )
     need(la[-1] < la[0], f"fp32 did not learn: loss {la[0]:.4g} -> {la[-1]:.4g}")
-    return (f"final loss fp32 {fa:.4g} vs {low} {fb:.4g} after {steps} applied steps{skips} "
-            f"({rel:.2%} apart, tolerance {tolerance:.0%})")
+    return (
+        f"final loss fp32 {fa:.4g} vs {low} {fb:.4g} after {steps} applied steps{skips} "
+        f"({rel:.2%} apart, tolerance {tolerance:.0%})"
+    )
 
 
 def _noisy_losses(setup, start: int, stop: int) -> list[float]:
     """Steps that also draw from the global RNG: the resumed run matches only if the RNG state
     is restored as well."""
     import torch
-
 
     out = []
     for i in range(start, stop):
@@ -149,8 +157,13 @@ def deterministic_kernels():
     import torch
 
     cudnn = torch.backends.cudnn
-    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-             cudnn.benchmark, cudnn.deterministic, os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        cudnn.benchmark,
+        cudnn.deterministic,
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    )
     try:
         if saved[4] is None:
             os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC
@@ -175,7 +188,9 @@ def deterministic_kernels():
 RESUME_RTOL, RESUME_ATOL = 1.3e-6, 1e-5
 
 
-def resume_bit_exact(case: TrainingCase, device: str = "cpu", steps: int | None = None, folder: Path | None = None) -> str:
+def resume_bit_exact(
+    case: TrainingCase, device: str = "cpu", steps: int | None = None, folder: Path | None = None
+) -> str:
     """Run `steps` steps; separately run half, save, disturb every RNG, build with other weights,
     load and run the rest: the losses, the weights, the RNG stream and the LR must be identical.
     Both runs use deterministic kernels (`deterministic_kernels`): bit-exactness is a property of
@@ -184,10 +199,10 @@ def resume_bit_exact(case: TrainingCase, device: str = "cpu", steps: int | None 
         return _resume(case, device, steps, folder, nondeterministic)
 
 
-def _resume(case: TrainingCase, device: str, steps: int | None, folder: Path | None,
-            nondeterministic: Callable[[], list[str]]) -> str:
+def _resume(
+    case: TrainingCase, device: str, steps: int | None, folder: Path | None, nondeterministic: Callable[[], list[str]]
+) -> str:
     import torch
-
 
     workload, params = case.workload, case.params
     steps = steps or case.resume_steps
@@ -203,8 +218,10 @@ def _resume(case: TrainingCase, device: str, steps: int | None, folder: Path | N
         torch.manual_seed(12345)  # disturb the RNG, as a new process would have
         resumed = training_setup(workload, params, device, seed=99)  # other initial weights
         progress = load_checkpoint(path, map_location=device, **_state(resumed))
-    need(progress.step == half and progress.best_metric == part[-1],
-          f"progress came back as step {progress.step}, best {progress.best_metric}")
+    need(
+        progress.step == half and progress.best_metric == part[-1],
+        f"progress came back as step {progress.step}, best {progress.best_metric}",
+    )
     rest = _noisy_losses(resumed, progress.step, steps)
     # With an op that has no deterministic kernel, exact equality cannot be asked of the kernels.
     ops = nondeterministic()
@@ -227,8 +244,10 @@ def _resume(case: TrainingCase, device: str, steps: int | None, folder: Path | N
         need(full.parts.scheduler.get_last_lr() == resumed_lr, "the LR differs")
     if exact:
         return f"{steps} steps, interrupted after {half}: losses, weights, RNG and LR identical (deterministic kernels)"
-    return (f"{steps} steps, interrupted after {half}: RNG and LR identical, losses and weights within rtol "
-            f"{RESUME_RTOL:g}, atol {RESUME_ATOL:g} ({', '.join(ops)}: no deterministic kernel on {device})")
+    return (
+        f"{steps} steps, interrupted after {half}: RNG and LR identical, losses and weights within rtol "
+        f"{RESUME_RTOL:g}, atol {RESUME_ATOL:g} ({', '.join(ops)}: no deterministic kernel on {device})"
+    )
 
 
 # The validation metric of seven epochs, lower is better: epoch 2 is worse once (patience left),
@@ -244,7 +263,6 @@ def early_stopping(case: TrainingCase, device: str = "cpu", metric=SCRIPTED_METR
     Training must stop after EXPECT_STOP, and the saved checkpoint must hold EXPECT_BEST's weights."""
     import torch
 
-
     setup = training_setup(case.workload, case.params, device, seed=0)
     es = EarlyStopping(patience=PATIENCE, mode="min")
     best_weights, stopped = None, None
@@ -253,21 +271,24 @@ def early_stopping(case: TrainingCase, device: str = "cpu", metric=SCRIPTED_METR
         for epoch, value in enumerate(metric):
             train_losses(setup, epoch, epoch + 1)
             if es.update(value):
-                save_checkpoint(path, progress=Progress(step=epoch + 1, epoch=epoch, best_metric=value),
-                                **_state(setup))
+                save_checkpoint(
+                    path, progress=Progress(step=epoch + 1, epoch=epoch, best_metric=value), **_state(setup)
+                )
                 best_weights = {k: v.clone() for k, v in setup.parts.model.state_dict().items()}
             if es.should_stop:
                 stopped = epoch
                 break
-        need(stopped == EXPECT_STOP, f"stopped after epoch {stopped}, expected {EXPECT_STOP} "
-                                      f"(patience {PATIENCE}, metric {list(metric)})")
+        need(
+            stopped == EXPECT_STOP,
+            f"stopped after epoch {stopped}, expected {EXPECT_STOP} (patience {PATIENCE}, metric {list(metric)})",
+        )
         restored = training_setup(case.workload, case.params, device, seed=7)
         progress = load_checkpoint(path, map_location=device, **_state(restored))
-    need(progress.epoch == EXPECT_BEST and es.best == metric[EXPECT_BEST],
-          f"best checkpoint is epoch {progress.epoch} (metric {progress.best_metric}), expected {EXPECT_BEST}")
+    need(
+        progress.epoch == EXPECT_BEST and es.best == metric[EXPECT_BEST],
+        f"best checkpoint is epoch {progress.epoch} (metric {progress.best_metric}), expected {EXPECT_BEST}",
+    )
     assert best_weights is not None  # the first epoch is always the best so far
     for k, v in restored.parts.model.state_dict().items():
         need(torch.equal(v, best_weights[k]), f"the best checkpoint's {k} is not the best epoch's")
     return f"stopped after epoch {stopped} (patience {PATIENCE}); best epoch {EXPECT_BEST} restored from its checkpoint"
-
-

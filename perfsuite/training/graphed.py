@@ -51,8 +51,9 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from perfsuite.training.schedule import warmup_cosine
 
@@ -63,7 +64,7 @@ AUTOCAST_DTYPES = {"fp32": None, "bf16": "bfloat16"}
 STREAM_ROLES = ("warmup", "capture")
 # This process's warm-up and capture streams: {cuda namespace: {(device index, role): stream}}.
 # Weakly keyed so that a test's fake namespace and its streams go with it.
-_streams: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_streams: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
 def refusal(device: str, precision: str, compiled: bool) -> str | None:
@@ -71,11 +72,15 @@ def refusal(device: str, precision: str, compiled: bool) -> str | None:
     if not str(device).startswith("cuda"):
         return f"parameter 'cuda_graph': cuda_graph needs CUDA; device is {device}"
     if compiled:
-        return ("parameter 'cuda_graph': not with compile=true (torch.compile captures its own CUDA graphs "
-                "with mode='reduce-overhead'); use one or the other")
+        return (
+            "parameter 'cuda_graph': not with compile=true (torch.compile captures its own CUDA graphs "
+            "with mode='reduce-overhead'); use one or the other"
+        )
     if precision not in AUTOCAST_DTYPES:
-        return (f"parameter 'cuda_graph': not with precision={precision}: the GradScaler's inf/NaN check and scale "
-                "update synchronise with the host, which a captured graph cannot do; use precision=bf16 or fp32")
+        return (
+            f"parameter 'cuda_graph': not with precision={precision}: the GradScaler's inf/NaN check and scale "
+            "update synchronise with the host, which a captured graph cannot do; use precision=bf16 or fp32"
+        )
     return None
 
 
@@ -104,7 +109,7 @@ class DeviceSchedule:
     total_steps: int
 
     @classmethod
-    def create(cls, base_lr: float, warmup_steps: int, total_steps: int, device) -> "DeviceSchedule":
+    def create(cls, base_lr: float, warmup_steps: int, total_steps: int, device) -> DeviceSchedule:
         import torch
 
         factor = warmup_cosine(warmup_steps, total_steps)  # validates the arguments
@@ -130,15 +135,20 @@ def graph_optimizer(params, like, lr):
     import torch
 
     group = like.param_groups[0]
-    kw = dict(momentum=group["momentum"], dampening=group["dampening"], nesterov=group["nesterov"],
-              weight_decay=group["weight_decay"])
+    kw = dict(
+        momentum=group["momentum"],
+        dampening=group["dampening"],
+        nesterov=group["nesterov"],
+        weight_decay=group["weight_decay"],
+    )
     if isinstance(lr, torch.Tensor):
         kw["fused"] = True
     return torch.optim.SGD(params, lr=lr, **kw)
 
 
-def step_body(model, loss_fn, optimizer, schedule: DeviceSchedule | None, x, y, precision: str,
-              device_type: str) -> Callable[[], object]:
+def step_body(
+    model, loss_fn, optimizer, schedule: DeviceSchedule | None, x, y, precision: str, device_type: str
+) -> Callable[[], object]:
     """Forward, loss, backward, optimiser step and (with a schedule) the LR update: what is
     captured. zero_grad is the caller's (before each warm-up iteration and before capture)."""
     import torch
@@ -195,8 +205,9 @@ def clear_blas_workspaces() -> bool:
     return True
 
 
-def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_iters: int = WARMUP_ITERS,
-            cuda=None, device=None) -> tuple[Any, object, dict]:
+def capture(
+    body: Callable[[], object], zero_grad: Callable[[], None], warmup_iters: int = WARMUP_ITERS, cuda=None, device=None
+) -> tuple[Any, object, dict]:
     """Warm up on a side stream, then capture one call of `body` on `device` (an index; None:
     the current device); returns (graph, its output, the capture's memory figures).
 
@@ -234,8 +245,10 @@ def capture(body: Callable[[], object], zero_grad: Callable[[], None], warmup_it
         # reserved for it while it lives (only a capture into that pool could reuse it) and goes
         # with the pool when the graph is reset, instead of being held by torch for good.
         clear_blas_workspaces()
-        memory = {"graph_pool_bytes": cuda.memory_reserved(device) - reserved_before,
-                  "graph_capture_peak_allocated_bytes": cuda.max_memory_allocated(device)}
+        memory = {
+            "graph_pool_bytes": cuda.memory_reserved(device) - reserved_before,
+            "graph_capture_peak_allocated_bytes": cuda.max_memory_allocated(device),
+        }
     return graph, out, memory
 
 
@@ -266,8 +279,20 @@ class GraphedStep:
         clear_blas_workspaces()
 
 
-def prepare(model, loss_fn, like_optimizer, x, y, *, precision: str, device: str, base_lr: float,
-            warmup_steps: int, total_steps: int, schedule_in_graph: bool):
+def prepare(
+    model,
+    loss_fn,
+    like_optimizer,
+    x,
+    y,
+    *,
+    precision: str,
+    device: str,
+    base_lr: float,
+    warmup_steps: int,
+    total_steps: int,
+    schedule_in_graph: bool,
+):
     """Everything but the capture: (body, zero_grad, optimizer, schedule or None, info)."""
     import torch
 
@@ -277,28 +302,49 @@ def prepare(model, loss_fn, like_optimizer, x, y, *, precision: str, device: str
     if schedule_in_graph:
         schedule = DeviceSchedule.create(base_lr, warmup_steps, total_steps, device)
         opt = graph_optimizer(model.parameters(), like_optimizer, schedule.lr)
-        lr_note = (f"warm-up {warmup_steps} / cosine to step {total_steps}, computed on the device inside the "
-                   "graph (0-dim tensor lr, fused SGD)")
+        lr_note = (
+            f"warm-up {warmup_steps} / cosine to step {total_steps}, computed on the device inside the "
+            "graph (0-dim tensor lr, fused SGD)"
+        )
     else:
         schedule = None
         lr0 = base_lr * warmup_cosine(warmup_steps, total_steps)(0)
         opt = graph_optimizer(model.parameters(), like_optimizer, lr0)
-        lr_note = (f"constant lr {lr0:g}: this torch has no fused SGD with a tensor lr, so the LR schedule is left "
-                   "out of the captured step")
+        lr_note = (
+            f"constant lr {lr0:g}: this torch has no fused SGD with a tensor lr, so the LR schedule is left "
+            "out of the captured step"
+        )
     body = step_body(model, loss_fn, opt, schedule, x, y, precision, device_type)
 
     def zero_grad() -> None:
         opt.zero_grad(set_to_none=True)
 
-    info = {"cuda_graph": True, "graph_captured": "zero_grad, forward, loss, backward, optimizer step"
-            + (", LR update" if schedule is not None else ""),
-            "lr_schedule": lr_note, "graph_warmup_iters": WARMUP_ITERS}
+    info = {
+        "cuda_graph": True,
+        "graph_captured": "zero_grad, forward, loss, backward, optimizer step"
+        + (", LR update" if schedule is not None else ""),
+        "lr_schedule": lr_note,
+        "graph_warmup_iters": WARMUP_ITERS,
+    }
     return body, zero_grad, opt, schedule, info
 
 
-def build_graphed_step(model, loss_fn, like_optimizer, x, y, *, precision: str, device: str, base_lr: float,
-                       warmup_steps: int, total_steps: int, warmup_iters: int = WARMUP_ITERS,
-                       cuda=None, schedule_in_graph: bool | None = None) -> GraphedStep:
+def build_graphed_step(
+    model,
+    loss_fn,
+    like_optimizer,
+    x,
+    y,
+    *,
+    precision: str,
+    device: str,
+    base_lr: float,
+    warmup_steps: int,
+    total_steps: int,
+    warmup_iters: int = WARMUP_ITERS,
+    cuda=None,
+    schedule_in_graph: bool | None = None,
+) -> GraphedStep:
     """Capture `model`'s training step on `x, y` (static tensors on `device`) and return it.
 
     `like_optimizer` supplies the SGD hyper-parameters; a new optimiser over the same
@@ -310,9 +356,19 @@ def build_graphed_step(model, loss_fn, like_optimizer, x, y, *, precision: str, 
         raise ValueError(reason)
     if schedule_in_graph is None:
         schedule_in_graph = tensor_lr_supported(torch)
-    body, zero_grad, opt, schedule, info = prepare(model, loss_fn, like_optimizer, x, y, precision=precision, device=device,
-                                          base_lr=base_lr, warmup_steps=warmup_steps, total_steps=total_steps,
-                                          schedule_in_graph=schedule_in_graph)
+    body, zero_grad, opt, schedule, info = prepare(
+        model,
+        loss_fn,
+        like_optimizer,
+        x,
+        y,
+        precision=precision,
+        device=device,
+        base_lr=base_lr,
+        warmup_steps=warmup_steps,
+        total_steps=total_steps,
+        schedule_in_graph=schedule_in_graph,
+    )
     # "cuda:N" -> N; plain "cuda" (and a test's CPU device with a fake `cuda`) -> the current device.
     dev = torch.device(device)
     index = dev.index if dev.type == "cuda" else None
@@ -322,6 +378,8 @@ def build_graphed_step(model, loss_fn, like_optimizer, x, y, *, precision: str, 
     info["graph_memory_note"] = (
         "cuda_max_allocated_bytes of the timed region leaves out the step's activations: they live in the "
         "CUDA graph's private pool, allocated once at capture (graph_pool_bytes, counted in "
-        "cuda_max_reserved_bytes); graph_capture_peak_allocated_bytes is the captured step's own peak")
-    return GraphedStep(graph=graph, loss=loss, info=info, schedule=schedule,
-                       keepalive=(model, loss_fn, opt, x, y, body, zero_grad))
+        "cuda_max_reserved_bytes); graph_capture_peak_allocated_bytes is the captured step's own peak"
+    )
+    return GraphedStep(
+        graph=graph, loss=loss, info=info, schedule=schedule, keepalive=(model, loss_fn, opt, x, y, body, zero_grad)
+    )

@@ -27,11 +27,11 @@ def mar_at_k(codes, labels, k: int = 5, chunk: int = 1024) -> float:
     same_class_total = torch.bincount(labels)[labels] - 1  # other members of each code's class
     hits = torch.empty(n, device=codes.device)
     for start in range(0, n, chunk):
-        sim = unit[start:start + chunk] @ unit.T
+        sim = unit[start : start + chunk] @ unit.T
         rows = torch.arange(sim.shape[0], device=codes.device)
         sim[rows, rows + start] = float("-inf")  # a code is not its own neighbour
         nn = sim.topk(kk, dim=1).indices
-        hits[start:start + chunk] = (labels[nn] == labels[start:start + chunk, None]).sum(dim=1).float()
+        hits[start : start + chunk] = (labels[nn] == labels[start : start + chunk, None]).sum(dim=1).float()
     valid = same_class_total > 0
     if not bool(valid.any()):
         raise ValueError("no class has two or more codes: recall is undefined")

@@ -3,15 +3,14 @@ precision comparison and the resume test (the benchmark steps reuse the same bui
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from perfsuite.core.errors import ConfigError
-from perfsuite.training.step import TrainParts
 from perfsuite.core import registry
-from perfsuite.data.cifar import synthetic_cifar10
-from perfsuite.data.cifar import to_tensors
-from perfsuite.training.step import make_train_step
+from perfsuite.core.errors import ConfigError
+from perfsuite.data.cifar import synthetic_cifar10, to_tensors
+from perfsuite.training.step import TrainParts, make_train_step
 
 
 @dataclass
@@ -23,6 +22,7 @@ class TrainingSetup:
 
 def synthetic_batches(batch_size: int, device: str, autoencoder: bool, channels_last: bool = False):
     """i -> (x, y): CIFAR-10-shaped batch i, the same on every run (an autoencoder's target is x)."""
+
     def batch(i: int):
         images, labels = synthetic_cifar10(batch_size, seed=1000 + i)
         x, y = to_tensors(images, labels, device, normalize=not autoencoder, channels_last=channels_last)
@@ -31,13 +31,13 @@ def synthetic_batches(batch_size: int, device: str, autoencoder: bool, channels_
     return batch
 
 
-def training_setup(workload: str, params: Mapping[str, Any], device: str, seed: int = 0,
-                   lr_scale: float = 1.0) -> TrainingSetup:
+def training_setup(
+    workload: str, params: Mapping[str, Any], device: str, seed: int = 0, lr_scale: float = 1.0
+) -> TrainingSetup:
     """Built with the torch RNG seeded by `seed`: the same seed gives the same initial weights.
     `lr_scale` exists for tests that need a deliberately broken run. The workload builds its own
     parts (its `trainer`): this module imports no concrete workload."""
     import torch
-
 
     w = registry.get(workload)
     if w.trainer is None:

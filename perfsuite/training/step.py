@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.training.precision import Precision
 
@@ -24,9 +26,14 @@ class TrainParts:
 PHASES = ("forward", "loss", "backward", "optimizer_step")
 
 
-def make_train_step(parts: TrainParts, x, y, forward: Callable | None = None,
-                    phase: Callable[[str], ContextManager] | None = None,
-                    mark_zero_grad: bool = False) -> Callable[[], Any]:
+def make_train_step(
+    parts: TrainParts,
+    x,
+    y,
+    forward: Callable | None = None,
+    phase: Callable[[str], AbstractContextManager] | None = None,
+    mark_zero_grad: bool = False,
+) -> Callable[[], Any]:
     """forward + loss + backward + optimiser step (+ scheduler step). Returns the loss tensor
     without `.item()`: reading it would synchronise the device inside the timed region.
 
@@ -36,6 +43,7 @@ def make_train_step(parts: TrainParts, x, y, forward: Callable | None = None,
     model, loss_fn, opt, sched, prec = parts.model, parts.loss_fn, parts.optimizer, parts.scheduler, parts.precision
     fwd = model if forward is None else forward  # not `or`: a compiled module has no truth value
     if phase is None:
+
         def step():
             opt.zero_grad(set_to_none=True)
             with prec.autocast():

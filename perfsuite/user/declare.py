@@ -18,9 +18,10 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.params import Param, resolve
@@ -73,8 +74,10 @@ class Step:
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
                 raise ConfigError(f"Step: {name} must be a positive number, got {v!r}")
             if v > MAX_PER_STEP:  # type: ignore[operator]  # typeshed's numbers.Real has no __gt__; a Real compares
-                raise ConfigError(f"Step: {name} = {v:g} per step is beyond any step ({MAX_PER_STEP:g} at most): "
-                                  "its rate would overflow")
+                raise ConfigError(
+                    f"Step: {name} = {v:g} per step is beyond any step ({MAX_PER_STEP:g} at most): "
+                    "its rate would overflow"
+                )
         if not isinstance(self.unit, str) or not self.unit.strip():
             raise ConfigError(f"Step: unit must be a non-empty string, got {self.unit!r}")
         if not isinstance(self.dtype, str):
@@ -83,13 +86,16 @@ class Step:
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ConfigError(f"Step: {name} must be callable, got {type(getattr(self, name)).__name__}")
         if self.flops_method is not None and self.flops_method not in FLOPS_METHODS:
-            raise ConfigError(f"Step: flops_method must be one of {', '.join(FLOPS_METHODS)}, "
-                              f"got {self.flops_method!r}")
+            raise ConfigError(
+                f"Step: flops_method must be one of {', '.join(FLOPS_METHODS)}, got {self.flops_method!r}"
+            )
         if self.flops is not None and self.flops_method == "unknown":
             raise ConfigError("Step: flops given with flops_method 'unknown'")
         if self.flops is None and self.flops_method not in (None, "unknown"):
-            raise ConfigError(f"Step: flops_method {self.flops_method!r} without flops (give flops=, or "
-                              "flops_method='unknown' for a step with none to count)")
+            raise ConfigError(
+                f"Step: flops_method {self.flops_method!r} without flops (give flops=, or "
+                "flops_method='unknown' for a step with none to count)"
+            )
 
 
 # More items, FLOPs or bytes than this in one step is a mistake (1e308 overflows the rate to inf):
@@ -98,7 +104,7 @@ MAX_PER_STEP = 1e24
 
 
 def _caller() -> str:
-    """"file:line: " of the user's code that built the Step (the first frame outside perfsuite)."""
+    """ "file:line: " of the user's code that built the Step (the first frame outside perfsuite)."""
     ours = str(Path(__file__).resolve().parents[1])
     frame = inspect.currentframe()
     while frame is not None:
@@ -109,8 +115,15 @@ def _caller() -> str:
     return ""
 
 
-def param(default: Any, *, choices: tuple | list | None = None, min: float | None = None,
-          max: float | None = None, help: str = "", type: type | None = None) -> "ParamSpec":
+def param(
+    default: Any,
+    *,
+    choices: tuple | list | None = None,
+    min: float | None = None,
+    max: float | None = None,
+    help: str = "",
+    type: type | None = None,
+) -> ParamSpec:
     """A parameter with choices or bounds: `params={"n": perfsuite.param([256, 1024], min=1)}`.
 
     `type` (bool, int, float or str) is needed for a default of None: a value the workload's
@@ -136,18 +149,22 @@ def _param(workload: str, name: str, spec: Any) -> tuple[Param, tuple | None]:
     if not values:
         raise ConfigError(f"workload {workload!r}, parameter {name!r}: an empty list has no default")
     if spec.type is not None and spec.type not in _TYPES:
-        raise ConfigError(f"workload {workload!r}, parameter {name!r}: type {spec.type!r} is not "
-                          "bool, int, float or str")
+        raise ConfigError(
+            f"workload {workload!r}, parameter {name!r}: type {spec.type!r} is not bool, int, float or str"
+        )
     if values == [None]:  # a value the size preset gives: its type is declared, not seen
         if spec.type is None:
-            raise ConfigError(f"workload {workload!r}, parameter {name!r}: a default of None needs "
-                              "perfsuite.param(None, type=...)")
+            raise ConfigError(
+                f"workload {workload!r}, parameter {name!r}: a default of None needs perfsuite.param(None, type=...)"
+            )
         kind = spec.type
     else:
         kind = spec.type or type(values[0])
         if kind not in _TYPES or any(type(v) is not kind and not (kind is float and type(v) is int) for v in values):
-            raise ConfigError(f"workload {workload!r}, parameter {name!r}: default {spec.default!r} is not "
-                              "a bool, int, float or str (or a list of one of them)")
+            raise ConfigError(
+                f"workload {workload!r}, parameter {name!r}: default {spec.default!r} is not "
+                "a bool, int, float or str (or a list of one of them)"
+            )
     try:
         p = Param(name, kind, values[0], choices=spec.choices, min=spec.min, max=spec.max, help=spec.help)
         for v in values[1:]:
@@ -163,13 +180,18 @@ def built_step(workload: str, made: Any, fn: Callable) -> BuiltStep:
     if isinstance(made, BuiltStep):
         return made
     if not isinstance(made, Step):
-        raise ConfigError(f"workload {workload!r}: {fn.__qualname__} must return perfsuite.Step(...), "
-                          f"got {type(made).__name__}")
+        raise ConfigError(
+            f"workload {workload!r}: {fn.__qualname__} must return perfsuite.Step(...), got {type(made).__name__}"
+        )
     method: str | None
     flops, method = made.flops, made.flops_method or "user"
     if method == "unknown":  # declared to have none: nothing to count
-        return BuiltStep(fn=made.fn, teardown=made.teardown, extra=made.extra, work=Work(
-            items_per_step=made.items, item_unit=made.unit, bytes_per_step=made.bytes, dtype=made.dtype))
+        return BuiltStep(
+            fn=made.fn,
+            teardown=made.teardown,
+            extra=made.extra,
+            work=Work(items_per_step=made.items, item_unit=made.unit, bytes_per_step=made.bytes, dtype=made.dtype),
+        )
     if flops is None:
         # Counted once, here at build time and outside any timed region, by running one step
         # under torch's FLOP counter (matmuls, convolutions, attention; elementwise ops count 0).
@@ -179,9 +201,19 @@ def built_step(workload: str, made: Any, fn: Callable) -> BuiltStep:
             flops, method = count_flops(made.fn), "FlopCounterMode"
         except Exception:  # noqa: BLE001 - an op the counter cannot follow: no FLOP/s, still a measurement
             flops, method = None, None
-    return BuiltStep(fn=made.fn, teardown=made.teardown, extra=made.extra, work=Work(
-        items_per_step=made.items, item_unit=made.unit, flops_per_step=flops or None,
-        flops_method=method if flops else None, bytes_per_step=made.bytes, dtype=made.dtype))
+    return BuiltStep(
+        fn=made.fn,
+        teardown=made.teardown,
+        extra=made.extra,
+        work=Work(
+            items_per_step=made.items,
+            item_unit=made.unit,
+            flops_per_step=flops or None,
+            flops_method=method if flops else None,
+            bytes_per_step=made.bytes,
+            dtype=made.dtype,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -221,15 +253,26 @@ class _DefaultCaseCheck:
         return f"passed ({', '.join(f'{k}={v}' for k, v in resolved.items())})"
 
 
-def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = None, name: str | None = None,
-             check: Callable[..., Any] | None = None, description: str | None = None,
-             checks: Mapping[str, Callable[[str], Any]] | None = None,
-             grids: Mapping[str, Mapping[str, Any]] | None = None,
-             report: Callable[..., list] | None = None, asv: Mapping[str, Any] | None = None,
-             presets: Mapping[str, Mapping[str, Any]] | None = None, validate: Callable[..., None] | None = None,
-             trainer: Callable[..., Any] | None = None, fp32_kernels: str | tuple | None = None,
-             max_builds: int | None = None, plan: Mapping[str, Any] | None = None,
-             ddp: Mapping[str, Any] | None = None, launcher: Callable[..., Any] | None = None):
+def workload(
+    fn: Callable | None = None,
+    *,
+    params: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    check: Callable[..., Any] | None = None,
+    description: str | None = None,
+    checks: Mapping[str, Callable[[str], Any]] | None = None,
+    grids: Mapping[str, Mapping[str, Any]] | None = None,
+    report: Callable[..., list] | None = None,
+    asv: Mapping[str, Any] | None = None,
+    presets: Mapping[str, Mapping[str, Any]] | None = None,
+    validate: Callable[..., None] | None = None,
+    trainer: Callable[..., Any] | None = None,
+    fp32_kernels: str | tuple | None = None,
+    max_builds: int | None = None,
+    plan: Mapping[str, Any] | None = None,
+    ddp: Mapping[str, Any] | None = None,
+    launcher: Callable[..., Any] | None = None,
+):
     """Register the decorated builder `fn(**params, device) -> perfsuite.Step` as a workload.
 
     Its name is the function's (or `name=`), its description the docstring's first line (or
@@ -264,6 +307,7 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
     - `launcher`: runs a case elsewhere and returns its record (perfsuite.distributed.workload:
       the ranks of a torchrun launch).
     """
+
     def wrap(fn: Callable) -> Callable:
         wname = name or fn.__name__
         sig = inspect.signature(fn)
@@ -277,11 +321,19 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
         for pname in list(declared) + ["device"]:
             if pname not in sig.parameters and not accepts_any:
                 raise ConfigError(f"workload {wname!r}: {fn.__qualname__} does not accept parameter {pname!r}")
-        missing = [p.name for p in sig.parameters.values() if p.name not in declared and p.name != "device"
-                   and p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        missing = [
+            p.name
+            for p in sig.parameters.values()
+            if p.name not in declared
+            and p.name != "device"
+            and p.default is p.empty
+            and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        ]
         if missing:
-            raise ConfigError(f"workload {wname!r}: parameter {missing[0]!r} of {fn.__qualname__} has no "
-                              "declared value (add it to params=)")
+            raise ConfigError(
+                f"workload {wname!r}: parameter {missing[0]!r} of {fn.__qualname__} has no "
+                "declared value (add it to params=)"
+            )
         specs, sweep = [], {}
         for pname, spec in declared.items():
             p, values = _param(wname, pname, spec)
@@ -295,22 +347,39 @@ def workload(fn: Callable | None = None, *, params: Mapping[str, Any] | None = N
         for cname, cfn in named.items():
             if not callable(cfn):
                 raise ConfigError(f"workload {wname!r}: check {cname!r} is not callable")
-        for what, hook, shape in (("report", report, "(records, out_dir, options) -> lines"),
-                                  ("validate", validate, "(**params, device) -> None"),
-                                  ("trainer", trainer, "(**params, device) -> TrainingSetup"),
-                                  ("launcher", launcher, "(workload, params, cfg, **where) -> Record")):
+        for what, hook, shape in (
+            ("report", report, "(records, out_dir, options) -> lines"),
+            ("validate", validate, "(**params, device) -> None"),
+            ("trainer", trainer, "(**params, device) -> TrainingSetup"),
+            ("launcher", launcher, "(workload, params, cfg, **where) -> Record"),
+        ):
             if hook is not None and not callable(hook):
                 raise ConfigError(f"workload {wname!r}: {what} must be a function {shape}")
         source = inspect.getsourcefile(fn) or "?"
         line = inspect.getsourcelines(fn)[1] if source != "?" else 0
         doc = description or inspect.getdoc(fn) or ""
-        register(Workload(name=wname, description=doc.strip().splitlines()[0] if doc else "", params=tuple(specs),
-                          builder=_Builder(wname, fn), sweep=sweep or None, source=f"{source}:{line}", checks=named or None,
-                          grids=grids, report=report, asv=dict(asv) if asv else None,
-                          presets=presets, checker=_CaseCall(validate) if validate is not None else None,
-                          trainer=_CaseCall(trainer) if trainer is not None else None, fp32_kernels=fp32_kernels,
-                          max_builds=max_builds, plan=dict(plan) if plan else None, ddp=dict(ddp) if ddp else None,
-                          launcher=launcher))
+        register(
+            Workload(
+                name=wname,
+                description=doc.strip().splitlines()[0] if doc else "",
+                params=tuple(specs),
+                builder=_Builder(wname, fn),
+                sweep=sweep or None,
+                source=f"{source}:{line}",
+                checks=named or None,
+                grids=grids,
+                report=report,
+                asv=dict(asv) if asv else None,
+                presets=presets,
+                checker=_CaseCall(validate) if validate is not None else None,
+                trainer=_CaseCall(trainer) if trainer is not None else None,
+                fp32_kernels=fp32_kernels,
+                max_builds=max_builds,
+                plan=dict(plan) if plan else None,
+                ddp=dict(ddp) if ddp else None,
+                launcher=launcher,
+            )
+        )
         return fn
 
     return wrap(fn) if fn is not None else wrap

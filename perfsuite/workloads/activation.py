@@ -10,8 +10,12 @@ from perfsuite.workloads.base import torch_dtype
 
 # FLOPs per element, counted by hand from the formulas in perfsuite/ops/activations.py
 # (sigmoid as 4: exp, add, reciprocal, negate). Used for both impls so ratios stay honest.
-FLOPS_PER_ELEMENT = {("swish", "forward"): 5, ("swish", "backward"): 5 + 9,
-                     ("mish", "forward"): 12, ("mish", "backward"): 12 + 20}
+FLOPS_PER_ELEMENT = {
+    ("swish", "forward"): 5,
+    ("swish", "backward"): 5 + 9,
+    ("mish", "forward"): 12,
+    ("mish", "backward"): 12 + 20,
+}
 
 
 # The hand-written Swish and Mish (perfsuite/ops/activations.py), both ways of saving for
@@ -19,7 +23,6 @@ FLOPS_PER_ELEMENT = {("swish", "forward"): 5, ("swish", "backward"): 5 + 9,
 # fresh inputs including |x| up to 1e4 (where a naive exp overflows).
 def activation_gradcheck(fn: str, save: str, device: str = "cpu") -> str:
     import torch
-
     from torch.autograd.gradcheck import GradcheckError  # (torch.autograd.gradcheck is the function)
 
     from perfsuite.ops.activations import activation
@@ -43,15 +46,18 @@ def activation_matches_builtin(fn: str, save: str, device: str = "cpu", seed: in
 
     oracle = getattr(F, ORACLES[fn])
     g = torch.Generator().manual_seed(seed)
-    x = torch.cat([5 * torch.randn(10_000, generator=g),
-                   torch.tensor([-1e4, -200.0, -90.0, 90.0, 200.0, 1e4])]).to(device)
+    x = torch.cat([5 * torch.randn(10_000, generator=g), torch.tensor([-1e4, -200.0, -90.0, 90.0, 200.0, 1e4])]).to(
+        device
+    )
     mine, ref = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     y, y_ref = activation(fn, "custom", save)(mine), oracle(ref)
     gy = torch.randn(y.shape, generator=g).to(device)
     (y * gy).sum().backward()
     (y_ref * gy).sum().backward()
-    need(bool(torch.isfinite(y).all() and mine.grad is not None and torch.isfinite(mine.grad).all()),
-         "non-finite output or gradient")
+    need(
+        bool(torch.isfinite(y).all() and mine.grad is not None and torch.isfinite(mine.grad).all()),
+        "non-finite output or gradient",
+    )
     for what, a, b, rtol, atol in (("values", y, y_ref, 1e-5, 1e-6), ("gradients", mine.grad, ref.grad, 1e-4, 1e-5)):
         try:
             torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
@@ -76,17 +82,26 @@ def _checks() -> dict:
         "impl": perfsuite.param("custom", choices=("custom", "builtin")),
         "numel": perfsuite.param(1 << 20, min=1, max=1 << 28, help="elements (2^10 .. 2^24)"),
         "dtype": perfsuite.param("fp32", choices=("fp32", "bf16")),
-        "save": perfsuite.param("input", choices=("input", "input+sigmoid"),
-                                help="custom only: what forward keeps for backward"),
+        "save": perfsuite.param(
+            "input", choices=("input", "input+sigmoid"), help="custom only: what forward keeps for backward"
+        ),
         "pass": perfsuite.param("backward", choices=("forward", "backward"), help="forward, or forward+backward"),
     },
     checks=_checks(),
     grids={
         "ci": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 16]},
-        "cpu": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 20, 1 << 24],
-                "dtype": ["fp32", "bf16"]},
-        "gpu": {"fn": ["swish", "mish"], "impl": ["custom", "builtin"], "numel": [1 << 20, 1 << 24],
-                "dtype": ["fp32", "bf16"]},
+        "cpu": {
+            "fn": ["swish", "mish"],
+            "impl": ["custom", "builtin"],
+            "numel": [1 << 20, 1 << 24],
+            "dtype": ["fp32", "bf16"],
+        },
+        "gpu": {
+            "fn": ["swish", "mish"],
+            "impl": ["custom", "builtin"],
+            "numel": [1 << 20, 1 << 24],
+            "dtype": ["fp32", "bf16"],
+        },
     },
     plan={"check_s": {"cpu": 4.0, "cuda": 3.6}},
 )
@@ -101,6 +116,7 @@ def activation(device: str, **params):
     gen = torch.Generator().manual_seed(0)
     x = (4 * torch.randn(params["numel"], generator=gen)).to(device=device, dtype=torch_dtype(params["dtype"]))
     if params["pass"] == "forward":
+
         def step():
             with torch.no_grad():
                 return f(x)
@@ -114,7 +130,12 @@ def activation(device: str, **params):
             return torch.autograd.grad(y, x, grad)
 
     n = params["numel"]
-    return perfsuite.Step(step, items=n, unit="elements",
-                          flops=float(FLOPS_PER_ELEMENT[(params["fn"], params["pass"])] * n), flops_method="analytic",
-                          bytes=float(x.element_size() * n * (2 if params["pass"] == "forward" else 5)),
-                          dtype=params["dtype"] if params["dtype"] != "fp64" else "fp32")
+    return perfsuite.Step(
+        step,
+        items=n,
+        unit="elements",
+        flops=float(FLOPS_PER_ELEMENT[(params["fn"], params["pass"])] * n),
+        flops_method="analytic",
+        bytes=float(x.element_size() * n * (2 if params["pass"] == "forward" else 5)),
+        dtype=params["dtype"] if params["dtype"] != "fp64" else "fp32",
+    )

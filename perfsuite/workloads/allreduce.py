@@ -18,10 +18,10 @@ output). The record's throughput is algbw (work counts bytes per step); `extra` 
 from __future__ import annotations
 
 import perfsuite
-from perfsuite.distributed.workload import launch, report
-from perfsuite.workloads.base import DTYPES, torch_dtype
 from perfsuite.distributed.launch import check_world
 from perfsuite.distributed.rank import current
+from perfsuite.distributed.workload import launch, report
+from perfsuite.workloads.base import DTYPES, torch_dtype
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 MIN_BYTES, MAX_BYTES = 1 << 10, 1 << 30
@@ -42,21 +42,21 @@ def validate(device: str, **params) -> None:
 
 @perfsuite.workload(
     description="one collective per step (all_reduce | all_gather | reduce_scatter) over world_size ranks "
-                "(torchrun; gloo on CPU, NCCL on CUDA): algbw and busbw as nccl-tests define them",
+    "(torchrun; gloo on CPU, NCCL on CUDA): algbw and busbw as nccl-tests define them",
     params={
         "op": perfsuite.param("all_reduce", choices=OPS),
         "bytes": perfsuite.param(1 << 20, min=MIN_BYTES, max=MAX_BYTES, help="whole buffer, 1 KiB .. 1 GiB"),
         "dtype": perfsuite.param("fp32", choices=DTYPES),
         "world_size": perfsuite.param(2, min=1, max=4096, help="ranks in all (nnodes x ranks per node)"),
-        "nnodes": perfsuite.param(1, min=1, max=1024,
-                                  help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"),
+        "nnodes": perfsuite.param(
+            1, min=1, max=1024, help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"
+        ),
         "backend": perfsuite.param("auto", choices=("auto", "gloo", "nccl"), help="auto: nccl on CUDA, gloo on CPU"),
     },
     validate=validate,
     grids={
         "ci": {"bytes": [1 << 16], "world_size": [2]},
-        "cpu": {"op": ["all_reduce", "all_gather", "reduce_scatter"], "bytes": [1 << 20, 1 << 26],
-                "world_size": [2]},
+        "cpu": {"op": ["all_reduce", "all_gather", "reduce_scatter"], "bytes": [1 << 20, 1 << 26], "world_size": [2]},
         "gpu": {"bytes": [1 << 10, 1 << 20, 1 << 30], "world_size": [1, 2]},
     },
     asv={"max_time": 2.0, "tracks": ["seconds_per_bus_gb"]},
@@ -82,6 +82,7 @@ def allreduce(device: str, **params):
     full = torch.zeros(count, dtype=dtype, device=ctx.device)
     part = torch.zeros(count // n, dtype=dtype, device=ctx.device)
     if op == "all_reduce":
+
         def step() -> None:
             dist.all_reduce(full, group=group)
     elif op == "all_gather":  # torch 2.14 names it all_gather_single; all_gather_into_tensor before
@@ -96,9 +97,20 @@ def allreduce(device: str, **params):
             scatter(part, full, group=group)
 
     nbytes = count * elem
-    info = {"op": op, "bytes": nbytes, "requested_bytes": params["bytes"], "elements": count,
-            "bus_factor": bus_factor(op, n)}
+    info = {
+        "op": op,
+        "bytes": nbytes,
+        "requested_bytes": params["bytes"],
+        "elements": count,
+        "bus_factor": bus_factor(op, n),
+    }
     # A collective moves bytes: no FLOPs to count (and counting would run one more collective).
-    return perfsuite.Step(step, items=nbytes, unit="B", bytes=nbytes, flops_method="unknown", dtype=params["dtype"],
-                          extra=lambda: dict(info))
-
+    return perfsuite.Step(
+        step,
+        items=nbytes,
+        unit="B",
+        bytes=nbytes,
+        flops_method="unknown",
+        dtype=params["dtype"],
+        extra=lambda: dict(info),
+    )

@@ -17,24 +17,26 @@ NVTX, by category colour (perfsuite.measuring.nvtx.CATEGORY_COLORS):
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import perfsuite
+from perfsuite.data.cifar import load_batch
 from perfsuite.measuring.nvtx import Annotator
 from perfsuite.training.checks import TrainingCase, training_checks
+from perfsuite.training.mar import mar_at_k
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
+from perfsuite.training.setup import TrainingSetup, synthetic_batches
 from perfsuite.training.step import TrainParts, make_train_step
 from perfsuite.workloads.base import count_flops, training_bytes
-from perfsuite.data.cifar import load_batch
-from perfsuite.training.mar import mar_at_k
-from perfsuite.training.setup import TrainingSetup
-from perfsuite.training.setup import synthetic_batches
 
 SIZES = ("ci", "cpu", "gpu")
 VARIANTS = ("fc", "conv")
-PRESETS = {"ci": {"batch_size": 64, "val_size": 256, "batches": 2},
-           "cpu": {"batch_size": 256, "val_size": 1000, "batches": 8},
-           "gpu": {"batch_size": 1024, "val_size": 1000, "batches": 16}}
+PRESETS = {
+    "ci": {"batch_size": 64, "val_size": 256, "batches": 2},
+    "cpu": {"batch_size": 256, "val_size": 1000, "batches": 8},
+    "gpu": {"batch_size": 1024, "val_size": 1000, "batches": 16},
+}
 
 
 def build_model(variant: str):
@@ -43,18 +45,26 @@ def build_model(variant: str):
 
     if variant == "fc":
         encoder = nn.Sequential(nn.Flatten(), nn.Linear(3072, 1024), nn.ReLU(), nn.Linear(1024, 128))
-        decoder = nn.Sequential(nn.Linear(128, 1024), nn.ReLU(), nn.Linear(1024, 3072), nn.Sigmoid(),
-                                nn.Unflatten(1, (3, 32, 32)))
+        decoder = nn.Sequential(
+            nn.Linear(128, 1024), nn.ReLU(), nn.Linear(1024, 3072), nn.Sigmoid(), nn.Unflatten(1, (3, 32, 32))
+        )
     elif variant == "conv":
         encoder = nn.Sequential(
-            nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Flatten(), nn.Linear(64 * 8 * 8, 128),
+            nn.Conv2d(3, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(64 * 8 * 8, 128),
         )
         decoder = nn.Sequential(
-            nn.Linear(128, 64 * 8 * 8), nn.ReLU(), nn.Unflatten(1, (64, 8, 8)),
-            nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1), nn.ReLU(),
-            nn.ConvTranspose2d(32, 3, 4, stride=2, padding=1), nn.Sigmoid(),
+            nn.Linear(128, 64 * 8 * 8),
+            nn.ReLU(),
+            nn.Unflatten(1, (64, 8, 8)),
+            nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1),
+            nn.ReLU(),
+            nn.ConvTranspose2d(32, 3, 4, stride=2, padding=1),
+            nn.Sigmoid(),
         )
     else:
         raise ValueError(f"variant must be fc or conv, got {variant!r}")
@@ -64,6 +74,7 @@ def build_model(variant: str):
 class HostBatch:
     """A batch in pinned host memory (pinned only where CUDA can use it) and its device buffer:
     `copy()` is the host-to-device transfer a training loop does for every batch."""
+
     def __init__(self, images, labels, device: str) -> None:
         import torch
 
@@ -77,9 +88,13 @@ class HostBatch:
 
 
 # make_train_step's phases -> the seed's NVTX ranges and their colour categories.
-PHASE_RANGES = {"zero_grad": ("Memory Ops", "memory"), "forward": ("Forward Pass", "forward"),
-                "loss": ("Loss Computation", "loss"), "backward": ("Backward Pass", "training"),
-                "optimizer_step": ("Optimizer Step", "training")}
+PHASE_RANGES = {
+    "zero_grad": ("Memory Ops", "memory"),
+    "forward": ("Forward Pass", "forward"),
+    "loss": ("Loss Computation", "loss"),
+    "backward": ("Backward Pass", "training"),
+    "optimizer_step": ("Optimizer Step", "training"),
+}
 
 
 def _reconstruction_loss(recon, x):
@@ -124,8 +139,9 @@ def make_step(parts: TrainParts, x, annotator: Annotator, host: HostBatch | None
         with rng("Decoder Forward", "forward"):
             return dec(code)
 
-    inner = make_train_step(parts, x, x, forward=forward, phase=lambda name: rng(*PHASE_RANGES[name]),
-                            mark_zero_grad=True)
+    inner = make_train_step(
+        parts, x, x, forward=forward, phase=lambda name: rng(*PHASE_RANGES[name]), mark_zero_grad=True
+    )
 
     def step():
         with rng("Training Step", "training"):
@@ -139,8 +155,16 @@ def make_step(parts: TrainParts, x, annotator: Annotator, host: HostBatch | None
     return step
 
 
-def validation_pass(model, images, labels, annotator: Annotator, k: int = 5, host: HostBatch | None = None,
-                    save_to=None, precision: Precision | None = None) -> dict:
+def validation_pass(
+    model,
+    images,
+    labels,
+    annotator: Annotator,
+    k: int = 5,
+    host: HostBatch | None = None,
+    save_to=None,
+    precision: Precision | None = None,
+) -> dict:
     """Validation > ([Data Transfer], MAR@k Computation, Visualization): recall of the latent
     codes (perfsuite.training.mar.mar_at_k: 1 is the best) and a grid of 16 images over their
     reconstructions, written to `save_to` (a PNG) when given. With `host`, the images are
@@ -149,7 +173,6 @@ def validation_pass(model, images, labels, annotator: Annotator, k: int = 5, hos
 
     import torch
     from torchvision.utils import make_grid, save_image
-
 
     autocast = precision.autocast if precision is not None else contextlib.nullcontext
     with annotator.range("Validation", "validation"), torch.no_grad():
@@ -199,13 +222,19 @@ TRAINING_CHECKS = TrainingCase("autoencoder", {"variant": "conv", "batch_size": 
         "batch_size": perfsuite.param(None, type=int, min=1, help="overrides the size preset"),
         "precision": perfsuite.param("fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
         "nvtx": perfsuite.param("off", choices=("on", "off"), help="coloured NVTX hierarchy"),
-        "phase": perfsuite.param("train", choices=("train", "validate", "epoch"),
-                                 help="a training step, the validation pass (MAR@5 + reconstruction grid), "
-                                      "or an epoch of both"),
-        "data": perfsuite.param("resident", choices=("resident", "host"),
-                                help="batches on the device, or pinned host batches copied in the step"),
-        "val_size": perfsuite.param(None, type=int, min=2, max=100_000,
-                                    help="validation images (MAR@5 over their codes)"),
+        "phase": perfsuite.param(
+            "train",
+            choices=("train", "validate", "epoch"),
+            help="a training step, the validation pass (MAR@5 + reconstruction grid), or an epoch of both",
+        ),
+        "data": perfsuite.param(
+            "resident",
+            choices=("resident", "host"),
+            help="batches on the device, or pinned host batches copied in the step",
+        ),
+        "val_size": perfsuite.param(
+            None, type=int, min=2, max=100_000, help="validation images (MAR@5 over their codes)"
+        ),
         "batches": perfsuite.param(None, type=int, min=1, max=10_000, help="phase=epoch: training steps per epoch"),
         "vis_dir": perfsuite.param("", help="folder for the reconstruction grid; empty: a temporary one"),
     },
@@ -213,8 +242,10 @@ TRAINING_CHECKS = TrainingCase("autoencoder", {"variant": "conv", "batch_size": 
     validate=validate,
     trainer=training,
     checks=training_checks(TRAINING_CHECKS),
-    grids={size: {"size": [size], "variant": ["fc", "conv"], "precision": ["fp32", "bf16", "fp16"]}
-           for size in ("ci", "cpu", "gpu")},
+    grids={
+        size: {"size": [size], "variant": ["fc", "conv"], "precision": ["fp32", "bf16", "fp16"]}
+        for size in ("ci", "cpu", "gpu")
+    },
     asv={"amp": True},
     fp32_kernels=("variant", {"fc": "matmul", "conv": "conv"}),  # conv: ~78% of its FLOPs in convolutions
     ddp={"variant": "variant", "module": ddp_module},
@@ -253,8 +284,9 @@ def autoencoder(device: str, **params):
         last = {}
 
         def validation():
-            last.update(validation_pass(model, images, labels, ann, k=5, host=val_host, save_to=grid_path,
-                                        precision=prec))
+            last.update(
+                validation_pass(model, images, labels, ann, k=5, host=val_host, save_to=grid_path, precision=prec)
+            )
             return last["mar"]
 
     if phase == "train":
@@ -264,6 +296,7 @@ def autoencoder(device: str, **params):
         step = validation
         items = params["val_size"]
     else:
+
         def step():
             for s in train_steps:
                 s()
@@ -274,9 +307,18 @@ def autoencoder(device: str, **params):
     nbytes = training_bytes(model, step) if phase == "train" else None
     extra = None
     if validation is not None:
+
         def extra():
             return {"mar_at_5": last.get("mar"), "reconstructions": str(grid_path)}
 
-    return perfsuite.Step(step, items=items, unit="images", flops=flops, flops_method="FlopCounterMode",
-                          bytes=nbytes, dtype="fp32" if params["precision"] == "fp32" else params["precision"],
-                          teardown=teardown, extra=extra)
+    return perfsuite.Step(
+        step,
+        items=items,
+        unit="images",
+        flops=flops,
+        flops_method="FlopCounterMode",
+        bytes=nbytes,
+        dtype="fp32" if params["precision"] == "fp32" else params["precision"],
+        teardown=teardown,
+        extra=extra,
+    )

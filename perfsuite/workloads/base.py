@@ -8,7 +8,7 @@ this module (and called `register(Workload(...))` themselves).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from perfsuite.core.workload import Builder, BuiltStep, Checker, Workload  # noqa: F401 (re-export)
 from perfsuite.measuring.flops import count_flops  # noqa: F401 (re-export for the workload modules)

@@ -4,21 +4,22 @@ alone (`mode=load`) or feeding a ResNet18 training step (`mode=train`)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import perfsuite
-from perfsuite.stats import summary as stats
 from perfsuite.core.errors import ConfigError, Unsupported
-from perfsuite.data.imagefolder import GENERATED
-from perfsuite.data.imagefolder import ImageFolderDataset
-from perfsuite.data.imagefolder import generated_folder
-from perfsuite.data.imagefolder import train_transform
+from perfsuite.data.imagefolder import GENERATED, ImageFolderDataset, generated_folder, train_transform
+from perfsuite.stats import summary as stats
 from perfsuite.workloads.dataloader_report import section
 
 CACHE_DIR = Path.home() / ".cache" / "perfsuite" / "datasets"
-PRESETS = {"ci": {"batch_size": 64, "images": 512}, "cpu": {"batch_size": 128, "images": 2560},
-           "gpu": {"batch_size": 256, "images": 2560}}
+PRESETS = {
+    "ci": {"batch_size": 64, "images": 512},
+    "cpu": {"batch_size": 128, "images": 2560},
+    "gpu": {"batch_size": 256, "images": 2560},
+}
 
 
 def dataset_root(params: Mapping[str, Any]) -> Path:
@@ -33,8 +34,9 @@ def validate(device: str, **params) -> None:
     if params["persistent_workers"] and params["num_workers"] == 0:
         raise ConfigError("parameter 'persistent_workers': needs num_workers >= 1")
     if params["pin_memory"] and not device.startswith("cuda"):
-        raise Unsupported("parameter 'pin_memory': pinned memory only helps copies to a CUDA device; device is "
-                          f"{device}")
+        raise Unsupported(
+            f"parameter 'pin_memory': pinned memory only helps copies to a CUDA device; device is {device}"
+        )
     if params["dataset"] not in ("cifar-like", "imagenet-like"):
         from perfsuite.data.imagefolder import scan
 
@@ -43,7 +45,6 @@ def validate(device: str, **params) -> None:
 
 def make_loader(params: Mapping[str, Any], device: str):
     import torch
-
 
     root = dataset_root(params)
     ds = ImageFolderDataset(root)
@@ -54,9 +55,15 @@ def make_loader(params: Mapping[str, Any], device: str):
         # Only meaningful with workers (torch rejects prefetch_factor without them).
         kw.update(prefetch_factor=params["prefetch_factor"], persistent_workers=params["persistent_workers"])
     # (a map-style dataset, __getitem__ and __len__, though not derived from torch's Dataset)
-    return torch.utils.data.DataLoader(ds, batch_size=params["batch_size"], shuffle=True,  # type: ignore[arg-type]
-                                       num_workers=params["num_workers"], pin_memory=params["pin_memory"],
-                                       drop_last=False, **kw), ds
+    return torch.utils.data.DataLoader(
+        ds,  # type: ignore[arg-type]  # map-style, not derived from Dataset
+        batch_size=params["batch_size"],
+        shuffle=True,
+        num_workers=params["num_workers"],
+        pin_memory=params["pin_memory"],
+        drop_last=False,
+        **kw,
+    ), ds
 
 
 def current(device: str):
@@ -118,8 +125,7 @@ def dataloader(device: str, **params):
     # Off the CPU a batch is only usable once it is on the device: the copy is part of loading
     # it, and the only thing `pin_memory` changes (an epoch without it measures only the pinning).
     copy = torch.device(device).type != "cpu"
-    extra: dict = {"images": len(ds), "dataset_root": str(dataset_root(params)),
-                   "host_to_device_copy": copy}
+    extra: dict = {"images": len(ds), "dataset_root": str(dataset_root(params)), "host_to_device_copy": copy}
 
     # Worker start-up, apart from steady state: time to the first batch of a fresh iterator.
     t0 = time.perf_counter()
@@ -132,11 +138,13 @@ def dataloader(device: str, **params):
     waits: list[float] = []
     if params["mode"] == "load":
         if copy:
+
             def step():
                 with current(device):
                     for batch in loader:
                         to_device(batch, device)
         else:
+
             def step():
                 for _ in loader:
                     pass
@@ -144,8 +152,9 @@ def dataloader(device: str, **params):
         from perfsuite.training.step import make_train_step
         from perfsuite.workloads import resnet
 
-        parts = resnet.build_parts({"model": "resnet18", "stem": "torchvision", "channels_last": False,
-                                    "precision": "fp32"}, device)
+        parts = resnet.build_parts(
+            {"model": "resnet18", "stem": "torchvision", "channels_last": False, "precision": "fp32"}, device
+        )
 
         def step():
             # How long the model waits on the loader, per epoch: bookkeeping of two clock reads

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from perfsuite.report.cells import markdown_table
-
 from collections import defaultdict
 from pathlib import Path
 
 from perfsuite.core.record import Record
+from perfsuite.report.cells import markdown_table
 from perfsuite.storage.write import save_figure
 
 KNEE_FRACTION = 0.95  # "within 5% of the best throughput"
@@ -16,8 +15,13 @@ KNEE_FRACTION = 0.95  # "within 5% of the best throughput"
 def _cost(r: Record) -> tuple:
     """Smaller is a cheaper configuration: fewer workers, then smaller batches and prefetch."""
     p = r.params
-    return (p.get("num_workers", 0), p.get("batch_size", 0), p.get("prefetch_factor", 0),
-            bool(p.get("persistent_workers")), bool(p.get("pin_memory")))
+    return (
+        p.get("num_workers", 0),
+        p.get("batch_size", 0),
+        p.get("prefetch_factor", 0),
+        bool(p.get("persistent_workers")),
+        bool(p.get("pin_memory")),
+    )
 
 
 def knee(records: list[Record]) -> tuple[Record, Record]:
@@ -59,18 +63,29 @@ def section(records: list[Record], out_dir: Path) -> list[str]:
     fig = throughput_vs_workers(records, Path(out_dir) / "dataloader-workers.png")
 
     def cfg(r: Record) -> str:
-        return ", ".join(f"{key}={r.params[key]}" for key in ("num_workers", "batch_size", "prefetch_factor",
-                                                               "persistent_workers", "pin_memory") if key in r.params)
+        return ", ".join(
+            f"{key}={r.params[key]}"
+            for key in ("num_workers", "batch_size", "prefetch_factor", "persistent_workers", "pin_memory")
+            if key in r.params
+        )
 
-    lines = ["### DataLoader sweep", "", f"![throughput against workers]({fig.name})", "",
-             f"- best: {cfg(best)} at {best.throughput:,.0f} images/s",
-             f"- knee (cheapest within 5% of the best): {cfg(k)} at {k.throughput:,.0f} images/s"]
+    lines = [
+        "### DataLoader sweep",
+        "",
+        f"![throughput against workers]({fig.name})",
+        "",
+        f"- best: {cfg(best)} at {best.throughput:,.0f} images/s",
+        f"- knee (cheapest within 5% of the best): {cfg(k)} at {k.throughput:,.0f} images/s",
+    ]
     if base:
         b0 = max(base, key=lambda r: r.throughput)
-        lines.append(f"- against num_workers=0 ({b0.throughput:,.0f} images/s): best x{best.throughput / b0.throughput:.2f}")
+        lines.append(
+            f"- against num_workers=0 ({b0.throughput:,.0f} images/s): best x{best.throughput / b0.throughput:.2f}"
+        )
     lines += [f"- recommendation: `{cfg(k).replace(', ', ' ')}`", ""]
     waits = [r for r in records if "data_wait_fraction" in r.extra]
     if waits:
-        lines += markdown_table(["config", "model waits on data"],
-                                [[cfg(r), f"{r.extra['data_wait_fraction']:.0%}"] for r in waits]) + [""]
+        lines += markdown_table(
+            ["config", "model waits on data"], [[cfg(r), f"{r.extra['data_wait_fraction']:.0%}"] for r in waits]
+        ) + [""]
     return lines

@@ -17,16 +17,16 @@ world_size=1 case of the same run.
 from __future__ import annotations
 
 import perfsuite
-from perfsuite.distributed.ddp_model import forward_module, sub_params, wrap
-from perfsuite.distributed.workload import launch, report
 from perfsuite.core.errors import ConfigError
-from perfsuite.training.precision import PRECISIONS, check_precision
-from perfsuite.workloads import autoencoder, resnet
-from perfsuite.workloads.base import count_flops, training_bytes
+from perfsuite.distributed.ddp_model import forward_module, sub_params, wrap
 from perfsuite.distributed.launch import check_world
 from perfsuite.distributed.rank import current
+from perfsuite.distributed.workload import launch, report
+from perfsuite.training.precision import PRECISIONS, check_precision
 from perfsuite.training.setup import training_setup
 from perfsuite.training.step import make_train_step
+from perfsuite.workloads import autoencoder, resnet
+from perfsuite.workloads.base import count_flops, training_bytes
 
 BACKENDS = ("auto", "gloo", "nccl")
 # The training workloads whose model a case can train, each with the variants its `ddp=`
@@ -42,33 +42,42 @@ def _bucket_view(ddp) -> dict:
         return {"bucket_cap_bytes": getattr(ddp, "bucket_bytes_cap", None)}
     sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
     sizes = [int(s) for s in str(sizes).split(",") if s.strip().isdigit()]
-    return {"bucket_cap_bytes": getattr(ddp, "bucket_bytes_cap", None), "buckets": len(sizes) or None,
-            "bucket_sizes_bytes": sizes or None}
+    return {
+        "bucket_cap_bytes": getattr(ddp, "bucket_bytes_cap", None),
+        "buckets": len(sizes) or None,
+        "bucket_sizes_bytes": sizes or None,
+    }
 
 
 def validate(device: str, **params) -> None:
     model, variant = params["model"], params["variant"]
     if variant and variant not in MODELS[model]:
-        raise ConfigError(f"parameter 'variant': {variant!r} is not a variant of {model} "
-                          f"({', '.join(MODELS[model])}; empty: {MODELS[model][0]})")
+        raise ConfigError(
+            f"parameter 'variant': {variant!r} is not a variant of {model} "
+            f"({', '.join(MODELS[model])}; empty: {MODELS[model][0]})"
+        )
     check_precision(params["precision"], device)
     check_world(params, device)
 
 
 @perfsuite.workload(
     description="resnet or autoencoder training step in DistributedDataParallel over world_size ranks "
-                "(torchrun; gloo on CPU, NCCL on CUDA): slowest rank's step, global throughput, "
-                "scaling efficiency, communication share",
+    "(torchrun; gloo on CPU, NCCL on CUDA): slowest rank's step, global throughput, "
+    "scaling efficiency, communication share",
     params={
         "model": perfsuite.param("resnet", choices=tuple(MODELS), help="the training step: resnet | autoencoder"),
-        "variant": perfsuite.param("", choices=("",) + MODELS["resnet"] + MODELS["autoencoder"],
-                                   help="resnet18|resnet34 (resnet), fc|conv (autoencoder); empty: the first"),
+        "variant": perfsuite.param(
+            "",
+            choices=("",) + MODELS["resnet"] + MODELS["autoencoder"],
+            help="resnet18|resnet34 (resnet), fc|conv (autoencoder); empty: the first",
+        ),
         "size": perfsuite.param("ci", choices=("ci", "cpu", "gpu"), help="the model's size preset (batch per rank)"),
         "batch_size": perfsuite.param(None, type=int, min=1, help="images per rank; overrides the size preset"),
         "precision": perfsuite.param("fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
         "world_size": perfsuite.param(2, min=1, max=4096, help="ranks in all (nnodes x ranks per node)"),
-        "nnodes": perfsuite.param(1, min=1, max=1024,
-                                  help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"),
+        "nnodes": perfsuite.param(
+            1, min=1, max=1024, help="nodes; >1 runs where perfsuite was started by torchrun on that many nodes"
+        ),
         "backend": perfsuite.param("auto", choices=BACKENDS, help="auto: nccl on CUDA, gloo on CPU"),
     },
     validate=validate,
@@ -100,9 +109,21 @@ def ddp(device: str, **params):
     ctx.profile_step = lambda phase: make_train_step(setup.parts, x, y, forward=wrapped, phase=phase)
 
     def extra() -> dict:
-        return {"model": model, "variant": params["variant"] or MODELS[model][0], "per_rank_batch": batch,
-                "global_batch": batch * w, **_bucket_view(wrapped)}
+        return {
+            "model": model,
+            "variant": params["variant"] or MODELS[model][0],
+            "per_rank_batch": batch,
+            "global_batch": batch * w,
+            **_bucket_view(wrapped),
+        }
 
-    return perfsuite.Step(step, items=batch * w, unit="images", flops=flops, flops_method="FlopCounterMode",
-                          bytes=nbytes, dtype=params["precision"], extra=extra)
-
+    return perfsuite.Step(
+        step,
+        items=batch * w,
+        unit="images",
+        flops=flops,
+        flops_method="FlopCounterMode",
+        bytes=nbytes,
+        dtype=params["precision"],
+        extra=extra,
+    )

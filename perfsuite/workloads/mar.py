@@ -11,7 +11,6 @@ def mar_perfect_and_example(device: str = "cpu") -> str:
     """MAR@k is 1 for codes that cluster perfectly by class, and about chance for random ones."""
     import torch
 
-
     # Ten classes of 100 codes, each class its own direction: every neighbour shares the class.
     labels = torch.arange(10).repeat_interleave(100)
     codes = torch.nn.functional.one_hot(labels, 16).float() + 0.01 * torch.randn(1000, 16)
@@ -24,10 +23,12 @@ def mar_perfect_and_example(device: str = "cpu") -> str:
 
 
 @perfsuite.workload(
-    params={"n": perfsuite.param(1000, min=2, max=100_000, help="number of codes (1000, 10000)"),
-            "dim": perfsuite.param(128, min=1),
-            "classes": perfsuite.param(10, min=1),
-            "k": perfsuite.param(5, min=1)},
+    params={
+        "n": perfsuite.param(1000, min=2, max=100_000, help="number of codes (1000, 10000)"),
+        "dim": perfsuite.param(128, min=1),
+        "classes": perfsuite.param(10, min=1),
+        "k": perfsuite.param(5, min=1),
+    },
     checks={"MAR@k's best is 1": mar_perfect_and_example},
     grids={"ci": {"n": [1000]}, "cpu": {"n": [1000, 10000]}, "gpu": {"n": [1000, 10000]}},
 )

@@ -31,8 +31,10 @@ def matmul_agrees(dtype: str, device: str = "cpu", n: int = 128) -> str:
 
 
 @perfsuite.workload(
-    params={"n": perfsuite.param(1024, min=1, max=32768, help="matrix side"),
-            "dtype": perfsuite.param("fp32", choices=DTYPES, help="element type")},
+    params={
+        "n": perfsuite.param(1024, min=1, max=32768, help="matrix side"),
+        "dtype": perfsuite.param("fp32", choices=DTYPES, help="element type"),
+    },
     checks={f"{dt} = float64 reference": partial(matmul_agrees, dt) for dt in ("fp32", "bf16")},
     grids={
         "ci": {"n": [256], "dtype": ["fp32", "bf16"]},
@@ -58,5 +60,12 @@ def matmul(n: int, dtype: str, device: str):
     def step() -> None:
         torch.mm(a, b, out=out)
 
-    return perfsuite.Step(step, items=1, unit="matmuls", flops=matmul_flops(n), flops_method="analytic",
-                          bytes=3.0 * n * n * a.element_size(), dtype=dtype)
+    return perfsuite.Step(
+        step,
+        items=1,
+        unit="matmuls",
+        flops=matmul_flops(n),
+        flops_method="analytic",
+        bytes=3.0 * n * n * a.element_size(),
+        dtype=dtype,
+    )

@@ -16,21 +16,23 @@ adaptive measurement (which the runner still makes; see the README).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import perfsuite
 from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.llm.data import generated_texts, read_csv
+from perfsuite.llm.model import build_model, forward_flops
+from perfsuite.llm.tokenizer import tokenizer_for
 from perfsuite.measuring.percall import PerCallTimer, fixed_protocol
 from perfsuite.workloads.base import torch_dtype
-from perfsuite.llm.data import generated_texts
-from perfsuite.llm.data import read_csv
-from perfsuite.llm.model import build_model
-from perfsuite.llm.model import forward_flops
-from perfsuite.llm.tokenizer import tokenizer_for
 from perfsuite.workloads.qwen_report import section
 
-PRESETS = {"ci": {"batch_size": 4, "samples": 32}, "cpu": {"batch_size": 8, "samples": 256},
-           "gpu": {"batch_size": 32, "samples": 4096}}
+PRESETS = {
+    "ci": {"batch_size": 4, "samples": 32},
+    "cpu": {"batch_size": 8, "samples": 256},
+    "gpu": {"batch_size": 32, "samples": 4096},
+}
 MAX_LENGTH = 512
 
 
@@ -57,8 +59,13 @@ def validate(device: str, **params) -> None:
 
 def _tokenize(tok, texts, params):
     fixed = params["padding"] == "fixed"
-    return tok(texts, padding="max_length" if fixed else "longest", truncation=True,
-               max_length=params["seq_len"] if fixed else MAX_LENGTH, return_tensors="pt")
+    return tok(
+        texts,
+        padding="max_length" if fixed else "longest",
+        truncation=True,
+        max_length=params["seq_len"] if fixed else MAX_LENGTH,
+        return_tensors="pt",
+    )
 
 
 def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
@@ -81,11 +88,16 @@ def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
         "data": perfsuite.param("", help="CSV with text,label; empty: generated reviews"),
         "scenario": perfsuite.param("batch", choices=("batch", "singlestream", "offline")),
         "samples": perfsuite.param(None, type=int, min=1, help="generated texts (and offline's total)"),
-        "runs": perfsuite.param(None, type=int, min=1, max=10_000,
-                                help="fixed protocol: this many measured batches (the study: 10) instead of the "
-                                     "adaptive stop"),
-        "warmup_runs": perfsuite.param(None, type=int, min=0, max=10_000,
-                                       help="fixed protocol: untimed batches first (default 3; needs runs)"),
+        "runs": perfsuite.param(
+            None,
+            type=int,
+            min=1,
+            max=10_000,
+            help="fixed protocol: this many measured batches (the study: 10) instead of the adaptive stop",
+        ),
+        "warmup_runs": perfsuite.param(
+            None, type=int, min=0, max=10_000, help="fixed protocol: untimed batches first (default 3; needs runs)"
+        ),
     },
     presets=PRESETS,
     validate=validate,
@@ -115,8 +127,13 @@ def qwen(device: str, **params):
     n_params = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     param_bytes = float(sum(p.numel() * p.element_size() for p in model.parameters()))
-    extra: dict = {"load_s": load_s, "parameters": n_params, "parameters_trainable": trainable,
-                   "parameters_frozen": n_params - trainable, "size_mb": param_bytes / 1e6}
+    extra: dict = {
+        "load_s": load_s,
+        "parameters": n_params,
+        "parameters_trainable": trainable,
+        "parameters_frozen": n_params - trainable,
+        "size_mb": param_bytes / 1e6,
+    }
     if device.startswith("cuda"):
         # What the model holds on the GPU before any batch: the study reports the memory a batch
         # needs on top of it (the record's CUDA peak minus this).
@@ -156,15 +173,26 @@ def qwen(device: str, **params):
         inputs = {k: v.to(device) for k, v in enc.items()}
         seq = int(inputs["input_ids"].shape[1])
         real = int(inputs["attention_mask"].sum())
-        extra.update(tokenize_s=sorted(tok_times)[2], seq_len_padded=seq, tokens_real=real,
-                     tokens_padded=bs * seq, padding_fraction=1 - real / (bs * seq))
+        extra.update(
+            tokenize_s=sorted(tok_times)[2],
+            seq_len_padded=seq,
+            tokens_real=real,
+            tokens_padded=bs * seq,
+            padding_fraction=1 - real / (bs * seq),
+        )
 
         def forward_batch():
             return run(inputs)
 
         step = PerCallTimer(forward_batch, device)
-        work = dict(items=bs, unit="samples", flops=forward_flops(cfg, bs, seq), flops_method="analytic",
-                    bytes=param_bytes, dtype=params["dtype"])
+        work = dict(
+            items=bs,
+            unit="samples",
+            flops=forward_flops(cfg, bs, seq),
+            flops_method="analytic",
+            bytes=param_bytes,
+            dtype=params["dtype"],
+        )
     elif params["scenario"] == "singlestream":
         queue = {"i": 0}
         lengths = [int(_tokenize(tok, [t], params)["input_ids"].shape[1]) for t in texts]
@@ -180,7 +208,7 @@ def qwen(device: str, **params):
         extra.update(tokens_real=sum(lengths) / len(lengths))
         work = dict(items=1, unit="samples", flops=mean_flops, flops_method="analytic", dtype=params["dtype"])
     else:  # offline
-        batches = [texts[i:i + bs] for i in range(0, len(texts), bs)]
+        batches = [texts[i : i + bs] for i in range(0, len(texts), bs)]
         encs = [_tokenize(tok, b, params) for b in batches]
         flops = sum(forward_flops(cfg, len(b), int(e["input_ids"].shape[1])) for b, e in zip(batches, encs))
         extra.update(tokens_real=sum(int(e["attention_mask"].sum()) for e in encs))

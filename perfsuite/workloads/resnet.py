@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import perfsuite
 from perfsuite.core.errors import Unsupported
+from perfsuite.data.cifar import load_batch
 from perfsuite.training.checks import TrainingCase, training_checks
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.schedule import sgd_nesterov_with_schedule
+from perfsuite.training.setup import TrainingSetup, synthetic_batches
 from perfsuite.training.step import TrainParts, compiled_forward, make_train_step
 from perfsuite.workloads.base import count_flops, training_bytes
-from perfsuite.data.cifar import load_batch
-from perfsuite.training.setup import TrainingSetup
-from perfsuite.training.setup import synthetic_batches
 
 SIZES = ("ci", "cpu", "gpu")
 MODELS = ("resnet18", "resnet34")
@@ -55,8 +55,9 @@ def training(device: str, **params):
     """The parts of the step the workload times, with generated CIFAR-10-shaped batches (the AMP
     comparison, profile-step, trace and the checks build from this)."""
     parts = build_parts(params, device)
-    return TrainingSetup(parts, parts.model,
-                         synthetic_batches(params["batch_size"], device, False, params["channels_last"]))
+    return TrainingSetup(
+        parts, parts.model, synthetic_batches(params["batch_size"], device, False, params["channels_last"])
+    )
 
 
 def validate(device: str, **params) -> None:
@@ -84,18 +85,20 @@ TRAINING_CHECKS = TrainingCase("resnet", {"batch_size": 4}, amp_steps=12, resume
 
 @perfsuite.workload(
     description="ResNet18/34 training step, 10 classes, SGD Nesterov + warm-up/cosine, label smoothing "
-                "(cuda_graph=true: the whole step replayed as one captured CUDA graph)",
+    "(cuda_graph=true: the whole step replayed as one captured CUDA graph)",
     params={
         "size": perfsuite.param("ci", choices=SIZES, help="preset: ci | cpu | gpu"),
         "model": perfsuite.param("resnet18", choices=MODELS),
-        "stem": perfsuite.param("torchvision", choices=("torchvision", "cifar"),
-                                help="ImageNet stem, or 3x3 stride-1 conv without max-pool"),
+        "stem": perfsuite.param(
+            "torchvision", choices=("torchvision", "cifar"), help="ImageNet stem, or 3x3 stride-1 conv without max-pool"
+        ),
         "batch_size": perfsuite.param(None, type=int, min=1, help="overrides the size preset"),
         "precision": perfsuite.param("fp32", choices=PRECISIONS, help="fp16 needs CUDA"),
         "channels_last": perfsuite.param(False),
         "compile": perfsuite.param(False, help="torch.compile the model"),
-        "cuda_graph": perfsuite.param(False, help="capture the whole step once as a CUDA graph and replay it "
-                                                  "(CUDA; fp32/bf16, not with compile)"),
+        "cuda_graph": perfsuite.param(
+            False, help="capture the whole step once as a CUDA graph and replay it (CUDA; fp32/bf16, not with compile)"
+        ),
         "data": perfsuite.param("", help="CIFAR-10 folder in torchvision's format; empty: generated"),
     },
     presets=PRESETS,
@@ -124,17 +127,32 @@ def resnet(device: str, **params):
     # Counted on the eager model: FlopCounterMode does not see inside compiled graphs.
     flops = count_flops(step)
     nbytes = training_bytes(parts.model, step)
-    work = dict(items=params["batch_size"], unit="images", flops=flops, flops_method="FlopCounterMode",
-                bytes=nbytes, dtype=params["precision"])
+    work = dict(
+        items=params["batch_size"],
+        unit="images",
+        flops=flops,
+        flops_method="FlopCounterMode",
+        bytes=nbytes,
+        dtype=params["precision"],
+    )
     if params["cuda_graph"]:
         from perfsuite.training.graphed import build_graphed_step
 
         # The same model and batch, captured after a few warm-up steps on a side stream (at
         # build time, outside the budget); each call replays the whole step. `extra` says what
         # was captured and whether the LR schedule runs inside the graph.
-        graphed = build_graphed_step(parts.model, parts.loss_fn, parts.optimizer, x, y,
-                                     precision=params["precision"], device=device, base_lr=LR,
-                                     warmup_steps=WARMUP_STEPS, total_steps=TOTAL_STEPS)
+        graphed = build_graphed_step(
+            parts.model,
+            parts.loss_fn,
+            parts.optimizer,
+            x,
+            y,
+            precision=params["precision"],
+            device=device,
+            base_lr=LR,
+            warmup_steps=WARMUP_STEPS,
+            total_steps=TOTAL_STEPS,
+        )
         return perfsuite.Step(graphed.fn, teardown=graphed.teardown, extra=lambda: dict(graphed.info), **work)
     if params["compile"]:
         # Compiles on the first call of the process's first build (~48 s on 2 cores): the runner

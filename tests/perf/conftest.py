@@ -2,8 +2,12 @@
 
 
 def pytest_addoption(parser, pluginmanager):
-    parser.addoption("--perfsuite-size", default="ci", choices=("ci", "cpu", "gpu"),
-                     help="workload size of the benchmark tests (default ci)")
+    parser.addoption(
+        "--perfsuite-size",
+        default="ci",
+        choices=("ci", "cpu", "gpu"),
+        help="workload size of the benchmark tests (default ci)",
+    )
     # perfsuite's pytest plugin (perfsuite/frontends/pytest_plugin.py) adds the device and budget
     # options when perfsuite is installed; from a source tree on PYTHONPATH it is not, so register it
     # here (pytest_addoption is a historic hook: a plugin registered now still adds its options).
@@ -30,7 +34,12 @@ def pytest_generate_tests(metafunc):
         from perfsuite.core import registry
 
         size = metafunc.config.getoption("--perfsuite-size")
-        params = [(name, case) for name in registry.names() if getattr(registry.get(name), "launcher", None)
-                  for case in registry.get(name).cases(size)]
-        metafunc.parametrize("dist_case", params,
-                             ids=[f"{n}[{','.join(f'{k}={v}' for k, v in c.items())}]" for n, c in params])
+        params = [
+            (name, case)
+            for name in registry.names()
+            if getattr(registry.get(name), "launcher", None)
+            for case in registry.get(name).cases(size)
+        ]
+        metafunc.parametrize(
+            "dist_case", params, ids=[f"{n}[{','.join(f'{k}={v}' for k, v in c.items())}]" for n, c in params]
+        )

@@ -51,8 +51,12 @@ def test_amp(benchmark, workload, precision, request):
         return
     if key not in _FP32:  # fp32's test did not run in this session (-k): measured here, briefly
         fp32 = {**params, "precision": "fp32"}
-        _FP32[key] = {"median": measure_record(w, fp32, device, 1.0).median_s,
-                      "saved": _saved_bytes(workload, fp32, device)}
+        _FP32[key] = {
+            "median": measure_record(w, fp32, device, 1.0).median_s,
+            "saved": _saved_bytes(workload, fp32, device),
+        }
     ref = _FP32[key]
-    benchmark.extra_info.update(speedup_vs_fp32=ref["median"] / benchmark.extra_info["median_s"],
-                                saved_memory_ratio_vs_fp32=saved / ref["saved"] if ref["saved"] else None)
+    benchmark.extra_info.update(
+        speedup_vs_fp32=ref["median"] / benchmark.extra_info["median_s"],
+        saved_memory_ratio_vs_fp32=saved / ref["saved"] if ref["saved"] else None,
+    )

@@ -19,7 +19,6 @@ from perfsuite.core.config import RunConfig, resolve_device
 from perfsuite.core.errors import Unsupported
 from perfsuite.frontends.pytest_plugin import replay, replayed
 
-
 _MEASURED: dict = {}
 
 
@@ -43,8 +42,13 @@ def _measured(name: str, size: str, device: str, max_time: float) -> dict:
                 got[repr(sorted(case.params.items()))] = f"skipped: {reason}"
 
         w = registry.get(name)
-        run_cases([Case(w, c) for c in w.cases(size)], RunConfig(device=device, max_time=max_time), device,
-                  env=fingerprint(), events=Keep())
+        run_cases(
+            [Case(w, c) for c in w.cases(size)],
+            RunConfig(device=device, max_time=max_time),
+            device,
+            env=fingerprint(),
+            events=Keep(),
+        )
         _MEASURED[key] = got
     return _MEASURED[key]
 
@@ -62,15 +66,24 @@ def test_distributed(benchmark, dist_case, request):
         pytest.skip("a torchrun launch per case: measured with --benchmark-only; tests/test_distributed.py runs it")
     size = request.config.getoption("--perfsuite-size")
     rec = _measured(name, size, device, request.config.getoption("--perfsuite-max-time")).get(
-        repr(sorted(params.items())), "not measured")
+        repr(sorted(params.items())), "not measured"
+    )
     if isinstance(rec, str):
         pytest.fail(rec) if rec.startswith("failed") else pytest.skip(rec)
     benchmark.group = name
     e = rec.extra
     benchmark.extra_info.update(
-        params=rec.params, device=rec.device, timing="replayed: the slowest rank's per-step samples",
-        world_size=e["world_size"], rank_medians_s=e["rank_medians_s"], throughput=rec.throughput,
-        throughput_unit=rec.throughput_unit, scaling_efficiency=e.get("scaling_efficiency"),
-        comm_share=(e.get("comm") or {}).get("comm_share"), algbw_Bps=e.get("algbw_Bps"), busbw_Bps=e.get("busbw_Bps"))
+        params=rec.params,
+        device=rec.device,
+        timing="replayed: the slowest rank's per-step samples",
+        world_size=e["world_size"],
+        rank_medians_s=e["rank_medians_s"],
+        throughput=rec.throughput,
+        throughput_unit=rec.throughput_unit,
+        scaling_efficiency=e.get("scaling_efficiency"),
+        comm_share=(e.get("comm") or {}).get("comm_share"),
+        algbw_Bps=e.get("algbw_Bps"),
+        busbw_Bps=e.get("busbw_Bps"),
+    )
     replay(benchmark, rec.samples_s)  # as perfsuite.frontends.pytest_plugin.benchmark_case does
     assert benchmark.stats.stats.median == pytest.approx(rec.stats.median, rel=1e-6)

@@ -1,7 +1,7 @@
 import torch
+from myproj.model import Net
 
 import perfsuite
-from myproj.model import Net
 
 
 def _agrees_with_float64(batch_size: int, width: int, device: str) -> None:

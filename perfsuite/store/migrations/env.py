@@ -7,7 +7,6 @@ from perfsuite.store.schema import metadata
 
 connection = context.config.attributes["connection"]
 # SQLite cannot ALTER most things in place: batch mode copies the table (Alembic's own way).
-context.configure(connection=connection, target_metadata=metadata,
-                  render_as_batch=connection.dialect.name == "sqlite")
+context.configure(connection=connection, target_metadata=metadata, render_as_batch=connection.dialect.name == "sqlite")
 with context.begin_transaction():
     context.run_migrations()
