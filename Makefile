@@ -18,7 +18,7 @@ CONSTRAINTS := $(VENV)/constraints.txt
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 BENCH_TIME ?= 6
 
-.PHONY: test test-fast bench setup clean-venv chromium postgres asv-run asv-publish regress bench-pytest
+.PHONY: test test-fast lint bench setup clean-venv chromium postgres asv-run asv-publish regress bench-pytest
 
 setup: $(DEPS)
 
@@ -50,8 +50,15 @@ postgres:
 		echo "postgresql could not be installed: the store's PostgreSQL tests will be skipped"
 
 # Benchmarks run once each, untimed, as a smoke test; `make bench-pytest` measures them.
-test: $(DEPS) chromium postgres
+test: $(DEPS) chromium postgres lint
 	$(PY) -m pytest --benchmark-disable
+
+# Lint, format and types, first in `make test` (seconds): ruff over the package, tests and scripts;
+# mypy strict on core/, stats/ and storage/, its defaults elsewhere (pyproject.toml).
+lint: $(DEPS)
+	$(VENV)/bin/ruff check perfsuite tests scripts benchmarks examples
+	$(VENV)/bin/ruff format --check perfsuite tests scripts benchmarks examples
+	$(VENV)/bin/mypy
 
 # The fast tier, for while you work (under 2 minutes on 2 cores): every test not marked slow.
 test-fast: $(DEPS)

@@ -174,7 +174,7 @@ def resolve_device(spec: str) -> str:
     if spec == "cuda" or spec.startswith("cuda:"):
         # The spelling is checked first: `cuda:abc` is wrong on every machine, GPU or not.
         index = "0" if spec == "cuda" else spec.split(":", 1)[1]
-        if not index.isdigit():
+        if not (index.isascii() and index.isdecimal()):
             raise ConfigError(f"--device {spec}: expected cuda:N with N a non-negative integer")
         number = int(index)
         if not torch.cuda.is_available():

@@ -39,7 +39,10 @@ MAX_PYPROJECT_BYTES = 4 << 20
 def read_pyproject(f: Path) -> dict[str, Any]:
     """A pyproject.toml parsed, every way it can be unreadable a ConfigError naming it (an array
     nested thousands deep exhausts the parser's recursion; a huge file, memory)."""
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+        import tomli as tomllib
 
     try:
         if f.stat().st_size > MAX_PYPROJECT_BYTES:

@@ -71,7 +71,7 @@ class Step:
             v = getattr(self, name)
             if v is None and name != "items":
                 continue
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not _finite(v) or v <= 0:
                 raise ConfigError(f"Step: {name} must be a positive number, got {v!r}")
             if v > MAX_PER_STEP:  # type: ignore[operator]  # typeshed's numbers.Real has no __gt__; a Real compares
                 raise ConfigError(
@@ -101,6 +101,13 @@ class Step:
 # More items, FLOPs or bytes than this in one step is a mistake (1e308 overflows the rate to inf):
 # the largest training steps are ~1e19 FLOPs.
 MAX_PER_STEP = 1e24
+
+
+def _finite(v: numbers.Real) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int beyond any float (10**400): finite, and refused as too large below
+        return True
 
 
 def _caller() -> str:
