@@ -297,6 +297,8 @@ def preflight(location: Location) -> None:
 
 
 def _preflight_file(location: Location, path) -> None:
+    if path.is_symlink() and not path.exists():  # SQLite would create the file the link points at
+        raise StoreError(f"store {path}: a symbolic link to nothing; refusing to create what it points at")
     if path.is_dir():
         raise StoreError(f"store {path}: is a folder; give a file path (e.g. {path / 'results.db'})")
     if path.exists() and not path.is_file():

@@ -75,7 +75,7 @@ class Step:
                 raise ConfigError(f"Step: {name} must be a positive number, got {v!r}")
             if v > MAX_PER_STEP:  # type: ignore[operator]  # typeshed's numbers.Real has no __gt__; a Real compares
                 raise ConfigError(
-                    f"Step: {name} = {v:g} per step is beyond any step ({MAX_PER_STEP:g} at most): "
+                    f"Step: {name} = {str(v)[:30]} per step is beyond any step ({MAX_PER_STEP:g} at most): "
                     "its rate would overflow"
                 )
         if not isinstance(self.unit, str) or not self.unit.strip():
