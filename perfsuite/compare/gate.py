@@ -238,7 +238,7 @@ class GateVerdict(documents.Result):
     @classmethod
     def _version_1(cls, data: Any) -> Any:
         """A verdict of version 1 (gate documents, bisection logs and self-checks written before
-        2026-11-29) kept its pairs' fields at its top level: they are its `run`."""
+        2026-11-28) kept its pairs' fields at its top level: they are its `run`."""
         if isinstance(data, dict) and "run" not in data and "ratios" in data:
             run = {k: data[k] for k in _RUN_FIELDS if k in data}
             data = {k: v for k, v in data.items() if k not in _RUN_FIELDS}

@@ -37,7 +37,7 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       `machine_drift` (half_width, runs, hours: perfsuite.storage.machine_drift), which widens
       the reported interval like config.run_drift when larger.
       Additive, 2026-11-28: `conditions` (and each process's) carry `torch_flags` (perfsuite.measuring.tf32).
-  4 - 2026-11-29: a process's and a build's `median` is no longer stored: it is computed from their
+  4 - 2026-11-28: a process's and a build's `median` is no longer stored: it is computed from their
       samples (a process of several builds: the median of its builds' medians), as every other
       summary is. A record of version 1 to 3 reads as version 4, a stored group `median` ignored:
       a record whose samples said one thing and its stored medians another was compared on the
