@@ -22,7 +22,9 @@ def _acc(run_dir):
 
 
 def _scalars(acc, tag):
-    return [(e.step, e.value) for e in acc.Scalars(tag)]
+    # Each record is its own event file, read in the order of their names (random ids), so the
+    # points come back sorted by their step (the record's time), which is how TensorBoard plots them.
+    return sorted((e.step, e.value) for e in acc.Scalars(tag))
 
 
 def test_each_case_is_a_run_with_its_scalars_keyed_by_time_and_its_hparams(tmp_path):
@@ -54,9 +56,7 @@ def test_each_case_is_a_run_with_its_scalars_keyed_by_time_and_its_hparams(tmp_p
     tags = acc.Tags()["scalars"]
     assert {"latency/median_s", "latency/p90_s", "throughput/images_per_s", "flops_per_s"} <= set(tags)
     t_old, t_new = 1793527200, 1793613600  # the records' creation times in Unix seconds
-    # Each record is its own event file, read in the order of their names (random ids): the
-    # points are keyed by time, which is what TensorBoard plots them by.
-    med = sorted(_scalars(acc, "latency/median_s"))
+    med = _scalars(acc, "latency/median_s")
     assert [s for s, _ in med] == [t_old, t_new]
     assert [v for _, v in med] == pytest.approx([old.stats.median, new.stats.median], rel=1e-6)
     assert _scalars(acc, "peak_fraction") == [(t_old, pytest.approx(old.peak_fraction, rel=1e-6))]
