@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfsuite.core.errors import ConfigError, WorkloadFileError
@@ -81,6 +82,8 @@ def _load_builtin_entry_point() -> None:
 
     own = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if is_perfsuites(ep)]
     if not own:
+        own = _checkout_entry_points()
+    if not own:
         raise ConfigError(
             f"perfsuite's built-in workloads are not registered: the installed perfsuite has no "
             f"{ENTRY_POINT_GROUP!r} entry point (installed before it was declared, or not installed). "
@@ -88,6 +91,28 @@ def _load_builtin_entry_point() -> None:
         )
     for ep in own:
         load_entry_point(ep)
+
+
+def _checkout_entry_points() -> list[EntryPoint]:
+    """perfsuite run from a source checkout on PYTHONPATH, not installed (a lent GPU machine, a
+    gate side's worktree): the entry points its pyproject.toml declares, read from that file, so
+    the declaration stays in one place."""
+    from importlib.metadata import EntryPoint
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+        import tomli as tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    try:
+        doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    if doc.get("project", {}).get("name") != "perfsuite":
+        return []
+    declared = doc["project"].get("entry-points", {}).get(ENTRY_POINT_GROUP, {})
+    return [EntryPoint(name, value, ENTRY_POINT_GROUP) for name, value in declared.items()]
 
 
 def names() -> list[str]:
