@@ -291,3 +291,34 @@ def test_an_entry_point_workload_goes_by_name_a_plain_import_as_the_object(monke
             registry._REGISTRY.pop(name, None)
         for mod in ("ep_pkg_toy", "plain_pkg_toy"):
             sys.modules.pop(mod, None)
+
+
+def _nvml(n, power, clock):
+    return {
+        "status": "ok",
+        "n": n,
+        "interval_s": 0.05,
+        "gpu": {"uuid": "GPU-x", "matched_by": "uuid"},
+        "power_w": {"mean": power, "max": power + 10},
+        "sm_clock_mhz": {"mean": clock, "max": clock},
+    }
+
+
+def test_the_merged_record_pools_every_processs_nvml_samples():
+    # Measured on an H200 (2026-11-28): the first process ran cool, the others at the power cap;
+    # the record kept the first one's summary alone and showed neither the power nor the clock.
+    from dataclasses import replace
+
+    kids = [
+        replace(_child(1e-3, 0), nvml=_nvml(5, 180.0, 1900.0)),
+        replace(_child(1e-3, 1), nvml=_nvml(30, 690.0, 1530.0)),
+        replace(_child(1e-3, 2), nvml={"status": "unavailable", "reason": "NVML read failed"}),
+    ]
+    got = workers.merge(kids, [1, 2, 3], RunConfig(max_time=3.0, processes=3)).nvml
+    assert got["n"] == 35 and got["processes"] == 2
+    assert got["power_w"]["mean"] == pytest.approx((5 * 180 + 30 * 690) / 35)
+    assert got["power_w"]["max"] == 700.0
+    assert got["sm_clock_mhz"]["mean"] == pytest.approx((5 * 1900 + 30 * 1530) / 35)
+    # No process sampled: the first one's reason is kept.
+    none = [replace(_child(1e-3, i), nvml={"status": "unavailable", "reason": "not a CUDA device"}) for i in range(2)]
+    assert workers.merge(none, [1, 2], RunConfig(processes=2)).nvml["reason"] == "not a CUDA device"

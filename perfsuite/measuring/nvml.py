@@ -168,3 +168,25 @@ class NvmlSampler:
             if vals:
                 out[name] = {"mean": sum(vals) / len(vals), "max": max(vals)}
         return out
+
+
+def pooled(summaries: list[dict]) -> dict:
+    """The NVML summaries of several processes of one case as one: means weighted by each one's
+    sample count, the largest max. Every process's timed region counts: on 2026-11-28 an H200
+    reached its power cap only after the first of three processes, whose summary alone was kept."""
+    ok = [s for s in summaries if s.get("status") == "ok" and s.get("n")]
+    if not ok:
+        return summaries[0] if summaries else {"status": "unavailable", "reason": "no samples taken"}
+    first = ok[0]
+    out: dict = {"status": "ok", "n": sum(s["n"] for s in ok), "interval_s": first["interval_s"], "gpu": first["gpu"]}
+    if len(ok) > 1:
+        out["processes"] = len(ok)
+    for name in FIELDS:
+        having = [s for s in ok if isinstance(s.get(name), dict)]
+        if having:
+            n = sum(s["n"] for s in having)
+            out[name] = {
+                "mean": sum(s[name]["mean"] * s["n"] for s in having) / n,
+                "max": max(s[name]["max"] for s in having),
+            }
+    return out

@@ -53,6 +53,7 @@ from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
 from perfsuite.core.units import fmt_seconds
 from perfsuite.core.workload import Workload
+from perfsuite.measuring.nvml import pooled as pooled_nvml
 from perfsuite.measuring.runner import conditions_warnings
 from perfsuite.measuring.tf32 import torch_flags
 from perfsuite.stats import summary as stats
@@ -431,7 +432,7 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
         work=first.work,
         warmup=first.warmup,
         memory=memory,
-        nvml=first.nvml,
+        nvml=pooled_nvml([r.nvml for r in records]),
         env=first.env,
         peak=first.peak,
         config=config,
