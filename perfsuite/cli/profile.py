@@ -8,12 +8,12 @@ from rich.text import Text
 
 from perfsuite.core import registry
 from perfsuite.core.case import Case
-from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.errors import USER_CODE_ERRORS, PerfsuiteError, exception_text
 from perfsuite.core.params import single_values
 from perfsuite.core.text import slug
 from perfsuite.measuring.timing import synchronize
 from perfsuite.profiling.step_marking import split_from_profile
-from perfsuite.profiling.trace import trace_window
+from perfsuite.profiling.trace import check_trace_files, trace_window
 from perfsuite.run.execute import runnable
 from perfsuite.storage.files import atomic_write_text, versioned, writable_dir
 from perfsuite.training.setup import training_setup
@@ -34,21 +34,26 @@ def profile_step_command(args, console) -> int:
     if args.warmup_iters < 0 or k < args.warmup_iters:
         raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")
     cuda = device.startswith("cuda")
-    if w.trainer is not None:  # a training step: forward, loss, backward, optimizer_step marked inside it
-        setup = training_setup(w.name, params, device)
-        x, y = setup.batch(0)
-        plain = make_train_step(setup.parts, x, y, forward=setup.forward)
-        marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
-    else:  # any other step (a user's): the whole step is the one range
-        built = w.build(params, device)
-        plain = marked = built.fn
-    sync = lambda: synchronize(device)  # noqa: E731
-    for _ in range(k):
-        plain()
-    sync()  # nothing from the warm-up steps may run inside the marked range
-    with process_range("train_step", cuda):
-        marked()
-        sync()
+    try:
+        if w.trainer is not None:  # a training step: forward, loss, backward, optimizer_step marked inside it
+            setup = training_setup(w.name, params, device)
+            x, y = setup.batch(0)
+            plain = make_train_step(setup.parts, x, y, forward=setup.forward)
+            marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
+        else:  # any other step (a user's): the whole step is the one range
+            built = w.build(params, device)
+            plain = marked = built.fn
+        sync = lambda: synchronize(device)  # noqa: E731
+        for _ in range(k):
+            plain()
+        sync()  # nothing from the warm-up steps may run inside the marked range
+        with process_range("train_step", cuda):
+            marked()
+            sync()
+    except PerfsuiteError:
+        raise
+    except USER_CODE_ERRORS as exc:
+        return _step_failed(console, w.name, exc)
     argv = (
         "python -m perfsuite " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         if sys.argv[1:]
@@ -83,17 +88,20 @@ def trace_command(args, console) -> int:
     device = resolve_device(args.device)
     runnable([Case(w, params)], device)
     label = f"{w.name}[{','.join(f'{k}={v}' for k, v in w.resolve(params).items())}]"
-    if w.trainer is not None:  # a training workload: its phases are marked
-        from perfsuite.training.setup import training_setup
-        from perfsuite.training.step import make_train_step
-
-        setup = training_setup(w.name, params, device)
-        step = make_train_step(
-            setup.parts, *setup.batch(0), forward=setup.forward, phase=lambda n: record_function(f"phase:{n}")
-        )
-    else:
-        step = w.build(params, device).fn
-    t = trace_window(step, args.out_dir, label, device, args.wait, args.warmup, args.active)
+    check_trace_files(args.out_dir, label)
+    try:
+        if w.trainer is not None:  # a training workload: its phases are marked
+            setup = training_setup(w.name, params, device)
+            step = make_train_step(
+                setup.parts, *setup.batch(0), forward=setup.forward, phase=lambda n: record_function(f"phase:{n}")
+            )
+        else:
+            step = w.build(params, device).fn
+        t = trace_window(step, args.out_dir, label, device, args.wait, args.warmup, args.active)
+    except PerfsuiteError:
+        raise
+    except USER_CODE_ERRORS as exc:
+        return _step_failed(console, label, exc)
     trace, table = t.trace, t.table
     split = split_from_profile(t.profile, t.wall_s)
     split = {k: v / args.active for k, v in split.items()}  # per step
@@ -108,3 +116,14 @@ def trace_command(args, console) -> int:
             )
         )
     return 0
+
+
+# As `run`'s exit when a case failed (perfsuite.cli.app): the workload's step, not the input.
+EXIT_FAILED = 3
+
+
+def _step_failed(console, label: str, exc: BaseException) -> int:
+    """The workload's build or step raised (sys.exit included): its message, escaped by the
+    console, and exit 3, as a failed case of `run`."""
+    console.print(Text(f"failed: {label}: {exception_text(exc)}", style="red"))
+    return EXIT_FAILED

@@ -11,6 +11,7 @@ from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.core.record import Record
 from perfsuite.measuring.env import fingerprint
 from perfsuite.measuring.workers import describe
+from perfsuite.profiling.trace import check_trace_files
 from perfsuite.report.console import print_bounds, print_warnings, records_table
 from perfsuite.run.execute import Events
 from perfsuite.storage.files import ResultsWriter, new_results_path, writable_dir
@@ -184,6 +185,8 @@ def cmd_run(args, console) -> int:
     path = args.out or new_results_path(args.results_dir, workload.name)
     if args.trace is not None:  # checked before measuring, like the results file: a trace is not lost
         writable_dir(args.trace, "--trace folder")
+        for case in cases:
+            check_trace_files(args.trace, case.label)
     if args.tensorboard is not None:  # checked before measuring, like the results file
         from perfsuite.storage.tensorboard import prepare
 

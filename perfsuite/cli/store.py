@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
@@ -23,6 +24,9 @@ from perfsuite.store.machine import machine_id
 
 # The commands whose results are kept in the store, and the kind of run each makes.
 STORED = {"run": "run", "pair": "pair", "amp": "amp", "gate": "gate", "bisect": "bisect", "why": "why"}
+# Every kind of run the store holds (`store runs --kind`): the commands', a suite's, the front-ends'
+# and an import's (perfsuite.storage.store_import).
+RUN_KINDS = (*dict.fromkeys(STORED.values()), "suite", "asv", "pytest", "import")
 # How a command's exit status reads in its run row.
 _STATE = {0: "finished", 1: "finished", 3: "finished", 5: "finished", 130: "interrupted"}
 
@@ -72,11 +76,12 @@ def _kind(args) -> str | None:
 def store_given(given: str | None):
     """`--store` is PERFSUITE_STORE for this command: its `store:` sources, and the side and worker
     processes it starts, use the same store. Restored afterwards (main() may be called again)."""
-    from perfsuite.store.location import ENV
+    from perfsuite.store.location import ENV, parse
 
     if given is None:
         yield
         return
+    parse(given, "--store", Path.cwd())  # refused before it reaches the environment (a NUL cannot)
     before = os.environ.get(ENV)
     os.environ[ENV] = given
     try:
@@ -287,6 +292,8 @@ def _params(items: list[str]) -> dict:
             out[key.strip()] = json.loads(raw)
         except ValueError:
             out[key.strip()] = raw
+        except RecursionError:
+            raise PerfsuiteError(f"-p {key.strip()[:40]}: a value nested too deeply to be a parameter's") from None
     return out
 
 
@@ -301,7 +308,7 @@ def add_arguments(sub, positive_count) -> None:
     ss.add_parser("push", help="send results kept in the local spool (.perfsuite/spool.db) to the store")
     ss.add_parser("info", help="where the store is, its schema, what it holds and which machines reported")
     rn = ss.add_parser("runs", help="the runs in the store (the shards of a suite run with --batch)")
-    rn.add_argument("--kind", help="run, suite, pair, amp, gate, bisect, why, asv, pytest, import")
+    rn.add_argument("--kind", choices=RUN_KINDS, help=", ".join(RUN_KINDS))
     rn.add_argument("--batch", help="the shards of one suite run")
     rn.add_argument("--machine", help="a machine id, or all (default: this machine)")
     rn.add_argument("--json", action="store_true")

@@ -25,10 +25,19 @@ def git_root(path: Path) -> Path:
     return Path(res.stdout.strip())
 
 
+# A revision longer than this is no name of a commit (git's own ref names stay far below it), and a
+# million characters would not fit git's command line.
+MAX_REVISION = 1000
+
+
 def resolve_commit(rev: str, repo: Path, flag: str = "--base") -> str:
     """The commit `rev` (given as `flag`) names; an option-like value never reaches git as an option."""
     if not rev or rev.startswith("-"):
-        raise ConfigError(f"{flag} {rev!r}: not a git revision (a revision cannot start with '-')")
+        raise ConfigError(f"{flag} {rev[:80]!r}: not a git revision (a revision cannot start with '-')")
+    if len(rev) > MAX_REVISION or "\x00" in rev:
+        raise ConfigError(
+            f"{flag} {rev[:40]!r}...: not a git revision ({len(rev)} characters; at most {MAX_REVISION}, no NUL)"
+        )
     res = subprocess.run(
         ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
         cwd=repo,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from perfsuite.core import registry
 from perfsuite.core.discover import load_file
+from perfsuite.core.errors import exception_text
 from perfsuite.measuring import counted, heap
 from perfsuite.measuring.fork_cuda import ForkedAfterCuda, refuse_bad_fork
 from perfsuite.measuring.system import pinned
@@ -98,7 +99,7 @@ def serve(conn, job: dict) -> int:
                 job["files"], job["workload"], job["params"], job["device"], job["builds"], job.get("root")
             )
         except Exception as exc:  # noqa: BLE001 - the side's own code: its error goes back to the gate
-            conn.send({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+            conn.send({"error": exception_text(exc), "traceback": traceback.format_exc()})
             return 1
         foreign = foreign_imports(Path(job["root"])) if job.get("root") else []
         if foreign:
@@ -150,7 +151,7 @@ def serve(conn, job: dict) -> int:
                 else:
                     conn.send({"error": f"unknown request {op!r}"})
             except Exception as exc:  # noqa: BLE001 - a step that raises ends this side with its error
-                conn.send({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+                conn.send({"error": exception_text(exc), "traceback": traceback.format_exc()})
                 return 1
         for b in built:
             if b.teardown is not None:

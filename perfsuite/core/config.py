@@ -16,6 +16,30 @@ HEAP_MODES = ("default", "steady")
 
 # Upper bound for `processes` and `threads`: a typo (1000) should fail, not fork a thousand times.
 MAX_WORKERS = 256
+# Seconds one case (or a command's window) may be given: more than a day is a typo, and 10^20
+# would overflow the deadlines and timestamps computed from it.
+MAX_TIME_S = 86_400.0
+
+
+def number_in(name: str, value: Any, least: float, most: float, *, whole: bool = False, above: bool = False) -> Any:
+    """`value` if it is a number from `least` (excluded when `above`) to `most`, a whole one when
+    `whole`; else a ConfigError naming `name` and the range. The one range check of a number given
+    on the command line or in a declaration (NaN, infinities, bools and strings are refused)."""
+    kinds: tuple[type, ...] = (int,) if whole else (int, float)
+    ok = isinstance(value, kinds) and not isinstance(value, bool)
+    if ok:
+        try:
+            ok = math.isfinite(value) and (least < value if above else least <= value) and value <= most
+        except OverflowError:  # an int beyond any float: finite, and out of every range here
+            ok = False
+    if not ok:
+        kind = "a whole number" if whole else "a number"
+        low = f"above {least:g}" if above else f"from {least:g}"
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ConfigError(f"{name} must be {kind} {low} to {most:g}, got {shown}")
+    return value
+
+
 # processes=None ("auto"): one worker process per this many seconds of budget, from
 # AUTO_MIN_PROCESSES up to AUTO_MAX_PROCESSES; a budget shorter than two such slots is measured in
 # the calling process. Most of the variation between runs is between processes (docs/measurement.md), so a case is
@@ -98,6 +122,7 @@ class RunConfig:
 
         for name in ("max_time", "target_rel_ci", "warmup_tolerance", "clock_overhead_limit", "nvml_interval"):
             positive(name)
+        number_in("max_time", self.max_time, 0, MAX_TIME_S, above=True)
         if (
             not isinstance(self.run_drift, (int, float))
             or isinstance(self.run_drift, bool)

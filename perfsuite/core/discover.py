@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.core import registry
-from perfsuite.core.errors import ConfigError, WorkloadFileError
+from perfsuite.core.errors import ConfigError, WorkloadFileError, exception_text
 from perfsuite.core.registry import ENTRY_POINT_GROUP, is_perfsuites, load_entry_point
 from perfsuite.core.workload import Workload
 
@@ -90,9 +90,12 @@ def project_paths(pyproject: Path) -> list[Path]:
 
 def workload_files(path: Path) -> list[Path]:
     """A file itself, or a folder's *.py files (recursively; private `_*`, `test_*.py`, conftest.py,
-    setup.py and hidden, private or environment folders left out)."""
+    setup.py and hidden, private or environment folders left out). A FIFO or device named like a
+    module is refused: its import would block forever."""
     if path.is_file():
         return [path]
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"workload path {path} is not a regular file or a folder (a FIFO or a device)")
     if path.is_dir():
         # Workload files only: not tests, conftest or set-up scripts, nor what hides in private,
         # hidden or environment folders (a venv inside the project would be thousands of modules).
@@ -106,7 +109,11 @@ def workload_files(path: Path) -> list[Path]:
                 d.startswith((".", "_")) or d in skip_dirs for d in parts[:-1]
             )
 
-        return sorted(p for p in path.rglob("*.py") if wanted(p))
+        files = sorted(p for p in path.rglob("*.py") if wanted(p) and not p.is_dir())
+        for f in files:
+            if not f.is_file():
+                raise ConfigError(f"workload file {f} is not a regular file (a FIFO or a device); remove or rename it")
+        return files
     raise ConfigError(f"workload path {path} does not exist")
 
 
@@ -191,7 +198,7 @@ def load_file(file: Path, code_root: Path | None = None) -> str:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(file)]
         line = frames[-1].lineno if frames else (getattr(exc, "lineno", None) or "?")
         user_tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        raise WorkloadFileError(f"workload file {file}, line {line}: {type(exc).__name__}: {exc}\n{user_tb}") from None
+        raise WorkloadFileError(f"workload file {file}, line {line}: {exception_text(exc)}\n{user_tb}") from None
     return name
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite.core.errors import ConfigError
+from perfsuite.core.config import MAX_TIME_S, MAX_WORKERS, number_in
+from perfsuite.core.errors import USER_CODE_ERRORS, ConfigError, PerfsuiteError, exception_text
 from perfsuite.core.params import Param, expand_sweep, resolve
 from perfsuite.core.record import Record, Work
 
@@ -46,9 +47,13 @@ SIZES = ("ci", "cpu", "gpu")  # the named grids the front-ends pick from (asv: P
 ASV_KEYS = {
     "processes": "worker processes per case (default 1)",
     "max_time": "seconds per case of the Track class's measured run (default 5)",
-    "tracks": "extra tracks read from the record, by name (perfsuite.frontends.asv.TRACKS)",
+    "tracks": "extra tracks read from the record, by name (ASV_TRACKS)",
     "amp": "true: in the AMP benchmark (fp32 against bf16/fp16; a training workload)",
 }
+# The optional asv tracks a workload may name (each a method of perfsuite.frontends.asv.OptionalTracks).
+ASV_TRACKS = ("inverse_scaling_efficiency", "comm_share", "seconds_per_bus_gb")
+# Which kernels may carry an fp32 step's FLOPs (Workload.fp32_kernels).
+FP32_KERNELS = ("matmul", "conv")
 # What a suite's plan (`perfsuite run --suite S --plan`, perfsuite/suite/file.py) counts for the
 # workload besides its budgets, in seconds: a number, or {"cpu": s, "cuda": s} per device kind.
 PLAN_KEYS = {
@@ -141,18 +146,18 @@ class Workload:
         self._check_keys("asv", self.asv, ASV_KEYS)
         self._check_keys("plan", self.plan, PLAN_KEYS)
         self._check_keys("ddp", self.ddp, DDP_KEYS)
+        self._check_asv()
+        self._check_fp32_kernels(by_name)
+        if self.max_builds is not None:
+            self._number("max_builds", self.max_builds, 1, MAX_WORKERS, whole=True)
         for key, value in (self.plan or {}).items():
             for kind, seconds in value.items() if isinstance(value, Mapping) else [("cpu", value)]:
-                if (
-                    kind not in PLAN_KINDS
-                    or isinstance(seconds, bool)
-                    or not isinstance(seconds, (int, float))
-                    or not seconds >= 0
-                ):
+                if kind not in PLAN_KINDS:
                     raise ConfigError(
                         f"workload {self.name!r}: plan[{key!r}] must be seconds >= 0, or "
                         f"{{{', '.join(f'{k!r}: s' for k in PLAN_KINDS)}}}, got {value!r}"
                     )
+                self._number(f"plan[{key!r}]", seconds, 0, MAX_TIME_S)
         if self.ddp:
             named = self.ddp.get("variant")
             variant = by_name.get(named) if isinstance(named, str) else None  # (a list is unhashable)
@@ -196,6 +201,45 @@ class Workload:
                         by_name[pname].validate(v)
                 except ConfigError as exc:
                     raise ConfigError(f"workload {self.name!r}, grids[{size!r}]: {exc}") from None
+
+    def _number(self, what: str, value: Any, least: float, most: float, **kw: bool) -> None:
+        try:
+            number_in(what, value, least, most, **kw)
+        except ConfigError as exc:
+            raise ConfigError(f"workload {self.name!r}: {exc}") from None
+
+    def _check_asv(self) -> None:
+        asv = self.asv or {}
+        if "processes" in asv:
+            self._number("asv['processes']", asv["processes"], 1, MAX_WORKERS, whole=True)
+        if "max_time" in asv:
+            self._number("asv['max_time']", asv["max_time"], 0, MAX_TIME_S, above=True)
+        if "amp" in asv and not isinstance(asv["amp"], bool):
+            raise ConfigError(f"workload {self.name!r}: asv['amp'] must be true or false, got {asv['amp']!r}")
+        tracks = asv.get("tracks", [])
+        if not isinstance(tracks, (list, tuple)) or any(t not in ASV_TRACKS for t in tracks):
+            raise ConfigError(
+                f"workload {self.name!r}: asv['tracks'] must be a list of track names ({', '.join(ASV_TRACKS)}), "
+                f"got {tracks!r}"
+            )
+
+    def _check_fp32_kernels(self, by_name: Mapping[str, Param]) -> None:
+        kernels = self.fp32_kernels
+        if kernels is None or (isinstance(kernels, str) and kernels in FP32_KERNELS):
+            return
+        if (
+            isinstance(kernels, tuple)
+            and len(kernels) == 2
+            and isinstance(kernels[0], str)
+            and kernels[0] in by_name
+            and isinstance(kernels[1], Mapping)
+            and all(k in FP32_KERNELS for k in kernels[1].values())
+        ):
+            return
+        raise ConfigError(
+            f"workload {self.name!r}: fp32_kernels must be one of {', '.join(map(repr, FP32_KERNELS))}, None, "
+            f"or (a parameter's name, {{its value: one of those}}), got {repr(kernels)[:80]}"
+        )
 
     def _check_keys(self, what: str, given: Mapping[str, Any] | None, known: Mapping[str, str]) -> None:
         unknown = sorted(set(given or {}) - set(known))
@@ -242,8 +286,18 @@ class Workload:
         return params
 
     def check(self, params: Mapping[str, Any], device: str) -> None:
+        """The workload's case validator (`validate=`): Unsupported or ConfigError as it raises them;
+        anything else it raises (sys.exit included) is bad input from its code, a ConfigError."""
         if self.checker is not None:
-            self.checker(self.resolve(params), device)
+            resolved = self.resolve(params)
+            try:
+                self.checker(resolved, device)
+            except PerfsuiteError:
+                raise
+            except USER_CODE_ERRORS as exc:
+                raise ConfigError(
+                    f"workload {self.name!r}: its case validator failed: {exception_text(exc)}"[:1000]
+                ) from None
 
     def build(self, params: Mapping[str, Any], device: str) -> BuiltStep:
         return self.builder(self.resolve(params), device)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
 from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig, resolve_device
+from perfsuite.core.errors import USER_CODE_ERRORS, exception_text
 from perfsuite.core.record import Record
 from perfsuite.core.workload import Workload
 from perfsuite.measuring import counted, flops, heap, system
@@ -541,8 +543,7 @@ def _run_case(
                 builds.append(build())
     except BaseException:
         for b in builds:
-            if b.teardown is not None:
-                b.teardown()
+            _teardown(b)
         raise
     built = builds[0]
     clock = clock or clock_for(device, cfg.timing)
@@ -570,6 +571,7 @@ def _run_case(
             yield
 
     extra: dict = {}
+    hooks: list[str] = []  # what the workload's own hooks (extra, teardown) raised after measuring
     try:
         m = measure(
             [b.fn for b in builds] if len(builds) > 1 else built.fn,
@@ -581,7 +583,7 @@ def _run_case(
             reference=Reference(clock, device) if cfg.reference and reference_taken_on(device) else None,
         )
         if built.extra is not None:
-            extra = built.extra()
+            extra = _user_extra(built.extra, hooks)
         if after is not None:  # e.g. a profiler trace of the same built step, after measuring
             after(built)
         if len(builds) > 1:
@@ -590,8 +592,7 @@ def _run_case(
             # wrap a few steps of the remaining build (as many calls as one timed block).
             while len(builds) > 1:  # popped first (a teardown that raises is not retried), and no
                 extra_build = builds.pop()  # name is left holding it (a loop variable kept one alive)
-                if extra_build.teardown is not None:
-                    extra_build.teardown()
+                hooks += _teardown(extra_build)
                 del extra_build
             gc.collect()
             if is_cuda:
@@ -606,8 +607,7 @@ def _run_case(
                         built.fn()
     finally:
         for b in builds:
-            if b.teardown is not None:
-                b.teardown()
+            hooks += _teardown(b)
 
     memory = host_mem.to_dict()
     if cuda_mem is not None:
@@ -616,7 +616,7 @@ def _run_case(
     conditions["builds"] = len(m.builds_s)
     if m.reference is not None:
         conditions["reference"] = m.reference
-    warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings + flop_warnings
+    warnings = list(m.warnings) + list(host_mem.warnings) + load_warnings + flop_warnings + list(dict.fromkeys(hooks))
     if cfg.heap == "steady" and conditions["heap"] != "steady":
         warnings.append(
             f"heap steady was asked for but not held ({heap.hold().get('reason')}): page faults stay in the step's time"
@@ -653,3 +653,35 @@ def _run_case(
         conditions=conditions,
         builds=tuple({"samples_s": g, "process": 0} for g in m.builds_s) if len(m.builds_s) > 1 else None,
     )
+
+
+def _teardown(built) -> list[str]:
+    """A build's `teardown`, after measuring: what it raises (sys.exit too) is a warning in the
+    record, which the measurement keeps; the rest of the builds are torn down all the same."""
+    if built.teardown is None:
+        return []
+    try:
+        built.teardown()
+    except USER_CODE_ERRORS as exc:
+        return [f"the step's teardown failed: {exception_text(exc)}"[:500]]
+    return []
+
+
+def _user_extra(extra: Callable[[], object], warnings: list[str]) -> dict:
+    """The workload's own measurements (`extra()`), read after the timed region: a dict of values
+    a results file can hold. Anything else, or a raise, is left out with a warning in `warnings`:
+    the measurement stands."""
+    try:
+        got = extra()
+    except USER_CODE_ERRORS as exc:
+        warnings.append(f"extra() failed, left out: {exception_text(exc)}"[:500])
+        return {}
+    if not isinstance(got, dict):
+        warnings.append(f"extra() returned {type(got).__name__}, not a dict of values; left out")
+        return {}
+    try:
+        json.dumps(got, allow_nan=True)  # what a results file can hold (NaN is written as null)
+    except (TypeError, ValueError, RecursionError) as exc:
+        warnings.append(f"extra() returned what a results file cannot hold, left out: {exception_text(exc)}"[:500])
+        return {}
+    return got

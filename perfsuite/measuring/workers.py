@@ -49,7 +49,7 @@ from typing import Any
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.discover import entry_point_workloads, loaded_paths
-from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.core.errors import USER_CODE_ERRORS, ConfigError, Unsupported, exception_text
 from perfsuite.core.record import Record
 from perfsuite.core.units import fmt_seconds
 from perfsuite.core.workload import Workload
@@ -139,10 +139,10 @@ def worker_main(conn, job: Job) -> None:
         conn.send(("ok", rec.to_dict(), made))
     except Unsupported as exc:
         conn.send(("unsupported", str(exc)))
-    except Exception as exc:  # noqa: BLE001 - the parent makes it the case's failure
+    except USER_CODE_ERRORS as exc:  # the parent makes it (a step's sys.exit too) the case's failure
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-        conn.send(("error", f"{type(exc).__name__}: {exc}{where}"))
+        conn.send(("error", f"{exception_text(exc)}{where}"))
     except KeyboardInterrupt:
         pass  # Ctrl-C reaches the whole process group: the parent reports it, quietly
     finally:

@@ -39,8 +39,7 @@ def trace_window(
 
     out_dir = Path(out_dir)
     write.make_dir(out_dir, "trace folder")
-    name = slug(label)
-    trace = write.inside(out_dir, f"{name}.trace.json")
+    trace, table = trace_files(out_dir, label)
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     wall = 0.0
@@ -65,10 +64,23 @@ def trace_window(
             if i >= wait + warmup:
                 wall += time.perf_counter() - t0
             prof.step()
-    table = out_dir / f"{name}.top-ops.txt"
     sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
     write.write_text(table, prof.key_averages().table(sort_by=sort, row_limit=25) + "\n")
     return Trace(trace, table, prof, wall)
+
+
+def trace_files(out_dir: Path, label: str) -> tuple[Path, Path]:
+    """Where the trace of `label` and its top-operators table go: in `out_dir`, named by the slug."""
+    name = slug(label)
+    return write.inside(out_dir, f"{name}.trace.json"), write.inside(out_dir, f"{name}.top-ops.txt")
+
+
+def check_trace_files(out_dir: Path, label: str) -> None:
+    """Both files of `label`'s trace checked before anything is measured, as the results file is:
+    a link (or a folder) planted at either name refuses the command, instead of the trace failing
+    after the measurement."""
+    for path in trace_files(out_dir, label):
+        write.check_output(path, "trace file", replace=True)
 
 
 def trace_step(step: Callable[[], object], out_dir: Path, label: str, device: str = "cpu") -> tuple[Path, Path]:

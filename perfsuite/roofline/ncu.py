@@ -66,7 +66,12 @@ def read_ncu_csv(path: str | Path) -> list[Launch]:
     table = [(i + 1, line) for i, line in enumerate(lines) if line.strip() and not line.startswith("==")]
     if not table:
         raise NcuCsvError(f"{p}: no CSV table (only ==PROF== lines or nothing)")
-    rows = [(n, next(csv.reader([line]))) for n, line in table]
+    rows = []
+    for n, line in table:
+        try:
+            rows.append((n, next(csv.reader([line]))))
+        except csv.Error as exc:  # a field over csv's limit (131072 characters), a stray NUL
+            raise NcuCsvError(f"{p} line {n}: not a row Nsight Compute writes ({exc})") from None
     header_line, header = rows[0]
     if "ID" not in header or "Kernel Name" not in header:
         raise NcuCsvError(f"{p} line {header_line}: not an Nsight Compute CSV header (no ID / Kernel Name)")

@@ -26,7 +26,7 @@ from typing import Any
 
 from perfsuite.core.case import Case, Context, Measure, Output
 from perfsuite.core.config import RunConfig
-from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.core.errors import USER_CODE_ERRORS, ConfigError, Unsupported, exception_text
 from perfsuite.core.record import Record
 from perfsuite.measuring import runner
 from perfsuite.profiling.trace import trace_step
@@ -145,7 +145,7 @@ def failure_entry(case: Case, device: str, exc: BaseException) -> dict:
     where it was raised (the last frame of the traceback)."""
     from datetime import datetime, timezone
 
-    text = f"{type(exc).__name__}: {exc}".strip()
+    text = exception_text(exc).strip()
     oom = type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text.lower()
     frames = traceback.extract_tb(exc.__traceback__)
     where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else None
@@ -246,7 +246,8 @@ def run_cases(
                 continue
             except ConfigError:  # bad input (the environment, a path): every case would meet it; what
                 raise  # is finished is already with the writer
-            except Exception as exc:  # noqa: BLE001 - any failure of one case is that case's, not the run's
+            except USER_CODE_ERRORS as exc:  # any failure of one case (sys.exit in its step too) is
+                # that case's, not the run's
                 failure = failure_entry(case, device, exc)
                 del exc  # the traceback holds the step's tensors: let them go before the next case
                 _release_device_memory(device)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from perfsuite.core import registry
 from perfsuite.core.checks import CheckFailed
-from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.errors import USER_CODE_ERRORS, PerfsuiteError, exception_text
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ def run_checks(
             except CheckFailed as exc:
                 detail, ok = str(exc), False
             except PerfsuiteError as exc:
-                detail, ok = f"{type(exc).__name__}: {exc}", False
-            except Exception as exc:  # noqa: BLE001 - a crash in the checked code fails its check
-                detail, ok = f"error: {type(exc).__name__}: {exc}", False
+                detail, ok = exception_text(exc), False
+            except USER_CODE_ERRORS as exc:  # a crash in the checked code (or its sys.exit) fails its check
+                detail, ok = f"error: {exception_text(exc)}", False
             res = CheckResult(w, name, ok, detail, time.perf_counter() - t0)
             out.append(res)
             if report is not None:

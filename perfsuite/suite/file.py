@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.core import registry
-from perfsuite.core.config import IN_PROCESS_BUILDS, MAX_WORKERS, RunConfig
+from perfsuite.core.config import IN_PROCESS_BUILDS, MAX_TIME_S, MAX_WORKERS, RunConfig, number_in
 from perfsuite.core.errors import ConfigError
-from perfsuite.core.params import expand_sweep
+from perfsuite.core.params import MAX_CASES, expand_sweep  # MAX_CASES: one entry's sweep at most
 from perfsuite.core.text import printable
 from perfsuite.core.workload import SIZES
 from perfsuite.measuring.workers import worker_count
@@ -125,20 +125,13 @@ def _safe_name(value: Any, path: str) -> str:
     return value
 
 
-# The longest budget a suite may give one case: a typo of 6e6 would hold a machine for 69 days.
-MAX_TIME_S = 86_400.0
-
-
 def _number(value: Any, path: str) -> float:
-    # Finite: `max_time: .nan` compares false with everything and once passed `<= 0`.
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not 0 < value <= MAX_TIME_S
-    ):
-        raise _err(path, f"must be a positive number of seconds up to {MAX_TIME_S:g}, got {_shown(value)}")
-    return float(value)
+    """A budget in seconds: positive, finite (`max_time: .nan` compares false with everything and
+    once passed `<= 0`) and at most MAX_TIME_S (a typo of 6e6 would hold a machine for 69 days)."""
+    try:
+        return float(number_in(path, value, 0, MAX_TIME_S, above=True))
+    except ConfigError:
+        raise _err(path, f"must be a positive number of seconds up to {MAX_TIME_S:g}, got {_shown(value)}") from None
 
 
 def _keys(mapping: dict, allowed: set[str], where: str) -> None:
@@ -331,8 +324,6 @@ def _others(value: Any, entries_raw: list) -> list[dict]:
     ]
 
 
-# Cases one entry's sweep may expand to (the product of its value lists).
-MAX_CASES = 10_000
 # More pairs or steps than this is a typo, not a plan (10^6 pairs of a 1 ms step is 33 minutes).
 MAX_COUNT = 1_000_000
 

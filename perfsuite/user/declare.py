@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfsuite.core.documents import MAX_NAME
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.params import Param, resolve
 from perfsuite.core.record import Work
@@ -33,6 +34,8 @@ _TYPES = (bool, int, float, str)
 # How a step's FLOPs were found (the record's work.flops_method): given by the user, a formula,
 # torch's counter; "unknown": none to count (I/O, a collective), so the counter is not run.
 FLOPS_METHODS = ("user", "analytic", "FlopCounterMode", "unknown")
+# The precisions a step's FLOP/s can be judged against: the roofs `perfsuite peak` measures.
+DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,15 @@ class Step:
                     f"Step: {name} = {str(v)[:30]} per step is beyond any step ({MAX_PER_STEP:g} at most): "
                     "its rate would overflow"
                 )
-        if not isinstance(self.unit, str) or not self.unit.strip():
-            raise ConfigError(f"Step: unit must be a non-empty string, got {self.unit!r}")
-        if not isinstance(self.dtype, str):
-            raise ConfigError(f"Step: dtype must be a string, got {self.dtype!r}")
+        if not isinstance(self.unit, str) or not self.unit.strip() or len(self.unit) > MAX_NAME:
+            shown = (
+                repr(self.unit)
+                if len(repr(self.unit)) <= 60
+                else f"{self.unit[:40]!r}... ({len(self.unit)} characters)"
+            )
+            raise ConfigError(f"Step: unit must be a non-empty string of at most {MAX_NAME} characters, got {shown}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"Step: dtype must be one of {', '.join(DTYPES)}, got {str(self.dtype)[:40]!r}")
         for name in ("teardown", "extra"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ConfigError(f"Step: {name} must be callable, got {type(getattr(self, name)).__name__}")
@@ -316,12 +324,22 @@ def workload(
     """
 
     def wrap(fn: Callable) -> Callable:
-        wname = name or fn.__name__
+        wname = fn.__name__ if name is None else name  # name="" is refused (Workload), not the function's
         sig = inspect.signature(fn)
         accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-        for what, given in (("checks", checks), ("grids", grids), ("asv", asv), ("params", params)):
+        for what, given in (
+            ("checks", checks),
+            ("grids", grids),
+            ("asv", asv),
+            ("params", params),
+            ("presets", presets),
+            ("plan", plan),
+            ("ddp", ddp),
+        ):
             if given is not None and not isinstance(given, Mapping):
                 raise ConfigError(f"workload {wname!r}: {what} must be a mapping (a dict), got {type(given).__name__}")
+        if description is not None and not isinstance(description, str):
+            raise ConfigError(f"workload {wname!r}: description must be a string, got {type(description).__name__}")
         declared = dict(params or {})
         if "device" in declared:
             raise ConfigError(f"workload {wname!r}: 'device' is passed in by perfsuite, not a parameter")
@@ -355,6 +373,7 @@ def workload(
             if not callable(cfn):
                 raise ConfigError(f"workload {wname!r}: check {cname!r} is not callable")
         for what, hook, shape in (
+            ("check", check, "(**params, device) -> None"),
             ("report", report, "(records, out_dir, options) -> lines"),
             ("validate", validate, "(**params, device) -> None"),
             ("trainer", trainer, "(**params, device) -> TrainingSetup"),
