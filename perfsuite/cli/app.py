@@ -28,6 +28,7 @@ from perfsuite.cli.console import make_console, output_failure
 from perfsuite.cli.env import cmd_env
 from perfsuite.cli.export import export_command
 from perfsuite.cli.gate import gate_command
+from perfsuite.cli.history import history_command
 from perfsuite.cli.listing import cmd_list, cmd_suites
 from perfsuite.cli.pair import pair_command
 from perfsuite.cli.parser import build_parser
@@ -40,7 +41,7 @@ from perfsuite.cli.store import store_command, store_given, stored_run
 from perfsuite.cli.system import system_command
 from perfsuite.cli.why import why_command
 from perfsuite.core.discover import discover, find_project, project_paths, workload_files
-from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.errors import PerfsuiteError, exception_text
 from perfsuite.core.text import printable
 from perfsuite.storage.write import write_new_text
 
@@ -62,13 +63,27 @@ COMMANDS = {
     "system": system_command,
     "check": check_command,
     "bisect": bisect_command,
+    "history": history_command,
     "why": why_command,
     "store": store_command,
 }
 
 
 # Commands that name workloads: the user's own are discovered before they run.
-WORKLOAD_COMMANDS = {"list", "run", "check", "gate", "pair", "amp", "trace", "profile-step", "peak", "bisect", "why"}
+WORKLOAD_COMMANDS = {
+    "list",
+    "run",
+    "check",
+    "gate",
+    "pair",
+    "amp",
+    "trace",
+    "profile-step",
+    "peak",
+    "bisect",
+    "why",
+    "history",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as exc:  # noqa: BLE001 - a bug: no traceback on the console, one in a log file
         log = _crash_log(exc)
-        err.print(Text("internal error: ", style="bold red") + Text(f"{type(exc).__name__}: {exc}"))
+        err.print(Text("internal error: ", style="bold red") + Text(exception_text(exc)))
         err.print(Text(f"this is a perfsuite bug; the traceback is in {log}"))
         return EXIT_INTERNAL
 
@@ -131,7 +146,7 @@ def _console_outcome(console, err, code: int) -> int:
 
 def _uses_processes(args) -> bool:
     """Whether the command will fork worker or side processes (so their server may start now)."""
-    if args.command in ("gate", "bisect", "why"):
+    if args.command in ("gate", "bisect", "why", "history"):
         return getattr(args, "slowdown", None) is None  # the gate's self-check times in this process
     if args.command == "run":
         if getattr(args, "plan", False):

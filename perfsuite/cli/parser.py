@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from perfsuite.cli.store import add_arguments as store_arguments
+from perfsuite.core.config import MAX_TIME_S, number_in
+from perfsuite.core.errors import ConfigError
 from perfsuite.measuring.system import parse_cpus
 from perfsuite.storage import machine_drift
 from perfsuite.storage.peaks import DEFAULT_PEAK_FILE
@@ -13,15 +15,19 @@ from perfsuite.storage.peaks import DEFAULT_PEAK_FILE
 DEFAULT_RESULTS_DIR = Path("results")
 
 
-def _positive_float(name: str):
+def _positive_float(name: str, most: float = MAX_TIME_S):
+    """A number above 0 and at most `most` (default: seconds, at most a day): `--max-time 1e20`
+    would overflow the deadlines computed from it."""
+
     def parse(text: str) -> float:
         try:
             v = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} expects a number of seconds, got {text!r}") from None
-        if not v > 0 or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}")
-        return v
+            raise argparse.ArgumentTypeError(f"{name} expects a number, got {text[:40]!r}") from None
+        try:
+            return number_in(name, v, 0, most, above=True)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
 
@@ -76,6 +82,17 @@ def _nonnegative_float(name: str):
         if not 0 <= v < float("inf"):  # nan too
             raise argparse.ArgumentTypeError(f"{name} must be a finite number >= 0, got {text!r}")
         return v
+
+    return parse
+
+
+def _given_path(name: str):
+    """A path that names something: `--workloads ""` would be the current folder, every file in it."""
+
+    def parse(text: str) -> Path:
+        if not text.strip() or "\x00" in text:
+            raise argparse.ArgumentTypeError(f"{name} expects a file or folder, got {text[:40]!r}")
+        return Path(text)
 
     return parse
 
@@ -176,6 +193,66 @@ def bisect_and_why(sub) -> None:
     why_options(wy)
 
 
+def history_parser(sub) -> None:
+    """`perfsuite history`: each commit of a range measured against the one before it."""
+    hi = sub.add_parser(
+        "history",
+        help="measure each first-parent commit of a range against the commit before it (paired, "
+        "interleaved): confirmed regressions with their operators, an HTML page; exit 1 when a "
+        "commit measured now is a confirmed regression",
+    )
+    hi.add_argument("workload", nargs="?", help="the workload (default: every workload of the project)")
+    hi.add_argument("--range", dest="range_", metavar="A..B", help="the commits after A up to B (first-parent)")
+    hi.add_argument(
+        "--update",
+        action="store_true",
+        help="measure the commits that came since: the stored history's start up to HEAD (or B of --range)",
+    )
+    hi.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    hi.add_argument("--device", default="auto")
+    hi.add_argument(
+        "--max-time",
+        "--budget",
+        dest="budget",
+        metavar="SECONDS",
+        type=_positive_float("--max-time"),
+        default=10.0,
+        help="seconds per pair of commits, as the gate's --max-time (default 10)",
+    )
+    hi.add_argument(
+        "--threshold",
+        type=_nonnegative_float("--threshold"),
+        default=0.01,
+        help="smallest slowdown that counts, as the gate's (default 0.01)",
+    )
+    hi.add_argument(
+        "--fdr",
+        type=_positive_float("--fdr"),
+        default=0.01,
+        help="false discoveries controlled across every commit of the history (default 0.01)",
+    )
+    hi.add_argument("--builds", type=_count("--builds"), default=2, metavar="K", help="processes per side (default 2)")
+    hi.add_argument(
+        "--threads",
+        type=_count("--threads"),
+        default=None,
+        metavar="N",
+        help="torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)",
+    )
+    hi.add_argument("--heap", choices=("steady", "default"), default="steady", help="as the gate's (default steady)")
+    hi.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="the history, resumed and extended when it exists (default .perfsuite/history/WORKLOAD-PARAMS.history.json)",
+    )
+    hi.add_argument("--html", type=Path, default=None, help="the page of the history (default beside the log)")
+    hi.add_argument("--no-why", action="store_true", help="do not profile the confirmed changes")
+    hi.add_argument("--allow-dirty", action="store_true", help="measure although tracked files are modified")
+    workloads_from_option(hi)
+    why_options(hi)
+
+
 def workloads_from_option(sp: argparse.ArgumentParser) -> None:
     """Which copy of a user's workload file each revision is measured with (revisions.Revisions)."""
     sp.add_argument(
@@ -234,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workloads",
         dest="workload_paths",
         action="append",
-        type=Path,
+        type=_given_path("--workloads"),
         default=[],
         metavar="PATH",
         help="a file or folder of your own workloads (@perfsuite.workload); repeatable. "
@@ -532,6 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
     workloads_from_option(gate)
 
     bisect_and_why(sub)
+    history_parser(sub)
 
     pr = sub.add_parser("pair", help="two values of one parameter, interleaved: time ratio with CI, saved-memory ratio")
     pr.add_argument("workload")
@@ -551,8 +629,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     roof = sub.add_parser("roofline", help="roofline from an Nsight Compute CSV, or this CPU's from stored records")
     roof.add_argument("csv", type=Path, nargs="?", help="ncu --csv export (--page details or raw)")
-    roof.add_argument("--peak-compute", type=_positive_float("--peak-compute"), help="TFLOP/s")
-    roof.add_argument("--peak-bw", type=_positive_float("--peak-bw"), help="GB/s")
+    # Beyond an exaFLOP/s or a PB/s is no device's roof (1e308 TFLOP/s is no number in FLOP/s).
+    roof.add_argument("--peak-compute", type=_positive_float("--peak-compute", 1e6), help="TFLOP/s")
+    roof.add_argument("--peak-bw", type=_positive_float("--peak-bw", 1e6), help="GB/s")
     roof.add_argument("--device", help="take the peaks from a table of known GPUs")
     roof.add_argument("--label", default=None, help="chart title")
     roof.add_argument("--by-range", action="store_true", help="one marker per NVTX range instead of per launch")

@@ -123,6 +123,7 @@ class HalfwayArms(GateArms):
                 sides_settle(base + now),
                 faults,
                 units if len(set(units)) > 1 else (),
+                [s for r in runs for s in r.seconds_a],
             )
             return gate.GateVerdict(
                 case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes, self.fdr, self.direction

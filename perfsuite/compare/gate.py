@@ -76,10 +76,25 @@ class PairedRun(documents.Result):
     # Per pair, which pairing of builds (or side processes) it came from: A's j-th with B's j-th.
     # Empty: one pairing (or a document written before they were kept).
     units: tuple[Count, ...] = ()
+    # Per pair, A's seconds per step (B's is A's times the ratio): a commit's absolute time in a
+    # history comes from its pairs. Empty in documents written before 2026-11-28.
+    seconds_a: SampleList = field(default_factory=list)
 
     @property
     def median(self) -> float:
         return stats.median(self.ratios)
+
+    @property
+    def median_a_s(self) -> float | None:
+        """A's median seconds per step over the pairs; None when not kept."""
+        return stats.median(self.seconds_a) if self.seconds_a else None
+
+    @property
+    def median_b_s(self) -> float | None:
+        """B's median seconds per step over the pairs (A's times each pair's ratio)."""
+        if not self.seconds_a or len(self.seconds_a) != len(self.ratios):
+            return None
+        return stats.median([a * r for a, r in zip(self.seconds_a, self.ratios)])
 
     def p_slower(self, threshold: float) -> float:
         # Log ratios: a slowdown and the matching speed-up are symmetric around 0.
@@ -130,6 +145,7 @@ def paired_ratios(
     n = max(1, min(cal.block_size, int(block_s / max(slowest, 1e-12))))
     pairs_s = budget_s - (clock.now() - start)
     ratios: list[float]
+    seconds_a: list[float] = []
     t0, ratios, units, read, j = clock.now(), [], [], [], 0
     faults = heap.FaultCount()  # around the timed blocks only: a look's lazy scipy import is not the step's
     marks = looks if threshold is not None else (1.0,)
@@ -142,6 +158,7 @@ def paired_ratios(
                 # A B B A, then B A A B: each side gets the warm second turn as often (interleave.py).
                 ta, tb = interleaved_blocks(a[j % len(a)], b[j % len(b)], clock, n, pairs=2, b_first=j % 2 == 1)
             ratios += [y / x for x, y in zip(ta, tb)]
+            seconds_a += ta
             units += [j % len(a)] * len(ta)
             j += 1
             if on_look is not None and clock.now() - said >= 1.0:
@@ -178,6 +195,7 @@ def paired_ratios(
         settled,
         faults.count / max(len(ratios), 1),
         tuple(units) if len(a) > 1 else (),
+        seconds_a,
     )
 
 

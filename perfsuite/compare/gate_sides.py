@@ -39,14 +39,17 @@ def _side_processes(
     threads: int | None,
     running: list,
     pool=None,
+    pool_b=None,
 ) -> tuple[list, list]:
     """k processes for each side, started together (A B A B ...); each holds one build. `file_a`, `file_b`:
     (workload file, the checkout its project's code must come from, or None). Two processes of the
     same code differ by a few percent (where their memory lands), so the pairs rotate through k
     of each, as the in-process gate rotates through builds. With a `pool` (sides.SidePool), side
-    A's processes are the pool's, kept alive for its owner (bisect's good revision)."""
-    if pool is not None:
-        pool.next_case()
+    A's processes are the pool's, kept alive for its owner (bisect's good revision); with `pool_b`,
+    B's are that pool's (a history keeps a commit's sides for the pair after, where it is A)."""
+    for p in (pool, pool_b):
+        if p is not None:
+            p.next_case()
     specs = [
         dict(
             label=label,
@@ -61,7 +64,7 @@ def _side_processes(
             keep=keep,
         )
         for _ in range(k)
-        for (f, root), label, keep in ((file_a, labels[0], pool is not None), (file_b, labels[1], False))
+        for (f, root), label, keep in ((file_a, labels[0], pool), (file_b, labels[1], pool_b))
     ]
     started = sides.start_all(specs, running, pool)
     return started[0::2], started[1::2]
@@ -84,6 +87,7 @@ class GateArms(Measure):
     clock: Clock
     floors: dict = field(default_factory=dict)
     base_pool: Any = None  # sides.SidePool keeping the base side's processes across cases (bisect)
+    new_pool: Any = None  # the same for the new side (a history: this commit is the next pair's base)
     looks: tuple = sequential.LOOKS  # fractions of the case's budget at which its test is read
     direction: int = 1  # 1: is the working tree slower? -1: faster? (bisect --faster)
     progress: Any = None  # called with one line of what is happening (the console's status line)
@@ -126,6 +130,7 @@ class GateArms(Measure):
                 self.threads,
                 running,
                 self.base_pool,
+                self.new_pool,
             )
             self.say(f"{case.label}: sides ready; calibrating")
             yield started

@@ -240,11 +240,14 @@ def start_all(specs: list[dict], running: list, pool: SidePool | None = None) ->
     """Sides built at the same time (each `Side(**spec)`): each forks, imports its checkout's code
     and builds while the others do, instead of one after another. Every side started is appended
     to `running` first, so the caller closes them all whichever one fails. Specs marked
-    `"keep": True` come from `pool` instead: started once, kept alive for the pool's owner."""
+    `"keep": True` come from `pool` instead, and specs whose "keep" is a SidePool from that pool:
+    started once, kept alive for the pool's owner."""
     started = []
     for spec in specs:
-        if spec.get("keep") and pool is not None:
-            started.append(pool.side({k: v for k, v in spec.items() if k != "keep"}))
+        keep = spec.get("keep")
+        owner = keep if isinstance(keep, SidePool) else pool if keep else None
+        if owner is not None:
+            started.append(owner.side({k: v for k, v in spec.items() if k != "keep"}))
             continue
         s = Side(**{k: v for k, v in spec.items() if k != "keep"}, wait=False)
         running.append(s)

@@ -93,6 +93,7 @@ VERSIONS = {
     "qwen-sweep": 1,
     "bisect": 2,
     "why": 1,
+    "history": 1,
 }
 
 # Limits on what a file may hold, so a hostile or corrupt file is refused instead of exhausting
@@ -297,7 +298,7 @@ class RunConfigDoc(_Doc):
     digest: Annotated[str, Field(strict=True, max_length=200)]
 
 
-_MANY = ("pair", "amp", "gate", "gate-selfcheck", "checks", "bisect", "why")
+_MANY = ("pair", "amp", "gate", "gate-selfcheck", "checks", "bisect", "why", "history")
 SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "gate-selfcheck": TypeAdapter(list[SelfcheckDoc]),
     "checks": TypeAdapter(list[CheckDoc]),

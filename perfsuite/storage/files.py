@@ -68,7 +68,18 @@ def dumps(obj: Any, indent: int | None = 1) -> str:
 #   {"format": "perfsuite.KIND", "schema_version": N, "results": [...]}
 # Kinds, versions and schemas: perfsuite.core.documents.
 DOCUMENT_VERSION = 1
-DOCUMENT_KINDS = ("pair", "amp", "gate", "gate-selfcheck", "checks", "noise-floors", "peaks", "bisect", "why")
+DOCUMENT_KINDS = (
+    "pair",
+    "amp",
+    "gate",
+    "gate-selfcheck",
+    "checks",
+    "noise-floors",
+    "peaks",
+    "bisect",
+    "why",
+    "history",
+)
 
 
 def document(kind: str, results: Any, failures: list[dict[str, Any]] | None = None) -> str:

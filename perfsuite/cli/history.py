@@ -1,0 +1,263 @@
+"""`perfsuite history`: every first-parent commit of a range against the one before it, then what
+the points say (confirmed regressions with their operators, improvements, environment changes, a
+slow drift), a page, and the exit status CI reads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from rich.text import Text
+
+from perfsuite.compare import revisions, sides
+from perfsuite.compare.history import HISTORY_RULE, MEASURED, History, Point, Window
+from perfsuite.compare.history_walk import PairProber, dirty, range_commits, walk
+from perfsuite.compare.why_sides import why_commits
+from perfsuite.core import registry
+from perfsuite.core.case import Case
+from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError
+from perfsuite.core.params import single_values
+from perfsuite.core.text import printable
+from perfsuite.measuring.env import comparable, fingerprint
+from perfsuite.report.history_page import write_page
+from perfsuite.run.execute import runnable
+from perfsuite.storage.files import document, load_document
+from perfsuite.storage.write import check_output, write_or_rescue
+
+
+def history_command(args, console) -> int:
+    names = [args.workload] if args.workload else [n for n in registry.names() if not registry.get(n).builtin]
+    if not names:
+        raise ConfigError("perfsuite history: name a workload (this project declares none of its own)")
+    if args.log is not None and len(names) > 1:
+        raise ConfigError("--log names one history: name the workload too")
+    if args.range_ is None and not args.update:
+        raise ConfigError("give --range A..B, or --update to extend a stored history up to HEAD")
+    code = 0
+    for name in names:
+        code = max(code, _one(name, args, console))
+    return code
+
+
+def _one(name: str, args, console) -> int:
+    from perfsuite.core.config import RunConfig, resolve_device
+
+    w = registry.get(name)
+    params = w.resolve(single_values(args.param, w))
+    device = resolve_device(args.device)
+    threads = RunConfig(threads=args.threads).threads_on(device)  # 1 on the CPU, as the gate
+    runnable([Case(w, params)], device)
+    with revisions.Revisions(w, args.workloads_from) as revs:
+        changed = dirty(revs.repo)
+        if changed and not args.allow_dirty:
+            raise ConfigError(
+                f"{revs.repo} has uncommitted changes ({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}): "
+                "a history is of commits; commit or stash them, or give --allow-dirty"
+            )
+        settings = {
+            "max_time": args.budget,
+            "builds": args.builds,
+            "threshold": args.threshold,
+            "fdr": args.fdr,
+            "threads": threads,
+            "heap": args.heap,
+            "rule": HISTORY_RULE,
+            "workloads_from": revs.mode
+            if revs.mode in (revisions.TREE, revisions.REVISION)
+            else revisions.resolve_commit(revs.mode, revs.repo, "--workloads-from"),
+        }
+        log = args.log or Path(".perfsuite") / "history" / _log_name(w.name, params)
+        check_output(log, "--log", replace=True)  # before any pair: a measured point is never lost to its log
+        page = args.html or log.with_name(log.name.removesuffix(".json").removesuffix(".history") + ".html")
+        check_output(page, "--html", replace=True)
+        stored = _stored(log)
+        start_rev, end_rev = _range(args, stored)
+        start = revisions.resolve_commit(start_rev, revs.repo, "--range")
+        end = revisions.resolve_commit(end_rev, revs.repo, "--range")
+        if start == end:
+            raise ConfigError(f"--range {start_rev}..{end_rev}: the same commit, no commit after it to measure")
+        base, commits = range_commits(revs.repo, start, end)
+        state = History(w.name, params, device, base, commits, settings)
+        if stored is not None:
+            if not state.same_question(stored):
+                differ = [
+                    k for k in sorted(set(stored.settings) | set(settings)) if stored.settings.get(k) != settings.get(k)
+                ]
+                what = (
+                    f"settings differ: {', '.join(differ)}"
+                    if differ
+                    else "workload, parameters, device or start differ"
+                )
+                raise ConfigError(
+                    f"--log {log}: the history of another question ({what}); remove it or give another --log"
+                )
+            state = stored.extended(commits)
+        pending = state.pending()
+        console.print(
+            Text(
+                printable(
+                    f"history of {w.name} {_params(params)} on {device}: {len(commits)} commit(s) after "
+                    f"{base.sha[:12]} up to {end[:12]}, {len(pending)} to measure, each against the one before "
+                    f"(about {args.budget:g}s a pair plus start-up); log {log}"
+                )
+            )
+        )
+        env = comparable(fingerprint(device=device))
+        with (
+            console.status("starting") as status,
+            sides.placed(device, threads),
+            PairProber(
+                w,
+                params,
+                revs,
+                device,
+                budget_s=args.budget,
+                builds=args.builds,
+                threshold=args.threshold,
+                threads=threads,
+                heap=args.heap,
+                fdr=args.fdr,
+                progress=lambda text: status.update(Text(printable(text))),
+            ) as prober,
+        ):
+            new = walk(state, prober.pair, env, lambda s, p: _logged(s, p, log, console), prober.keep_only)
+        state.confirm()
+        fresh = {p.sha for p in new}
+        if not args.no_why:
+            for p in state.regressions() + state.improvements():
+                if p.why is None and p.sha in fresh:
+                    p.why = _why(w, params, revs, p, device, threads, args, console)
+        _save(state, log)
+        write_or_rescue(page, write_page(state), "--html")
+        if getattr(args, "recorder", None) is not None:  # one store for every road
+            args.recorder.add_document("history", state.to_dict(), workload=w.name)
+    return _summary(state, fresh, console, page)
+
+
+def _log_name(name: str, params: dict) -> str:
+    """A name made safe for a path (a user's name never leaves .perfsuite/history/), and the
+    parameters' digest: each case has its own history."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "workload"
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return f"{safe}-{digest}.history.json"
+
+
+def _params(params: dict) -> str:
+    return "[" + ",".join(f"{k}={v}" for k, v in params.items()) + "]"
+
+
+def _stored(log: Path) -> History | None:
+    if not log.exists():
+        return None
+    try:
+        (old,) = load_document(log, "history")[:1]
+    except (RecordError, ValueError) as exc:
+        raise ConfigError(f"--log {log}: not a readable history ({exc}); it is left as it is") from None
+    if old.settings.get("rule") != HISTORY_RULE:
+        raise ConfigError(f"--log {log}: written under another rule; remove it or give another --log")
+    return old
+
+
+def _range(args, stored: History | None) -> tuple[str, str]:
+    if args.range_ is not None:
+        if args.range_.count("..") != 1 or "..." in args.range_:
+            raise ConfigError(f"--range {args.range_!r}: expected A..B (two revisions, the first older)")
+        a, b = args.range_.split("..")
+        if not a or not b:
+            raise ConfigError(f"--range {args.range_!r}: expected A..B with both revisions named")
+        if stored is not None and args.update:
+            return stored.base.sha, b
+        return a, b
+    if stored is None:
+        raise ConfigError("--update: no stored history to extend; start one with --range A..B")
+    return stored.base.sha, "HEAD"
+
+
+def _save(state: History, log: Path) -> None:
+    write_or_rescue(log, document("history", [state.to_dict()]), "--log")
+
+
+def _logged(state: History, p: Point | Window, log: Path, console) -> None:
+    _save(state, log)
+    if isinstance(p, Window):
+        console.print(
+            Text(
+                f"slow drift {p.start[:12]}..{p.end[:12]} gated end against start: {p.verdict.describe()}",
+                style="bold red" if p.verdict.confirmed else "",
+            )
+        )
+        return
+    subject = printable(state.subject_of(p.sha))
+    if p.outcome != MEASURED or p.verdict is None:
+        first = printable((p.error.splitlines() or [""])[0])
+        if len(first) > 300:  # the end of an error says what went wrong; its start, where
+            first = "..." + first[-300:]
+        console.print(Text(f"{p.sha[:12]} {subject}: skipped ({first})", style="yellow"))
+        return
+    console.print(Text(f"{p.sha[:12]} {subject}: {p.verdict.describe()} against {p.parent[:12]} [{p.seconds:.0f}s]"))
+
+
+def _why(w, params, revs, p: Point, device: str, threads, args, console) -> dict | None:
+    """The differential profile of a confirmed change, attached to its point."""
+    console.print(Text(f"why: profiling {p.parent[:12]} against {p.sha[:12]}"))
+    try:
+        result = why_commits(
+            w,
+            params,
+            revs,
+            p.parent,
+            p.sha,
+            device,
+            threads=threads,
+            steps=args.steps,
+            rounds=args.rounds,
+            top=args.top,
+        )
+    except PerfsuiteError as exc:  # the change is confirmed and logged already
+        console.print(Text(f"why could not profile {p.sha[:12]}: {printable(str(exc))}", style="yellow"))
+        return None
+    return result.to_dict()
+
+
+def top_operators(why: dict | None, n: int = 3) -> list[str]:
+    """The first `n` operators of a stored why, with their change per step."""
+    rows = (why or {}).get("rows") or []
+    out = []
+    for r in rows[:n]:
+        a, b = r.get("a") or {}, r.get("b") or {}
+        key = (why or {}).get("metric", "self_cpu_us")
+        delta = (b.get(key) or 0.0) - (a.get(key) or 0.0)
+        out.append(f"{r.get('name', '?')} {delta:+.0f} us")
+    return out
+
+
+def _summary(state: History, fresh: set[str], console, page: Path) -> int:
+    regressions, improvements = state.regressions(), state.improvements()
+    if regressions:
+        console.print(Text(f"confirmed regressions ({len(regressions)}):", style="bold red"))
+        for p in regressions:
+            ops = top_operators(p.why)
+            console.print(
+                Text(
+                    printable(
+                        f"  {p.sha[:12]} {state.subject_of(p.sha)}: {p.verdict.describe()}"  # type: ignore[union-attr]
+                        + (f"; top operators: {', '.join(ops)}" if ops else "")
+                    )
+                )
+            )
+    else:
+        console.print(Text("no confirmed regression"))
+    for p in improvements:
+        console.print(Text(printable(f"  improved: {p.sha[:12]} {state.subject_of(p.sha)}: {p.verdict.describe()}")))  # type: ignore[union-attr]
+    for sha, what in state.env_changes():
+        console.print(
+            Text(printable(f"  environment changed at {sha[:12]}: {what} (not blamed on the code)"), style="yellow")
+        )
+    drift = [w for w in state.windows if w.verdict.confirmed]
+    for w in drift:
+        console.print(Text(f"  slow drift {w.start[:12]}..{w.end[:12]}: {w.verdict.describe()}", style="bold red"))
+    console.print(Text(f"page: {page}"))
+    newest = fresh or ({state.points[-1].sha} if state.points else set())
+    return 1 if any(p.sha in newest for p in regressions) or any(w.end in newest for w in drift) else 0

@@ -1,0 +1,235 @@
+"""A paired history: each first-parent commit of a range measured against its predecessor, as a log.
+
+asv stores one separate run per commit and compares runs; on a shared machine two runs of the
+same code differ by more than the change sought (ResNet18 ci b8: 7.8-10% SD between runs on this
+VM, reports/quality/), and a machine that slowed between two commits reads as a code change.
+Here every point is the gate's paired ratio of a commit against the commit before it (both
+sides measured interleaved in the same minutes, perfsuite.compare.history_walk), so the machine's
+drift between points cancels, and the trajectory is the chained product of the ratios.
+
+The state is the log itself (like a bisection's, perfsuite.compare.bisect): the range's start
+(`base`), its commits oldest first, and one point per commit measured so far; what to measure
+next, which changes are confirmed and the trajectory are derived from it, so a walk that was
+interrupted resumes from its log and `--update` extends it with the commits that came since.
+
+Confirmed: a point's sequential test said slower beyond the threshold (the larger of the
+history's threshold and the case's learned noise floor), kept after Benjamini-Hochberg across
+every point of the history (false discoveries controlled across commits, as the gate does across
+cases). Improvements: points whose interval lies wholly below 1 / (1 + threshold). A point whose
+run had another environment fingerprint than the point before (torch, CUDA, driver, CPU/GPU,
+threads) is labelled: its ratio is still paired (both sides ran in that environment), but the
+absolute times across the two runs are not comparable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import field
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+from perfsuite.compare.bisect import Commit
+from perfsuite.compare.gate import ALPHA, GateVerdict
+from perfsuite.core import documents
+from perfsuite.core.documents import Name, NonNegative, Params, Text
+from perfsuite.core.errors import ConfigError
+from perfsuite.measuring.env import mismatches
+from perfsuite.stats import sequential
+from perfsuite.stats import summary as stats
+from perfsuite.stats import verdict as words
+
+MEASURED, SKIPPED = "measured", "skipped"
+# What a history's points are judged by, stored in its settings: a log of another rule is refused.
+HISTORY_RULE = 1
+# A window whose chained ratio since the last confirmed change reaches this many thresholds (and
+# at least FROG_MIN) is gated directly, end against start: many small steps, none confirmed alone.
+FROG_MIN = 0.03
+
+
+def _one_of(value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{value!r}: expected {', '.join(allowed)}")
+    return value
+
+
+@documents.shape("history point")
+class Point(documents.Result):
+    """One commit measured against `parent` (its predecessor, or the nearest earlier commit that
+    could be measured): the gate's verdict of parent (A) against this commit (B), or skipped with
+    the error. `env`: the comparable part of the fingerprint of the run that measured it."""
+
+    sha: Name
+    parent: Name
+    outcome: Annotated[str, AfterValidator(lambda o: _one_of(o, (MEASURED, SKIPPED)))]
+    verdict: GateVerdict | None = None
+    error: Text = ""
+    seconds: NonNegative = 0.0
+    env: dict = field(default_factory=dict)
+    measured_at: Text = ""
+    why: dict | None = None  # the differential profile of a confirmed change (perfsuite.compare.why)
+
+    @property
+    def ratio(self) -> float | None:
+        return self.verdict.median_ratio if self.verdict and self.verdict.run.ratios else None
+
+
+@documents.shape("history window")
+class Window(documents.Result):
+    """A direct gate between the ends of a stretch of commits whose chained ratio crossed the
+    threshold while no single step was confirmed ("boiling frog")."""
+
+    start: Name
+    end: Name
+    verdict: GateVerdict
+
+
+@documents.register("history")
+@documents.shape("history", error=ConfigError)
+class History(documents.Result):
+    workload: Name
+    params: Params
+    device: Name
+    base: Commit  # the range's start: measured only as the first point's parent
+    # First-parent after base, oldest first.
+    commits: Annotated[list[Commit], Field(max_length=documents.MAX_GROUPS)]
+    settings: dict = field(default_factory=dict)  # budget, builds, threshold, fdr, threads, heap, rule
+    points: Annotated[list[Point], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
+    windows: Annotated[list[Window], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
+
+    # ---- the walk -----------------------------------------------------------------------------
+    def point(self, sha: str) -> Point | None:
+        return next((p for p in reversed(self.points) if p.sha == sha), None)
+
+    def pending(self) -> list[Commit]:
+        """The commits not measured yet, oldest first."""
+        done = {p.sha for p in self.points}
+        return [c for c in self.commits if c.sha not in done]
+
+    def parent_of(self, sha: str) -> str:
+        """What `sha` is paired with: the nearest earlier commit that was measured (not skipped),
+        else the base."""
+        i = next(i for i, c in enumerate(self.commits) if c.sha == sha)
+        for c in reversed(self.commits[:i]):
+            p = self.point(c.sha)
+            if p is not None and p.outcome == MEASURED:
+                return c.sha
+        return self.base.sha
+
+    def extended(self, commits: list[Commit]) -> History:
+        """This log over a longer range (`--update`: the commits that came since); refused when the
+        stored commits are not where the new range has them."""
+        old = [c.sha for c in self.commits]
+        if [c.sha for c in commits[: len(old)]] != old:
+            raise ConfigError(
+                "the stored history's commits are not the start of the range now (history rewritten, "
+                "or another range): give another --log, or remove it to start again"
+            )
+        self.commits = list(commits)
+        return self
+
+    def same_question(self, other: History) -> bool:
+        """Whether `other` (a stored log) measures the same thing under the same settings."""
+        return (self.workload, self.params, self.device, self.base.sha, self.settings) == (
+            other.workload,
+            other.params,
+            other.device,
+            other.base.sha,
+            other.settings,
+        )
+
+    # ---- what the points say ------------------------------------------------------------------
+    @property
+    def fdr(self) -> float:
+        return float(self.settings.get("fdr") or ALPHA)
+
+    @property
+    def threshold(self) -> float:
+        return float(self.settings.get("threshold") or 0.0)
+
+    def measured(self) -> list[Point]:
+        return [p for p in self.points if p.outcome == MEASURED and p.verdict is not None]
+
+    def confirm(self) -> list[Point]:
+        """Benjamini-Hochberg at the history's false-discovery rate over every measured point's
+        test (each point's `verdict.confirmed` set from it); the confirmed slower points."""
+        points = self.measured()
+        assert all(p.verdict is not None for p in points)
+        rejected = stats.benjamini_hochberg([p.verdict.p for p in points], self.fdr) if points else []  # type: ignore[union-attr]
+        for p, r in zip(points, rejected):
+            p.verdict.confirmed = bool(r and p.verdict.run.decision == sequential.SLOWER)  # type: ignore[union-attr]
+        return [p for p in points if p.verdict.confirmed]  # type: ignore[union-attr]
+
+    def regressions(self) -> list[Point]:
+        return [p for p in self.measured() if p.verdict.confirmed]  # type: ignore[union-attr]
+
+    def improvements(self) -> list[Point]:
+        """Points shown faster: their interval wholly below 1 / (1 + threshold)."""
+        return [p for p in self.measured() if p.verdict.word == words.FASTER]  # type: ignore[union-attr]
+
+    def trajectory(self) -> list[dict[str, Any]]:
+        """Per commit, in order: the chained ratio to the base (the product of the paired ratios
+        so far) and its band (the points' log half-widths added in quadrature: each pair of
+        neighbours was measured apart), its absolute median step time from the same pairs, and
+        whether the environment changed from the point before. Skipped commits carry the chain on."""
+        out: list[dict[str, Any]] = []
+        log_chain, var, env_before = 0.0, 0.0, None
+        for c in self.commits:
+            p = self.point(c.sha)
+            if p is None:
+                continue
+            row: dict[str, Any] = {"sha": c.sha, "subject": c.subject, "outcome": p.outcome}
+            if p.outcome == MEASURED and p.verdict is not None and p.ratio:
+                lo, hi = p.verdict.interval
+                log_chain += math.log(p.ratio)
+                if lo > 0 and math.isfinite(hi):
+                    var += ((math.log(hi) - math.log(lo)) / 2) ** 2
+                row.update(
+                    ratio=p.ratio,
+                    interval=(lo, hi),
+                    word=p.verdict.word,
+                    confirmed=p.verdict.confirmed,
+                    seconds=p.verdict.run.median_b_s,
+                    parent_seconds=p.verdict.run.median_a_s,
+                    env_changed=env_before is not None and bool(p.env) and p.env != env_before,
+                )
+                env_before = p.env or env_before
+            else:
+                row["error"] = p.error
+            sd = math.sqrt(var)
+            row.update(chained=math.exp(log_chain), band=(math.exp(log_chain - sd), math.exp(log_chain + sd)))
+            out.append(row)
+        return out
+
+    def frog_window(self) -> tuple[str, str] | None:
+        """(start, end) of the stretch since the last confirmed change whose chained ratio reached
+        max(FROG_MIN, 3 x threshold) slower with no single point confirmed, when not gated yet."""
+        limit = math.log1p(max(FROG_MIN, 3 * self.threshold))
+        start, log_chain = self.base.sha, 0.0
+        for c in self.commits:
+            p = self.point(c.sha)
+            if p is None or p.outcome != MEASURED or p.verdict is None or not p.ratio:
+                continue
+            if p.verdict.confirmed:
+                start, log_chain = c.sha, 0.0
+                continue
+            log_chain += math.log(p.ratio)
+            if log_chain >= limit:
+                if any(w.start == start and w.end == c.sha for w in self.windows):
+                    return None
+                return start, c.sha
+        return None
+
+    def env_changes(self) -> list[tuple[str, str]]:
+        """(sha, what changed) where a point's run had another environment than the point before."""
+        out, before = [], None
+        for p in self.measured():
+            if before is not None and p.env and p.env != before:
+                out.append((p.sha, "; ".join(mismatches(before, p.env)) or "environment changed"))
+            before = p.env or before
+        return out
+
+    def subject_of(self, sha: str) -> str:
+        if sha == self.base.sha:
+            return self.base.subject
+        return next((c.subject for c in self.commits if c.sha == sha), "")

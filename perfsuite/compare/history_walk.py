@@ -1,0 +1,201 @@
+"""Walking a history: the range's first-parent commits, and each pair measured by the gate.
+
+Each point is the gate itself (perfsuite.compare.gate_sides.GateArms through the one case loop,
+perfsuite.run.execute.run_cases): the commit before (A) and the commit (B), each checked out in a
+temporary worktree and run in side processes of its own, interleaved, judged by the gate's
+sequential test. A commit's worktree and side processes are kept for the next pair, where it is
+A: each point starts one side, not two (as bisect keeps good's). A commit whose workload file is
+missing, or whose side fails to build or run, is skipped with that error, and the next commit is
+paired with the last one that was measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfsuite.compare import revisions, sides
+from perfsuite.compare.bisect import Commit
+from perfsuite.compare.gate import GateVerdict
+from perfsuite.compare.gate_sides import GateArms
+from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, Window
+from perfsuite.core.case import Case
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import ConfigError
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+
+
+def range_commits(repo: Path, start: str, end: str) -> tuple[Commit, list[Commit]]:
+    """(start, the commits after it up to `end` on end's first-parent line, oldest first). Refused
+    (exit 2) in a shallow clone, when start is not an ancestor of end, or not on its first-parent line."""
+    if _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        raise ConfigError(
+            f"{repo} is a shallow clone: its history is cut, so commits and their parents are missing "
+            "(git fetch --unshallow, or clone with full history)"
+        )
+    if _git(repo, "merge-base", "--is-ancestor", start, end).returncode != 0:
+        raise ConfigError(
+            f"--range {start[:12]}..{end[:12]}: {start[:12]} is not an ancestor of {end[:12]} (not an ancestry path)"
+        )
+    res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", end)
+    if res.returncode != 0:
+        raise ConfigError(f"cannot read the history of {end[:12]}: {res.stderr.strip()}")
+    out: list[Commit] = []
+    for line in res.stdout.splitlines():
+        sha, _, subj = line.partition("\0")
+        if sha == start:
+            return Commit(sha, _git(repo, "log", "-1", "--format=%s", sha).stdout.strip()), out[::-1]
+        out.append(Commit(sha, subj))
+    raise ConfigError(
+        f"--range: {start[:12]} is an ancestor of {end[:12]} but not on its first-parent line "
+        "(it was merged in from a side branch): start from a commit of the main line"
+    )
+
+
+def dirty(repo: Path) -> list[str]:
+    """Tracked files changed in the working tree (what a history's workload file might come from
+    uncommitted): `git status --porcelain`, untracked files left out."""
+    res = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    return [line[3:] for line in res.stdout.splitlines() if line.strip()]
+
+
+class PairProber:
+    """Measures a commit against another with the gate; a context manager holding the worktrees
+    and side processes of the commits it keeps (the last one measured, the next pair's A)."""
+
+    def __init__(
+        self,
+        workload,
+        params: dict,
+        revs: revisions.Revisions,
+        device: str,
+        *,
+        budget_s: float,
+        builds: int,
+        threshold: float,
+        threads: int | None,
+        heap: str,
+        fdr: float,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.workload, self.params, self.revs, self.device = workload, params, revs, device
+        self.budget_s, self.builds, self.threshold, self.threads = budget_s, builds, threshold, threads
+        self.heap, self.fdr, self.progress = heap, fdr, progress
+        self._kept: dict[str, tuple[Path, sides.SidePool, contextlib.ExitStack]] = {}
+
+    def __enter__(self) -> PairProber:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.keep_only(set())
+
+    def _checkout(self, sha: str) -> tuple[Path, sides.SidePool]:
+        if sha not in self._kept:
+            stack = contextlib.ExitStack()
+            root = stack.enter_context(revisions.worktree(self.revs.repo, sha))
+            pool = sides.SidePool()
+            stack.callback(pool.close)  # the sides end before their worktree is removed
+            self._kept[sha] = (root, pool, stack)
+        root, pool, _ = self._kept[sha]
+        return root, pool
+
+    def keep_only(self, shas: set[str]) -> None:
+        """End the sides and remove the worktrees of every kept commit not in `shas`."""
+        for sha in [s for s in self._kept if s not in shas]:
+            self._kept.pop(sha)[2].close()
+
+    def pair(self, a: str, b: str) -> GateVerdict | str:
+        """`b` against `a`: the gate's verdict, or the error that kept `b` from being measured."""
+        from perfsuite.measuring.timing import clock_for
+        from perfsuite.run.execute import run_cases
+
+        missing = self.revs.missing_at(b)
+        if missing:
+            return missing
+        out = None
+        for _attempt in range(2):
+            root_a, pool_a = self._checkout(a)
+            root_b, pool_b = self._checkout(b)
+            arms = GateArms(
+                self.revs.side(root_a),
+                self.revs.side(root_b),
+                (f"commit {a[:12]}", f"commit {b[:12]}"),  # one label per commit: its sides serve both roles
+                self.builds,
+                self.heap,
+                self.threads,
+                self.threshold,
+                self.fdr,
+                sides.SideClock(clock_for(self.device, "host")),
+                base_pool=pool_a,
+                new_pool=pool_b,
+                progress=self.progress,
+            )
+            out = run_cases(
+                [Case(self.workload, self.params)],
+                RunConfig(device=self.device, max_time=self.budget_s),
+                self.device,
+                measure=arms,
+            )
+            if out.interrupted:  # the case loop keeps what finished; a walk stops at Ctrl-C
+                raise KeyboardInterrupt
+            # A kept side of A that ended mid-pair (killed from outside) is not b's failure: its
+            # commit starts fresh sides and the pair runs again, once.
+            if not (out.failures and f": commit {a[:12]}: " in f": {out.failures[0].get('error', '')}"):
+                break
+            self.keep_only({b} - {a})
+        assert out is not None
+        if out.failures:
+            return (out.failures[0].get("error") or "failed")[:4000]
+        if out.unsupported:
+            raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
+        (v,) = out.records
+        return v
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def walk(
+    state: History,
+    pair: Callable[[str, str], GateVerdict | str],
+    env: dict,
+    after: Callable[[History, Point | Window], None] = lambda s, p: None,
+    keep: Callable[[set[str]], None] = lambda shas: None,
+) -> list[Point]:
+    """Measure every pending commit against its parent (History.parent_of), oldest first, then gate
+    the one stretch whose chained ratio crossed the limit with no point confirmed, if any (a slow
+    drift). `after` runs after each point and window (save the log, say so); `keep` is told which
+    commits' sides are still needed. Returns the points measured now."""
+    new: list[Point] = []
+    for c in state.pending():
+        parent = state.parent_of(c.sha)
+        t0 = time.monotonic()
+        got = pair(parent, c.sha)
+        seconds = time.monotonic() - t0
+        if isinstance(got, str):
+            point = Point(c.sha, parent, SKIPPED, error=got, seconds=seconds, env=env, measured_at=_now())
+            keep({parent})
+        else:
+            point = Point(c.sha, parent, MEASURED, got, seconds=seconds, env=env, measured_at=_now())
+            keep({c.sha})
+        state.points.append(point)
+        new.append(point)
+        state.confirm()
+        after(state, point)
+    window = state.frog_window()
+    if window is not None:
+        got = pair(*window)
+        if isinstance(got, GateVerdict):
+            w = Window(window[0], window[1], got)
+            w.verdict.confirmed = w.verdict.run.decision == "slower" and w.verdict.p < state.fdr
+            state.windows.append(w)
+            after(state, w)
+    return new

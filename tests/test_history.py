@@ -1,0 +1,221 @@
+"""`perfsuite history`: each commit against the one before it, confirmed across the history.
+
+The logic (which commit pairs with which, Benjamini-Hochberg across points, the chained trajectory
+and its band, a slow drift, environment changes, resuming and extending a log) with fake verdicts
+and no timing; then one whole history of a user's repository through the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from perfsuite.compare.bisect import Commit
+from perfsuite.compare.gate import GateVerdict, PairedRun
+from perfsuite.compare.history import MEASURED, SKIPPED, History, Point
+from perfsuite.compare.history_walk import range_commits, walk
+from perfsuite.core.errors import ConfigError
+from perfsuite.stats import sequential
+from perfsuite.storage.files import document, load_document
+
+
+def _verdict(centre: float, slower: bool, p: float | None = None, n: int = 12) -> GateVerdict:
+    """A verdict whose pairs centre on `centre` (spread 1%), decided slower or not by its own test."""
+    ratios = [centre * (1 + 0.01 * (k % 3 - 1)) for k in range(n)]
+    run = PairedRun(
+        ratios,
+        1,
+        decision=sequential.SLOWER if slower else sequential.NOT_SLOWER,
+        p=(0.0001 if slower else 0.5) if p is None else p,
+        seconds_a=[1e-3] * n,
+    )
+    return GateVerdict("c", 0.01, run)
+
+
+def _state(n: int, threshold: float = 0.01) -> History:
+    base = Commit("b" * 40, "base")
+    commits = [Commit(f"{i:040d}", f"commit {i}") for i in range(n)]
+    return History("w", {"n": 1}, "cpu", base, commits, {"threshold": threshold, "fdr": 0.01, "rule": 1})
+
+
+def _pairer(state: History, ratio_of: dict[int, float], broken: set[int] = frozenset()):
+    """Fake pairs: commit i is `ratio_of[i]` times its parent (1.0 unless given); a ratio of 1.2 or
+    more is decided slower. Window gates (not between neighbours) multiply the ratios in between."""
+    index = {c.sha: i for i, c in enumerate(state.commits)}
+    index[state.base.sha] = -1
+    asked: list[tuple[int, int]] = []
+
+    def pair(a: str, b: str):
+        ia, ib = index[a], index[b]
+        asked.append((ia, ib))
+        if ib in broken:
+            return "ModuleNotFoundError: no module named 'myproj.model'"
+        centre = math.prod(ratio_of.get(i, 1.0) for i in range(ia + 1, ib + 1))
+        return _verdict(centre, centre >= 1.2 or (ib - ia > 1 and centre >= 1.03))
+
+    return pair, asked
+
+
+def test_each_commit_pairs_with_the_last_measured_one_and_a_skipped_commit_is_named():
+    state = _state(5)
+    pair, asked = _pairer(state, {3: 1.5}, broken={1})
+    new = walk(state, pair, {"torch": "2.14"})
+    assert [p.outcome for p in new] == [MEASURED, SKIPPED, MEASURED, MEASURED, MEASURED]
+    # Commit 2 is paired with commit 0: commit 1 did not build.
+    assert asked == [(-1, 0), (0, 1), (0, 2), (2, 3), (3, 4)]
+    assert "no module named" in new[1].error
+    assert [p.sha for p in state.regressions()] == [state.commits[3].sha]
+
+
+def test_confirmed_only_after_benjamini_hochberg_across_every_point():
+    state = _state(20)
+    # One point decided slower by its own test at p 0.009 among 19 unchanged ones: significant
+    # alone, not across twenty commits at a false-discovery rate of 0.01 (it needs 0.0005).
+    for i, c in enumerate(state.commits):
+        v = _verdict(1.05, i == 7, p=0.009 if i == 7 else 0.8)
+        state.points.append(Point(c.sha, state.parent_of(c.sha), MEASURED, v))
+    assert state.confirm() == []
+    state.points[12] = Point(state.commits[12].sha, state.commits[11].sha, MEASURED, _verdict(1.5, True, p=1e-5))
+    assert [p.sha for p in state.confirm()] == [state.commits[12].sha]
+
+
+def test_the_trajectory_chains_the_paired_ratios_and_its_band_widens():
+    state = _state(4)
+    pair, _ = _pairer(state, {1: 1.1, 2: 1.1, 3: 0.9})
+    walk(state, pair, {})
+    rows = state.trajectory()
+    assert [round(r["chained"], 4) for r in rows] == [1.0, 1.1, 1.21, round(1.21 * 0.9, 4)]
+    widths = [math.log(r["band"][1] / r["band"][0]) for r in rows]
+    assert widths == sorted(widths) and widths[0] > 0
+    # The absolute time of each commit comes from its pairs: A's seconds times the ratio.
+    assert rows[1]["seconds"] == pytest.approx(1e-3 * 1.1)
+
+
+def test_a_slow_drift_of_small_steps_is_gated_end_against_start():
+    state = _state(6)
+    pair, asked = _pairer(state, dict.fromkeys(range(6), 1.01))  # +1% a commit: none confirmed alone
+    walk(state, pair, {})
+    assert state.regressions() == []
+    (w,) = state.windows
+    # The chain crossed 3% at the third commit: that stretch was gated directly, and confirmed.
+    assert (w.start, w.end) == (state.base.sha, state.commits[2].sha) and w.verdict.confirmed
+    assert asked[-1] == (-1, 2)
+
+
+def test_an_environment_change_is_labelled_not_blamed():
+    state = _state(3)
+    pair, _ = _pairer(state, {})
+    walk(state, pair, {"torch": "2.14.1", "cpu_model": "A"})
+    state.commits.append(Commit("9" * 40, "later"))
+    later, _ = _pairer(state, {})
+    walk(state, later, {"torch": "2.15.0", "cpu_model": "A"})
+    ((sha, what),) = state.env_changes()
+    assert sha == "9" * 40 and "torch" in what
+    assert state.trajectory()[-1]["env_changed"] is True
+    assert state.regressions() == []
+
+
+def test_a_log_resumes_extends_and_refuses_another_range(tmp_path):
+    state = _state(3)
+    pair, _ = _pairer(state, {2: 1.4})
+    walk(state, pair, {})
+    f = tmp_path / "h.history.json"
+    f.write_text(document("history", [state.to_dict()]))
+    (back,) = load_document(f, "history")
+    assert back.same_question(state) and [p.sha for p in back.regressions()] == [state.commits[2].sha]
+    more = [*state.commits, Commit("7" * 40, "new")]
+    back.extended(more)
+    assert [c.sha for c in back.pending()] == ["7" * 40]
+    with pytest.raises(ConfigError, match="not the start of the range"):
+        back.extended([Commit("6" * 40, "rewritten"), *more])
+    f.write_text(json.dumps({"format": "perfsuite.history", "version": 1, "results": [{"workload": 3}]}))
+    with pytest.raises(Exception, match="h.history.json"):
+        load_document(f, "history")
+
+
+def test_the_range_must_be_an_ancestry_path_of_a_full_clone(tmp_path):
+    from test_bisect import _git
+
+    root = tmp_path / "r"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    for i in range(4):
+        (root / "f.txt").write_text(str(i))
+        _git(root, "add", "-A")
+        _git(root, "commit", "-qm", f"c{i}")
+    shas = _git(root, "rev-list", "--reverse", "HEAD").split()
+    base, commits = range_commits(root, shas[0], shas[3])
+    assert base.subject == "c0" and [c.subject for c in commits] == ["c1", "c2", "c3"]
+    with pytest.raises(ConfigError, match="not an ancestor"):
+        range_commits(root, shas[3], shas[1])
+    shallow = tmp_path / "shallow"
+    _git(tmp_path, "clone", "-q", "--depth", "2", f"file://{root}", str(shallow))
+    with pytest.raises(ConfigError, match="shallow clone"):
+        range_commits(shallow, shas[2], shas[3])
+
+
+def test_the_page_marks_the_regression_and_escapes_what_a_repository_says():
+    from perfsuite.report.history_page import write_page
+
+    state = _state(3)
+    state.commits[1] = Commit(state.commits[1].sha, "<script>alert(1)</script> \x1b[31mred")
+    pair, _ = _pairer(state, {1: 1.5})
+    walk(state, pair, {})
+    state.points[1].why = {
+        "metric": "self_cpu_us",
+        "rows": [{"name": "aten::<tanh>", "a": {}, "b": {"self_cpu_us": 900}}],
+    }
+    page = write_page(state)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert page.count('class="point regression"') == 1 and 'id="c-' + state.commits[1].sha[:12] in page
+    assert "aten::&lt;tanh&gt;: +900 us" in page
+
+
+# --- a whole history through the command line (slow) ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refuses_bad_input(tmp_path):
+    from test_bisect import ARGS, _history, _project, _worktrees, perfsuite
+
+    root = _project(tmp_path)
+    first = _git_head(root)
+    shas = _history(root, 4, slower_at=2, broken_at=0)
+    log = root / "h.history.json"
+    common = ("history", "tiny_mlp", *ARGS, "--log", str(log))
+    out = perfsuite(root, *common, "--range", f"{first}..{shas[2]}")
+    text = " ".join((out.stdout + out.stderr).split())  # as one line: the console wraps long ones
+    assert out.returncode == 1, text  # the newest commit measured is the confirmed regression
+    assert f"{shas[0][:12]} model: import a module that does not exist: skipped" in text, text
+    assert "no_such_module_here" in text, text
+    assert "confirmed regressions (1):" in text and shas[2][:12] in text.split("confirmed regressions")[1], text
+    assert "top operators: aten::tanh" in text, text
+    assert _worktrees(root) == 1  # every worktree removed
+    page = log.with_name("h.html")
+    assert 'class="point regression"' in page.read_text()
+    # --update: only the commit that came since is measured; the regression stays, the exit is 0.
+    again = perfsuite(root, *common, "--update")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 to measure" in again.stdout and shas[3][:12] in again.stdout
+    (doc,) = load_document(log, "history")
+    assert [p.sha for p in doc.points] == shas and [p.sha for p in doc.regressions()] == [shas[2]]
+    # Bad input: exit 2, naming what was wrong, the log untouched.
+    before = log.read_bytes()
+    for bad, said in (
+        (("--range", f"{shas[3]}..{first}"), "not an ancestor"),
+        (("--range", "nonsense"), "expected A..B"),
+        (("--range", f"{first}..{shas[3]}", "--threshold", "0.2"), "another question"),
+    ):
+        r = perfsuite(root, *common, *bad)
+        assert r.returncode == 2 and said in r.stderr, (bad, r.stdout + r.stderr)
+    (root / "NOTES.md").write_text("dirty\n")
+    r = perfsuite(root, *common, "--update")
+    assert r.returncode == 2 and "uncommitted changes" in r.stderr
+    assert log.read_bytes() == before
+
+
+def _git_head(root) -> str:
+    from test_bisect import _git
+
+    return _git(root, "rev-parse", "HEAD")
