@@ -1,7 +1,7 @@
 """The command line's entry point: parse, dispatch to one module per command, map errors to exit codes.
 
 Exit status, one meaning each: 0 success; 1 a confirmed slowdown (`compare`, `gate`, `bisect`
-naming a commit) and nothing else; 2 bad input or environment (the message names the file, field
+naming a commit, `history` among the commits it measured) and nothing else; 2 bad input or environment (the message names the file, field
 or parameter); 3 some cases failed (their reasons are stored; `amp` whose precisions disagree);
 4 an internal error (a bug: the message names a log file with the traceback); 5 undecided: a
 comparison (`compare`, `gate`, `bisect`'s confirmation) could not tell, and needs more time or a
