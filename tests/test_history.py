@@ -219,3 +219,36 @@ def _git_head(root) -> str:
     from test_bisect import _git
 
     return _git(root, "rev-parse", "HEAD")
+
+
+@pytest.mark.slow
+def test_the_page_in_a_real_browser_draws_the_trajectory_and_the_regression_in_red(tmp_path):
+    from test_asv_site import CHROMIUM, _screenshot
+
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it as root)")
+    import numpy as np
+    from PIL import Image
+
+    from perfsuite.report.history_page import write_page
+
+    state = _state(8)
+    pair, _ = _pairer(state, {5: 1.4})
+    walk(state, pair, {})
+    page = tmp_path / "h.html"
+    page.write_text(write_page(state))
+    png = tmp_path / "h.png"
+    _screenshot(page.as_uri(), png, tmp_path / "profile")
+    with Image.open(png) as img:
+        rgb = np.asarray(img.convert("RGB")).astype(int)
+    red = ((rgb[..., 0] > 180) & (rgb[..., 1] < 70) & (rgb[..., 2] < 70)).sum()  # the regression's mark
+    blue = ((rgb[..., 2] > 120) & (rgb[..., 0] < 40) & (rgb[..., 1] < 110)).sum()  # the trajectory
+    assert red > 30 and blue > 200, (red, blue)
+    # Without a regression there is no red.
+    calm = _state(8)
+    walk(calm, _pairer(calm, {})[0], {})
+    page.write_text(write_page(calm))
+    _screenshot(page.as_uri(), png, tmp_path / "profile")
+    with Image.open(png) as img:
+        rgb = np.asarray(img.convert("RGB")).astype(int)
+    assert ((rgb[..., 0] > 180) & (rgb[..., 1] < 70) & (rgb[..., 2] < 70)).sum() == 0
