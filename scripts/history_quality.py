@@ -1,0 +1,282 @@
+"""`perfsuite history` against asv on the same synthetic histories (issue 37, item 4).
+
+Each history is a user's repository (examples/my-project, the `[tool.perfsuite]` API) of
+--commits commits after its first: notes-only commits, and in a "step" history one commit at a
+random place that makes the model's forward slower by a known fraction of the step (a busy wait
+sized from the step's median measured first). Kinds:
+
+  step10     +10% at a random commit          step3      +3% at a random commit
+  aa         no change at all                 neighbour  no change; a CPU-heavy neighbour
+                                                          process starts halfway through
+
+Both tools walk the same repository:
+  perfsuite  `perfsuite history tiny_mlp -p batch_size=32 --range FIRST..HEAD` (paired, each
+             commit against the one before), its confirmed regressions read from its log;
+  asv        `asv run --python=same --set-commit-hash=SHA` on each commit checked out in turn
+             (one separate run per commit, asv's default timing), then asv's own regression
+             detection as `asv publish` runs it: step_detect.detect_steps on the series, then
+             detect_regressions at asv's default threshold of 5%.
+A regression counts as found at the right commit when the tool names exactly that commit.
+
+    python scripts/history_quality.py --histories 10 --commits 20 --out reports/history/
+
+Writes OUT/history-quality.json (every history: the commit that changed, what each tool named,
+wall times) and prints the table. It measures for a long time: about (budget + 5 s) per commit
+for perfsuite and asv's run per commit, per history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "my-project"
+GIT = ["git", "-c", "user.email=h@example.invalid", "-c", "user.name=h"]
+ASV_BENCH = "bench_workloads.TinyMlpTime.time_step"
+SPIN = """
+import time as _time
+
+EXTRA_S = {extra!r}  # seconds of busy waiting added to every forward
+
+
+def _spin(seconds: float) -> None:
+    end = _time.perf_counter() + seconds
+    while _time.perf_counter() < end:
+        pass
+"""
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _write_model(repo: Path, extra_s: float) -> None:
+    model = repo / "myproj" / "model.py"
+    text = (EXAMPLE / "myproj" / "model.py").read_text()
+    text = text.replace("import torch\n", "import torch\n" + SPIN.format(extra=extra_s), 1)
+    text = text.replace(
+        "        return self.body(x)", "        if EXTRA_S:\n            _spin(EXTRA_S)\n        return self.body(x)"
+    )
+    model.write_text(text)
+
+
+def make_repo(folder: Path, commits: int, change_at: int | None, extra_s: float) -> tuple[list[str], str | None]:
+    """The project's first commit, then `commits` commits; commit `change_at` (0-based) adds
+    `extra_s` to every forward. Returns (every sha, first first; the changed commit's sha)."""
+    repo = folder / "project"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
+    (repo / ".gitignore").write_text(".asv/\n.perfsuite/\n__pycache__/\n")
+    _write_model(repo, 0.0)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "the project")
+    shas, changed = [_git(repo, "rev-parse", "HEAD")], None
+    for i in range(commits):
+        if i == change_at:
+            _write_model(repo, extra_s)
+            message = f"model: {extra_s * 1e6:.0f} us more per forward"
+        else:
+            (repo / "NOTES.md").write_text(f"note {i}\n")
+            message = f"notes {i}"
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", message)
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+        if i == change_at:
+            changed = shas[-1]
+    return shas, changed
+
+
+class Neighbour:
+    """CPU-heavy processes (one per core) started on demand, stopped at the end."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        if not self.procs:
+            n = os.cpu_count() or 2
+            self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        self.procs = []
+
+
+def baseline_step_s(repo: Path, budget: float) -> float:
+    out = repo / "baseline.json"
+    subprocess.run(
+        [sys.executable, "-m", "perfsuite", "run", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu",
+         "--max-time", str(budget), "--out", str(out)],
+        cwd=repo, env=_env(), check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    doc = json.loads(out.read_text())
+    out.unlink()
+    samples = sorted(doc["records"][0]["samples_s"])
+    return samples[len(samples) // 2]
+
+
+def run_perfsuite(repo: Path, shas: list[str], budget: float, neighbour: Neighbour | None) -> dict:
+    log = repo.parent / "history.json"
+    cmd = [sys.executable, "-m", "perfsuite", "history", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu",
+           "--range", f"{shas[0]}..{shas[-1]}", "--max-time", str(budget), "--builds", "2", "--no-why",
+           "--log", str(log), "--html", str(repo.parent / "history.html")]  # fmt: skip
+    stop = threading.Event()
+
+    def halfway() -> None:  # the neighbour starts once half the commits are measured
+        while not stop.wait(0.5):
+            try:
+                points = json.loads(log.read_text())["results"][0]["points"]
+            except (OSError, ValueError, KeyError, IndexError):
+                continue
+            if len(points) >= (len(shas) - 1) // 2:
+                neighbour.start()  # type: ignore[union-attr]
+                return
+
+    watcher = threading.Thread(target=halfway, daemon=True) if neighbour else None
+    if watcher:
+        watcher.start()
+    t0 = time.monotonic()
+    res = subprocess.run(cmd, cwd=repo, env=_env(), capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    stop.set()
+    if neighbour:
+        neighbour.stop()
+    if res.returncode not in (0, 1):
+        raise RuntimeError(f"perfsuite history exited {res.returncode}: {res.stderr[-2000:]}")
+    sys.path.insert(0, str(ROOT))
+    from perfsuite.compare.history import History  # noqa: F401 - registers the document kind
+    from perfsuite.storage.files import load_document
+
+    (state,) = load_document(log, "history")
+    return {
+        "named": [p.sha for p in state.regressions()],
+        "drift": [[w.start, w.end] for w in state.windows if w.verdict.confirmed],
+        "ratios": {p.sha: p.ratio for p in state.points},
+        "wall_s": wall,
+        "exit": res.returncode,
+    }
+
+
+def run_asv(repo: Path, shas: list[str], neighbour: Neighbour | None) -> dict:
+    asv = [str(Path(sys.executable).parent / "asv")]
+    subprocess.run([*asv, "machine", "--yes"], cwd=repo, env=_env(), capture_output=True, check=True)
+    values, walls = [], []
+    for i, sha in enumerate(shas):
+        if neighbour and i == len(shas) // 2:
+            neighbour.start()
+        _git(repo, "checkout", "-q", sha)
+        t0 = time.monotonic()
+        res = subprocess.run(
+            [*asv, "run", "--python=same", f"--set-commit-hash={sha}", "--bench", "TinyMlpTime.time_step"],
+            cwd=repo, env=_env(), capture_output=True, text=True,
+        )  # fmt: skip
+        walls.append(time.monotonic() - t0)
+        if res.returncode != 0:
+            raise RuntimeError(f"asv run at {sha[:12]} exited {res.returncode}: {res.stderr[-2000:]}")
+        files = [f for f in (repo / ".asv" / "results").glob(f"*/{sha[:8]}-*.json")]
+        doc = json.loads(files[0].read_text())
+        values.append(doc["results"][ASV_BENCH][0][0])  # batch_size=32, the first of its params
+    _git(repo, "checkout", "-q", "main")
+    if neighbour:
+        neighbour.stop()
+    from asv import step_detect
+
+    steps = step_detect.detect_steps(values)
+    _, _, jumps = step_detect.detect_regressions(steps, 0.05)
+    named = sorted({shas[after] for _before, after, *_ in (jumps or [])})
+    return {"named": named, "values": values, "wall_s": sum(walls), "wall_per_commit_s": sum(walls) / len(walls)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--histories", type=int, default=10, help="histories per kind (default 10)")
+    ap.add_argument("--commits", type=int, default=20, help="commits after the first (default 20)")
+    ap.add_argument("--kinds", default="step10,step3,aa,neighbour")
+    ap.add_argument("--max-time", type=float, default=3.0, help="perfsuite's seconds per pair (default 3)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-asv", action="store_true", help="perfsuite history alone")
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "history")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    dest = args.out / "history-quality.json"
+    rows = json.loads(dest.read_text())["histories"] if dest.exists() else []
+    sizes = {"step10": 0.10, "step3": 0.03, "aa": 0.0, "neighbour": 0.0}
+    for kind in args.kinds.split(","):
+        for h in range(args.histories):
+            if any(r["kind"] == kind and r["index"] == h and r["seed"] == args.seed for r in rows):
+                continue  # measured by an earlier run of this script: resume
+            rng = random.Random(f"{args.seed}-{kind}-{h}")
+            with tempfile.TemporaryDirectory(prefix="perfsuite-history-quality-") as tmp:
+                folder = Path(tmp)
+                probe, _ = make_repo(folder / "probe", 0, None, 0.0)
+                step_s = baseline_step_s(folder / "probe" / "project", 3.0)
+                change_at = rng.randrange(args.commits // 4, 3 * args.commits // 4) if sizes[kind] else None
+                shas, changed = make_repo(folder, args.commits, change_at, sizes[kind] * step_s)
+                repo = folder / "project"
+                ps = run_perfsuite(repo, shas, args.max_time, Neighbour() if kind == "neighbour" else None)
+                av = None if args.no_asv else run_asv(repo, shas, Neighbour() if kind == "neighbour" else None)
+            row = {"kind": kind, "index": h, "seed": args.seed, "commits": args.commits, "step_s": step_s,
+                   "changed": changed, "changed_at": change_at, "perfsuite": ps, "asv": av,
+                   "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+            rows.append(row)
+            dest.write_text(json.dumps({"histories": rows}, indent=1))
+            print(_line(row), flush=True)
+    print(table(rows))
+    return 0
+
+
+def _score(row: dict, tool: str) -> tuple[bool | None, int]:
+    got = row[tool]
+    if got is None:
+        return None, 0
+    named = set(got["named"])
+    right = row["changed"] in named if row["changed"] else None
+    return right, len(named - {row["changed"]})
+
+
+def _line(row: dict) -> str:
+    out = f"{row['kind']:<9} #{row['index']}: changed at {row['changed_at']}"
+    for tool in ("perfsuite", "asv"):
+        right, false = _score(row, tool)
+        if row[tool] is not None:
+            out += f" | {tool}: right={right} false={false} wall/commit={row[tool]['wall_s'] / row['commits']:.1f}s"
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["kind       histories  tool       found at the right commit  with a false regression  wall s/commit"]
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        of = [r for r in rows if r["kind"] == kind]
+        for tool in ("perfsuite", "asv"):
+            scored = [(_score(r, tool), r) for r in of if r[tool] is not None]
+            if not scored:
+                continue
+            right = sum(1 for (ok, _), _r in scored if ok)
+            false = sum(1 for (_, f), _r in scored if f)
+            wall = sum(r[tool]["wall_s"] / r["commits"] for _, r in scored) / len(scored)
+            found = f"{right}/{len(scored)}" if of[0]["changed_at"] is not None else "-"
+            lines.append(
+                f"{kind:<10} {len(of):>9}  {tool:<10} {found:>25}  {false:>15}/{len(scored):<7}  {wall:>12.1f}"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
