@@ -184,13 +184,16 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
     shas = _history(root, 4, slower_at=2, broken_at=0)
     log = root / "h.history.json"
     common = ("history", "tiny_mlp", *ARGS, "--log", str(log))
-    out = perfsuite(root, *common, "--range", f"{first}..{shas[2]}")
+    out = perfsuite(root, *common, "--range", f"{first}..{shas[2]}", "--asv", "asv.conf.json")
     text = " ".join((out.stdout + out.stderr).split())  # as one line: the console wraps long ones
     assert out.returncode == 1, text  # the newest commit measured is the confirmed regression
     assert f"{shas[0][:12]} model: import a module that does not exist: skipped" in text, text
     assert "no_such_module_here" in text, text
     assert "confirmed regressions (1):" in text and shas[2][:12] in text.split("confirmed regressions")[1], text
     assert "top operators: aten::tanh" in text, text
+    # The paired series went into the project's asv results: the start and the two measured commits.
+    assert "asv: 3 commit(s) of perfsuite_history.tiny_mlp." in text, text
+    assert len(list((root / ".asv" / "results").glob("*/*-perfsuite-history.json"))) == 3
     assert _worktrees(root) == 1  # every worktree removed
     page = log.with_name("h.html")
     assert 'class="point regression"' in page.read_text()
@@ -252,3 +255,48 @@ def test_the_page_in_a_real_browser_draws_the_trajectory_and_the_regression_in_r
     with Image.open(png) as img:
         rgb = np.asarray(img.convert("RGB")).astype(int)
     assert ((rgb[..., 0] > 180) & (rgb[..., 1] < 70) & (rgb[..., 2] < 70)).sum() == 0
+
+
+@pytest.mark.slow
+def test_the_paired_history_exported_to_asv_is_drawn_by_asv_publish(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_bisect import _git
+
+    from perfsuite.compare.bisect import Commit
+    from perfsuite.frontends.asv_history import benchmark_name, export
+
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "asv.conf.json").write_text(
+        json.dumps({"version": 1, "project": "r", "repo": ".", "branches": ["main"], "dvcs": "git",
+                    "environment_type": "existing", "results_dir": ".asv/results", "html_dir": ".asv/html"})
+    )  # fmt: skip
+    _git(root, "init", "-q", "-b", "main")
+    for i in range(5):
+        (root / "f.txt").write_text(str(i))
+        _git(root, "add", "-A")
+        _git(root, "commit", "-qm", f"c{i}")
+    shas = _git(root, "rev-list", "--reverse", "HEAD").split()
+    state = History(
+        "w", {"n": 1}, "cpu", Commit(shas[0], "c0"), [Commit(s, f"c{i + 1}") for i, s in enumerate(shas[1:])]
+    )
+    state.settings = {"threshold": 0.01, "fdr": 0.01, "rule": 1}
+    walk(state, _pairer(state, {2: 1.3})[0], {})
+    files = export(state, root / "asv.conf.json", root)
+    assert len(files) == 5 and all(f.exists() for f in files)
+    asv = str(Path(sys.executable).parent / "asv")
+    if not Path(asv).exists():
+        asv = shutil.which("asv") or pytest.skip("asv is not installed (the dev extra has it)")
+    out = subprocess.run([asv, "publish"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    graphs = (root / ".asv" / "html" / "graphs").rglob(f"{benchmark_name(state)}.json")
+    (graph,) = [g for g in graphs if "summary" not in g.parts]
+    points = json.loads(graph.read_text())
+    values = [v for _rev, v in points]
+    # One point per commit: the start's time, then the chained ratios, the step at the third commit.
+    assert len(values) == 5 and values[0] == pytest.approx(1e-3)
+    assert values[3] / values[2] == pytest.approx(1.3, rel=0.02) and values[2] == pytest.approx(1e-3, rel=0.02)

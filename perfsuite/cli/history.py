@@ -20,11 +20,12 @@ from perfsuite.core.case import Case
 from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError
 from perfsuite.core.params import single_values
 from perfsuite.core.text import printable
+from perfsuite.frontends import asv_history
 from perfsuite.measuring.env import comparable, fingerprint
 from perfsuite.report.history_page import write_page
 from perfsuite.run.execute import runnable
 from perfsuite.storage.files import document, load_document
-from perfsuite.storage.write import check_output, write_or_rescue
+from perfsuite.storage.write import check_output, check_output_dir, write_or_rescue
 
 
 def history_command(args, console) -> int:
@@ -72,6 +73,8 @@ def _one(name: str, args, console) -> int:
         check_output(log, "--log", replace=True)  # before any pair: a measured point is never lost to its log
         page = args.html or log.with_name(log.name.removesuffix(".json").removesuffix(".history") + ".html")
         check_output(page, "--html", replace=True)
+        if args.asv is not None:  # before any pair: a history is never lost to a bad --asv
+            check_output_dir(asv_history.results_dir(args.asv), "--asv's results folder")
         stored = _stored(log)
         start_rev, end_rev = _range(args, stored)
         start = revisions.resolve_commit(start_rev, revs.repo, "--range")
@@ -131,6 +134,16 @@ def _one(name: str, args, console) -> int:
                     p.why = _why(w, params, revs, p, device, threads, args, console)
         _save(state, log)
         write_or_rescue(page, write_page(state), "--html")
+        if args.asv is not None:
+            written = asv_history.export(state, args.asv, revs.repo)
+            console.print(
+                Text(
+                    printable(
+                        f"asv: {len(written)} commit(s) of {asv_history.benchmark_name(state)} written beside "
+                        f"{written[0].parent}; `asv publish` draws them"
+                    )
+                )
+            )
         if getattr(args, "recorder", None) is not None:  # one store for every road
             args.recorder.add_document("history", state.to_dict(), workload=w.name)
     return _summary(state, fresh, console, page)

@@ -247,6 +247,14 @@ def history_parser(sub) -> None:
         help="the history, resumed and extended when it exists (default .perfsuite/history/WORKLOAD-PARAMS.history.json)",
     )
     hi.add_argument("--html", type=Path, default=None, help="the page of the history (default beside the log)")
+    hi.add_argument(
+        "--asv",
+        type=Path,
+        default=None,
+        metavar="ASV_CONF",
+        help="also write the paired history into the results of this asv.conf.json: `asv publish` then "
+        "draws it as perfsuite_history.WORKLOAD.CASE beside asv's own runs",
+    )
     hi.add_argument("--no-why", action="store_true", help="do not profile the confirmed changes")
     hi.add_argument("--allow-dirty", action="store_true", help="measure although tracked files are modified")
     workloads_from_option(hi)
