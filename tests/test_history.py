@@ -300,3 +300,42 @@ def test_the_paired_history_exported_to_asv_is_drawn_by_asv_publish(tmp_path):
     # One point per commit: the start's time, then the chained ratios, the step at the third commit.
     assert len(values) == 5 and values[0] == pytest.approx(1e-3)
     assert values[3] / values[2] == pytest.approx(1.3, rel=0.02) and values[2] == pytest.approx(1e-3, rel=0.02)
+
+
+def test_every_nth_commit_is_measured_and_a_confirmed_span_is_bisected_to_its_commit():
+    state = _state(9)
+    state.settings["every"] = 3
+    pair, asked = _pairer(state, {4: 1.5})
+    bisected = []
+
+    def bisect(parent, span):
+        bisected.append((parent, [c.sha for c in span]))
+        return state.commits[4].sha, "first slower commit after 2 probe(s)"
+
+    walk(state, pair, {}, bisect=bisect)
+    # Commits 2, 5 and 8 (every third, the newest last), each against the one measured before.
+    assert asked == [(-1, 2), (2, 5), (5, 8)]
+    (p,) = state.regressions()
+    assert p.sha == state.commits[5].sha and p.blamed == state.commits[4].sha
+    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]])]
+    # A one-commit point is never bisected.
+    one = _state(3)
+    walk(one, _pairer(one, {1: 1.5})[0], {}, bisect=lambda parent, span: pytest.fail("bisected one commit"))
+    assert one.regressions()[0].culprit is None
+
+
+@pytest.mark.slow
+def test_history_every_second_commit_bisects_the_span_that_regressed(tmp_path):
+    from test_bisect import ARGS, _history, _project, perfsuite
+
+    root = _project(tmp_path)
+    first = _git_head(root)
+    shas = _history(root, 4, slower_at=2)
+    out = perfsuite(root, "history", "tiny_mlp", *ARGS, "--every", "2", "--no-why", "--range", f"{first}..{shas[3]}")
+    text = " ".join((out.stdout + out.stderr).split())
+    assert out.returncode == 1, text
+    assert "2 to measure" in text, text  # commits 1 and 3 of 0..3
+    assert f"first slower commit {shas[2][:12]}" in text, text
+    assert f"{shas[2][:12]} model: scratch tanh in forward (bisected inside {shas[1][:12]}..{shas[3][:12]})" in text, (
+        text
+    )

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from rich.text import Text
 
+from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions, sides
+from perfsuite.compare.bisect_probe import Prober, subject
 from perfsuite.compare.history import HISTORY_RULE, MEASURED, History, Point, Window
 from perfsuite.compare.history_walk import PairProber, dirty, range_commits, walk
 from perfsuite.compare.why_sides import why_commits
@@ -65,6 +67,7 @@ def _one(name: str, args, console) -> int:
             "threads": threads,
             "heap": args.heap,
             "rule": HISTORY_RULE,
+            "every": args.every,
             "workloads_from": revs.mode
             if revs.mode in (revisions.TREE, revisions.REVISION)
             else revisions.resolve_commit(revs.mode, revs.repo, "--workloads-from"),
@@ -125,13 +128,20 @@ def _one(name: str, args, console) -> int:
                 progress=lambda text: status.update(Text(printable(text))),
             ) as prober,
         ):
-            new = walk(state, prober.pair, env, lambda s, p: _logged(s, p, log, console), prober.keep_only)
+            new = walk(
+                state,
+                prober.pair,
+                env,
+                lambda s, p: _logged(s, p, log, console),
+                prober.keep_only,
+                _bisector(w, params, revs, device, threads, args, console),
+            )
         state.confirm()
         fresh = {p.sha for p in new}
         if not args.no_why:
             for p in state.regressions() + state.improvements():
                 if p.why is None and p.sha in fresh:
-                    p.why = _why(w, params, revs, p, device, threads, args, console)
+                    p.why = _why(w, params, revs, p, device, threads, args, console, state.commits, state.base.sha)
         _save(state, log)
         write_or_rescue(page, write_page(state), "--html")
         if args.asv is not None:
@@ -147,6 +157,27 @@ def _one(name: str, args, console) -> int:
         if getattr(args, "recorder", None) is not None:  # one store for every road
             args.recorder.add_document("history", state.to_dict(), workload=w.name)
     return _summary(state, fresh, console, page)
+
+
+def _bisector(w, params, revs, device: str, threads, args, console):
+    """Bisection inside a confirmed point that spans several commits (--every N): bisect's own
+    probes (perfsuite.compare.bisect_probe), the point's parent as good, its commit as bad."""
+
+    def run(parent: str, span: list) -> tuple[str | None, str]:
+        settings = {"max_time": args.budget, "builds": args.builds, "threshold": args.threshold, "fdr": args.fdr,
+                    "threads": threads, "heap": args.heap, "rule": b.PROBE_RULE, "direction": "slower"}  # fmt: skip
+        state = b.Bisection(w.name, params, device, b.Commit(parent, subject(revs.repo, parent)), span, settings)
+        console.print(Text(f"bisecting the {len(span)} commits after {parent[:12]} up to {span[-1].sha[:12]}"))
+        with Prober(
+            w, params, revs, parent, device, budget_s=args.budget, builds=args.builds, threshold=args.threshold,
+            threads=threads, heap=args.heap, fdr=args.fdr,
+        ) as prober:  # fmt: skip
+            answer = b.run_bisection(state, prober)
+        if answer.state == b.FOUND and answer.commit is not None:
+            return answer.commit.sha, f"first slower commit {answer.commit.sha[:12]} after {len(state.probes)} probe(s)"
+        return None, f"bisection inside it: {answer.state} (the regression stays on {span[-1].sha[:12]})"
+
+    return run
 
 
 def _log_name(name: str, params: dict) -> str:
@@ -203,6 +234,9 @@ def _logged(state: History, p: Point | Window, log: Path, console) -> None:
         )
         return
     subject = printable(state.subject_of(p.sha))
+    if p.bisection:  # a bisection inside the point has ended
+        console.print(Text(f"{p.parent[:12]}..{p.sha[:12]}: {printable(p.bisection)}"))
+        return
     if p.outcome != MEASURED or p.verdict is None:
         first = printable((p.error.splitlines() or [""])[0])
         if len(first) > 300:  # the end of an error says what went wrong; its start, where
@@ -212,16 +246,20 @@ def _logged(state: History, p: Point | Window, log: Path, console) -> None:
     console.print(Text(f"{p.sha[:12]} {subject}: {p.verdict.describe()} against {p.parent[:12]} [{p.seconds:.0f}s]"))
 
 
-def _why(w, params, revs, p: Point, device: str, threads, args, console) -> dict | None:
+def _why(w, params, revs, p: Point, device: str, threads, args, console, commits, base: str) -> dict | None:
     """The differential profile of a confirmed change, attached to its point."""
-    console.print(Text(f"why: profiling {p.parent[:12]} against {p.sha[:12]}"))
+    before = p.parent
+    if p.culprit:  # the commit a bisection named, against the one before it
+        shas = [c.sha for c in commits]
+        before = shas[shas.index(p.culprit) - 1] if shas.index(p.culprit) > 0 else base
+    console.print(Text(f"why: profiling {before[:12]} against {p.blamed[:12]}"))
     try:
         result = why_commits(
             w,
             params,
             revs,
-            p.parent,
-            p.sha,
+            before,
+            p.blamed,
             device,
             threads=threads,
             steps=args.steps,
@@ -252,10 +290,13 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
         console.print(Text(f"confirmed regressions ({len(regressions)}):", style="bold red"))
         for p in regressions:
             ops = top_operators(p.why)
+            where = f"{p.blamed[:12]} {state.subject_of(p.blamed)}"
+            if p.culprit:
+                where += f" (bisected inside {p.parent[:12]}..{p.sha[:12]})"
             console.print(
                 Text(
                     printable(
-                        f"  {p.sha[:12]} {state.subject_of(p.sha)}: {p.verdict.describe()}"  # type: ignore[union-attr]
+                        f"  {where}: {p.verdict.describe()}"  # type: ignore[union-attr]
                         + (f"; top operators: {', '.join(ops)}" if ops else "")
                     )
                 )

@@ -208,6 +208,14 @@ def history_parser(sub) -> None:
         action="store_true",
         help="measure the commits that came since: the stored history's start up to HEAD (or B of --range)",
     )
+    hi.add_argument(
+        "--every",
+        type=_whole("--every", 1, 1000),
+        default=1,
+        metavar="N",
+        help="measure every Nth commit (and the newest) against the one measured before it; a confirmed "
+        "regression spanning several commits is bisected to the first slower one (default 1: every commit)",
+    )
     hi.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     hi.add_argument("--device", default="auto")
     hi.add_argument(

@@ -68,6 +68,15 @@ class Point(documents.Result):
     env: dict = field(default_factory=dict)
     measured_at: Text = ""
     why: dict | None = None  # the differential profile of a confirmed change (perfsuite.compare.why)
+    # With --every N a point spans several commits: the one a bisection inside it named (None:
+    # not bisected, or the point is one commit), and how that bisection ended.
+    culprit: Name | None = None
+    bisection: Text = ""
+
+    @property
+    def blamed(self) -> str:
+        """The commit a confirmed change is put on: the bisection's answer, else this commit."""
+        return self.culprit or self.sha
 
     @property
     def ratio(self) -> float | None:
@@ -101,10 +110,22 @@ class History(documents.Result):
     def point(self, sha: str) -> Point | None:
         return next((p for p in reversed(self.points) if p.sha == sha), None)
 
+    @property
+    def every(self) -> int:
+        return int(self.settings.get("every") or 1)
+
     def pending(self) -> list[Commit]:
-        """The commits not measured yet, oldest first."""
+        """The commits to measure and not measured yet, oldest first: every `every`-th commit
+        (counted from the range's start) and the newest one."""
         done = {p.sha for p in self.points}
-        return [c for c in self.commits if c.sha not in done]
+        n, last = self.every, len(self.commits) - 1
+        return [c for i, c in enumerate(self.commits) if (i % n == n - 1 or i == last) and c.sha not in done]
+
+    def between(self, parent: str, sha: str) -> list[Commit]:
+        """The commits after `parent` up to `sha`, oldest first (what a point spans)."""
+        shas = [c.sha for c in self.commits]
+        lo = shas.index(parent) + 1 if parent in shas else 0
+        return self.commits[lo : shas.index(sha) + 1]
 
     def parent_of(self, sha: str) -> str:
         """What `sha` is paired with: the nearest earlier commit that was measured (not skipped),

@@ -169,11 +169,14 @@ def walk(
     env: dict,
     after: Callable[[History, Point | Window], None] = lambda s, p: None,
     keep: Callable[[set[str]], None] = lambda shas: None,
+    bisect: Callable[[str, list[Commit]], tuple[str | None, str]] | None = None,
 ) -> list[Point]:
     """Measure every pending commit against its parent (History.parent_of), oldest first, then gate
     the one stretch whose chained ratio crossed the limit with no point confirmed, if any (a slow
     drift). `after` runs after each point and window (save the log, say so); `keep` is told which
-    commits' sides are still needed. Returns the points measured now."""
+    commits' sides are still needed. A confirmed point that spans several commits (--every N) is
+    bisected: `bisect(parent, commits)` names the first slower commit of them, or None, with a
+    line saying how it ended. Returns the points measured now."""
     new: list[Point] = []
     for c in state.pending():
         parent = state.parent_of(c.sha)
@@ -190,6 +193,12 @@ def walk(
         new.append(point)
         state.confirm()
         after(state, point)
+    if bisect is not None:
+        for p in state.regressions():
+            span = state.between(p.parent, p.sha)
+            if any(p is q for q in new) and len(span) > 1 and p.culprit is None and not p.bisection:
+                p.culprit, p.bisection = bisect(p.parent, span)
+                after(state, p)
     window = state.frog_window()
     if window is not None:
         got = pair(*window)
