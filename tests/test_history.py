@@ -339,3 +339,11 @@ def test_history_every_second_commit_bisects_the_span_that_regressed(tmp_path):
     assert f"{shas[2][:12]} model: scratch tanh in forward (bisected inside {shas[1][:12]}..{shas[3][:12]})" in text, (
         text
     )
+    # A learned noise floor beyond the slowdown (gate --learn-floor's file): nothing is confirmed.
+    floors = root / ".perfsuite" / "noise-floors.json"
+    floors.write_text(document("noise-floors", {"tiny_mlp[batch_size=32,width=256]": 10.0}))
+    calm = perfsuite(
+        root, "history", "tiny_mlp", *ARGS, "--no-why", "--range", f"{shas[1]}..{shas[3]}", "--log", "c.json"
+    )
+    text = " ".join((calm.stdout + calm.stderr).split())
+    assert calm.returncode == 0 and "noise floor 1000.00%" in text and "no confirmed regression" in text, text

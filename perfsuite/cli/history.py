@@ -78,6 +78,8 @@ def _one(name: str, args, console) -> int:
         check_output(page, "--html", replace=True)
         if args.asv is not None:  # before any pair: a history is never lost to a bad --asv
             check_output_dir(asv_history.results_dir(args.asv), "--asv's results folder")
+        floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
+        floor = floors.get(Case(w, params).label)
         stored = _stored(log)
         start_rev, end_rev = _range(args, stored)
         start = revisions.resolve_commit(start_rev, revs.repo, "--range")
@@ -107,6 +109,7 @@ def _one(name: str, args, console) -> int:
                     f"history of {w.name} {_params(params)} on {device}: {len(commits)} commit(s) after "
                     f"{base.sha[:12]} up to {end[:12]}, {len(pending)} to measure, each against the one before "
                     f"(about {args.budget:g}s a pair plus start-up); log {log}"
+                    + (f"; noise floor {floor:.2%} from {args.floors}" if floor else "")
                 )
             )
         )
@@ -125,6 +128,7 @@ def _one(name: str, args, console) -> int:
                 threads=threads,
                 heap=args.heap,
                 fdr=args.fdr,
+                floors=floors,
                 progress=lambda text: status.update(Text(printable(text))),
             ) as prober,
         ):

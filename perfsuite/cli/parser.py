@@ -256,6 +256,13 @@ def history_parser(sub) -> None:
     )
     hi.add_argument("--html", type=Path, default=None, help="the page of the history (default beside the log)")
     hi.add_argument(
+        "--floors",
+        type=Path,
+        default=Path(".perfsuite") / "noise-floors.json",
+        help="noise floors per case, learned with `gate --learn-floor`: a point is confirmed only beyond its "
+        "case's floor (used when the file exists)",
+    )
+    hi.add_argument(
         "--asv",
         type=Path,
         default=None,

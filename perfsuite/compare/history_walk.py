@@ -83,11 +83,13 @@ class PairProber:
         threads: int | None,
         heap: str,
         fdr: float,
+        floors: dict | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.workload, self.params, self.revs, self.device = workload, params, revs, device
         self.budget_s, self.builds, self.threshold, self.threads = budget_s, builds, threshold, threads
         self.heap, self.fdr, self.progress = heap, fdr, progress
+        self.floors = dict(floors or {})  # per case label: the gate's learned noise floors
         self._kept: dict[str, tuple[Path, sides.SidePool, contextlib.ExitStack]] = {}
 
     def __enter__(self) -> PairProber:
@@ -133,6 +135,7 @@ class PairProber:
                 self.threshold,
                 self.fdr,
                 sides.SideClock(clock_for(self.device, "host")),
+                self.floors,
                 base_pool=pool_a,
                 new_pool=pool_b,
                 progress=self.progress,
