@@ -184,7 +184,8 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
     shas = _history(root, 4, slower_at=2, broken_at=0)
     log = root / "h.history.json"
     common = ("history", "tiny_mlp", *ARGS, "--log", str(log))
-    out = perfsuite(root, *common, "--range", f"{first}..{shas[2]}", "--asv", "asv.conf.json")
+    store = root / "store.db"
+    out = perfsuite(root, "--store", str(store), *common, "--range", f"{first}..{shas[2]}", "--asv", "asv.conf.json")
     text = " ".join((out.stdout + out.stderr).split())  # as one line: the console wraps long ones
     assert out.returncode == 1, text  # the newest commit measured is the confirmed regression
     assert f"{shas[0][:12]} model: import a module that does not exist: skipped" in text, text
@@ -194,6 +195,13 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
     # The paired series went into the project's asv results: the start and the two measured commits.
     assert "asv: 3 commit(s) of perfsuite_history.tiny_mlp." in text, text
     assert len(list((root / ".asv" / "results").glob("*/*-perfsuite-history.json"))) == 3
+    # The history is in the project's results store too, as every road's results are.
+    from perfsuite.store.location import resolve
+    from perfsuite.store.store import Store
+
+    with Store(resolve(str(store))) as db:
+        (stored,) = db.documents(kind="history")
+    assert [p["sha"] for p in stored["doc"]["points"]] == shas[:3]
     assert _worktrees(root) == 1  # every worktree removed
     page = log.with_name("h.html")
     assert 'class="point regression"' in page.read_text()

@@ -13,6 +13,7 @@ from rich.text import Text
 
 import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
 import perfsuite.compare.bisect  # noqa: F401 - registers the bisect document's result class
+import perfsuite.compare.history  # noqa: F401 - registers the history document's result class
 import perfsuite.compare.pair  # noqa: F401 - registers the pair document's result class
 import perfsuite.compare.why  # noqa: F401 - registers the why document's result class
 from perfsuite.cli.console import make_console
@@ -23,7 +24,15 @@ from perfsuite.store import select
 from perfsuite.store.machine import machine_id
 
 # The commands whose results are kept in the store, and the kind of run each makes.
-STORED = {"run": "run", "pair": "pair", "amp": "amp", "gate": "gate", "bisect": "bisect", "why": "why"}
+STORED = {
+    "run": "run",
+    "pair": "pair",
+    "amp": "amp",
+    "gate": "gate",
+    "bisect": "bisect",
+    "why": "why",
+    "history": "history",
+}
 # Every kind of run the store holds (`store runs --kind`): the commands', a suite's, the front-ends'
 # and an import's (perfsuite.storage.store_import).
 RUN_KINDS = (*dict.fromkeys(STORED.values()), "suite", "asv", "pytest", "import")
