@@ -355,3 +355,25 @@ def test_history_every_second_commit_bisects_the_span_that_regressed(tmp_path):
     )
     text = " ".join((calm.stdout + calm.stderr).split())
     assert calm.returncode == 0 and "noise floor 1000.00%" in text and "no confirmed regression" in text, text
+
+
+def test_ctrl_c_keeps_every_point_measured_and_the_walk_resumes_where_it_stopped(tmp_path):
+    state = _state(5)
+    pair, asked = _pairer(state, {3: 1.5})
+    log = tmp_path / "h.history.json"
+
+    def interrupted(a, b):
+        if len(asked) == 2:
+            raise KeyboardInterrupt
+        return pair(a, b)
+
+    def save(s, p):
+        log.write_text(document("history", [s.to_dict()]))
+
+    with pytest.raises(KeyboardInterrupt):
+        walk(state, interrupted, {}, save)
+    (back,) = load_document(log, "history")
+    assert len(back.points) == 2 and [c.sha for c in back.pending()] == [c.sha for c in state.commits[2:]]
+    walk(back, pair, {}, save)
+    assert asked[2:] == [(1, 2), (2, 3), (3, 4)]  # the rest only, each against the one before
+    assert [p.sha for p in back.regressions()] == [state.commits[3].sha]
