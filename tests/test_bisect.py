@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_each import perfsuite_each
 
 from perfsuite.compare.bisect import CHANGED, FOUND, NOT_CHANGED, SAME, SKIPPED, Bisection, Commit, Probe, run_bisection
 from perfsuite.compare.gate import GateVerdict, PairedRun
@@ -48,6 +49,13 @@ def _verdict(ratios: list[float], slower: bool) -> GateVerdict:
     return GateVerdict("c", 0.05, PairedRun(ratios, 1, p=0.001 if slower else 1.0), slower)
 
 
+def _pairs(centre: float, n: int = 8) -> list[float]:
+    """n pairs' ratios spread around `centre`, no two equal, as measured pairs are: tied ratios send
+    scipy's signed-rank test to a permutation test of 2**n resamplings (~70 ms a call, and a
+    verdict's interval makes ~70 calls each time a log is written)."""
+    return [centre * (1 + 0.01 * (k % 3 - 1) + 0.001 * k) for k in range(n)]
+
+
 def history(n: int) -> tuple[Commit, list[Commit]]:
     return Commit("g" * 40, "good"), [Commit(f"{i:040d}", f"commit {i}") for i in range(n)]
 
@@ -72,7 +80,7 @@ class FakeProber:
             return Probe(c.sha, SKIPPED, error="ModuleNotFoundError: no module named 'myproj.model'")
         slower = self.first_slower is not None and i >= self.first_slower
         centre = 1.2 + 0.01 * i if slower else 1.0
-        ratios = self.ratios[i] = [centre * (1 + 0.01 * (k % 3 - 1)) for k in range(8)]
+        ratios = self.ratios[i] = _pairs(centre)
         return Probe(c.sha, CHANGED if slower else SAME, _verdict(ratios, slower))
 
 
@@ -266,8 +274,10 @@ ARGS = (
     "batch_size=32",
     "--device",
     "cpu",
+    # A probe's budget: the tanh's slowdown is several times the step, so a few pairs tell it
+    # (a probe after the confirmation still takes one whole budget; 3 s made these tests minutes).
     "--max-time",
-    "3",
+    "1.5",
     "--builds",
     "1",
     # Far above what two processes of the same code differ by; far below the tanh's slowdown.
@@ -400,8 +410,9 @@ def test_bisect_bad_input_is_exit_2_naming_what_is_wrong(tmp_path):
         ),
         (("tiny_mlp", "--good", "HEAD~1", "--bad", "HEAD", "-p", "batch_size=1,2"), "takes one value"),
     ]
-    for args, message in cases:
-        res = perfsuite(root, "bisect", *args, "--device", "cpu", timeout=120)
+    # One interpreter for the four: each is refused before anything is measured (tests/cli_each.py).
+    results = perfsuite_each(root, [("bisect", *args, "--device", "cpu") for args, _ in cases], _env(), timeout=300)
+    for (args, message), res in zip(cases, results):
         assert res.returncode == 2 and message in res.stderr, (args, res.stdout, res.stderr)
     assert _worktrees(root) == 1
 
@@ -631,7 +642,7 @@ def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
         _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))
     # The log of the same bisection, under today's rule, is resumed: its probes are taken.
     same = Bisection(
-        "w", {}, "cpu", good, commits, settings, [Probe(commits[-1].sha, CHANGED, _verdict([1.2] * 8, True))]
+        "w", {}, "cpu", good, commits, settings, [Probe(commits[-1].sha, CHANGED, _verdict(_pairs(1.2), True))]
     )
     atomic_write_text(log, document("bisect", [same.to_dict()]))
     fresh = Bisection("w", {}, "cpu", good, commits, settings)
@@ -652,7 +663,7 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
     monkeypatch.setattr(revisions, "worktree", lambda repo, sha: contextlib.nullcontext(tmp_path))
     revs = SimpleNamespace(repo=tmp_path, missing_at=lambda sha: None, side=lambda root: (root / "w.py", None))
     good = "a" * 40
-    verdict = _verdict([1.1] * 8, True)
+    verdict = _verdict(_pairs(1.1), True)
     answers = [
         SimpleNamespace(
             interrupted=False,
@@ -669,7 +680,7 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
         return answers[len(calls) - 1]
 
     monkeypatch.setattr(execute, "run_cases", fake_run_cases)
-    confirmation = Probe("b" * 40, CHANGED, _verdict([1.1] * 8, True))
+    confirmation = Probe("b" * 40, CHANGED, _verdict(_pairs(1.1), True))
     with bisect_probe.Prober(
         get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1, threshold=0.01, threads=1
     ) as prober:

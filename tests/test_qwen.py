@@ -131,11 +131,11 @@ def test_sweep_report_and_trace(tmp_path, capsys):
             "-p",
             "shape=tiny",
             "-p",
-            "batch_size=1,2,4",
+            "batch_size=1,4",  # two batch sizes by two dtypes: a sweep to choose from, and a heatmap
             "-p",
             "dtype=fp32,bf16",
             "--max-time",
-            "0.6",
+            "0.3",
             "--out",
             str(out),
             "--trace",
@@ -147,7 +147,7 @@ def test_sweep_report_and_trace(tmp_path, capsys):
         timeout=600,
     )
     assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-2000:]}{res.stderr[-3000:]}"
-    assert len(list((tmp_path / "traces").glob("*.trace.json"))) == 6
+    assert len(list((tmp_path / "traces").glob("*.trace.json"))) == 4
     top = next((tmp_path / "traces").glob("*.top-ops.txt")).read_text()
     assert "aten::" in top
     assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep"), "--latency-bound", "10000"]) == 0
@@ -159,7 +159,7 @@ def test_sweep_report_and_trace(tmp_path, capsys):
     doc = json.loads((rep / "qwen-sweep.json").read_text())
     assert doc["format"] == "perfsuite.qwen-sweep" and doc["schema_version"] == 1
     rows = doc["results"]
-    assert sorted({r["batch_size"] for r in rows}) == [1, 2, 4]
+    assert sorted({r["batch_size"] for r in rows}) == [1, 4]
     # With an impossible bound, no batch size is chosen, and the page says so.
     assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep2"), "--latency-bound", "0.0001"]) == 0
     assert "no batch size meets" in (tmp_path / "rep2" / "summary.md").read_text()

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_each import perfsuite_each
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "my-project"
@@ -131,6 +132,11 @@ def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(pr
         "1",
     )
     slower = perfsuite(project, *args, "--base", "HEAD~1")
+    if slower.returncode == 5:
+        # Undecided: on a loaded machine 3 s of pairs can leave a 2.7x slowdown's interval wide
+        # (CI, 2026-11-28: 0.83-7.5 over 20 pairs). The gate says it needs more time; given it,
+        # it must then say slower. It never says same or faster.
+        slower = perfsuite(project, *args[:-5], "12", *args[-4:], "--base", "HEAD~1")
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert ": slower, ratio " in slower.stdout and "% CI " in slower.stdout  # the word, its ratio and interval
 
@@ -269,6 +275,31 @@ def _project_with(tmp_path: Path, source: str, config: str = 'workloads = ["benc
     return tmp_path
 
 
+@pytest.fixture
+def list_here(monkeypatch, capsys):
+    """`perfsuite list` from a project folder, in this process: (exit code, stdout, stderr). For
+    projects whose workload file is refused as it loads, which leaves nothing registered
+    (discover.load_file): a fresh interpreter per case cost a second or more of imports, and the
+    first test below still runs one. sys.path (discovery puts the project's root first) is
+    restored after the test, and a workload that did register is dropped."""
+    from perfsuite import cli
+    from perfsuite.core import registry
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(registry.names())
+
+    def run(root: Path) -> tuple[int, str, str]:
+        monkeypatch.chdir(root)
+        capsys.readouterr()
+        code = cli.main(["list"])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    yield run
+    for name in set(registry.names()) - before:
+        registry._REGISTRY.pop(name, None)
+
+
 def test_a_workload_file_that_fails_to_import_names_the_file_and_line(tmp_path):
     root = _project_with(tmp_path, "import perfsuite\n\nx = 1\nraise ValueError('my own bug')\n")
     res = perfsuite(root, "list")
@@ -277,13 +308,16 @@ def test_a_workload_file_that_fails_to_import_names_the_file_and_line(tmp_path):
     assert "Traceback" in res.stderr  # the user's own traceback is shown: it is their code
 
 
-def test_a_name_that_clashes_with_a_builtin_names_both_places(tmp_path):
+def test_a_name_that_clashes_with_a_builtin_names_both_places(tmp_path, list_here):
     root = _project_with(
         tmp_path, "import perfsuite\n\n@perfsuite.workload(params={})\ndef matmul(device):\n    pass\n"
     )
-    res = perfsuite(root, "list")
-    assert res.returncode == 2 and "'matmul' is declared twice" in res.stderr
-    assert "in perfsuite's built-in workloads and in " in res.stderr and "mine.py:3" in res.stderr
+    code, _, err = list_here(root)
+    assert code == 2 and "'matmul' is declared twice" in err
+    assert "in perfsuite's built-in workloads and in " in err and "mine.py:3" in err
+    from perfsuite.core import registry
+
+    assert registry.get("matmul").builtin  # the built-in is still the one registered
 
 
 @pytest.mark.parametrize(
@@ -339,10 +373,10 @@ def test_a_name_that_clashes_with_a_builtin_names_both_places(tmp_path):
         ),
     ],
 )
-def test_a_bad_declaration_is_exit_2_naming_the_workload_and_the_parameter(tmp_path, source, message):
+def test_a_bad_declaration_is_exit_2_naming_the_workload_and_the_parameter(tmp_path, list_here, source, message):
     root = _project_with(tmp_path, "import perfsuite\n\n" + source)
-    res = perfsuite(root, "list")
-    assert res.returncode == 2 and "workload 'w'" in res.stderr and message in res.stderr, res.stderr
+    code, _, err = list_here(root)
+    assert code == 2 and "workload 'w'" in err and message in err, err
 
 
 def test_a_step_says_how_its_flops_were_found_and_one_without_any_is_not_counted():
@@ -370,10 +404,10 @@ def test_a_step_says_how_its_flops_were_found_and_one_without_any_is_not_counted
             perfsuite.Step(lambda: None, items=1, **bad)
 
 
-def test_an_unknown_tool_perfsuite_key_is_an_error(tmp_path):
+def test_an_unknown_tool_perfsuite_key_is_an_error(tmp_path, list_here):
     root = _project_with(tmp_path, "", config='workloads = ["bench"]\nworkload = ["typo"]')
-    res = perfsuite(root, "list")
-    assert res.returncode == 2 and "no key 'workload'" in res.stderr and "known keys: workloads" in res.stderr
+    code, _, err = list_here(root)
+    assert code == 2 and "no key 'workload'" in err and "known keys: workloads" in err
 
 
 @pytest.mark.slow
@@ -416,25 +450,25 @@ _MINE = (
 
 def test_list_in_a_project_shows_its_own_workloads_and_all_with_all(tmp_path):
     root = _project_with(tmp_path, _MINE)
-    res = perfsuite(root, "list")
-    assert res.returncode == 0 and "mine" in res.stdout, res.stderr
-    assert "matmul" not in res.stdout and re.search(r"\d+ more .*perfsuite list --all", res.stdout)
-    res = perfsuite(root, "list", "--all")
-    assert res.returncode == 0 and "mine" in res.stdout and "matmul" in res.stdout and "resnet" in res.stdout
-    # a file named with --workloads is the user's too
     (tmp_path / "extra.py").write_text(_MINE.replace("mine", "extra"))
-    res = perfsuite(root, "--workloads", str(tmp_path / "extra.py"), "list")
-    assert "mine" in res.stdout and "extra" in res.stdout and "matmul" not in res.stdout
+    # The three in one interpreter (tests/cli_each.py), each through the command line's main.
+    own, every, extra = perfsuite_each(
+        root, [("list",), ("list", "--all"), ("--workloads", str(tmp_path / "extra.py"), "list")], _env()
+    )
+    assert own.returncode == 0 and "mine" in own.stdout, own.stderr
+    assert "matmul" not in own.stdout and re.search(r"\d+ more .*perfsuite list --all", own.stdout)
+    assert every.returncode == 0 and "mine" in every.stdout and "matmul" in every.stdout and "resnet" in every.stdout
+    # a file named with --workloads is the user's too
+    assert "mine" in extra.stdout and "extra" in extra.stdout and "matmul" not in extra.stdout
 
 
 def test_check_in_a_project_runs_its_own_checks_and_all_with_all(tmp_path):
     root = _project_with(tmp_path, _MINE)
-    res = perfsuite(root, "check")
+    res, both = perfsuite_each(root, [("check",), ("check", "mine", "--all")], _env())
     assert res.returncode == 0, res.stdout + res.stderr
     assert "ok    mine: its own check" in res.stdout and "checks on cpu: 1 ok, 0 failed" in res.stdout
     assert "matmul" not in res.stdout and "--all" in res.stdout  # says how to get the rest
-    res = perfsuite(root, "check", "mine", "--all")
-    assert res.returncode == 2 and "not both" in res.stderr
+    assert both.returncode == 2 and "not both" in both.stderr
 
 
 @pytest.mark.slow

@@ -359,15 +359,10 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
     # The hand-written autograd Function's forward and backward run on A only; torch's silu on B only.
     assert marks["_SwishInput"] == GONE and marks["_SwishInputBackward"] == GONE
     assert marks["aten::silu"] == NEW and marks["aten::silu_backward"] == NEW
-    rep = subprocess.run(
-        [sys.executable, "-m", "perfsuite", "report", str(out), "--out-dir", str(tmp_path / "rep")],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert rep.returncode == 0, rep.stdout + rep.stderr
+    from perfsuite import cli
+
+    # The report in this process: it reads the document the command wrote (no second interpreter).
+    assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep")]) == 0
     page = (tmp_path / "rep" / "summary.md").read_text()
     assert "## Why: operators that changed" in page and "`aten::silu`" in page and "against the measured" in page
 
@@ -419,26 +414,24 @@ def test_why_base_lists_the_new_operator_of_a_users_commit_first_and_bad_input_i
     model.write_text(model.read_text().replace(SLOW_INIT, SLOW_INIT_NEW).replace(SLOW_FWD, SLOW_FWD_NEW))
     _commit(root, "a tanh in forward")
 
+    why = (
+        "why",
+        "tiny_mlp",
+        "-p",
+        "batch_size=32",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--steps",
+        "2",
+        "--rounds",
+        "2",
+    )
+
     def why_cli(*args):
         return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "perfsuite",
-                "why",
-                "tiny_mlp",
-                "-p",
-                "batch_size=32",
-                "--device",
-                "cpu",
-                "--threads",
-                "1",
-                "--steps",
-                "2",
-                "--rounds",
-                "2",
-                *args,
-            ],
+            [sys.executable, "-m", "perfsuite", *why, *args],
             cwd=root,
             env=_env(),
             capture_output=True,
@@ -453,13 +446,17 @@ def test_why_base_lists_the_new_operator_of_a_users_commit_first_and_bad_input_i
     assert doc["rows"][0]["name"] == "aten::tanh" and doc["rows"][0]["mark"] == NEW, doc["rows"][:3]
     assert doc["a"]["label"] == "base HEAD~1" and doc["b"]["label"] == "working tree"
     assert _worktrees(root) == 1
-    for args, message in (
+    from cli_each import perfsuite_each
+
+    bad = (
         (("--base", "nosuch"), "--base nosuch: no such commit"),
         (("--base", "HEAD", "--vary", "width=128,256"), "not allowed with argument"),
         (("--vary", "width=128"), "exactly two values"),
         (("--base", "HEAD", "--json", str(out)), "file exists"),
-    ):
-        res = why_cli(*args)
+    )
+    # One interpreter for the four: each is refused before anything is measured (tests/cli_each.py).
+    results = perfsuite_each(root, [(*why, *args) for args, _ in bad], _env())
+    for (args, message), res in zip(bad, results):
         assert res.returncode == 2 and message in res.stderr, (args, res.stderr)
 
 
