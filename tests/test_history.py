@@ -183,7 +183,8 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
     first = _git_head(root)
     shas = _history(root, 4, slower_at=2, broken_at=0)
     log = root / "h.history.json"
-    common = ("history", "tiny_mlp", *ARGS, "--log", str(log))
+    # 3 s a pair (bisect's tests take 1.5): on a loaded machine 1.5 s left a pair's interval unbounded.
+    common = ("history", "tiny_mlp", *ARGS, "--max-time", "3", "--log", str(log))
     store = root / "store.db"
     out = perfsuite(root, "--store", str(store), *common, "--range", f"{first}..{shas[2]}", "--asv", "asv.conf.json")
     text = " ".join((out.stdout + out.stderr).split())  # as one line: the console wraps long ones
@@ -217,6 +218,7 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
         (("--range", f"{shas[3]}..{first}"), "not an ancestor"),
         (("--range", "nonsense"), "expected A..B"),
         (("--range", f"{first}..{shas[3]}", "--threshold", "0.2"), "another question"),
+        (("--update", "--range", f"{shas[1]}..{shas[3]}"), "the stored history starts at"),
     ):
         r = perfsuite(root, *common, *bad)
         assert r.returncode == 2 and said in r.stderr, (bad, r.stdout + r.stderr)
@@ -339,7 +341,19 @@ def test_history_every_second_commit_bisects_the_span_that_regressed(tmp_path):
     root = _project(tmp_path)
     first = _git_head(root)
     shas = _history(root, 4, slower_at=2)
-    out = perfsuite(root, "history", "tiny_mlp", *ARGS, "--every", "2", "--no-why", "--range", f"{first}..{shas[3]}")
+    out = perfsuite(
+        root,
+        "history",
+        "tiny_mlp",
+        *ARGS,
+        "--max-time",
+        "3",
+        "--every",
+        "2",
+        "--no-why",
+        "--range",
+        f"{first}..{shas[3]}",
+    )
     text = " ".join((out.stdout + out.stderr).split())
     assert out.returncode == 1, text
     assert "2 to measure" in text, text  # commits 1 and 3 of 0..3
@@ -377,3 +391,46 @@ def test_ctrl_c_keeps_every_point_measured_and_the_walk_resumes_where_it_stopped
     walk(back, pair, {}, save)
     assert asked[2:] == [(1, 2), (2, 3), (3, 4)]  # the rest only, each against the one before
     assert [p.sha for p in back.regressions()] == [state.commits[3].sha]
+
+
+def test_a_history_that_keeps_drifting_is_gated_again_further_on():
+    state = _state(12)
+    pair, asked = _pairer(state, dict.fromkeys(range(12), 1.01))
+    walk(state, pair, {})
+    walk(state, pair, {})  # a later run (--update with nothing new): the next stretch, not the same one
+    assert [(w.start, w.end) for w in state.windows] == [
+        (state.base.sha, state.commits[2].sha),
+        (state.commits[2].sha, state.commits[5].sha),
+    ]
+
+
+def test_an_unbounded_interval_leaves_the_band_unbounded_from_there_on():
+    state = _state(3)
+    walk(state, _pairer(state, {})[0], {})
+    few = PairedRun([1.0, 1.01], 1, seconds_a=[1e-3, 1e-3])  # two pairs: the test cannot bound them
+    state.points[1] = Point(state.commits[1].sha, state.commits[0].sha, MEASURED, GateVerdict("c", 0.01, few))
+    bands = [r["band"] for r in state.trajectory()]
+    assert math.isfinite(bands[0][1]) and bands[1] == (0.0, math.inf) and bands[2] == (0.0, math.inf)
+
+
+def test_a_base_that_cannot_be_measured_is_an_error_and_records_no_point():
+    state = _state(3)
+
+    def pair(a, b):
+        raise ConfigError(f"commit {a[:12]}, the base of {b[:12]}, could not be measured: ImportError")
+
+    with pytest.raises(ConfigError, match="the base of"):
+        walk(state, pair, {})
+    assert state.points == [] and len(state.pending()) == 3
+
+
+def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when_it_resumes():
+    state = _state(6)
+    state.settings["every"] = 3
+    walk(state, _pairer(state, {4: 1.5})[0], {})  # no bisector: as if Ctrl-C came before it
+    assert state.regressions()[0].culprit is None
+    walk(state, _pairer(state, {})[0], {}, bisect=lambda parent, span: (span[1].sha, "first slower commit"))
+    assert state.regressions()[0].blamed == state.commits[4].sha
+    from perfsuite.report.history_page import write_page
+
+    assert "<polygon" in write_page(state)  # drawn to the axis's edge, not refused

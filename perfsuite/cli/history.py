@@ -34,8 +34,9 @@ def history_command(args, console) -> int:
     names = [args.workload] if args.workload else [n for n in registry.names() if not registry.get(n).builtin]
     if not names:
         raise ConfigError("perfsuite history: name a workload (this project declares none of its own)")
-    if args.log is not None and len(names) > 1:
-        raise ConfigError("--log names one history: name the workload too")
+    for flag in ("log", "html"):
+        if getattr(args, flag) is not None and len(names) > 1:
+            raise ConfigError(f"--{flag} names one history's file: name the workload too")
     if args.range_ is None and not args.update:
         raise ConfigError("give --range A..B, or --update to extend a stored history up to HEAD")
     code = 0
@@ -83,10 +84,18 @@ def _one(name: str, args, console) -> int:
         stored = _stored(log)
         start_rev, end_rev = _range(args, stored)
         start = revisions.resolve_commit(start_rev, revs.repo, "--range")
+        if stored is not None and args.update and start != stored.base.sha:
+            raise ConfigError(
+                f"--update --range {args.range_}: the stored history starts at {stored.base.sha[:12]}, "
+                f"not at {start[:12]}; give no --range, or --range {stored.base.sha[:12]}..REV"
+            )
         end = revisions.resolve_commit(end_rev, revs.repo, "--range")
         if start == end:
             raise ConfigError(f"--range {start_rev}..{end_rev}: the same commit, no commit after it to measure")
         base, commits = range_commits(revs.repo, start, end)
+        missing = revs.missing_at(base.sha)
+        if missing:  # the range's start is every later pair's first base
+            raise ConfigError(f"--range: its start {base.sha[:12]}: {missing}")
         state = History(w.name, params, device, base, commits, settings)
         if stored is not None:
             if not state.same_question(stored):
@@ -144,12 +153,19 @@ def _one(name: str, args, console) -> int:
         fresh = {p.sha for p in new}
         if not args.no_why:
             for p in state.regressions() + state.improvements():
-                if p.why is None and p.sha in fresh:
+                if p.why is None:  # this run's confirmed changes, and any a resumed run left unprofiled
                     p.why = _why(w, params, revs, p, device, threads, args, console, state.commits, state.base.sha)
         _save(state, log)
         write_or_rescue(page, write_page(state), "--html")
+        written: list[Path] = []
         if args.asv is not None:
-            written = asv_history.export(state, args.asv, revs.repo)
+            try:
+                written = asv_history.export(state, args.asv, revs.repo)
+            except (PerfsuiteError, OSError, ValueError) as exc:  # the history is saved: say so, go on
+                console.print(
+                    Text(f"asv: not exported ({printable(str(exc))}); the history is in {log}", style="yellow")
+                )
+        if written:
             console.print(
                 Text(
                     printable(
@@ -215,8 +231,6 @@ def _range(args, stored: History | None) -> tuple[str, str]:
         a, b = args.range_.split("..")
         if not a or not b:
             raise ConfigError(f"--range {args.range_!r}: expected A..B with both revisions named")
-        if stored is not None and args.update:
-            return stored.base.sha, b
         return a, b
     if stored is None:
         raise ConfigError("--update: no stored history to extend; start one with --range A..B")

@@ -134,7 +134,7 @@ def bisect_and_why(sub) -> None:
     )
     bi.add_argument(
         "--fdr",
-        type=_positive_float("--fdr"),
+        type=_fraction("--fdr"),
         default=0.01,
         help="false alarms per probe of an unchanged commit (default 0.01)",
     )
@@ -235,7 +235,7 @@ def history_parser(sub) -> None:
     )
     hi.add_argument(
         "--fdr",
-        type=_positive_float("--fdr"),
+        type=_fraction("--fdr"),
         default=0.01,
         help="false discoveries controlled across every commit of the history (default 0.01)",
     )

@@ -203,8 +203,8 @@ class History(documents.Result):
             if p.outcome == MEASURED and p.verdict is not None and p.ratio:
                 lo, hi = p.verdict.interval
                 log_chain += math.log(p.ratio)
-                if lo > 0 and math.isfinite(hi):
-                    var += ((math.log(hi) - math.log(lo)) / 2) ** 2
+                # An unbounded interval (too few pairs) leaves the chain unbounded from there on.
+                var += ((math.log(hi) - math.log(lo)) / 2) ** 2 if lo > 0 and math.isfinite(hi) else math.inf
                 row.update(
                     ratio=p.ratio,
                     interval=(lo, hi),
@@ -223,8 +223,10 @@ class History(documents.Result):
         return out
 
     def frog_window(self) -> tuple[str, str] | None:
-        """(start, end) of the stretch since the last confirmed change whose chained ratio reached
-        max(FROG_MIN, 3 x threshold) slower with no single point confirmed, when not gated yet."""
+        """(start, end) of the first stretch not gated yet whose chained ratio reached
+        max(FROG_MIN, 3 x threshold) slower with no single point confirmed. A stretch starts at
+        the base, after a confirmed change, or where a gated stretch ended (so a history that
+        keeps drifting is gated again further on)."""
         limit = math.log1p(max(FROG_MIN, 3 * self.threshold))
         start, log_chain = self.base.sha, 0.0
         for c in self.commits:
@@ -236,9 +238,9 @@ class History(documents.Result):
                 continue
             log_chain += math.log(p.ratio)
             if log_chain >= limit:
-                if any(w.start == start and w.end == c.sha for w in self.windows):
-                    return None
-                return start, c.sha
+                if not any(w.start == start and w.end == c.sha for w in self.windows):
+                    return start, c.sha
+                start, log_chain = c.sha, 0.0  # gated already: the next stretch starts here
         return None
 
     def env_changes(self) -> list[tuple[str, str]]:

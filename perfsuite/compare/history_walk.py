@@ -155,7 +155,10 @@ class PairProber:
             self.keep_only({b} - {a})
         assert out is not None
         if out.failures:
-            return (out.failures[0].get("error") or "failed")[:4000]
+            error = (out.failures[0].get("error") or "failed")[:4000]
+            if f": commit {a[:12]}: " in f": {error}":  # the base failed twice: no point for b
+                raise ConfigError(f"commit {a[:12]}, the base of {b[:12]}, could not be measured: {error}")
+            return error
         if out.unsupported:
             raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
         (v,) = out.records
@@ -197,11 +200,13 @@ def walk(
         state.confirm()
         after(state, point)
     if bisect is not None:
-        for p in state.regressions():
-            span = state.between(p.parent, p.sha)
-            if any(p is q for q in new) and len(span) > 1 and p.culprit is None and not p.bisection:
-                p.culprit, p.bisection = bisect(p.parent, span)
-                after(state, p)
+        # Every confirmed span not bisected yet, this run's or a resumed one's.
+        spans = [p for p in state.regressions() if len(state.between(p.parent, p.sha)) > 1 and not p.bisection]
+        if spans:
+            keep(set())  # the walk's kept sides are not needed while bisect starts its own
+        for p in spans:
+            p.culprit, p.bisection = bisect(p.parent, state.between(p.parent, p.sha))
+            after(state, p)
     window = state.frog_window()
     if window is not None:
         got = pair(*window)

@@ -46,7 +46,10 @@ def paired_series(state: History) -> list[tuple[str, float]]:
 
 def results_dir(conf: Path) -> Path:
     """The results folder `conf` (an asv.conf.json) names; ConfigError when it is not one."""
-    from asv.config import Config
+    try:
+        from asv.config import Config
+    except ImportError:
+        raise ConfigError("--asv: asv is not installed (pip install asv, or perfsuite's dev extra)") from None
 
     try:
         c = Config.load(str(conf))
@@ -111,7 +114,12 @@ def export(state: History, conf: Path, repo: Path) -> list[Path]:
         "code": f"# perfsuite history {state.workload} {state.params}: each commit paired with the one before",
     }
     index = results / "benchmarks.json"
-    known = json.loads(index.read_text()) if index.exists() else {"version": 2}
+    try:
+        known = json.loads(index.read_text()) if index.exists() else {"version": 2}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{index}: not asv's benchmark list ({type(exc).__name__}: {exc})") from None
+    if not isinstance(known, dict):
+        raise ConfigError(f"{index}: not asv's benchmark list (a JSON object)")
     known[name] = bench
     index.write_text(json.dumps(known, indent=4, sort_keys=True))
     python = ".".join(platform.python_version_tuple()[:2])

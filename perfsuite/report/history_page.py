@@ -32,7 +32,9 @@ def _svg(state: History, rows: list[dict]) -> str:
     pts = [(i, r) for i, r in enumerate(rows)]
     if not pts:
         return "<p>No commit measured yet.</p>"
-    values = [1.0] + [v for _, r in pts for v in (r["chained"], *r["band"])]
+    # The axis spans the trajectory and the bounded part of its band; an unbounded band (a point
+    # with too few pairs) is drawn to the axis's edge.
+    values = [1.0] + [v for _, r in pts for v in (r["chained"], *r["band"]) if 0 < v < math.inf]
     lo, hi = math.log(min(values)), math.log(max(values))
     if hi - lo < 0.02:
         lo, hi = lo - 0.01, hi + 0.01
@@ -42,7 +44,8 @@ def _svg(state: History, rows: list[dict]) -> str:
         return PAD + (i + 1) / max(n, 1) * (W - 2 * PAD)
 
     def y(v: float) -> float:
-        return H - PAD - (math.log(v) - lo) / (hi - lo) * (H - 2 * PAD)
+        at = min(max(math.log(v), lo), hi) if v > 0 else lo
+        return H - PAD - (at - lo) / (hi - lo) * (H - 2 * PAD)
 
     band_top = [(x(-1), y(1.0))] + [(x(i), y(r["band"][1])) for i, r in pts]
     band_bot = [(x(-1), y(1.0))] + [(x(i), y(r["band"][0])) for i, r in pts]
