@@ -60,7 +60,7 @@ lint: $(DEPS)
 	$(VENV)/bin/ruff format --check perfsuite tests scripts benchmarks examples
 	$(VENV)/bin/mypy
 
-# The fast tier, for while you work (under 2 minutes on 2 cores): every test not marked slow.
+# The fast tier, for while you work (2 min 55 s on 2 cores, quiet, 2026-11-28): every test not marked slow.
 test-fast: $(DEPS)
 	$(PY) -m pytest --benchmark-disable -m "not slow" -q
 
