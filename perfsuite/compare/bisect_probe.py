@@ -60,19 +60,28 @@ def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
             f"--good {good[:12]} is not an ancestor of --bad {bad[:12]}: bisect looks for the "
             "commit that made bad slower (or faster, with --faster) than an earlier good"
         )
-    res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", bad)
+    after = first_parent_after(repo, good, bad)
+    if after is None:
+        raise ConfigError(
+            f"--good {good[:12]} is an ancestor of --bad {bad[:12]} but not on its first-parent line "
+            "(it was merged in from a side branch): give the merge's first parent instead"
+        )
+    return after
+
+
+def first_parent_after(repo: Path, start: str, end: str) -> list[Commit] | None:
+    """The commits after `start` up to `end` on end's first-parent line, oldest first; None when
+    `start` is not on that line (bisect's range and a history's alike)."""
+    res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", end)
     if res.returncode != 0:
-        raise ConfigError(f"cannot read the history of {bad[:12]}: {res.stderr.strip()}")
+        raise ConfigError(f"cannot read the history of {end[:12]}: {res.stderr.strip()}")
     out: list[Commit] = []
     for line in res.stdout.splitlines():
         sha, _, subj = line.partition("\0")
-        if sha == good:
+        if sha == start:
             return out[::-1]
         out.append(Commit(sha, subj))
-    raise ConfigError(
-        f"--good {good[:12]} is an ancestor of --bad {bad[:12]} but not on its first-parent line "
-        "(it was merged in from a side branch): give the merge's first parent instead"
-    )
+    return None
 
 
 @dataclass(frozen=True)

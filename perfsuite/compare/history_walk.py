@@ -20,6 +20,7 @@ from pathlib import Path
 
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect import Commit
+from perfsuite.compare.bisect_probe import first_parent_after, subject
 from perfsuite.compare.gate import GateVerdict
 from perfsuite.compare.gate_sides import GateArms
 from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, Window
@@ -44,19 +45,13 @@ def range_commits(repo: Path, start: str, end: str) -> tuple[Commit, list[Commit
         raise ConfigError(
             f"--range {start[:12]}..{end[:12]}: {start[:12]} is not an ancestor of {end[:12]} (not an ancestry path)"
         )
-    res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", end)
-    if res.returncode != 0:
-        raise ConfigError(f"cannot read the history of {end[:12]}: {res.stderr.strip()}")
-    out: list[Commit] = []
-    for line in res.stdout.splitlines():
-        sha, _, subj = line.partition("\0")
-        if sha == start:
-            return Commit(sha, _git(repo, "log", "-1", "--format=%s", sha).stdout.strip()), out[::-1]
-        out.append(Commit(sha, subj))
-    raise ConfigError(
-        f"--range: {start[:12]} is an ancestor of {end[:12]} but not on its first-parent line "
-        "(it was merged in from a side branch): start from a commit of the main line"
-    )
+    after = first_parent_after(repo, start, end)
+    if after is None:
+        raise ConfigError(
+            f"--range: {start[:12]} is an ancestor of {end[:12]} but not on its first-parent line "
+            "(it was merged in from a side branch): start from a commit of the main line"
+        )
+    return Commit(start, subject(repo, start)), after
 
 
 def dirty(repo: Path) -> list[str]:
