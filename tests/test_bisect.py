@@ -191,16 +191,22 @@ def _git(root: Path, *args: str) -> str:
     return subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "r"
-    root.mkdir()
+def small_repo(root: Path, n: int = 4) -> list[str]:
+    """A git repository in `root` (made if missing) of `n` commits c0..c{n-1} on main; their shas,
+    oldest first. What is in `root` already is in the first commit."""
+    root.mkdir(exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
-    for i in range(4):
+    for i in range(n):
         (root / "f.txt").write_text(str(i))
         _git(root, "add", "-A")
         _git(root, "commit", "-qm", f"c{i}")
-    return root
+    return _git(root, "rev-list", "--reverse", "HEAD").split()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    small_repo(tmp_path / "r")
+    return tmp_path / "r"
 
 
 def test_first_parent_commits_oldest_first_and_bad_input(repo):

@@ -135,16 +135,10 @@ def test_a_log_resumes_extends_and_refuses_another_range(tmp_path):
 
 
 def test_the_range_must_be_an_ancestry_path_of_a_full_clone(tmp_path):
-    from test_bisect import _git
+    from test_bisect import _git, small_repo
 
     root = tmp_path / "r"
-    root.mkdir()
-    _git(root, "init", "-q", "-b", "main")
-    for i in range(4):
-        (root / "f.txt").write_text(str(i))
-        _git(root, "add", "-A")
-        _git(root, "commit", "-qm", f"c{i}")
-    shas = _git(root, "rev-list", "--reverse", "HEAD").split()
+    shas = small_repo(root)
     base, commits = range_commits(root, shas[0], shas[3])
     assert base.subject == "c0" and [c.subject for c in commits] == ["c1", "c2", "c3"]
     with pytest.raises(ConfigError, match="not an ancestor"):
@@ -274,7 +268,7 @@ def test_the_paired_history_exported_to_asv_is_drawn_by_asv_publish(tmp_path):
     import sys
     from pathlib import Path
 
-    from test_bisect import _git
+    from test_bisect import small_repo
 
     from perfsuite.compare.bisect import Commit
     from perfsuite.frontends.asv_history import benchmark_name, export
@@ -285,12 +279,7 @@ def test_the_paired_history_exported_to_asv_is_drawn_by_asv_publish(tmp_path):
         json.dumps({"version": 1, "project": "r", "repo": ".", "branches": ["main"], "dvcs": "git",
                     "environment_type": "existing", "results_dir": ".asv/results", "html_dir": ".asv/html"})
     )  # fmt: skip
-    _git(root, "init", "-q", "-b", "main")
-    for i in range(5):
-        (root / "f.txt").write_text(str(i))
-        _git(root, "add", "-A")
-        _git(root, "commit", "-qm", f"c{i}")
-    shas = _git(root, "rev-list", "--reverse", "HEAD").split()
+    shas = small_repo(root, 5)
     state = History(
         "w", {"n": 1}, "cpu", Commit(shas[0], "c0"), [Commit(s, f"c{i + 1}") for i, s in enumerate(shas[1:])]
     )
