@@ -120,3 +120,12 @@ def test_a_full_standard_output_loses_nothing_measured_and_says_where_it_went(tm
     import json
 
     assert len(json.loads(out.read_text())["records"]) == 1
+
+
+def test_an_error_naming_a_long_path_stays_one_line_when_piped(tmp_path, capsys):
+    # rich hard-wraps at the piped width (200 columns); an error is grepped and logged, so it is not
+    deep = tmp_path / ("d" * 120) / ("e" * 120) / "missing.py"
+    code = cli.main(["--workloads", str(deep), "list"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and len(err) > 250, err
+    assert err.count("\n") == 1 and str(deep) in err, err

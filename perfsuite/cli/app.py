@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         return _console_outcome(console, err, code)
     except PerfsuiteError as exc:
         # Messages quote files' contents: shown, never obeyed by the terminal.
-        err.print(Text("error: ", style="bold red") + Text(printable(str(exc))))
+        # soft_wrap: an error stays one line in a log or a grep, however long its path
+        err.print(Text("error: ", style="bold red") + Text(printable(str(exc))), soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err.print("interrupted", highlight=False)
