@@ -21,7 +21,7 @@ A regression counts as found at the right commit when the tool names exactly tha
     python scripts/history_quality.py --histories 10 --commits 20 --out reports/history/
 
 Writes OUT/history-quality.json (every history: the commit that changed, what each tool named,
-wall times) and prints the table. It measures for a long time: about (budget + 5 s) per commit
+the points rechecked, wall times), keeps each history's own log in OUT/logs/, and prints the table. It measures for a long time: about (budget + 5 s) per commit
 for perfsuite and asv's run per commit, per history.
 """
 
@@ -132,7 +132,7 @@ def baseline_step_s(repo: Path, budget: float) -> float:
     return samples[len(samples) // 2]
 
 
-def run_perfsuite(repo: Path, shas: list[str], budget: float, neighbour: Neighbour | None) -> dict:
+def run_perfsuite(repo: Path, shas: list[str], budget: float, neighbour: Neighbour | None, keep: Path) -> dict:
     log = repo.parent / "history.json"
     cmd = [sys.executable, "-m", "perfsuite", "history", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu",
            "--range", f"{shas[0]}..{shas[-1]}", "--max-time", str(budget), "--builds", "2", "--no-why",
@@ -165,8 +165,11 @@ def run_perfsuite(repo: Path, shas: list[str], budget: float, neighbour: Neighbo
     from perfsuite.storage.files import load_document
 
     (state,) = load_document(log, "history")
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(log, keep)  # the history's own log, every pair's verdict in it
     return {
         "named": [p.sha for p in state.regressions()],
+        "rechecked": {p.sha: p.recheck.median_ratio for p in state.points if p.recheck is not None},
         "drift": [[w.start, w.end] for w in state.windows if w.verdict.confirmed],
         "ratios": {p.sha: p.ratio for p in state.points},
         "wall_s": wall,
@@ -230,7 +233,8 @@ def main() -> int:
                 change_at = rng.randrange(args.commits // 4, 3 * args.commits // 4) if sizes[kind] else None
                 shas, changed = make_repo(folder, args.commits, change_at, sizes[kind] * step_s)
                 repo = folder / "project"
-                ps = run_perfsuite(repo, shas, args.max_time, Neighbour() if kind == "neighbour" else None)
+                ps = run_perfsuite(repo, shas, args.max_time, Neighbour() if kind == "neighbour" else None,
+                                   args.out / "logs" / f"{kind}-{h}-seed{args.seed}.history.json")  # fmt: skip
                 av = None if args.no_asv else run_asv(repo, shas, Neighbour() if kind == "neighbour" else None)
             row = {"kind": kind, "index": h, "seed": args.seed, "commits": args.commits, "step_s": step_s,
                    "changed": changed, "changed_at": change_at, "perfsuite": ps, "asv": av,

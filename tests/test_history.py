@@ -80,6 +80,49 @@ def test_confirmed_only_after_benjamini_hochberg_across_every_point():
     assert [p.sha for p in state.confirm()] == [state.commits[12].sha]
 
 
+def test_a_point_slower_by_its_own_test_alone_is_rechecked_longer_and_confirmed_by_the_recheck():
+    state = _state(20)
+    # Commit 7: slower by its own test at p 0.009, which stage 1 (Benjamini-Hochberg at 0.005
+    # across twenty points) does not keep; the same for commit 13 in the second walk.
+    first = {7: 0.009, 13: 0.009}
+    asked, rechecked = [], []
+
+    def pair(a, b):
+        i = int(b)
+        asked.append(i)
+        return _verdict(1.035 if i in first else 1.0, i in first, p=first.get(i, 0.6))
+
+    def recheck(a, b):
+        rechecked.append((a, b))
+        return _verdict(1.034, int(b) == 7, p=0.001 if int(b) == 7 else 0.7)
+
+    def walked(n):
+        del state.commits[n:]
+        state.commits.extend(_state(20).commits[len(state.commits) : n])
+        return walk(state, pair, {}, recheck=recheck)
+
+    walked(10)
+    # Only the candidate is paired again, with its own parent; its recheck confirms it.
+    assert rechecked == [(state.commits[6].sha, state.commits[7].sha)]
+    (p,) = state.regressions()
+    assert p.sha == state.commits[7].sha and p.recheck is not None and p.recheck.confirmed
+    assert p.evidence is p.recheck and not state.to_recheck()
+    # A later run: commit 13 is rechecked (and not confirmed, its recheck is not slower); commit
+    # 7 is not measured again, and stays confirmed across both stages' tests.
+    walked(20)
+    assert rechecked[1:] == [(state.commits[12].sha, state.commits[13].sha)]
+    assert [p.sha for p in state.regressions()] == [state.commits[7].sha]
+    assert asked[:20] == list(range(20)) and asked.count(7) == 1
+    # Benjamini-Hochberg across the rechecks: a recheck at p 0.004 is kept alone (0.004 < 0.005),
+    # not beside another recheck of p 0.7 (it needs 0.0025 then).
+    one = _state(3)
+    walk(one, lambda a, b: _verdict(1.03, b == one.commits[1].sha, p=0.009 if b == one.commits[1].sha else 0.6), {},
+         recheck=lambda a, b: _verdict(1.03, True, p=0.004))  # fmt: skip
+    assert [p.sha for p in one.regressions()] == [one.commits[1].sha]
+    one.points[2].recheck = _verdict(1.0, False, p=0.7)
+    assert one.confirm() == []
+
+
 def test_the_trajectory_chains_the_paired_ratios_and_its_band_widens():
     state = _state(4)
     pair, _ = _pairer(state, {1: 1.1, 2: 1.1, 3: 0.9})

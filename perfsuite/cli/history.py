@@ -14,7 +14,8 @@ from rich.text import Text
 from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect_probe import Prober, subject
-from perfsuite.compare.history import HISTORY_RULE, MEASURED, History, Point, Window
+from perfsuite.compare.gate import GateVerdict
+from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, History, Point, Window
 from perfsuite.compare.history_walk import PairProber, dirty, range_commits, walk
 from perfsuite.compare.why_sides import why_commits
 from perfsuite.core import registry
@@ -148,6 +149,7 @@ def _one(name: str, args, console) -> int:
                 lambda s, p: _logged(s, p, log, console),
                 prober.keep_only,
                 _bisector(w, params, revs, device, threads, args, console),
+                lambda a, b: _rechecked(prober, a, b, args.budget * RECHECK_BUDGET, state.fdr / 2, console),
             )
         state.confirm()
         fresh = {p.sha for p in new}
@@ -177,6 +179,15 @@ def _one(name: str, args, console) -> int:
         if getattr(args, "recorder", None) is not None:  # one store for every road
             args.recorder.add_document("history", state.to_dict(), workload=w.name)
     return _summary(state, fresh, console, page)
+
+
+def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, alpha: float, console) -> GateVerdict | str:
+    """Stage 2 of the confirmation: `b` against `a` paired anew, for longer (History.confirm)."""
+    console.print(Text(f"{b[:12]}: slower by its own test, not yet confirmed; measuring it again for {budget_s:g}s"))
+    got = prober.pair(a, b, budget_s=budget_s, alpha=alpha)
+    if isinstance(got, str):
+        console.print(Text(printable(f"{b[:12]}: the recheck could not be measured ({got[:300]})"), style="yellow"))
+    return got
 
 
 def _bisector(w, params, revs, device: str, threads, args, console):
@@ -255,6 +266,9 @@ def _logged(state: History, p: Point | Window, log: Path, console) -> None:
     if p.bisection:  # a bisection inside the point has ended
         console.print(Text(f"{p.parent[:12]}..{p.sha[:12]}: {printable(p.bisection)}"))
         return
+    if p.recheck is not None:  # stage 2 has ended
+        console.print(Text(f"{p.sha[:12]} {subject}: rechecked: {p.recheck.describe()} against {p.parent[:12]}"))
+        return
     if p.outcome != MEASURED or p.verdict is None:
         first = printable((p.error.splitlines() or [""])[0])
         if len(first) > 300:  # the end of an error says what went wrong; its start, where
@@ -314,7 +328,7 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
             console.print(
                 Text(
                     printable(
-                        f"  {where}: {p.verdict.describe()}"  # type: ignore[union-attr]
+                        f"  {where}: {p.evidence.describe()}"  # type: ignore[union-attr]
                         + (f"; top operators: {', '.join(ops)}" if ops else "")
                     )
                 )

@@ -108,8 +108,9 @@ class PairProber:
         for sha in [s for s in self._kept if s not in shas]:
             self._kept.pop(sha)[2].close()
 
-    def pair(self, a: str, b: str) -> GateVerdict | str:
-        """`b` against `a`: the gate's verdict, or the error that kept `b` from being measured."""
+    def pair(self, a: str, b: str, budget_s: float | None = None, alpha: float | None = None) -> GateVerdict | str:
+        """`b` against `a`: the gate's verdict, or the error that kept `b` from being measured.
+        `budget_s` and `alpha` (the sequential test's) replace the prober's own for this pair."""
         from perfsuite.measuring.timing import clock_for
         from perfsuite.run.execute import run_cases
 
@@ -128,7 +129,7 @@ class PairProber:
                 self.heap,
                 self.threads,
                 self.threshold,
-                self.fdr,
+                self.fdr if alpha is None else alpha,
                 sides.SideClock(clock_for(self.device, "host")),
                 self.floors,
                 base_pool=pool_a,
@@ -137,7 +138,7 @@ class PairProber:
             )
             out = run_cases(
                 [Case(self.workload, self.params)],
-                RunConfig(device=self.device, max_time=self.budget_s),
+                RunConfig(device=self.device, max_time=self.budget_s if budget_s is None else budget_s),
                 self.device,
                 measure=arms,
             )
@@ -171,13 +172,16 @@ def walk(
     after: Callable[[History, Point | Window], None] = lambda s, p: None,
     keep: Callable[[set[str]], None] = lambda shas: None,
     bisect: Callable[[str, list[Commit]], tuple[str | None, str]] | None = None,
+    recheck: Callable[[str, str], GateVerdict | str] | None = None,
 ) -> list[Point]:
-    """Measure every pending commit against its parent (History.parent_of), oldest first, then gate
-    the one stretch whose chained ratio crossed the limit with no point confirmed, if any (a slow
-    drift). `after` runs after each point and window (save the log, say so); `keep` is told which
-    commits' sides are still needed. A confirmed point that spans several commits (--every N) is
-    bisected: `bisect(parent, commits)` names the first slower commit of them, or None, with a
-    line saying how it ended. Returns the points measured now."""
+    """Measure every pending commit against its parent (History.parent_of), oldest first; pair
+    again with `recheck(parent, sha)` (longer) each point its own test called slower and the
+    history's first stage did not keep (History.to_recheck); then gate the one stretch whose
+    chained ratio crossed the limit with no point confirmed, if any (a slow drift). `after` runs
+    after each point and window (save the log, say so); `keep` is told which commits' sides are
+    still needed. A confirmed point that spans several commits (--every N) is bisected:
+    `bisect(parent, commits)` names the first slower commit of them, or None, with a line saying
+    how it ended. Returns the points measured now."""
     new: list[Point] = []
     for c in state.pending():
         parent = state.parent_of(c.sha)
@@ -194,6 +198,15 @@ def walk(
         new.append(point)
         state.confirm()
         after(state, point)
+    if recheck is not None:
+        # Every candidate of the whole log, this run's or an earlier one's: stage 1's answer for an
+        # old point can change as the history grows (Benjamini-Hochberg over more points).
+        for p in state.to_recheck():
+            got = recheck(p.parent, p.sha)
+            if isinstance(got, GateVerdict):  # a pair that fails now leaves the point as it was
+                p.recheck = got
+                state.confirm()
+                after(state, p)
     if bisect is not None:
         # Every confirmed span not bisected yet, this run's or a resumed one's.
         spans = [p for p in state.regressions() if len(state.between(p.parent, p.sha)) > 1 and not p.bisection]

@@ -129,6 +129,8 @@ def write_page(state: History) -> str:
             verdict = f"skipped: {(r.get('error') or '').splitlines()[0] if r.get('error') else ''}"
         else:
             verdict = p.verdict.describe() if p and p.verdict else ""
+            if p and p.recheck:
+                verdict += f"; rechecked: {p.recheck.describe()}"
             if p and p.culprit:
                 verdict += f"; bisected inside: first slower commit {p.culprit[:12]} ({state.subject_of(p.culprit)})"
             elif p and p.bisection:
