@@ -243,7 +243,31 @@ def main() -> int:
             dest.write_text(json.dumps({"histories": rows}, indent=1))
             print(_line(row), flush=True)
     print(table(rows))
+    print(unchanged(rows))
     return 0
+
+
+def unchanged(rows: list[dict]) -> str:
+    """perfsuite's ratios at the commits that changed nothing: their geometric mean (a kept,
+    warm A side against a fresh B side would pull it above 1), their spread, and each A/A
+    history's chained ratio at its end (what such a bias would add up to over 20 commits)."""
+    import math
+    import statistics
+
+    logs, ends = [], []
+    for r in rows:
+        ratios = {sha: x for sha, x in r["perfsuite"]["ratios"].items() if x}
+        logs += [math.log(x) for sha, x in ratios.items() if sha != r["changed"]]
+        if r["changed"] is None:
+            ends.append(math.exp(sum(math.log(x) for x in ratios.values())))
+    if not logs:
+        return ""
+    q = statistics.quantiles(logs, n=40)
+    return (
+        f"unchanged commits: {len(logs)}, geometric mean ratio {math.exp(statistics.fmean(logs)):.4f}, "
+        f"95% of them within {math.exp(q[0]):.3f}-{math.exp(q[-1]):.3f}; chained ratio at the end of each "
+        f"history without a change: {', '.join(f'{e:.3f}' for e in ends)}"
+    )
 
 
 def _score(row: dict, tool: str) -> tuple[bool | None, int]:

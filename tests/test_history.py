@@ -99,11 +99,14 @@ def test_a_point_slower_by_its_own_test_alone_is_rechecked_longer_and_confirmed_
     def walked(n):
         del state.commits[n:]
         state.commits.extend(_state(20).commits[len(state.commits) : n])
-        return walk(state, pair, {}, recheck=recheck)
+        return walk(state, pair, {}, keep=kept.append, recheck=recheck)
 
+    kept: list[set[str]] = []
     walked(10)
-    # Only the candidate is paired again, with its own parent; its recheck confirms it.
+    # Only the candidate is paired again, with its own parent (the sides kept are that pair's
+    # only); its recheck confirms it.
     assert rechecked == [(state.commits[6].sha, state.commits[7].sha)]
+    assert kept[-1] == {state.commits[6].sha, state.commits[7].sha}
     (p,) = state.regressions()
     assert p.sha == state.commits[7].sha and p.recheck is not None and p.recheck.confirmed
     assert p.evidence is p.recheck and not state.to_recheck()
@@ -214,7 +217,8 @@ def test_the_page_marks_the_regression_and_escapes_what_a_repository_says():
 
 @pytest.mark.slow
 def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refuses_bad_input(tmp_path):
-    from test_bisect import ARGS, _history, _project, _worktrees, perfsuite
+    from cli_each import perfsuite_each
+    from test_bisect import ARGS, _env, _history, _project, _worktrees, perfsuite
 
     root = _project(tmp_path)
     first = _git_head(root)
@@ -251,13 +255,14 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
     assert [p.sha for p in doc.points] == shas and [p.sha for p in doc.regressions()] == [shas[2]]
     # Bad input: exit 2, naming what was wrong, the log untouched.
     before = log.read_bytes()
-    for bad, said in (
+    cases = [
         (("--range", f"{shas[3]}..{first}"), "not an ancestor"),
         (("--range", "nonsense"), "expected A..B"),
         (("--range", f"{first}..{shas[3]}", "--threshold", "0.2"), "another question"),
         (("--update", "--range", f"{shas[1]}..{shas[3]}"), "the stored history starts at"),
-    ):
-        r = perfsuite(root, *common, *bad)
+    ]
+    # One interpreter for the four: each is refused before anything is measured (tests/cli_each.py).
+    for (bad, said), r in zip(cases, perfsuite_each(root, [(*common, *bad) for bad, _ in cases], _env())):
         assert r.returncode == 2 and said in r.stderr, (bad, r.stdout + r.stderr)
     (root / "NOTES.md").write_text("dirty\n")
     r = perfsuite(root, *common, "--update")

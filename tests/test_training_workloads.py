@@ -150,20 +150,26 @@ def test_disabled_annotator_emits_nothing():
     assert rec.events == []
 
 
-@pytest.mark.slow
-def test_compiled_resnet_steps_and_keeps_the_eager_flop_count():
-    # torch.compile on CPU takes ~30-40 s here: the one test that pays it. What it tests is the
-    # CPU build (device="cpu" below, explicitly); on the GPU host the same CPU compile took over
-    # 60 s of scarce device time (Inductor's C++ code generation from a cold cache) and tested
-    # nothing about CUDA, so it is left to the CPU machines.
-    if torch.cuda.is_available():
-        pytest.skip(
-            "compile=true is tested on CPU (device='cpu'); on a CUDA host its CPU compile costs > 60 s "
-            "of GPU-machine time and tests nothing CUDA-specific"
-        )
+def test_compiled_resnet_steps_through_torch_compile_and_keeps_the_eager_flop_count(monkeypatch):
+    # Inductor itself is run by test_cuda_graph_streams_and_compile's real compile of a small
+    # model, through the same step.compiled_forward; compiling ResNet18 too cost 40-66 s here
+    # (C++ code generation from a cold cache) and tested no more of perfsuite. Here torch.compile
+    # is recorded and hands back the function, so what is checked is the workload's wiring: its
+    # forward goes through torch.compile once, the step runs, and the FLOPs are the eager count.
+    from perfsuite.training import step
+
+    compiled_fns = []
+
+    def fake_compile(fn, *args, **kwargs):
+        compiled_fns.append(fn)
+        return fn
+
+    monkeypatch.setattr(step, "_compiled", {})
+    monkeypatch.setattr(torch, "compile", fake_compile)
     w = registry.get("resnet")
     eager = w.build({"batch_size": 2}, "cpu")
     compiled = w.build({"batch_size": 2, "compile": True}, "cpu")
+    assert eager.fn is not None and compiled_fns == [step._call_module]
     assert math.isfinite(float(compiled.fn().detach()))
     assert compiled.work.flops_per_step == eager.work.flops_per_step
 

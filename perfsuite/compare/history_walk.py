@@ -202,6 +202,7 @@ def walk(
         # Every candidate of the whole log, this run's or an earlier one's: stage 1's answer for an
         # old point can change as the history grows (Benjamini-Hochberg over more points).
         for p in state.to_recheck():
+            keep({p.parent, p.sha})  # the sides this pair needs (the newest commit's are kept), no more
             got = recheck(p.parent, p.sha)
             if isinstance(got, GateVerdict):  # a pair that fails now leaves the point as it was
                 p.recheck = got
