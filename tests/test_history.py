@@ -62,29 +62,38 @@ def test_each_commit_pairs_with_the_last_measured_one_and_a_skipped_commit_is_na
     pair, asked = _pairer(state, {3: 1.5}, broken={1})
     new = walk(state, pair, {"torch": "2.14"})
     assert [p.outcome for p in new] == [MEASURED, SKIPPED, MEASURED, MEASURED, MEASURED]
-    # Commit 2 is paired with commit 0: commit 1 did not build.
-    assert asked == [(-1, 0), (0, 1), (0, 2), (2, 3), (3, 4)]
+    # Commit 2 is paired with commit 0: commit 1 did not build. Commit 3, screened slower, is
+    # paired again (its recheck) after the walk.
+    assert asked == [(-1, 0), (0, 1), (0, 2), (2, 3), (3, 4), (2, 3)]
     assert "no module named" in new[1].error
     assert [p.sha for p in state.regressions()] == [state.commits[3].sha]
 
 
-def test_confirmed_only_after_benjamini_hochberg_across_every_point():
+def test_confirmed_only_by_a_recheck_kept_after_benjamini_hochberg_across_the_rechecks():
     state = _state(20)
-    # One point decided slower by its own test at p 0.009 among 19 unchanged ones: significant
-    # alone, not across twenty commits at a false-discovery rate of 0.01 (it needs 0.0005).
+    # Commit 7 screened slower (p 1e-5) but its recheck is not slower: not confirmed. A screen
+    # alone never confirms, however small its p (a point's few side processes share a placement
+    # its p does not see).
     for i, c in enumerate(state.commits):
-        v = _verdict(1.05, i == 7, p=0.009 if i == 7 else 0.8)
+        v = _verdict(1.05, i == 7, p=1e-5 if i == 7 else 0.8)
         state.points.append(Point(c.sha, state.parent_of(c.sha), MEASURED, v))
-    assert state.confirm() == []
+    assert state.confirm() == [] and [p.sha for p in state.to_recheck()] == [state.commits[7].sha]
+    state.points[7].recheck = _verdict(0.99, False, p=0.9)
+    assert state.confirm() == [] and state.to_recheck() == []
+    # Commit 12's recheck says slower at p 0.004: kept (BH at 0.01 over its two rechecks wants
+    # 0.005 for the smaller), confirmed.
     state.points[12] = Point(state.commits[12].sha, state.commits[11].sha, MEASURED, _verdict(1.5, True, p=1e-5))
-    assert [p.sha for p in state.confirm()] == [state.commits[12].sha]
+    state.points[12].recheck = _verdict(1.4, True, p=0.004)
+    assert [p.sha for p in state.confirm()] == [state.commits[12].sha] and state.points[12].recheck.confirmed
+    # Beside a third recheck at 0.9 it needs 0.0033: not kept any more.
+    state.points[3].recheck = _verdict(1.0, False, p=0.9)
+    assert state.confirm() == []
 
 
-def test_a_point_slower_by_its_own_test_alone_is_rechecked_longer_and_confirmed_by_the_recheck():
+def test_a_screened_point_is_rechecked_in_fresh_processes_and_confirmed_by_the_recheck():
     state = _state(20)
-    # Commit 7: slower by its own test at p 0.009, which stage 1 (Benjamini-Hochberg at 0.005
-    # across twenty points) does not keep; the same for commit 13 in the second walk.
-    first = {7: 0.009, 13: 0.009}
+    # Commits 7 and 13 read slower by their own tests; 7's recheck says slower, 13's does not.
+    first = {7: 0.009, 13: 1e-5}
     asked, rechecked = [], []
 
     def pair(a, b):
@@ -103,27 +112,18 @@ def test_a_point_slower_by_its_own_test_alone_is_rechecked_longer_and_confirmed_
 
     kept: list[set[str]] = []
     walked(10)
-    # Only the candidate is paired again, with its own parent (the sides kept are that pair's
-    # only); its recheck confirms it.
-    assert rechecked == [(state.commits[6].sha, state.commits[7].sha)]
-    assert kept[-1] == {state.commits[6].sha, state.commits[7].sha}
+    # Only the screened point is paired again, with its own parent, and no side process is kept
+    # from the screen; its recheck confirms it.
+    assert rechecked == [(state.commits[6].sha, state.commits[7].sha)] and kept[-1] == set()
     (p,) = state.regressions()
     assert p.sha == state.commits[7].sha and p.recheck is not None and p.recheck.confirmed
     assert p.evidence is p.recheck and not state.to_recheck()
-    # A later run: commit 13 is rechecked (and not confirmed, its recheck is not slower); commit
-    # 7 is not measured again, and stays confirmed across both stages' tests.
+    # A later run: commit 13 is rechecked and not confirmed; commit 7 is not measured again and
+    # stays confirmed.
     walked(20)
     assert rechecked[1:] == [(state.commits[12].sha, state.commits[13].sha)]
     assert [p.sha for p in state.regressions()] == [state.commits[7].sha]
     assert asked[:20] == list(range(20)) and asked.count(7) == 1
-    # Benjamini-Hochberg across the rechecks: a recheck at p 0.004 is kept alone (0.004 < 0.005),
-    # not beside another recheck of p 0.7 (it needs 0.0025 then).
-    one = _state(3)
-    walk(one, lambda a, b: _verdict(1.03, b == one.commits[1].sha, p=0.009 if b == one.commits[1].sha else 0.6), {},
-         recheck=lambda a, b: _verdict(1.03, True, p=0.004))  # fmt: skip
-    assert [p.sha for p in one.regressions()] == [one.commits[1].sha]
-    one.points[2].recheck = _verdict(1.0, False, p=0.7)
-    assert one.confirm() == []
 
 
 def test_the_trajectory_chains_the_paired_ratios_and_its_band_widens():
@@ -361,7 +361,7 @@ def test_every_nth_commit_is_measured_and_a_confirmed_span_is_bisected_to_its_co
 
     walk(state, pair, {}, bisect=bisect)
     # Commits 2, 5 and 8 (every third, the newest last), each against the one measured before.
-    assert asked == [(-1, 2), (2, 5), (5, 8)]
+    assert asked == [(-1, 2), (2, 5), (5, 8), (2, 5)]  # and 5's recheck
     (p,) = state.regressions()
     assert p.sha == state.commits[5].sha and p.blamed == state.commits[4].sha
     assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]])]
@@ -426,7 +426,7 @@ def test_ctrl_c_keeps_every_point_measured_and_the_walk_resumes_where_it_stopped
     (back,) = load_document(log, "history")
     assert len(back.points) == 2 and [c.sha for c in back.pending()] == [c.sha for c in state.commits[2:]]
     walk(back, pair, {}, save)
-    assert asked[2:] == [(1, 2), (2, 3), (3, 4)]  # the rest only, each against the one before
+    assert asked[2:] == [(1, 2), (2, 3), (3, 4), (2, 3)]  # the rest only, each against the one before; a recheck
     assert [p.sha for p in back.regressions()] == [state.commits[3].sha]
 
 

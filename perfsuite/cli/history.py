@@ -15,7 +15,7 @@ from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect_probe import Prober, subject
 from perfsuite.compare.gate import GateVerdict
-from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, History, Point, Window
+from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, RECHECK_BUILDS, History, Point, Window
 from perfsuite.compare.history_walk import PairProber, dirty, range_commits, walk
 from perfsuite.compare.why_sides import why_commits
 from perfsuite.core import registry
@@ -149,7 +149,9 @@ def _one(name: str, args, console) -> int:
                 lambda s, p: _logged(s, p, log, console),
                 prober.keep_only,
                 _bisector(w, params, revs, device, threads, args, console),
-                lambda a, b: _rechecked(prober, a, b, args.budget * RECHECK_BUDGET, state.fdr / 2, console),
+                lambda a, b: _rechecked(
+                    prober, a, b, args.budget * RECHECK_BUDGET, args.builds * RECHECK_BUILDS, console
+                ),
             )
         state.confirm()
         fresh = {p.sha for p in new}
@@ -181,10 +183,13 @@ def _one(name: str, args, console) -> int:
     return _summary(state, fresh, console, page)
 
 
-def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, alpha: float, console) -> GateVerdict | str:
-    """Stage 2 of the confirmation: `b` against `a` paired anew, for longer (History.confirm)."""
-    console.print(Text(f"{b[:12]}: slower by its own test, not yet confirmed; measuring it again for {budget_s:g}s"))
-    got = prober.pair(a, b, budget_s=budget_s, alpha=alpha)
+def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, builds: int, console) -> GateVerdict | str:
+    """Stage 2 of the confirmation: `b` against `a` paired anew in fresh processes, for longer and
+    with more of them (History.confirm)."""
+    console.print(
+        Text(f"{b[:12]}: slower by its own test; rechecking in {2 * builds} fresh processes for {budget_s:g}s")
+    )
+    got = prober.pair(a, b, budget_s=budget_s, builds=builds)
     if isinstance(got, str):
         console.print(Text(printable(f"{b[:12]}: the recheck could not be measured ({got[:300]})"), style="yellow"))
     return got

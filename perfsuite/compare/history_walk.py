@@ -108,9 +108,10 @@ class PairProber:
         for sha in [s for s in self._kept if s not in shas]:
             self._kept.pop(sha)[2].close()
 
-    def pair(self, a: str, b: str, budget_s: float | None = None, alpha: float | None = None) -> GateVerdict | str:
+    def pair(self, a: str, b: str, budget_s: float | None = None, builds: int | None = None) -> GateVerdict | str:
         """`b` against `a`: the gate's verdict, or the error that kept `b` from being measured.
-        `budget_s` and `alpha` (the sequential test's) replace the prober's own for this pair."""
+        `budget_s` and `builds` replace the prober's own for this pair (`builds` takes effect for
+        sides not kept yet)."""
         from perfsuite.measuring.timing import clock_for
         from perfsuite.run.execute import run_cases
 
@@ -125,11 +126,11 @@ class PairProber:
                 self.revs.side(root_a),
                 self.revs.side(root_b),
                 (f"commit {a[:12]}", f"commit {b[:12]}"),  # one label per commit: its sides serve both roles
-                self.builds,
+                self.builds if builds is None else builds,
                 self.heap,
                 self.threads,
                 self.threshold,
-                self.fdr if alpha is None else alpha,
+                self.fdr,
                 sides.SideClock(clock_for(self.device, "host")),
                 self.floors,
                 base_pool=pool_a,
@@ -175,8 +176,8 @@ def walk(
     recheck: Callable[[str, str], GateVerdict | str] | None = None,
 ) -> list[Point]:
     """Measure every pending commit against its parent (History.parent_of), oldest first; pair
-    again with `recheck(parent, sha)` (longer) each point its own test called slower and the
-    history's first stage did not keep (History.to_recheck); then gate the one stretch whose
+    again with `recheck(parent, sha)` (fresh processes, longer; default `pair`) each point its
+    own test called slower (History.to_recheck); then gate the one stretch whose
     chained ratio crossed the limit with no point confirmed, if any (a slow drift). `after` runs
     after each point and window (save the log, say so); `keep` is told which commits' sides are
     still needed. A confirmed point that spans several commits (--every N) is bisected:
@@ -198,16 +199,16 @@ def walk(
         new.append(point)
         state.confirm()
         after(state, point)
-    if recheck is not None:
-        # Every candidate of the whole log, this run's or an earlier one's: stage 1's answer for an
-        # old point can change as the history grows (Benjamini-Hochberg over more points).
-        for p in state.to_recheck():
-            keep({p.parent, p.sha})  # the sides this pair needs (the newest commit's are kept), no more
-            got = recheck(p.parent, p.sha)
-            if isinstance(got, GateVerdict):  # a pair that fails now leaves the point as it was
-                p.recheck = got
-                state.confirm()
-                after(state, p)
+    if recheck is None:
+        recheck = pair
+    # Every screened point of the log not rechecked yet, this run's or one an interrupted run left.
+    for p in state.to_recheck():
+        keep(set())  # fresh side processes for both commits: a recheck shares none with the screen
+        got = recheck(p.parent, p.sha)
+        if isinstance(got, GateVerdict):  # a pair that fails now leaves the point as it was
+            p.recheck = got
+            state.confirm()
+            after(state, p)
     if bisect is not None:
         # Every confirmed span not bisected yet, this run's or a resumed one's.
         spans = [p for p in state.regressions() if len(state.between(p.parent, p.sha)) > 1 and not p.bisection]
