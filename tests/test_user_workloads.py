@@ -480,37 +480,29 @@ def test_check_all_in_a_project_runs_the_builtins_too(tmp_path):
 
 @pytest.mark.slow
 def test_pair_trace_profile_step_compare_and_report_work_on_it(project):
-    res = perfsuite(
-        project,
-        "pair",
-        "tiny_mlp",
-        "--vary",
-        "width=64,128",
-        "-p",
-        "batch_size=32",
-        "--device",
-        "cpu",
-        "--max-time",
-        "0.5",
-    )
-    assert res.returncode == 0 and "time 64/128" in res.stdout, res.stdout + res.stderr
-    res = perfsuite(
-        project, "profile-step", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--warmup-iters", "1"
-    )
-    assert res.returncode == 0 and "profile-step tiny_mlp" in res.stdout, res.stdout + res.stderr  # the ncu line
-    res = perfsuite(project, "trace", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu")
-    assert res.returncode == 0 and "top operators" in res.stdout, res.stdout + res.stderr
     out = project / "r.json"
-    assert (
-        perfsuite(
-            project, "run", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--max-time", "0.5", "--out", str(out)
-        ).returncode
-        == 0
+    cpu = ("-p", "batch_size=32", "--device", "cpu")
+    # One interpreter for the six, as a user's session with perfsuite.cli.main would run them
+    # (tests/cli_each.py): each still measures through its worker or side processes; a fresh
+    # interpreter per command cost seconds of imports each.
+    pair, profile, trace, run, compare, report = perfsuite_each(
+        project,
+        [
+            ("pair", "tiny_mlp", "--vary", "width=64,128", *cpu, "--max-time", "0.5"),
+            ("profile-step", "tiny_mlp", *cpu, "--warmup-iters", "1"),
+            ("trace", "tiny_mlp", *cpu),
+            ("run", "tiny_mlp", *cpu, "--max-time", "0.5", "--out", str(out)),
+            ("compare", str(out), str(out)),
+            ("report", str(out), "--out-dir", str(project / "rep")),
+        ],
+        _env(),
     )
-    res = perfsuite(project, "compare", str(out), str(out))
-    assert res.returncode == 0 and "tiny_mlp" in res.stdout, res.stdout + res.stderr
-    res = perfsuite(project, "report", str(out), "--out-dir", str(project / "rep"))
-    assert res.returncode == 0 and "tiny_mlp" in (project / "rep" / "summary.md").read_text()
+    assert pair.returncode == 0 and "time 64/128" in pair.stdout, pair.stdout + pair.stderr
+    assert profile.returncode == 0 and "profile-step tiny_mlp" in profile.stdout, profile.stdout + profile.stderr
+    assert trace.returncode == 0 and "top operators" in trace.stdout, trace.stdout + trace.stderr
+    assert run.returncode == 0 and json.loads(out.read_text())["records"][0]["workload"] == "tiny_mlp", run.stderr
+    assert compare.returncode == 0 and "tiny_mlp" in compare.stdout, compare.stdout + compare.stderr
+    assert report.returncode == 0 and "tiny_mlp" in (project / "rep" / "summary.md").read_text(), report.stderr
 
 
 def test_a_suite_file_in_the_users_repository_names_the_workload_and_runs_its_check(project):

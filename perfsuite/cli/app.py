@@ -88,6 +88,9 @@ WORKLOAD_COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # The command line as given (main([...]) from a script, else the process's): what a command
+    # quotes back to the user, never sys.argv, which belongs to whatever called main.
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if sys.stdout is None:  # started with standard output closed (`>&-`): Python gives None
         if sys.stderr is not None:
             print("error: standard output is closed; perfsuite reports there", file=sys.stderr)
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return 2
     except Exception as exc:  # noqa: BLE001 - a bug: no traceback on the console, one in a log file
-        log = _crash_log(exc)
+        log = _crash_log(exc, args.argv)
         err.print(Text("internal error: ", style="bold red") + Text(exception_text(exc)))
         err.print(Text(f"this is a perfsuite bug; the traceback is in {log}"))
         return EXIT_INTERNAL
@@ -197,7 +200,7 @@ def _quiet_stdout() -> None:
         pass
 
 
-def _crash_log(exc: BaseException) -> str:
+def _crash_log(exc: BaseException, argv: list[str]) -> str:
     """Write the traceback where the user can find it and attach it to a bug report."""
     import tempfile
     import traceback
@@ -210,7 +213,7 @@ def _crash_log(exc: BaseException) -> str:
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"perfsuite-crash-{stamp}-{os.getpid()}.log"
             # A new file only: in a shared /tmp the name could be a link planted by another user.
-            write_new_text(path, f"perfsuite {' '.join(sys.argv[1:])}\n{text}")
+            write_new_text(path, f"perfsuite {' '.join(argv)}\n{text}")
             return str(path)
         except (OSError, PerfsuiteError):
             continue

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from rich.text import Text
 
 from perfsuite.core import registry
@@ -54,9 +52,10 @@ def profile_step_command(args, console) -> int:
         raise
     except USER_CODE_ERRORS as exc:
         return _step_failed(console, w.name, exc)
+    given = getattr(args, "argv", None) or []
     argv = (
-        "python -m perfsuite " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        if sys.argv[1:]
+        "python -m perfsuite " + " ".join(shlex.quote(a) for a in given)
+        if given
         else "python -m perfsuite profile-step ..."
     )
     if not cuda:
