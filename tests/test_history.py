@@ -13,7 +13,7 @@ import pytest
 
 from perfsuite.compare.bisect import Commit
 from perfsuite.compare.gate import GateVerdict, PairedRun
-from perfsuite.compare.history import MEASURED, SKIPPED, History, Point
+from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, recheck_builds
 from perfsuite.compare.history_walk import range_commits, walk
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import sequential
@@ -471,3 +471,8 @@ def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when
     from perfsuite.report.history_page import write_page
 
     assert "<polygon" in write_page(state)  # drawn to the axis's edge, not refused
+
+
+def test_a_recheck_doubles_the_side_processes_on_the_cpu_not_on_a_gpu():
+    # On a GPU every side process holds its own model in the one device's memory.
+    assert recheck_builds(2, "cpu") == 4 and recheck_builds(3, "cuda") == 3 and recheck_builds(2, "cuda:1") == 2

@@ -15,7 +15,7 @@ from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect_probe import Prober, subject
 from perfsuite.compare.gate import GateVerdict
-from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, RECHECK_BUILDS, History, Point, Window
+from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, History, Point, Window, recheck_builds
 from perfsuite.compare.history_walk import PairProber, dirty, range_commits, walk
 from perfsuite.compare.why_sides import why_commits
 from perfsuite.core import registry
@@ -150,7 +150,7 @@ def _one(name: str, args, console) -> int:
                 prober.keep_only,
                 _bisector(w, params, revs, device, threads, args, console),
                 lambda a, b: _rechecked(
-                    prober, a, b, args.budget * RECHECK_BUDGET, args.builds * RECHECK_BUILDS, console
+                    prober, a, b, args.budget * RECHECK_BUDGET, recheck_builds(args.builds, device), console
                 ),
             )
         state.confirm()

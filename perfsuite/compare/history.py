@@ -16,7 +16,7 @@ Confirmed, in two stages:
 1. a screen: the point's own sequential test said slower beyond the threshold (the larger of the
    history's threshold and the case's learned noise floor), at alpha = --fdr;
 2. a recheck: every screened point is paired again with fresh side processes, twice the builds
-   (RECHECK_BUILDS) for RECHECK_BUDGET times the budget (as bisect confirms --bad), and
+   on the CPU (recheck_builds) for RECHECK_BUDGET times the budget (as bisect confirms --bad), and
    confirmed when that recheck's test says slower and survives Benjamini-Hochberg at --fdr
    across every recheck of the history (false discoveries controlled across commits, as the gate
    does across cases).
@@ -57,6 +57,15 @@ HISTORY_RULE = 2  # 2: screened, then confirmed by a recheck; 1: Benjamini-Hochb
 # A point its own test called slower is paired again: this many budgets, this many times the builds.
 RECHECK_BUDGET = 3
 RECHECK_BUILDS = 2
+
+
+def recheck_builds(builds: int, device: str) -> int:
+    """Side processes a side for a recheck: twice the history's on the CPU, where a process's
+    placement is what the recheck dilutes; the same on a GPU, where every side process holds its
+    own copy of the model in the one device's memory."""
+    return builds * RECHECK_BUILDS if device == "cpu" else builds
+
+
 # A window whose chained ratio since the last confirmed change reaches this many thresholds (and
 # at least FROG_MIN) is gated directly, end against start: many small steps, none confirmed alone.
 FROG_MIN = 0.03
