@@ -129,3 +129,16 @@ def test_an_error_naming_a_long_path_stays_one_line_when_piped(tmp_path, capsys)
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and len(err) > 250, err
     assert err.count("\n") == 1 and str(deep) in err, err
+
+
+def test_a_crash_log_names_the_command_line_without_a_store_password(tmp_path, monkeypatch, capsys):
+    # A bug (here: `list` made to raise) is exit 4 with the traceback in a log file, whose first
+    # line is the command as given to main(), a URL's password hidden.
+    from perfsuite.cli import app
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setitem(app.COMMANDS, "list", lambda args, console: 1 / 0)
+    code = cli.main(["--machine-log", "postgresql://ci:s3cret@db/p", "list"])
+    assert code == app.EXIT_INTERNAL
+    (log,) = (tmp_path / ".cache" / "perfsuite" / "logs").glob("perfsuite-crash-*.log")
+    assert log.read_text().splitlines()[0] == "perfsuite --machine-log postgresql://ci:***@db/p list"

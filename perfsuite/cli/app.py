@@ -43,6 +43,7 @@ from perfsuite.cli.why import why_command
 from perfsuite.core.discover import discover, find_project, project_paths, workload_files
 from perfsuite.core.errors import PerfsuiteError, exception_text
 from perfsuite.core.text import printable
+from perfsuite.measuring.system import hide_credentials
 from perfsuite.storage.write import write_new_text
 
 COMMANDS = {
@@ -213,7 +214,8 @@ def _crash_log(exc: BaseException, argv: list[str]) -> str:
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"perfsuite-crash-{stamp}-{os.getpid()}.log"
             # A new file only: in a shared /tmp the name could be a link planted by another user.
-            write_new_text(path, f"perfsuite {' '.join(argv)}\n{text}")
+            # A store URL on the command line may carry its password: never into a log file.
+            write_new_text(path, f"perfsuite {hide_credentials(' '.join(argv))}\n{text}")
             return str(path)
         except (OSError, PerfsuiteError):
             continue

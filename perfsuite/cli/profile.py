@@ -9,6 +9,7 @@ from perfsuite.core.case import Case
 from perfsuite.core.errors import USER_CODE_ERRORS, PerfsuiteError, exception_text
 from perfsuite.core.params import single_values
 from perfsuite.core.text import slug
+from perfsuite.measuring.system import hide_credentials
 from perfsuite.measuring.timing import synchronize
 from perfsuite.profiling.step_marking import split_from_profile
 from perfsuite.profiling.trace import check_trace_files, trace_window
@@ -53,8 +54,8 @@ def profile_step_command(args, console) -> int:
     except USER_CODE_ERRORS as exc:
         return _step_failed(console, w.name, exc)
     given = getattr(args, "argv", None) or []
-    argv = (
-        "python -m perfsuite " + " ".join(shlex.quote(a) for a in given)
+    argv = (  # a store URL's password is not printed back
+        "python -m perfsuite " + hide_credentials(" ".join(shlex.quote(a) for a in given))
         if given
         else "python -m perfsuite profile-step ..."
     )

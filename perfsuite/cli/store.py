@@ -54,10 +54,11 @@ class _Run:
 
 
 def _config(args) -> dict:
-    """The command's configuration as its run row keeps it (no store URL: it may hold a password)."""
+    """The command's configuration as its run row keeps it (no store URL: it may hold a password;
+    so may the raw command line, `argv`, which the parsed options hold the rest of)."""
     out = {}
     for k, v in vars(args).items():
-        if k in ("recorder", "store") or callable(v):
+        if k in ("recorder", "store", "argv") or callable(v):
             continue
         out[k] = (
             [str(x) for x in v]
