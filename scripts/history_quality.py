@@ -82,6 +82,11 @@ def make_repo(folder: Path, commits: int, change_at: int | None, extra_s: float)
     shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
     (repo / ".gitignore").write_text(".asv/\n.perfsuite/\n__pycache__/\n")
     _write_model(repo, 0.0)
+    # the one case both tools measure (asv would time every case of the workload's sweep)
+    bench = repo / "bench" / "tiny_mlp.py"
+    text = bench.read_text()
+    assert '"batch_size": [32, 128]' in text, "examples/my-project's tiny_mlp sweep changed: update this script"
+    bench.write_text(text.replace('"batch_size": [32, 128]', '"batch_size": [32]'))
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "the project")
@@ -215,12 +220,17 @@ def main() -> int:
     ap.add_argument("--max-time", type=float, default=3.0, help="perfsuite's seconds per pair (default 3)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-asv", action="store_true", help="perfsuite history alone")
+    ap.add_argument("--asv-only", action="store_true",
+                    help="asv alone, on histories already measured by perfsuite without it: each is rebuilt "
+                         "from its row (the same commit changed, by the same busy wait) and asv walks it")  # fmt: skip
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "history")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     dest = args.out / "history-quality.json"
     rows = json.loads(dest.read_text())["histories"] if dest.exists() else []
     sizes = {"step10": 0.10, "step3": 0.03, "aa": 0.0, "neighbour": 0.0}
+    if args.asv_only:
+        return asv_beside(rows, args, sizes, dest)
     for kind in args.kinds.split(","):
         for h in range(args.histories):
             if any(r["kind"] == kind and r["index"] == h and r["seed"] == args.seed for r in rows):
@@ -245,6 +255,35 @@ def main() -> int:
     print(table(rows))
     print(unchanged(rows))
     return 0
+
+
+def asv_beside(rows: list[dict], args: argparse.Namespace, sizes: dict, dest: Path) -> int:
+    """asv on the histories perfsuite measured without it, rebuilt from their rows: the same
+    number of commits, the same commit changed by the same busy wait (the row's step times its
+    kind's fraction), so both tools judge the same code history (the shas differ: new commits)."""
+    for row in rows:
+        if row["kind"] not in args.kinds.split(",") or row["index"] >= args.histories or row["asv"] is not None:
+            continue
+        with tempfile.TemporaryDirectory(prefix="perfsuite-history-quality-") as tmp:
+            shas, changed = make_repo(Path(tmp), row["commits"], row["changed_at"], sizes[row["kind"]] * row["step_s"])
+            av = run_asv(Path(tmp) / "project", shas, Neighbour() if row["kind"] == "neighbour" else None)
+        # asv's named commits are mapped to the perfsuite run's shas by their place in the history
+        # (the rebuilt history's commits are new objects with the same content)
+        ps_order = list(row["perfsuite"]["ratios"])  # the measured commits, oldest first
+        av["named"] = [_other(ps_order, shas, sha) for sha in av["named"]]
+        assert changed is None or _other(ps_order, shas, changed) == row["changed"], "rebuilt out of place"
+        row["asv"] = {**av, "rebuilt": True, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        dest.write_text(json.dumps({"histories": rows}, indent=1))
+        print(_line(row), flush=True)
+    print(table(rows))
+    return 0
+
+
+def _other(ps_order: list[str], shas: list[str], sha: str) -> str:
+    """The perfsuite run's sha at the rebuilt sha's place (shas[0] is the range's base, which
+    perfsuite does not measure: ps_order[i] is shas[i + 1])."""
+    i = shas.index(sha)
+    return ps_order[i - 1] if 1 <= i <= len(ps_order) else f"rebuilt:{sha}"
 
 
 def unchanged(rows: list[dict]) -> str:
@@ -279,12 +318,19 @@ def _score(row: dict, tool: str) -> tuple[bool | None, int]:
     return right, len(named - {row["changed"]})
 
 
+def _per_commit(row: dict, tool: str) -> float:
+    """Wall seconds per commit: perfsuite's pairs over the commits after the base; asv runs the
+    base too (one run per commit, commits + 1 runs)."""
+    got = row[tool]
+    return got["wall_per_commit_s"] if "wall_per_commit_s" in got else got["wall_s"] / row["commits"]
+
+
 def _line(row: dict) -> str:
     out = f"{row['kind']:<9} #{row['index']}: changed at {row['changed_at']}"
     for tool in ("perfsuite", "asv"):
         right, false = _score(row, tool)
         if row[tool] is not None:
-            out += f" | {tool}: right={right} false={false} wall/commit={row[tool]['wall_s'] / row['commits']:.1f}s"
+            out += f" | {tool}: right={right} false={false} wall/commit={_per_commit(row, tool):.1f}s"
     return out
 
 
@@ -298,7 +344,7 @@ def table(rows: list[dict]) -> str:
                 continue
             right = sum(1 for (ok, _), _r in scored if ok)
             false = sum(1 for (_, f), _r in scored if f)
-            wall = sum(r[tool]["wall_s"] / r["commits"] for _, r in scored) / len(scored)
+            wall = sum(_per_commit(r, tool) for _, r in scored) / len(scored)
             found = f"{right}/{len(scored)}" if of[0]["changed_at"] is not None else "-"
             lines.append(
                 f"{kind:<10} {len(of):>9}  {tool:<10} {found:>25}  {false:>15}/{len(scored):<7}  {wall:>12.1f}"
