@@ -187,7 +187,9 @@ def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, builds: int,
     """Stage 2 of the confirmation: `b` against `a` paired anew in fresh processes, for longer and
     with more of them (History.confirm)."""
     console.print(
-        Text(f"{b[:12]}: slower by its own test; rechecking in {2 * builds} fresh processes for {budget_s:g}s")
+        Text(
+            f"{a[:12]}..{b[:12]}: slower by its own test; rechecking in {2 * builds} fresh processes for {budget_s:g}s"
+        )
     )
     got = prober.pair(a, b, budget_s=budget_s, builds=builds)
     if isinstance(got, str):
@@ -260,11 +262,9 @@ def _save(state: History, log: Path) -> None:
 def _logged(state: History, p: Point | Window, log: Path, console) -> None:
     _save(state, log)
     if isinstance(p, Window):
+        said = f"rechecked: {p.recheck.describe()}" if p.recheck else f"gated end against start: {p.verdict.describe()}"
         console.print(
-            Text(
-                f"slow drift {p.start[:12]}..{p.end[:12]} gated end against start: {p.verdict.describe()}",
-                style="bold red" if p.verdict.confirmed else "",
-            )
+            Text(f"slow drift {p.start[:12]}..{p.end[:12]} {said}", style="bold red" if p.verdict.confirmed else "")
         )
         return
     subject = printable(state.subject_of(p.sha))
@@ -346,9 +346,9 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
         console.print(
             Text(printable(f"  environment changed at {sha[:12]}: {what} (not blamed on the code)"), style="yellow")
         )
-    drift = [w for w in state.windows if w.verdict.confirmed]
+    drift = state.drifts()
     for w in drift:
-        console.print(Text(f"  slow drift {w.start[:12]}..{w.end[:12]}: {w.verdict.describe()}", style="bold red"))
+        console.print(Text(f"  slow drift {w.start[:12]}..{w.end[:12]}: {w.evidence.describe()}", style="bold red"))
     console.print(Text(f"page: {page}"))
     newest = fresh or ({state.points[-1].sha} if state.points else set())
     return 1 if any(p.sha in newest for p in regressions) or any(w.end in newest for w in drift) else 0

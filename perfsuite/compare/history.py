@@ -14,7 +14,8 @@ interrupted resumes from its log and `--update` extends it with the commits that
 
 Confirmed, in two stages:
 1. a screen: the point's own sequential test said slower beyond the threshold (the larger of the
-   history's threshold and the case's learned noise floor), at alpha = --fdr;
+   history's threshold and the case's learned noise floor), at alpha = --fdr (a slow-drift
+   window's gate between its ends is a screen too, and goes through the same stage 2);
 2. a recheck: every screened point is paired again with fresh side processes, twice the builds
    on the CPU (recheck_builds) for RECHECK_BUDGET times the budget (as bisect confirms --bad), and
    confirmed when that recheck's test says slower and survives Benjamini-Hochberg at --fdr
@@ -110,6 +111,11 @@ class Point(documents.Result):
         return self.verdict.median_ratio if self.verdict and self.verdict.run.ratios else None
 
     @property
+    def ends(self) -> tuple[str, str]:
+        """(A, B) of the pair: what a recheck pairs again."""
+        return self.parent, self.sha
+
+    @property
     def evidence(self) -> GateVerdict | None:
         """The verdict a point is judged by: its recheck when it has one, else its first pairs."""
         return self.recheck or self.verdict
@@ -123,6 +129,18 @@ class Window(documents.Result):
     start: Name
     end: Name
     verdict: GateVerdict
+    # Confirmed as a point is (History.confirm): the window's gate is its screen; when that says
+    # slower the ends are paired again in fresh processes, and this recheck must survive
+    # Benjamini-Hochberg with the points' rechecks.
+    recheck: GateVerdict | None = None
+
+    @property
+    def ends(self) -> tuple[str, str]:
+        return self.start, self.end
+
+    @property
+    def evidence(self) -> GateVerdict:
+        return self.recheck or self.verdict
 
 
 @documents.register("history")
@@ -204,26 +222,32 @@ class History(documents.Result):
         return [p for p in self.points if p.outcome == MEASURED and p.verdict is not None]
 
     def confirm(self) -> list[Point]:
-        """Benjamini-Hochberg at the history's false-discovery rate over every recheck's test; a
-        point is confirmed when its recheck is kept and says slower (each point's
-        `verdict.confirmed` and `recheck.confirmed` set from it). The confirmed slower points."""
-        points = self.measured()
-        checked = [p for p in points if p.recheck is not None]
-        kept = stats.benjamini_hochberg([p.recheck.p for p in checked], self.fdr) if checked else []  # type: ignore[union-attr]
-        for p in points:
-            p.verdict.confirmed = False  # type: ignore[union-attr]
-        for p, r in zip(checked, kept):
-            p.recheck.confirmed = bool(r and p.recheck.run.decision == sequential.SLOWER)  # type: ignore[union-attr]
-            p.verdict.confirmed = p.recheck.confirmed  # type: ignore[union-attr]
-        return [p for p in points if p.verdict.confirmed]  # type: ignore[union-attr]
+        """Benjamini-Hochberg at the history's false-discovery rate over every recheck's test, the
+        points' and the slow-drift windows' together; one is confirmed when its recheck is kept
+        and says slower. Its first verdict's `confirmed` (which its word reads) is set from that:
+        a screen alone never confirms. The confirmed slower points."""
+        judged: list[Point | Window] = [*self.measured(), *self.windows]
+        checked = [x for x in judged if x.recheck is not None]
+        kept = stats.benjamini_hochberg([x.recheck.p for x in checked], self.fdr) if checked else []  # type: ignore[union-attr]
+        for x in judged:
+            x.verdict.confirmed = False  # type: ignore[union-attr]
+        for x, r in zip(checked, kept):
+            x.recheck.confirmed = bool(r and x.recheck.run.decision == sequential.SLOWER)  # type: ignore[union-attr]
+            x.verdict.confirmed = x.recheck.confirmed  # type: ignore[union-attr]
+        return self.regressions()
 
-    def to_recheck(self) -> list[Point]:
-        """The screened points not rechecked yet: slower by their own first test."""
+    def to_recheck(self) -> list[Point | Window]:
+        """What was screened and not rechecked yet, points first: slower by its own first test."""
+        judged: list[Point | Window] = [*self.measured(), *self.windows]
         return [
-            p
-            for p in self.measured()
-            if p.recheck is None and p.verdict.run.decision == sequential.SLOWER  # type: ignore[union-attr]
+            x
+            for x in judged
+            if x.recheck is None and x.verdict.run.decision == sequential.SLOWER  # type: ignore[union-attr]
         ]
+
+    def drifts(self) -> list[Window]:
+        """The slow-drift windows confirmed (screened, then rechecked)."""
+        return [w for w in self.windows if w.verdict.confirmed]
 
     def regressions(self) -> list[Point]:
         return [p for p in self.measured() if p.verdict.confirmed]  # type: ignore[union-attr]

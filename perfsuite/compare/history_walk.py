@@ -178,7 +178,8 @@ def walk(
     """Measure every pending commit against its parent (History.parent_of), oldest first; pair
     again with `recheck(parent, sha)` (fresh processes, longer; default `pair`) each point its
     own test called slower (History.to_recheck); then gate the one stretch whose
-    chained ratio crossed the limit with no point confirmed, if any (a slow drift). `after` runs
+    chained ratio crossed the limit with no point confirmed, if any (a slow drift), and recheck it
+    too when its gate says slower. `after` runs
     after each point and window (save the log, say so); `keep` is told which commits' sides are
     still needed. A confirmed point that spans several commits (--every N) is bisected:
     `bisect(parent, commits)` names the first slower commit of them, or None, with a line saying
@@ -199,16 +200,20 @@ def walk(
         new.append(point)
         state.confirm()
         after(state, point)
-    if recheck is None:
-        recheck = pair
-    # Every screened point of the log not rechecked yet, this run's or one an interrupted run left.
-    for p in state.to_recheck():
-        keep(set())  # fresh side processes for both commits: a recheck shares none with the screen
-        got = recheck(p.parent, p.sha)
-        if isinstance(got, GateVerdict):  # a pair that fails now leaves the point as it was
-            p.recheck = got
-            state.confirm()
-            after(state, p)
+    rechecks = recheck or pair
+
+    def rechecked() -> None:
+        # Everything screened slower and not rechecked yet: this run's, or what an interrupted
+        # run (or a log of before windows were rechecked) left.
+        for x in state.to_recheck():
+            keep(set())  # fresh side processes for both commits: a recheck shares none with the screen
+            got = rechecks(*x.ends)
+            if isinstance(got, GateVerdict):  # a pair that fails now leaves it as it was
+                x.recheck = got
+                state.confirm()
+                after(state, x)
+
+    rechecked()
     if bisect is not None:
         # Every confirmed span not bisected yet, this run's or a resumed one's.
         spans = [p for p in state.regressions() if len(state.between(p.parent, p.sha)) > 1 and not p.bisection]
@@ -221,8 +226,8 @@ def walk(
     if window is not None:
         got = pair(*window)
         if isinstance(got, GateVerdict):
-            w = Window(window[0], window[1], got)
-            w.verdict.confirmed = w.verdict.run.decision == "slower" and w.verdict.p < state.fdr
-            state.windows.append(w)
-            after(state, w)
+            state.windows.append(Window(window[0], window[1], got))
+            state.confirm()  # a window's own gate is a screen: confirmed only by its recheck
+            after(state, state.windows[-1])
+            rechecked()
     return new

@@ -99,8 +99,9 @@ def write_page(state: History) -> str:
         f"<h1>{_esc(title)}</h1>",
         f"<p>parameters {_esc(state.params)}; {len(state.commits)} commit(s) after "
         f"<code>{_esc(state.base.sha[:12])}</code> ({_esc(state.base.subject)}); each commit measured "
-        "against the one before it, interleaved; confirmed: the gate's sequential test after "
-        f"Benjamini-Hochberg across the history at {state.fdr:g}, threshold {state.threshold:g}.</p>",
+        "against the one before it, interleaved; confirmed: slower by its own sequential test, then "
+        "again when paired anew in fresh processes, that recheck kept by Benjamini-Hochberg across the "
+        f"history's rechecks at {state.fdr:g}; threshold {state.threshold:g}.</p>",
         _svg(state, rows),
     ]
     changes = state.env_changes()
@@ -108,11 +109,12 @@ def write_page(state: History) -> str:
         out.append("<h2>Environment changes</h2><ul>")
         out += [f"<li><code>{_esc(s[:12])}</code>: {_esc(what)}</li>" for s, what in changes]
         out.append("</ul>")
-    drift = [w for w in state.windows if w.verdict.confirmed]
+    drift = state.drifts()
     if drift:
         out.append("<h2>Slow drifts</h2><ul>")
         out += [
-            f"<li><code>{_esc(w.start[:12])}..{_esc(w.end[:12])}</code>: {_esc(w.verdict.describe())}</li>"
+            f"<li><code>{_esc(w.start[:12])}..{_esc(w.end[:12])}</code>: {_esc(w.verdict.describe())}; "
+            f"rechecked: {_esc(w.evidence.describe())}</li>"
             for w in drift
         ]
         out.append("</ul>")
