@@ -90,6 +90,58 @@ def test_confirmed_only_by_a_recheck_kept_after_benjamini_hochberg_across_the_re
     assert state.confirm() == []
 
 
+def test_what_a_run_confirmed_stays_confirmed_when_a_later_run_adds_rechecks():
+    state = _state(10)
+    # Run 1 (commits 0-4): commit 2 screened and rechecked slower at p 0.008, alone in its family.
+    pair = lambda a, b: _verdict(1.04 if b == state.commits[2].sha else 1.0, b == state.commits[2].sha)  # noqa: E731
+    recheck_p = {state.commits[2].sha: 0.008, state.commits[7].sha: 0.9}
+    recheck = lambda a, b: _verdict(1.04, b == state.commits[2].sha, p=recheck_p[b])  # noqa: E731
+    full = list(state.commits)
+    del state.commits[5:]
+    walk(state, pair, {}, recheck=recheck)
+    (p,) = state.regressions()
+    assert p.sha == full[2].sha and p.rechecked_in == 1 and state.confirmed_now() == [p]
+    # Run 2 (--update: commits 5-9): commit 7 screened slower, its recheck not (p 0.9). Corrected
+    # over the whole log, 0.008 beside 0.9 would need 0.005; each run is its own family, so
+    # yesterday's regression is not taken back, and this run confirmed nothing.
+    state.commits[:] = full
+    pair7 = lambda a, b: _verdict(1.03, b == full[7].sha)  # noqa: E731
+    walk(state, pair7, {}, recheck=recheck)
+    assert state.point(full[7].sha).rechecked_in == 2 and state.walks == 2
+    assert [p.sha for p in state.regressions()] == [full[2].sha] and state.confirmed_now() == []
+
+
+def test_ci_fails_on_a_regression_confirmed_by_a_run_that_measured_nothing_new(tmp_path):
+    from rich.console import Console
+
+    from perfsuite.cli.history import _summary
+
+    state = _state(5)
+    pair, _ = _pairer(state, {1: 1.5})
+
+    def interrupted(a, b):  # Ctrl-C (or CI's time limit) before commit 1's recheck
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        walk(state, pair, {}, recheck=interrupted)
+    assert state.regressions() == [] and len(state.to_recheck()) == 1
+    new = walk(state, pair, {})  # the rerun: nothing pending, commit 1 rechecked and confirmed
+    console = Console(record=True, width=300)
+    assert new == [] and _summary(state, set(), console, tmp_path / "h.html") == 1
+    walk(state, pair, {})  # the next run confirms nothing new: the newest commit carries none
+    assert _summary(state, set(), console, tmp_path / "h.html") == 0
+
+
+def test_a_slow_drift_after_a_speed_up_is_caught_from_the_fastest_commit():
+    state = _state(8)
+    # Commit 1 is 10% faster (not a regression: nothing resets the chain there); then +1.5% a
+    # commit. The chain since the base never passes +3%, but the rise from commit 1 does.
+    pair, asked = _pairer(state, {1: 0.9, **dict.fromkeys(range(2, 8), 1.015)})
+    walk(state, pair, {})
+    (w,) = state.windows
+    assert (w.start, w.end) == (state.commits[1].sha, state.commits[3].sha) and state.drifts() == [w]
+
+
 def test_a_screened_point_is_rechecked_in_fresh_processes_and_confirmed_by_the_recheck():
     state = _state(20)
     # Commits 7 and 13 read slower by their own tests; 7's recheck says slower, 13's does not.
@@ -334,8 +386,9 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
         (("--range", "nonsense"), "expected A..B"),
         (("--range", f"{first}..{shas[3]}", "--threshold", "0.2"), "another question"),
         (("--update", "--range", f"{shas[1]}..{shas[3]}"), "the stored history starts at"),
+        (("--update", "--html", str(log)), "the same file as the history's log"),
     ]
-    # One interpreter for the four: each is refused before anything is measured (tests/cli_each.py).
+    # One interpreter for the five: each is refused before anything is measured (tests/cli_each.py).
     for (bad, said), r in zip(cases, perfsuite_each(root, [(*common, *bad) for bad, _ in cases], _env())):
         assert r.returncode == 2 and said in r.stderr, (bad, r.stdout + r.stderr)
     (root / "NOTES.md").write_text("dirty\n")

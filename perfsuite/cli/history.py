@@ -77,6 +77,8 @@ def _one(name: str, args, console) -> int:
         log = args.log or Path(".perfsuite") / "history" / _log_name(w.name, params)
         check_output(log, "--log", replace=True)  # before any pair: a measured point is never lost to its log
         page = args.html or log.with_name(log.name.removesuffix(".json").removesuffix(".history") + ".html")
+        if page.resolve() == log.resolve():
+            raise ConfigError(f"--html {page}: the same file as the history's log; the page would replace it")
         check_output(page, "--html", replace=True)
         if args.asv is not None:  # before any pair: a history is never lost to a bad --asv
             check_output_dir(asv_history.results_dir(args.asv), "--asv's results folder")
@@ -159,6 +161,7 @@ def _one(name: str, args, console) -> int:
             for p in state.regressions() + state.improvements():
                 if p.why is None:  # this run's confirmed changes, and any a resumed run left unprofiled
                     p.why = _why(w, params, revs, p, device, threads, args, console, state.commits, state.base.sha)
+                    _save(state, log)  # each profile as it ends: Ctrl-C during the next keeps it
         _save(state, log)
         write_or_rescue(page, write_page(state), "--html")
         written: list[Path] = []
@@ -350,5 +353,11 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
     for w in drift:
         console.print(Text(f"  slow drift {w.start[:12]}..{w.end[:12]}: {w.evidence.describe()}", style="bold red"))
     console.print(Text(f"page: {page}"))
-    newest = fresh or ({state.points[-1].sha} if state.points else set())
-    return 1 if any(p.sha in newest for p in regressions) or any(w.end in newest for w in drift) else 0
+    # CI fails on what this run confirmed (a point measured now, or one an interrupted run left
+    # to recheck), and, when it measured nothing new, on a newest commit that carries a regression.
+    newest = set() if fresh else ({state.points[-1].sha} if state.points else set())
+    return (
+        1
+        if state.confirmed_now() or any(p.sha in newest for p in regressions) or any(w.end in newest for w in drift)
+        else 0
+    )

@@ -45,7 +45,7 @@ from pydantic import AfterValidator, Field
 from perfsuite.compare.bisect import Commit
 from perfsuite.compare.gate import ALPHA, GateVerdict
 from perfsuite.core import documents
-from perfsuite.core.documents import Name, NonNegative, Params, Text
+from perfsuite.core.documents import Count, Name, NonNegative, Params, Text
 from perfsuite.core.errors import ConfigError
 from perfsuite.measuring.env import mismatches
 from perfsuite.stats import sequential
@@ -96,6 +96,7 @@ class Point(documents.Result):
     # Stage 2: the pair measured again in fresh processes, longer, when its own test said slower
     # (module docstring); its verdict's `confirmed` is the point's.
     recheck: GateVerdict | None = None
+    rechecked_in: Count = 0  # the walk (History.walks) whose false-discovery family holds the recheck
     # With --every N a point spans several commits: the one a bisection inside it named (None:
     # not bisected, or the point is one commit), and how that bisection ended.
     culprit: Name | None = None
@@ -133,6 +134,7 @@ class Window(documents.Result):
     # slower the ends are paired again in fresh processes, and this recheck must survive
     # Benjamini-Hochberg with the points' rechecks.
     recheck: GateVerdict | None = None
+    rechecked_in: Count = 0  # as Point's
 
     @property
     def ends(self) -> tuple[str, str]:
@@ -155,6 +157,7 @@ class History(documents.Result):
     settings: dict = field(default_factory=dict)  # budget, builds, threshold, fdr, threads, heap, rule
     points: Annotated[list[Point], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
     windows: Annotated[list[Window], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
+    walks: Count = 0  # the runs that have walked this log (each run's rechecks are one family)
 
     # ---- the walk -----------------------------------------------------------------------------
     def point(self, sha: str) -> Point | None:
@@ -222,19 +225,29 @@ class History(documents.Result):
         return [p for p in self.points if p.outcome == MEASURED and p.verdict is not None]
 
     def confirm(self) -> list[Point]:
-        """Benjamini-Hochberg at the history's false-discovery rate over every recheck's test, the
-        points' and the slow-drift windows' together; one is confirmed when its recheck is kept
-        and says slower. Its first verdict's `confirmed` (which its word reads) is set from that:
-        a screen alone never confirms. The confirmed slower points."""
+        """Benjamini-Hochberg at the history's false-discovery rate over the rechecks' tests, the
+        points' and the slow-drift windows' together, one family per run (`rechecked_in`): what a
+        run confirmed stays confirmed when a later run (tomorrow's --update) adds rechecks of its
+        own, and each run's alarms are controlled among themselves. One is confirmed when its
+        recheck is kept and says slower; its first verdict's `confirmed` (which its word reads)
+        is set from that: a screen alone never confirms. The confirmed slower points."""
         judged: list[Point | Window] = [*self.measured(), *self.windows]
-        checked = [x for x in judged if x.recheck is not None]
-        kept = stats.benjamini_hochberg([x.recheck.p for x in checked], self.fdr) if checked else []  # type: ignore[union-attr]
+        families: dict[int, list[Point | Window]] = {}
         for x in judged:
             x.verdict.confirmed = False  # type: ignore[union-attr]
-        for x, r in zip(checked, kept):
-            x.recheck.confirmed = bool(r and x.recheck.run.decision == sequential.SLOWER)  # type: ignore[union-attr]
-            x.verdict.confirmed = x.recheck.confirmed  # type: ignore[union-attr]
+            if x.recheck is not None:
+                families.setdefault(x.rechecked_in, []).append(x)
+        for family in families.values():
+            kept = stats.benjamini_hochberg([x.recheck.p for x in family], self.fdr)  # type: ignore[union-attr]
+            for x, r in zip(family, kept):
+                x.recheck.confirmed = bool(r and x.recheck.run.decision == sequential.SLOWER)  # type: ignore[union-attr]
+                x.verdict.confirmed = x.recheck.confirmed  # type: ignore[union-attr]
         return self.regressions()
+
+    def confirmed_now(self) -> list[Point | Window]:
+        """What the latest run confirmed: the regressions and drifts rechecked in it."""
+        confirmed: list[Point | Window] = [*self.regressions(), *self.drifts()]
+        return [x for x in confirmed if x.rechecked_in == self.walks and self.walks]
 
     def to_recheck(self) -> list[Point | Window]:
         """What was screened and not rechecked yet, points first: slower by its own first test."""
@@ -291,24 +304,27 @@ class History(documents.Result):
         return out
 
     def frog_window(self) -> tuple[str, str] | None:
-        """(start, end) of the first stretch not gated yet whose chained ratio reached
-        max(FROG_MIN, 3 x threshold) slower with no single point confirmed. A stretch starts at
-        the base, after a confirmed change, or where a gated stretch ended (so a history that
-        keeps drifting is gated again further on)."""
+        """(start, end) of the first stretch not gated yet whose chained ratio rose by
+        max(FROG_MIN, 3 x threshold) with no single point confirmed: from the fastest commit
+        since the base, a confirmed change or a gated stretch's end (so a drift after a speed-up
+        is caught, and a history that keeps drifting is gated again further on), to the commit
+        where the rise reached the limit."""
         limit = math.log1p(max(FROG_MIN, 3 * self.threshold))
-        start, log_chain = self.base.sha, 0.0
+        log_chain, low, low_at = 0.0, 0.0, self.base.sha
         for c in self.commits:
             p = self.point(c.sha)
             if p is None or p.outcome != MEASURED or p.verdict is None or not p.ratio:
                 continue
             if p.verdict.confirmed:
-                start, log_chain = c.sha, 0.0
+                log_chain, low, low_at = 0.0, 0.0, c.sha
                 continue
             log_chain += math.log(p.ratio)
-            if log_chain >= limit:
-                if not any(w.start == start and w.end == c.sha for w in self.windows):
-                    return start, c.sha
-                start, log_chain = c.sha, 0.0  # gated already: the next stretch starts here
+            if log_chain < low:
+                low, low_at = log_chain, c.sha
+            if log_chain - low >= limit:
+                if not any(w.start == low_at and w.end == c.sha for w in self.windows):
+                    return low_at, c.sha
+                log_chain, low, low_at = 0.0, 0.0, c.sha  # gated already: the next stretch starts here
         return None
 
     def env_changes(self) -> list[tuple[str, str]]:

@@ -185,6 +185,7 @@ def walk(
     `bisect(parent, commits)` names the first slower commit of them, or None, with a line saying
     how it ended. Returns the points measured now."""
     new: list[Point] = []
+    state.walks += 1  # this run: its rechecks are one false-discovery family (History.confirm)
     for c in state.pending():
         parent = state.parent_of(c.sha)
         t0 = time.monotonic()
@@ -209,7 +210,7 @@ def walk(
             keep(set())  # fresh side processes for both commits: a recheck shares none with the screen
             got = rechecks(*x.ends)
             if isinstance(got, GateVerdict):  # a pair that fails now leaves it as it was
-                x.recheck = got
+                x.recheck, x.rechecked_in = got, state.walks
                 state.confirm()
                 after(state, x)
 

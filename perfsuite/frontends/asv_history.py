@@ -6,7 +6,9 @@ ratio up to that commit: a series in seconds that a change of machine speed betw
 not move, beside the separate runs asv measured itself. It is a `track` benchmark named
 `perfsuite_history.<workload>.<case>` with its own environment name, so the two series never
 mix; `benchmarks.json` gets its description (asv publish skips results of benchmarks it does
-not know). Written through asv's own `Results` class, so the files are asv's format.
+not know). `asv run` rewrites that list with the benchmarks it discovers, dropping this one until
+the next export re-adds it: in CI, export after `asv run` (each export writes the whole series).
+Written through asv's own `Results` class, so the files are asv's format.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from perfsuite.compare.history import History
 from perfsuite.core.errors import ConfigError
+from perfsuite.storage.write import write_text
 
 ENV_NAME = "perfsuite-history"
 VERSION = "perfsuite-paired-history-1"  # asv compares results only within one benchmark version
@@ -121,7 +124,7 @@ def export(state: History, conf: Path, repo: Path) -> list[Path]:
     if not isinstance(known, dict):
         raise ConfigError(f"{index}: not asv's benchmark list (a JSON object)")
     known[name] = bench
-    index.write_text(json.dumps(known, indent=4, sort_keys=True))
+    write_text(index, json.dumps(known, indent=4, sort_keys=True))  # atomic: asv's own list is never left cut
     python = ".".join(platform.python_version_tuple()[:2])
     params = {k: v for k, v in machine_params.items() if k != "version"}
     written = []
