@@ -90,6 +90,39 @@ def test_confirmed_only_by_a_recheck_kept_after_benjamini_hochberg_across_the_re
     assert state.confirm() == []
 
 
+def test_a_recheck_whose_interval_reaches_the_threshold_confirms_nothing():
+    state = _state(3)
+    for c in state.commits:
+        state.points.append(Point(c.sha, state.parent_of(c.sha), MEASURED, _verdict(1.0, False, p=0.8)))
+    state.points[1].verdict = _verdict(1.03, True, p=1e-5)
+    # Its test says slower at p 1e-6, but its pairs (1.015 +- 1%) leave an interval reaching below
+    # 1.01: not beyond the threshold, so not confirmed (it would show as "undecided").
+    state.points[1].recheck = _verdict(1.015, True, p=1e-6)
+    lo, _ = state.points[1].recheck.interval
+    assert lo < 1.01 and state.confirm() == [] and state.points[1].verdict.word != "slower"
+    state.points[1].recheck = _verdict(1.03, True, p=1e-6)
+    assert [p.sha for p in state.confirm()] == [state.commits[1].sha]
+    assert state.points[1].recheck.word == "slower" and state.points[1].verdict.confirmed
+
+
+def test_a_log_of_another_confirmation_rule_is_refused_and_left_as_it_is(tmp_path):
+    from perfsuite.cli.history import _stored
+    from perfsuite.compare.history import HISTORY_RULE
+
+    state = _state(3)
+    walk(state, _pairer(state, {1: 1.5})[0], {})
+    state.settings["rule"] = HISTORY_RULE - 1  # rule 2 confirmed by the recheck's test alone
+    log = tmp_path / "h.history.json"
+    log.write_text(document("history", [state.to_dict()]))
+    before = log.read_bytes()
+    with pytest.raises(ConfigError, match=f"rule {HISTORY_RULE - 1} .* rule {HISTORY_RULE}.*left as it is"):
+        _stored(log)
+    assert log.read_bytes() == before
+    state.settings["rule"] = HISTORY_RULE
+    log.write_text(document("history", [state.to_dict()]))
+    assert _stored(log) is not None
+
+
 def test_what_a_run_confirmed_stays_confirmed_when_a_later_run_adds_rechecks():
     state = _state(10)
     # Run 1 (commits 0-4): commit 2 screened and rechecked slower at p 0.008, alone in its family.

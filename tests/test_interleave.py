@@ -78,3 +78,25 @@ def test_the_gates_rotation_gives_neither_side_the_warm_repeats():
     run = paired_ratios(a, b, _WarmRepeatClock(), budget_s=2.0)
     assert statistics.median(run.ratios) == pytest.approx(1.0, abs=1e-9)
     assert statistics.geometric_mean(run.ratios) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_each_pairing_of_builds_gets_both_orders_so_the_warm_turn_does_not_widen_the_interval():
+    """With an even number of builds, alternating the first side by block alone gave pairing 0
+    A B B A every time and pairing 1 B A A B: the warm turn read as a difference between
+    pairings (0.96 against 1.04 here), and the interval, which widens by that difference, could
+    not exclude 1 at a real +3% step (history's rechecks, 2026-11-28). Each pairing alternates
+    on its own visits: every pairing's median is the step's, and nothing is added to the interval."""
+    import statistics
+
+    from perfsuite.compare.gate import paired_ratios
+    from perfsuite.stats.verdict import ratio_interval
+
+    for k in (2, 3, 4):
+        a, b = [(lambda: None) for _ in range(k)], [(lambda: None) for _ in range(k)]
+        run = paired_ratios(a, b, _WarmRepeatClock(), budget_s=2.0)
+        by_pairing: dict[int, list[float]] = {}
+        for u, r in zip(run.units, run.ratios):
+            by_pairing.setdefault(u, []).append(r)
+        assert len(by_pairing) == k
+        assert all(statistics.median(rs) == pytest.approx(1.0, abs=1e-9) for rs in by_pairing.values()), k
+        assert ratio_interval(run.ratios, 0.01, run.units) == pytest.approx(ratio_interval(run.ratios, 0.01)), k

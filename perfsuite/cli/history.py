@@ -241,7 +241,11 @@ def _stored(log: Path) -> History | None:
     except (RecordError, ValueError) as exc:
         raise ConfigError(f"--log {log}: not a readable history ({exc}); it is left as it is") from None
     if old.settings.get("rule") != HISTORY_RULE:
-        raise ConfigError(f"--log {log}: written under another rule; remove it or give another --log")
+        raise ConfigError(
+            f"--log {log}: written under rule {old.settings.get('rule')!r} of confirming a regression, and this "
+            f"perfsuite confirms by rule {HISTORY_RULE} (docs/history.md): its points would not be judged alike; "
+            "it is left as it is: remove it or give another --log"
+        )
     return old
 
 

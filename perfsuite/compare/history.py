@@ -18,9 +18,9 @@ Confirmed, in two stages:
    window's gate between its ends is a screen too, and goes through the same stage 2);
 2. a recheck: every screened point is paired again with fresh side processes, twice the builds
    on the CPU (recheck_builds) for RECHECK_BUDGET times the budget (as bisect confirms --bad), and
-   confirmed when that recheck's test says slower and survives Benjamini-Hochberg at --fdr
-   across every recheck of the history (false discoveries controlled across commits, as the gate
-   does across cases).
+   confirmed when that recheck's test says slower, survives Benjamini-Hochberg at --fdr across
+   the rechecks of the same run (false discoveries controlled across commits, as the gate does
+   across cases), and its interval lies wholly beyond the threshold (or the case's floor).
 Why a recheck, not Benjamini-Hochberg over the screens: the sequential test stops as soon as its
 boundary is crossed, so a real +3% step often ends with p just under alpha, which a correction
 across 20 commits cannot keep; and a point's pairs share their few side processes, whose own
@@ -54,7 +54,10 @@ from perfsuite.stats import verdict as words
 
 MEASURED, SKIPPED = "measured", "skipped"
 # What a history's points are judged by, stored in its settings: a log of another rule is refused.
-HISTORY_RULE = 2  # 2: screened, then confirmed by a recheck; 1: Benjamini-Hochberg over the points
+# 3: screened, then confirmed by a recheck whose interval lies beyond the threshold (each pairing
+# of builds given both orders: perfsuite.compare.gate._b_first); 2: by the recheck's test alone;
+# 1: Benjamini-Hochberg over the points.
+HISTORY_RULE = 3
 # A point its own test called slower is paired again: this many budgets, this many times the builds.
 RECHECK_BUDGET = 3
 RECHECK_BUILDS = 2
@@ -240,8 +243,13 @@ class History(documents.Result):
         for family in families.values():
             kept = stats.benjamini_hochberg([x.recheck.p for x in family], self.fdr)  # type: ignore[union-attr]
             for x, r in zip(family, kept):
-                x.recheck.confirmed = bool(r and x.recheck.run.decision == sequential.SLOWER)  # type: ignore[union-attr]
-                x.verdict.confirmed = x.recheck.confirmed  # type: ignore[union-attr]
+                v = x.recheck
+                assert v is not None
+                # Its test says slower, and its interval (which the pairings' spread widens, as
+                # the test's p does not) lies wholly beyond the threshold: the case's learned
+                # floor where that is larger. The word a confirmed change is shown with is "slower".
+                v.confirmed = bool(r and v.run.decision == sequential.SLOWER and v.interval[0] > 1 + v.threshold)
+                x.verdict.confirmed = v.confirmed  # type: ignore[union-attr]
         return self.regressions()
 
     def confirmed_now(self) -> list[Point | Window]:
