@@ -123,6 +123,47 @@ def test_a_log_of_another_confirmation_rule_is_refused_and_left_as_it_is(tmp_pat
     assert _stored(log) is not None
 
 
+def test_every_workload_is_walked_when_one_of_them_is_refused(monkeypatch):
+    import argparse
+    import types
+
+    from rich.console import Console
+
+    import perfsuite.cli.history as cli
+
+    walked = []
+
+    def one(name, args, console):
+        walked.append(name)
+        if name == "new_step":
+            raise ConfigError("--update: no stored history to extend; start one with --range A..B")
+        return 1 if name == "slow_step" else 0
+
+    mine = {n: types.SimpleNamespace(builtin=False) for n in ("new_step", "slow_step", "calm_step")}
+    monkeypatch.setattr(cli, "_one", one)
+    monkeypatch.setattr(cli.registry, "names", lambda: list(mine))
+    monkeypatch.setattr(cli.registry, "get", mine.__getitem__)
+    console = Console(record=True, width=300)
+    args = argparse.Namespace(workload=None, log=None, html=None, range_=None, update=True)
+    # The nightly --update of every workload: one without a log yet is named and the others are
+    # still measured; the exit is the worst (2: a refusal; 1 alone would be a regression).
+    assert cli.history_command(args, console) == 2 and walked == ["new_step", "slow_step", "calm_step"]
+    assert "new_step: not measured: --update: no stored history" in console.export_text()
+
+
+def test_one_run_at_a_time_measures_into_a_log(tmp_path):
+    import os
+
+    from perfsuite.cli.history import _hold
+
+    log = tmp_path / "h.history.json"
+    fd = _hold(log)  # a CI job measuring into it
+    with pytest.raises(ConfigError, match="another perfsuite history is measuring into it"):
+        _hold(log)  # an overlapping job: refused at once, before it reads the log
+    os.close(fd)  # the first ended (or was killed: the kernel lets go)
+    os.close(_hold(log))
+
+
 def test_what_a_run_confirmed_stays_confirmed_when_a_later_run_adds_rechecks():
     state = _state(10)
     # Run 1 (commits 0-4): commit 2 screened and rechecked slower at p 0.008, alone in its family.

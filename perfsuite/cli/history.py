@@ -4,8 +4,10 @@ slow drift), a page, and the exit status CI reads."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from perfsuite.measuring.env import comparable, fingerprint
 from perfsuite.report.history_page import write_page
 from perfsuite.run.execute import runnable
 from perfsuite.storage.files import document, load_document
-from perfsuite.storage.write import check_output, check_output_dir, write_or_rescue
+from perfsuite.storage.write import check_output, check_output_dir, try_lock, write_or_rescue
 
 
 def history_command(args, console) -> int:
@@ -42,7 +44,13 @@ def history_command(args, console) -> int:
         raise ConfigError("give --range A..B, or --update to extend a stored history up to HEAD")
     code = 0
     for name in names:
-        code = max(code, _one(name, args, console))
+        if len(names) == 1:
+            return _one(name, args, console)
+        try:
+            code = max(code, _one(name, args, console))
+        except ConfigError as exc:  # one workload refused (no log to --update yet, its base broken): the others go on
+            console.print(Text(printable(f"{name}: not measured: {exc}"), style="yellow"), soft_wrap=True)
+            code = max(code, 2)
     return code
 
 
@@ -54,7 +62,7 @@ def _one(name: str, args, console) -> int:
     device = resolve_device(args.device)
     threads = RunConfig(threads=args.threads).threads_on(device)  # 1 on the CPU, as the gate
     runnable([Case(w, params)], device)
-    with revisions.Revisions(w, args.workloads_from) as revs:
+    with revisions.Revisions(w, args.workloads_from) as revs, contextlib.ExitStack() as held:
         changed = dirty(revs.repo)
         if changed and not args.allow_dirty:
             raise ConfigError(
@@ -76,6 +84,7 @@ def _one(name: str, args, console) -> int:
         }
         log = args.log or Path(".perfsuite") / "history" / _log_name(w.name, params)
         check_output(log, "--log", replace=True)  # before any pair: a measured point is never lost to its log
+        held.callback(os.close, _hold(log))  # before reading it: one run at a time writes a log
         page = args.html or log.with_name(log.name.removesuffix(".json").removesuffix(".history") + ".html")
         if page.resolve() == log.resolve():
             raise ConfigError(f"--html {page}: the same file as the history's log; the page would replace it")
@@ -231,6 +240,17 @@ def _log_name(name: str, params: dict) -> str:
 
 def _params(params: dict) -> str:
     return "[" + ",".join(f"{k}={v}" for k, v in params.items()) + "]"
+
+
+def _hold(log: Path) -> int:
+    """The log's lock (LOG.lock beside it) for this run: a second run on the same log (two CI
+    jobs that overlap) would read the same points and the last to save would drop the other's."""
+    fd = try_lock(log.with_name(log.name + ".lock"))
+    if fd is None:
+        raise ConfigError(
+            f"--log {log}: another perfsuite history is measuring into it; wait for it to end or give another --log"
+        )
+    return fd
 
 
 def _stored(log: Path) -> History | None:

@@ -296,6 +296,21 @@ def open_lock(path: str | os.PathLike[str]) -> int:
     return fd
 
 
+def try_lock(path: str | os.PathLike[str], *, shared: bool = False) -> int | None:
+    """An flock on the lock file `path` (open_lock), taken without waiting: its descriptor (close
+    it to let go), or None when another process holds it. The kernel drops it when its process
+    ends, however it ends: no stale locks."""
+    import fcntl
+
+    fd = open_lock(path)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def save_figure(fig: Figure, path: str | os.PathLike[str], **kwargs: Any) -> Path:
     """A matplotlib figure, rendered in memory and written like any other file."""
     import warnings

@@ -23,7 +23,7 @@ from perfsuite.run.execute import RECORDS, Case, Events
 from perfsuite.storage.files import DocumentWriter, ResultsWriter, atomic_write_text, document, versioned, writable_dir
 from perfsuite.storage.peaks import peak_for
 from perfsuite.storage.read import read_json
-from perfsuite.storage.write import open_lock
+from perfsuite.storage.write import try_lock
 from perfsuite.store.shards import in_shard
 from perfsuite.suite.file import Suite, config_digest, resolved_config
 
@@ -111,16 +111,11 @@ def lock_output(out: Path):
     """Hold `out` for this run: a second run into the same folder would measure every case again
     and race on its files, so it fails at once. The lock is an flock on `out/.lock`, which the
     kernel releases whenever this process ends, however it ends: no stale locks."""
-    import fcntl
-
-    fd = open_lock(out / ".lock")  # a planted symlink is refused, never followed
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    fd = try_lock(out / ".lock")  # a planted symlink is refused, never followed
+    if fd is None:
         raise ConfigError(
             f"output directory {out} is in use by another perfsuite run; wait for it or choose another --out"
-        ) from None
+        )
     return fd
 
 
