@@ -13,7 +13,7 @@ import pytest
 
 from perfsuite.compare.bisect import Commit
 from perfsuite.compare.gate import GateVerdict, PairedRun
-from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, recheck_builds
+from perfsuite.compare.history import MEASURED, SKIPPED, History, Point
 from perfsuite.compare.history_walk import range_commits, walk
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import sequential
@@ -206,6 +206,16 @@ def test_ci_fails_on_a_regression_confirmed_by_a_run_that_measured_nothing_new(t
     assert _summary(state, set(), console, tmp_path / "h.html") == 0
 
 
+def test_one_unconfirmed_point_is_not_gated_again_as_a_drift():
+    state = _state(6)
+    # Commit 2 reads 1.05 and its recheck does not confirm it: its pair was judged twice; the
+    # chain passes 3% at it, but a stretch of that one point is not a drift. Two more +1% points
+    # make one (from commit 1, the lowest point before, to commit 4).
+    pair, asked = _pairer(state, {2: 1.05, 3: 1.01, 4: 1.01})
+    walk(state, pair, {}, recheck=lambda a, b: _verdict(1.0, False, p=0.9))
+    assert [(w.start, w.end) for w in state.windows] == [(state.commits[1].sha, state.commits[3].sha)]
+
+
 def test_a_slow_drift_after_a_speed_up_is_caught_from_the_fastest_commit():
     state = _state(8)
     # Commit 1 is 10% faster (not a regression: nothing resets the chain there); then +1.5% a
@@ -249,9 +259,11 @@ def test_a_screened_point_is_rechecked_in_fresh_processes_and_confirmed_by_the_r
     walked(20)
     assert rechecked[1] == (state.commits[12].sha, state.commits[13].sha)
     assert [p.sha for p in state.regressions()] == [state.commits[7].sha]
-    # Commit 13's unconfirmed 1.035 took the chain since 7 past 3%: that window's gate (the fake
-    # pair says slower) is a screen, and its recheck (not slower) leaves no drift confirmed.
-    assert rechecked[2:] == [(state.commits[7].sha, state.commits[13].sha)] and state.drifts() == []
+    # Commit 13's unconfirmed 1.035 took the chain since 7 past 3%, but by itself: its own pair,
+    # rechecked already, is not gated again as a drift; the stretch 12..14 is (its gate, not
+    # slower here, needs no recheck), and no drift is confirmed.
+    assert rechecked[2:] == [] and [w.ends for w in state.windows] == [(state.commits[12].sha, state.commits[14].sha)]
+    assert state.drifts() == []
     assert asked[:20] == list(range(20)) and asked.count(7) == 1
 
 
@@ -394,7 +406,7 @@ def test_the_page_marks_the_regression_and_escapes_what_a_repository_says():
 def test_the_page_and_the_console_list_a_drift_only_once_its_recheck_confirms_it(tmp_path):
     from rich.console import Console
 
-    from perfsuite.cli.history import _summary
+    from perfsuite.cli.history import _profiled_ends, _summary
     from perfsuite.report.history_page import write_page
 
     state = _state(6)
@@ -405,11 +417,24 @@ def test_the_page_and_the_console_list_a_drift_only_once_its_recheck_confirms_it
     assert _summary(state, set(), console, tmp_path / "h.html") == 0 and "slow drift" not in console.export_text()
     walk(state, pair, {}, recheck=lambda a, b: _verdict(1.031, True, p=0.001))  # the next stretch, 2..5
     (w,) = state.drifts()
+    # What `why` compares for it: its end against its start; its operators go with it.
+    assert _profiled_ends(w, state) == (state.commits[2].sha, state.commits[5].sha)
+    w.why = {
+        "metric": "self_cpu_us",
+        "rows": [{"name": "aten::addmm", "a": {"self_cpu_us": 10}, "b": {"self_cpu_us": 25}}],
+    }
     page = write_page(state)
-    assert "Slow drifts" in page and "rechecked:" in page and w.end[:12] in page
+    assert "Slow drifts" in page and "rechecked:" in page and w.end[:12] in page and "aten::addmm +15 us" in page
     fresh = {state.commits[5].sha}  # the drift ends at a commit this run measured: CI's exit 1
     assert _summary(state, fresh, console, tmp_path / "h.html") == 1
-    assert f"slow drift {w.start[:12]}..{w.end[:12]}: slower, ratio 1.031" in console.export_text()
+    said = console.export_text()
+    assert f"slow drift {w.start[:12]}..{w.end[:12]}: slower, ratio 1.031" in said and "aten::addmm +15 us" in said
+    # A point is profiled against its parent; one a bisection narrowed, its culprit against the
+    # commit before the culprit.
+    p = state.points[4]
+    assert _profiled_ends(p, state) == (p.parent, p.sha)
+    p.culprit = state.commits[3].sha
+    assert _profiled_ends(p, state) == (state.commits[2].sha, state.commits[3].sha)
 
 
 # --- a whole history through the command line (slow) ---------------------------------------------
@@ -674,6 +699,21 @@ def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when
     assert "<polygon" in write_page(state)  # drawn to the axis's edge, not refused
 
 
-def test_a_recheck_doubles_the_side_processes_on_the_cpu_not_on_a_gpu():
-    # On a GPU every side process holds its own model in the one device's memory.
-    assert recheck_builds(2, "cpu") == 4 and recheck_builds(3, "cuda") == 3 and recheck_builds(2, "cuda:1") == 2
+def test_a_recheck_pools_its_rounds_each_rounds_pairings_its_own():
+    from perfsuite.compare.history_walk import pooled
+
+    def round_of(centres):  # one round: two pairings of side processes, 12 pairs each
+        ratios = [c * (1 + 0.002 * (k % 3 - 1)) for c in centres for k in range(12)]
+        run = PairedRun(ratios, 1, decision=sequential.SLOWER, p=1e-4, units=tuple(u for u in (0, 1) for _ in range(12)),
+                        seconds_a=[1e-3] * 24)  # fmt: skip
+        return GateVerdict("c", 0.01, run)
+
+    # Six rounds whose pairings agree at 1.03: 12 pairings, an interval beyond the threshold.
+    v = pooled([round_of((1.03, 1.03)) for _ in range(6)], 0.01)
+    assert v.pairs == 144 and sorted(set(v.run.units)) == list(range(12))
+    assert v.run.decision == sequential.SLOWER and v.interval[0] > 1.01
+    # Pairings that disagree (placement: 1.00 against 1.06 in every round) widen it past 1.01.
+    spread = pooled([round_of((1.0, 1.06)) for _ in range(6)], 0.01)
+    assert spread.interval[0] < 1.01 < v.interval[0]
+    # An A/A recheck: not slower.
+    assert pooled([round_of((1.0, 1.0))] * 6, 0.01).run.decision == sequential.NOT_SLOWER

@@ -17,7 +17,7 @@ from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect_probe import Prober, subject
 from perfsuite.compare.gate import GateVerdict
-from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, History, Point, Window, recheck_builds
+from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, RECHECK_ROUNDS, History, Point, Window
 from perfsuite.compare.history_walk import PairProber, dirty, range_commits, walk
 from perfsuite.compare.why_sides import why_commits
 from perfsuite.core import registry
@@ -27,7 +27,7 @@ from perfsuite.core.params import single_values
 from perfsuite.core.text import printable
 from perfsuite.frontends import asv_history
 from perfsuite.measuring.env import comparable, fingerprint
-from perfsuite.report.history_page import write_page
+from perfsuite.report.history_page import operator_changes, write_page
 from perfsuite.run.execute import runnable
 from perfsuite.storage.files import document, load_document
 from perfsuite.storage.write import check_output, check_output_dir, try_lock, write_or_rescue
@@ -69,7 +69,10 @@ def _one(name: str, args, console) -> int:
                 f"{revs.repo} has uncommitted changes ({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}): "
                 "a history is of commits; commit or stash them, or give --allow-dirty"
             )
+        floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
+        floor = floors.get(Case(w, params).label)
         settings = {
+            "floor": floor,  # what the points are judged beyond: a relearned floor is another question
             "max_time": args.budget,
             "builds": args.builds,
             "threshold": args.threshold,
@@ -91,8 +94,6 @@ def _one(name: str, args, console) -> int:
         check_output(page, "--html", replace=True)
         if args.asv is not None:  # before any pair: a history is never lost to a bad --asv
             check_output_dir(asv_history.results_dir(args.asv), "--asv's results folder")
-        floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
-        floor = floors.get(Case(w, params).label)
         stored = _stored(log)
         start_rev, end_rev = _range(args, stored)
         start = revisions.resolve_commit(start_rev, revs.repo, "--range")
@@ -159,17 +160,18 @@ def _one(name: str, args, console) -> int:
                 env,
                 lambda s, p: _logged(s, p, log, console),
                 prober.keep_only,
-                _bisector(w, params, revs, device, threads, args, console),
-                lambda a, b: _rechecked(
-                    prober, a, b, args.budget * RECHECK_BUDGET, recheck_builds(args.builds, device), console
-                ),
+                _bisector(w, params, revs, device, threads, args, console, floor),
+                lambda a, b: _rechecked(prober, a, b, args.budget * RECHECK_BUDGET, console),
             )
         state.confirm()
         fresh = {p.sha for p in new}
         if not args.no_why:
-            for p in state.regressions() + state.improvements():
-                if p.why is None:  # this run's confirmed changes, and any a resumed run left unprofiled
-                    p.why = _why(w, params, revs, p, device, threads, args, console, state.commits, state.base.sha)
+            profile = lambda a, b: _why(w, params, revs, a, b, device, threads, args, console)  # noqa: E731
+            # this run's confirmed changes and drifts, and any a resumed run left unprofiled
+            changes: list[Point | Window] = [*state.regressions(), *state.improvements(), *state.drifts()]
+            for x in changes:
+                if x.why is None:
+                    x.why = profile(*_profiled_ends(x, state))
                     _save(state, log)  # each profile as it ends: Ctrl-C during the next keeps it
         _save(state, log)
         write_or_rescue(page, write_page(state), "--html")
@@ -195,31 +197,34 @@ def _one(name: str, args, console) -> int:
     return _summary(state, fresh, console, page)
 
 
-def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, builds: int, console) -> GateVerdict | str:
-    """Stage 2 of the confirmation: `b` against `a` paired anew in fresh processes, for longer and
-    with more of them (History.confirm)."""
+def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, console) -> GateVerdict | str:
+    """Stage 2 of the confirmation: `b` against `a` paired anew, in rounds of fresh processes, for
+    longer (History.confirm)."""
     console.print(
         Text(
-            f"{a[:12]}..{b[:12]}: slower by its own test; rechecking in {2 * builds} fresh processes for {budget_s:g}s"
+            f"{a[:12]}..{b[:12]}: slower by its own test; rechecking in {RECHECK_ROUNDS} rounds of fresh "
+            f"processes for {budget_s:g}s"
         )
     )
-    got = prober.pair(a, b, budget_s=budget_s, builds=builds)
+    got = prober.recheck(a, b, RECHECK_ROUNDS, budget_s)
     if isinstance(got, str):
         console.print(Text(printable(f"{b[:12]}: the recheck could not be measured ({got[:300]})"), style="yellow"))
     return got
 
 
-def _bisector(w, params, revs, device: str, threads, args, console):
+def _bisector(w, params, revs, device: str, threads, args, console, floor: float | None):
     """Bisection inside a confirmed point that spans several commits (--every N): bisect's own
-    probes (perfsuite.compare.bisect_probe), the point's parent as good, its commit as bad."""
+    probes (perfsuite.compare.bisect_probe), the point's parent as good, its commit as bad, at the
+    history's threshold or the case's learned floor, the larger (as the points were judged)."""
+    threshold = max(args.threshold, floor or 0.0)
 
     def run(parent: str, span: list) -> tuple[str | None, str]:
-        settings = {"max_time": args.budget, "builds": args.builds, "threshold": args.threshold, "fdr": args.fdr,
+        settings = {"max_time": args.budget, "builds": args.builds, "threshold": threshold, "fdr": args.fdr,
                     "threads": threads, "heap": args.heap, "rule": b.PROBE_RULE, "direction": "slower"}  # fmt: skip
         state = b.Bisection(w.name, params, device, b.Commit(parent, subject(revs.repo, parent)), span, settings)
         console.print(Text(f"bisecting the {len(span)} commits after {parent[:12]} up to {span[-1].sha[:12]}"))
         with Prober(
-            w, params, revs, parent, device, budget_s=args.budget, builds=args.builds, threshold=args.threshold,
+            w, params, revs, parent, device, budget_s=args.budget, builds=args.builds, threshold=threshold,
             threads=threads, heap=args.heap, fdr=args.fdr,
         ) as prober:  # fmt: skip
             answer = b.run_bisection(state, prober)
@@ -310,20 +315,28 @@ def _logged(state: History, p: Point | Window, log: Path, console) -> None:
     console.print(Text(f"{p.sha[:12]} {subject}: {p.verdict.describe()} against {p.parent[:12]} [{p.seconds:.0f}s]"))
 
 
-def _why(w, params, revs, p: Point, device: str, threads, args, console, commits, base: str) -> dict | None:
-    """The differential profile of a confirmed change, attached to its point."""
-    before = p.parent
-    if p.culprit:  # the commit a bisection named, against the one before it
-        shas = [c.sha for c in commits]
-        before = shas[shas.index(p.culprit) - 1] if shas.index(p.culprit) > 0 else base
-    console.print(Text(f"why: profiling {before[:12]} against {p.blamed[:12]}"))
+def _profiled_ends(x: Point | Window, state: History) -> tuple[str, str]:
+    """What `why` compares for a confirmed change: a point's commit against the one before it (the
+    commit a bisection inside it named, against its own predecessor); a drift's end against its start."""
+    if isinstance(x, Window):
+        return x.start, x.end
+    if not x.culprit:
+        return x.parent, x.sha
+    shas = [c.sha for c in state.commits]
+    i = shas.index(x.culprit)
+    return (shas[i - 1] if i > 0 else state.base.sha), x.culprit
+
+
+def _why(w, params, revs, before: str, after: str, device: str, threads, args, console) -> dict | None:
+    """The differential profile of a confirmed change (operators and memory), to attach to it."""
+    console.print(Text(f"why: profiling {before[:12]} against {after[:12]}"))
     try:
         result = why_commits(
             w,
             params,
             revs,
             before,
-            p.blamed,
+            after,
             device,
             threads=threads,
             steps=args.steps,
@@ -331,21 +344,14 @@ def _why(w, params, revs, p: Point, device: str, threads, args, console, commits
             top=args.top,
         )
     except PerfsuiteError as exc:  # the change is confirmed and logged already
-        console.print(Text(f"why could not profile {p.sha[:12]}: {printable(str(exc))}", style="yellow"))
+        console.print(Text(f"why could not profile {after[:12]}: {printable(str(exc))}", style="yellow"))
         return None
     return result.to_dict()
 
 
 def top_operators(why: dict | None, n: int = 3) -> list[str]:
     """The first `n` operators of a stored why, with their change per step."""
-    rows = (why or {}).get("rows") or []
-    out = []
-    for r in rows[:n]:
-        a, b = r.get("a") or {}, r.get("b") or {}
-        key = (why or {}).get("metric", "self_cpu_us")
-        delta = (b.get(key) or 0.0) - (a.get(key) or 0.0)
-        out.append(f"{r.get('name', '?')} {delta:+.0f} us")
-    return out
+    return [f"{name} {delta:+.0f} us" for name, delta in operator_changes(why, n)]
 
 
 def _summary(state: History, fresh: set[str], console, page: Path) -> int:
@@ -375,7 +381,16 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
         )
     drift = state.drifts()
     for w in drift:
-        console.print(Text(f"  slow drift {w.start[:12]}..{w.end[:12]}: {w.evidence.describe()}", style="bold red"))
+        ops = top_operators(w.why)
+        console.print(
+            Text(
+                printable(
+                    f"  slow drift {w.start[:12]}..{w.end[:12]}: {w.evidence.describe()}"
+                    + (f"; top operators: {', '.join(ops)}" if ops else "")
+                ),
+                style="bold red",
+            )
+        )
     console.print(Text(f"page: {page}"))
     # CI fails on what this run confirmed (a point measured now, or one an interrupted run left
     # to recheck), and, when it measured nothing new, on a newest commit that carries a regression.

@@ -16,8 +16,8 @@ Confirmed, in two stages:
 1. a screen: the point's own sequential test said slower beyond the threshold (the larger of the
    history's threshold and the case's learned noise floor), at alpha = --fdr (a slow-drift
    window's gate between its ends is a screen too, and goes through the same stage 2);
-2. a recheck: every screened point is paired again with fresh side processes, twice the builds
-   on the CPU (recheck_builds) for RECHECK_BUDGET times the budget (as bisect confirms --bad), and
+2. a recheck: every screened point is paired again in RECHECK_ROUNDS rounds of fresh side
+   processes, for RECHECK_BUDGET times the budget in all (as bisect confirms --bad), and
    confirmed when that recheck's test says slower, survives Benjamini-Hochberg at --fdr across
    the rechecks of the same run (false discoveries controlled across commits, as the gate does
    across cases), and its interval lies wholly beyond the threshold (or the case's floor).
@@ -54,20 +54,18 @@ from perfsuite.stats import verdict as words
 
 MEASURED, SKIPPED = "measured", "skipped"
 # What a history's points are judged by, stored in its settings: a log of another rule is refused.
-# 3: screened, then confirmed by a recheck whose interval lies beyond the threshold (each pairing
-# of builds given both orders: perfsuite.compare.gate._b_first); 2: by the recheck's test alone;
-# 1: Benjamini-Hochberg over the points.
+# 3: screened, then confirmed by a recheck (rounds of fresh processes) whose interval lies beyond
+# the threshold (each pairing of builds given both orders: perfsuite.compare.gate._b_first);
+# 2: by the recheck's test alone; 1: Benjamini-Hochberg over the points.
 HISTORY_RULE = 3
-# A point its own test called slower is paired again: this many budgets, this many times the builds.
-RECHECK_BUDGET = 3
-RECHECK_BUILDS = 2
-
-
-def recheck_builds(builds: int, device: str) -> int:
-    """Side processes a side for a recheck: twice the history's on the CPU, where a process's
-    placement is what the recheck dilutes; the same on a GPU, where every side process holds its
-    own copy of the model in the one device's memory."""
-    return builds * RECHECK_BUILDS if device == "cpu" else builds
+# A point its own test called slower is paired again: this many budgets in all, in this many
+# rounds, each with fresh side processes (the history's --builds a side). A side process's
+# placement moves all its pairs alike (about 2% SD between pairings on the development VM), and
+# the interval narrows only with more pairings: 4 pairings left a +3% step at 1.028 (1.006-1.050),
+# short of the threshold; 12 (six rounds of two) bring its half-width near 1.3%. Rounds, not more
+# processes at once: a side process holds its own model (on a GPU, in the one device's memory).
+RECHECK_BUDGET = 4
+RECHECK_ROUNDS = 6
 
 
 # A window whose chained ratio since the last confirmed change reaches this many thresholds (and
@@ -138,6 +136,7 @@ class Window(documents.Result):
     # Benjamini-Hochberg with the points' rechecks.
     recheck: GateVerdict | None = None
     rechecked_in: Count = 0  # as Point's
+    why: dict | None = None  # a confirmed drift's differential profile, end against start
 
     @property
     def ends(self) -> tuple[str, str]:
@@ -316,7 +315,7 @@ class History(documents.Result):
         max(FROG_MIN, 3 x threshold) with no single point confirmed: from the fastest commit
         since the base, a confirmed change or a gated stretch's end (so a drift after a speed-up
         is caught, and a history that keeps drifting is gated again further on), to the commit
-        where the rise reached the limit."""
+        where the rise reached the limit; never one point alone."""
         limit = math.log1p(max(FROG_MIN, 3 * self.threshold))
         log_chain, low, low_at = 0.0, 0.0, self.base.sha
         for c in self.commits:
@@ -327,9 +326,10 @@ class History(documents.Result):
                 log_chain, low, low_at = 0.0, 0.0, c.sha
                 continue
             log_chain += math.log(p.ratio)
-            if log_chain < low:
+            if log_chain <= low:  # the latest of equal lows: the shortest stretch
                 low, low_at = log_chain, c.sha
-            if log_chain - low >= limit:
+            # A stretch of one point is that point's own pair, judged (and rechecked) already.
+            if log_chain - low >= limit and low_at != p.parent:
                 if not any(w.start == low_at and w.end == c.sha for w in self.windows):
                     return low_at, c.sha
                 log_chain, low, low_at = 0.0, 0.0, c.sha  # gated already: the next stretch starts here

@@ -12,6 +12,7 @@ paired with the last one that was measured.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import subprocess
 import time
 from collections.abc import Callable
@@ -21,12 +22,13 @@ from pathlib import Path
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect import Commit
 from perfsuite.compare.bisect_probe import first_parent_after, subject
-from perfsuite.compare.gate import GateVerdict
+from perfsuite.compare.gate import GateVerdict, PairedRun
 from perfsuite.compare.gate_sides import GateArms
 from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, Window
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
+from perfsuite.stats import sequential
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -160,6 +162,39 @@ class PairProber:
             raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
         (v,) = out.records
         return v
+
+    def recheck(self, a: str, b: str, rounds: int, budget_s: float) -> GateVerdict | str:
+        """`b` against `a` again, in `rounds` rounds of fresh side processes (none kept from the
+        screen or from each other), `budget_s` in all: one verdict over every round's pairs, each
+        round's pairings its own (pooled). The error of the first round that fails, if one does."""
+        got: list[GateVerdict] = []
+        for _ in range(rounds):
+            self.keep_only(set())
+            v = self.pair(a, b, budget_s=budget_s / rounds)
+            if isinstance(v, str):
+                return v
+            got.append(v)
+        self.keep_only(set())
+        return pooled(got, self.fdr)
+
+
+def pooled(rounds: list[GateVerdict], alpha: float) -> GateVerdict:
+    """Rounds of one pair as one verdict: their pairs together, each round's pairings numbered
+    apart (the interval widens by how much all of them disagree), judged by the signed-rank test
+    beyond the rounds' threshold at `alpha` (a fixed sample: the pairs are all in)."""
+    ratios: list[float] = []
+    units: list[int] = []
+    seconds_a: list[float] = []
+    for v in rounds:
+        first = max(units) + 1 if units else 0
+        ratios += v.run.ratios
+        units += [first + u for u in (v.run.units or (0,) * len(v.run.ratios))]
+        seconds_a += v.run.seconds_a
+    head = rounds[0]
+    run = PairedRun(ratios, head.run.block_size, seconds_a=seconds_a, units=tuple(units))
+    p = run.p_slower(head.threshold)
+    run = dataclasses.replace(run, decision=sequential.SLOWER if p < alpha else sequential.NOT_SLOWER, p=p)
+    return GateVerdict(head.label, head.threshold, run, alpha=head.alpha)
 
 
 def _now() -> str:

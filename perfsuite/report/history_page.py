@@ -18,7 +18,9 @@ def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _ops(why: dict | None, n: int = 8) -> list[tuple[str, float]]:
+def operator_changes(why: dict | None, n: int = 8) -> list[tuple[str, float]]:
+    """The first `n` operators of a stored why (perfsuite.compare.why, sorted by its change) and
+    each one's change per step, in its metric's microseconds."""
     rows = (why or {}).get("rows") or []
     key = (why or {}).get("metric", "self_cpu_us")
     out = []
@@ -114,7 +116,9 @@ def write_page(state: History) -> str:
         out.append("<h2>Slow drifts</h2><ul>")
         out += [
             f"<li><code>{_esc(w.start[:12])}..{_esc(w.end[:12])}</code>: {_esc(w.verdict.describe())}; "
-            f"rechecked: {_esc(w.evidence.describe())}</li>"
+            f"rechecked: {_esc(w.evidence.describe())}"
+            + "".join(f"; {_esc(name)} {delta:+.0f} us" for name, delta in operator_changes(w.why, 3))
+            + "</li>"
             for w in drift
         ]
         out.append("</ul>")
@@ -138,7 +142,7 @@ def write_page(state: History) -> str:
             elif p and p.bisection:
                 verdict += f"; {p.bisection}"
         secs = fmt_seconds(r["seconds"]) if r.get("seconds") else ""
-        ops = _ops(p.why if p else None)
+        ops = operator_changes(p.why if p else None)
         why = (
             "<details><summary>why</summary><ul>"
             + "".join(f"<li>{_esc(name)}: {delta:+.0f} us</li>" for name, delta in ops)
