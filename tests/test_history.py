@@ -206,6 +206,24 @@ def test_ci_fails_on_a_regression_confirmed_by_a_run_that_measured_nothing_new(t
     assert _summary(state, set(), console, tmp_path / "h.html") == 0
 
 
+def test_an_improvement_is_confirmed_as_a_regression_is_by_its_recheck():
+    from perfsuite.report.history_page import write_page
+
+    state = _state(6)
+    pair, asked = _pairer(state, {2: 0.9, 4: 0.93})  # 10% and 7% faster at their screens
+    rechecked = []
+
+    def recheck(a, b):
+        rechecked.append(b)
+        return _verdict(0.9 if b == state.commits[2].sha else 1.0, False, p=0.9)  # 4 was noise
+
+    walk(state, pair, {}, recheck=recheck)
+    assert rechecked == [state.commits[2].sha, state.commits[4].sha]
+    assert [p.sha for p in state.improvements()] == [state.commits[2].sha] and state.regressions() == []
+    page = write_page(state)
+    assert page.count('class="point improvement"') == 1 and page.count('class="improvement"') == 1
+
+
 def test_one_unconfirmed_point_is_not_gated_again_as_a_drift():
     state = _state(6)
     # Commit 2 reads 1.05 and its recheck does not confirm it: its pair was judged twice; the

@@ -202,7 +202,7 @@ def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, console) -> 
     longer (History.confirm)."""
     console.print(
         Text(
-            f"{a[:12]}..{b[:12]}: slower by its own test; rechecking in {RECHECK_ROUNDS} rounds of fresh "
+            f"{a[:12]}..{b[:12]}: screened as a change; rechecking in {RECHECK_ROUNDS} rounds of fresh "
             f"processes for {budget_s:g}s"
         )
     )
@@ -374,7 +374,7 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
     else:
         console.print(Text("no confirmed regression"))
     for p in improvements:
-        console.print(Text(printable(f"  improved: {p.sha[:12]} {state.subject_of(p.sha)}: {p.verdict.describe()}")))  # type: ignore[union-attr]
+        console.print(Text(printable(f"  improved: {p.sha[:12]} {state.subject_of(p.sha)}: {p.evidence.describe()}")))  # type: ignore[union-attr]
     for sha, what in state.env_changes():
         console.print(
             Text(printable(f"  environment changed at {sha[:12]}: {what} (not blamed on the code)"), style="yellow")

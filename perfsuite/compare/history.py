@@ -98,6 +98,7 @@ class Point(documents.Result):
     # (module docstring); its verdict's `confirmed` is the point's.
     recheck: GateVerdict | None = None
     rechecked_in: Count = 0  # the walk (History.walks) whose false-discovery family holds the recheck
+    improved: bool = False  # confirmed faster: screened faster, then so by its recheck (History.confirm)
     # With --every N a point spans several commits: the one a bisection inside it named (None:
     # not bisected, or the point is one commit), and how that bisection ended.
     culprit: Name | None = None
@@ -121,6 +122,17 @@ class Point(documents.Result):
     def evidence(self) -> GateVerdict | None:
         """The verdict a point is judged by: its recheck when it has one, else its first pairs."""
         return self.recheck or self.verdict
+
+
+def _screened_faster(x: Point | Window) -> bool:
+    """A point whose first pairs' interval lies wholly below 1 / (1 + threshold): an improvement
+    to recheck (a window gates only slow drifts)."""
+    return isinstance(x, Point) and x.verdict is not None and x.verdict.word == words.FASTER
+
+
+def _p_faster(v: GateVerdict) -> float:
+    """The signed-rank test of "B faster than A by the threshold" on a verdict's pairs."""
+    return stats.signed_rank_greater([-math.log(r) for r in v.run.ratios], math.log1p(v.threshold))
 
 
 @documents.shape("history window")
@@ -232,18 +244,26 @@ class History(documents.Result):
         run confirmed stays confirmed when a later run (tomorrow's --update) adds rechecks of its
         own, and each run's alarms are controlled among themselves. One is confirmed when its
         recheck is kept and says slower; its first verdict's `confirmed` (which its word reads)
-        is set from that: a screen alone never confirms. The confirmed slower points."""
+        is set from that: a screen alone never confirms. Improvements likewise, in families of
+        their own: a point screened faster is confirmed faster by its recheck's test of "faster
+        by the threshold" and its interval wholly below 1 / (1 + threshold). The confirmed slower
+        points."""
         judged: list[Point | Window] = [*self.measured(), *self.windows]
-        families: dict[int, list[Point | Window]] = {}
+        families: dict[tuple[int, bool], list[Point | Window]] = {}
         for x in judged:
             x.verdict.confirmed = False  # type: ignore[union-attr]
+            if isinstance(x, Point):
+                x.improved = False
             if x.recheck is not None:
-                families.setdefault(x.rechecked_in, []).append(x)
-        for family in families.values():
-            kept = stats.benjamini_hochberg([x.recheck.p for x in family], self.fdr)  # type: ignore[union-attr]
-            for x, r in zip(family, kept):
+                families.setdefault((x.rechecked_in, _screened_faster(x)), []).append(x)
+        for (_run, faster), family in families.items():
+            ps = [_p_faster(x.recheck) if faster else x.recheck.p for x in family]  # type: ignore[arg-type, union-attr]
+            for x, r in zip(family, stats.benjamini_hochberg(ps, self.fdr)):
                 v = x.recheck
                 assert v is not None
+                if faster:
+                    x.improved = bool(r and v.interval[1] < 1 / (1 + v.threshold))  # type: ignore[union-attr]
+                    continue
                 # Its test says slower, and its interval (which the pairings' spread widens, as
                 # the test's p does not) lies wholly beyond the threshold: the case's learned
                 # floor where that is larger. The word a confirmed change is shown with is "slower".
@@ -257,12 +277,13 @@ class History(documents.Result):
         return [x for x in confirmed if x.rechecked_in == self.walks and self.walks]
 
     def to_recheck(self) -> list[Point | Window]:
-        """What was screened and not rechecked yet, points first: slower by its own first test."""
+        """What was screened and not rechecked yet, points first: slower by its own first test,
+        or (a point) faster by its interval."""
         judged: list[Point | Window] = [*self.measured(), *self.windows]
         return [
             x
             for x in judged
-            if x.recheck is None and x.verdict.run.decision == sequential.SLOWER  # type: ignore[union-attr]
+            if x.recheck is None and (x.verdict.run.decision == sequential.SLOWER or _screened_faster(x))  # type: ignore[union-attr]
         ]
 
     def drifts(self) -> list[Window]:
@@ -273,8 +294,8 @@ class History(documents.Result):
         return [p for p in self.measured() if p.verdict.confirmed]  # type: ignore[union-attr]
 
     def improvements(self) -> list[Point]:
-        """Points shown faster: their interval wholly below 1 / (1 + threshold)."""
-        return [p for p in self.measured() if p.verdict.word == words.FASTER]  # type: ignore[union-attr]
+        """Points confirmed faster (History.confirm)."""
+        return [p for p in self.measured() if p.improved]
 
     def trajectory(self) -> list[dict[str, Any]]:
         """Per commit, in order: the chained ratio to the base (the product of the paired ratios
@@ -298,6 +319,7 @@ class History(documents.Result):
                     interval=(lo, hi),
                     word=p.verdict.word,
                     confirmed=p.verdict.confirmed,
+                    improved=p.improved,
                     seconds=p.verdict.run.median_b_s,
                     parent_seconds=p.verdict.run.median_a_s,
                     env_changed=env_before is not None and bool(p.env) and p.env != env_before,

@@ -77,7 +77,7 @@ def _svg(state: History, rows: list[dict]) -> str:
         colour, cls = "#08519c", "point"
         if r.get("confirmed"):
             colour, cls = "#cb181d", "point regression"
-        elif r.get("word") == "faster":
+        elif r.get("improved"):
             colour, cls = "#238b45", "point improvement"
         mark = (
             f'<circle class="{cls}" cx="{cx:.1f}" cy="{cy:.1f}" r="{6 if colour != "#08519c" else 3}" fill="{colour}">'
@@ -129,7 +129,7 @@ def write_page(state: History) -> str:
     for r in rows:
         p = state.point(r["sha"])
         cls = "skipped" if r["outcome"] != "measured" else "regression" if r.get("confirmed") else ""
-        if not cls and r.get("word") == "faster":
+        if not cls and r.get("improved"):
             cls = "improvement"
         if r["outcome"] != "measured":
             verdict = f"skipped: {(r.get('error') or '').splitlines()[0] if r.get('error') else ''}"
