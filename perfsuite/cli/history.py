@@ -22,7 +22,7 @@ from perfsuite.compare.history_walk import PairProber, dirty, range_commits, wal
 from perfsuite.compare.why_sides import why_commits
 from perfsuite.core import registry
 from perfsuite.core.case import Case
-from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError
+from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError, StorageError
 from perfsuite.core.params import single_values
 from perfsuite.core.text import printable
 from perfsuite.frontends import asv_history
@@ -48,7 +48,10 @@ def history_command(args, console) -> int:
             return _one(name, args, console)
         try:
             code = max(code, _one(name, args, console))
-        except ConfigError as exc:  # one workload refused (no log to --update yet, its base broken): the others go on
+        except (
+            ConfigError,
+            StorageError,
+        ) as exc:  # one refused (no log to --update yet, its base broken): the others go on
             console.print(Text(printable(f"{name}: not measured: {exc}"), style="yellow"), soft_wrap=True)
             code = max(code, 2)
     return code
@@ -164,7 +167,7 @@ def _one(name: str, args, console) -> int:
                 lambda a, b: _rechecked(prober, a, b, args.budget * RECHECK_BUDGET, console),
             )
         state.confirm()
-        fresh = {p.sha for p in new}
+        fresh = {p.sha for p in new if p.outcome == MEASURED}
         if not args.no_why:
             profile = lambda a, b: _why(w, params, revs, a, b, device, threads, args, console)  # noqa: E731
             # this run's confirmed changes and drifts, and any a resumed run left unprofiled
@@ -194,7 +197,9 @@ def _one(name: str, args, console) -> int:
             )
         if getattr(args, "recorder", None) is not None:  # one store for every road
             args.recorder.add_document("history", state.to_dict(), workload=w.name)
-    return _summary(state, fresh, console, page)
+    code = _summary(state, fresh, console, page)
+    _save(state, log)  # with `reported`: a later run's exit is about what comes after this one
+    return code
 
 
 def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, console) -> GateVerdict | str:
@@ -392,11 +397,10 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
             )
         )
     console.print(Text(f"page: {page}"))
-    # CI fails on what this run confirmed (a point measured now, or one an interrupted run left
-    # to recheck), and, when it measured nothing new, on a newest commit that carries a regression.
-    newest = set() if fresh else ({state.points[-1].sha} if state.points else set())
-    return (
-        1
-        if state.confirmed_now() or any(p.sha in newest for p in regressions) or any(w.end in newest for w in drift)
-        else 0
-    )
+    # CI fails on what was confirmed since the last exit status given (this run's, or a killed
+    # run's), and, when this run measured nothing new, on a newest commit that carries a regression.
+    measured = state.measured()
+    newest = set() if fresh else ({measured[-1].sha} if measured else set())
+    news = state.confirmed_now()
+    state.reported = state.walks  # said now
+    return 1 if news or any(p.sha in newest for p in regressions) or any(w.end in newest for w in drift) else 0

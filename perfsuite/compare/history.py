@@ -172,6 +172,7 @@ class History(documents.Result):
     points: Annotated[list[Point], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
     windows: Annotated[list[Window], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
     walks: Count = 0  # the runs that have walked this log (each run's rechecks are one family)
+    reported: Count = 0  # the last walk whose outcome was given (its exit status): what came since is news
 
     # ---- the walk -----------------------------------------------------------------------------
     def point(self, sha: str) -> Point | None:
@@ -249,14 +250,18 @@ class History(documents.Result):
         by the threshold" and its interval wholly below 1 / (1 + threshold). The confirmed slower
         points."""
         judged: list[Point | Window] = [*self.measured(), *self.windows]
-        families: dict[tuple[int, bool], list[Point | Window]] = {}
+        # One family per run and kind (slower points, faster points, windows): a window gated
+        # after the points were decided (and bisected) never changes their correction.
+        families: dict[tuple[int, str], list[Point | Window]] = {}
         for x in judged:
             x.verdict.confirmed = False  # type: ignore[union-attr]
             if isinstance(x, Point):
                 x.improved = False
             if x.recheck is not None:
-                families.setdefault((x.rechecked_in, _screened_faster(x)), []).append(x)
-        for (_run, faster), family in families.items():
+                kind = "window" if isinstance(x, Window) else "faster" if _screened_faster(x) else "slower"
+                families.setdefault((x.rechecked_in, kind), []).append(x)
+        for (_run, kind), family in families.items():
+            faster = kind == "faster"
             ps = [_p_faster(x.recheck) if faster else x.recheck.p for x in family]  # type: ignore[arg-type, union-attr]
             for x, r in zip(family, stats.benjamini_hochberg(ps, self.fdr)):
                 v = x.recheck
@@ -272,9 +277,10 @@ class History(documents.Result):
         return self.regressions()
 
     def confirmed_now(self) -> list[Point | Window]:
-        """What the latest run confirmed: the regressions and drifts rechecked in it."""
+        """The regressions and drifts confirmed since the last outcome given (`reported`): this
+        run's, and a run's that ended before it could say so (killed while profiling)."""
         confirmed: list[Point | Window] = [*self.regressions(), *self.drifts()]
-        return [x for x in confirmed if x.rechecked_in == self.walks and self.walks]
+        return [x for x in confirmed if x.rechecked_in > self.reported]
 
     def to_recheck(self) -> list[Point | Window]:
         """What was screened and not rechecked yet, points first: slower by its own first test,
@@ -337,21 +343,22 @@ class History(documents.Result):
         max(FROG_MIN, 3 x threshold) with no single point confirmed: from the fastest commit
         since the base, a confirmed change or a gated stretch's end (so a drift after a speed-up
         is caught, and a history that keeps drifting is gated again further on), to the commit
-        where the rise reached the limit; never one point alone."""
+        where the rise reached the limit; never a step that reaches it alone."""
         limit = math.log1p(max(FROG_MIN, 3 * self.threshold))
         log_chain, low, low_at = 0.0, 0.0, self.base.sha
         for c in self.commits:
             p = self.point(c.sha)
             if p is None or p.outcome != MEASURED or p.verdict is None or not p.ratio:
                 continue
-            if p.verdict.confirmed:
+            # A confirmed change, or a step that alone reaches the limit (its own pair judged it:
+            # screened, and rechecked when it said slower), is not part of a drift: start after it.
+            if p.verdict.confirmed or math.log(p.ratio) >= limit:
                 log_chain, low, low_at = 0.0, 0.0, c.sha
                 continue
             log_chain += math.log(p.ratio)
             if log_chain <= low:  # the latest of equal lows: the shortest stretch
                 low, low_at = log_chain, c.sha
-            # A stretch of one point is that point's own pair, judged (and rechecked) already.
-            if log_chain - low >= limit and low_at != p.parent:
+            if log_chain - low >= limit:
                 if not any(w.start == low_at and w.end == c.sha for w in self.windows):
                     return low_at, c.sha
                 log_chain, low, low_at = 0.0, 0.0, c.sha  # gated already: the next stretch starts here

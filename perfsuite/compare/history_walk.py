@@ -110,10 +110,12 @@ class PairProber:
         for sha in [s for s in self._kept if s not in shas]:
             self._kept.pop(sha)[2].close()
 
-    def pair(self, a: str, b: str, budget_s: float | None = None, builds: int | None = None) -> GateVerdict | str:
+    def pair(
+        self, a: str, b: str, budget_s: float | None = None, builds: int | None = None, looks: tuple | None = None
+    ) -> GateVerdict | str:
         """`b` against `a`: the gate's verdict, or the error that kept `b` from being measured.
         `budget_s` and `builds` replace the prober's own for this pair (`builds` takes effect for
-        sides not kept yet)."""
+        sides not kept yet); `looks`, the fractions of the budget its test is read at (the gate's)."""
         from perfsuite.measuring.timing import clock_for
         from perfsuite.run.execute import run_cases
 
@@ -137,6 +139,7 @@ class PairProber:
                 self.floors,
                 base_pool=pool_a,
                 new_pool=pool_b,
+                looks=looks or sequential.LOOKS,
                 progress=self.progress,
             )
             out = run_cases(
@@ -170,7 +173,9 @@ class PairProber:
         got: list[GateVerdict] = []
         for _ in range(rounds):
             self.keep_only(set())
-            v = self.pair(a, b, budget_s=budget_s / rounds)
+            # Each round runs its whole share, its test read once at the end: the pooled pairs are
+            # a fixed sample, and the pairings as many as the rounds make.
+            v = self.pair(a, b, budget_s=budget_s / rounds, looks=(1.0,))
             if isinstance(v, str):
                 return v
             got.append(v)
@@ -238,18 +243,18 @@ def walk(
         after(state, point)
     rechecks = recheck or pair
 
-    def rechecked() -> None:
-        # Everything screened slower and not rechecked yet: this run's, or what an interrupted
-        # run (or a log of before windows were rechecked) left.
-        for x in state.to_recheck():
-            keep(set())  # fresh side processes for both commits: a recheck shares none with the screen
-            got = rechecks(*x.ends)
-            if isinstance(got, GateVerdict):  # a pair that fails now leaves it as it was
-                x.recheck, x.rechecked_in = got, state.walks
-                state.confirm()
-                after(state, x)
+    def rechecked(x: Point | Window) -> None:
+        keep(set())  # fresh side processes for both commits: a recheck shares none with the screen
+        got = rechecks(*x.ends)
+        if isinstance(got, GateVerdict):  # a pair that fails now leaves it as it was
+            x.recheck, x.rechecked_in = got, state.walks
+            state.confirm()
+            after(state, x)
 
-    rechecked()
+    # Everything screened and not rechecked yet: this run's, or what an interrupted run (or a log
+    # of before windows were rechecked) left.
+    for x in state.to_recheck():
+        rechecked(x)
     if bisect is not None:
         # Every confirmed span not bisected yet, this run's or a resumed one's.
         spans = [p for p in state.regressions() if len(state.between(p.parent, p.sha)) > 1 and not p.bisection]
@@ -262,8 +267,10 @@ def walk(
     if window is not None:
         got = pair(*window)
         if isinstance(got, GateVerdict):
-            state.windows.append(Window(window[0], window[1], got))
+            w = Window(window[0], window[1], got)
+            state.windows.append(w)
             state.confirm()  # a window's own gate is a screen: confirmed only by its recheck
-            after(state, state.windows[-1])
-            rechecked()
+            after(state, w)
+            if w in state.to_recheck():
+                rechecked(w)
     return new

@@ -308,6 +308,9 @@ def try_lock(path: str | os.PathLike[str], *, shared: bool = False) -> int | Non
     except BlockingIOError:
         os.close(fd)
         return None
+    except OSError as exc:  # a file system without locks (ENOLCK on some NFS)
+        os.close(fd)
+        raise _fail(path, exc, "lock") from None
     return fd
 
 
