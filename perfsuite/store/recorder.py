@@ -10,16 +10,16 @@ spool (`.perfsuite/spool.db`, a SQLite store of the same schema) and `notes` tel
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from perfsuite.core.errors import PerfsuiteError, StorageError
+from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.record import Record
 from perfsuite.measuring import env
 from perfsuite.measuring.env import collect_git
-from perfsuite.storage.write import try_lock
 from perfsuite.store.database import StoreError, StoreUnreachable, preflight
 from perfsuite.store.location import Location, parse
 from perfsuite.store.machine import Machine, this_machine
@@ -266,13 +266,17 @@ def for_frontend(
 def _lock(spool: Path, shared: bool) -> int:
     """An flock beside the spool: shared while a command writes to it, exclusive while `store push`
     empties it. The kernel drops it when its process ends, however it ends."""
+    path = spool.with_name(spool.name + ".lock")
     try:
         spool.parent.mkdir(parents=True, exist_ok=True)
-        fd = try_lock(spool.with_name(spool.name + ".lock"), shared=shared)
-    except (OSError, StorageError) as exc:
-        raise StoreError(f"spool {spool}: cannot create its lock ({getattr(exc, 'strerror', None) or exc})") from None
-    if fd is None:
-        raise StoreError(f"spool {spool}: a perfsuite command is still writing to it; push when it has ended")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise StoreError(f"spool {spool}: cannot create its lock ({exc.strerror})") from None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(f"spool {spool}: a perfsuite command is still writing to it; push when it has ended") from None
     return fd
 
 
