@@ -164,6 +164,34 @@ def test_one_run_at_a_time_measures_into_a_log(tmp_path):
     os.close(_hold(log))
 
 
+def test_a_screen_tests_at_the_screens_alpha_and_a_recheck_at_the_historys(monkeypatch, tmp_path):
+    import types
+
+    import perfsuite.run.execute as execute
+    from perfsuite.compare.history import SCREEN_ALPHA
+    from perfsuite.compare.history_walk import PairProber
+
+    seen = []
+
+    def run_cases(cases, cfg, device, measure):
+        seen.append((measure.fdr, measure.looks, cfg.max_time))
+        v = _verdict(1.02, False, p=0.5)
+        v.alpha = measure.fdr
+        return types.SimpleNamespace(interrupted=False, failures=[], unsupported=[], records=[v])
+
+    monkeypatch.setattr(execute, "run_cases", run_cases)
+    revs = types.SimpleNamespace(missing_at=lambda sha: "", side=lambda root: None, repo=tmp_path)
+    w = types.SimpleNamespace(name="w")
+    prober = PairProber(w, {}, revs, "cpu", budget_s=5.0, builds=2, threshold=0.01, threads=1, heap="default",
+                        fdr=0.01, screen_alpha=SCREEN_ALPHA)  # fmt: skip
+    monkeypatch.setattr(prober, "_checkout", lambda sha: (tmp_path, types.SimpleNamespace()))
+    v = prober.pair("a" * 40, "b" * 40)
+    assert seen[0][0] == SCREEN_ALPHA > 0.01 and v.alpha == 0.01 and "screened at alpha" in v.notes[0]
+    r = prober.recheck("a" * 40, "b" * 40, rounds=3, budget_s=12.0)
+    # Each round at the history's rate, read once at its end, a third of the budget; pooled.
+    assert seen[1:] == [(0.01, (1.0,), 4.0)] * 3 and r.pairs == 3 * 12 and r.alpha == 0.01
+
+
 def test_what_a_run_confirmed_stays_confirmed_when_a_later_run_adds_rechecks():
     state = _state(10)
     # Run 1 (commits 0-4): commit 2 screened and rechecked slower at p 0.008, alone in its family.

@@ -17,7 +17,16 @@ from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect_probe import Prober, subject
 from perfsuite.compare.gate import GateVerdict
-from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, RECHECK_ROUNDS, History, Point, Window
+from perfsuite.compare.history import (
+    HISTORY_RULE,
+    MEASURED,
+    RECHECK_BUDGET,
+    RECHECK_ROUNDS,
+    SCREEN_ALPHA,
+    History,
+    Point,
+    Window,
+)
 from perfsuite.compare.history_walk import PairProber, dirty, range_commits, walk
 from perfsuite.compare.why_sides import why_commits
 from perfsuite.core import registry
@@ -155,6 +164,7 @@ def _one(name: str, args, console) -> int:
                 fdr=args.fdr,
                 floors=floors,
                 progress=lambda text: status.update(Text(printable(text))),
+                screen_alpha=SCREEN_ALPHA,
             ) as prober,
         ):
             new = walk(

@@ -82,10 +82,14 @@ class PairProber:
         fdr: float,
         floors: dict | None = None,
         progress: Callable[[str], None] | None = None,
+        screen_alpha: float | None = None,
     ) -> None:
         self.workload, self.params, self.revs, self.device = workload, params, revs, device
         self.budget_s, self.builds, self.threshold, self.threads = budget_s, builds, threshold, threads
         self.heap, self.fdr, self.progress = heap, fdr, progress
+        # A pair's sequential test says slower at this alpha (History's screen); its verdict's
+        # interval stays at `fdr`.
+        self.screen_alpha = max(fdr, screen_alpha or fdr)
         self.floors = dict(floors or {})  # per case label: the gate's learned noise floors
         self._kept: dict[str, tuple[Path, sides.SidePool, contextlib.ExitStack]] = {}
 
@@ -134,7 +138,7 @@ class PairProber:
                 self.heap,
                 self.threads,
                 self.threshold,
-                self.fdr,
+                self.screen_alpha if looks is None else self.fdr,
                 sides.SideClock(clock_for(self.device, "host")),
                 self.floors,
                 base_pool=pool_a,
@@ -164,6 +168,9 @@ class PairProber:
         if out.unsupported:
             raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
         (v,) = out.records
+        if v.alpha != self.fdr:  # a screen: its interval is shown at the history's rate
+            v.notes.append(f"screened at alpha {v.alpha:g}: its p is on that scale")
+            v.alpha = self.fdr
         return v
 
     def recheck(self, a: str, b: str, rounds: int, budget_s: float) -> GateVerdict | str:
