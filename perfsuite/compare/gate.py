@@ -96,9 +96,10 @@ class PairedRun(documents.Result):
             return None
         return stats.median([a * r for a, r in zip(self.seconds_a, self.ratios)])
 
-    def p_slower(self, threshold: float) -> float:
+    def p_slower(self, threshold: float, direction: int = 1) -> float:
+        """The signed-rank p of "B slower than A by the threshold" (direction -1: faster)."""
         # Log ratios: a slowdown and the matching speed-up are symmetric around 0.
-        return stats.signed_rank_greater([math.log(r) for r in self.ratios], math.log1p(threshold))
+        return stats.signed_rank_greater([direction * math.log(r) for r in self.ratios], math.log1p(threshold))
 
 
 def _b_first(j: int, k: int) -> bool:

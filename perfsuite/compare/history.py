@@ -135,11 +135,6 @@ def _screened_faster(x: Point | Window) -> bool:
     return isinstance(x, Point) and x.verdict is not None and x.verdict.word == words.FASTER
 
 
-def _p_faster(v: GateVerdict) -> float:
-    """The signed-rank test of "B faster than A by the threshold" on a verdict's pairs."""
-    return stats.signed_rank_greater([-math.log(r) for r in v.run.ratios], math.log1p(v.threshold))
-
-
 @documents.shape("history window")
 class Window(documents.Result):
     """A direct gate between the ends of a stretch of commits whose chained ratio crossed the
@@ -267,7 +262,7 @@ class History(documents.Result):
                 families.setdefault((x.rechecked_in, kind), []).append(x)
         for (_run, kind), family in families.items():
             faster = kind == "faster"
-            ps = [_p_faster(x.recheck) if faster else x.recheck.p for x in family]  # type: ignore[arg-type, union-attr]
+            ps = [x.recheck.run.p_slower(x.recheck.threshold, -1) if faster else x.recheck.p for x in family]  # type: ignore[union-attr]
             for x, r in zip(family, stats.benjamini_hochberg(ps, self.fdr)):
                 v = x.recheck
                 assert v is not None
