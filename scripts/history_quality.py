@@ -173,9 +173,12 @@ def run_perfsuite(repo: Path, shas: list[str], budget: float, neighbour: Neighbo
     keep.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(log, keep)  # the history's own log, every pair's verdict in it
     return {
-        "named": [p.sha for p in state.regressions()],
+        # The commits it blames: each confirmed point's (the commit a bisection inside it named),
+        # and each confirmed drift's first commit like its end, where a bisection inside it named one.
+        "named": [p.blamed for p in state.regressions()] + [w.culprit for w in state.drifts() if w.culprit],
         "rechecked": {p.sha: p.recheck.median_ratio for p in state.points if p.recheck is not None},
-        "drift": [[w.start, w.end] for w in state.windows if w.verdict.confirmed],
+        "drift": [[w.start, w.end] for w in state.drifts() if not w.culprit],  # confirmed, not bisected to one
+        "drift_bisected": {w.culprit: [w.start, w.end] for w in state.drifts() if w.culprit},
         "ratios": {p.sha: p.ratio for p in state.points},
         "wall_s": wall,
         "exit": res.returncode,

@@ -367,6 +367,43 @@ def test_a_slow_drift_of_small_steps_is_gated_end_against_start_then_rechecked()
     assert w.recheck is not None and w.recheck.confirmed and w.verdict.confirmed and state.drifts() == [w]
 
 
+def test_a_confirmed_drift_is_bisected_to_the_step_its_own_pair_left_unscreened(tmp_path):
+    from rich.console import Console
+
+    from perfsuite.cli.history import _summary
+    from perfsuite.report.history_page import write_page
+
+    # A +2.5% step at commit 3 that its own pair did not screen, and +1% at 5: the chain from
+    # commit 2 crosses 3% at 5, that drift is gated and confirmed, then bisected like a span.
+    state = _state(8)
+    pair, _ = _pairer(state, {3: 1.025, 5: 1.01})
+    bisected = []
+
+    def bisect(start, span, confirmation):
+        bisected.append((start, [c.sha for c in span], confirmation))
+        return span[0].sha, f"first slower commit {span[0].sha[:12]} after 2 probe(s)"
+
+    walk(state, pair, {}, bisect=bisect)
+    (w,) = state.drifts()
+    assert w.ends == (state.commits[2].sha, state.commits[5].sha) and state.regressions() == []
+    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]], w.recheck)]
+    assert w.culprit == state.commits[3].sha and "first slower commit" in w.bisection
+    # Bisected once: a later run (--update with nothing new) leaves it as it is.
+    walk(state, pair, {}, bisect=lambda *a: pytest.fail("bisected again"))
+    culprit = f"{w.culprit[:12]} commit 3"
+    assert "first commit like its end" in write_page(state) and w.culprit[:12] in write_page(state)
+    console = Console(record=True, width=300)
+    _summary(state, set(), console, tmp_path / "h.html")
+    assert f"its first commit like its end: {culprit}" in console.export_text()
+    # Without a bisector (an interrupted run), the drift stays on its stretch, and the next run
+    # that has one bisects it.
+    again = _state(8)
+    walk(again, _pairer(again, {3: 1.025, 5: 1.01})[0], {})
+    assert again.drifts()[0].culprit is None
+    walk(again, pair, {}, bisect=bisect)
+    assert again.drifts()[0].culprit == again.commits[3].sha
+
+
 def test_a_slow_drift_whose_recheck_is_not_slower_is_not_confirmed():
     state = _state(6)
     pair, _ = _pairer(state, dict.fromkeys(range(6), 1.01))
@@ -657,8 +694,8 @@ def test_every_nth_commit_is_measured_and_a_confirmed_span_is_bisected_to_its_co
     pair, asked = _pairer(state, {4: 1.5})
     bisected = []
 
-    def bisect(parent, span):
-        bisected.append((parent, [c.sha for c in span]))
+    def bisect(parent, span, confirmation):
+        bisected.append((parent, [c.sha for c in span], confirmation))
         return state.commits[4].sha, "first slower commit after 2 probe(s)"
 
     walk(state, pair, {}, bisect=bisect)
@@ -666,10 +703,11 @@ def test_every_nth_commit_is_measured_and_a_confirmed_span_is_bisected_to_its_co
     assert asked == [(-1, 2), (2, 5), (5, 8), (2, 5)]  # and 5's recheck
     (p,) = state.regressions()
     assert p.sha == state.commits[5].sha and p.blamed == state.commits[4].sha
-    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]])]
+    # Bad is not probed again: the recheck that confirmed the span is its confirmation.
+    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]], p.recheck)]
     # A one-commit point is never bisected.
     one = _state(3)
-    walk(one, _pairer(one, {1: 1.5})[0], {}, bisect=lambda parent, span: pytest.fail("bisected one commit"))
+    walk(one, _pairer(one, {1: 1.5})[0], {}, bisect=lambda parent, span, v: pytest.fail("bisected one commit"))
     assert one.regressions()[0].culprit is None
 
 
@@ -768,7 +806,7 @@ def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when
     state.settings["every"] = 3
     walk(state, _pairer(state, {4: 1.5})[0], {})  # no bisector: as if Ctrl-C came before it
     assert state.regressions()[0].culprit is None
-    walk(state, _pairer(state, {})[0], {}, bisect=lambda parent, span: (span[1].sha, "first slower commit"))
+    walk(state, _pairer(state, {})[0], {}, bisect=lambda parent, span, v: (span[1].sha, "first slower commit"))
     assert state.regressions()[0].blamed == state.commits[4].sha
     from perfsuite.report.history_page import write_page
 

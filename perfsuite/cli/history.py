@@ -228,24 +228,28 @@ def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, console) -> 
 
 
 def _bisector(w, params, revs, device: str, threads, args, console, floor: float | None):
-    """Bisection inside a confirmed point that spans several commits (--every N): bisect's own
-    probes (perfsuite.compare.bisect_probe), the point's parent as good, its commit as bad, at the
-    history's threshold or the case's learned floor, the larger (as the points were judged)."""
+    """Bisection inside a confirmed change that spans several commits (a point of --every N, a
+    slow drift): bisect's own probes (perfsuite.compare.bisect_probe), the span's start as good,
+    its end as bad, at the history's threshold or the case's learned floor, the larger (as the
+    points were judged). Bad is not probed again: the recheck that confirmed the span is its
+    confirmation (its pairs set the halfway line the commits inside are classified by)."""
     threshold = max(args.threshold, floor or 0.0)
 
-    def run(parent: str, span: list) -> tuple[str | None, str]:
+    def run(parent: str, span: list, confirmation: GateVerdict) -> tuple[str | None, str]:
         settings = {"max_time": args.budget, "builds": args.builds, "threshold": threshold, "fdr": args.fdr,
                     "threads": threads, "heap": args.heap, "rule": b.PROBE_RULE, "direction": "slower"}  # fmt: skip
         state = b.Bisection(w.name, params, device, b.Commit(parent, subject(revs.repo, parent)), span, settings)
+        state.probes.append(b.Probe(span[-1].sha, b.CHANGED, confirmation))
         console.print(Text(f"bisecting the {len(span)} commits after {parent[:12]} up to {span[-1].sha[:12]}"))
         with Prober(
             w, params, revs, parent, device, budget_s=args.budget, builds=args.builds, threshold=threshold,
             threads=threads, heap=args.heap, fdr=args.fdr,
         ) as prober:  # fmt: skip
             answer = b.run_bisection(state, prober)
+        probes = len(state.probes) - 1  # bad's confirmation was the recheck's
         if answer.state == b.FOUND and answer.commit is not None:
-            return answer.commit.sha, f"first slower commit {answer.commit.sha[:12]} after {len(state.probes)} probe(s)"
-        return None, f"bisection inside it: {answer.state} (the regression stays on {span[-1].sha[:12]})"
+            return answer.commit.sha, f"first slower commit {answer.commit.sha[:12]} after {probes} probe(s)"
+        return None, f"bisection inside it: {answer.state} (the change stays on {span[-1].sha[:12]})"
 
     return run
 
@@ -310,6 +314,8 @@ def _logged(state: History, p: Point | Window, log: Path, console) -> None:
     _save(state, log)
     if isinstance(p, Window):
         said = f"rechecked: {p.recheck.describe()}" if p.recheck else f"gated end against start: {p.verdict.describe()}"
+        if p.bisection:
+            said = printable(p.bisection)
         console.print(
             Text(f"slow drift {p.start[:12]}..{p.end[:12]} {said}", style="bold red" if p.verdict.confirmed else "")
         )
@@ -401,6 +407,11 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
             Text(
                 printable(
                     f"  slow drift {w.start[:12]}..{w.end[:12]}: {w.evidence.describe()}"
+                    + (
+                        f"; its first commit like its end: {w.culprit[:12]} {state.subject_of(w.culprit)}"
+                        if w.culprit
+                        else ""
+                    )
                     + (f"; top operators: {', '.join(ops)}" if ops else "")
                 ),
                 style="bold red",

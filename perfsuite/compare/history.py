@@ -149,6 +149,11 @@ class Window(documents.Result):
     recheck: GateVerdict | None = None
     rechecked_in: Count = 0  # as Point's
     why: dict | None = None  # a confirmed drift's differential profile, end against start
+    # A confirmed drift is bisected as a span is (--every N): the first commit like its end (the
+    # step, when one commit made it; where the drift passed halfway, when many did), and how that
+    # bisection ended. A +3% step that its own pair left unscreened shows as a drift around it.
+    culprit: Name | None = None
+    bisection: Text = ""
 
     @property
     def ends(self) -> tuple[str, str]:

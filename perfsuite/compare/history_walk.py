@@ -219,7 +219,7 @@ def walk(
     env: dict,
     after: Callable[[History, Point | Window], None] = lambda s, p: None,
     keep: Callable[[set[str]], None] = lambda shas: None,
-    bisect: Callable[[str, list[Commit]], tuple[str | None, str]] | None = None,
+    bisect: Callable[[str, list[Commit], GateVerdict], tuple[str | None, str]] | None = None,
     recheck: Callable[[str, str], GateVerdict | str] | None = None,
 ) -> list[Point]:
     """Measure every pending commit against its parent (History.parent_of), oldest first; pair
@@ -228,8 +228,9 @@ def walk(
     chained ratio crossed the limit with no point confirmed, if any (a slow drift), and recheck it
     too when its gate says slower. `after` runs
     after each point and window (save the log, say so); `keep` is told which commits' sides are
-    still needed. A confirmed point that spans several commits (--every N) is bisected:
-    `bisect(parent, commits)` names the first slower commit of them, or None, with a line saying
+    still needed. A confirmed point that spans several commits (--every N), and a confirmed slow
+    drift, is bisected: `bisect(start, commits, confirmation)` names the first commit of them like
+    the last (the recheck that confirmed it, `confirmation`, is bad's), or None, with a line saying
     how it ended. Returns the points measured now."""
     new: list[Point] = []
     state.walks += 1  # this run: its rechecks are one false-discovery family (History.confirm)
@@ -262,14 +263,22 @@ def walk(
     # of before windows were rechecked) left.
     for x in state.to_recheck():
         rechecked(x)
-    if bisect is not None:
-        # Every confirmed span not bisected yet, this run's or a resumed one's.
-        spans = [p for p in state.regressions() if len(state.between(p.parent, p.sha)) > 1 and not p.bisection]
+
+    def bisected() -> None:
+        # Every confirmed span not bisected yet (points of --every N, drifts), this run's or a
+        # resumed one's.
+        if bisect is None:
+            return
+        spans: list[Point | Window] = [*state.regressions(), *state.drifts()]
+        spans = [x for x in spans if len(state.between(*x.ends)) > 1 and not x.bisection]
         if spans:
             keep(set())  # the walk's kept sides are not needed while bisect starts its own
-        for p in spans:
-            p.culprit, p.bisection = bisect(p.parent, state.between(p.parent, p.sha))
-            after(state, p)
+        for x in spans:
+            assert x.recheck is not None  # confirmed: by its recheck
+            x.culprit, x.bisection = bisect(x.ends[0], state.between(*x.ends), x.recheck)
+            after(state, x)
+
+    bisected()
     window = state.frog_window()
     if window is not None:
         got = pair(*window)
@@ -280,4 +289,5 @@ def walk(
             after(state, w)
             if w in state.to_recheck():
                 rechecked(w)
+                bisected()
     return new
