@@ -379,22 +379,24 @@ def test_a_confirmed_drift_is_bisected_to_the_step_its_own_pair_left_unscreened(
     pair, _ = _pairer(state, {3: 1.025, 5: 1.01})
     bisected = []
 
-    def bisect(start, span, confirmation):
-        bisected.append((start, [c.sha for c in span], confirmation))
-        return span[0].sha, f"first slower commit {span[0].sha[:12]} after 2 probe(s)"
+    def bisect(start, span, confirmation, drift):
+        bisected.append((start, [c.sha for c in span], confirmation, drift))
+        return span[0].sha, f"bisected inside: first commit like its end {span[0].sha[:12]} after 2 probe(s)"
 
     walk(state, pair, {}, bisect=bisect)
     (w,) = state.drifts()
     assert w.ends == (state.commits[2].sha, state.commits[5].sha) and state.regressions() == []
-    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]], w.recheck)]
-    assert w.culprit == state.commits[3].sha and "first slower commit" in w.bisection
+    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]], w.recheck, True)]
+    assert w.culprit == state.commits[3].sha and "first commit like its end" in w.bisection
     # Bisected once: a later run (--update with nothing new) leaves it as it is.
     walk(state, pair, {}, bisect=lambda *a: pytest.fail("bisected again"))
-    culprit = f"{w.culprit[:12]} commit 3"
-    assert "first commit like its end" in write_page(state) and w.culprit[:12] in write_page(state)
+    culprit = f"first commit like its end {w.culprit[:12]} after 2 probe(s) ({w.culprit[:12]}: commit 3)"
+    assert "first commit like its end" in write_page(state) and f"{w.culprit[:12]}</code>: commit 3" in write_page(
+        state
+    )
     console = Console(record=True, width=300)
     _summary(state, set(), console, tmp_path / "h.html")
-    assert f"its first commit like its end: {culprit}" in console.export_text()
+    assert culprit in console.export_text()
     # Without a bisector (an interrupted run), the drift stays on its stretch, and the next run
     # that has one bisects it.
     again = _state(8)
@@ -402,6 +404,66 @@ def test_a_confirmed_drift_is_bisected_to_the_step_its_own_pair_left_unscreened(
     assert again.drifts()[0].culprit is None
     walk(again, pair, {}, bisect=bisect)
     assert again.drifts()[0].culprit == again.commits[3].sha
+
+
+def test_the_bisector_takes_the_recheck_as_bads_confirmation_and_never_names_a_commit_it_could_not_tell(
+    monkeypatch,
+):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from perfsuite.cli import history as cli
+    from perfsuite.compare import bisect as b
+
+    span = [Commit(f"{i:040d}", f"commit {i}") for i in range(1, 6)]
+    asked, lines = [], []
+    outcomes: dict[str, str] = {}
+
+    class FakeProber:  # bisect's prober, answering from `outcomes` without timing anything
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def __call__(self, commit, confirmation=None):
+            asked.append(commit.sha)
+            lines.append(confirmation.median_ratio if confirmation else None)
+            v = _verdict(1.03, True)
+            if outcomes[commit.sha] == "forced":
+                v.notes.append("undecided after 40 pairs (4 budgets): put with bad by their median")
+                return b.Probe(commit.sha, b.CHANGED, v)
+            return b.Probe(commit.sha, outcomes[commit.sha], v, error="ImportError")
+
+    monkeypatch.setattr(cli, "Prober", FakeProber)
+    monkeypatch.setattr(cli, "subject", lambda repo, sha: "start")
+    args = SimpleNamespace(budget=1.0, builds=2, threshold=0.01, fdr=0.01, heap="off")
+    bisector = cli._bisector(
+        SimpleNamespace(name="w"), {}, SimpleNamespace(repo="."), "cpu", None, args, Console(), None
+    )
+    recheck = _verdict(1.034, True)
+    # Commits 1-2 like the start, 3-5 like the end: bad (5) is never probed, and every probe is
+    # classified against the recheck's ratio.
+    outcomes.update({c.sha: b.SAME if i < 2 else b.CHANGED for i, c in enumerate(span)})
+    culprit, line = bisector("b" * 40, span, recheck, True)
+    assert culprit == span[2].sha and span[-1].sha not in asked
+    assert set(lines) == {recheck.median_ratio}
+    assert line == f"bisected inside: first commit like its end {span[2].sha[:12]} after {len(asked)} probe(s)"
+    # A probe put by its median is said; the answer rests on it.
+    asked.clear()
+    outcomes[span[2].sha] = "forced"
+    culprit, line = bisector("b" * 40, span, recheck, False)
+    assert culprit == span[2].sha and "first slower commit" in line and "uncertain: 1 probe(s)" in line
+    # Every commit inside skipped: the end is first only if none of them was, so nobody is named.
+    asked.clear()
+    outcomes.update({c.sha: b.SKIPPED for c in span[:-1]})
+    culprit, line = bisector("b" * 40, span, recheck, True)
+    assert culprit is None and "or one of the skipped commits before it" in line and "stays on its span" in line
+    assert sorted(asked) == sorted(c.sha for c in span[:-1])
 
 
 def test_a_slow_drift_whose_recheck_is_not_slower_is_not_confirmed():
@@ -694,8 +756,8 @@ def test_every_nth_commit_is_measured_and_a_confirmed_span_is_bisected_to_its_co
     pair, asked = _pairer(state, {4: 1.5})
     bisected = []
 
-    def bisect(parent, span, confirmation):
-        bisected.append((parent, [c.sha for c in span], confirmation))
+    def bisect(parent, span, confirmation, drift):
+        bisected.append((parent, [c.sha for c in span], confirmation, drift))
         return state.commits[4].sha, "first slower commit after 2 probe(s)"
 
     walk(state, pair, {}, bisect=bisect)
@@ -704,10 +766,10 @@ def test_every_nth_commit_is_measured_and_a_confirmed_span_is_bisected_to_its_co
     (p,) = state.regressions()
     assert p.sha == state.commits[5].sha and p.blamed == state.commits[4].sha
     # Bad is not probed again: the recheck that confirmed the span is its confirmation.
-    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]], p.recheck)]
+    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]], p.recheck, False)]
     # A one-commit point is never bisected.
     one = _state(3)
-    walk(one, _pairer(one, {1: 1.5})[0], {}, bisect=lambda parent, span, v: pytest.fail("bisected one commit"))
+    walk(one, _pairer(one, {1: 1.5})[0], {}, bisect=lambda *a: pytest.fail("bisected one commit"))
     assert one.regressions()[0].culprit is None
 
 
@@ -806,7 +868,7 @@ def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when
     state.settings["every"] = 3
     walk(state, _pairer(state, {4: 1.5})[0], {})  # no bisector: as if Ctrl-C came before it
     assert state.regressions()[0].culprit is None
-    walk(state, _pairer(state, {})[0], {}, bisect=lambda parent, span, v: (span[1].sha, "first slower commit"))
+    walk(state, _pairer(state, {})[0], {}, bisect=lambda parent, span, v, d: (span[1].sha, "first slower commit"))
     assert state.regressions()[0].blamed == state.commits[4].sha
     from perfsuite.report.history_page import write_page
 

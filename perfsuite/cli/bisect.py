@@ -112,7 +112,7 @@ def bisect_command(args, console) -> int:
             )
         )
         console.print(Text(f"  against --good: {_effect(answer.probe)}"))
-        forced = [p for p in state.probes if p.verdict and any(n.startswith("undecided") for n in p.verdict.notes)]
+        forced = state.forced()
         if forced:  # put on a side by their median after the whole budget: the answer rests on a coin
             console.print(
                 Text(

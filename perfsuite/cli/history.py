@@ -235,7 +235,7 @@ def _bisector(w, params, revs, device: str, threads, args, console, floor: float
     confirmation (its pairs set the halfway line the commits inside are classified by)."""
     threshold = max(args.threshold, floor or 0.0)
 
-    def run(parent: str, span: list, confirmation: GateVerdict) -> tuple[str | None, str]:
+    def run(parent: str, span: list, confirmation: GateVerdict, drift: bool) -> tuple[str | None, str]:
         settings = {"max_time": args.budget, "builds": args.builds, "threshold": threshold, "fdr": args.fdr,
                     "threads": threads, "heap": args.heap, "rule": b.PROBE_RULE, "direction": "slower"}  # fmt: skip
         state = b.Bisection(w.name, params, device, b.Commit(parent, subject(revs.repo, parent)), span, settings)
@@ -246,12 +246,32 @@ def _bisector(w, params, revs, device: str, threads, args, console, floor: float
             threads=threads, heap=args.heap, fdr=args.fdr,
         ) as prober:  # fmt: skip
             answer = b.run_bisection(state, prober)
-        probes = len(state.probes) - 1  # bad's confirmation was the recheck's
-        if answer.state == b.FOUND and answer.commit is not None:
-            return answer.commit.sha, f"first slower commit {answer.commit.sha[:12]} after {probes} probe(s)"
-        return None, f"bisection inside it: {answer.state} (the change stays on {span[-1].sha[:12]})"
+        return bisected_as(state, answer, drift)
 
     return run
+
+
+def bisected_as(state, answer, drift: bool) -> tuple[str | None, str]:
+    """(the commit a bisection inside a confirmed span names, or None; the line saying so). Bad's
+    probe is the recheck's, so the answer is always found; it names nobody when skipped commits
+    before it could have been first instead (the change stays on its span), and says how many of
+    its probes were put by their median."""
+    assert answer.state == b.FOUND and answer.commit is not None  # bad was confirmed
+    probes = len(state.probes) - 1  # bad's confirmation was the recheck's
+    what = "first commit like its end" if drift else "first slower commit"
+    if answer.could_also_be:
+        could = ", ".join(c.sha[:12] for c in answer.could_also_be)
+        return None, (
+            f"bisected inside: {what} {answer.commit.sha[:12]} or one of the skipped commits before it ({could}); "
+            "the change stays on its span"
+        )
+    line = f"bisected inside: {what} {answer.commit.sha[:12]} after {probes} probe(s)"
+    forced = state.forced()
+    if forced:
+        line += (
+            f"; uncertain: {len(forced)} probe(s) could not tell its start from its end and were put by their median"
+        )
+    return answer.commit.sha, line
 
 
 def _log_name(name: str, params: dict) -> str:
@@ -315,7 +335,7 @@ def _logged(state: History, p: Point | Window, log: Path, console) -> None:
     if isinstance(p, Window):
         said = f"rechecked: {p.recheck.describe()}" if p.recheck else f"gated end against start: {p.verdict.describe()}"
         if p.bisection:
-            said = printable(p.bisection)
+            said = f"rechecked: {p.evidence.describe()}; {printable(p.bisection)}"
         console.print(
             Text(f"slow drift {p.start[:12]}..{p.end[:12]} {said}", style="bold red" if p.verdict.confirmed else "")
         )
@@ -407,11 +427,8 @@ def _summary(state: History, fresh: set[str], console, page: Path) -> int:
             Text(
                 printable(
                     f"  slow drift {w.start[:12]}..{w.end[:12]}: {w.evidence.describe()}"
-                    + (
-                        f"; its first commit like its end: {w.culprit[:12]} {state.subject_of(w.culprit)}"
-                        if w.culprit
-                        else ""
-                    )
+                    + (f"; {w.bisection}" if w.bisection else "")
+                    + (f" ({w.culprit[:12]}: {state.subject_of(w.culprit)})" if w.culprit else "")
                     + (f"; top operators: {', '.join(ops)}" if ops else "")
                 ),
                 style="bold red",

@@ -10,7 +10,8 @@ tested with a fake prober and no timing.
 The first probe is `bad` itself, judged by the gate's own rule (its sequential test and false-alarm
 rate, in the bisection's direction): if it is not slower (faster) than `good` there is nothing to
 find, and no commit is named; the answer then says whether the pairs showed that or could not
-tell (undecided). Every later probe asks a different question, with the size of the change now
+tell (undecided). A caller that has confirmed bad already (a history's recheck) puts that
+verdict in the log as bad's probe, and bad is not measured again. Every later probe asks a different question, with the size of the change now
 known: is this commit like `good` or like `bad`? Its pairs against `good` are classified by which side of halfway
 (between no change and bad's confirmed ratio) their centre lies, measured until a signed-rank test
 puts it on one side (`classify`): the gate's own rule would call a commit that carries the whole
@@ -192,6 +193,12 @@ class Bisection(documents.Result):
 
     def probe_of(self, sha: str) -> Probe | None:
         return next((p for p in reversed(self.probes) if p.sha == sha), None)
+
+    def forced(self) -> list[Probe]:
+        """The probes whose pairs could not tell good from bad in their whole budget and were put
+        on a side by their median (perfsuite.compare.bisect_probe): an answer that rests on them
+        rests on a coin."""
+        return [p for p in self.probes if p.verdict and any(n.startswith("undecided") for n in p.verdict.notes)]
 
     def _bounds(self) -> tuple[int, int]:
         """(highest index known like good below hi, or -1 for good; lowest index known like bad)."""

@@ -219,7 +219,7 @@ def walk(
     env: dict,
     after: Callable[[History, Point | Window], None] = lambda s, p: None,
     keep: Callable[[set[str]], None] = lambda shas: None,
-    bisect: Callable[[str, list[Commit], GateVerdict], tuple[str | None, str]] | None = None,
+    bisect: Callable[[str, list[Commit], GateVerdict, bool], tuple[str | None, str]] | None = None,
     recheck: Callable[[str, str], GateVerdict | str] | None = None,
 ) -> list[Point]:
     """Measure every pending commit against its parent (History.parent_of), oldest first; pair
@@ -229,9 +229,9 @@ def walk(
     too when its gate says slower. `after` runs
     after each point and window (save the log, say so); `keep` is told which commits' sides are
     still needed. A confirmed point that spans several commits (--every N), and a confirmed slow
-    drift, is bisected: `bisect(start, commits, confirmation)` names the first commit of them like
-    the last (the recheck that confirmed it, `confirmation`, is bad's), or None, with a line saying
-    how it ended. Returns the points measured now."""
+    drift, is bisected: `bisect(start, commits, confirmation, drift)` names the first commit of them
+    like the last (the recheck that confirmed it, `confirmation`, is bad's), or None, with a line
+    saying how it ended. Returns the points measured now."""
     new: list[Point] = []
     state.walks += 1  # this run: its rechecks are one false-discovery family (History.confirm)
     for c in state.pending():
@@ -275,7 +275,7 @@ def walk(
             keep(set())  # the walk's kept sides are not needed while bisect starts its own
         for x in spans:
             assert x.recheck is not None  # confirmed: by its recheck
-            x.culprit, x.bisection = bisect(x.ends[0], state.between(*x.ends), x.recheck)
+            x.culprit, x.bisection = bisect(x.ends[0], state.between(*x.ends), x.recheck, isinstance(x, Window))
             after(state, x)
 
     bisected()

@@ -117,12 +117,8 @@ def write_page(state: History) -> str:
         out += [
             f"<li><code>{_esc(w.start[:12])}..{_esc(w.end[:12])}</code>: {_esc(w.verdict.describe())}; "
             f"rechecked: {_esc(w.evidence.describe())}"
-            + (
-                f"; bisected inside: first commit like its end <code>{_esc(w.culprit[:12])}</code> "
-                f"({_esc(state.subject_of(w.culprit))})"
-                if w.culprit
-                else ""
-            )
+            + (f"; {_esc(w.bisection)}" if w.bisection else "")
+            + (f" (<code>{_esc(w.culprit[:12])}</code>: {_esc(state.subject_of(w.culprit))})" if w.culprit else "")
             + "".join(f"; {_esc(name)} {delta:+.0f} us" for name, delta in operator_changes(w.why, 3))
             + "</li>"
             for w in drift
