@@ -8,6 +8,8 @@ sized from the step's median measured first). Kinds:
   step10     +10% at a random commit          step3      +3% at a random commit
   aa         no change at all                 neighbour  no change; a CPU-heavy neighbour
                                                           process starts halfway through
+  step3busy  +3% at a random commit, on a machine with one busy process at nice 19 from start to
+             end (a CI job beside it on one core): where a step's own short pair misses it
 
 Both tools walk the same repository:
   perfsuite  `perfsuite history tiny_mlp -p batch_size=32 --range FIRST..HEAD` (paired, each
@@ -28,6 +30,7 @@ for perfsuite and asv's run per commit, per history.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -107,15 +110,17 @@ def make_repo(folder: Path, commits: int, change_at: int | None, extra_s: float)
 
 
 class Neighbour:
-    """CPU-heavy processes (one per core) started on demand, stopped at the end."""
+    """CPU-heavy processes (`count`, default one per core, at niceness `nice`) started on
+    demand, stopped at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: int | None = None, nice: int = 0) -> None:
         self.procs: list[subprocess.Popen] = []
+        self.count, self.nice = count or os.cpu_count() or 2, nice
 
     def start(self) -> None:
         if not self.procs:
-            n = os.cpu_count() or 2
-            self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+            spin = ["nice", "-n", str(self.nice), sys.executable, "-c", "while True: pass"]
+            self.procs = [subprocess.Popen(spin) for _ in range(self.count)]
 
     def stop(self) -> None:
         for p in self.procs:
@@ -231,7 +236,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     dest = args.out / "history-quality.json"
     rows = json.loads(dest.read_text())["histories"] if dest.exists() else []
-    sizes = {"step10": 0.10, "step3": 0.03, "aa": 0.0, "neighbour": 0.0}
+    sizes = {"step10": 0.10, "step3": 0.03, "aa": 0.0, "neighbour": 0.0, "step3busy": 0.03}
     if args.asv_only:
         return asv_beside(rows, args, sizes, dest)
     for kind in args.kinds.split(","):
@@ -246,9 +251,10 @@ def main() -> int:
                 change_at = rng.randrange(args.commits // 4, 3 * args.commits // 4) if sizes[kind] else None
                 shas, changed = make_repo(folder, args.commits, change_at, sizes[kind] * step_s)
                 repo = folder / "project"
-                ps = run_perfsuite(repo, shas, args.max_time, Neighbour() if kind == "neighbour" else None,
-                                   args.out / "logs" / f"{kind}-{h}-seed{args.seed}.history.json")  # fmt: skip
-                av = None if args.no_asv else run_asv(repo, shas, Neighbour() if kind == "neighbour" else None)
+                with _busy(kind):
+                    ps = run_perfsuite(repo, shas, args.max_time, Neighbour() if kind == "neighbour" else None,
+                                       args.out / "logs" / f"{kind}-{h}-seed{args.seed}.history.json")  # fmt: skip
+                    av = None if args.no_asv else run_asv(repo, shas, Neighbour() if kind == "neighbour" else None)
             row = {"kind": kind, "index": h, "seed": args.seed, "commits": args.commits, "step_s": step_s,
                    "changed": changed, "changed_at": change_at, "perfsuite": ps, "asv": av,
                    "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
@@ -260,6 +266,19 @@ def main() -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _busy(kind: str):
+    """A `*busy` kind's neighbour: one CPU-heavy process at nice 19 while the tool walks."""
+    busy = Neighbour(count=1, nice=19) if kind.endswith("busy") else None
+    if busy:
+        busy.start()
+    try:
+        yield
+    finally:
+        if busy:
+            busy.stop()
+
+
 def asv_beside(rows: list[dict], args: argparse.Namespace, sizes: dict, dest: Path) -> int:
     """asv on the histories perfsuite measured without it, rebuilt from their rows: the same
     number of commits, the same commit changed by the same busy wait (the row's step times its
@@ -269,7 +288,8 @@ def asv_beside(rows: list[dict], args: argparse.Namespace, sizes: dict, dest: Pa
             continue
         with tempfile.TemporaryDirectory(prefix="perfsuite-history-quality-") as tmp:
             shas, changed = make_repo(Path(tmp), row["commits"], row["changed_at"], sizes[row["kind"]] * row["step_s"])
-            av = run_asv(Path(tmp) / "project", shas, Neighbour() if row["kind"] == "neighbour" else None)
+            with _busy(row["kind"]):
+                av = run_asv(Path(tmp) / "project", shas, Neighbour() if row["kind"] == "neighbour" else None)
         # asv's named commits are mapped to the perfsuite run's shas by their place in the history
         # (the rebuilt history's commits are new objects with the same content)
         ps_order = list(row["perfsuite"]["ratios"])  # the measured commits, oldest first
