@@ -246,12 +246,12 @@ def _bisector(w, params, revs, device: str, threads, args, console, floor: float
             threads=threads, heap=args.heap, fdr=args.fdr,
         ) as prober:  # fmt: skip
             answer = b.run_bisection(state, prober)
-        return bisected_as(state, answer, drift)
+        return _bisected_as(state, answer, drift)
 
     return run
 
 
-def bisected_as(state, answer, drift: bool) -> tuple[str | None, str]:
+def _bisected_as(state, answer, drift: bool) -> tuple[str | None, str]:
     """(the commit a bisection inside a confirmed span names, or None; the line saying so). Bad's
     probe is the recheck's, so the answer is always found; it names nobody when skipped commits
     before it could have been first instead (the change stays on its span), and says how many of
@@ -334,8 +334,8 @@ def _logged(state: History, p: Point | Window, log: Path, console) -> None:
     _save(state, log)
     if isinstance(p, Window):
         said = f"rechecked: {p.recheck.describe()}" if p.recheck else f"gated end against start: {p.verdict.describe()}"
-        if p.bisection:
-            said = f"rechecked: {p.evidence.describe()}; {printable(p.bisection)}"
+        if p.bisection:  # a bisection inside the confirmed drift has ended
+            said += f"; {printable(p.bisection)}"
         console.print(
             Text(f"slow drift {p.start[:12]}..{p.end[:12]} {said}", style="bold red" if p.verdict.confirmed else "")
         )
