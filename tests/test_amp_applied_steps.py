@@ -9,7 +9,8 @@ would then trail fp32 by those 6 updates (the loss still at its start while fp32
 import pytest
 import torch
 
-from perfsuite.compare.amp import AmpComparison, compare_precisions, training_losses
+from perfsuite.compare.amp import AmpComparison, compare_precisions
+from perfsuite.training.agreement import loss_agreement
 from perfsuite.core.config import RunConfig
 from perfsuite.measuring.timing import PerfCounterClock
 from perfsuite.training.applied import ScalerDiverged, max_skips
@@ -96,4 +97,4 @@ def test_a_scaler_that_never_stops_skipping_ends_the_comparison_and_says_why(fp1
 
     assert max_skips(torch.amp.GradScaler("cpu", init_scale=4.0)) == 3
     with pytest.raises(ScalerDiverged, match=r"fp16: the GradScaler skipped 4 steps .* overflow even unscaled"):
-        training_losses("autoencoder", PARAMS, "cpu", "fp32", "fp16", steps=3, setup_b=overflowing)
+        loss_agreement("autoencoder", PARAMS, "cpu", "fp16", steps=3, setup_b=overflowing)

@@ -56,8 +56,68 @@ def test_amp_check_fails_when_the_low_precision_run_diverges():
     def broken(params, device, seed):
         return training_setup("autoencoder", params, device, seed, lr_scale=300.0)
 
-    with pytest.raises(CheckFailed, match="bf16 reaches .* apart"):
+    with pytest.raises(CheckFailed, match=r"bf16 [\d.]+% from fp32 over 6 applied steps, allowed"):
         checks.amp_loss_agreement(AE, steps=6, setup_b=broken)
+
+
+# Issue 55: deliberately broken AMP must fail the check, in real bf16 numerics on any CPU (torch
+# computes bf16 where the hardware lacks it, only slower; the autoencoder keeps it to a second).
+
+
+def test_amp_check_fails_when_the_loss_is_computed_in_bf16():
+    def bf16_loss(params, device, seed):
+        setup = training_setup("autoencoder", params, device, seed)
+        # Written out by hand, not F.mse_loss (which autocast computes in float32 whatever its inputs).
+        setup.parts.loss_fn = lambda out, x: ((out.bfloat16() - x.bfloat16()) ** 2).mean()
+        return setup
+
+    with pytest.raises(CheckFailed, match="the loss is computed in bfloat16, fp32's in float32"):
+        checks.amp_loss_agreement(AE, setup_b=bf16_loss)
+
+
+def test_amp_check_fails_when_a_cast_drops_gradients():
+    """A layer that uses a bf16 copy of its weight made outside autograd (a cached cast) never
+    trains that weight; the fp32 run trains it."""
+
+    def dropped(params, device, seed):
+        setup = training_setup("autoencoder", params, device, seed)
+        conv = next(m for m in setup.parts.model.modules() if isinstance(m, torch.nn.Conv2d))
+
+        def forward(x, conv=conv):
+            w = conv.weight.detach().to(torch.bfloat16)
+            return conv._conv_forward(x, w, None if conv.bias is None else conv.bias.detach().to(torch.bfloat16))
+
+        conv.forward = forward
+        return setup
+
+    with pytest.raises(CheckFailed, match=r"2 parameter\(s\) get no gradient in bf16 that do in fp32: \S+weight"):
+        checks.amp_loss_agreement(AE, setup_b=dropped)
+
+
+def test_amp_check_measures_its_tolerance_from_perturbed_fp32_runs():
+    """The allowed distance is what fp32 from weights perturbed by bf16's rounding shows, times
+    the factor, never below the floor: a tighter floor on a model whose perturbed runs wander
+    is still passed by a healthy bf16, and an impossible one fails it."""
+    from perfsuite.training import agreement
+
+    a = agreement.loss_agreement("autoencoder", AE.params, "cpu", "bf16", 6, floor=0.0)
+    assert len(a.noise) == agreement.PERTURBED_RUNS and all(0 < d < 0.05 for d in a.noise)
+    assert a.allowed == pytest.approx(agreement.ENVELOPE_FACTOR * max(a.noise))
+    assert a.ok == (a.distance <= a.allowed) and not a.problems
+    assert agreement.trajectory_distance([1.0, 2.0, 3.0], [1.0, 1.0, 1.0]) == pytest.approx(1.5)
+    assert agreement.trajectory_distance([1.0, float("nan")], [1.0, 1.0]) == float("inf")
+
+
+@pytest.mark.slow
+def test_amp_check_passes_a_healthy_resnet_in_bf16():
+    """The ResNet18 pair that failed on a CPU with AMX (issue 55: 5.5% apart against a fixed 5%).
+    Its bf16 steps take about a minute each where the CPU emulates bf16 (an AVX2-only EPYC):
+    skipped there for time, not for correctness; the autoencoder tests above prove the rule."""
+    from perfsuite.measuring.env import cpu_native_bf16
+
+    if cpu_native_bf16() is False:
+        pytest.skip("this CPU emulates bf16: 12 ResNet18 bf16 steps take ~12 min here (time, not correctness)")
+    assert "allowed" in checks.amp_loss_agreement(RESNET)
 
 
 @pytest.fixture
@@ -78,9 +138,9 @@ def test_amp_check_compares_fp16_at_equal_applied_steps(fp16_on_cpu):
     On CPU the same emulated run skipped 4 and ended 17.9% apart; compared at 12 applied steps
     each, the two agree."""
     detail = checks.amp_loss_agreement(RESNET, low="fp16")
-    skipped = re.search(r"GradScaler skipped (\d+) more", detail)
+    skipped = re.search(r"GradScaler skipped (\d+)", detail)
     assert skipped and int(skipped.group(1)) >= 1, detail  # the emulation does reproduce the skips
-    assert "after 12 applied steps" in detail
+    assert "over 12 applied steps" in detail
 
 
 @pytest.mark.slow
@@ -96,6 +156,16 @@ def test_amp_check_fails_when_fp16_overflows_at_every_scale(fp16_on_cpu):
 
     with pytest.raises(CheckFailed, match=r"fp16: the GradScaler skipped 18 steps .* overflow even unscaled"):
         checks.amp_loss_agreement(AE, steps=3, setup_b=overflowing, low="fp16")
+
+
+def test_amp_check_fails_fp16_without_a_grad_scaler(fp16_on_cpu):
+    def unscaled(params, device, seed):
+        setup = training_setup("autoencoder", params, device, seed)
+        setup.parts.precision.scaler = None
+        return setup
+
+    with pytest.raises(CheckFailed, match="fp16 trains without a GradScaler"):
+        checks.amp_loss_agreement(AE, setup_b=unscaled, low="fp16")
 
 
 def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):

@@ -28,6 +28,13 @@ class ScalerDiverged(PerfsuiteError):
 class AppliedLosses:
     losses: list[float]  # loss i was computed on the weights after i applied updates
     skipped: int  # training steps the GradScaler skipped on the way (0 without one)
+    # What perfsuite.training.agreement checks beside the losses: the loss tensor's dtype and its
+    # bits, the parameters left without a non-zero gradient by the first applied step, and
+    # whether a GradScaler scaled the loss.
+    loss_dtype: str = "float32"
+    loss_bits: int = 32
+    without_grad: tuple[str, ...] = ()
+    scaled: bool = False
 
 
 def max_skips(scaler) -> int:
@@ -49,9 +56,11 @@ def losses_at_applied_steps(setup: TrainingSetup, steps: int, label: str) -> App
     step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward)
     losses: list[float] = []
     skipped = 0
+    dtype, without_grad = None, ()
     while len(losses) < steps:
         before = scaler.get_scale() if scaler is not None else 0.0  # (read only with a scaler)
-        loss = float(step().detach().float())
+        out = step()
+        loss = float(out.detach().float())
         if scaler is not None and scaler.get_scale() < before:
             skipped += 1
             if skipped > bound:
@@ -60,8 +69,29 @@ def losses_at_applied_steps(setup: TrainingSetup, steps: int, label: str) -> App
                     f"{scaler.get_scale():g}): its gradients overflow even unscaled"
                 )
             continue
+        if not losses:
+            dtype, without_grad = out.dtype, _without_grad(setup.parts.model)
         losses.append(loss)
-    return AppliedLosses(losses, skipped)
+    import torch
+
+    dtype = dtype or torch.float32
+    return AppliedLosses(
+        losses,
+        skipped,
+        str(dtype).removeprefix("torch."),
+        torch.finfo(dtype).bits if dtype.is_floating_point else 0,
+        without_grad,
+        scaler is not None,
+    )
+
+
+def _without_grad(model) -> tuple[str, ...]:
+    """Trainable parameters whose gradient after the last step is missing or all zero."""
+    return tuple(
+        name
+        for name, p in model.named_parameters()
+        if p.requires_grad and (p.grad is None or not bool(p.grad.detach().ne(0).any()))
+    )
 
 
 def final_loss(losses: list[float]) -> float:
