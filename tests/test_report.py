@@ -163,3 +163,26 @@ def test_a_name_with_a_character_the_font_lacks_is_drawn_without_a_warning(tmp_p
         replace(make_record(params={"n": 2}, seed=2), workload="w\U000a2e5e"),
     ]
     assert throughput_figure(recs, tmp_path / "g.png").stat().st_size > 1000
+
+
+def test_the_report_says_first_what_was_not_timed_and_why(tmp_path):
+    """Issue 55: a suite whose check failed exited 3 and its report never said which workloads
+    went untimed; now checks.json's failures and each results file's failed cases head it."""
+    from perfsuite import cli
+    from perfsuite.storage.files import ResultsWriter, atomic_write_text, document
+
+    results = tmp_path / "results"
+    results.mkdir()
+    assert cli.main(["run", "noop", "--max-time", "0.3", "--out", str(results / "noop.json")]) == 0
+    atomic_write_text(
+        results / "checks.json",
+        document("checks", [{"workload": "resnet", "name": "AMP keeps the loss", "ok": False, "detail": "bf16 9%"}]),
+    )
+    writer = ResultsWriter(results / "broken.json")
+    writer.add_failure({"workload": "matmul", "params": {"n": 64}, "device": "cpu", "kind": "error", "error": "boom"})
+    assert cli.main(["report", str(results), "--out-dir", str(tmp_path / "rep")]) == 0
+    page = (tmp_path / "rep" / "summary.md").read_text()
+    top = page[: page.index("## noop")]
+    assert "## Not timed" in top
+    assert "resnet: not timed, its check failed: AMP keeps the loss: bf16 9%" in top
+    assert "matmul {'n': 64}: failed: boom" in top

@@ -12,7 +12,7 @@ import perfsuite.compare.why  # noqa: F401 - registers the why document's result
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.report.markdown import write_report
-from perfsuite.storage.files import load_document, load_many, writable_dir
+from perfsuite.storage.files import document_failures, load_document, load_many, writable_dir
 
 
 def cmd_report(args, console) -> int:
@@ -27,6 +27,7 @@ def cmd_report(args, console) -> int:
     args.why += [f for f in args.results if f.is_file() and _is_why(f)]
     inputs = [f for f in args.results if f not in args.why]
     records, problems = load_many(inputs) if inputs else ([], [])
+    not_timed = _not_timed(args.results)
     for problem in problems:
         console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
     amp: list[Any] = []  # the documents' results (perfsuite.compare's classes)
@@ -47,10 +48,40 @@ def cmd_report(args, console) -> int:
     if not records:
         raise PerfsuiteError("no records in " + ", ".join(map(str, args.results)))
     page = write_report(
-        records, args.out_dir, sources=args.results, amp=amp, pairs=pairs, latency_bound_ms=args.latency_bound, why=why
+        records,
+        args.out_dir,
+        sources=args.results,
+        amp=amp,
+        pairs=pairs,
+        latency_bound_ms=args.latency_bound,
+        why=why,
+        not_timed=not_timed,
     )
     console.print(f"report written to {page}", highlight=False)
     return 0
+
+
+def _not_timed(given) -> list[str]:
+    """What a results folder says was not timed, and why: failed correctness checks (its
+    checks.json; the suite measures nothing of such a workload) and failed cases (each results
+    document's `failures`). A file that cannot be read adds nothing here: the loader names it."""
+    out: list[str] = []
+    for folder in (g for g in given if g.is_dir()):
+        checks = folder / "checks.json"
+        try:
+            failed = [c for c in load_document(checks, "checks") if not c.get("ok")] if checks.is_file() else []
+        except PerfsuiteError:
+            failed = []
+        out += [f"{c['workload']}: not timed, its check failed: {c['name']}: {c['detail']}" for c in failed]
+        for path in sorted(folder.glob("*.json")):
+            if path.name == "checks.json":
+                continue
+            try:
+                failures = document_failures(path)
+            except PerfsuiteError:
+                continue
+            out += [f"{f['workload']} {f.get('params') or {}}: failed: {f.get('error', '')}" for f in failures]
+    return out
 
 
 def _is_why(path) -> bool:

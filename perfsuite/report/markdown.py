@@ -133,7 +133,10 @@ def write_report(
     pairs: list | None = None,
     latency_bound_ms: float | None = None,
     why: list | None = None,
+    not_timed: list[str] | None = None,
 ) -> Path:
+    """summary.md and its figures; `not_timed` (what the results say was not timed, and why) comes
+    first, where a reader of a run that exited non-zero looks."""
     out_dir = Path(out_dir)
     write.make_dir(out_dir, "report folder")
     by_workload: dict[str, list[Record]] = defaultdict(list)
@@ -159,6 +162,8 @@ def write_report(
         "the same from any results)",
         "",
     ]
+    if not_timed:
+        lines += ["## Not timed", "", *(f"- {printable(t)}" for t in not_timed), ""]
     for workload, recs in by_workload.items():
         # The workload's name is data: slugged and kept inside out_dir (`../../x` writes out_dir/x.png).
         fig = throughput_figure(recs, write.file_in(out_dir, workload, ".png"))
