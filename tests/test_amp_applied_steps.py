@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from perfsuite.compare.amp import AmpComparison, compare_precisions
-from perfsuite.training.agreement import loss_agreement
 from perfsuite.core.config import RunConfig
 from perfsuite.measuring.timing import PerfCounterClock
+from perfsuite.training.agreement import loss_agreement
 from perfsuite.training.applied import ScalerDiverged, max_skips
 from perfsuite.training.setup import training_setup
 
