@@ -56,7 +56,8 @@ def losses_at_applied_steps(setup: TrainingSetup, steps: int, label: str) -> App
     step = make_train_step(setup.parts, *setup.batch(0), forward=setup.forward)
     losses: list[float] = []
     skipped = 0
-    dtype, without_grad = None, ()
+    dtype = None
+    without_grad: tuple[str, ...] = ()
     while len(losses) < steps:
         before = scaler.get_scale() if scaler is not None else 0.0  # (read only with a scaler)
         out = step()
