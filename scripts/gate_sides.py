@@ -9,11 +9,22 @@ sized from an in-process timing to cost about `--slowdown` of the step, gated ag
 `--trials` times (power). Every gate is the real command: each side in its own processes, the
 base in a git worktree, the defaults unless given (`--max-time`, `--builds`, `--threads`).
 Rates come with Wilson 95% intervals; the machine's load average is kept beside each gate.
+
+Issue 49 (verdicts under load): `--kinds` chooses the commits gated, among
+- same: a note only (unchanged code, unchanged layout);
+- layout: the model file holds an extra buffer, allocated before the model and never used (a
+  change that does no work in the step but moves every later allocation, as renaming a class
+  or adding a field does; the truth is 1.000);
+- slow: the padded forward above (`--slowdown` of the step);
+`--workload tiny_gpt` gates a two-layer transformer's forward (about 1-3 ms a step on one thread)
+instead of tiny_mlp's training step; `--load N` keeps N busy processes running beside every gate
+(a shared runner, a laptop doing other work), and `--loads 0,2,4` cycles through several.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -72,9 +83,48 @@ def _padding_count(fraction: float, threads: int | None) -> tuple[int, float]:
     return count, count * t_mm / t_step
 
 
+TINY_GPT = '''
+
+class TinyGPT(torch.nn.Module):
+    """Two transformer layers over token embeddings: a short forward, as a GPT's (issue 49)."""
+
+    def __init__(self, vocab: int = 512, width: int = 128, layers: int = 2, seq: int = 64) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        layer = torch.nn.TransformerEncoderLayer(width, 4, 4 * width, dropout=0.0, batch_first=True)
+        self.blocks = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(width, vocab)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.embed(idx)))
+'''
+TINY_GPT_WORKLOAD = '''
+
+@perfsuite.workload(params={"batch_size": [4]})
+def tiny_gpt(batch_size: int, device: str):
+    """A small transformer's forward pass (inference)."""
+    from myproj.model import TinyGPT
+
+    model = TinyGPT().to(device).eval()
+    idx = torch.randint(0, 512, (batch_size, 64), device=device)
+
+    def step():
+        with torch.no_grad():
+            model(idx)
+
+    return perfsuite.Step(step, items=batch_size, unit="samples")
+'''
+# The layout-only change: a buffer of an odd size, allocated at import before any model and held.
+LAYOUT_CHANGE = "\n_UNUSED = torch.empty(12_345)  # a change that does no work in the step\n"
+
+
 def _project(tmp: Path, name: str) -> Path:
     repo = tmp / name
     shutil.copytree(ROOT / "examples" / "my-project", repo)
+    model = repo / "myproj" / "model.py"
+    model.write_text(model.read_text() + TINY_GPT)
+    bench = repo / "bench" / "tiny_mlp.py"
+    bench.write_text(bench.read_text() + TINY_GPT_WORKLOAD)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "base")
@@ -87,9 +137,9 @@ def _gate(repo: Path, args) -> dict:
         "-m",
         "perfsuite",
         "gate",
-        "tiny_mlp",
+        args.workload,
         "-p",
-        "batch_size=32",
+        "batch_size=32" if args.workload == "tiny_mlp" else "batch_size=4",
         "--base",
         "HEAD~1",
         "--device",
@@ -101,6 +151,7 @@ def _gate(repo: Path, args) -> dict:
     ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    cmd += args.gate_args.split()
     json_out = repo / f"gate-{time.monotonic_ns()}.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
@@ -125,6 +176,19 @@ def _gate(repo: Path, args) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _busy(n: int):
+    """`n` processes spinning at normal priority beside the gate (stopped afterwards)."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(1.0 if n else 0.0)
+        yield
+    finally:
+        for q in procs:
+            q.kill()
+            q.wait()
+
+
 def main() -> None:
     from perfsuite.compare.gate import wilson_interval
 
@@ -135,6 +199,10 @@ def main() -> None:
     p.add_argument("--builds", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--kinds", default="same,slow", help="commits gated: same, layout, slow (comma-separated)")
+    p.add_argument("--workload", choices=("tiny_mlp", "tiny_gpt"), default="tiny_mlp")
+    p.add_argument("--loads", default="0", help="busy processes beside each gate, cycled per trial (e.g. 0,2,4)")
+    p.add_argument("--gate-args", default="", help="more arguments for every gate (e.g. '--undecided pass')")
     args = p.parse_args()
     if args.out.exists():
         sys.exit(f"{args.out} exists")
@@ -159,20 +227,35 @@ def main() -> None:
         _git(slow, "add", "-A")
         _git(slow, "commit", "-qm", "a slower forward")
 
+        layout = _project(Path(tmp), "layout")
+        model = layout / "myproj" / "model.py"
+        text = model.read_text()
+        model.write_text(text.replace("import torch\n", "import torch\n" + LAYOUT_CHANGE, 1))
+        _git(layout, "add", "-A")
+        _git(layout, "commit", "-qm", "an unused buffer: layout only")
+
+        repos = {"same": same, "slow": slow, "layout": layout}
+        kinds = args.kinds.split(",")
+        loads = [int(x) for x in args.loads.split(",")]
         runs = []
-        for i in range(args.trials):  # alternate, so both kinds see the same stretch of the machine's load
-            for kind, repo in (("same", same), ("slow", slow)) if i % 2 == 0 else (("slow", slow), ("same", same)):
-                r = _gate(repo, args)
-                runs.append({"kind": kind, "trial": i, **r})
-                print(
-                    f"{kind} {i}: exit {r['exit']} in {r['seconds']:.0f}s, load {r['load_1m']:.1f}"
-                    + (
-                        f", {r['verdict']['word']}, median ratio {r['verdict']['median_ratio']:.3f}"
-                        if r["verdict"]
-                        else f" {r['stderr'][-300:]}"
-                    ),
-                    flush=True,
-                )
+        for i in range(args.trials):  # alternate, so every kind sees the same stretch of the machine's load
+            load = loads[i % len(loads)]
+            order = kinds if i % 2 == 0 else kinds[::-1]
+            with _busy(load):
+                for kind in order:
+                    r = _gate(repos[kind], args)
+                    runs.append({"kind": kind, "trial": i, "busy": load, **r})
+                    print(
+                        f"{kind} {i} busy {load}: exit {r['exit']} in {r['seconds']:.0f}s, load {r['load_1m']:.1f}"
+                        + (
+                            f", {r['verdict']['word']}, median ratio {r['verdict']['median_ratio']:.3f}"
+                            f" ({r['verdict']['interval'][0]:.3f}-{r['verdict']['interval'][1]:.3f})"
+                            f" pairs {r['verdict']['pairs']}"
+                            if r["verdict"]
+                            else f" {r['stderr'][-300:]}"
+                        ),
+                        flush=True,
+                    )
     out = {
         "trials": args.trials,
         "slowdown_requested": args.slowdown,
@@ -181,9 +264,11 @@ def main() -> None:
         "max_time": args.max_time,
         "builds": args.builds,
         "threads": args.threads,
+        "workload": args.workload,
+        "loads": loads,
         "runs": runs,
     }
-    for kind in ("same", "slow"):
+    for kind in kinds:
         mine = [r for r in runs if r["kind"] == kind]
         flagged = sum(r["exit"] == 1 for r in mine)
         errors = sum(r["exit"] not in (0, 1, 5) for r in mine)
@@ -194,7 +279,7 @@ def main() -> None:
         lo, hi = wilson_interval(flagged, len(mine))
         out[kind] = {"flagged": flagged, "of": len(mine), "errors": errors, "ci95": [lo, hi], "words": words}
         print(
-            f"{'unchanged' if kind == 'same' else f'+{estimated:.1%}'}: slower {flagged}/{len(mine)} "
+            f"{ {'same': 'unchanged', 'layout': 'layout only'}.get(kind, f'+{estimated:.1%}') }: slower {flagged}/{len(mine)} "
             f"(95% CI {lo:.0%}-{hi:.0%}), words {words}, {errors} errors"
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)

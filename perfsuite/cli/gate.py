@@ -178,7 +178,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
             args.recorder.add_document("gate", v.to_dict(), workload=new.name)
     if args.json:
         write_or_rescue(args.json, document("gate", [v.to_dict() for v in out.records], out.failures), "--json")
-    return _ended(out, verdict.exit_code([v.word for v in out.records]))
+    return _ended(out, verdict.exit_code([v.word for v in out.records], args.undecided))
 
 
 def _ended(out, code: int) -> int:

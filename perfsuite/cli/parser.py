@@ -9,6 +9,7 @@ from perfsuite.cli.store import add_arguments as store_arguments
 from perfsuite.core.config import MAX_TIME_S, number_in
 from perfsuite.core.errors import ConfigError
 from perfsuite.measuring.system import parse_cpus
+from perfsuite.stats import verdict
 from perfsuite.storage import machine_drift
 from perfsuite.storage.peaks import DEFAULT_PEAK_FILE
 
@@ -629,6 +630,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="self-check: gate current code against itself slowed by this fraction, --trials times",
     )
     gate.add_argument("--trials", type=_count("--trials"), default=10)
+    gate.add_argument(
+        "--undecided",
+        choices=verdict.UNDECIDED_EXITS,
+        default="report",
+        help="what a case the pairs could not decide ends in: report (exit 5, the default), pass "
+        "(exit 0: only a confirmed slowdown fails) or fail (exit 1: only same or faster passes)",
+    )
     gate.add_argument("--json", type=Path, help="write the verdicts as JSON (must not exist)")
     workloads_from_option(gate)
 

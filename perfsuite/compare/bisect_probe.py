@@ -26,7 +26,7 @@ from perfsuite.compare.gate_sides import GateArms, sides_settle
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
-from perfsuite.stats import summary as stats
+from perfsuite.stats import verdict
 
 # A probe after the confirmation measures in looks of half the budget until its pairs fall on one
 # side of halfway, for at most this many budgets, read from the FIRST_READ-th look on. Pairs
@@ -98,45 +98,47 @@ class HalfwayArms(GateArms):
     def measure(self, case, cfg, ctx):
         import math
 
-        with self.side_processes(case, cfg) as (base, now):
-            a, b = [s.steps[0] for s in base], [s.steps[0] for s in now]
-            ratios, looks, runs, decision = [], [], [], None
-            t0 = self.clock.now()
-            while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
-                runs.append(
-                    gate.paired_ratios(a, b, self.clock, LOOK_SHARE * cfg.max_time, on_look=self.look_said(case))
+        looks: list[dict] = []
+        runs: list[gate.PairedRun] = []
+        decision = None
+        t0 = self.clock.now()
+        # Each look's pairs in fresh side processes (the first may take good's pool): each process
+        # draws its own memory layout, so the pairings are independent and the interval over them
+        # (perfsuite.stats.verdict.pairings) narrows with every look, as it cannot over the same
+        # three processes (issue 49).
+        while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
+            with self.side_processes(case, cfg, pools=not runs) as (base, now):
+                run = gate.paired_ratios(
+                    [s.steps[0] for s in base],
+                    [s.steps[0] for s in now],
+                    self.clock,
+                    LOOK_SHARE * cfg.max_time,
+                    on_look=self.look_said(case, sum(len(r.ratios) for r in runs), len(runs) + 1),
                 )
-                ratios += runs[-1].ratios
-                units = tuple(u for r in runs for u in (r.units or (0,) * len(r.ratios)))
-                decision = (
-                    classify(ratios, self.mid, direction=self.direction, units=units)
-                    if len(runs) >= FIRST_READ
-                    else None
-                )
-                looks.append({"pairs": len(ratios), "seconds": self.clock.now() - t0, "decision": decision})
-            notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]
-            if decision is None:
-                beyond = self.direction * stats.median([math.log(r) for r in ratios]) > self.direction * self.mid
-                decision = CHANGED if beyond else SAME
-                notes.append(
-                    f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
-                    f"{'bad' if decision == CHANGED else 'good'} by its median ratio {stats.median(ratios):.3f}"
-                )
-            faults = sum(s.faults for s in base + now) / max(len(ratios), 1)
-            run = gate.PairedRun(
-                ratios,
-                runs[0].block_size,
-                tuple(looks),
-                decision,
-                1.0,
-                sides_settle(base + now),
-                faults,
-                units if len(set(units)) > 1 else (),
-                [s for r in runs for s in r.seconds_a],
+                faults = sum(s.faults for s in base + now) / max(len(run.ratios), 1)
+                runs.append(replace(run, faults_per_pair=faults, settle=sides_settle(base + now)))
+            every = gate.pooled(runs)
+            decision = (
+                classify(every.ratios, self.mid, direction=self.direction, units=every.units)
+                if len(runs) >= FIRST_READ
+                else None
             )
-            return gate.GateVerdict(
-                case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes, self.fdr, self.direction
+            looks.append({"pairs": len(every.ratios), "seconds": self.clock.now() - t0, "decision": decision})
+        every = gate.pooled(runs)
+        ratios = every.ratios
+        notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]
+        if decision is None:
+            estimate = verdict.ratio_estimate(ratios, every.units)
+            beyond = self.direction * math.log(estimate) > self.direction * self.mid
+            decision = CHANGED if beyond else SAME
+            notes.append(
+                f"undecided after {len(ratios)} pairs ({MAX_BUDGETS} budgets): put with "
+                f"{'bad' if decision == CHANGED else 'good'} by its ratio {estimate:.3f}"
             )
+        run = replace(every, looks=tuple(looks), decision=decision, p=1.0)
+        return gate.GateVerdict(
+            case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes, self.fdr, self.direction
+        )
 
 
 class Prober:

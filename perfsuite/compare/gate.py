@@ -56,6 +56,10 @@ ALPHA = 0.01  # false alarms per unchanged case, overall (the sequential test ke
 # percent or two (memory placement, denormals in their random weights), and averaging over
 # builds removes that from the comparison instead of raising the threshold over it.
 BUILDS = 3
+# The side-process gate splits its budget into this many rounds, each in fresh processes that draw
+# their own memory layouts: 3 pairings a round, 12 in all, so the interval over pairings has 11
+# degrees of freedom (perfsuite.compare.gate_sides.GateArms.measure, issue 49).
+ROUNDS = 4
 WARMUP_SHARE = 0.1  # of the budget, shared by the warm-ups of every build
 MIN_PAIRS = 6
 # With the heap held steady (perfsuite.measuring.heap), the builds run in turn before the budget
@@ -82,7 +86,9 @@ class PairedRun(documents.Result):
 
     @property
     def median(self) -> float:
-        return stats.median(self.ratios)
+        """The ratio's estimate: the mean of the pairings' medians, or the pairs' Hodges-Lehmann
+        centre (perfsuite.stats.verdict.ratio_estimate), so that it lies inside the interval."""
+        return verdict.ratio_estimate(self.ratios, self.units)
 
     @property
     def median_a_s(self) -> float | None:
@@ -99,7 +105,7 @@ class PairedRun(documents.Result):
     def p_slower(self, threshold: float, direction: int = 1) -> float:
         """The signed-rank p of "B slower than A by the threshold" (direction -1: faster)."""
         # Log ratios: a slowdown and the matching speed-up are symmetric around 0.
-        return stats.signed_rank_greater([direction * math.log(r) for r in self.ratios], math.log1p(threshold))
+        return verdict.p_greater([direction * math.log(r) for r in self.ratios], math.log1p(threshold), self.units)
 
 
 def _b_first(j: int, k: int) -> bool:
@@ -181,19 +187,7 @@ def paired_ratios(
         if threshold is None:
             break
         final = k == len(marks) - 1
-        decision, p = read_look([direction * math.log(r) for r in ratios], threshold, bound, final)
-        if (
-            decision == sequential.NOT_SLOWER
-            and not final
-            and verdict.judge(
-                *verdict.ratio_interval(ratios, alpha, units if len(a) > 1 else ()), threshold, False, direction
-            )
-            == verdict.UNDECIDED
-        ):
-            # Futility says "not slower", but the pairs cannot yet say same or faster: go on, so
-            # that the verdict's word is not undecided while budget is left (issue 36: a 13.5%
-            # speed-up said "same" at 0.865 (0.732-1.002) after half the budget).
-            decision = None
+        decision, p = look_decision(ratios, units if len(a) > 1 else (), threshold, bound, final, alpha, direction)
         p_scaled = sequential.p_on_alpha_scale(p, bound, alpha)
         read.append({"pairs": len(ratios), "p": p, "boundary": bound, "seconds": clock.now() - t0})
         if on_look is not None:
@@ -213,13 +207,72 @@ def paired_ratios(
     )
 
 
-def read_look(logs: list[float], threshold: float, bound: float, final: bool) -> tuple[str | None, float]:
+def look_decision(
+    ratios: list[float],
+    units: tuple[int, ...] | list[int],
+    threshold: float,
+    bound: float,
+    final: bool,
+    alpha: float,
+    direction: int = 1,
+) -> tuple[str | None, float]:
+    """One look of the sequential test on the pairs so far (read_look), except that futility's
+    "not slower" waits while budget is left and the interval cannot yet say same or faster (issue
+    36: a 13.5% speed-up said "same" at 0.865 (0.732-1.002) after half the budget): the decision
+    (or None: go on) and the look's p. The gate in one process and the gate over rounds of side
+    processes (gate_sides.GateArms) both look through here."""
+    decision, p = read_look([direction * math.log(r) for r in ratios], threshold, bound, final, units)
+    if (
+        decision == sequential.NOT_SLOWER
+        and not final
+        and verdict.judge(*verdict.ratio_interval(ratios, alpha, units), threshold, False, direction)
+        == verdict.UNDECIDED
+    ):
+        decision = None
+    return decision, p
+
+
+def pooled(runs: list[PairedRun]) -> PairedRun:
+    """Runs of one comparison in fresh processes (rounds) as one: their pairs together, each run's
+    pairings numbered apart (a run without units is one pairing), faults averaged over all pairs;
+    the test's fields are the caller's to set."""
+    ratios: list[float] = []
+    units: list[int] = []
+    seconds_a: list[float] = []
+    faults = 0.0
+    for run in runs:
+        first = max(units) + 1 if units else 0
+        ratios += run.ratios
+        units += [first + u for u in (run.units or (0,) * len(run.ratios))]
+        seconds_a += run.seconds_a
+        faults += run.faults_per_pair * len(run.ratios)
+    settles = [side for run in runs if run.settle for side in run.settle.get("sides", [])]
+    return PairedRun(
+        ratios,
+        runs[0].block_size,
+        settle={"sides": settles} if settles else None,
+        faults_per_pair=faults / max(len(ratios), 1),
+        units=tuple(units),
+        seconds_a=seconds_a,
+    )
+
+
+def round_looks(looks: tuple[float, ...], rounds: int) -> tuple[int, ...]:
+    """After which rounds (1-based) the sequential test is read, for looks given as fractions of
+    the budget: each look at the first round end at or past it, the last round always."""
+    return tuple(sorted({max(1, min(rounds, math.ceil(f * rounds - 1e-9))) for f in looks} | {rounds}))
+
+
+def read_look(
+    logs: list[float], threshold: float, bound: float, final: bool, units: tuple[int, ...] | list[int] = ()
+) -> tuple[str | None, float]:
     """One look of the sequential test on the log ratios so far: (decision or None, p of 'slower
-    than the threshold'). Futility asks the opposite question of the same pairs: are they
+    than the threshold'), each p the pairs' and the pairings' together (verdict.p_greater, the
+    test the interval inverts). Futility asks the opposite question of the same pairs: are they
     centred below the threshold?"""
     thr = math.log1p(threshold)
-    p = stats.signed_rank_greater(logs, thr)
-    p_below = stats.signed_rank_greater([-x for x in logs], -thr)
+    p = verdict.p_greater(logs, thr, units)
+    p_below = verdict.p_greater([-x for x in logs], -thr, units)
     return sequential.decide(p, bound, p_below, final), p
 
 
@@ -283,6 +336,7 @@ class GateVerdict(documents.Result):
 
     @property
     def median_ratio(self) -> float:
+        """The ratio's estimate (PairedRun.median: inside the interval, from the same method)."""
         return self.run.median
 
     @property
@@ -295,8 +349,9 @@ class GateVerdict(documents.Result):
 
     @property
     def interval(self) -> tuple[float, float]:
-        """The ratio's interval: the signed-rank test inverted at `alpha` per end, widened by how
-        much the pairings of processes (builds) disagree (perfsuite.stats.verdict.ratio_interval)."""
+        """The ratio's interval: the signed-rank test inverted at `alpha` per end, and with several
+        pairings of processes (builds) the t interval of their medians, whichever is wider at each
+        end (perfsuite.stats.verdict.ratio_interval)."""
         key = (id(self.run), len(self.run.ratios), self.alpha)  # `run` is replaced, never changed in place
         cached = self.__dict__.get("_interval")
         if cached is None or cached[0] != key:

@@ -12,7 +12,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perfsuite.compare import revisions, sides
-from perfsuite.compare.gate import ALPHA, BUILDS, GateCase, GateVerdict, across_cases, gate_case, paired_ratios
+from perfsuite.compare.gate import (
+    ALPHA,
+    BUILDS,
+    ROUNDS,
+    GateVerdict,
+    across_cases,
+    look_decision,
+    paired_ratios,
+    pooled,
+    round_looks,
+)
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.measuring.timing import Clock
@@ -91,29 +101,31 @@ class GateArms(Measure):
     looks: tuple = sequential.LOOKS  # fractions of the case's budget at which its test is read
     direction: int = 1  # 1: is the working tree slower? -1: faster? (bisect --faster)
     progress: Any = None  # called with one line of what is happening (the console's status line)
+    rounds: int = ROUNDS  # rounds of fresh side processes the budget is split into
     kind = "gate"
 
     def say(self, text: str) -> None:
         if self.progress is not None:
             self.progress(text)
 
-    def look_said(self, case: Case):
-        """The pairs' progress as one line: how many, their median so far, the looks read."""
+    def look_said(self, case: Case, earlier: int, round_no: int):
+        """The pairs' progress as one line: the round, how many pairs, their median so far."""
         if self.progress is None:
             return None
 
         def said(ratios: list[float], read: int, looks: int) -> None:
             self.say(
-                f"{case.label}: {len(ratios)} pairs, median ratio {stats.median(ratios):.3f} so far "
-                f"(look {read} of {looks} read)"
+                f"{case.label}: round {round_no} of {self.rounds}, {earlier + len(ratios)} pairs, "
+                f"this round's median ratio {stats.median(ratios):.3f}"
             )
 
         return said
 
     @contextlib.contextmanager
-    def side_processes(self, case: Case, cfg: RunConfig):
+    def side_processes(self, case: Case, cfg: RunConfig, pools: bool = True):
         """The case's side processes while they are used: (base's, the working tree's), each a list
-        of `builds` sides; the ones started for this case are closed on the way out (a pool's stay)."""
+        of `builds` sides; the ones started for this case are closed on the way out (a pool's stay).
+        `pools=False`: fresh processes for both sides, whatever pools the arms keep."""
         running: list = []
         try:
             self.say(f"{case.label}: starting {2 * self.builds} side processes (builds, then the heap settling)")
@@ -129,8 +141,8 @@ class GateArms(Measure):
                 self.heap_mode,
                 self.threads,
                 running,
-                self.base_pool,
-                self.new_pool,
+                self.base_pool if pools else None,
+                self.new_pool if pools else None,
             )
             self.say(f"{case.label}: sides ready; calibrating")
             yield started
@@ -139,26 +151,65 @@ class GateArms(Measure):
                 s.close()
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> GateVerdict:
-        with self.side_processes(case, cfg) as (base, now):
-            v = gate_case(
-                GateCase(
-                    case.label, [s.steps[0] for s in base], [s.steps[0] for s in now], self.floors.get(case.label, 0.0)
-                ),
-                self.clock,
-                self.threshold,
-                cfg.max_time,
-                self.fdr,
-                self.looks,
-                self.direction,
-                on_look=self.look_said(case),
+        """The budget in `rounds` rounds, each in fresh side processes (the first may take a pool's)
+        filling its share with pairs; the sequential test is read over every round's pairs so far
+        at the round ends its looks fall on (round_looks), each pairing of each round a unit of
+        the interval (perfsuite.stats.verdict.pairings).
+
+        Why rounds: every side process draws its own memory layout (side_worker.shifted_layout),
+        and the pairings' disagreement is then the error of the estimate, on k - 1 degrees of
+        freedom. Three pairings (one round) gave t(2) intervals of 0.90-1.12 around an unchanged
+        step; four rounds of three give twelve pairings, t(11), from the same budget. Starting
+        the processes again costs a fork and a build per side a round (issue 49)."""
+        threshold = max(self.threshold, self.floors.get(case.label, 0.0))
+        at = round_looks(self.looks, self.rounds)
+        bounds = dict(zip(at, sequential.boundaries(tuple(r / self.rounds for r in at), self.fdr)))
+        runs: list = []
+        read: list[dict] = []
+        decision, p_scaled, t0 = None, 1.0, self.clock.now()
+        for r in range(1, self.rounds + 1):
+            with self.side_processes(case, cfg, pools=r == 1) as (base, now):
+                run = paired_ratios(
+                    [s.steps[0] for s in base],
+                    [s.steps[0] for s in now],
+                    self.clock,
+                    cfg.max_time / self.rounds,
+                    on_look=self.look_said(case, sum(len(x.ratios) for x in runs), r),
+                )
+                # The faults that matter happen in the sides' timed blocks, not in this process.
+                runs.append(
+                    replace(
+                        run,
+                        faults_per_pair=sum(s.faults for s in base + now) / max(len(run.ratios), 1),
+                        settle=sides_settle(base + now),
+                    )
+                )
+            if r not in bounds:
+                continue
+            every = pooled(runs)
+            decision, p = look_decision(
+                every.ratios, every.units, threshold, bounds[r], r == self.rounds, self.fdr, self.direction
             )
-            # The faults that matter happen in the sides' timed blocks, not in this process.
-            v.run = replace(
-                v.run,
-                faults_per_pair=sum(s.faults for s in base + now) / max(len(v.run.ratios), 1),
-                settle=sides_settle(base + now),
+            p_scaled = sequential.p_on_alpha_scale(p, bounds[r], self.fdr)
+            read.append(
+                {
+                    "pairs": len(every.ratios),
+                    "p": p,
+                    "boundary": bounds[r],
+                    "seconds": self.clock.now() - t0,
+                    "round": r,
+                }
             )
-            return v
+            self.say(f"{case.label}: {len(every.ratios)} pairs after round {r} of {self.rounds}; look read")
+            if decision is not None:
+                break
+        return GateVerdict(
+            case.label,
+            threshold,
+            replace(pooled(runs), looks=tuple(read), decision=decision, p=p_scaled),
+            alpha=self.fdr,
+            direction=self.direction,
+        )
 
 
 def gate_sides(

@@ -361,7 +361,8 @@ class History(documents.Result):
                 log_chain, low, low_at = 0.0, 0.0, c.sha
                 continue
             log_chain += math.log(p.ratio)
-            if log_chain <= low:  # the latest of equal lows: the shortest stretch
+            # The latest of equal lows (to a part in 1e9: estimates carry rounding): the shortest stretch.
+            if log_chain <= low + 1e-9:
                 low, low_at = log_chain, c.sha
             if log_chain - low >= limit:
                 if not any(w.start == low_at and w.end == c.sha for w in self.windows):

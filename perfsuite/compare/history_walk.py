@@ -22,7 +22,8 @@ from pathlib import Path
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect import Commit
 from perfsuite.compare.bisect_probe import first_parent_after, subject
-from perfsuite.compare.gate import GateVerdict, PairedRun
+from perfsuite.compare.gate import GateVerdict
+from perfsuite.compare.gate import pooled as gate_pooled
 from perfsuite.compare.gate_sides import GateArms
 from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, Window
 from perfsuite.core.case import Case
@@ -192,18 +193,10 @@ class PairProber:
 
 def pooled(rounds: list[GateVerdict], alpha: float) -> GateVerdict:
     """Rounds of one pair as one verdict: their pairs together, each round's pairings numbered
-    apart (the interval widens by how much all of them disagree), judged by the signed-rank test
-    beyond the rounds' threshold at `alpha` (a fixed sample: the pairs are all in)."""
-    ratios: list[float] = []
-    units: list[int] = []
-    seconds_a: list[float] = []
-    for v in rounds:
-        first = max(units) + 1 if units else 0
-        ratios += v.run.ratios
-        units += [first + u for u in (v.run.units or (0,) * len(v.run.ratios))]
-        seconds_a += v.run.seconds_a
+    apart (gate.pooled: the interval is over all of them), judged by the test beyond the rounds'
+    threshold at `alpha` (a fixed sample: the pairs are all in)."""
     head = rounds[0]
-    run = PairedRun(ratios, head.run.block_size, seconds_a=seconds_a, units=tuple(units))
+    run = gate_pooled([v.run for v in rounds])
     p = run.p_slower(head.threshold)
     run = dataclasses.replace(run, decision=sequential.SLOWER if p < alpha else sequential.NOT_SLOWER, p=p)
     return GateVerdict(head.label, head.threshold, run, alpha=head.alpha)

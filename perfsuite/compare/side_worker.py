@@ -84,6 +84,34 @@ def foreign_imports(root: Path) -> list[str]:
     return out
 
 
+def shifted_layout(seed: int | None = None) -> list:
+    """Allocations of random sizes, made before the build and held for the side's life, so that
+    where the build's tensors, heap chunks and Python objects land differs from one side process
+    to the next.
+
+    Every side is forked from one fork server: without this, each process of one revision inherits
+    the same address space and makes the same allocations in the same order, so all of them share
+    one memory layout, and that layout's effect on the step (cache sets, 4K aliasing between
+    buffers, the allocator's free lists: several percent, Mytkowicz et al., ASPLOS 2009) is the
+    same in every pairing. A change that only moves allocations (renaming a class, an unused
+    buffer) then reads as a confident difference that every pairing agrees on (issue 49). With a
+    layout drawn per process (as Stabilizer does per run, ASPLOS 2013), the pairings are
+    independent draws of layout, and their disagreement measures what layout does."""
+    import mmap
+    import random
+
+    import torch
+
+    rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
+    held: list = [
+        bytearray(rng.randrange(1, 1 << 16)),  # glibc's heap: later small and medium chunks move
+        torch.empty(rng.randrange(1, 1 << 16), dtype=torch.uint8),  # torch's CPU allocator
+        mmap.mmap(-1, rng.randrange(1, 256) * mmap.PAGESIZE),  # later mappings (large tensors, libraries)
+    ]
+    held += [object() for _ in range(rng.randrange(1, 4096))]  # pymalloc's pools
+    return held
+
+
 def serve(conn, job: dict) -> int:
     from perfsuite.measuring.timing import clock_for
 
@@ -93,6 +121,7 @@ def serve(conn, job: dict) -> int:
         conn.send({"kind": "environment", "error": str(exc)})
         return 1
     heap.apply(job.get("heap", "default"))
+    layout = shifted_layout() if job.get("layout", "random") == "random" else []  # held until the side ends
     with pinned(None, job.get("threads")):
         try:
             w, built = build_side(
@@ -156,6 +185,7 @@ def serve(conn, job: dict) -> int:
         for b in built:
             if b.teardown is not None:
                 b.teardown()
+    del layout
     return 0
 
 
