@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,8 @@ def pairings(logs: Sequence[float], units: Sequence[int]) -> tuple[float, float,
     return float(np.mean(meds)), float(np.std(meds, ddof=1)) / math.sqrt(k), k
 
 
-def _t(k: int):
+def _t(k: int) -> Any:
+    """Student's t with k - 1 degrees of freedom (scipy's frozen distribution)."""
     from scipy.stats import t
 
     return t(k - 1)
