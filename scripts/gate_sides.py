@@ -38,11 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
 PAD = 64  # the injected slowdown's unit: a PAD x PAD matmul
-PADDED_FORWARD = """    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.body(x)
-        for _ in range({count}):  # injected: about {fraction:.1%} of the step
-            torch.mm(self._pad_a, self._pad_b, out=self._pad_out)
-        return y
+# The injected slowdown: matmuls on module-level tensors before the forward returns.
+PADS = f"\n_PAD_A, _PAD_B, _PAD_OUT = torch.randn({PAD}, {PAD}), torch.randn({PAD}, {PAD}), torch.empty({PAD}, {PAD})\n"
+RETURNS = {
+    "tiny_mlp": "        return self.body(x)\n",
+    "tiny_gpt": "        return self.head(self.blocks(self.embed(idx)))\n",
+}
+PADDING = """        for _ in range({count}):  # injected: about {fraction:.1%} of the step
+            torch.mm(_PAD_A, _PAD_B, out=_PAD_OUT)
 """
 
 
@@ -50,8 +53,9 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True)
 
 
-def _padding_count(fraction: float, threads: int | None) -> tuple[int, float]:
-    """Matmuls of PAD x PAD that cost `fraction` of tiny_mlp's step (batch 32), timed here."""
+def _padding_count(fraction: float, threads: int | None, workload: str = "tiny_mlp") -> tuple[int, float]:
+    """Matmuls of PAD x PAD that cost `fraction` of the workload's step (tiny_mlp's training step
+    at batch 32, or tiny_gpt's forward at batch 4), timed here."""
     import torch
 
     from perfsuite.measuring.timing import PerfCounterClock
@@ -62,14 +66,24 @@ def _padding_count(fraction: float, threads: int | None) -> tuple[int, float]:
     sys.path.insert(0, str(ROOT / "examples" / "my-project"))
     from myproj.model import Net
 
-    net, opt = Net(256), None
-    opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    x, y = torch.randn(32, 256), torch.randint(0, 10, (32,))
+    if workload == "tiny_gpt":
+        space: dict = {"torch": torch}
+        exec(TINY_GPT, space)  # the class the project's model file gets
+        gpt, idx = space["TinyGPT"]().eval(), torch.randint(0, 512, (4, 64))
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(net(x), y).backward()
-        opt.step()
+        def step():
+            with torch.no_grad():
+                gpt(idx)
+
+    else:
+        net = Net(256)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        x, y = torch.randn(32, 256), torch.randint(0, 10, (32,))
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
 
     # A 64x64 unit: a 256x256 matmul costs about tiny_mlp's whole step, so one of them could not
     # make a 5% slowdown (the first runs of this script injected 2-4x and called it 8.7%).
@@ -207,7 +221,7 @@ def main() -> None:
     if args.out.exists():
         sys.exit(f"{args.out} exists")
 
-    count, estimated = _padding_count(args.slowdown, args.threads)
+    count, estimated = _padding_count(args.slowdown, args.threads, args.workload)
     with tempfile.TemporaryDirectory(prefix="gate-sides-") as tmp:
         same = _project(Path(tmp), "same")
         (same / "NOTES.md").write_text("a change that does not touch the step\n")
@@ -215,15 +229,10 @@ def main() -> None:
         _git(same, "commit", "-qm", "notes")
         slow = _project(Path(tmp), "slow")
         model = slow / "myproj" / "model.py"
-        text = model.read_text()
-        text = text.replace(
-            "                                        torch.nn.Linear(width, classes))\n",
-            "                                        torch.nn.Linear(width, classes))\n"
-            f"        self._pad_a, self._pad_b = torch.randn({PAD}, {PAD}), torch.randn({PAD}, {PAD})\n"
-            f"        self._pad_out = torch.empty({PAD}, {PAD})\n",
-        )
-        start = text.index("    def forward(")
-        model.write_text(text[:start] + PADDED_FORWARD.format(count=count, fraction=estimated))
+        text = model.read_text().replace("import torch\n", "import torch\n" + PADS, 1)
+        ret = RETURNS[args.workload]
+        assert ret in text, f"no {ret!r} in the model file"
+        model.write_text(text.replace(ret, PADDING.format(count=count, fraction=estimated) + ret, 1))
         _git(slow, "add", "-A")
         _git(slow, "commit", "-qm", "a slower forward")
 

@@ -132,8 +132,12 @@ def bisect_command(args, console) -> int:
             )
         if not args.no_why:
             _why(w, params, revs, good, answer.commit.sha, device, args, log, console)
-    # A slowdown found is the documented exit 1; a speed-up found is good news (0).
-    return 1 if direction > 0 else 0
+    # A slowdown found is the documented exit 1 (bad is confirmed slower, whichever commit did it); a
+    # speed-up found is good news (0), unless the commit named rests on probes that could not tell
+    # (EXIT_UNDECIDED: a named commit is never an exit 0 on a coin, issue 49).
+    if direction > 0:
+        return 1
+    return verdict.EXIT_UNDECIDED if state.forced() else 0
 
 
 def _log_name(name: str, good: str, bad: str, change: str) -> str:

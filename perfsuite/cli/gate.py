@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from perfsuite.compare import gate as g
-from perfsuite.compare import gate_sides
+from perfsuite.compare import gate_sides, sides
 from perfsuite.core import registry
 from perfsuite.core.case import Measure
 from perfsuite.core.config import RunConfig
@@ -171,6 +171,14 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
                 f"{''.join('; ' + n for n in v.notes)}{verdict.advice(word)}",
                 style=_STYLE.get(word, ""),
             )
+        )
+    clocks = {v.run.clock for v in out.records if v.run.clock}
+    if clocks:
+        how += "; timed by " + " and ".join(
+            "each side process's CPU time (steps that never wait: other work's preemption left out)"
+            if c == sides.CPU_TIME
+            else f"the wall clock ({c})"
+            for c in sorted(clocks)
         )
     console.print(Text(how))
     if args.recorder is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from perfsuite.compare import gate, revisions, sides
 from perfsuite.compare.bisect import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
 from perfsuite.compare.gate import ALPHA, across_cases
-from perfsuite.compare.gate_sides import GateArms, sides_settle
+from perfsuite.compare.gate_sides import GateArms, side_clock, sides_settle
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
@@ -106,12 +106,15 @@ class HalfwayArms(GateArms):
         # draws its own memory layout, so the pairings are independent and the interval over them
         # (perfsuite.stats.verdict.pairings) narrows with every look, as it cannot over the same
         # three processes (issue 49).
+        clock = self.clock
         while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
             with self.side_processes(case, cfg, pools=not runs) as (base, now):
+                if not runs:  # one clock for every look: the first look's sides decide
+                    clock = side_clock(self.clock, base + now, cfg.device, self.threads)
                 run = gate.paired_ratios(
                     [s.steps[0] for s in base],
                     [s.steps[0] for s in now],
-                    self.clock,
+                    clock,
                     LOOK_SHARE * cfg.max_time,
                     on_look=self.look_said(case, sum(len(r.ratios) for r in runs), len(runs) + 1),
                 )

@@ -83,6 +83,9 @@ class PairedRun(documents.Result):
     # Per pair, A's seconds per step (B's is A's times the ratio): a commit's absolute time in a
     # history comes from its pairs. Empty in documents written before 2026-11-28.
     seconds_a: SampleList = field(default_factory=list)
+    # What timed the blocks: a wall clock's method, or sides.CPU_TIME (each side process's CPU
+    # time: sides.SideClock.for_sides). None in documents written before 2026-11-29.
+    clock: Name | None = None
 
     @property
     def median(self) -> float:
@@ -204,6 +207,7 @@ def paired_ratios(
         faults.count / max(len(ratios), 1),
         tuple(units) if len(a) > 1 else (),
         seconds_a,
+        getattr(clock, "method", None),
     )
 
 
@@ -254,6 +258,7 @@ def pooled(runs: list[PairedRun]) -> PairedRun:
         faults_per_pair=faults / max(len(ratios), 1),
         units=tuple(units),
         seconds_a=seconds_a,
+        clock=runs[0].clock,
     )
 
 

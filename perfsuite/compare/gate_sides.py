@@ -30,6 +30,12 @@ from perfsuite.stats import sequential
 from perfsuite.stats import summary as stats
 
 
+def side_clock(clock, processes: list, device: str, threads: int | None):
+    """The clock a case's side processes are timed with (sides.SideClock.for_sides); a clock that
+    cannot choose (a test's fake) is used as it is."""
+    return clock.for_sides(processes, device, threads) if hasattr(clock, "for_sides") else clock
+
+
 def sides_settle(processes: list) -> dict | None:
     """Each side process's heap.settle account (None where its heap is not held), for the verdict."""
     accounts = [dict(s.settle, side=s.label) for s in processes if getattr(s, "settle", None)]
@@ -167,12 +173,15 @@ class GateArms(Measure):
         runs: list = []
         read: list[dict] = []
         decision, p_scaled, t0 = None, 1.0, self.clock.now()
+        clock = self.clock
         for r in range(1, self.rounds + 1):
             with self.side_processes(case, cfg, pools=r == 1) as (base, now):
+                if r == 1:  # one clock for every round of the case: the first round's sides decide
+                    clock = side_clock(self.clock, base + now, cfg.device, self.threads)
                 run = paired_ratios(
                     [s.steps[0] for s in base],
                     [s.steps[0] for s in now],
-                    self.clock,
+                    clock,
                     cfg.max_time / self.rounds,
                     on_look=self.look_said(case, sum(len(x.ratios) for x in runs), r),
                 )
@@ -314,7 +323,9 @@ def floor_sides(
                     threads,
                     running,
                 )
-                run = paired_ratios([s.steps[0] for s in a], [s.steps[0] for s in b], clock, budget_s)
+                run = paired_ratios(
+                    [s.steps[0] for s in a], [s.steps[0] for s in b], clock.for_sides(a + b, device, threads), budget_s
+                )
                 worst = max(worst, abs(run.median - 1.0))
             finally:
                 for s in running:

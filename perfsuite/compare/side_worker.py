@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -112,6 +113,23 @@ def shifted_layout(seed: int | None = None) -> list:
     return held
 
 
+def waits_per_call(step, calls: int = 5) -> float:
+    """The median number of times one call of `step` gave up the CPU of its own accord (voluntary
+    context switches: waiting on a lock, a pipe, a DataLoader's workers, a file, a sleep). A step
+    that never waits does all its work in this process, so the process's CPU time measures it;
+    one that waits is measured by the wall clock (sides.SideClock). Being preempted by other
+    work on the core is involuntary and does not count."""
+    import resource
+    import statistics
+
+    counts = []
+    for _ in range(calls):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+        step()
+        counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - before)
+    return float(statistics.median(counts))
+
+
 def serve(conn, job: dict) -> int:
     from perfsuite.measuring.timing import clock_for
 
@@ -151,7 +169,8 @@ def serve(conn, job: dict) -> int:
             # The timing core(s) shared by every side (sides.side_cpus), from here on: the builds and
             # the settling above ran wherever the scheduler put them, all sides at once.
             os.sched_setaffinity(0, set(job["cpus"]))
-        conn.send({"ok": True, "work": dataclasses.asdict(built[0].work), "settle": settled})
+        waits = waits_per_call(steps[0]) if job["device"].startswith("cpu") else None
+        conn.send({"ok": True, "work": dataclasses.asdict(built[0].work), "settle": settled, "waits": waits})
         while True:
             try:
                 req = conn.recv()
@@ -164,8 +183,13 @@ def serve(conn, job: dict) -> int:
                     conn.send({"ok": True})
                 elif op == "time":
                     before = heap.minor_faults()
+                    cpu0 = time.process_time_ns()
                     s = clock.time_block(steps[req["build"]], req["n"])
-                    conn.send({"s": s, "faults": heap.minor_faults() - before})
+                    # The process's CPU time over the same block: what the gate reads on the CPU
+                    # when the step never waits (sides.SideClock), the preemption by other work
+                    # on the core left out.
+                    cpu_s = (time.process_time_ns() - cpu0) * 1e-9
+                    conn.send({"s": s, "cpu_s": cpu_s, "faults": heap.minor_faults() - before})
                 elif op == "profile":
                     from perfsuite.profiling.ops import profile_ops
 
