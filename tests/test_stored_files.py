@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import perfsuite
 from perfsuite.compare.amp import AmpComparison
 from perfsuite.compare.gate import GateSummary, GateVerdict
 from perfsuite.compare.pair import PairResult
+from perfsuite.stats import verdict
 from perfsuite.storage.files import load_document
 from perfsuite.storage.peaks import load_peaks
 
@@ -63,7 +65,11 @@ def test_a_gate_document_with_its_pairs_comes_back_and_an_older_one_as_what_it_h
     (v,) = load_document(STORED / "gate-doc1.json", "gate")  # version 1: the pairs at the top level
     d = _stored("gate-doc1.json")
     assert isinstance(v, GateVerdict)
-    assert v.run.median == pytest.approx(d["median_ratio"]) and len(v.run.ratios) == d["pairs"]
+    # Its stored median_ratio was the pairs' median; a verdict read back now states the estimate
+    # of its interval's method (issue 49), from the same pairs.
+    assert statistics.median(v.run.ratios) == pytest.approx(d["median_ratio"]) and len(v.run.ratios) == d["pairs"]
+    assert v.run.median == pytest.approx(verdict.ratio_estimate(v.run.ratios, v.run.units))
+    assert v.interval[0] <= v.run.median <= v.interval[1]
     assert v.run.block_size == d["block_size"] and v.confirmed is d["slower"]
     again = GateVerdict.from_dict(json.loads(json.dumps(v.to_dict())))  # version 2: under `run`
     assert again.run == v.run and again.word == v.word
