@@ -16,6 +16,7 @@ Issue 49 (verdicts under load): `--kinds` chooses the commits gated, among
   change that does no work in the step but moves every later allocation, as renaming a class
   or adding a field does; the truth is 1.000);
 - slow: the padded forward above (`--slowdown` of the step);
+- fast: the padded forward as the base, the commit removing the padding (a speed-up);
 `--workload tiny_gpt` gates a two-layer transformer's forward (about 1-3 ms a step on one thread)
 instead of tiny_mlp's training step; `--load N` keeps N busy processes running beside every gate
 (a shared runner, a laptop doing other work), and `--loads 0,2,4` cycles through several.
@@ -213,7 +214,7 @@ def main() -> None:
     p.add_argument("--builds", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--kinds", default="same,slow", help="commits gated: same, layout, slow (comma-separated)")
+    p.add_argument("--kinds", default="same,slow", help="commits gated: same, layout, slow, fast (comma-separated)")
     p.add_argument("--workload", choices=("tiny_mlp", "tiny_gpt"), default="tiny_mlp")
     p.add_argument("--loads", default="0", help="busy processes beside each gate, cycled per trial (e.g. 0,2,4)")
     p.add_argument("--gate-args", default="", help="more arguments for every gate (e.g. '--undecided pass')")
@@ -243,7 +244,19 @@ def main() -> None:
         _git(layout, "add", "-A")
         _git(layout, "commit", "-qm", "an unused buffer: layout only")
 
-        repos = {"same": same, "slow": slow, "layout": layout}
+        # fast: the padded forward is the base and the commit removes the padding (a real speed-up
+        # of about the same size: a gate must never call it slower).
+        fast = _project(Path(tmp), "fast")
+        model = fast / "myproj" / "model.py"
+        plain = model.read_text()
+        model.write_text((slow / "myproj" / "model.py").read_text())
+        _git(fast, "add", "-A")
+        _git(fast, "commit", "-qm", "a slower forward")
+        model.write_text(plain)
+        _git(fast, "add", "-A")
+        _git(fast, "commit", "-qm", "the padding removed")
+
+        repos = {"same": same, "slow": slow, "layout": layout, "fast": fast}
         kinds = args.kinds.split(",")
         loads = [int(x) for x in args.loads.split(",")]
         runs = []

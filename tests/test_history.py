@@ -380,7 +380,7 @@ def test_a_confirmed_drift_is_bisected_to_the_step_its_own_pair_left_unscreened(
     pair, _ = _pairer(state, {3: 1.025, 5: 1.01})
     bisected = []
 
-    def bisect(start, span, confirmation, drift):
+    def bisect(start, span, confirmation, drift, direction=1):
         bisected.append((start, [c.sha for c in span], confirmation, drift))
         return span[0].sha, f"bisected inside: first commit like its end {span[0].sha[:12]} after 2 probe(s)"
 
@@ -757,7 +757,7 @@ def test_every_nth_commit_is_measured_and_a_confirmed_span_is_bisected_to_its_co
     pair, asked = _pairer(state, {4: 1.5})
     bisected = []
 
-    def bisect(parent, span, confirmation, drift):
+    def bisect(parent, span, confirmation, drift, direction=1):
         bisected.append((parent, [c.sha for c in span], confirmation, drift))
         return state.commits[4].sha, "first slower commit after 2 probe(s)"
 
@@ -772,6 +772,24 @@ def test_every_nth_commit_is_measured_and_a_confirmed_span_is_bisected_to_its_co
     one = _state(3)
     walk(one, _pairer(one, {1: 1.5})[0], {}, bisect=lambda *a: pytest.fail("bisected one commit"))
     assert one.regressions()[0].culprit is None
+
+
+def test_a_confirmed_improvement_spanning_several_commits_is_bisected_in_the_faster_direction():
+    """Issue 49: `history --every` bisected a regression's span but left an improvement on its span."""
+    state = _state(9)
+    state.settings["every"] = 3
+    pair, _ = _pairer(state, {4: 0.6})
+    bisected = []
+
+    def bisect(parent, span, confirmation, drift, direction=1):
+        bisected.append((parent, [c.sha for c in span], drift, direction))
+        return state.commits[4].sha, "first faster commit after 2 probe(s)"
+
+    walk(state, pair, {}, bisect=bisect)
+    (p,) = state.improvements()
+    assert p.sha == state.commits[5].sha and state.regressions() == []
+    assert bisected == [(state.commits[2].sha, [c.sha for c in state.commits[3:6]], False, -1)]
+    assert p.culprit == state.commits[4].sha
 
 
 @pytest.mark.slow
@@ -869,7 +887,7 @@ def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when
     state.settings["every"] = 3
     walk(state, _pairer(state, {4: 1.5})[0], {})  # no bisector: as if Ctrl-C came before it
     assert state.regressions()[0].culprit is None
-    walk(state, _pairer(state, {})[0], {}, bisect=lambda parent, span, v, d: (span[1].sha, "first slower commit"))
+    walk(state, _pairer(state, {})[0], {}, bisect=lambda parent, span, v, d, direction=1: (span[1].sha, "first slower commit"))
     assert state.regressions()[0].blamed == state.commits[4].sha
     from perfsuite.report.history_page import write_page
 

@@ -235,30 +235,33 @@ def _bisector(w, params, revs, device: str, threads, args, console, floor: float
     confirmation (its pairs set the halfway line the commits inside are classified by)."""
     threshold = max(args.threshold, floor or 0.0)
 
-    def run(parent: str, span: list, confirmation: GateVerdict, drift: bool) -> tuple[str | None, str]:
+    def run(
+        parent: str, span: list, confirmation: GateVerdict, drift: bool, direction: int = 1
+    ) -> tuple[str | None, str]:
         settings = {"max_time": args.budget, "builds": args.builds, "threshold": threshold, "fdr": args.fdr,
-                    "threads": threads, "heap": args.heap, "rule": b.PROBE_RULE, "direction": "slower"}  # fmt: skip
+                    "threads": threads, "heap": args.heap, "rule": b.PROBE_RULE,
+                    "direction": "slower" if direction > 0 else "faster"}  # fmt: skip
         state = b.Bisection(w.name, params, device, b.Commit(parent, subject(revs.repo, parent)), span, settings)
         state.probes.append(b.Probe(span[-1].sha, b.CHANGED, confirmation))
         console.print(Text(f"bisecting the {len(span)} commits after {parent[:12]} up to {span[-1].sha[:12]}"))
         with Prober(
             w, params, revs, parent, device, budget_s=args.budget, builds=args.builds, threshold=threshold,
-            threads=threads, heap=args.heap, fdr=args.fdr,
+            threads=threads, heap=args.heap, fdr=args.fdr, direction=direction,
         ) as prober:  # fmt: skip
             answer = b.run_bisection(state, prober)
-        return _bisected_as(state, answer, drift)
+        return _bisected_as(state, answer, drift, direction)
 
     return run
 
 
-def _bisected_as(state, answer, drift: bool) -> tuple[str | None, str]:
+def _bisected_as(state, answer, drift: bool, direction: int = 1) -> tuple[str | None, str]:
     """(the commit a bisection inside a confirmed span names, or None; the line saying so). Bad's
     probe is the recheck's, so the answer is always found; it names nobody when skipped commits
     before it could have been first instead (the change stays on its span), and says how many of
     its probes were put by their median."""
     assert answer.state == b.FOUND and answer.commit is not None  # bad was confirmed
     probes = len(state.probes) - 1  # bad's confirmation was the recheck's
-    what = "first commit like its end" if drift else "first slower commit"
+    what = "first commit like its end" if drift else "first slower commit" if direction > 0 else "first faster commit"
     if answer.could_also_be:
         could = ", ".join(c.sha[:12] for c in answer.could_also_be)
         return None, (

@@ -212,7 +212,7 @@ def walk(
     env: dict,
     after: Callable[[History, Point | Window], None] = lambda s, p: None,
     keep: Callable[[set[str]], None] = lambda shas: None,
-    bisect: Callable[[str, list[Commit], GateVerdict, bool], tuple[str | None, str]] | None = None,
+    bisect: Callable[[str, list[Commit], GateVerdict, bool, int], tuple[str | None, str]] | None = None,
     recheck: Callable[[str, str], GateVerdict | str] | None = None,
 ) -> list[Point]:
     """Measure every pending commit against its parent (History.parent_of), oldest first; pair
@@ -222,7 +222,8 @@ def walk(
     too when its gate says slower. `after` runs
     after each point and window (save the log, say so); `keep` is told which commits' sides are
     still needed. A confirmed point that spans several commits (--every N), and a confirmed slow
-    drift, is bisected: `bisect(start, commits, confirmation, drift)` names the first commit of them
+    drift, is bisected (and a confirmed improvement's span, `direction` -1): `bisect(start, commits,
+    confirmation, drift, direction)` names the first commit of them
     like the last (the recheck that confirmed it, `confirmation`, is bad's), or None, with a line
     saying how it ended. Returns the points measured now."""
     new: list[Point] = []
@@ -262,13 +263,18 @@ def walk(
         # resumed one's.
         if bisect is None:
             return
-        spans: list[Point | Window] = [*state.regressions(), *state.drifts()]
+        # A confirmed improvement's span is bisected too, in the faster direction (issue 49: it was
+        # left on its span while a regression's was named).
+        spans: list[Point | Window] = [*state.regressions(), *state.drifts(), *state.improvements()]
         spans = [x for x in spans if len(state.between(*x.ends)) > 1 and not x.bisection]
         if spans:
             keep(set())  # the walk's kept sides are not needed while bisect starts its own
         for x in spans:
             assert x.recheck is not None  # confirmed: by its recheck
-            x.culprit, x.bisection = bisect(x.ends[0], state.between(*x.ends), x.recheck, isinstance(x, Window))
+            faster = isinstance(x, Point) and x.improved
+            x.culprit, x.bisection = bisect(
+                x.ends[0], state.between(*x.ends), x.recheck, isinstance(x, Window), -1 if faster else 1
+            )
             after(state, x)
 
     bisected()
