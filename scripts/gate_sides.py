@@ -267,6 +267,10 @@ def main() -> None:
                 for kind in order:
                     r = _gate(repos[kind], args)
                     runs.append({"kind": kind, "trial": i, "busy": load, **r})
+                    # Every gate kept as it ends: an interrupted experiment keeps what it measured.
+                    partial = args.out.with_suffix(".partial.json")
+                    partial.parent.mkdir(parents=True, exist_ok=True)
+                    partial.write_text(json.dumps({"runs": runs}, indent=1))
                     print(
                         f"{kind} {i} busy {load}: exit {r['exit']} in {r['seconds']:.0f}s, load {r['load_1m']:.1f}"
                         + (
@@ -306,6 +310,7 @@ def main() -> None:
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
+    args.out.with_suffix(".partial.json").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

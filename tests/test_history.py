@@ -887,7 +887,12 @@ def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when
     state.settings["every"] = 3
     walk(state, _pairer(state, {4: 1.5})[0], {})  # no bisector: as if Ctrl-C came before it
     assert state.regressions()[0].culprit is None
-    walk(state, _pairer(state, {})[0], {}, bisect=lambda parent, span, v, d, direction=1: (span[1].sha, "first slower commit"))
+    walk(
+        state,
+        _pairer(state, {})[0],
+        {},
+        bisect=lambda parent, span, v, d, direction=1: (span[1].sha, "first slower commit"),
+    )
     assert state.regressions()[0].blamed == state.commits[4].sha
     from perfsuite.report.history_page import write_page
 
