@@ -559,8 +559,9 @@ def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(m
     )
     v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
     assert v.slower is False and v.run.decision == SAME
-    # Every look in fresh side processes (each draws its own layout: issue 49).
-    assert len(v.run.ratios) == v.run.looks[-1]["pairs"] and len(sides_made) == len(v.run.looks)
+    # Each budget's looks (FIRST_READ of them) in fresh side processes (each draws its own layout: issue 49).
+    budgets = -(-len(v.run.looks) // bisect_probe.FIRST_READ)
+    assert len(v.run.ratios) == v.run.looks[-1]["pairs"] and len(sides_made) == budgets
     assert 1.0 < v.run.median < 1.06
 
 

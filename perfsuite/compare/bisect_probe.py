@@ -99,34 +99,42 @@ class HalfwayArms(GateArms):
         import math
 
         looks: list[dict] = []
-        runs: list[gate.PairedRun] = []
+        rounds: list[list[gate.PairedRun]] = []  # the looks of each set of side processes
         decision = None
         t0 = self.clock.now()
-        # Each look's pairs in fresh side processes (the first may take good's pool): each process
-        # draws its own memory layout, so the pairings are independent and the interval over them
-        # (perfsuite.stats.verdict.pairings) narrows with every look, as it cannot over the same
-        # three processes (issue 49).
         clock = self.clock
+        # Each budget's looks (FIRST_READ of them) in fresh side processes (the first set may take
+        # good's pool): each process draws its own memory layout, so the pairings of successive
+        # budgets are independent and the interval over them (perfsuite.stats.verdict.pairings)
+        # narrows as budgets are added, as it cannot over the same three processes (issue 49).
         while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
-            with self.side_processes(case, cfg, pools=not runs) as (base, now):
-                if not runs:  # one clock for every look: the first look's sides decide
+            with self.side_processes(case, cfg, pools=not rounds) as (base, now):
+                if not rounds:  # one clock for every look: the first processes decide
                     clock = side_clock(self.clock, base + now, cfg.device, self.threads)
-                run = gate.paired_ratios(
-                    [s.steps[0] for s in base],
-                    [s.steps[0] for s in now],
-                    clock,
-                    LOOK_SHARE * cfg.max_time,
-                    on_look=self.look_said(case, sum(len(r.ratios) for r in runs), len(runs) + 1),
-                )
-                faults = sum(s.faults for s in base + now) / max(len(run.ratios), 1)
-                runs.append(replace(run, faults_per_pair=faults, settle=sides_settle(base + now)))
-            every = gate.pooled(runs)
-            decision = (
-                classify(every.ratios, self.mid, direction=self.direction, units=every.units)
-                if len(runs) >= FIRST_READ
-                else None
-            )
-            looks.append({"pairs": len(every.ratios), "seconds": self.clock.now() - t0, "decision": decision})
+                rounds.append([])
+                for _ in range(FIRST_READ):
+                    run = gate.paired_ratios(
+                        [s.steps[0] for s in base],
+                        [s.steps[0] for s in now],
+                        clock,
+                        LOOK_SHARE * cfg.max_time,
+                        on_look=self.look_said(case, sum(len(r.ratios) for rs in rounds for r in rs), len(rounds)),
+                    )
+                    rounds[-1].append(replace(run, settle=sides_settle(base + now)))
+                    every = gate.pooled([gate.joined(rs) for rs in rounds])
+                    looks_read = sum(len(rs) for rs in rounds)
+                    decision = (
+                        classify(every.ratios, self.mid, direction=self.direction, units=every.units)
+                        if looks_read >= FIRST_READ
+                        else None
+                    )
+                    looks.append({"pairs": len(every.ratios), "seconds": self.clock.now() - t0, "decision": decision})
+                    if decision is not None or self.clock.now() - t0 >= MAX_BUDGETS * cfg.max_time:
+                        break
+                # The faults that matter happen in the sides' timed blocks, per pair of this set.
+                per_pair = sum(s.faults for s in base + now) / max(sum(len(r.ratios) for r in rounds[-1]), 1)
+                rounds[-1] = [replace(r, faults_per_pair=per_pair) for r in rounds[-1]]
+        runs = [gate.joined(rs) for rs in rounds]
         every = gate.pooled(runs)
         ratios = every.ratios
         notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]

@@ -60,6 +60,10 @@ BUILDS = 3
 # their own memory layouts: 3 pairings a round, 12 in all, so the interval over pairings has 11
 # degrees of freedom (perfsuite.compare.gate_sides.GateArms.measure, issue 49).
 ROUNDS = 4
+# A round's share of the budget is at least this long: each round pays a fork, a build and the
+# heap's settling per process, and its pairings need pairs enough for their centres; a shorter
+# budget runs fewer rounds (rounds_for).
+ROUND_MIN_S = 3.0
 WARMUP_SHARE = 0.1  # of the budget, shared by the warm-ups of every build
 MIN_PAIRS = 6
 # With the heap held steady (perfsuite.measuring.heap), the builds run in turn before the budget
@@ -173,7 +177,9 @@ def paired_ratios(
     bounds = sequential.boundaries(marks, alpha)
     decision, p_scaled, said = None, 1.0, clock.now()
     for k, (frac, bound) in enumerate(zip(marks, bounds)):
-        while clock.now() - t0 < frac * pairs_s or len(ratios) < MIN_PAIRS:
+        # At least MIN_PAIRS, and two visits (four pairs) of every pairing: each pairing is a unit
+        # of the interval only with verdict.MIN_UNIT_PAIRS pairs.
+        while clock.now() - t0 < frac * pairs_s or len(ratios) < max(MIN_PAIRS, 4 * len(a)):
             # Two pairs of one build of each side, then the next builds.
             with faults:
                 # A B B A, then B A A B: each side gets the warm second turn as often (interleave.py).
@@ -260,6 +266,30 @@ def pooled(runs: list[PairedRun]) -> PairedRun:
         seconds_a=seconds_a,
         clock=runs[0].clock,
     )
+
+
+def joined(runs: list[PairedRun]) -> PairedRun:
+    """Runs of the same side processes one after another (a probe's looks) as one: their pairs
+    together, each pairing keeping its number (the same processes are the same unit)."""
+    if len(runs) == 1:
+        return runs[0]
+    head = runs[0]
+    n = sum(len(r.ratios) for r in runs)
+    return PairedRun(
+        [x for r in runs for x in r.ratios],
+        head.block_size,
+        settle=head.settle,
+        faults_per_pair=sum(r.faults_per_pair * len(r.ratios) for r in runs) / max(n, 1),
+        units=tuple(u for r in runs for u in (r.units or (0,) * len(r.ratios))),
+        seconds_a=[x for r in runs for x in r.seconds_a],
+        clock=head.clock,
+    )
+
+
+def rounds_for(budget_s: float, rounds: int = ROUNDS) -> int:
+    """How many rounds a budget of `budget_s` seconds is split into: `rounds`, fewer when a round
+    would get less than ROUND_MIN_S, at least one."""
+    return max(1, min(rounds, int(budget_s // ROUND_MIN_S)))
 
 
 def round_looks(looks: tuple[float, ...], rounds: int) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ from perfsuite.compare.gate import (
     paired_ratios,
     pooled,
     round_looks,
+    rounds_for,
 )
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
@@ -121,7 +122,7 @@ class GateArms(Measure):
 
         def said(ratios: list[float], read: int, looks: int) -> None:
             self.say(
-                f"{case.label}: round {round_no} of {self.rounds}, {earlier + len(ratios)} pairs, "
+                f"{case.label}: round {round_no}, {earlier + len(ratios)} pairs, "
                 f"this round's median ratio {stats.median(ratios):.3f}"
             )
 
@@ -168,13 +169,14 @@ class GateArms(Measure):
         step; four rounds of three give twelve pairings, t(11), from the same budget. Starting
         the processes again costs a fork and a build per side a round (issue 49)."""
         threshold = max(self.threshold, self.floors.get(case.label, 0.0))
-        at = round_looks(self.looks, self.rounds)
-        bounds = dict(zip(at, sequential.boundaries(tuple(r / self.rounds for r in at), self.fdr)))
+        rounds = rounds_for(cfg.max_time, self.rounds)
+        at = round_looks(self.looks, rounds)
+        bounds = dict(zip(at, sequential.boundaries(tuple(r / rounds for r in at), self.fdr)))
         runs: list = []
         read: list[dict] = []
         decision, p_scaled, t0 = None, 1.0, self.clock.now()
         clock = self.clock
-        for r in range(1, self.rounds + 1):
+        for r in range(1, rounds + 1):
             with self.side_processes(case, cfg, pools=r == 1) as (base, now):
                 if r == 1:  # one clock for every round of the case: the first round's sides decide
                     clock = side_clock(self.clock, base + now, cfg.device, self.threads)
@@ -182,7 +184,7 @@ class GateArms(Measure):
                     [s.steps[0] for s in base],
                     [s.steps[0] for s in now],
                     clock,
-                    cfg.max_time / self.rounds,
+                    cfg.max_time / rounds,
                     on_look=self.look_said(case, sum(len(x.ratios) for x in runs), r),
                 )
                 # The faults that matter happen in the sides' timed blocks, not in this process.
@@ -197,7 +199,7 @@ class GateArms(Measure):
                 continue
             every = pooled(runs)
             decision, p = look_decision(
-                every.ratios, every.units, threshold, bounds[r], r == self.rounds, self.fdr, self.direction
+                every.ratios, every.units, threshold, bounds[r], r == rounds, self.fdr, self.direction
             )
             p_scaled = sequential.p_on_alpha_scale(p, bounds[r], self.fdr)
             read.append(
@@ -209,7 +211,7 @@ class GateArms(Measure):
                     "round": r,
                 }
             )
-            self.say(f"{case.label}: {len(every.ratios)} pairs after round {r} of {self.rounds}; look read")
+            self.say(f"{case.label}: {len(every.ratios)} pairs after round {r} of {rounds}; look read")
             if decision is not None:
                 break
         return GateVerdict(
