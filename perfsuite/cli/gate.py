@@ -175,7 +175,7 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     clocks = {v.run.clock for v in out.records if v.run.clock}
     if clocks:
         how += "; timed by " + " and ".join(
-            "each side process's CPU time (steps that never wait: other work's preemption left out)"
+            "the CPU time of each side's timing thread (one thread, steps that never wait: other work's preemption left out)"
             if c == sides.CPU_TIME
             else f"the wall clock ({c})"
             for c in sorted(clocks)

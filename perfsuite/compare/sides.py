@@ -217,20 +217,20 @@ class RemoteStep:
 
     def time(self, n: int, cpu_time: bool = False) -> float:
         """Seconds of a block of `n` calls, timed in the side: its wall time, or with `cpu_time`
-        the side process's CPU time over the same block."""
+        the CPU time of the side's thread that ran the block."""
         answer = self.side.request({"op": "time", "build": self.build, "n": n})
         self.side.faults += answer.get("faults", 0)
         return answer["cpu_s"] if cpu_time and "cpu_s" in answer else answer["s"]
 
 
 # What the gate's blocks are timed with on the CPU when every side's step does its work without
-# waiting (SideClock.for_sides): each side process's CPU time.
-CPU_TIME = "process_time_ns"
+# waiting (SideClock.for_sides): the CPU time of each side's timing thread.
+CPU_TIME = "thread_time_ns"
 
 
 class SideClock:
     """The gate's clock over side processes: a remote step's block is timed where it runs, by the
-    wall clock, or (`cpu_time`) by the side process's CPU time."""
+    wall clock, or (`cpu_time`) by the CPU time of the side's timing thread."""
 
     def __init__(self, local: Clock, cpu_time: bool = False) -> None:
         self.local, self.cpu_time = local, cpu_time
@@ -242,7 +242,7 @@ class SideClock:
 
         On a core that other work shares, a block's wall time holds the time the side was
         preempted: a 2.4 ms transformer forward read 6.4 ms (IQR 62% of the median) beside one
-        busy process on its core and 12.0 ms beside three, where the process's CPU time read
+        busy process on its core and 12.0 ms beside three, where the thread's CPU time read
         2.6 and 2.9 ms (IQR 12-13%) (reports/gate/load/). Which side a burst falls on is chance,
         and with few side processes it is a bias that every pair of a pairing shares (issue 49).
         What the other work leaves in CPU time (caches, TLBs) is shared by both sides of a pair.
