@@ -135,7 +135,8 @@ def test_the_interval_over_pairings_covers_the_truth_when_layouts_differ():
     """Issue 49: every pair of a pairing shares its processes' layout, so the pairs' own interval
     is far too narrow when layouts move the step by a few percent; counting each pairing once, on
     k - 1 degrees of freedom, covers the true ratio at its confidence. 100 simulated gates of 12
-    pairings, a 3% SD between layouts (measured here for a 2.4 ms transformer forward)."""
+    pairings, a 3% SD between processes (a 2.4 ms transformer forward read 1.5% quiet and 7-11%
+    beside two busy processes here)."""
     rng = random.Random(49)
     covered = naive = 0
     for i in range(100):
