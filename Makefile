@@ -52,7 +52,7 @@ postgres:
 # The tests run in TEST_WORKERS pytest-xdist processes (2: this project's 2-core machines; 0: in
 # pytest's own process). Much of a test's time is a fresh interpreter importing torch or a side
 # process waiting on another, so two workers on two cores took 9.4 min where one took 17 (the
-# gate's rounds of fresh side processes brought it to 12.8 min on 2026-11-29).
+# gate's rounds of fresh side processes brought it to 12.0-12.8 min on 2026-11-29).
 # worksteal: an idle worker takes tests from the busy one, so a long end-to-end test is not last
 # in a queue. Every test holds on a loaded machine (none asserts a time), which this is.
 TEST_WORKERS ?= 2
