@@ -408,3 +408,76 @@ def test_a_pair_result_round_trips_and_recomputes_its_ratio():
     d["time_ratio"] = 7.0  # a stored derived number is not believed
     back = PairResult.from_dict(d)
     assert back == r and back.time_ratio == pytest.approx(1.25) and back.saved_ratio == 2.0
+
+
+def test_the_side_clock_reads_cpu_time_only_for_one_thread_that_never_waits_on_the_cpu():
+    """Issue 49: the gate's side processes time their blocks by the timing thread's CPU time on the
+    CPU, and keep the wall clock (and CUDA's host clock) wherever CPU time would miss work."""
+    from types import SimpleNamespace
+
+    from perfsuite.compare.sides import CPU_TIME, RemoteStep, SideClock
+    from perfsuite.measuring.timing import PerfCounterClock
+
+    clock = SideClock(PerfCounterClock())
+    quiet = [SimpleNamespace(waits=0.0), SimpleNamespace(waits=0.0)]
+    chosen = clock.for_sides(quiet, "cpu", 1)
+    assert chosen.cpu_time and chosen.method == CPU_TIME
+    assert not clock.for_sides(quiet, "cuda:0", 1).cpu_time  # a GPU step's time is the device's
+    assert clock.for_sides(quiet, "cuda:0", 1).method == "perf_counter_ns"
+    assert not clock.for_sides(quiet, "cpu", 2).cpu_time  # other threads' work is not this thread's
+    assert not clock.for_sides([*quiet, SimpleNamespace(waits=1.0)], "cpu", 1).cpu_time  # one side waits
+    assert not clock.for_sides([SimpleNamespace(waits=None)], "cpu", 1).cpu_time  # not known: wall
+    assert not clock.for_sides([], "cpu", 1).cpu_time
+
+    class FakeSide:  # answers a block as side_worker does: both clocks
+        faults = 0
+
+        def request(self, req):
+            return {"s": 0.010, "cpu_s": 0.004, "faults": 2}
+
+    step = RemoteStep(FakeSide(), 0)
+    assert chosen.time_block(step, 3) == 0.004 and clock.time_block(step, 3) == 0.010
+    assert step.side.faults == 4
+
+
+def test_a_step_that_waits_is_told_from_one_that_computes():
+    import time
+
+    import torch
+
+    from perfsuite.compare.side_worker import waits_per_call
+
+    x = torch.randn(64, 64)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a side process: with more, the caller waits on torch's workers
+    try:
+        assert waits_per_call(lambda: x @ x) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert waits_per_call(lambda: time.sleep(0.002)) >= 1
+
+
+def test_each_side_process_draws_its_own_layout():
+    """Objects made after shifted_layout land at other addresses for other draws. Address-space
+    randomisation is turned off (setarch -R), as every fork of one server shares its addresses:
+    then only the draw moves Python's objects, and the same draw twice lands them the same.
+    (Tensors are not compared: glibc's heap is not reproducible from run to run even then.)"""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("setarch") is None:
+        pytest.skip("setarch (util-linux) is not installed: cannot turn address randomisation off")
+    code = (
+        "import sys, torch\n"
+        "from perfsuite.compare.side_worker import shifted_layout\n"
+        "held = shifted_layout(int(sys.argv[1]))\n"
+        "print(id(object()))\n"
+    )
+
+    def where(seed: int) -> str:
+        cmd = ["setarch", "-R", sys.executable, "-c", code, str(seed)]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+    assert where(1) == where(1)  # nothing else moves them
+    assert len({where(seed) for seed in range(4)}) >= 3

@@ -120,8 +120,8 @@ class HalfwayArms(GateArms):
                         LOOK_SHARE * cfg.max_time,
                         on_look=self.look_said(case, sum(len(r.ratios) for rs in rounds for r in rs), len(rounds)),
                     )
-                    rounds[-1].append(replace(run, settle=sides_settle(base + now)))
-                    every = gate.pooled([gate.joined(rs) for rs in rounds])
+                    rounds[-1].append(run)
+                    every = gate.pooled([gate.pooled(rs, same_processes=True) for rs in rounds])
                     looks_read = sum(len(rs) for rs in rounds)
                     decision = (
                         classify(every.ratios, self.mid, direction=self.direction, units=every.units)
@@ -133,8 +133,8 @@ class HalfwayArms(GateArms):
                         break
                 # The faults that matter happen in the sides' timed blocks, per pair of this set.
                 per_pair = sum(s.faults for s in base + now) / max(sum(len(r.ratios) for r in rounds[-1]), 1)
-                rounds[-1] = [replace(r, faults_per_pair=per_pair) for r in rounds[-1]]
-        runs = [gate.joined(rs) for rs in rounds]
+                rounds[-1] = [replace(r, faults_per_pair=per_pair, settle=sides_settle(base + now)) for r in rounds[-1]]
+        runs = [gate.pooled(rs, same_processes=True) for rs in rounds]
         every = gate.pooled(runs)
         ratios = every.ratios
         notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]

@@ -87,14 +87,15 @@ class PairedRun(documents.Result):
     # Per pair, A's seconds per step (B's is A's times the ratio): a commit's absolute time in a
     # history comes from its pairs. Empty in documents written before 2026-11-28.
     seconds_a: SampleList = field(default_factory=list)
-    # What timed the blocks: a wall clock's method, or sides.CPU_TIME (each side process's CPU
-    # time: sides.SideClock.for_sides). None in documents written before 2026-11-29.
+    # What timed the blocks: a wall clock's method, or sides.CPU_TIME (each side's timing thread's
+    # CPU time: sides.SideClock.for_sides). None in documents written before 2026-11-29.
     clock: Name | None = None
 
     @property
     def median(self) -> float:
-        """The ratio's estimate: the mean of the pairings' medians, or the pairs' Hodges-Lehmann
-        centre (perfsuite.stats.verdict.ratio_estimate), so that it lies inside the interval."""
+        """The ratio's estimate, not the pairs' median (the name is the documents'): the mean of the
+        pairings' Hodges-Lehmann centres, or without pairings the pairs' own
+        (perfsuite.stats.verdict.ratio_estimate), so that it lies inside the interval."""
         return verdict.ratio_estimate(self.ratios, self.units)
 
     @property
@@ -177,9 +178,9 @@ def paired_ratios(
     bounds = sequential.boundaries(marks, alpha)
     decision, p_scaled, said = None, 1.0, clock.now()
     for k, (frac, bound) in enumerate(zip(marks, bounds)):
-        # At least MIN_PAIRS, and two visits (four pairs) of every pairing: each pairing is a unit
-        # of the interval only with verdict.MIN_UNIT_PAIRS pairs.
-        while clock.now() - t0 < frac * pairs_s or len(ratios) < max(MIN_PAIRS, 4 * len(a)):
+        # At least MIN_PAIRS, and every pairing visited for verdict.MIN_UNIT_PAIRS pairs: only
+        # then is it a unit of the interval.
+        while clock.now() - t0 < frac * pairs_s or len(ratios) < max(MIN_PAIRS, verdict.MIN_UNIT_PAIRS * len(a)):
             # Two pairs of one build of each side, then the next builds.
             with faults:
                 # A B B A, then B A A B: each side gets the warm second turn as often (interleave.py).
@@ -242,21 +243,23 @@ def look_decision(
     return decision, p
 
 
-def pooled(runs: list[PairedRun]) -> PairedRun:
-    """Runs of one comparison in fresh processes (rounds) as one: their pairs together, each run's
-    pairings numbered apart (a run without units is one pairing), faults averaged over all pairs;
-    the test's fields are the caller's to set."""
+def pooled(runs: list[PairedRun], same_processes: bool = False) -> PairedRun:
+    """Runs of one comparison as one: their pairs together, faults averaged over all pairs; the
+    test's fields are the caller's to set. Runs in fresh processes (rounds) have their pairings
+    numbered apart (a run without units is one pairing); with `same_processes` (a probe's looks
+    over the same sides) each pairing keeps its number: the same processes are the same unit."""
     ratios: list[float] = []
     units: list[int] = []
     seconds_a: list[float] = []
     faults = 0.0
     for run in runs:
-        first = max(units) + 1 if units else 0
+        first = max(units) + 1 if units and not same_processes else 0
         ratios += run.ratios
         units += [first + u for u in (run.units or (0,) * len(run.ratios))]
         seconds_a += run.seconds_a
         faults += run.faults_per_pair * len(run.ratios)
-    settles = [side for run in runs if run.settle for side in run.settle.get("sides", [])]
+    runs_settled = runs[:1] if same_processes else runs  # the same sides settled once
+    settles = [side for run in runs_settled if run.settle for side in run.settle.get("sides", [])]
     return PairedRun(
         ratios,
         runs[0].block_size,
@@ -265,24 +268,6 @@ def pooled(runs: list[PairedRun]) -> PairedRun:
         units=tuple(units),
         seconds_a=seconds_a,
         clock=runs[0].clock,
-    )
-
-
-def joined(runs: list[PairedRun]) -> PairedRun:
-    """Runs of the same side processes one after another (a probe's looks) as one: their pairs
-    together, each pairing keeping its number (the same processes are the same unit)."""
-    if len(runs) == 1:
-        return runs[0]
-    head = runs[0]
-    n = sum(len(r.ratios) for r in runs)
-    return PairedRun(
-        [x for r in runs for x in r.ratios],
-        head.block_size,
-        settle=head.settle,
-        faults_per_pair=sum(r.faults_per_pair * len(r.ratios) for r in runs) / max(n, 1),
-        units=tuple(u for r in runs for u in (r.units or (0,) * len(r.ratios))),
-        seconds_a=[x for r in runs for x in r.seconds_a],
-        clock=head.clock,
     )
 
 
@@ -385,7 +370,7 @@ class GateVerdict(documents.Result):
     @property
     def interval(self) -> tuple[float, float]:
         """The ratio's interval: the signed-rank test inverted at `alpha` per end, and with several
-        pairings of processes (builds) the t interval of their medians, whichever is wider at each
+        pairings of processes (builds) the t interval of their centres, whichever is wider at each
         end (perfsuite.stats.verdict.ratio_interval)."""
         key = (id(self.run), len(self.run.ratios), self.alpha)  # `run` is replaced, never changed in place
         cached = self.__dict__.get("_interval")

@@ -103,7 +103,7 @@ def hodges_lehmann(xs: Sequence[float]) -> float:
     return float(np.median((x[i] + x[j]) / 2))
 
 
-def unit_medians(logs: Sequence[float], units: Sequence[int]) -> list[float]:
+def unit_centres(logs: Sequence[float], units: Sequence[int]) -> list[float]:
     """The Hodges-Lehmann centre of each pairing's log ratios (pairings with at least
     MIN_UNIT_PAIRS pairs), by pairing."""
     if len(units) != len(logs):
@@ -115,18 +115,18 @@ def unit_medians(logs: Sequence[float], units: Sequence[int]) -> list[float]:
 
 
 def pairings(logs: Sequence[float], units: Sequence[int]) -> tuple[float, float, int] | None:
-    """(mean of the pairings' centres (unit_medians), its standard error, how many): the estimate
+    """(mean of the pairings' centres (unit_centres), its standard error, how many): the estimate
     whose error counts each pairing once. None with fewer than two pairings.
 
     Pairs are not independent: every pair of one pairing shares its two processes' memory layout,
     placement and moment of the machine's load, a few percent here, so the spread of pairs
     inside pairings says nothing about how far another set of processes would land. Each side
     process draws its own layout (perfsuite.compare.side_worker.shifted_layout), so the pairings
-    are independent draws, and their medians' spread is the whole error: within-pairing noise
+    are independent draws, and their centres' spread is the whole error: within-pairing noise
     and what the processes share alike. Issue 49: with every process of a side forked with one
     layout, a change that only moved allocations read "faster, 0.970 (0.965-0.979)" in one gate,
     its three pairings 0.970 / 0.977 / 0.966, and 1.001 in the next."""
-    meds = unit_medians(logs, units)
+    meds = unit_centres(logs, units)
     k = len(meds)
     if k < 2:
         return None
@@ -142,7 +142,7 @@ def _t(k: int) -> Any:
 
 def p_greater(logs: Sequence[float], centre: float, units: Sequence[int] = ()) -> float:
     """One-sided p of "the log ratios are centred above `centre`": the larger of the pairs'
-    signed-rank p and, with pairings, Student's t on the pairings' medians with k - 1 degrees of
+    signed-rank p and, with pairings, Student's t on the pairings' centres with k - 1 degrees of
     freedom. Below `level` exactly when log_interval's lower end lies above `centre`."""
     p = signed_rank_greater(logs, centre)
     c = pairings(logs, units)
@@ -155,7 +155,7 @@ def p_greater(logs: Sequence[float], centre: float, units: Sequence[int] = ()) -
 
 def log_interval(logs: Sequence[float], level: float, units: Sequence[int] = ()) -> tuple[float, float]:
     """The interval of the centre of the log ratios, each end one-sided at `level`: the pairs'
-    signed-rank interval, and with pairings also the t interval of their medians (k - 1 degrees
+    signed-rank interval, and with pairings also the t interval of their centres (k - 1 degrees
     of freedom), whichever reaches further at each end (p_greater is its test)."""
     lo, hi = signed_rank_interval(logs, level)
     c = pairings(logs, units)
@@ -167,7 +167,7 @@ def log_interval(logs: Sequence[float], level: float, units: Sequence[int] = ())
 
 
 def log_estimate(logs: Sequence[float], units: Sequence[int] = ()) -> float:
-    """The estimate that goes with log_interval: the mean of the pairings' medians, or without
+    """The estimate that goes with log_interval: the mean of the pairings' centres, or without
     pairings the pairs' Hodges-Lehmann centre (their signed-rank interval at level 1/2). It lies
     inside the interval at any level below 1/2, so a printed ratio never falls outside its own
     interval (issue 49: "faster 0.919 (0.741-0.912)" printed the pairs' median beside it)."""
