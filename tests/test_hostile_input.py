@@ -590,3 +590,44 @@ def test_old_unversioned_run_config_split_and_sweep_files_still_read(tmp_path):
     for kind in ("run-config", "split", "qwen-sweep"):
         assert documents.version_of({"digest": "x"}, kind, "f") == 0
         assert documents.version_of(documents.envelope(kind), kind, "f") == documents.VERSIONS[kind]
+
+
+def test_a_target_too_small_to_advise_on_costs_the_advice_not_the_record(tmp_path, capsys):
+    """Issue 51: `run --target-ci 1e-300` measured, then the budget advice overflowed squaring
+    hw / 1e-300 and the record was lost (exit 3). The record is kept, the advice still said."""
+    out = tmp_path / "r.json"
+    code, text, err = run(
+        capsys, "run", "noop", "--max-time", "0.3", "--processes", "1", "--target-ci", "1e-300", "--out", out
+    )
+    assert code == 0, err
+    (rec,) = json.loads(out.read_text())["records"]
+    assert rec["samples_s"] and "next:" in text + err
+
+
+def test_a_deleted_working_folder_does_not_break_the_side_workers_import(tmp_path):
+    """Issue 51: the side worker read os.getcwd() at import, in the fork server every gate,
+    bisect and history starts; with the working folder deleted under the command that was a
+    traceback, exit 1."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); import perfsuite.compare.side_worker as w; print(w.FRESH_PATH[0])"
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(gone)], capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(REPO)
+
+
+@pytest.mark.parametrize("spec", ["choices=5", "choices='abc'", "min='1'", "max=[3]", "help=7"])
+def test_a_malformed_perfsuite_param_is_a_message_not_perfsuites_traceback(tmp_path, capsys, spec):
+    """Issue 51: `perfsuite.param(choices=5)` showed perfsuite's own traceback (tuple(5))."""
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "w.py").write_text(
+        "import perfsuite\n\n"
+        f"@perfsuite.workload(params={{'n': perfsuite.param(4, {spec})}})\n"
+        "def w(n, device):\n"
+        "    return perfsuite.Step(lambda: None)\n"
+    )
+    code, out, err = run(capsys, "--workloads", tmp_path / "bench", "list")
+    assert code == 2 and "perfsuite.param" in out + err and spec.split("=")[0] in out + err

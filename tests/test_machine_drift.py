@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -301,3 +302,81 @@ def test_the_pytest_front_end_notes_its_runs_in_the_log_and_asv_does_not(tmp_pat
         assert machine_drift.default_log() is None
     measure_record(registry.get("noop"), {}, "cpu", 0.2)
     assert len(log.read_text().splitlines()) == 3
+
+
+def _hostile_log(kind, tmp_path):
+    """A machine-speed log as a hostile or unlucky user leaves it (issue 51); (the log, a file
+    outside the project that must stay untouched or absent)."""
+    import os
+
+    outside = tmp_path / "outside" / "target"
+    outside.parent.mkdir()
+    log = tmp_path / "project" / "speed.jsonl"
+    log.parent.mkdir()
+    good = "".join(json.dumps(entry(1e-4, 1000.0 + i)) + "\n" for i in range(3))
+    if kind == "dangling link":
+        log.symlink_to(outside)
+    elif kind == "link to a file":
+        outside.write_text(good)
+        log.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(log)
+    elif kind == "non-utf8":
+        log.write_bytes(good.encode() + b"\xff\xfe{\n")
+    elif kind in ("Infinity", "1e300", "NaN"):
+        log.write_text(
+            good + json.dumps(entry(1e-4, 1002.5))[:-1].replace('"median_s": 0.0001', f'"median_s": {kind}') + "}\n"
+        )
+    elif kind == "/dev/zero":
+        log = Path("/dev/zero")
+    elif kind == "long link":
+        outside.write_text(good * 700)  # past MAX_LINES: the log would be rewritten
+        log.symlink_to(outside)
+    elif kind == "huge":
+        with log.open("wb") as f:
+            f.truncate(machine_drift.MAX_LOG_BYTES + 1)
+    return log, outside
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "dangling link",
+        "link to a file",
+        "fifo",
+        "non-utf8",
+        "Infinity",
+        "1e300",
+        "NaN",
+        "/dev/zero",
+        "long link",
+        "huge",
+    ],
+)
+def test_a_hostile_machine_log_costs_at_most_the_drift_note_and_nothing_outside(kind, tmp_path):
+    """Issue 51: the log goes through the one door: a link is never followed (a dangling one made its
+    target outside the project; another got a line appended), a FIFO never blocks, bytes and
+    numbers no run wrote are passed over, and whatever happens the record is returned."""
+    import signal
+
+    log, outside = _hostile_log(kind, tmp_path)
+    before = outside.read_bytes() if outside.exists() else None
+    rec = _record(1e-4)
+
+    def hung(*_):
+        raise TimeoutError("note_run blocked")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)  # a FIFO read would block: fail, never hang the suite
+    try:
+        got = machine_drift.note_run(rec, log, now=1003.0)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert got.samples_s == rec.samples_s
+    assert (outside.read_bytes() if outside.exists() else None) == before
+    if kind in ("non-utf8", "Infinity", "1e300", "NaN"):  # the good lines still teach, the bad are passed over
+        assert got.machine_drift == 0.0 or math.isfinite(got.machine_drift)
+        assert got.conditions["machine_drift"]["runs"] == 4 and not got.warnings
+    else:
+        assert any("machine-speed log" in w and "not used" in w for w in got.warnings)

@@ -31,13 +31,23 @@ from perfsuite.measuring import counted, heap
 from perfsuite.measuring.fork_cuda import ForkedAfterCuda, refuse_bad_fork
 from perfsuite.measuring.system import pinned
 
+
+def _cwd() -> str | None:
+    """The working folder, or None when it was deleted under the command (issue 51: a module-level
+    os.getcwd() here ended such a run with a traceback, exit 1)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 # Imported by the fork server (perfsuite.measuring.workers.PRELOAD), before any parent's state reaches
 # a child: multiprocessing gives each child its parent's sys.path, and the parent's holds the
 # working tree's root (discovery put it there), where a base revision must not find modules.
 # A side's path is this one, as a fresh `python -P` with perfsuite's core first would have it:
 # no working folder (a workload folder's bench/types.py shadows nothing), no parent's additions.
 CORE_ROOT = str(Path(__file__).resolve().parents[2])
-FRESH_PATH = [CORE_ROOT, *(p for p in sys.path if p and p != CORE_ROOT and p != os.getcwd())]
+FRESH_PATH = [CORE_ROOT, *(p for p in sys.path if p and p != CORE_ROOT and p != _cwd())]
 # What the server imported before any side's code (torch, torchvision, scipy, perfsuite's core):
 # a checkout's package of one of those names cannot be a side's own (it is already in sys.modules).
 PRELOADED = frozenset(name.partition(".")[0] for name in sys.modules)

@@ -92,7 +92,9 @@ def _budget_advice(hw: float, cfg: RunConfig, builds: bool = False) -> str:
     longer run does not shrink when the builds themselves differ."""
     if math.isinf(hw) or hw <= 0:
         return f"next: a longer --max-time (the step is too slow for {cfg.max_time:g}s to hold enough samples)"
-    need = cfg.max_time * (hw / cfg.target_rel_ci) ** 2
+    # The ratio capped before squaring: a target of 1e-300 must cost only the advice, never the
+    # measurement it follows (issue 51: the overflow here discarded the record).
+    need = cfg.max_time * min(hw / cfg.target_rel_ci, 1e6) ** 2
     if need > 600:
         return (
             "next: --processes 5 (the spread between builds and processes does not shrink with time), a wider "

@@ -22,11 +22,14 @@ With fewer than MIN_RUNS alike runs nothing is learned and RunConfig.run_drift s
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
+from perfsuite.core.errors import PerfsuiteError, StorageError
 from perfsuite.core.record import Record
 from perfsuite.stats import summary as stats
 
@@ -62,26 +65,67 @@ def run_key(record: Record) -> dict[str, Any] | None:
     }
 
 
+# The log is read whole: past MAX_LINES it is rewritten to half, so a longer file is not ours.
+MAX_LOG_BYTES = 2 * 2**20
+# A reference median outside this range (seconds) is not a measurement: an edited or planted line.
+_MEDIAN_RANGE = (1e-9, 1e4)
+
+
+def _usable(e: Any) -> bool:
+    """A line the drift may be learned from: its median a finite time in range, its time finite."""
+    if not isinstance(e, dict):
+        return False
+    m, t = e.get("median_s"), e.get("time")
+    return (
+        isinstance(m, (int, float))
+        and not isinstance(m, bool)
+        and math.isfinite(m)
+        and _MEDIAN_RANGE[0] <= m <= _MEDIAN_RANGE[1]
+        and isinstance(t, (int, float))
+        and not isinstance(t, bool)
+        and math.isfinite(t)
+    )
+
+
+def _refuse_link(path: Path) -> None:
+    """The log is never reached through a link: a planted one (dangling or not) would have
+    perfsuite read or append to a file the user never named (issue 51)."""
+    if path.is_symlink():
+        raise StorageError(f"{path} is a symbolic link")
+
+
 def read_log(path: Path) -> list[dict[str, Any]]:
-    """The log's entries; lines that do not parse (a torn write, an edit) are passed over."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    """The log's entries, through the one door files come in by (perfsuite.storage.read: a regular
+    file of bounded size, never a FIFO or device); lines that do not parse or hold no usable
+    numbers (a torn write, an edit, a non-UTF-8 byte) are passed over."""
+    from perfsuite.storage.read import read_bytes
+
+    _refuse_link(path)
+    if not path.exists():
         return []
+    data = read_bytes(path, StorageError, MAX_LOG_BYTES)
     entries = []
-    for line in text.splitlines():
+    for raw in data.splitlines():
         try:
-            e = json.loads(line)
-        except ValueError:
+            e = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             continue
-        if (
-            isinstance(e, dict)
-            and isinstance(e.get("median_s"), (int, float))
-            and e["median_s"] > 0
-            and isinstance(e.get("time"), (int, float))
-        ):
+        if _usable(e):
             entries.append(e)
     return entries
+
+
+def _append(path: Path, line: str) -> None:
+    """One line added to the log: never through a link, never to anything but a regular file (a
+    FIFO would block, /dev/full fail), created when missing."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StorageError(f"{path} is not a regular file")
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def learned(entries: list[dict[str, Any]], key: dict[str, Any], now: float) -> dict[str, Any] | None:
@@ -117,9 +161,8 @@ def note_run(record: Record, path: Path, now: float | None = None) -> Record:
 
             atomic_write_text(path, "".join(json.dumps(e) + "\n" for e in entries[-MAX_LINES // 2 :]))
         else:
-            with path.open("a") as f:  # one short line per run: an append, not a rewrite
-                f.write(json.dumps(entry) + "\n")
-    except OSError as exc:
+            _append(path, json.dumps(entry) + "\n")  # one short line per run: an append, not a rewrite
+    except (OSError, PerfsuiteError) as exc:
         return replace(
             record,
             warnings=(
@@ -128,7 +171,10 @@ def note_run(record: Record, path: Path, now: float | None = None) -> Record:
                 "interval does not include the drift between this machine's runs",
             ),
         )
-    drift = learned(entries, key, now)
-    if drift is None:
+    try:
+        drift = learned(entries, key, now)
+    except (ArithmeticError, ValueError):  # numbers no run made: the learning is lost, not the record
+        drift = None
+    if drift is None or not math.isfinite(drift["half_width"]):
         return record
     return replace(record, conditions={**record.conditions, "machine_drift": drift})

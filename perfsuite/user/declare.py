@@ -143,6 +143,13 @@ def param(
 
     `type` (bool, int, float or str) is needed for a default of None: a value the workload's
     `size` preset fills in when the case leaves it unset (`presets=` on the decorator)."""
+    if choices is not None and (isinstance(choices, (str, bytes)) or not isinstance(choices, (list, tuple))):
+        raise ConfigError(f"perfsuite.param: choices must be a list or tuple of values, got {choices!r}")
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))):
+            raise ConfigError(f"perfsuite.param: {name} must be a number, got {bound!r}")
+    if not isinstance(help, str):
+        raise ConfigError(f"perfsuite.param: help must be text, got {help!r}")
     return ParamSpec(default, tuple(choices) if choices is not None else None, min, max, help, type)
 
 
