@@ -133,6 +133,9 @@ class Plan:
     why: str
     commands: list[list[str]] = field(default_factory=list)
     constraints: list[str] = field(default_factory=list)
+    # Site-packages the new venv must see beside its own: the parent venv's, when the interpreter
+    # that makes it is itself in a venv (written to a .pth file in the new venv: write_inherited).
+    inherit: list[str] = field(default_factory=list)
 
 
 def decide(choice: str, found: Probe, pins: list[str], spec: str) -> tuple[str, str]:
@@ -167,7 +170,49 @@ def decide(choice: str, found: Probe, pins: list[str], spec: str) -> tuple[str, 
     return "pinned", f"TORCH=auto: {found.describe()}{', ' + why if why else ''}: installing {' '.join(pins)}"
 
 
-def plan(choice: str, found: Probe, pins: list[str], venv: Path, python: str, venv_args: list[str], spec: str) -> Plan:
+def parent_venv_site_packages() -> list[str]:
+    """This interpreter's own site-packages when it runs in a venv, else [] (issue 54). A venv made
+    with `--system-site-packages` sees its *base* interpreter's site-packages, never those of the
+    venv it was made from: on every GPU machine this project has run on, python3 is
+    /opt/torch/.venv/bin/python, torch lives in that venv, and the new venv could not import it."""
+    import site
+
+    if sys.prefix == getattr(sys, "base_prefix", sys.prefix):
+        return []
+    return [p for p in site.getsitepackages() if Path(p).is_dir()]
+
+
+INHERITED_PTH = "_perfsuite_parent_venv.pth"
+
+
+def write_inherited(venv: Path, paths: list[str]) -> Path | None:
+    """A .pth file in the new venv's site-packages naming `paths`, so its interpreter imports from
+    them after its own packages (what the parent venv's torch needs). None when there are none."""
+    if not paths:
+        return None
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    target = Path(purelib) / INHERITED_PTH
+    target.write_text("".join(p + "\n" for p in paths))
+    return target
+
+
+def plan(
+    choice: str,
+    found: Probe,
+    pins: list[str],
+    venv: Path,
+    python: str,
+    venv_args: list[str],
+    spec: str,
+    parent_site: list[str] | None = None,
+) -> Plan:
+    """`parent_site`: the making interpreter's venv site-packages (parent_venv_site_packages), which a
+    system-torch venv must see too."""
     mode, why = decide(choice, found, pins, spec)
     vpy = str(venv / "bin" / "python")
     system = ["--system-site-packages"] if mode == "system" else []
@@ -182,6 +227,7 @@ def plan(choice: str, found: Probe, pins: list[str], venv: Path, python: str, ve
     else:
         # The exact versions seen, local labels included: pip then takes the installed ones.
         p.constraints = [f"torch=={found.torch}"] + ([f"torchvision=={found.torchvision}"] if found.torchvision else [])
+        p.inherit = list(parent_site or [])
     return p
 
 
@@ -218,7 +264,16 @@ def main(argv: list[str] | None = None) -> int:
     pins = args.pins.split()
     found = probe() if args.torch != "pinned" else Probe(why_not="not looked at: TORCH=pinned")
     try:
-        p = plan(args.torch, found, pins, args.venv, sys.executable, shlex.split(args.venv_args), torch_range())
+        p = plan(
+            args.torch,
+            found,
+            pins,
+            args.venv,
+            sys.executable,
+            shlex.split(args.venv_args),
+            torch_range(),
+            parent_venv_site_packages(),
+        )
         if not args.dry_run:  # a dry run prints the plan wherever it is asked
             room_for(p, args.venv, args.needs_gib)
     except Refused as exc:
@@ -232,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
             print("+ " + shlex.join(cmd), flush=True)
             if not args.dry_run:
                 subprocess.run(cmd, check=True)
+        if p.inherit:
+            print(f"+ {INHERITED_PTH} in {args.venv}: the parent venv's {' '.join(p.inherit)}", flush=True)
+            if not args.dry_run:
+                write_inherited(args.venv, p.inherit)
         print(f"+ constraints {target}: {' '.join(p.constraints)}")
         if not args.dry_run:
             target.write_text("".join(c + "\n" for c in p.constraints))

@@ -232,3 +232,34 @@ def test_make_passes_the_disk_need_to_the_script(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert "--needs-gib 0" in res.stdout
+
+
+def test_a_venv_made_from_a_venv_imports_the_parent_venvs_torch(tmp_path):
+    """Issue 54: on the GPU machines python3 is itself a venv (/opt/torch/.venv) holding torch, and
+    `--system-site-packages` exposes only the base interpreter's packages: the new venv could not
+    import torch, and `make bench` stopped before measuring. Here a real parent venv holds a fake
+    CUDA torch; the venv the script makes from it must import that torch."""
+    base = sys.base_prefix
+    parent = tmp_path / "parent"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(parent)], check=True, timeout=120)
+    parent_py = parent / "bin" / "python"
+    purelib = subprocess.run(
+        [str(parent_py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    shutil.copytree(_fake_system_torch(tmp_path / "fake"), purelib, dirs_exist_ok=True)
+    child = tmp_path / "child"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    res = subprocess.run(
+        [str(parent_py), str(ROOT / "scripts" / "venv_torch.py"), "--venv", str(child), "--venv-args=--without-pip"],
+        check=False, capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "system torch" in res.stdout and "the parent venv's" in res.stdout
+    got = subprocess.run(
+        [str(child / "bin" / "python"), "-c", "import sys, torch; print(torch.__version__, sys.prefix)"],
+        check=False, capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    version, prefix = got.stdout.split()
+    assert version == "2.11.0+cu130" and Path(prefix) == child and Path(prefix) != Path(base)
