@@ -54,7 +54,9 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True)
 
 
-def _padding_count(fraction: float, threads: int | None, workload: str = "tiny_mlp") -> tuple[int, float]:
+def _padding_count(
+    fraction: float, threads: int | None, workload: str = "tiny_mlp", batch: int = 4
+) -> tuple[int, float]:
     """Matmuls of PAD x PAD that cost `fraction` of the workload's step (tiny_mlp's training step
     at batch 32, or tiny_gpt's forward at batch 4), timed here."""
     import torch
@@ -70,7 +72,7 @@ def _padding_count(fraction: float, threads: int | None, workload: str = "tiny_m
     if workload == "tiny_gpt":
         space: dict = {"torch": torch}
         exec(TINY_GPT, space)  # the class the project's model file gets
-        gpt, idx = space["TinyGPT"]().eval(), torch.randint(0, 512, (4, 64))
+        gpt, idx = space["TinyGPT"]().eval(), torch.randint(0, 512, (batch, 64))
 
         def step():
             with torch.no_grad():
@@ -115,7 +117,7 @@ class TinyGPT(torch.nn.Module):
 '''
 TINY_GPT_WORKLOAD = '''
 
-@perfsuite.workload(params={"batch_size": [4]})
+@perfsuite.workload(params={"batch_size": [1, 4, 16]})
 def tiny_gpt(batch_size: int, device: str):
     """A small transformer's forward pass (inference)."""
     from myproj.model import TinyGPT
@@ -154,16 +156,16 @@ def _gate(repo: Path, args) -> dict:
         "gate",
         args.workload,
         "-p",
-        "batch_size=32" if args.workload == "tiny_mlp" else "batch_size=4",
+        "batch_size=32" if args.workload == "tiny_mlp" else f"batch_size={args.batch}",
         "--base",
         "HEAD~1",
         "--device",
         "cpu",
         "--max-time",
         str(args.max_time),
-        "--builds",
-        str(args.builds),
     ]
+    if args.builds:
+        cmd += ["--builds", str(args.builds)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     cmd += args.gate_args.split()
@@ -211,7 +213,11 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--slowdown", type=float, default=0.05)
     p.add_argument("--max-time", type=float, default=15.0)
-    p.add_argument("--builds", type=int, default=3)
+    p.add_argument("--builds", type=int, default=None, help="the gate's --builds (default: its own)")
+    p.add_argument(
+        "--matmuls", type=int, default=None, help="the padding's matmuls (default: sized to --slowdown here)"
+    )
+    p.add_argument("--batch", type=int, default=4, help="tiny_gpt's batch (1: a shorter step)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--kinds", default="same,slow", help="commits gated: same, layout, slow, fast (comma-separated)")
@@ -222,7 +228,9 @@ def main() -> None:
     if args.out.exists():
         sys.exit(f"{args.out} exists")
 
-    count, estimated = _padding_count(args.slowdown, args.threads, args.workload)
+    count, estimated = _padding_count(args.slowdown, args.threads, args.workload, args.batch)
+    if args.matmuls:  # the same padding as another run of this script (a reference, a rerun)
+        estimated, count = estimated * args.matmuls / count, args.matmuls
     with tempfile.TemporaryDirectory(prefix="gate-sides-") as tmp:
         same = _project(Path(tmp), "same")
         (same / "NOTES.md").write_text("a change that does not touch the step\n")
@@ -266,7 +274,10 @@ def main() -> None:
             with _busy(load):
                 for kind in order:
                     r = _gate(repos[kind], args)
-                    runs.append({"kind": kind, "trial": i, "busy": load, **r})
+                    truth = {"slow": 1 + estimated, "fast": 1 / (1 + estimated)}.get(kind, 1.0)
+                    v = r["verdict"]
+                    covered = bool(v) and v["interval"][0] <= truth <= v["interval"][1]
+                    runs.append({"kind": kind, "trial": i, "busy": load, "truth": truth, "covered": covered, **r})
                     # Every gate kept as it ends: an interrupted experiment keeps what it measured.
                     partial = args.out.with_suffix(".partial.json")
                     partial.parent.mkdir(parents=True, exist_ok=True)
@@ -291,6 +302,7 @@ def main() -> None:
         "builds": args.builds,
         "threads": args.threads,
         "workload": args.workload,
+        "batch": args.batch,
         "loads": loads,
         "runs": runs,
     }
@@ -303,10 +315,34 @@ def main() -> None:
             for w in ("slower", "faster", "same", "undecided")
         }
         lo, hi = wilson_interval(flagged, len(mine))
-        out[kind] = {"flagged": flagged, "of": len(mine), "errors": errors, "ci95": [lo, hi], "words": words}
+        covered = sum(r["covered"] for r in mine)
+        # A wrong word: slower of a change that is not slower, faster of one that is not faster.
+        wrong = sum(
+            1
+            for r in mine
+            if r["verdict"]
+            and (
+                (r["verdict"]["word"] == "slower" and r["truth"] <= 1.0)
+                or (r["verdict"]["word"] == "faster" and r["truth"] >= 1.0)
+            )
+        )
+        out[kind] = {
+            "flagged": flagged,
+            "of": len(mine),
+            "errors": errors,
+            "ci95": [lo, hi],
+            "words": words,
+            "covered": covered,
+            "wrong_words": wrong,
+            "by_load": {
+                str(n): {"of": len(m), "covered": sum(r["covered"] for r in m), "seconds": [r["seconds"] for r in m]}
+                for n in loads
+                for m in [[r for r in mine if r["busy"] == n]]
+            },
+        }
         print(
             f"{ {'same': 'unchanged', 'layout': 'layout only'}.get(kind, f'+{estimated:.1%}') }: slower {flagged}/{len(mine)} "
-            f"(95% CI {lo:.0%}-{hi:.0%}), words {words}, {errors} errors"
+            f"(95% CI {lo:.0%}-{hi:.0%}), words {words}, {errors} errors, truth covered {covered}/{len(mine)}, wrong words {wrong}"
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))

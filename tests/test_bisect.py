@@ -559,9 +559,10 @@ def test_a_probe_after_the_confirmation_is_classified_halfway_to_bads_slowdown(m
     )
     v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
     assert v.slower is False and v.run.decision == SAME
-    # Each budget's looks (FIRST_READ of them) in fresh side processes (each draws its own layout: issue 49).
-    budgets = -(-len(v.run.looks) // bisect_probe.FIRST_READ)
-    assert len(v.run.ratios) == v.run.looks[-1]["pairs"] and len(sides_made) == budgets
+    # Each look a round of fresh side processes (each draws its own layout and its own moment of
+    # the machine's load: issue 49), each round one unit of the interval.
+    assert len(v.run.ratios) == v.run.looks[-1]["pairs"] and len(sides_made) == len(v.run.looks)
+    assert len(set(v.run.units)) == len(v.run.looks)
     assert 1.0 < v.run.median < 1.06
 
 
@@ -595,16 +596,17 @@ def test_a_probe_is_not_classified_on_less_than_a_whole_budget_of_pairs(monkeypa
     )
     v = arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
     assert v.run.decision == CHANGED and v.slower
-    # Decided at the look that completes the 2 s budget (the half-budget look before it was clear too).
-    assert [look["decision"] for look in v.run.looks] == [None, CHANGED]
-    assert v.run.looks[0]["seconds"] < 2.0 <= v.run.looks[1]["seconds"] * 1.05
+    # Not at the first round (one set of processes, however clear), decided once a whole budget
+    # and two rounds are in.
+    assert v.run.looks[0]["decision"] is None and v.run.looks[-1]["decision"] == CHANGED
+    assert len(v.run.looks) >= 2 and v.run.looks[-1]["seconds"] >= 2.0 * 0.95
 
 
-def test_the_confirmation_reads_four_budgets_of_pairs_and_shows_a_5pc_slowdown_that_one_budget_misses(monkeypatch):
-    """10% noise per step (this VM on a bad day): the gate's one 15 s budget shows a 5% slowdown in
-    a minority of trials; the confirmation's four, read at CONFIRM_LOOKS, in (nearly) all; and an
-    unchanged bad is not confirmed either way. Both through the side-process arms, in rounds of
-    fresh (fake) side processes, each pairing a unit of the interval."""
+def test_the_confirmation_reads_four_budgets_of_pairs_and_shows_a_5pc_slowdown(monkeypatch):
+    """10% noise per step (this VM on a bad day): the confirmation's four budgets, read at
+    CONFIRM_LOOKS, show a 5% slowdown in (nearly) all trials, at least as often as the gate's one
+    15 s budget; an unchanged bad is not confirmed either way. Both through the side-process arms,
+    in rounds of fresh (fake) side processes, each round a unit of the interval."""
     from fakeclock import FakeClock
 
     from perfsuite.compare import gate_sides
@@ -629,8 +631,8 @@ def test_the_confirmation_reads_four_budgets_of_pairs_and_shows_a_5pc_slowdown_t
             n += v.run.decision == "slower"
         return n
 
-    assert caught(1.05, MAX_BUDGETS * 15.0, CONFIRM_LOOKS) >= 7
-    assert caught(1.05, 15.0, (0.5, 0.75, 1.0)) <= 5
+    confirmed = caught(1.05, MAX_BUDGETS * 15.0, CONFIRM_LOOKS)
+    assert confirmed >= 7 and caught(1.05, 15.0, (0.5, 0.75, 1.0)) <= confirmed
     assert caught(1.0, MAX_BUDGETS * 15.0, CONFIRM_LOOKS) == 0
 
 

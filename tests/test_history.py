@@ -188,9 +188,10 @@ def test_a_screen_tests_at_the_screens_alpha_and_a_recheck_at_the_historys(monke
     monkeypatch.setattr(prober, "_checkout", lambda sha: (tmp_path, types.SimpleNamespace()))
     v = prober.pair("a" * 40, "b" * 40)
     assert seen[0][0] == SCREEN_ALPHA > 0.01 and v.alpha == 0.01 and "screened at alpha" in v.notes[0]
-    r = prober.recheck("a" * 40, "b" * 40, rounds=3, budget_s=12.0)
-    # Each round at the history's rate, read once at its end, a third of the budget; pooled.
-    assert seen[1:] == [(0.01, (1.0,), 4.0)] * 3 and r.pairs == 3 * 12 and r.alpha == 0.01
+    r = prober.recheck("a" * 40, "b" * 40, budget_s=12.0)
+    # One gate at the history's rate over the whole budget, read once at its end (its rounds are
+    # the gate's own).
+    assert seen[1:] == [(0.01, (1.0,), 12.0)] and r.alpha == 0.01
 
 
 def test_what_a_run_confirmed_stays_confirmed_when_a_later_run_adds_rechecks():
@@ -882,23 +883,3 @@ def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when
     from perfsuite.report.history_page import write_page
 
     assert "<polygon" in write_page(state)  # drawn to the axis's edge, not refused
-
-
-def test_a_recheck_pools_its_rounds_each_rounds_pairings_its_own():
-    from perfsuite.compare.history_walk import pooled
-
-    def round_of(centres):  # one round: two pairings of side processes, 12 pairs each
-        ratios = [c * (1 + 0.002 * (k % 3 - 1)) for c in centres for k in range(12)]
-        run = PairedRun(ratios, 1, decision=sequential.SLOWER, p=1e-4, units=tuple(u for u in (0, 1) for _ in range(12)),
-                        seconds_a=[1e-3] * 24)  # fmt: skip
-        return GateVerdict("c", 0.01, run)
-
-    # Six rounds whose pairings agree at 1.03: 12 pairings, an interval beyond the threshold.
-    v = pooled([round_of((1.03, 1.03)) for _ in range(6)], 0.01)
-    assert v.pairs == 144 and sorted(set(v.run.units)) == list(range(12))
-    assert v.run.decision == sequential.SLOWER and v.interval[0] > 1.01
-    # Pairings that disagree (placement: 1.00 against 1.06 in every round) widen it past 1.01.
-    spread = pooled([round_of((1.0, 1.06)) for _ in range(6)], 0.01)
-    assert spread.interval[0] < 1.01 < v.interval[0]
-    # An A/A recheck: not slower.
-    assert pooled([round_of((1.0, 1.0))] * 6, 0.01).run.decision == sequential.NOT_SLOWER

@@ -29,6 +29,8 @@ def gate_command(args, console) -> int:
 
     if args.threshold < 0:
         raise PerfsuiteError(f"--threshold must be >= 0, got {args.threshold}")
+    if args.builds is None:  # rounds of one fresh process a side, or builds rotated in one process
+        args.builds = g.BUILDS if args.slowdown is not None or args.learn_floor else g.ROUND_BUILDS
     if args.builds < 1:
         raise PerfsuiteError(f"--builds must be >= 1, got {args.builds}")
     if args.json is not None:  # checked before anything is measured: a verdict is never thrown away

@@ -21,7 +21,6 @@ from perfsuite.compare.history import (
     HISTORY_RULE,
     MEASURED,
     RECHECK_BUDGET,
-    RECHECK_ROUNDS,
     SCREEN_ALPHA,
     History,
     Point,
@@ -216,12 +215,9 @@ def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, console) -> 
     """Stage 2 of the confirmation: `b` against `a` paired anew, in rounds of fresh processes, for
     longer (History.confirm)."""
     console.print(
-        Text(
-            f"{a[:12]}..{b[:12]}: screened as a change; rechecking in {RECHECK_ROUNDS} rounds of fresh "
-            f"processes for {budget_s:g}s"
-        )
+        Text(f"{a[:12]}..{b[:12]}: screened as a change; rechecking in rounds of fresh processes for {budget_s:g}s")
     )
-    got = prober.recheck(a, b, RECHECK_ROUNDS, budget_s)
+    got = prober.recheck(a, b, budget_s)
     if isinstance(got, str):
         console.print(Text(printable(f"{b[:12]}: the recheck could not be measured ({got[:300]})"), style="yellow"))
     return got

@@ -142,9 +142,9 @@ def bisect_and_why(sub) -> None:
     bi.add_argument(
         "--builds",
         type=_count("--builds"),
-        default=3,
+        default=1,
         metavar="K",
-        help="processes per side in each probe, as the gate's (default 3)",
+        help="processes per side in each round of a probe, as the gate's (default 1)",
     )
     bi.add_argument(
         "--threads",
@@ -240,7 +240,9 @@ def history_parser(sub) -> None:
         default=0.01,
         help="false discoveries controlled across every commit of the history (default 0.01)",
     )
-    hi.add_argument("--builds", type=_count("--builds"), default=2, metavar="K", help="processes per side (default 2)")
+    hi.add_argument(
+        "--builds", type=_count("--builds"), default=1, metavar="K", help="processes per side in each round (default 1)"
+    )
     hi.add_argument(
         "--threads",
         type=_count("--threads"),
@@ -598,9 +600,11 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--builds",
         type=_count("--builds"),
-        default=3,
+        default=None,
         metavar="K",
-        help="builds of each side the pairs rotate through, averaging out placement (default 3)",
+        help="processes of each side in each of the gate's rounds (default 1; each round's processes "
+        "are fresh and count once in the interval); with --slowdown or --learn-floor, builds of each "
+        "side the pairs rotate through (default 3)",
     )
     gate.add_argument(
         "--heap",

@@ -28,9 +28,10 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import verdict
 
-# A probe after the confirmation measures in looks of half the budget until its pairs fall on one
-# side of halfway, for at most this many budgets, read from the FIRST_READ-th look on. Pairs
-# come in runs of one process pairing and one stretch of the machine's speed: on 2026-11-26 a
+# A probe after the confirmation measures in the gate's rounds until its pairs fall on one side of
+# halfway, for at most MAX_BUDGETS budgets, read once FIRST_READ looks of LOOK_SHARE of a budget
+# have been measured (one budget's rounds). Pairs come in runs of one process pairing and one
+# stretch of the machine's speed: on 2026-11-26 a
 # commit carrying the whole 5% slowdown showed a median of 0.922 over its first 18 pairs (half a
 # budget) and was put with good, and the bisection named a later commit (reports/bisect/).
 LOOK_SHARE, MAX_BUDGETS, FIRST_READ = 0.5, 4, 2
@@ -99,42 +100,35 @@ class HalfwayArms(GateArms):
         import math
 
         looks: list[dict] = []
-        rounds: list[list[gate.PairedRun]] = []  # the looks of each set of side processes
+        runs: list[gate.PairedRun] = []  # one per round of side processes
         decision = None
         t0 = self.clock.now()
         clock = self.clock
-        # Each budget's looks (FIRST_READ of them) in fresh side processes (the first set may take
-        # good's pool): each process draws its own memory layout, so the pairings of successive
-        # budgets are independent and the interval over them (perfsuite.stats.verdict.pairings)
-        # narrows as budgets are added, as it cannot over the same three processes (issue 49).
+        # Rounds as the gate's (a budget's rounds_for, each in fresh side processes; the first may
+        # take good's pool): each process draws its own memory layout and each round its own moment
+        # of the machine's load, so each round is one unit of the interval (gate.pooled), read from
+        # a budget's FIRST_READ * LOOK_SHARE on (issue 49: a bisection under load named a commit
+        # seven before the real one when one set of processes decided).
+        per_budget = gate.rounds_for(cfg.max_time, self.rounds)
+        first = max(2, math.ceil(FIRST_READ * LOOK_SHARE * per_budget))
         while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
-            with self.side_processes(case, cfg, pools=not rounds) as (base, now):
-                if not rounds:  # one clock for every look: the first processes decide
+            with self.side_processes(case, cfg, pools=not runs) as (base, now):
+                if not runs:  # one clock for every round: the first processes decide
                     clock = side_clock(self.clock, base + now, cfg.device, self.threads)
-                rounds.append([])
-                for _ in range(FIRST_READ):
-                    run = gate.paired_ratios(
-                        [s.steps[0] for s in base],
-                        [s.steps[0] for s in now],
-                        clock,
-                        LOOK_SHARE * cfg.max_time,
-                        on_look=self.look_said(case, sum(len(r.ratios) for rs in rounds for r in rs), len(rounds)),
-                    )
-                    rounds[-1].append(run)
-                    every = gate.pooled([gate.pooled(rs, same_processes=True) for rs in rounds])
-                    looks_read = sum(len(rs) for rs in rounds)
-                    decision = (
-                        classify(every.ratios, self.mid, direction=self.direction, units=every.units)
-                        if looks_read >= FIRST_READ
-                        else None
-                    )
-                    looks.append({"pairs": len(every.ratios), "seconds": self.clock.now() - t0, "decision": decision})
-                    if decision is not None or self.clock.now() - t0 >= MAX_BUDGETS * cfg.max_time:
-                        break
-                # The faults that matter happen in the sides' timed blocks, per pair of this set.
-                per_pair = sum(s.faults for s in base + now) / max(sum(len(r.ratios) for r in rounds[-1]), 1)
-                rounds[-1] = [replace(r, faults_per_pair=per_pair, settle=sides_settle(base + now)) for r in rounds[-1]]
-        runs = [gate.pooled(rs, same_processes=True) for rs in rounds]
+                run = gate.paired_ratios(
+                    [s.steps[0] for s in base],
+                    [s.steps[0] for s in now],
+                    clock,
+                    cfg.max_time / per_budget,
+                    on_look=self.look_said(case, sum(len(r.ratios) for r in runs), len(runs) + 1),
+                )
+                # The faults that matter happen in the sides' timed blocks, per pair of this round.
+                per_pair = sum(s.faults for s in base + now) / max(len(run.ratios), 1)
+                runs.append(replace(run, faults_per_pair=per_pair, settle=sides_settle(base + now)))
+            every = gate.pooled(runs)
+            if len(runs) >= first:
+                decision = classify(every.ratios, self.mid, direction=self.direction, units=every.units)
+            looks.append({"pairs": len(every.ratios), "seconds": self.clock.now() - t0, "decision": decision})
         every = gate.pooled(runs)
         ratios = every.ratios
         notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]

@@ -14,7 +14,7 @@ from typing import Any
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.gate import (
     ALPHA,
-    BUILDS,
+    ROUND_BUILDS,
     ROUNDS,
     GateVerdict,
     across_cases,
@@ -232,7 +232,7 @@ def gate_sides(
     floors: dict,
     *,
     budget: float,
-    builds: int = BUILDS,
+    builds: int = ROUND_BUILDS,
     heap_mode: str = "steady",
     threshold: float = 0.0,
     fdr: float = ALPHA,

@@ -16,9 +16,8 @@ Confirmed, in two stages:
 1. a screen: the point's own sequential test said slower beyond the threshold (the larger of the
    history's threshold and the case's learned noise floor), at alpha = SCREEN_ALPHA (a slow-drift
    window's gate between its ends is a screen too, and goes through the same stage 2);
-2. a recheck: every screened point is paired again in RECHECK_ROUNDS rounds of fresh side
-   processes, for RECHECK_BUDGET times the budget in all (as bisect confirms --bad), and
-   confirmed when that recheck's test says slower, survives Benjamini-Hochberg at --fdr across
+2. a recheck: every screened point is paired again in the gate's rounds of fresh side processes,
+   for RECHECK_BUDGET times the budget in all (as bisect confirms --bad), and confirmed when that recheck's test says slower, survives Benjamini-Hochberg at --fdr across
    the rechecks of the same run (false discoveries controlled across commits, as the gate does
    across cases), and its interval lies wholly beyond the threshold (or the case's floor).
 Why a recheck, not Benjamini-Hochberg over the screens: the sequential test stops as soon as its
@@ -63,14 +62,14 @@ HISTORY_RULE = 3
 # ten +3% steps on the development VM ended at p 0.018 and 0.08 and were never rechecked
 # (reports/history/); an unchanged commit screened slower costs one recheck and is not confirmed.
 SCREEN_ALPHA = 0.1
-# A point its own test called slower is paired again: this many budgets in all, in this many
-# rounds, each with fresh side processes (the history's --builds a side). A side process's
-# placement moves all its pairs alike (about 2% SD between pairings on the development VM), and
-# the interval narrows only with more pairings: 4 pairings left a +3% step at 1.028 (1.006-1.050),
-# short of the threshold; 12 (six rounds of two) bring its half-width near 1.3%. Rounds, not more
-# processes at once: a side process holds its own model (on a GPU, in the one device's memory).
+# A point its own test called slower is paired again for this many budgets, in the gate's rounds
+# of fresh side processes (the history's --builds a side a round). A side process's placement moves
+# all its pairs alike (about 2% SD between pairings on the development VM), and under load a
+# round's processes share the load's moment, so the interval narrows only with more rounds: 4
+# pairings left a +3% step at 1.028 (1.006-1.050), short of the threshold; twelve rounds bring its
+# half-width near 1.3%. Rounds, not more processes at once: a side process holds its own model (on
+# a GPU, in the one device's memory).
 RECHECK_BUDGET = 4
-RECHECK_ROUNDS = 6
 
 
 # A window whose chained ratio since the last confirmed change reaches this many thresholds (and

@@ -12,7 +12,6 @@ paired with the last one that was measured.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import subprocess
 import time
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect import Commit
 from perfsuite.compare.bisect_probe import first_parent_after, subject
 from perfsuite.compare.gate import GateVerdict
-from perfsuite.compare.gate import pooled as gate_pooled
 from perfsuite.compare.gate_sides import GateArms
 from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, Window
 from perfsuite.core.case import Case
@@ -174,32 +172,16 @@ class PairProber:
             v.alpha = self.fdr
         return v
 
-    def recheck(self, a: str, b: str, rounds: int, budget_s: float) -> GateVerdict | str:
-        """`b` against `a` again, in `rounds` rounds of fresh side processes (none kept from the
-        screen or from each other), `budget_s` in all: one verdict over every round's pairs, each
-        round's pairings its own (pooled). The error of the first round that fails, if one does."""
-        got: list[GateVerdict] = []
-        for _ in range(rounds):
-            self.keep_only(set())
-            # Each round runs its whole share, its test read once at the end: the pooled pairs are
-            # a fixed sample, and the pairings as many as the rounds make.
-            v = self.pair(a, b, budget_s=budget_s / rounds, looks=(1.0,))
-            if isinstance(v, str):
-                return v
-            got.append(v)
+    def recheck(self, a: str, b: str, budget_s: float) -> GateVerdict | str:
+        """`b` against `a` again for `budget_s`, in the gate's rounds of fresh side processes (none
+        kept from the screen: its worktrees' sides are ended first), its test read once at the
+        end at the history's rate: the pairs are a fixed sample, each round one unit of the
+        interval (gate.pooled). The error that kept it from being measured, if one did."""
         self.keep_only(set())
-        return pooled(got, self.fdr)
-
-
-def pooled(rounds: list[GateVerdict], alpha: float) -> GateVerdict:
-    """Rounds of one pair as one verdict: their pairs together, each round's pairings numbered
-    apart (gate.pooled: the interval is over all of them), judged by the test beyond the rounds'
-    threshold at `alpha` (a fixed sample: the pairs are all in)."""
-    head = rounds[0]
-    run = gate_pooled([v.run for v in rounds])
-    p = run.p_slower(head.threshold)
-    run = dataclasses.replace(run, decision=sequential.SLOWER if p < alpha else sequential.NOT_SLOWER, p=p)
-    return GateVerdict(head.label, head.threshold, run, alpha=head.alpha)
+        try:
+            return self.pair(a, b, budget_s=budget_s, looks=(1.0,))
+        finally:
+            self.keep_only(set())
 
 
 def _now() -> str:
