@@ -232,6 +232,28 @@ def test_pytest_collects_one_benchmark_per_case_without_a_test_file(project):
         assert b["extra_info"]["flops_per_s"] > 0 and b["extra_info"]["throughput_unit"] == "samples/s"
 
 
+def test_benchmark_only_in_a_repository_with_its_own_tests_collects_the_workloads_only(project):
+    """Issue 50: in a repository whose pytest config sets `testpaths = ['tests']`, the documented
+    `pytest --benchmark-only` collected the project's own tests and stopped at one that could not
+    import (exit 2). Without named paths it now collects the perfsuite workloads alone, and says so;
+    named paths are collected as pytest would."""
+    tests = project / "tests"
+    tests.mkdir()
+    (tests / "test_host.py").write_text("import a_test_dependency_not_installed\n\ndef test_x():\n    pass\n")
+    text = (project / "pyproject.toml").read_text()
+    (project / "pyproject.toml").write_text(text + '\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *_plugin(), "--benchmark-only"]
+    opts = ["--co", "-q"]
+    res = subprocess.run([*base, *opts], cwd=project, env=_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "tiny_mlp" in res.stdout and "test_host" not in res.stdout
+    header = subprocess.run([*base, "--co"], cwd=project, env=_env(), capture_output=True, text=True, timeout=300)
+    assert "collects the workloads of pyproject.toml only" in header.stdout
+    # Named paths: pytest's own collection, the host's broken test included.
+    named = subprocess.run([*base, *opts, "tests"], cwd=project, env=_env(), capture_output=True, text=True, timeout=300)
+    assert named.returncode != 0 and "a_test_dependency_not_installed" in named.stdout + named.stderr
+
+
 @pytest.mark.slow
 def test_asv_tracks_the_users_workloads(project):
     asv = shutil.which("asv", path=str(Path(sys.executable).parent)) or shutil.which("asv")

@@ -227,6 +227,46 @@ class UserWorkloads(pytest.Module):
         return _tests_for(project_workloads(self.path))
 
 
+def _benchmarks_only(config) -> Path | None:
+    """The project's pyproject.toml when `pytest --benchmark-only` was given no paths in a project
+    with [tool.perfsuite]: then only its perfsuite workloads are collected (issue 50: in a repository
+    whose pytest config sets `testpaths = ['tests']`, the documented command collected 15,551 of the
+    project's own tests and stopped at one that could not import, exit 2). Named paths are
+    collected as pytest would, their own benchmarks included."""
+    if not getattr(config.option, "benchmark_only", False):
+        return None
+    source = getattr(config, "args_source", None)
+    if source is None or source == pytest.Config.ArgsSource.ARGS:
+        return None
+    try:
+        project = find_project(config.rootpath)
+    except ConfigError:
+        return None
+    if project is None or project.parent.resolve() != Path(config.rootpath).resolve():
+        return None
+    return project
+
+
+def pytest_configure(config) -> None:
+    project = _benchmarks_only(config)
+    if project is not None:
+        config.args[:] = [str(project)]
+        config.stash[_ONLY_WORKLOADS] = project
+
+
+_ONLY_WORKLOADS = pytest.StashKey[Path]()
+
+
+def pytest_report_header(config) -> str | None:
+    project = config.stash.get(_ONLY_WORKLOADS, None)
+    if project is None:
+        return None
+    return (
+        f"perfsuite: --benchmark-only without paths collects the workloads of {project.name} only; "
+        "name test paths to collect their benchmarks too"
+    )
+
+
 def pytest_collect_file(file_path: Path, parent):
     if file_path.name != "pyproject.toml":
         return None
