@@ -883,3 +883,31 @@ def test_a_confirmed_span_left_unbisected_by_an_interrupted_run_is_bisected_when
     from perfsuite.report.history_page import write_page
 
     assert "<polygon" in write_page(state)  # drawn to the axis's edge, not refused
+
+
+def test_a_pyproject_whose_only_change_is_the_perfsuite_table_leaves_the_tree_clean(tmp_path):
+    """Issue 50: the docs ask a user to add [tool.perfsuite] to their pyproject.toml, which made
+    every `history` need --allow-dirty. That table alone is not a change of what a commit
+    measures; any other change to the file (or to another file) still is."""
+    import subprocess
+
+    from perfsuite.compare.history_walk import dirty
+
+    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1"\n\n[tool.ruff]\nline-length = 99\n')
+    (tmp_path / "model.py").write_text("x = 1\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], cwd=tmp_path, check=True)
+    py = tmp_path / "pyproject.toml"
+    py.write_text(py.read_text() + '\n[tool.perfsuite]\nworkloads = ["bench"]\n')
+    assert dirty(tmp_path) == []
+    py.write_text(py.read_text().replace('version = "1"', 'version = "2"'))
+    assert dirty(tmp_path) == ["pyproject.toml"]
+    py.write_text(py.read_text().replace('version = "2"', 'version = "1"').replace("99", "100"))
+    assert dirty(tmp_path) == ["pyproject.toml"]  # another tool's table: a change
+    py.write_text("not [ toml")
+    assert dirty(tmp_path) == ["pyproject.toml"]
+    py.write_text('[project]\nname = "x"\nversion = "1"\n\n[tool.ruff]\nline-length = 99\n')
+    (tmp_path / "model.py").write_text("x = 2\n")
+    assert dirty(tmp_path) == ["model.py"]

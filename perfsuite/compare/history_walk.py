@@ -26,6 +26,7 @@ from perfsuite.compare.gate_sides import GateArms
 from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, Window
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
+from perfsuite.core.discover import read_pyproject
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import sequential
 
@@ -57,9 +58,38 @@ def range_commits(repo: Path, start: str, end: str) -> tuple[Commit, list[Commit
 
 def dirty(repo: Path) -> list[str]:
     """Tracked files changed in the working tree (what a history's workload file might come from
-    uncommitted): `git status --porcelain`, untracked files left out."""
+    uncommitted): `git status --porcelain`, untracked files left out. A pyproject.toml whose only
+    change is its [tool.perfsuite] table is not counted (issue 50: the docs ask a user to add that
+    table, which made every history need --allow-dirty); it says where the workloads are, not
+    what a commit measures."""
     res = _git(repo, "status", "--porcelain", "--untracked-files=no")
-    return [line[3:] for line in res.stdout.splitlines() if line.strip()]
+    changed = [line[3:] for line in res.stdout.splitlines() if line.strip()]
+    return [f for f in changed if not (Path(f).name == "pyproject.toml" and _only_perfsuite_table(repo, f))]
+
+
+def _without_perfsuite(doc: dict) -> dict:
+    tool = {k: v for k, v in (doc.get("tool") or {}).items() if k != "perfsuite"}
+    rest = {k: v for k, v in doc.items() if k != "tool"}
+    return {**rest, "tool": tool} if tool else rest
+
+
+def _only_perfsuite_table(repo: Path, name: str) -> bool:
+    """Whether the working tree's `name` (a pyproject.toml) differs from HEAD's in [tool.perfsuite]
+    alone; False whenever either cannot be read as TOML."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    head = _git(repo, "show", f"HEAD:{name}")
+    if head.returncode != 0:
+        return False
+    try:
+        now = read_pyproject(repo / name)
+        before = tomllib.loads(head.stdout)
+    except (ConfigError, tomllib.TOMLDecodeError, RecursionError):
+        return False
+    return _without_perfsuite(now) == _without_perfsuite(before)
 
 
 class PairProber:
