@@ -663,8 +663,9 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
         (("--range", f"{first}..{shas[3]}", "--threshold", "0.2"), "another question"),
         (("--update", "--range", f"{shas[1]}..{shas[3]}"), "the stored history starts at"),
         (("--update", "--html", str(log)), "the same file as the history's log"),
+        (("--log", str(root / "o.json"), "--max-commits", "2", "--range", f"{first}..{shas[3]}"), "4 commits to measure"),
     ]
-    # One interpreter for the five: each is refused before anything is measured (tests/cli_each.py).
+    # One interpreter for the six: each is refused before anything is measured (tests/cli_each.py).
     for (bad, said), r in zip(cases, perfsuite_each(root, [(*common, *bad) for bad, _ in cases], _env())):
         assert r.returncode == 2 and said in r.stderr, (bad, r.stdout + r.stderr)
     (root / "NOTES.md").write_text("dirty\n")
@@ -911,3 +912,17 @@ def test_a_pyproject_whose_only_change_is_the_perfsuite_table_leaves_the_tree_cl
     py.write_text('[project]\nname = "x"\nversion = "1"\n\n[tool.ruff]\nline-length = 99\n')
     (tmp_path / "model.py").write_text("x = 2\n")
     assert dirty(tmp_path) == ["model.py"]
+
+
+def test_a_history_plans_its_cost_from_its_own_pairs_or_the_budget():
+    """Issue 50: `--update` extended a history by 874 commits (five hours) without saying so. The
+    cost of a pair is the median gap between the log's points, or the budget times the overhead."""
+    from perfsuite.cli.history import PAIR_OVERHEAD, pair_cost_s
+
+    state = _state(6)
+    assert pair_cost_s(state, 10.0) == PAIR_OVERHEAD * 10.0
+    pair, _ = _pairer(state, {})
+    walk(state, pair, {})
+    for i, p in enumerate(state.points):
+        p.measured_at = f"2026-11-29T10:{i * 2:02d}:00+00:00"  # two minutes apart
+    assert pair_cost_s(state, 10.0) == pytest.approx(120.0)

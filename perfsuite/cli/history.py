@@ -136,12 +136,20 @@ def _one(name: str, args, console) -> int:
                 )
             state = stored.extended(commits)
         pending = state.pending()
+        cost_s = len(pending) * pair_cost_s(state, args.budget)
+        if len(pending) > args.max_commits:  # issue 50: --update once planned 874 commits, five hours, unsaid
+            raise ConfigError(
+                f"{len(pending)} commits to measure after {base.sha[:12]} up to {end[:12]}, about "
+                f"{_duration(cost_s)}: more than --max-commits {args.max_commits}. Give --max-commits "
+                f"{len(pending)} to measure them all, --every K to measure every K-th (a confirmed change "
+                "is bisected inside its span), or a shorter --range"
+            )
         console.print(
             Text(
                 printable(
                     f"history of {w.name} {_params(params)} on {device}: {len(commits)} commit(s) after "
-                    f"{base.sha[:12]} up to {end[:12]}, {len(pending)} to measure, each against the one before "
-                    f"(about {args.budget:g}s a pair plus start-up); log {log}"
+                    f"{base.sha[:12]} up to {end[:12]}, {len(pending)} to measure, each against the one before, "
+                    f"about {_duration(cost_s)} (rechecks of changes come on top); log {log}"
                     + (f"; noise floor {floor:.2%} from {args.floors}" if floor else "")
                 )
             )
@@ -209,6 +217,33 @@ def _one(name: str, args, console) -> int:
     code = _summary(state, fresh, console, page)
     _save(state, log)  # with `reported`: a later run's exit is about what comes after this one
     return code
+
+
+# A pair's wall time as a share of its budget, before a log has timed its own: a 15 s gate took
+# 20-27 s on the development VM (forks, builds, the heap's settling; reports/gate/load/).
+PAIR_OVERHEAD = 1.8
+
+
+def pair_cost_s(state, budget_s: float) -> float:
+    """Seconds one more pair is expected to take: the median gap between the stored points' times
+    of measurement when the log holds at least three (this machine, this workload), else
+    PAIR_OVERHEAD times the budget."""
+    from datetime import datetime
+
+    from perfsuite.stats.summary import median
+
+    stamps = []
+    for p in state.points:
+        try:
+            stamps.append(datetime.fromisoformat(p.measured_at).timestamp())
+        except (TypeError, ValueError):
+            continue
+    gaps = [b - a for a, b in zip(stamps, stamps[1:]) if 0 < b - a < 3600]
+    return median(gaps) if len(gaps) >= 2 else PAIR_OVERHEAD * budget_s
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min"
 
 
 def _rechecked(prober: PairProber, a: str, b: str, budget_s: float, console) -> GateVerdict | str:

@@ -217,6 +217,13 @@ def history_parser(sub) -> None:
         help="measure every Nth commit (and the newest) against the one measured before it; a confirmed "
         "regression spanning several commits is bisected to the first slower one (default 1: every commit)",
     )
+    hi.add_argument(
+        "--max-commits",
+        type=_whole("--max-commits", 1, 10**6),
+        default=100,
+        metavar="N",
+        help="refuse a plan of more than N commits to measure, saying what it would cost (default 100)",
+    )
     hi.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     hi.add_argument("--device", default="auto")
     hi.add_argument(
