@@ -766,3 +766,27 @@ def test_bisect_faster_names_the_commit_that_made_it_faster(tmp_path):
     )
     assert res.returncode == 0 and "is not slower than --good" in res.stdout and "--faster" in res.stdout, res.stdout
     assert _worktrees(root) == 1
+
+
+def test_a_candidate_that_cannot_be_checked_out_is_skipped(monkeypatch, tmp_path):
+    """Issue 50: a commit whose objects are missing stopped the bisection with exit 2; it is
+    skipped with git's reason, as `git bisect skip` would."""
+    import contextlib
+    import types
+
+    from perfsuite.compare import bisect_probe
+    from perfsuite.compare.bisect import SKIPPED, Commit
+    from perfsuite.core.errors import ConfigError
+
+    @contextlib.contextmanager
+    def worktree(repo, sha):
+        raise ConfigError(f"cannot check out {sha[:12]} in a worktree: fatal: unable to read tree")
+        yield
+
+    monkeypatch.setattr(bisect_probe.revisions, "worktree", worktree)
+    revs = types.SimpleNamespace(missing_at=lambda sha: "", repo=tmp_path)
+    prober = bisect_probe.Prober(types.SimpleNamespace(name="w"), {}, revs, "g" * 40, "cpu", budget_s=1.0, builds=1,
+                                 threshold=0.01, threads=1)  # fmt: skip
+    prober.good_root = tmp_path
+    probe = prober(Commit("c" * 40, "subject"))
+    assert probe.outcome == SKIPPED and "unable to read tree" in probe.error

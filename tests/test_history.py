@@ -663,7 +663,10 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
         (("--range", f"{first}..{shas[3]}", "--threshold", "0.2"), "another question"),
         (("--update", "--range", f"{shas[1]}..{shas[3]}"), "the stored history starts at"),
         (("--update", "--html", str(log)), "the same file as the history's log"),
-        (("--log", str(root / "o.json"), "--max-commits", "2", "--range", f"{first}..{shas[3]}"), "4 commits to measure"),
+        (
+            ("--log", str(root / "o.json"), "--max-commits", "2", "--range", f"{first}..{shas[3]}"),
+            "4 commits to measure",
+        ),
     ]
     # One interpreter for the six: each is refused before anything is measured (tests/cli_each.py).
     for (bad, said), r in zip(cases, perfsuite_each(root, [(*common, *bad) for bad, _ in cases], _env())):
@@ -926,3 +929,30 @@ def test_a_history_plans_its_cost_from_its_own_pairs_or_the_budget():
     for i, p in enumerate(state.points):
         p.measured_at = f"2026-11-29T10:{i * 2:02d}:00+00:00"  # two minutes apart
     assert pair_cost_s(state, 10.0) == pytest.approx(120.0)
+
+
+def test_a_commit_that_cannot_be_checked_out_is_skipped_not_the_whole_history(tmp_path):
+    """Issue 50: commits whose objects are missing (a repository's history before a date) made the
+    history exit 2 for the whole range; such a commit is a skipped point with git's reason."""
+    import types
+
+    from perfsuite.compare.history_walk import PairProber
+    from perfsuite.core.errors import ConfigError
+
+    revs = types.SimpleNamespace(missing_at=lambda sha: "", side=lambda root: None, repo=tmp_path)
+    prober = PairProber(types.SimpleNamespace(name="w"), {}, revs, "cpu", budget_s=5.0, builds=1, threshold=0.01,
+                        threads=1, heap="default", fdr=0.01)  # fmt: skip
+
+    def checkout(sha):
+        if sha.startswith("b"):
+            raise ConfigError(f"cannot check out {sha[:12]} in a worktree: fatal: unable to read tree")
+        return tmp_path, types.SimpleNamespace()
+
+    prober._checkout = checkout
+    got = prober.pair("a" * 40, "b" * 40)
+    assert isinstance(got, str) and "unable to read tree" in got
+    state = _state(4)
+    pair, _ = _pairer(state, {})
+    skip = state.commits[1].sha
+    walk(state, lambda a, b: got if b == skip else pair(a, b), {})
+    assert [p.outcome for p in state.points].count("skipped") == 1 and len(state.points) == 4

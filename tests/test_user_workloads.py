@@ -250,7 +250,9 @@ def test_benchmark_only_in_a_repository_with_its_own_tests_collects_the_workload
     header = subprocess.run([*base, "--co"], cwd=project, env=_env(), capture_output=True, text=True, timeout=300)
     assert "collects the workloads of pyproject.toml only" in header.stdout
     # Named paths: pytest's own collection, the host's broken test included.
-    named = subprocess.run([*base, *opts, "tests"], cwd=project, env=_env(), capture_output=True, text=True, timeout=300)
+    named = subprocess.run(
+        [*base, *opts, "tests"], cwd=project, env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert named.returncode != 0 and "a_test_dependency_not_installed" in named.stdout + named.stderr
 
 

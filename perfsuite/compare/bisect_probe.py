@@ -198,7 +198,11 @@ class Prober:
             return Probe(commit.sha, SKIPPED, error=missing)
         fdr = self.fdr or ALPHA
         assert self.good_root is not None  # made on entering the prober
-        with revisions.worktree(self.revs.repo, commit.sha) as root:
+        with contextlib.ExitStack() as held:
+            try:
+                root = held.enter_context(revisions.worktree(self.revs.repo, commit.sha))
+            except ConfigError as exc:  # objects missing: skipped, as git bisect skip would
+                return Probe(commit.sha, SKIPPED, error=f"could not be checked out: {exc}"[:4000])
             arms = GateArms(
                 self.revs.side(self.good_root),
                 self.revs.side(root),

@@ -158,7 +158,10 @@ class PairProber:
         out = None
         for _attempt in range(2):
             root_a, pool_a = self._checkout(a)
-            root_b, pool_b = self._checkout(b)
+            try:
+                root_b, pool_b = self._checkout(b)
+            except ConfigError as exc:  # issue 50: objects missing before a date cost their commits, not the walk
+                return f"could not be checked out: {exc}"
             arms = GateArms(
                 self.revs.side(root_a),
                 self.revs.side(root_b),

@@ -102,7 +102,9 @@ def _conv_backward(
     flops = 0
     if output_mask[0]:
         grad_input = out_shape[0] if out_shape is not None else x_shape
-        flops += conv_flop_count(grad_out_shape, w_shape, list(getattr(grad_input, "shape", grad_input)), not transposed)
+        flops += conv_flop_count(
+            grad_out_shape, w_shape, list(getattr(grad_input, "shape", grad_input)), not transposed
+        )
     if output_mask[1]:
         flops += conv_flop_count(x_shape, w_shape, grad_out_shape, transposed)
     return flops
