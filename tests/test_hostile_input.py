@@ -631,3 +631,31 @@ def test_a_malformed_perfsuite_param_is_a_message_not_perfsuites_traceback(tmp_p
     )
     code, out, err = run(capsys, "--workloads", tmp_path / "bench", "list")
     assert code == 2 and "perfsuite.param" in out + err and spec.split("=")[0] in out + err
+
+
+def test_sigterm_inside_a_command_is_a_keyboard_interrupt_carrying_its_exit_status():
+    """perfsuite.cli.stop: within a command SIGTERM raises Stopped (a KeyboardInterrupt, so every
+    road's Ctrl-C cleanup runs), a second one during the cleanup is ignored, and the handlers are
+    restored afterwards; a SIGHUP ignored by `nohup` stays ignored."""
+    import signal
+
+    from perfsuite.cli.stop import Stopped, stopping_as_interrupt
+    from perfsuite.run.execute import interrupted_exit
+
+    before = signal.getsignal(signal.SIGTERM)
+    old_hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with pytest.raises(Stopped) as got:
+            with stopping_as_interrupt():
+                assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    for _ in range(10**6):  # the handler runs between bytecodes
+                        pass
+                finally:
+                    os.kill(os.getpid(), signal.SIGTERM)  # during the cleanup: ignored
+        assert isinstance(got.value, KeyboardInterrupt) and interrupted_exit(got.value) == 143
+        assert signal.getsignal(signal.SIGTERM) == before
+        assert interrupted_exit(KeyboardInterrupt()) == 130
+    finally:
+        signal.signal(signal.SIGHUP, old_hup)

@@ -678,3 +678,30 @@ def test_in_an_environment_asv_built_for_a_commit_the_installed_project_wins(tmp
         mod = sys.modules[discover.load_file(f)]
         assert mod.WHO == want, env
         sys.modules.pop("histpkg_x", None)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_end_a_gate_as_ctrl_c_does(project, sig):
+    """Issue 51: a CI runner cancels with SIGTERM, a closed terminal sends SIGHUP; with Python's
+    defaults the gate died where it stood, its base's git worktree left behind. Both now end it
+    as Ctrl-C does: the worktree removed, no traceback, exit 128 + the signal's number."""
+    import signal
+    import time
+
+    signum = getattr(signal, sig)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfsuite", "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD",
+         "--device", "cpu", "--max-time", "60"],
+        cwd=project, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    worktrees = lambda: subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True, text=True).stdout  # noqa: E731
+    deadline = time.monotonic() + 120
+    while len(worktrees().splitlines()) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # until the base's worktree exists: the gate is under way
+    time.sleep(3)
+    assert proc.poll() is None, proc.communicate()
+    os.kill(proc.pid, signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signum, out + err
+    assert "Traceback" not in out + err
+    assert len(worktrees().splitlines()) == 1  # the base's checkout is gone

@@ -9,6 +9,7 @@ from perfsuite.core import registry
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import single_values
 from perfsuite.core.units import fmt_bytes, fmt_seconds
+from perfsuite.run.execute import interrupted_exit
 from perfsuite.stats.summary import median
 from perfsuite.storage.files import DocumentWriter
 
@@ -76,6 +77,6 @@ def cmd_amp(args, console) -> int:
         if writer is not None:
             writer.discard_if_empty()
     if out.interrupted:
-        return 130
+        return interrupted_exit(out.interrupted)
     # A comparison that failed, or whose accuracy check failed: a failed case, not a slowdown.
     return 0 if out.records and all(r.accuracy_ok for r in out.records) else 3

@@ -6,7 +6,8 @@ or parameter); 3 some cases failed (their reasons are stored; `amp` whose precis
 4 an internal error (a bug: the message names a log file with the traceback); 5 undecided: a
 comparison (`compare`, `gate`, `bisect`'s confirmation) could not tell, and needs more time or a
 quieter machine (perfsuite.stats.verdict); 130 interrupted (every case finished before Ctrl-C is
-on disk).
+on disk); 143 and 129 stopped by SIGTERM or SIGHUP, which end a command as Ctrl-C does
+(perfsuite.cli.stop).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from perfsuite.cli.profile import profile_step_command, trace_command
 from perfsuite.cli.report import cmd_report
 from perfsuite.cli.roofline import roofline_command
 from perfsuite.cli.run import cmd_run
+from perfsuite.cli.stop import Stopped, stopping_as_interrupt
 from perfsuite.cli.store import store_command, store_given, stored_run
 from perfsuite.cli.system import system_command
 from perfsuite.cli.why import why_command
@@ -97,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
             print("error: standard output is closed; perfsuite reports there", file=sys.stderr)
         return 2
     console, err = make_console(), make_console(stderr=True)
+    with stopping_as_interrupt():
+        return _dispatch(args, console, err)
+
+
+def _dispatch(args, console, err) -> int:
     try:
         if _uses_processes(args):
             from perfsuite.measuring.workers import start_server_soon
@@ -113,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         # soft_wrap: an error stays one line in a log or a grep, however long its path
         err.print(Text("error: ", style="bold red") + Text(printable(str(exc))), soft_wrap=True)
         return 2
+    except Stopped as exc:  # SIGTERM or SIGHUP, handled as Ctrl-C is (perfsuite.cli.stop)
+        err.print(f"stopped by {exc.name}", highlight=False)
+        return exc.exit_code
     except KeyboardInterrupt:
         err.print("interrupted", highlight=False)
         return 130

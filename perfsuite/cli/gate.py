@@ -14,7 +14,7 @@ from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.core.text import printable
 from perfsuite.measuring import heap
 from perfsuite.measuring.system import pinned
-from perfsuite.run.execute import Events
+from perfsuite.run.execute import Events, interrupted_exit
 from perfsuite.stats import verdict
 from perfsuite.storage.files import document, load_document
 from perfsuite.storage.write import check_output, write_or_rescue
@@ -195,7 +195,7 @@ def _ended(out, code: int) -> int:
     """Ctrl-C: 130; a confirmed slowdown: 1; else a case that failed: 3 (it was not gated); else
     a case the pairs could not decide: 5 (verdict.EXIT_UNDECIDED)."""
     if out.interrupted:
-        return 130
+        return interrupted_exit(out.interrupted)
     if code == 1:
         return 1
     return 3 if out.failures else code

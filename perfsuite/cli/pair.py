@@ -7,6 +7,7 @@ from perfsuite.compare.pair import Pair
 from perfsuite.core import registry
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import expand_sweep, parse_assignments
+from perfsuite.run.execute import interrupted_exit
 from perfsuite.storage.files import DocumentWriter
 
 
@@ -43,5 +44,5 @@ def pair_command(args, console) -> int:
         if writer is not None:
             writer.discard_if_empty()
     if out.interrupted:
-        return 130
+        return interrupted_exit(out.interrupted)
     return 3 if out.failures else 0

@@ -13,7 +13,7 @@ from perfsuite.measuring.env import fingerprint
 from perfsuite.measuring.workers import describe
 from perfsuite.profiling.trace import check_trace_files
 from perfsuite.report.console import print_bounds, print_warnings, records_table
-from perfsuite.run.execute import Events
+from perfsuite.run.execute import Events, interrupted_exit
 from perfsuite.storage.files import ResultsWriter, new_results_path, writable_dir
 from perfsuite.storage.peaks import peak_for
 from perfsuite.suite.file import SAFE_NAME, load_suite, shipped_suites_dir
@@ -227,7 +227,7 @@ def cmd_run(args, console) -> int:
             console.print(
                 f"interrupted: {len(writer.records)} of {len(cases)} case(s) saved to {path}", highlight=False
             )
-        return 130
+        return interrupted_exit(out.interrupted)
     console.print(records_table(writer.records))
     print_warnings(console, writer.records)
     print_bounds(console, writer.records)
@@ -361,9 +361,9 @@ def _run_suite(args, console) -> int:
                 shard=args.shard,
                 settings={"cpus": args.cpus, "threads": args.threads, **({"heap": args.heap} if args.heap else {})},
             )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         console.print(Text(f"interrupted: every finished case is in {out}; run the same command to resume"))
-        return 130
+        return interrupted_exit(exc)
     if args.tensorboard is not None:
         console.print(
             Text(f"TensorBoard: {export_tensorboard([out], args.tensorboard)[0]} record(s) in {args.tensorboard}")

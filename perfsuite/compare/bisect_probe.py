@@ -238,7 +238,7 @@ class Prober:
                 if not (out.failures and f": good {self.good[:12]}: " in f": {out.failures[0].get('error', '')}"):
                     break
         if out.interrupted:  # the case loop keeps what finished; a bisection stops at Ctrl-C
-            raise KeyboardInterrupt
+            raise out.interrupted
         seconds = time.monotonic() - t0
         if out.failures:  # a side that did not build or run: skipped, with its error
             f = out.failures[0]

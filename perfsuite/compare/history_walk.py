@@ -185,7 +185,7 @@ class PairProber:
                 measure=arms,
             )
             if out.interrupted:  # the case loop keeps what finished; a walk stops at Ctrl-C
-                raise KeyboardInterrupt
+                raise out.interrupted
             # A kept side of A that ended mid-pair (killed from outside) is not b's failure: its
             # commit starts fresh sides and the pair runs again, once.
             if not (out.failures and f": commit {a[:12]}: " in f": {out.failures[0].get('error', '')}"):

@@ -132,7 +132,7 @@ def measure_record(workload, params: dict, device: str, max_time: float):
             for note in store.notes:
                 sys.stderr.write(f"perfsuite store: {note}\n")
     if out.interrupted:
-        raise KeyboardInterrupt
+        raise out.interrupted
     if out.unsupported:
         pytest.skip(out.unsupported[0][1])
     if out.failures:

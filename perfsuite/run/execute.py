@@ -105,13 +105,14 @@ class Outcome:
     records: list[Any] = field(default_factory=list)  # Records, or the measurement's own results
     failures: list[dict] = field(default_factory=list)
     unsupported: list[tuple[Case, str]] = field(default_factory=list)
-    interrupted: bool = False
+    # Ctrl-C (KeyboardInterrupt), or SIGTERM/SIGHUP as perfsuite.cli.stop raises them; None: not.
+    interrupted: KeyboardInterrupt | None = None
 
     def only(self, unsupported: Callable[[str], Exception], failed: Callable[[str], Exception]) -> Any:
         """The result of a run of one case, for callers that need it or nothing (peak, why): Ctrl-C
         goes on up; a skip or a failure becomes the caller's error, made from its reason."""
         if self.interrupted:
-            raise KeyboardInterrupt
+            raise self.interrupted
         if self.unsupported:
             raise unsupported(self.unsupported[0][1])
         if self.failures:
@@ -262,9 +263,15 @@ def run_cases(
             for o in sinks:
                 o.add(result, case, kind)
             events.done(case, result)
-    except KeyboardInterrupt:
-        out.interrupted = True
+    except KeyboardInterrupt as exc:
+        out.interrupted = exc
     return out
+
+
+def interrupted_exit(exc: BaseException | None) -> int:
+    """The exit status of a command that was interrupted: 130 for Ctrl-C, 128 + the signal's number
+    when SIGTERM or SIGHUP stopped it (perfsuite.cli.stop.Stopped carries it)."""
+    return int(getattr(exc, "exit_code", 130))
 
 
 def _tracer(case: Case, trace_dir: Path, device: str, events: Events) -> Callable[[object], None]:

@@ -113,7 +113,7 @@ def measure(
     env = fingerprint(device=where)
     out = run_cases([case], cfg, where, env=env, peak=peak_for(peak_file, env, where) if peak_file else None)
     if out.interrupted:
-        raise KeyboardInterrupt
+        raise out.interrupted
     if out.unsupported:
         raise Unsupported(f"{case.label}: {out.unsupported[0][1]}")
     if out.failures:

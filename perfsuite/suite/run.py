@@ -293,7 +293,7 @@ def _run_entries(
         outcome.failed += len(res.failures)
         outcome.unsupported += len(res.unsupported)
         if res.interrupted:
-            raise KeyboardInterrupt
+            raise res.interrupted
     return outcome
 
 
