@@ -659,3 +659,32 @@ def test_sigterm_inside_a_command_is_a_keyboard_interrupt_carrying_its_exit_stat
         assert interrupted_exit(KeyboardInterrupt()) == 130
     finally:
         signal.signal(signal.SIGHUP, old_hup)
+
+
+def test_a_planted_perfsuite_folder_link_is_refused_and_a_new_one_is_kept_out_of_git(tmp_path, capsys, monkeypatch):
+    """Issue 51: a committed `.perfsuite` that is a symbolic link sent the bisect log and results.db
+    outside the project. Issue 50: a `.perfsuite` perfsuite made showed in `git status` as the
+    user's. The state folder is refused as a link; made new, it ignores itself."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".perfsuite").symlink_to(outside)
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("PERFSUITE_STORE", raising=False)
+    with pytest.raises(write.StorageError, match="symbolic link"):
+        write.check_output(Path(".perfsuite") / "bisect" / "b.json", "--log")
+    code, out, err = run(capsys, "run", "noop", "--max-time", "0.2", "--processes", "1", "--out", "r.json")
+    assert code == 0 and json.loads(Path("r.json").read_text())["records"]  # the result is kept
+    assert list(outside.iterdir()) == []  # nothing went through the link
+    assert "symbolic link" in out + err  # the store said why it did not record
+    # A project without one: the folder perfsuite makes ignores itself in git.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=fresh, check=True)
+    write.check_output(fresh / ".perfsuite" / "history" / "h.json", "--log")
+    (fresh / ".perfsuite" / "history" / "h.json").write_text("{}")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=fresh, capture_output=True, text=True
+    )
+    assert status.stdout == "" and (fresh / ".perfsuite" / ".gitignore").read_text().endswith("*\n")

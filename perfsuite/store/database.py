@@ -15,7 +15,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.errors import PerfsuiteError, StorageError
+from perfsuite.storage.write import state_folder
 from perfsuite.store.location import Location
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -102,7 +103,10 @@ def engine_for(location: Location) -> sa.Engine:
     path = location.path
     assert path is not None  # a SQLite store names its file (location.parse)
     try:
+        state_folder(path.parent)
         path.parent.mkdir(parents=True, exist_ok=True)
+    except StorageError as exc:
+        raise StoreError(f"store {path}: {exc}") from None
     except OSError as exc:
         raise StoreError(f"store {path}: cannot create its folder ({exc.strerror})") from None
     if path.is_dir():

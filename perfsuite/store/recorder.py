@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfsuite.core.errors import PerfsuiteError
+from perfsuite.core.errors import PerfsuiteError, StorageError
 from perfsuite.core.record import Record
 from perfsuite.measuring import env
 from perfsuite.measuring.env import collect_git
+from perfsuite.storage.write import state_folder
 from perfsuite.store.database import StoreError, StoreUnreachable, preflight
 from perfsuite.store.location import Location, parse
 from perfsuite.store.machine import Machine, this_machine
@@ -268,8 +269,11 @@ def _lock(spool: Path, shared: bool) -> int:
     empties it. The kernel drops it when its process ends, however it ends."""
     path = spool.with_name(spool.name + ".lock")
     try:
+        state_folder(spool.parent)
         spool.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except StorageError as exc:
+        raise StoreError(f"spool {spool}: {exc}") from None
     except OSError as exc:
         raise StoreError(f"spool {spool}: cannot create its lock ({exc.strerror})") from None
     try:
