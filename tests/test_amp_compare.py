@@ -85,6 +85,7 @@ def _fake_pynvml(utils, fail_init=False):
 def test_each_side_is_sampled_alone_after_the_settle_readings_are_dropped(monkeypatch):
     # The first readings still average in the other side's blocks (100% busy); this side's own is 20%.
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml([100, 100, 100, 20]))
+    monkeypatch.setattr("perfsuite.measuring.nvml.UTIL_WINDOW_S", 0.3)  # a driver whose window the settle covers
     calls = []
     summary = side_utilisation(
         lambda: calls.append(1), PerfCounterClock(), 4, index=0, interval_s=0.005, settle_s=0.3, window_s=0.1

@@ -39,6 +39,8 @@ def where_time_went(device: str, nvml: dict[str, Any] | None) -> Bound:
     nvml = nvml or {}
     if nvml.get("status") != "ok":
         return Bound("unknown", None, f"NVML unavailable: {nvml.get('reason') or 'not sampled'}")
+    if nvml.get("gpu_util_unknown") and not nvml.get("gpu_util_pct"):  # a region shorter than NVML's window
+        return Bound("unknown", None, str(nvml["gpu_util_unknown"]))
     util = (nvml.get("gpu_util_pct") or {}).get("mean")
     if not isinstance(util, (int, float)) or isinstance(util, bool) or not math.isfinite(util):
         return Bound("unknown", None, f"NVML summary field 'gpu_util_pct.mean' is missing or not a number: {util!r}")

@@ -15,9 +15,15 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 
 FIELDS = ("gpu_util_pct", "mem_util_pct", "mem_used_bytes", "power_w", "sm_clock_mhz")
+# NVML's utilisation rates are averages over the driver's last sample period, 1/6 s to 1 s by GPU
+# (issue 54): read during a region shorter than that they average in the idle set-up before it (a
+# fully busy 0.4 s region read 18% with a 1 s window; a graph-replayed ResNet read 98% busy in one
+# process and 34% "host-bound" in three workers of 0.3-0.6 s each, H200 2026-11-28).
+UTIL_WINDOW_S = 1.0
 
 
 def _load_nvml():
@@ -47,6 +53,18 @@ def _read(nvml, handle) -> dict:
         "power_w": power,
         "sm_clock_mhz": float(clock),
     }
+
+
+def _util_samples(nvml, handle, since_us: int) -> list[float] | None:
+    """The driver's own utilisation samples stamped at or after `since_us` (microseconds of the
+    wall clock, as NVML stamps them): what the GPU did inside the region alone. None where the
+    driver keeps none (nvmlDeviceGetSamples is not supported everywhere)."""
+    try:
+        _kind, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES, since_us)
+        vals = [float(x.sampleValue.uiVal) for x in samples if int(x.timeStamp) >= since_us]
+    except Exception:  # noqa: BLE001 - NVMLError subclasses vary by driver: no samples, the rates stand
+        return None
+    return vals or None
 
 
 def normalise_uuid(value) -> str | None:
@@ -126,6 +144,9 @@ class NvmlSampler:
     gpu: dict = field(default_factory=dict)  # which NVML device was read, and how it was found
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    # The driver's utilisation samples stamped inside the region (_util_samples), and its length.
+    in_region: list[float] | None = None
+    region_s: float = 0.0
 
     def __enter__(self) -> NvmlSampler:
         if not self.enabled or self.index is None:
@@ -141,6 +162,7 @@ class NvmlSampler:
             self.reason = f"NVML has no device {self.index}: {exc}"
             return self
         self._nvml, self._handle = nvml, handle
+        self._since_us, self._t0 = int(time.time() * 1e6), time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="perfsuite-nvml", daemon=True)
         self._thread.start()
         return self
@@ -158,6 +180,8 @@ class NvmlSampler:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
+            self.region_s = time.monotonic() - self._t0
+            self.in_region = _util_samples(self._nvml, self._handle, self._since_us)
 
     def summary(self) -> dict:
         if not self.samples:
@@ -167,6 +191,17 @@ class NvmlSampler:
             vals = [s[name] for s in self.samples if s[name] is not None]
             if vals:
                 out[name] = {"mean": sum(vals) / len(vals), "max": max(vals)}
+        if self.in_region:  # the driver's samples of the region itself: no window reaches outside it
+            out["gpu_util_pct"] = {"mean": sum(self.in_region) / len(self.in_region), "max": max(self.in_region)}
+            out["gpu_util_from"] = f"{len(self.in_region)} driver samples stamped inside the region"
+        elif self.region_s < UTIL_WINDOW_S:
+            out.pop("gpu_util_pct", None)
+            out.pop("mem_util_pct", None)
+            out["gpu_util_unknown"] = (
+                f"the timed region lasted {self.region_s:.2f} s, shorter than NVML's utilisation window (up to "
+                f"{UTIL_WINDOW_S:g} s), and the driver kept no samples of it: a rate read then averages in the "
+                "idle set-up before it"
+            )
         return out
 
 
@@ -189,4 +224,8 @@ def pooled(summaries: list[dict]) -> dict:
                 "mean": sum(s[name]["mean"] * s["n"] for s in having) / n,
                 "max": max(s[name]["max"] for s in having),
             }
+    if "gpu_util_pct" not in out:  # no process could say: the reason of the first
+        unknown = next((s["gpu_util_unknown"] for s in ok if s.get("gpu_util_unknown")), None)
+        if unknown:
+            out["gpu_util_unknown"] = unknown
     return out
