@@ -790,3 +790,32 @@ def test_a_candidate_that_cannot_be_checked_out_is_skipped(monkeypatch, tmp_path
     prober.good_root = tmp_path
     probe = prober(Commit("c" * 40, "subject"))
     assert probe.outcome == SKIPPED and "unable to read tree" in probe.error
+
+
+def test_a_workloads_max_builds_caps_the_side_processes_a_gate_starts(monkeypatch):
+    """Issue 54: gate, bisect and the noise floor started `--builds` processes a side (six model
+    copies on one GPU at the old default) whatever the workload declared: a 7B model that allows
+    one copy ran out of memory and every commit was skipped. A side starts at most max_builds."""
+    import dataclasses
+
+    from fakeclock import FakeClock
+
+    from perfsuite.compare import gate_sides
+    from perfsuite.core.case import Case, Context
+    from perfsuite.core.config import RunConfig
+    from perfsuite.core.registry import get
+
+    started = []
+
+    def fake_sides(sides, file_a, file_b, labels, name, params, device, k, *args, **kw):
+        started.append(k)
+        return [FakeSide(1.0) for _ in range(k)], [FakeSide(1.0) for _ in range(k)]
+
+    monkeypatch.setattr(gate_sides, "_side_processes", fake_sides)
+    clock = FakeClock(step_s=1e-2, noise=0.01, seed=3, speed=lambda fn: getattr(fn, "factor", 1.0))
+    arms = gate_sides.GateArms(("a.py", None), ("b.py", None), ("a", "b"), 3, "default", 1, 0.01, 0.01, clock)
+    one_copy = dataclasses.replace(get("noop"), max_builds=1)
+    arms.measure(Case(one_copy, {}), RunConfig(max_time=2.0), Context())
+    arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
+    assert set(started[: len(started) // 2]) == {1} and set(started[len(started) // 2 :]) == {3}
+    assert gate_sides.allowed_builds(one_copy, 3) == 1 and gate_sides.allowed_builds(get("noop"), 3) == 3

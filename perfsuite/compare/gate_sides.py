@@ -37,6 +37,14 @@ def side_clock(clock, processes: list, device: str, threads: int | None):
     return clock.for_sides(processes, device, threads) if hasattr(clock, "for_sides") else clock
 
 
+def allowed_builds(workload, builds: int) -> int:
+    """Processes a side may start at once: `builds`, at most the workload's `max_builds` (issue 54:
+    a 7B model that declares one copy got six on one GPU, ran out of memory, and history and
+    bisect then skipped every commit)."""
+    most = getattr(workload, "max_builds", None)
+    return max(1, min(builds, most)) if most else builds
+
+
 def sides_settle(processes: list) -> dict | None:
     """Each side process's heap.settle account (None where its heap is not held), for the verdict."""
     accounts = [dict(s.settle, side=s.label) for s in processes if getattr(s, "settle", None)]
@@ -134,8 +142,9 @@ class GateArms(Measure):
         of `builds` sides; the ones started for this case are closed on the way out (a pool's stay).
         `pools=False`: fresh processes for both sides, whatever pools the arms keep."""
         running: list = []
+        k = allowed_builds(case.workload, self.builds)
         try:
-            self.say(f"{case.label}: starting {2 * self.builds} side processes (builds, then the heap settling)")
+            self.say(f"{case.label}: starting {2 * k} side processes (builds, then the heap settling)")
             started = _side_processes(
                 sides,
                 self.file_base,
@@ -144,7 +153,7 @@ class GateArms(Measure):
                 case.workload.name,
                 case.resolved,
                 cfg.device,
-                self.builds,
+                k,
                 self.heap_mode,
                 self.threads,
                 running,
@@ -320,7 +329,7 @@ def floor_sides(
                     new.name,
                     new.resolve(case),
                     device,
-                    builds,
+                    allowed_builds(new, builds),
                     heap_mode,
                     threads,
                     running,
