@@ -101,6 +101,20 @@ def test_different_thread_counts_are_refused_unless_allowed():
     assert "torch threads: 2 vs 1" in c.warnings[0]  # allowed, but still said
 
 
+def test_different_tf32_flags_are_refused_unless_allowed():
+    """Issue 54: a base measured with TF32 off against a new run with it on read as a code speed-up
+    of up to 7x for fp32 matmuls; the records keep the flags, and compare refuses what differs."""
+    flags = {"matmul_tf32": False, "cudnn_tf32": True, "float32_matmul_precision": "highest"}
+    base, new = _pair({**COND, "torch_flags": flags}, {**COND, "torch_flags": {**flags, "matmul_tf32": True}})
+    with pytest.raises(RecordError, match="torch flags: matmul_tf32 False vs True.*--allow-env-mismatch"):
+        compare_records(base, new)
+    (c,) = compare_records(base, new, allow_env_mismatch=True).cases
+    assert "matmul_tf32 False vs True" in c.warnings[0]
+    # Alike flags, or a record from before they were kept: nothing to refuse.
+    compare_records(*_pair({**COND, "torch_flags": flags}, {**COND, "torch_flags": dict(flags)}))
+    compare_records(*_pair(COND, {**COND, "torch_flags": flags}))
+
+
 def test_processes_cpus_steal_and_load_differences_warn_per_case():
     new = {**COND, "processes": 5, "cpus": [1], "pinned": True, "steal_fraction": 0.06, "others_cpus": 1.2}
     (c,) = compare_records(*_pair(COND, new)).cases

@@ -184,3 +184,35 @@ def test_sides_time_on_the_last_cpus_and_the_driver_on_the_others(monkeypatch):
     assert sides.side_cpus("cpu", 4) is None  # no CPU would be left to drive them
     monkeypatch.setattr(sides, "_ALLOWED", (0,))
     assert sides.side_cpus("cpu", None) is None
+
+
+FLAGS_FILE = """
+import perfsuite, torch
+
+
+@perfsuite.workload(params={"n": [1]})
+def w(n, device):
+    print("flags", torch.backends.cudnn.benchmark, torch.are_deterministic_algorithms_enabled(), flush=True)
+    return perfsuite.Step(lambda: None, items=1)
+"""
+
+
+def test_a_side_runs_with_the_callers_numerics_flags(tmp_path):
+    """Issue 54: workers got the caller's TF32/cuDNN/determinism flags, side processes (gate,
+    bisect, history, why) torch's defaults: a user who turned cuDNN's benchmark or deterministic
+    algorithms on measured another step in the gate than in `run`."""
+    import torch
+
+    (tmp_path / "w.py").write_text(FLAGS_FILE)
+    before = (torch.backends.cudnn.benchmark, torch.are_deterministic_algorithms_enabled())
+    torch.backends.cudnn.benchmark = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        s = sides.Side("new", tmp_path / "w.py", "w", {"n": 1}, "cpu", builds=1, heap="default", threads=1)
+        try:
+            assert "flags True True" in s.output()
+        finally:
+            s.close()
+    finally:
+        torch.backends.cudnn.benchmark = before[0]
+        torch.use_deterministic_algorithms(before[1])

@@ -266,6 +266,14 @@ def measurement_differences(base: Record, new: Record) -> tuple[list[str], list[
     refusals, warnings = [], []
     if cb.get("torch_threads") != cn.get("torch_threads"):
         refusals.append(f"torch threads: {cb.get('torch_threads')} vs {cn.get('torch_threads')}")
+    # The numerics flags change which kernels run (issue 54: fp32 matmuls with TF32 allowed against
+    # a base without it read as a code speed-up of up to 7x on an H100); records of before
+    # 2026-11-28 did not keep them, and are not judged on them.
+    fb, fn = cb.get("torch_flags") or {}, cn.get("torch_flags") or {}
+    if fb and fn:
+        differ = [f"{k} {fb.get(k)!r} vs {fn.get(k)!r}" for k in sorted(set(fb) | set(fn)) if fb.get(k) != fn.get(k)]
+        if differ:
+            refusals.append("torch flags: " + ", ".join(differ))
     if cb.get("processes", 1) != cn.get("processes", 1):
         warnings.append(
             f"measured in {cb.get('processes', 1)} vs {cn.get('processes', 1)} process(es): "

@@ -149,6 +149,11 @@ def serve(conn, job: dict) -> int:
         conn.send({"kind": "environment", "error": str(exc)})
         return 1
     heap.apply(job.get("heap", "default"))
+    if job.get("flags") is not None:  # the caller's numerics flags, before the build picks kernels
+        from perfsuite.measuring.tf32 import apply_torch_flags
+
+        for warning in apply_torch_flags(job["flags"]):
+            print(f"perfsuite side: {warning}", file=sys.stderr)
     layout = shifted_layout() if job.get("layout", "random") == "random" else []  # held until the side ends
     with pinned(None, job.get("threads")):
         try:

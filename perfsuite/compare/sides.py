@@ -22,6 +22,7 @@ from typing import Any
 from perfsuite.compare.side_worker import side_main
 from perfsuite.core.errors import ConfigError, PerfsuiteError
 from perfsuite.measuring.system import pinned
+from perfsuite.measuring.tf32 import torch_flags
 from perfsuite.measuring.timing import Clock
 from perfsuite.measuring.workers import context
 
@@ -109,6 +110,9 @@ class Side:
                 "threads": threads,
                 "root": str(root) if root else None,
                 "cpus": side_cpus(device, threads),
+                # The caller's numerics flags (TF32, cuDNN benchmark, determinism), as workers get
+                # them (issue 54): a side forked from the fork server has torch's defaults instead.
+                "flags": torch_flags(),
             }
             self.proc = ctx.Process(
                 target=side_main, args=(child, self._log_path, job), name=f"perfsuite-side-{label}".replace(" ", "-")
