@@ -688,3 +688,41 @@ def test_a_planted_perfsuite_folder_link_is_refused_and_a_new_one_is_kept_out_of
         ["git", "status", "--porcelain", "--untracked-files=all"], cwd=fresh, capture_output=True, text=True
     )
     assert status.stdout == "" and (fresh / ".perfsuite" / ".gitignore").read_text().endswith("*\n")
+
+
+def test_a_yaml_alias_bomb_under_the_alias_limit_is_refused_and_merge_keys_are_legal(tmp_path):
+    """Issue 51: 73 aliases (fewer than the limit of 100), each level naming the one before ten
+    times, expand to 10^8 nodes and ran perfsuite out of memory; the expanded size is counted on
+    the shared graph before anything walks it. Legal merge keys (`<<: *base`) were refused."""
+    import time
+
+    from perfsuite.core.errors import ConfigError
+
+    bomb = tmp_path / "bomb.yaml"
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 8)]
+    bomb.write_text("\n".join(levels) + "\n")
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match="nodes once its aliases are expanded"):
+        read.read_yaml(bomb)
+    assert time.monotonic() - t0 < 5
+    merged = tmp_path / "merge.yaml"
+    merged.write_text("base: &b {batch_size: 8, width: 64}\ncase:\n  <<: *b\n  width: 128\n")
+    assert read.read_yaml(merged)["case"] == {"batch_size": 8, "width": 128}
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("case:\n  width: 1\n  width: 2\n")
+    with pytest.raises(ConfigError, match="duplicate key 'width'"):
+        read.read_yaml(twice)
+
+
+def test_builds_beyond_the_limit_are_refused_before_anything_runs(capsys):
+    """Issue 51: `--builds 1000000 --max-time 0.2` hung building a million copies."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["run", "noop", "--builds", "1000000", "--max-time", "0.2"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--builds" in err and "at most 64" in err
+    from perfsuite.core.config import RunConfig
+    from perfsuite.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="builds must be at most 64"):
+        RunConfig(builds=65)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from perfsuite.cli.store import add_arguments as store_arguments
-from perfsuite.core.config import MAX_TIME_S, number_in
+from perfsuite.core.config import MAX_BUILDS, MAX_TIME_S, number_in
 from perfsuite.core.errors import ConfigError
 from perfsuite.measuring.system import parse_cpus
 from perfsuite.stats import verdict
@@ -141,7 +141,7 @@ def bisect_and_why(sub) -> None:
     )
     bi.add_argument(
         "--builds",
-        type=_count("--builds"),
+        type=_whole("--builds", 1, MAX_BUILDS),
         default=1,
         metavar="K",
         help="processes per side in each round of a probe, as the gate's (default 1)",
@@ -248,7 +248,11 @@ def history_parser(sub) -> None:
         help="false discoveries controlled across every commit of the history (default 0.01)",
     )
     hi.add_argument(
-        "--builds", type=_count("--builds"), default=1, metavar="K", help="processes per side in each round (default 1)"
+        "--builds",
+        type=_whole("--builds", 1, MAX_BUILDS),
+        default=1,
+        metavar="K",
+        help="processes per side in each round (default 1)",
     )
     hi.add_argument(
         "--threads",
@@ -447,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--builds",
-        type=_count("--builds"),
+        type=_whole("--builds", 1, MAX_BUILDS),
         default=None,
         metavar="N",
         help="builds of the step rotated in each measuring process; the median and its CI come "
@@ -606,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gate.add_argument(
         "--builds",
-        type=_count("--builds"),
+        type=_whole("--builds", 1, MAX_BUILDS),
         default=None,
         metavar="K",
         help="processes of each side in each of the gate's rounds (default 1; each round's processes "

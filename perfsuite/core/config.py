@@ -16,6 +16,9 @@ HEAP_MODES = ("default", "steady")
 
 # Upper bound for `processes` and `threads`: a typo (1000) should fail, not fork a thousand times.
 MAX_WORKERS = 256
+# Builds of one step in one process, or side processes a side at once: each is a model in memory
+# and a build's set-up before the budget (issue 51: `--builds 1000000 --max-time 0.2` hung).
+MAX_BUILDS = 64
 # Seconds one case (or a command's window) may be given: more than a day is a typo, and 10^20
 # would overflow the deadlines and timestamps computed from it.
 MAX_TIME_S = 86_400.0
@@ -149,6 +152,8 @@ class RunConfig:
                 continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.builds is not None and self.builds > MAX_BUILDS:
+            raise ConfigError(f"builds must be at most {MAX_BUILDS} (each is a copy of the model), got {self.builds}")
         if self.max_samples < self.min_samples:
             raise ConfigError("max_samples must be >= min_samples")
         if self.timing not in TIMING_MODES:

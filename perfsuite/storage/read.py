@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 MAX_FILE_BYTES = 64 * 2**20  # 100 records of 10,000 samples each are about 25 MB of JSON
 MAX_INT_DIGITS = 30
 MAX_YAML_ALIASES = 100
+MAX_YAML_NODES = 100_000  # a suite file of hundreds of cases is a few thousand
 
 
 class _Refused(ValueError):
@@ -114,9 +115,22 @@ def _yaml_loader() -> type[yaml.SafeLoader]:
                     raise yaml.MarkedYAMLError(None, None, f"more than {MAX_YAML_ALIASES} aliases", event.start_mark)
             return super().compose_node(parent, index)
 
+        def construct_document(self, node: yaml.Node) -> Any:
+            expanded = _expanded_nodes(node)
+            if expanded > MAX_YAML_NODES:  # issue 51: 73 aliases, each naming the last ten times, ran out of memory
+                raise yaml.MarkedYAMLError(
+                    None,
+                    None,
+                    f"more than {MAX_YAML_NODES} nodes once its aliases are expanded (an alias bomb?)",
+                    node.start_mark,
+                )
+            return super().construct_document(node)  # type: ignore[no-untyped-call]
+
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
             seen = set()
             for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: merged by the base class,
+                    continue  # and a key of the mapping's own may override what it merges
                 key = self.construct_object(key_node, deep=deep)
                 try:
                     dup = key in seen
@@ -129,6 +143,31 @@ def _yaml_loader() -> type[yaml.SafeLoader]:
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, StrictLoader.construct_mapping)
     return StrictLoader
+
+
+def _expanded_nodes(root: Any) -> int:
+    """How many nodes the document has once every alias is expanded: each node counted once per
+    path to it, computed over the shared graph (an alias bomb is small as a graph, huge expanded),
+    stopping past MAX_YAML_NODES."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = (
+            [c for pair in node.value for c in pair]
+            if isinstance(node.value, list) and node.value and isinstance(node.value[0], tuple)
+            else node.value
+            if isinstance(node.value, list)
+            else []
+        )
+        if done:
+            sizes[id(node)] = min(1 + sum(sizes.get(id(c), 1) for c in children), MAX_YAML_NODES + 1)
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
 
 
 def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
