@@ -726,3 +726,20 @@ def test_builds_beyond_the_limit_are_refused_before_anything_runs(capsys):
 
     with pytest.raises(ConfigError, match="builds must be at most 64"):
         RunConfig(builds=65)
+
+
+def test_a_package_with_unreadable_metadata_is_not_perfsuites_own(tmp_path):
+    """Issue 51: an installed package declaring a workload entry point, whose METADATA holds a
+    non-UTF-8 byte, made every workload command exit 4 (reading its name to tell it from
+    perfsuite's own). Its entry point is loaded as any other: here it names a module that does not
+    exist, which is exit 2 naming it."""
+    info = tmp_path / "bad_pkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: bad\xff\xfe_pkg\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[perfsuite.workloads]\nx = no_such_module_anywhere\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "perfsuite", "list"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])},
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "no_such_module_anywhere" in res.stderr and "internal error" not in res.stderr

@@ -61,7 +61,12 @@ def _load_builtin() -> None:
 
 
 def is_perfsuites(ep: EntryPoint) -> bool:
-    return ep.dist is not None and ep.dist.name == "perfsuite"
+    """Whether `ep` is perfsuite's own. A package whose metadata cannot be read (issue 51: a
+    METADATA with a non-UTF-8 byte made every workload command exit 4) is not perfsuite."""
+    try:
+        return ep.dist is not None and ep.dist.name == "perfsuite"
+    except (UnicodeDecodeError, ValueError, OSError):
+        return False
 
 
 def load_entry_point(ep: EntryPoint) -> None:
