@@ -743,3 +743,19 @@ def test_a_package_with_unreadable_metadata_is_not_perfsuites_own(tmp_path):
     )  # fmt: skip
     assert res.returncode == 2, res.stdout + res.stderr
     assert "no_such_module_anywhere" in res.stderr and "internal error" not in res.stderr
+
+
+def test_user_text_is_never_read_as_console_markup(tmp_path, capsys):
+    """Issue 51: a workload docstring holding "[/]" crashed `perfsuite list` (exit 4): rich read it
+    as a closing tag. User text is printed as it is, brackets and all."""
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "w.py").write_text(
+        "import perfsuite\n\n"
+        "@perfsuite.workload(params={'n': perfsuite.param(4, help='a [/] help [bold]x')})\n"
+        "def w(n, device):\n"
+        '    """Docs with [/] and [red]markup."""\n'
+        "    return perfsuite.Step(lambda: None, items=1)\n"
+    )
+    code, out, err = run(capsys, "--workloads", tmp_path / "bench", "list")
+    assert code == 0, err
+    assert "Docs with [/] and [red]markup." in out

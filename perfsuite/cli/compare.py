@@ -57,12 +57,15 @@ def cmd_compare(args, console) -> int:
     err = make_console(stderr=True)
     if cmp.regressed:
         err.print(
-            f"[bold red]slower[/] beyond {args.threshold:.0%} and the noise between runs "
-            f"(significant at p < {args.alpha})"
+            Text("slower", style="bold red")
+            + Text(f" beyond {args.threshold:.0%} and the noise between runs (significant at p < {args.alpha})")
         )
     elif cmp.exit_code == EXIT_UNDECIDED:
         err.print(
-            f"[yellow]undecided[/]: a difference beyond {args.threshold:.0%} that separate runs cannot "
-            f"confirm; {UNDECIDED_ADVICE} (or one interleaved `perfsuite gate`)"
+            Text("undecided", style="yellow")
+            + Text(
+                f": a difference beyond {args.threshold:.0%} that separate runs cannot "
+                f"confirm; {UNDECIDED_ADVICE} (or one interleaved `perfsuite gate`)"
+            )
         )
     return cmp.exit_code

@@ -91,7 +91,9 @@ def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
     # (a file in all but name: rich types `file` as IO[str], which _Guarded does not derive from)
-    console = Console(file=cast("IO[str]", _Guarded(stream)), width=None if tty else PIPED_WIDTH)
+    # markup=False: a string is printed as it is, never read as rich markup: a workload's docstring
+    # or a parameter's value holding "[/]" crashed `perfsuite list` (issue 51). Styles go on Text.
+    console = Console(file=cast("IO[str]", _Guarded(stream)), width=None if tty else PIPED_WIDTH, markup=False)
     console.push_render_hook(_EscapeHook())
     return console
 

@@ -77,7 +77,7 @@ def comparison_table(cmp: Comparison) -> Table:
             f"{c.ci_low:.3f}..{c.ci_high:.3f}",
             f"±{c.noise:.1%}" if c.noise else "-",
             f"{c.p_value:.2g}",
-            f"[{_STYLE[c.verdict]}]{c.verdict}[/]" if _STYLE[c.verdict] else c.verdict,
+            Text(c.verdict, style=_STYLE[c.verdict] or ""),
         )
     return t
 
