@@ -759,3 +759,31 @@ def test_user_text_is_never_read_as_console_markup(tmp_path, capsys):
     code, out, err = run(capsys, "--workloads", tmp_path / "bench", "list")
     assert code == 0, err
     assert "Docs with [/] and [red]markup." in out
+
+
+def test_an_entry_point_that_exits_at_import_is_named_exit_2(tmp_path):
+    """Issue 51: an installed workload package calling sys.exit('bye') at import ended perfsuite
+    with exit 1 and only 'bye'; it is the package's error, named, exit 2."""
+    info = tmp_path / "byepkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: byepkg\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[perfsuite.workloads]\nbye = byemod\n")
+    (tmp_path / "byemod.py").write_text("raise SystemExit('bye')\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "perfsuite", "list"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])},
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "entry point bye = byemod" in res.stderr and "bye" in res.stderr
+
+
+def test_a_closed_stderr_costs_the_messages_not_the_exit_status(tmp_path):
+    """Issue 51: started with standard error closed (`2>&-`), every command exited 1 (an
+    AttributeError making the error console); it runs, and its exit status means what it says."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for argv, want in ((["list"], 0), (["run", "no_such_workload"], 2)):
+        res = subprocess.run(
+            [sys.executable, "-m", "perfsuite", *argv], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=tmp_path, env=env, timeout=120, pass_fds=(), preexec_fn=lambda: os.close(2),
+        )  # fmt: skip
+        assert res.returncode == want, (argv, res.stdout[-500:])

@@ -14,6 +14,7 @@ same escape (core.text).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import IO, cast
 
@@ -89,6 +90,8 @@ def make_console(stderr: bool = False) -> Console:
     """A console on stdout (or stderr) that escapes what it prints and survives a failed write
     (`output_failure(console)` says whether one happened); 200 columns when piped."""
     stream = sys.stderr if stderr else sys.stdout
+    if stream is None:  # started with it closed (`2>&-`): Python gives None; the command still runs
+        stream = open(os.devnull, "w")  # noqa: SIM115 - the console's for the process's life
     tty = stream.isatty()
     # (a file in all but name: rich types `file` as IO[str], which _Guarded does not derive from)
     # markup=False: a string is printed as it is, never read as rich markup: a workload's docstring

@@ -74,7 +74,7 @@ def load_entry_point(ep: EntryPoint) -> None:
         ep.load()
     except ConfigError:
         raise
-    except Exception as exc:  # noqa: BLE001 - the package's code: name it, show its error
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the package's code (even sys.exit at import): name it
         raise WorkloadFileError(
             f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP}) "
             f"failed to load: {type(exc).__name__}: {exc}"
