@@ -819,3 +819,16 @@ def test_a_workloads_max_builds_caps_the_side_processes_a_gate_starts(monkeypatc
     arms.measure(Case(get("noop"), {}), RunConfig(max_time=2.0), Context())
     assert set(started[: len(started) // 2]) == {1} and set(started[len(started) // 2 :]) == {3}
     assert gate_sides.allowed_builds(one_copy, 3) == 1 and gate_sides.allowed_builds(get("noop"), 3) == 3
+
+
+def test_a_probe_said_changed_without_its_pairs_is_refused():
+    """Issue 51: a resumed bisection log whose probe said "changed" with a null verdict (edited by
+    hand) named that commit; a measured probe must hold its pairs, a skipped one need not."""
+    from perfsuite.compare.bisect import Probe
+    from perfsuite.core.errors import PerfsuiteError
+
+    with pytest.raises((PerfsuiteError, ValueError), match="without its verdict"):
+        Probe.from_dict({"sha": "c" * 40, "outcome": "changed", "verdict": None})
+    assert Probe.from_dict({"sha": "c" * 40, "outcome": "skipped", "error": "no module"}).verdict is None
+    v = _verdict(_pairs(1.2), True)
+    assert Probe.from_dict({"sha": "c" * 40, "outcome": "changed", "verdict": v.to_dict()}).outcome == "changed"

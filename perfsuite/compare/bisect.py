@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from perfsuite.compare.gate import GateVerdict
 from perfsuite.core import documents
@@ -121,6 +121,14 @@ class Probe(documents.Result):
     def _rule_2(cls, outcome: Any) -> Any:
         # Logs of rule 2 and before bisected slowdowns only, and called "like bad" slower.
         return CHANGED if outcome == "slower" else outcome
+
+    @model_validator(mode="after")
+    def _measured_has_its_pairs(self) -> Probe:
+        """A probe said changed or same rests on its pairs: one without a verdict (a log edited by
+        hand) would let a resumed bisection name a commit nothing measured (issue 51)."""
+        if self.outcome != SKIPPED and self.verdict is None:
+            raise ValueError(f"probe of {self.sha[:12]}: outcome {self.outcome!r} without its verdict (the pairs)")
+        return self
 
     @property
     def ratios(self) -> list[float]:
