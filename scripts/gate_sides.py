@@ -189,7 +189,7 @@ def _gate(repo: Path, args) -> dict:
         "seconds": seconds,
         "load_1m": os.getloadavg()[0],
         "verdict": verdict,
-        "stderr": res.stderr[-2000:] if res.returncode not in (0, 1, 5) else "",
+        "stderr": res.stderr[-2000:] if res.returncode not in (0, 1, 5) or verdict is None else "",
     }
 
 
