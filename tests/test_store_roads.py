@@ -39,6 +39,8 @@ def test_run_and_pair_write_their_results_with_the_machine_and_commit(tmp_path, 
     assert set(runs) == {"run", "pair"} and all(r["state"] == "finished" for r in runs.values())
     assert runs["run"]["commit"] == head and runs["run"]["machine_id"] == "test-machine"
     assert runs["run"]["records"] == 2 and {r["params"]["n"] for r in rows} == {16, 24}
+    # A pair's result is a document: its run counts it (issue 50: such runs listed "records 0").
+    assert runs["pair"]["documents"] == 1 and runs["run"]["documents"] == 0
     assert all(r["commit"] == head for r in rows)
     assert pair["workload"] == "matmul" and pair["doc"]["case"] == {"n": 16}
     # the file and the store hold the same measurements

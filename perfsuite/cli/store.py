@@ -213,7 +213,7 @@ def _runs(args, console) -> int:
     if args.json:
         console.print_json(json.dumps(runs, default=str))
         return 0
-    t = Table("run", "kind", "state", "machine", "commit", "started", "records", "shard")
+    t = Table("run", "kind", "state", "machine", "commit", "started", "records", "documents", "shard")
     for r in runs:
         shard = f"{r['shard']}/{r['shards']} of {r['batch']}" if r.get("shards") else ""
         t.add_row(
@@ -227,6 +227,7 @@ def _runs(args, console) -> int:
                     (r["commit"] or "")[:10],
                     r["started"][:19],
                     str(r["records"]),
+                    str(r["documents"]),
                     shard,
                 ),
             )

@@ -362,7 +362,15 @@ class Store:
             .where(schema.records.c.run_id == r.c.id)
             .scalar_subquery()
         )
-        q = sa.select(r, n.label("records"))
+        # A gate's, bisection's or history's results are documents, not records (issue 50: their
+        # runs listed "records 0"): both counted.
+        d = (
+            sa.select(sa.func.count())
+            .select_from(schema.documents)
+            .where(schema.documents.c.run_id == r.c.id)
+            .scalar_subquery()
+        )
+        q = sa.select(r, n.label("records"), d.label("documents"))
         for col, value in ((r.c.kind, kind), (r.c.machine_id, machine), (r.c.state, state)):
             if value is not None:
                 q = q.where(col == value)
