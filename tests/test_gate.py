@@ -520,3 +520,20 @@ def test_rounds_are_the_units_of_the_interval_when_a_rounds_processes_share_the_
     same = pooled(runs[:1] + runs[:1], same_processes=True)
     assert sorted(set(same.units)) == [0, 1, 2]
     assert pooled(runs[:1]).units == runs[0].units
+
+
+def test_the_boundaries_hold_for_a_tiny_alpha_and_fdr_above_a_half_is_refused(capsys):
+    """A gate at --fdr 1e-9 (a reference run that must never stop early) failed after measuring:
+    NormalDist's cdf(-8.6) rounds to 0 and inv_cdf(0) raises. The tails come from scipy; each
+    boundary is positive and they rise with the looks. An --fdr of 0.5 or more, which
+    the boundaries cannot honour, is refused by the parser."""
+    from perfsuite import cli
+    from perfsuite.stats import sequential
+
+    for looks in ((0.5, 0.75, 1.0), (0.125, 0.25, 0.5, 0.75, 1.0)):
+        b = sequential.boundaries(looks, 1e-9)
+        assert all(0 < x < 1e-9 for x in b) and b == sorted(b)
+        assert b[-1] == pytest.approx(1e-9, rel=0.05)  # nearly all of alpha left for the last look
+    with pytest.raises(SystemExit):
+        cli.main(["gate", "noop", "--fdr", "0.7"])
+    assert "--fdr must be between 0 and 0.5" in capsys.readouterr().err

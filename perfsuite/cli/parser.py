@@ -59,16 +59,16 @@ def _count(name: str):
     return _whole(name, 1)
 
 
-def _fraction(name: str):
-    """A probability or a share: strictly between 0 and 1 (`--fdr 2` would accept every slowdown)."""
+def _fraction(name: str, most: float = 1.0):
+    """A probability or a share: strictly between 0 and `most` (`--fdr 2` would accept every slowdown)."""
 
     def parse(text: str) -> float:
         try:
             v = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} expects a number between 0 and 1, got {text!r}") from None
-        if not 0 < v < 1:  # also refuses nan, which compares false with everything
-            raise argparse.ArgumentTypeError(f"{name} must be between 0 and 1 (exclusive), got {text!r}")
+            raise argparse.ArgumentTypeError(f"{name} expects a number between 0 and {most:g}, got {text!r}") from None
+        if not 0 < v < most:  # also refuses nan, which compares false with everything
+            raise argparse.ArgumentTypeError(f"{name} must be between 0 and {most:g} (exclusive), got {text!r}")
         return v
 
     return parse
@@ -135,7 +135,7 @@ def bisect_and_why(sub) -> None:
     )
     bi.add_argument(
         "--fdr",
-        type=_fraction("--fdr"),
+        type=_fraction("--fdr", 0.5),  # a one-sided test at 0.5 or more says nothing
         default=0.01,
         help="false alarms per probe of an unchanged commit (default 0.01)",
     )
@@ -243,7 +243,7 @@ def history_parser(sub) -> None:
     )
     hi.add_argument(
         "--fdr",
-        type=_fraction("--fdr"),
+        type=_fraction("--fdr", 0.5),  # a one-sided test at 0.5 or more says nothing
         default=0.01,
         help="false discoveries controlled across every commit of the history (default 0.01)",
     )
@@ -595,7 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gate.add_argument(
         "--fdr",
-        type=_fraction("--fdr"),
+        type=_fraction("--fdr", 0.5),  # a one-sided test at 0.5 or more says nothing
         default=0.01,
         help="false alarms per unchanged case, held across the sequential looks and, by "
         "Benjamini-Hochberg, across cases (default 0.01)",

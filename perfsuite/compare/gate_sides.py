@@ -173,10 +173,11 @@ class GateArms(Measure):
         the interval (perfsuite.stats.verdict.pairings).
 
         Why rounds: every side process draws its own memory layout (side_worker.shifted_layout),
-        and the pairings' disagreement is then the error of the estimate, on k - 1 degrees of
-        freedom. Three pairings (one round) gave t(2) intervals of 0.90-1.12 around an unchanged
-        step; four rounds of three give twelve pairings, t(11), from the same budget. Starting
-        the processes again costs a fork and a build per side a round (issue 49)."""
+        and under load the processes of one round share the load's moment, so the rounds'
+        disagreement is the error of the estimate, on k - 1 degrees of freedom (gate.pooled: each
+        round one unit). One round of three pairings gave t(2) intervals of 0.90-1.12 around an
+        unchanged step; twelve rounds of one process a side give t(11) from the same budget.
+        Starting the processes again costs a fork and a build per side a round (issue 49)."""
         threshold = max(self.threshold, self.floors.get(case.label, 0.0))
         rounds = rounds_for(cfg.max_time, self.rounds)
         at = round_looks(self.looks, rounds)
