@@ -728,19 +728,26 @@ def test_builds_beyond_the_limit_are_refused_before_anything_runs(capsys):
         RunConfig(builds=65)
 
 
+def _list_with_package(site: Path, name: str, metadata: bytes, entry_point: str) -> subprocess.CompletedProcess:
+    """`perfsuite list` with an installed package (a .dist-info in `site`, on the path) declaring
+    one workload entry point."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_bytes(metadata)
+    (info / "entry_points.txt").write_text(f"[perfsuite.workloads]\n{entry_point}\n")
+    return subprocess.run(
+        [sys.executable, "-m", "perfsuite", "list"], capture_output=True, text=True, timeout=120, cwd=site,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])},
+    )  # fmt: skip
+
+
 def test_a_package_with_unreadable_metadata_is_not_perfsuites_own(tmp_path):
     """Issue 51: an installed package declaring a workload entry point, whose METADATA holds a
     non-UTF-8 byte, made every workload command exit 4 (reading its name to tell it from
     perfsuite's own). Its entry point is loaded as any other: here it names a module that does not
     exist, which is exit 2 naming it."""
-    info = tmp_path / "bad_pkg-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: bad\xff\xfe_pkg\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[perfsuite.workloads]\nx = no_such_module_anywhere\n")
-    res = subprocess.run(
-        [sys.executable, "-m", "perfsuite", "list"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])},
-    )  # fmt: skip
+    metadata = b"Metadata-Version: 2.1\nName: bad\xff\xfe_pkg\nVersion: 1.0\n"
+    res = _list_with_package(tmp_path, "bad_pkg", metadata, "x = no_such_module_anywhere")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "no_such_module_anywhere" in res.stderr and "internal error" not in res.stderr
 
@@ -764,15 +771,8 @@ def test_user_text_is_never_read_as_console_markup(tmp_path, capsys):
 def test_an_entry_point_that_exits_at_import_is_named_exit_2(tmp_path):
     """Issue 51: an installed workload package calling sys.exit('bye') at import ended perfsuite
     with exit 1 and only 'bye'; it is the package's error, named, exit 2."""
-    info = tmp_path / "byepkg-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: byepkg\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[perfsuite.workloads]\nbye = byemod\n")
     (tmp_path / "byemod.py").write_text("raise SystemExit('bye')\n")
-    res = subprocess.run(
-        [sys.executable, "-m", "perfsuite", "list"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])},
-    )  # fmt: skip
+    res = _list_with_package(tmp_path, "byepkg", b"Metadata-Version: 2.1\nName: byepkg\nVersion: 1.0\n", "bye = byemod")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "entry point bye = byemod" in res.stderr and "bye" in res.stderr
 
