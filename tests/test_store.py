@@ -524,3 +524,28 @@ def test_a_new_store_made_at_head_is_the_one_the_migrations_make(tmp_path):
         return out
 
     assert shape(made) == shape(migrated)
+
+
+def test_every_worktree_of_a_repository_shares_the_default_store(tmp_path, monkeypatch):
+    """Issue 50: each `git worktree add` checkout got its own .perfsuite/results.db unless
+    PERFSUITE_STORE was set; the default store is the main worktree's, from any of them (the same
+    sub-folder when the project lives in one)."""
+    import subprocess
+
+    from perfsuite.store.location import ENV, resolve
+
+    monkeypatch.delenv(ENV, raising=False)  # the default store, as a user has it
+    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    main = tmp_path / "repo"
+    (main / "proj").mkdir(parents=True)
+    (main / "proj" / "pyproject.toml").write_text("[tool.perfsuite]\nworkloads = []\n")
+    subprocess.run(["git", "init", "-q"], cwd=main, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=main, check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], cwd=main, check=True)
+    subprocess.run(["git", "worktree", "add", "-q", str(tmp_path / "linked")], cwd=main, check=True)
+    want = main / "proj" / ".perfsuite" / "results.db"
+    assert resolve(cwd=main / "proj").path == want
+    assert resolve(cwd=tmp_path / "linked" / "proj").path == want
+    # Outside any repository: beside the project, as before.
+    (tmp_path / "plain").mkdir()
+    assert resolve(cwd=tmp_path / "plain").path == tmp_path / "plain" / ".perfsuite" / "results.db"

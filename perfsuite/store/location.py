@@ -134,7 +134,38 @@ def resolve(given: str | None = None, cwd: Path | None = None, warn=None) -> Loc
                 f"~/.pgpass or {ENV} instead (chmod o-r would hide the whole file)"
             )
         return loc
-    return Location(sa.URL.create("sqlite", database=str(home / DEFAULT)), "default", home)
+    return Location(sa.URL.create("sqlite", database=str(main_worktree(home) / DEFAULT)), "default", home)
+
+
+def main_worktree(folder: Path) -> Path:
+    """`folder`'s place in the repository's main worktree when it lies in a linked one (`git
+    worktree add`), else `folder` itself: every worktree of one repository shares one default
+    store (issue 50: each got its own unless PERFSUITE_STORE was set, and `store query` in one saw
+    nothing the others measured)."""
+    import subprocess
+
+    try:
+        res = subprocess.run(
+            ["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", "--show-toplevel"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return folder
+    lines = res.stdout.split("\n")
+    if res.returncode != 0 or len(lines) < 3:
+        return folder
+    git_dir, common, top = (Path(x) for x in lines[:3])
+    if git_dir == common or common.name != ".git":  # the main worktree itself, or a bare repository's
+        return folder
+    main = common.parent
+    try:
+        inside = folder.resolve().relative_to(top.resolve())
+    except ValueError:
+        return folder
+    return main / inside if (main / inside).is_dir() else main
 
 
 def _readable_by_others(path: Path) -> bool:
