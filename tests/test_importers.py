@@ -101,6 +101,12 @@ def test_asv_results_with_samples(tmp_path):
     recs = load_records(f)
     assert [r.params for r in recs] == [{"p0": 256, "p1": "fp32"}, {"p0": 256, "p1": "bf16"}]
     assert recs[1].median_s > 1.5 * recs[0].median_s
+    # The commit asv measured goes with its records (issue 50: the store kept them without one).
+    doc = {**_asv_doc(1e-3, 3), "commit_hash": "ABCDEF0123456789abcdef0123456789abcdef01"}
+    f.write_text(json.dumps(doc))
+    assert {r.env.get("git_commit") for r in load_records(f)} == {"abcdef0123456789abcdef0123456789abcdef01"}
+    f.write_text(json.dumps({**doc, "commit_hash": "not a hash; rm -rf"}))
+    assert {r.env.get("git_commit") for r in load_records(f)} == {None}
     doc = _asv_doc(1e-3, 3)
     doc["results"]["bench_matmul.MatmulTime.time_step"][11] = None
     f.write_text(json.dumps(doc))

@@ -120,6 +120,12 @@ def from_asv(doc: dict[str, Any], path: Path) -> list[Record]:
         raise RecordError(f"{path}: asv results without params and samples columns")
     i_params, i_samples = cols.index("params"), cols.index("samples")
     env = {"torch": _mapping(doc.get("params"), f"{path}: params").get("torch")}
+    # The commit asv measured (issue 50: imported asv records had none, so `store:REV` and a history
+    # never found them); a result file that names a malformed one keeps none.
+    commit = doc.get("commit_hash")
+    if isinstance(commit, str) and 7 <= len(commit) <= 64 and all(c in "0123456789abcdef" for c in commit.lower()):
+        env["git_commit"] = commit.lower()
+        env["git_dirty"] = False
     out = []
     for name, row in doc["results"].items():
         where = f"{path}: results.{name}"
