@@ -787,3 +787,28 @@ def test_a_closed_stderr_costs_the_messages_not_the_exit_status(tmp_path):
             cwd=tmp_path, env=env, timeout=120, pass_fds=(), preexec_fn=lambda: os.close(2),
         )  # fmt: skip
         assert res.returncode == want, (argv, res.stdout[-500:])
+
+
+def test_run_keeps_out_of_a_results_folder_the_repository_tracks(tmp_path, capsys, monkeypatch):
+    """Issue 50: in a repository whose results/ holds its own tracked files, `perfsuite run` wrote
+    its JSON among them. It writes to .perfsuite/results then, and says so; a results/ that git
+    holds only a placeholder of (perfsuite's own repository) is used as before."""
+    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "table.csv").write_text("a,b\n")
+    subprocess.run(["git", "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "their results"], check=True)
+    code, out, err = run(capsys, "run", "noop", "--max-time", "0.2", "--processes", "1")
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["table.csv"]
+    assert len(list((tmp_path / ".perfsuite" / "results").glob("*.json"))) == 1
+    assert "tracked by git" in " ".join(out.split())
+    subprocess.run(["git", "rm", "-q", "results/table.csv"], check=True)
+    (tmp_path / "results").mkdir(exist_ok=True)
+    (tmp_path / "results" / ".gitkeep").write_text("")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a placeholder"], check=True)
+    code, out, err = run(capsys, "run", "noop", "--max-time", "0.2", "--processes", "1")
+    assert code == 0 and len(list((tmp_path / "results").glob("*.json"))) == 1

@@ -483,8 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--results-dir",
         type=Path,
-        default=DEFAULT_RESULTS_DIR,
-        help="directory for results when --out is not given (default results/)",
+        default=None,
+        help="directory for results when --out is not given (default results/, or .perfsuite/results "
+        "where git tracks files in results/: the repository's own)",
     )
     run.add_argument(
         "--shard",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.text import Text
 
+from perfsuite.cli.parser import DEFAULT_RESULTS_DIR
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import PerfsuiteError
@@ -148,6 +151,37 @@ def _comparison_line(result) -> str | None:
     return None
 
 
+# Where results go when the repository keeps its own results in results/ (issue 50).
+PRIVATE_RESULTS_DIR = Path(".perfsuite") / "results"
+_PLACEHOLDERS = (".gitkeep", ".gitignore", "README.md")
+
+
+def results_dir(args, console) -> Path:
+    """--results-dir when given; else results/, unless git tracks files there other than a
+    placeholder: that is the repository's own results folder (issue 50: `run` wrote its JSON among
+    a user's tracked results), so perfsuite's go to .perfsuite/results, and the console says so."""
+    if args.results_dir is not None:
+        return args.results_dir
+    import subprocess
+
+    try:
+        res = subprocess.run(
+            ["git", "ls-files", "-z", "--", str(DEFAULT_RESULTS_DIR)], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return DEFAULT_RESULTS_DIR
+    tracked = [f for f in res.stdout.split("\0") if f and Path(f).name not in _PLACEHOLDERS]
+    if res.returncode != 0 or not tracked:
+        return DEFAULT_RESULTS_DIR
+    console.print(
+        Text(
+            f"{DEFAULT_RESULTS_DIR}/ holds {len(tracked)} file(s) tracked by git, this repository's own: "
+            f"perfsuite's results go to {PRIVATE_RESULTS_DIR} (--results-dir to choose)"
+        )
+    )
+    return PRIVATE_RESULTS_DIR
+
+
 def cmd_run(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -182,7 +216,7 @@ def cmd_run(args, console) -> int:
     runnable(cases, device)
     env = fingerprint(device=device)
     peak = peak_for(args.peak_file, env, device)
-    path = args.out or new_results_path(args.results_dir, workload.name)
+    path = args.out or new_results_path(results_dir(args, console), workload.name)
     if args.trace is not None:  # checked before measuring, like the results file: a trace is not lost
         writable_dir(args.trace, "--trace folder")
         for case in cases:
@@ -331,7 +365,7 @@ def _run_suite(args, console) -> int:
         console.print(Text(format_plan(suite, *plan_suite(suite))), highlight=False)
         return 0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or suite.output or args.results_dir / f"{suite.name}-{stamp}"
+    out = args.out or suite.output or results_dir(args, console) / f"{suite.name}-{stamp}"
     if args.shard and args.recorder is not None:
         from perfsuite.store.shards import batch_of
 
