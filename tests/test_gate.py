@@ -423,7 +423,7 @@ def test_the_side_clock_reads_cpu_time_only_for_one_thread_that_never_waits_on_t
     chosen = clock.for_sides(quiet, "cpu", 1)
     assert chosen.cpu_time and chosen.method == CPU_TIME
     assert not clock.for_sides(quiet, "cuda:0", 1).cpu_time  # a GPU step's time is the device's
-    assert clock.for_sides(quiet, "cuda:0", 1).method == "perf_counter_ns"
+    assert clock.for_sides(quiet, "cuda:0", 1).method == "perf_counter_ns"  # the local clock names it
     assert not clock.for_sides(quiet, "cpu", 2).cpu_time  # other threads' work is not this thread's
     assert not clock.for_sides([*quiet, SimpleNamespace(waits=1.0)], "cpu", 1).cpu_time  # one side waits
     assert not clock.for_sides([SimpleNamespace(waits=None)], "cpu", 1).cpu_time  # not known: wall
@@ -537,3 +537,24 @@ def test_the_boundaries_hold_for_a_tiny_alpha_and_fdr_above_a_half_is_refused(ca
     with pytest.raises(SystemExit):
         cli.main(["gate", "noop", "--fdr", "0.7"])
     assert "--fdr must be between 0 and 0.5" in capsys.readouterr().err
+
+
+def test_the_driving_process_never_synchronises_a_gpu(monkeypatch):
+    """Issue 54: the driver of gate, bisect and history timed with a CUDA clock, synchronising ~50
+    times a calibration: a CUDA context of its own (its memory, and on a GPU in exclusive-process
+    mode every side then failed "busy or unavailable"). Its clock is the wall clock; the verdict
+    still names the sides' own method."""
+    import torch
+
+    from perfsuite.compare.sides import SideClock
+    from perfsuite.measuring.timing import CudaSyncWallClock
+
+    def refuse(*a, **k):
+        raise AssertionError("the driving process synchronised CUDA")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", refuse)
+    clock = SideClock.for_device("cuda:0")
+    assert clock.time_block(lambda: None, 3) >= 0 and clock.now() > 0
+    assert clock.method == CudaSyncWallClock.method
+    assert clock.for_sides([], "cuda:0", None).method == CudaSyncWallClock.method
+    assert SideClock.for_device("cpu").method == "perf_counter_ns"

@@ -232,3 +232,29 @@ def test_a_short_busy_region_is_not_called_host_bound_by_the_trailing_window(mon
         assert summary["gpu_util_pct"]["mean"] == 100.0 and bound.verdict == "device-bound"
     else:
         assert "gpu_util_pct" not in summary and bound.verdict == "unknown" and "window" in bound.reason
+
+
+@pytest.mark.parametrize("mode, refused", [(0, False), (3, True), (2, True), (None, False)])
+def test_a_gpu_that_admits_one_process_is_refused_before_the_sides_start(monkeypatch, mode, refused):
+    """Issue 54: on a GPU in Exclusive_Process mode (common under Slurm) every side of a gate failed
+    "busy or unavailable"; the mode is read before anything starts and named. Where NVML cannot
+    say (mode None: the query fails), nothing is refused."""
+    from perfsuite.compare import sides
+    from perfsuite.core.errors import ConfigError
+
+    m = _fake_pynvml()
+    if mode is None:
+        m.nvmlDeviceGetComputeMode = lambda h: (_ for _ in ()).throw(RuntimeError("Not Supported"))
+    else:
+        m.nvmlDeviceGetComputeMode = lambda h: mode
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    monkeypatch.setattr("perfsuite.measuring.nvml.torch_uuid", lambda index: (None, "no uuid here"))
+    if refused:
+        with pytest.raises(ConfigError, match="compute mode (Exclusive_Process|Prohibited)"):
+            with sides.placed("cuda:0", None):
+                pass
+    else:
+        with sides.placed("cuda:0", None):
+            pass
+    with sides.placed("cpu", 1):  # the CPU is never asked
+        pass

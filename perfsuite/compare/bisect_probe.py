@@ -189,7 +189,6 @@ class Prober:
     def __call__(self, commit: Commit, confirmation: Probe | None = None) -> Probe:
         """`commit` against good: by the gate's rule when it confirms bad (`confirmation` None),
         else like good or like bad (HalfwayArms, halfway to the confirmation's median ratio)."""
-        from perfsuite.measuring.timing import clock_for
         from perfsuite.run.execute import run_cases
 
         t0 = time.monotonic()
@@ -212,7 +211,7 @@ class Prober:
                 self.threads,
                 self.threshold,
                 fdr,
-                sides.SideClock(clock_for(self.device, "host")),
+                sides.SideClock.for_device(self.device),
                 base_pool=self.good_sides,
                 direction=self.direction,
                 progress=self.progress,

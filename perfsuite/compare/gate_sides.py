@@ -256,7 +256,6 @@ def gate_sides(
     (revisions.Revisions: the working tree's by default) beside its own revision's code. Returns
     run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`.
     `progress(text)` hears what is happening (sides starting, pairs so far)."""
-    from perfsuite.measuring.timing import clock_for
     from perfsuite.run.execute import run_cases
 
     with revisions.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
@@ -269,7 +268,7 @@ def gate_sides(
             threads,
             threshold,
             fdr,
-            sides.SideClock(clock_for(device, "host")),
+            sides.SideClock.for_device(device),
             floors,
             progress=progress,
         )
@@ -313,10 +312,9 @@ def floor_sides(
 ) -> float:
     """The noise floor as the gate sees it: the working tree against itself, each side in fresh
     processes (so the floor holds the difference between processes), the largest |median - 1|."""
-    from perfsuite.measuring.timing import clock_for
 
     file_now = revisions.workload_file(new.source, new.name)
-    clock = sides.SideClock(clock_for(device, "host"))
+    clock = sides.SideClock.for_device(device)
     worst = 0.0
     with sides.placed(device, threads):
         for _ in range(runs):

@@ -149,7 +149,6 @@ class PairProber:
         """`b` against `a`: the gate's verdict, or the error that kept `b` from being measured.
         `budget_s` and `builds` replace the prober's own for this pair (`builds` takes effect for
         sides not kept yet); `looks`, the fractions of the budget its test is read at (the gate's)."""
-        from perfsuite.measuring.timing import clock_for
         from perfsuite.run.execute import run_cases
 
         missing = self.revs.missing_at(b)
@@ -171,7 +170,7 @@ class PairProber:
                 self.threads,
                 self.threshold,
                 self.screen_alpha if looks is None else self.fdr,
-                sides.SideClock(clock_for(self.device, "host")),
+                sides.SideClock.for_device(self.device),
                 self.floors,
                 base_pool=pool_a,
                 new_pool=pool_b,

@@ -54,9 +54,30 @@ def side_cpus(device: str, threads: int | None) -> tuple[int, ...] | None:
     return _ALLOWED[-n:]
 
 
+def check_compute_mode(device: str) -> None:
+    """A ConfigError before anything starts when `device` is a GPU in a compute mode that admits
+    one process (Exclusive_Process, common under Slurm) or none (Prohibited): a gate, bisection or
+    history runs both sides' processes on it at once, and each side failed "busy or unavailable"
+    (issue 54). Nothing is checked where NVML cannot say."""
+    if not device.startswith("cuda"):
+        return
+    from perfsuite.measuring.nvml import compute_mode
+
+    index = int(device.partition(":")[2] or 0)
+    mode = compute_mode(index)
+    if mode in ("Exclusive_Process", "Exclusive_Thread", "Prohibited"):
+        raise ConfigError(
+            f"{device} is in compute mode {mode}: the gate runs the base's and the new side's processes on it "
+            "at once, which this mode does not allow. Use a GPU in Default mode (`nvidia-smi -i N -c DEFAULT` "
+            "as root, or ask the cluster for it), or compare two separate runs (`perfsuite run` then `compare`)"
+        )
+
+
 @contextlib.contextmanager
 def placed(device: str, threads: int | None):
-    """This process (the driver of the sides) on the CPUs side_cpus leaves free, for the block."""
+    """This process (the driver of the sides) on the CPUs side_cpus leaves free, for the block;
+    on a GPU that cannot hold the two sides' processes at once, refused first (check_compute_mode)."""
+    check_compute_mode(device)
     mine = side_cpus(device, threads)
     with pinned(tuple(c for c in _ALLOWED if c not in mine) if mine else None):
         yield
@@ -236,9 +257,22 @@ class SideClock:
     """The gate's clock over side processes: a remote step's block is timed where it runs, by the
     wall clock, or (`cpu_time`) by the CPU time of the side's timing thread."""
 
-    def __init__(self, local: Clock, cpu_time: bool = False) -> None:
+    def __init__(self, local: Clock, cpu_time: bool = False, method: str | None = None) -> None:
         self.local, self.cpu_time = local, cpu_time
-        self.method = CPU_TIME if cpu_time else local.method  # a Clock's (perfsuite.measuring.timing.Clock)
+        # What timed the blocks, a Clock's method (perfsuite.measuring.timing): the sides' own.
+        self.method = CPU_TIME if cpu_time else method or local.method
+
+    @classmethod
+    def for_device(cls, device: str) -> SideClock:
+        """The driving process's clock for sides on `device`: the wall clock here, never a CUDA
+        one. The sides time their blocks on the device themselves (CUDA: synchronise and wall);
+        a CUDA clock here synchronised ~50 times a calibration, which made this process a CUDA
+        context of its own: one more context's memory, and on a GPU in exclusive-process mode
+        every side then failed "busy or unavailable" (issue 54)."""
+        from perfsuite.measuring.timing import CudaSyncWallClock, PerfCounterClock
+
+        local = PerfCounterClock()
+        return cls(local, method=CudaSyncWallClock.method if device.startswith("cuda") else local.method)
 
     def for_sides(self, processes: list, device: str, threads: int | None) -> SideClock:
         """The clock for a case's side processes: CPU time on the CPU when the step runs on one
@@ -259,7 +293,7 @@ class SideClock:
             and bool(waits)
             and all(w is not None and w < 0.5 for w in waits)
         )
-        return SideClock(self.local, cpu)
+        return SideClock(self.local, cpu, self.method)
 
     def time_block(self, fn, n: int) -> float:
         if isinstance(fn, RemoteStep):

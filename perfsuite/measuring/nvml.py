@@ -67,6 +67,23 @@ def _util_samples(nvml, handle, since_us: int) -> list[float] | None:
     return vals or None
 
 
+# NVML's compute modes (nvmlComputeMode_t) by number, as nvidia-smi names them.
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+
+def compute_mode(index: int) -> str | None:
+    """The compute mode of torch's CUDA device `index` as nvidia-smi names it, or None where NVML
+    cannot say (not installed, no driver, no such device)."""
+    nvml, _why = _load_nvml()
+    if nvml is None:
+        return None
+    try:
+        handle, _ = nvml_handle(nvml, index)
+        return COMPUTE_MODES.get(int(nvml.nvmlDeviceGetComputeMode(handle)))
+    except Exception:  # noqa: BLE001 - NVMLError subclasses vary by driver: cannot say
+        return None
+
+
 def normalise_uuid(value) -> str | None:
     """A GPU UUID as its 32 lower-case hex digits, however it is spelled; None if it is not one.
 
