@@ -124,7 +124,7 @@ def _yaml_loader() -> type[yaml.SafeLoader]:
                     f"more than {MAX_YAML_NODES} nodes once its aliases are expanded (an alias bomb?)",
                     node.start_mark,
                 )
-            return super().construct_document(node)  # type: ignore[no-untyped-call]
+            return super().construct_document(node)
 
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
             seen = set()
