@@ -322,3 +322,21 @@ def test_the_merged_record_pools_every_processs_nvml_samples():
     # No process sampled: the first one's reason is kept.
     none = [replace(_child(1e-3, i), nvml={"status": "unavailable", "reason": "not a CUDA device"}) for i in range(2)]
     assert workers.merge(none, [1, 2], RunConfig(processes=2)).nvml["reason"] == "not a CUDA device"
+
+
+def test_a_compiled_case_is_measured_in_one_process_by_default():
+    """Issue 54: `compile=true` compiled the step again in every worker (five compiles of 0.7-0.8 s
+    at --max-time 10); by default a compiled case keeps to one process, as a one-build workload
+    does. Processes asked for are given."""
+    import dataclasses
+
+    from perfsuite.core.config import RunConfig
+    from perfsuite.core.registry import get
+    from perfsuite.measuring.workers import worker_count
+
+    w = get("resnet")
+    cfg = RunConfig(max_time=10.0)
+    assert cfg.workers > 1 and worker_count(w, cfg, {"compile": False}) == cfg.workers
+    assert worker_count(w, cfg, {"compile": True}) == 1
+    assert worker_count(w, RunConfig(max_time=10.0, processes=3), {"compile": True}) == 3
+    assert worker_count(dataclasses.replace(w, max_builds=1), cfg, {}) == 1

@@ -262,11 +262,13 @@ def start_server_soon(vision: bool = True) -> None:
     forkserver.ensure_running()
 
 
-def worker_count(workload: Workload, cfg: RunConfig) -> int:
+def worker_count(workload: Workload, cfg: RunConfig, params: dict | None = None) -> int:
     """The worker processes `workload` is measured in: `cfg.workers`, except that the default (None)
-    keeps a workload allowing one build at a time (Workload.max_builds=1: a large model, ranks of a
-    process group) in one process: its build would not fit a worker's slot, nor its memory twice."""
-    if cfg.processes is None and workload.max_builds == 1:
+    keeps in one process a workload allowing one build at a time (Workload.max_builds=1: a large
+    model, ranks of a process group: its build would not fit a worker's slot, nor its memory
+    twice) and a case with `compile=True` (issue 54: each worker compiled the step again, five
+    compiles of 0.7-0.8 s each at --max-time 10, out of the workers' slots)."""
+    if cfg.processes is None and (workload.max_builds == 1 or (params or {}).get("compile") is True):
         return 1
     return cfg.workers
 
@@ -301,7 +303,7 @@ def run_in_workers(
         from perfsuite.measuring import runner
 
         here = replace(cfg, processes=1)
-        if worker_count(workload, cfg) == 1:
+        if worker_count(workload, cfg, params) == 1:
             return runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
         try:
             pickle.dumps(job.workload)
