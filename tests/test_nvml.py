@@ -258,3 +258,29 @@ def test_a_gpu_that_admits_one_process_is_refused_before_the_sides_start(monkeyp
             pass
     with sides.placed("cpu", 1):  # the CPU is never asked
         pass
+
+
+def test_the_gpus_power_limit_and_mig_mode_are_part_of_its_environment(monkeypatch):
+    """Issue 54: a history's environment label left out the GPU's power limit, compute mode and
+    MIG state: a power cap lowered between two commits read as the commit's slowdown. They are
+    read from NVML into the fingerprint; the limit and MIG are comparable (a record from before,
+    or a CPU, without them is not refused or relabelled)."""
+    from perfsuite.measuring import env as envmod
+    from perfsuite.measuring.nvml import gpu_state
+
+    m = _fake_pynvml()
+    m.nvmlDeviceGetEnforcedPowerLimit = lambda h: 700_000
+    m.nvmlDeviceGetMigMode = lambda h: [0, 0]
+    m.nvmlDeviceGetComputeMode = lambda h: 3
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    monkeypatch.setattr("perfsuite.measuring.nvml.torch_uuid", lambda index: (None, "no uuid here"))
+    state = gpu_state(0)
+    assert state == {"gpu_power_limit_w": 700.0, "gpu_mig": False, "gpu_compute_mode": "Exclusive_Process"}
+    base = {"torch": "2.11", "gpu_name": "NVIDIA H100", **state}
+    capped = {**base, "gpu_power_limit_w": 450.0}
+    assert envmod.mismatches(base, capped) == ["gpu_power_limit_w: 700.0 vs 450.0"]
+    before = {k: v for k, v in base.items() if not k.startswith("gpu_") or k == "gpu_name"}
+    assert envmod.mismatches(before, base) == []  # a record of before is not refused for it
+    assert envmod.comparable({"torch": "2.14"}) == {
+        k: ({"torch": "2.14"}).get(k) for k in envmod.COMPARABLE_KEYS if k not in envmod.LATER_KEYS
+    }

@@ -24,7 +24,12 @@ COMPARABLE_KEYS = (
     "logical_cores",
     "torch_threads",
     "python",
+    "gpu_power_limit_w",
+    "gpu_mig",
 )
+# Comparable keys fingerprints before 2026-11-29 did not have: a record without one is not
+# refused for it (None against a value is "not known", not a difference).
+LATER_KEYS = frozenset({"gpu_power_limit_w", "gpu_mig"})
 
 
 def collect_python() -> dict:
@@ -114,6 +119,9 @@ def collect_torch(device: str | None = None) -> dict:
         out["gpu_index"] = index
         out["gpu_name"] = torch.cuda.get_device_name(index)
         out["driver"] = _nvidia_driver()
+        from perfsuite.measuring.nvml import gpu_state
+
+        out.update(gpu_state(index))
     return out
 
 
@@ -213,7 +221,9 @@ def fingerprint(cwd: str | os.PathLike | None = None, device: str | None = None)
 
 def comparable(env: dict) -> dict:
     """The part of a fingerprint that must match for a comparison to be meaningful."""
-    out = {k: env.get(k) for k in COMPARABLE_KEYS}
+    # A later key that is not known is left out, so a fingerprint without it (a CPU, a record of
+    # before) is the same dict as it always was: machine digests and a history's labels hold.
+    out = {k: env.get(k) for k in COMPARABLE_KEYS if not (k in LATER_KEYS and env.get(k) is None)}
     # Patch releases of Python do not change step costs; major.minor does.
     if out["python"]:
         out["python"] = ".".join(str(out["python"]).split(".")[:2])
@@ -223,7 +233,11 @@ def comparable(env: dict) -> dict:
 def mismatches(a: dict, b: dict) -> list[str]:
     """Human-readable differences between two fingerprints' comparable parts."""
     ca, cb = comparable(a), comparable(b)
-    return [f"{k}: {ca[k]!r} vs {cb[k]!r}" for k in COMPARABLE_KEYS if ca[k] != cb[k]]
+    return [
+        f"{k}: {ca.get(k)!r} vs {cb.get(k)!r}"
+        for k in COMPARABLE_KEYS
+        if ca.get(k) != cb.get(k) and not (k in LATER_KEYS and (ca.get(k) is None or cb.get(k) is None))
+    ]
 
 
 if __name__ == "__main__":  # pragma: no cover

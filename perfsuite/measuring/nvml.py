@@ -84,6 +84,34 @@ def compute_mode(index: int) -> str | None:
         return None
 
 
+def gpu_state(index: int) -> dict:
+    """What of torch's CUDA device `index` changes a step's cost or who may share it, as NVML reads
+    it (issue 54: a history's environment label left these out): the enforced power limit in W,
+    MIG mode, compute mode. Empty where NVML cannot say; each field None where its query fails."""
+    nvml, _why = _load_nvml()
+    if nvml is None:
+        return {}
+    try:
+        handle, _ = nvml_handle(nvml, index)
+    except Exception:  # noqa: BLE001 - NVMLError subclasses vary by driver
+        return {}
+
+    def ask(read):
+        try:
+            return read()
+        except Exception:  # noqa: BLE001 - not every board or driver answers every query
+            return None
+
+    limit = ask(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+    mig = ask(lambda: nvml.nvmlDeviceGetMigMode(handle))
+    mode = ask(lambda: nvml.nvmlDeviceGetComputeMode(handle))
+    return {
+        "gpu_power_limit_w": round(limit / 1000.0, 1) if isinstance(limit, (int, float)) else None,
+        "gpu_mig": bool(mig[0]) if isinstance(mig, (list, tuple)) and mig else None,
+        "gpu_compute_mode": COMPUTE_MODES.get(int(mode)) if isinstance(mode, int) else None,
+    }
+
+
 def normalise_uuid(value) -> str | None:
     """A GPU UUID as its 32 lower-case hex digits, however it is spelled; None if it is not one.
 
