@@ -832,3 +832,18 @@ def test_a_probe_said_changed_without_its_pairs_is_refused():
     assert Probe.from_dict({"sha": "c" * 40, "outcome": "skipped", "error": "no module"}).verdict is None
     v = _verdict(_pairs(1.2), True)
     assert Probe.from_dict({"sha": "c" * 40, "outcome": "changed", "verdict": v.to_dict()}).outcome == "changed"
+
+
+def test_the_default_log_of_a_bisection_is_its_parameters_own():
+    """Issue 50: bisect's default log ignored -p, so a second bisection of the same range with
+    other parameters was refused as another question after its checkouts; each case has its own."""
+    from perfsuite.cli.bisect import _log_name
+
+    g, b = "a" * 40, "b" * 40
+    one = _log_name("tiny_mlp", g, b, "slower", {"batch_size": 32})
+    other = _log_name("tiny_mlp", g, b, "slower", {"batch_size": 128})
+    assert one != other and one == _log_name("tiny_mlp", g, b, "slower", {"batch_size": 32})
+    assert one.startswith("tiny_mlp-") and one.endswith(f"-{g[:10]}-{b[:10]}.bisect.json")
+    assert "/" not in _log_name("../../x", g, b, "faster", {}) and _log_name("w", g, b, "faster", {}).endswith(
+        "-faster.bisect.json"
+    )

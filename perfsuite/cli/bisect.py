@@ -57,7 +57,7 @@ def bisect_command(args, console) -> int:
             else revisions.resolve_commit(revs.mode, revs.repo),
         }
         state = b.Bisection(w.name, params, device, b.Commit(good, subject(revs.repo, good)), commits, settings)
-        log = args.log or Path(".perfsuite") / "bisect" / _log_name(w.name, good, bad, change)
+        log = args.log or Path(".perfsuite") / "bisect" / _log_name(w.name, good, bad, change, params)
         # Before any probe (and before resuming from it): a measured probe is never lost to its log.
         check_output(log, "--log", replace=True)
         _resume(state, log, console)
@@ -140,13 +140,18 @@ def bisect_command(args, console) -> int:
     return verdict.EXIT_UNDECIDED if state.forced() else 0
 
 
-def _log_name(name: str, good: str, bad: str, change: str) -> str:
+def _log_name(name: str, good: str, bad: str, change: str, params: dict | None = None) -> str:
     """The default log's file name: the workload's name made safe for a path (a name from a
-    user's file never leaves .perfsuite/bisect/)."""
+    user's file never leaves .perfsuite/bisect/), the range, and the parameters' digest: a
+    bisection of the same range with other `-p` has its own log (issue 50: it was refused as
+    "another question" after 12 s of checking out)."""
+    import hashlib
+    import json
     import re
 
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "workload"
-    return f"{safe}-{good[:10]}-{bad[:10]}{'-faster' if change == 'faster' else ''}.bisect.json"
+    digest = hashlib.sha256(json.dumps(params or {}, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return f"{safe}-{digest}-{good[:10]}-{bad[:10]}{'-faster' if change == 'faster' else ''}.bisect.json"
 
 
 def _from(revs) -> str:
