@@ -64,6 +64,16 @@ def test_one_tidy_row_per_case_with_every_parameter_and_the_derived_numbers(tmp_
     )
 
 
+def test_a_record_named_by_two_sources_is_one_row(tmp_path):
+    """Issue 50: `perfsuite.table("results/", "store:...")` returned every record twice (the run's
+    file and the store hold the same records); one row per record id, from the first source."""
+    mm, ae = _mixed()
+    _save(tmp_path / "a.json", [mm, ae])
+    _save(tmp_path / "copy.json", [mm])
+    df = results.load([tmp_path / "a.json", tmp_path / "copy.json"])
+    assert len(df) == 2 and set(df["source"]) == {str(tmp_path / "a.json")}
+
+
 def test_a_bad_file_is_named_or_collected(tmp_path):
     good = _save(tmp_path / "good.json", [make_record()])
     bad = tmp_path / "bad.json"

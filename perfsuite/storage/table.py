@@ -170,14 +170,19 @@ def load(paths: Iterable[str | os.PathLike[str]], skipped: list[str] | None = No
     records: list[Record] = []
     sources: list[str] = []
     problems: list[str] = []
+    seen: set[str] = set()
     for f in result_files(paths):
         try:
             got = load_records(f)
         except RecordError as exc:
             problems.append(str(exc))
             continue
-        records += got
-        sources += [str(f)] * len(got)
+        # One row per record: a results folder and the store (`store:`) hold the same run's records
+        # (issue 50: every record came back twice); the first source named keeps it.
+        fresh = [r for r in got if r.id not in seen]
+        seen.update(r.id for r in fresh)
+        records += fresh
+        sources += [str(f)] * len(fresh)
     if problems and skipped is None:
         raise RecordError("; ".join(problems))
     if skipped is not None:
