@@ -71,7 +71,8 @@ def table(runs: list[dict], truths: dict[str, float]) -> list[dict]:
             got = [r for r in mine if r.get("verdict")]
             covered = sum(r["verdict"]["interval"][0] <= truth <= r["verdict"]["interval"][1] for r in got)
             wrong = sum(
-                (r["verdict"]["word"] == "slower" and truth <= 1.0) or (r["verdict"]["word"] == "faster" and truth >= 1.0)
+                (r["verdict"]["word"] == "slower" and truth <= 1.0)
+                or (r["verdict"]["word"] == "faster" and truth >= 1.0)
                 for r in got
             )
             halves = [
@@ -85,10 +86,14 @@ def table(runs: list[dict], truths: dict[str, float]) -> list[dict]:
                     "busy": busy,
                     "load_1m": statistics.median(r["load_1m"] for r in mine),
                     "gates": len(mine),
+                    "measured": len(got),
                     "truth": truth,
                     "covered": covered,
                     "wrong_words": wrong,
-                    "words": {w: sum(r["verdict"]["word"] == w for r in got) for w in ("slower", "faster", "same", "undecided")},
+                    "words": {
+                        w: sum(r["verdict"]["word"] == w for r in got)
+                        for w in ("slower", "faster", "same", "undecided")
+                    },
                     "exit_5": sum(r["exit"] == 5 for r in mine),
                     "errors": len(mine) - len(got),
                     "seconds_median": statistics.median(r["seconds"] for r in mine),
@@ -114,18 +119,24 @@ def main() -> None:
         est = next((r["estimated"] for r in runs if r.get("estimated")), 0.0)
         truths = {"slow": 1 + est, "fast": 1 / (1 + est)}
     rows = table(runs, truths)
-    print("| kind | busy | load | gates | truth | covered | wrong words | words (slower/faster/same/undecided) | exit 5 | s a gate | half-width |")
+    print(
+        "| kind | busy | load | gates (errors) | truth | covered | wrong words | words (slower/faster/same/undecided) | exit 5 | s a gate | half-width |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         w = r["words"]
         hw = f"{r['half_width_median']:.1%}" if r["half_width_median"] is not None else "-"
         print(
-            f"| {r['kind']} | {r['busy']} | {r['load_1m']:.1f} | {r['gates']} | {r['truth']:.3f} | {r['covered']}/{r['gates']} "
+            f"| {r['kind']} | {r['busy']} | {r['load_1m']:.1f} | {r['gates']} ({r['errors']}) | {r['truth']:.3f} | {r['covered']}/{r['measured']} "
             f"| {r['wrong_words']} | {w['slower']}/{w['faster']}/{w['same']}/{w['undecided']} | {r['exit_5']} "
             f"| {r['seconds_median']:.0f} | {hw} |"
         )
-    total = sum(r["gates"] for r in rows)
-    print(f"all: {sum(r['covered'] for r in rows)}/{total} covered, {sum(r['wrong_words'] for r in rows)} wrong words")
+    total = sum(r["measured"] for r in rows)
+    errors = sum(r["errors"] for r in rows)
+    print(
+        f"all: {sum(r['covered'] for r in rows)}/{total} measured gates covered their truth, "
+        f"{sum(r['wrong_words'] for r in rows)} wrong words, {errors} gates without a verdict"
+    )
     if args.json:
         args.json.write_text(json.dumps({"truths": truths, "rows": rows}, indent=1))
 
