@@ -127,7 +127,7 @@ BOOTSTRAP_CHUNK = 4_000_000  # values resampled at once: 32 MB of float64
 BOOTSTRAP_MAX_N = 20_000
 
 
-def _bootstrap_medians(rng, x: np.ndarray, resamples: int) -> np.ndarray:
+def _bootstrap_medians(rng: np.random.Generator, x: np.ndarray, resamples: int) -> np.ndarray:
     if x.size > BOOTSTRAP_MAX_N:
         x = rng.choice(x, size=BOOTSTRAP_MAX_N, replace=False)
     rows = max(1, BOOTSTRAP_CHUNK // max(x.size, 1))
