@@ -500,24 +500,6 @@ def frozen():
         _chattr("-i", p)
 
 
-@pytest.fixture
-def forget_workloads():
-    """A case's workloads leave with it: the registry, the loaded files, sys.path and the modules."""
-    from perfsuite.core import discover, registry
-
-    registry.names()  # the built-ins are loaded once, kept
-    before = (dict(registry._REGISTRY), dict(discover._loaded), list(sys.path), set(sys.modules))
-    yield
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(before[0])
-    discover._loaded.clear()
-    discover._loaded.update(before[1])
-    sys.path[:] = before[2]
-    for name in set(sys.modules) - before[3]:
-        if name.startswith("_perfsuite_workloads"):
-            del sys.modules[name]
-
-
 _PATH_TOKEN = re.compile(r"([^\s'\"(),;]+)")  # absolute or relative to the case's folder
 
 

@@ -620,7 +620,7 @@ def test_a_deleted_working_folder_does_not_break_the_side_workers_import(tmp_pat
 
 
 @pytest.mark.parametrize("spec", ["choices=5", "choices='abc'", "min='1'", "max=[3]", "help=7"])
-def test_a_malformed_perfsuite_param_is_a_message_not_perfsuites_traceback(tmp_path, capsys, spec):
+def test_a_malformed_perfsuite_param_is_a_message_not_perfsuites_traceback(tmp_path, capsys, spec, forget_workloads):
     """Issue 51: `perfsuite.param(choices=5)` showed perfsuite's own traceback (tuple(5))."""
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "w.py").write_text(
@@ -752,7 +752,7 @@ def test_a_package_with_unreadable_metadata_is_not_perfsuites_own(tmp_path):
     assert "no_such_module_anywhere" in res.stderr and "internal error" not in res.stderr
 
 
-def test_user_text_is_never_read_as_console_markup(tmp_path, capsys):
+def test_user_text_is_never_read_as_console_markup(tmp_path, capsys, forget_workloads):
     """Issue 51: a workload docstring holding "[/]" crashed `perfsuite list` (exit 4): rich read it
     as a closing tag. User text is printed as it is, brackets and all."""
     (tmp_path / "bench").mkdir()

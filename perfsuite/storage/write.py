@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from perfsuite.core.errors import StorageError
+from perfsuite.core.state import state_folder
 from perfsuite.core.text import slug
 
 if TYPE_CHECKING:
@@ -55,36 +56,6 @@ def inside(folder: str | os.PathLike[str], *parts: str) -> Path:
 def file_in(folder: str | os.PathLike[str], name: object, suffix: str = "") -> Path:
     """The file for a data-derived `name` in `folder`: slugged, then contained."""
     return inside(folder, slug(name) + suffix)
-
-
-# perfsuite's state folder in a project (stores, logs, noise floors): never a link, never in git.
-STATE_DIR = ".perfsuite"
-_STATE_GITIGNORE = "# made by perfsuite: its logs, stores and floors stay out of git\n*\n"
-
-
-def state_folder(path: str | os.PathLike[str]) -> None:
-    """Checks a folder about to be used against the state folder's rules (issue 51, 50): a
-    `.perfsuite` on its way that is a symbolic link is refused (a committed link sent the bisect
-    log and results.db outside the project); one that does not exist yet is made with a
-    .gitignore of `*`, so git never shows perfsuite's files as the user's."""
-    path = Path(path).absolute()
-    for i, part in enumerate(path.parts):
-        if part != STATE_DIR:
-            continue
-        folder = Path(*path.parts[: i + 1])
-        if folder.is_symlink():
-            raise StorageError(
-                f"refusing to use {folder}: it is a symbolic link (to {os.readlink(folder)}); perfsuite keeps "
-                "its state inside the project"
-            )
-        if not folder.exists():
-            try:
-                folder.mkdir(parents=True)
-                write_new_text(folder / ".gitignore", _STATE_GITIGNORE)
-            except FileExistsError:
-                pass  # made by another run meanwhile
-            except OSError as exc:
-                raise _fail(folder, exc, "create") from None
 
 
 def make_dir(path: str | os.PathLike[str], what: str = "folder") -> Path:

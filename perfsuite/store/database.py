@@ -16,7 +16,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from perfsuite.core.errors import PerfsuiteError, StorageError
-from perfsuite.storage.write import state_folder
+from perfsuite.core.state import state_folder
 from perfsuite.store.location import Location
 
 MIGRATIONS = Path(__file__).with_name("migrations")

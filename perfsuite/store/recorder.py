@@ -18,9 +18,9 @@ from typing import Any
 
 from perfsuite.core.errors import PerfsuiteError, StorageError
 from perfsuite.core.record import Record
+from perfsuite.core.state import state_folder
 from perfsuite.measuring import env
 from perfsuite.measuring.env import collect_git
-from perfsuite.storage.write import state_folder
 from perfsuite.store.database import StoreError, StoreUnreachable, preflight
 from perfsuite.store.location import Location, parse
 from perfsuite.store.machine import Machine, this_machine
