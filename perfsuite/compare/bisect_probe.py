@@ -35,7 +35,6 @@ from perfsuite.stats import verdict
 # commit carrying the whole 5% slowdown showed a median of 0.922 over its first 18 pairs (half a
 # budget) and was put with good, and the bisection named a later commit (reports/bisect/).
 LOOK_SHARE, MAX_BUDGETS, FIRST_READ = 0.5, 4, 2
-PROBE_MIN_ROUNDS = 4
 # The confirmation is the gate's sequential test over MAX_BUDGETS budgets, read at half a budget and
 # then at every budget: a 5% slowdown gets the pairs to show it on a noisy machine (in 15 s it was
 # shown as often as not on this VM, 2026-11-26), an unchanged one stops at the first look whose
@@ -110,9 +109,7 @@ class HalfwayArms(GateArms):
         # of the machine's load, so each round is one unit of the interval (gate.pooled), read from
         # a budget's FIRST_READ * LOOK_SHARE on (issue 49: a bisection under load named a commit
         # seven before the real one when one set of processes decided).
-        # At least PROBE_MIN_ROUNDS a budget: one round of a short budget is one unit, and the
-        # interval of two (t on 1 degree of freedom) could not put a probe on either side.
-        per_budget = max(PROBE_MIN_ROUNDS, gate.rounds_for(cfg.max_time, self.rounds))
+        per_budget = gate.rounds_for(cfg.max_time, self.rounds)
         first = max(2, math.ceil(FIRST_READ * LOOK_SHARE * per_budget))
         while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
             with self.side_processes(case, cfg, pools=not runs) as (base, now):

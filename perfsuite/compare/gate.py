@@ -68,7 +68,7 @@ ROUNDS = 24
 ROUND_BUILDS = 1
 # A round's share of the budget is at least this long: each round pays a fork, a build and the
 # heap's settling per process, and its pairs need to be enough for its centre (MIN_PAIRS at the
-# least); a shorter budget runs fewer rounds (rounds_for).
+# least); a shorter budget runs fewer rounds, never fewer than MIN_ROUNDS (rounds_for).
 ROUND_MIN_S = 1.25
 WARMUP_SHARE = 0.1  # of the budget, shared by the warm-ups of every build
 MIN_PAIRS = 6
@@ -284,10 +284,17 @@ def pooled(runs: list[PairedRun], same_processes: bool = False) -> PairedRun:
     )
 
 
+# Rounds a budget is split into at the least, however short (while `rounds` allows): each round is
+# one unit of the interval, and two units give t on one degree of freedom, which no slowdown can
+# pass (a history screen at --max-time 3 read +58% as 1.579 (0.303-8.217) in two rounds).
+MIN_ROUNDS = 4
+
+
 def rounds_for(budget_s: float, rounds: int = ROUNDS) -> int:
     """How many rounds a budget of `budget_s` seconds is split into: `rounds`, fewer when a round
-    would get less than ROUND_MIN_S, at least one."""
-    return max(1, min(rounds, int(budget_s // ROUND_MIN_S)))
+    would get less than ROUND_MIN_S, but at least MIN_ROUNDS (shorter rounds, then: each still
+    gets MIN_PAIRS pairs, paired_ratios' floor)."""
+    return max(min(MIN_ROUNDS, rounds), min(rounds, int(budget_s // ROUND_MIN_S)))
 
 
 def round_looks(looks: tuple[float, ...], rounds: int) -> tuple[int, ...]:
