@@ -55,6 +55,24 @@ def _whole(name: str, least: int, most: int = MAX_COUNT):
     return parse
 
 
+def _sides_options(sub, fdr_help: str, rounds_of: str) -> None:
+    """--fdr and --builds of a command that gates in rounds of side processes (bisect, history),
+    declared once."""
+    sub.add_argument(
+        "--fdr",
+        type=_fraction("--fdr", 0.5),  # a one-sided test at 0.5 or more says nothing
+        default=0.01,
+        help=f"{fdr_help} (default 0.01)",
+    )
+    sub.add_argument(
+        "--builds",
+        type=_whole("--builds", 1, MAX_BUILDS),
+        default=1,
+        metavar="K",
+        help=f"processes per side in each round{' ' + rounds_of if rounds_of else ''} (default 1)",
+    )
+
+
 def _count(name: str):
     return _whole(name, 1)
 
@@ -133,19 +151,7 @@ def bisect_and_why(sub) -> None:
         default=0.01,
         help="smallest slowdown that counts, as the gate's (default 0.01)",
     )
-    bi.add_argument(
-        "--fdr",
-        type=_fraction("--fdr", 0.5),  # a one-sided test at 0.5 or more says nothing
-        default=0.01,
-        help="false alarms per probe of an unchanged commit (default 0.01)",
-    )
-    bi.add_argument(
-        "--builds",
-        type=_whole("--builds", 1, MAX_BUILDS),
-        default=1,
-        metavar="K",
-        help="processes per side in each round of a probe, as the gate's (default 1)",
-    )
+    _sides_options(bi, "false alarms per probe of an unchanged commit", "of a probe, as the gate's")
     bi.add_argument(
         "--threads",
         type=_count("--threads"),
@@ -241,19 +247,7 @@ def history_parser(sub) -> None:
         default=0.01,
         help="smallest slowdown that counts, as the gate's (default 0.01)",
     )
-    hi.add_argument(
-        "--fdr",
-        type=_fraction("--fdr", 0.5),  # a one-sided test at 0.5 or more says nothing
-        default=0.01,
-        help="false discoveries controlled across every commit of the history (default 0.01)",
-    )
-    hi.add_argument(
-        "--builds",
-        type=_whole("--builds", 1, MAX_BUILDS),
-        default=1,
-        metavar="K",
-        help="processes per side in each round (default 1)",
-    )
+    _sides_options(hi, "false discoveries controlled across every commit of the history", "")
     hi.add_argument(
         "--threads",
         type=_count("--threads"),

@@ -71,19 +71,6 @@ def _util_samples(nvml, handle, since_us: int) -> list[float] | None:
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
 
-def compute_mode(index: int) -> str | None:
-    """The compute mode of torch's CUDA device `index` as nvidia-smi names it, or None where NVML
-    cannot say (not installed, no driver, no such device)."""
-    nvml, _why = _load_nvml()
-    if nvml is None:
-        return None
-    try:
-        handle, _ = nvml_handle(nvml, index)
-        return COMPUTE_MODES.get(int(nvml.nvmlDeviceGetComputeMode(handle)))
-    except Exception:  # noqa: BLE001 - NVMLError subclasses vary by driver: cannot say
-        return None
-
-
 def gpu_state(index: int) -> dict:
     """What of torch's CUDA device `index` changes a step's cost or who may share it, as NVML reads
     it (issue 54: a history's environment label left these out): the enforced power limit in W,
@@ -110,6 +97,12 @@ def gpu_state(index: int) -> dict:
         "gpu_mig": bool(mig[0]) if isinstance(mig, (list, tuple)) and mig else None,
         "gpu_compute_mode": COMPUTE_MODES.get(int(mode)) if isinstance(mode, int) else None,
     }
+
+
+def compute_mode(index: int) -> str | None:
+    """The compute mode of torch's CUDA device `index` as nvidia-smi names it, or None where NVML
+    cannot say (gpu_state's reading)."""
+    return gpu_state(index).get("gpu_compute_mode")
 
 
 def normalise_uuid(value) -> str | None:
