@@ -148,7 +148,7 @@ def test_every_workload_is_walked_when_one_of_them_is_refused(monkeypatch):
     args = argparse.Namespace(workload=None, log=None, html=None, range_=None, update=True)
     # The nightly --update of every workload: one without a log yet is named and the others are
     # still measured; the exit is the worst (2: a refusal; 1 alone would be a regression).
-    assert cli.history_command(args, console) == 2 and walked == ["new_step", "slow_step", "calm_step"]
+    assert cli.command(args, console) == 2 and walked == ["new_step", "slow_step", "calm_step"]
     assert "new_step: not measured: --update: no stored history" in console.export_text()
 
 

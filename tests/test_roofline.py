@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from perfsuite import cli
-from perfsuite.cli.roofline import roofline_command
+from perfsuite.cli.roofline import command as roofline_command
 from perfsuite.profiling.step_marking import ROOFLINE_METRICS
 from perfsuite.roofline import ceilings, model
 from perfsuite.roofline.names import short_name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.compare.amp import Amp
 from perfsuite.core import registry
 from perfsuite.core.errors import PerfsuiteError
@@ -13,8 +14,43 @@ from perfsuite.run.execute import interrupted_exit
 from perfsuite.stats.summary import median
 from perfsuite.storage.files import DocumentWriter
 
+NAME = "amp"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
 
-def cmd_amp(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    amp = sub.add_parser(NAME, help="two precisions of a training workload, interleaved: speed-up, memory, loss")
+    amp.add_argument("workload", help="a training workload (one that declares a trainer: resnet, autoencoder)")
+    options.params(amp)
+    options.device(amp)
+    amp.add_argument("--precisions", default="fp32,bf16", help="A,B (default fp32,bf16)")
+    amp.add_argument(
+        "--pairs",
+        type=options.whole("--pairs", 2),
+        default=20,
+        help="interleaved A/B block pairs, at most (default 20)",
+    )
+    amp.add_argument(
+        "--max-time",
+        type=options.positive_float("--max-time"),
+        default=20.0,
+        help="seconds for warm-up and the interleaved pairs (at least 2 pairs; default 20)",
+    )
+    amp.add_argument(
+        "--steps", type=options.whole("--steps", 5), default=30, help="training steps of the loss check (default 30)"
+    )
+    amp.add_argument(
+        "--loss-tol",
+        type=options.positive_float("--loss-tol"),
+        default=0.02,
+        help="the least trajectory distance allowed between the precisions' losses, whatever runs of A "
+        "from weights perturbed by B's rounding show (default 0.02)",
+    )
+    options.json_out(amp, "--out", "write the comparison as JSON (must not exist)")
+
+
+def command(args, console) -> int:
     from perfsuite.core.config import RunConfig, resolve_device
     from perfsuite.run.execute import Case, Events, run_cases, runnable
 

@@ -19,74 +19,21 @@ from pathlib import Path
 
 from rich.text import Text
 
-# Each command's function from its own module (not through the perfsuite.cli package, which
-# imports this module: that would be an import cycle).
-from perfsuite.cli.amp import cmd_amp
-from perfsuite.cli.bisect import bisect_command
-from perfsuite.cli.check import check_command
-from perfsuite.cli.compare import cmd_compare
 from perfsuite.cli.console import make_console, output_failure
-from perfsuite.cli.env import cmd_env
-from perfsuite.cli.export import export_command
-from perfsuite.cli.gate import gate_command
-from perfsuite.cli.history import history_command
-from perfsuite.cli.listing import cmd_list, cmd_suites
-from perfsuite.cli.pair import pair_command
-from perfsuite.cli.parser import build_parser
-from perfsuite.cli.peak import cmd_peak
-from perfsuite.cli.profile import profile_step_command, trace_command
-from perfsuite.cli.report import cmd_report
-from perfsuite.cli.roofline import roofline_command
-from perfsuite.cli.run import cmd_run
+from perfsuite.cli.parser import COMMAND_MODULES, build_parser
 from perfsuite.cli.stop import Stopped, stopping_as_interrupt
-from perfsuite.cli.store import store_command, store_given, stored_run
-from perfsuite.cli.system import system_command
-from perfsuite.cli.why import why_command
+from perfsuite.cli.stored import store_given, stored_run
 from perfsuite.core.discover import discover, find_project, project_paths, workload_files
 from perfsuite.core.errors import PerfsuiteError, exception_text
 from perfsuite.core.text import printable
 from perfsuite.measuring.system import hide_credentials
 from perfsuite.storage.write import write_new_text
 
-COMMANDS = {
-    "list": cmd_list,
-    "suites": cmd_suites,
-    "env": cmd_env,
-    "run": cmd_run,
-    "peak": cmd_peak,
-    "compare": cmd_compare,
-    "amp": cmd_amp,
-    "report": cmd_report,
-    "gate": gate_command,
-    "pair": pair_command,
-    "roofline": roofline_command,
-    "profile-step": profile_step_command,
-    "trace": trace_command,
-    "export": export_command,
-    "system": system_command,
-    "check": check_command,
-    "bisect": bisect_command,
-    "history": history_command,
-    "why": why_command,
-    "store": store_command,
-}
-
+# Each command's one function, by the name it is called with.
+COMMANDS = {m.NAME: m.command for m in COMMAND_MODULES}
 
 # Commands that name workloads: the user's own are discovered before they run.
-WORKLOAD_COMMANDS = {
-    "list",
-    "run",
-    "check",
-    "gate",
-    "pair",
-    "amp",
-    "trace",
-    "profile-step",
-    "peak",
-    "bisect",
-    "why",
-    "history",
-}
+WORKLOAD_COMMANDS = {m.NAME for m in COMMAND_MODULES if getattr(m, "NAMES_WORKLOADS", False)}
 
 
 def main(argv: list[str] | None = None) -> int:

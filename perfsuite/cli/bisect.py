@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.cli.why import print_why
 from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions, sides
@@ -23,8 +24,49 @@ from perfsuite.stats import verdict
 from perfsuite.storage.files import document, load_document
 from perfsuite.storage.write import check_output, write_or_rescue
 
+NAME = "bisect"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
 
-def bisect_command(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    bi = sub.add_parser(
+        NAME,
+        help="find the first-parent commit between --good and --bad that made a workload "
+        "slower; exit 1 when it names one",
+    )
+    bi.add_argument("workload")
+    bi.add_argument("--good", required=True, metavar="REV", help="a revision that is not slow")
+    bi.add_argument("--bad", required=True, metavar="REV", help="a later revision that is slower (checked first)")
+    options.params(bi)
+    options.device(bi)
+    options.budget(
+        bi,
+        15.0,
+        "seconds per probe, as the gate's --max-time (default 15); a probe after "
+        "the confirmation takes up to 4x that to tell good from bad",
+    )
+    options.threshold(bi)
+    options.sides(bi, "false alarms per probe of an unchanged commit", "of a probe, as the gate's")
+    options.threads(bi)
+    options.heap(bi)
+    bi.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="the log of probes, resumed when it exists (default .perfsuite/bisect/WORKLOAD-GOOD-BAD.bisect.json)",
+    )
+    bi.add_argument("--no-why", action="store_true", help="do not profile the commit it names")
+    bi.add_argument(
+        "--faster",
+        action="store_true",
+        help="find the first commit that made it faster instead (--bad is then the faster revision)",
+    )
+    options.workloads_from(bi)
+    options.why(bi)
+
+
+def command(args, console) -> int:
     from perfsuite.core.config import RunConfig, resolve_device
 
     if args.threshold < 0:

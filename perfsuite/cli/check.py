@@ -4,13 +4,33 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.cli.listing import default_workloads
 from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError
 from perfsuite.suite.checks import EXIT_FAILED, CheckResult, checks_for, run_checks
 
+NAME = "check"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
 
-def check_command(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    chk = sub.add_parser(
+        NAME,
+        help="run the workloads' correctness checks (gradcheck, AMP loss, resume, early stopping); exit 3 on a failure",
+    )
+    chk.add_argument(
+        "workloads",
+        nargs="*",
+        metavar="WORKLOAD",
+        help="default: inside a project with [tool.perfsuite] its workloads, elsewhere every workload",
+    )
+    chk.add_argument("--all", action="store_true", help="every workload, perfsuite's built-ins included")
+    options.device(chk, "cpu", "cpu (default) | cuda | cuda:N | auto")
+
+
+def command(args, console) -> int:
     from perfsuite.core.config import resolve_device
 
     if args.workloads and args.all:

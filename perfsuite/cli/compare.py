@@ -3,8 +3,11 @@ slower case, 5 when none is slower but one is undecided."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.cli.console import make_console
 from perfsuite.compare.records import compare_records
 from perfsuite.core.errors import PerfsuiteError
@@ -13,8 +16,36 @@ from perfsuite.report.console import comparison_table
 from perfsuite.stats.verdict import EXIT_UNDECIDED, UNDECIDED_ADVICE
 from perfsuite.storage.files import load_records
 
+NAME = "compare"
 
-def cmd_compare(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    cmp = sub.add_parser(NAME, help="compare two results files case by case")
+    cmp.add_argument(
+        "base",
+        type=Path,
+        nargs="+",
+        help="the base's results; three or more runs of a case teach compare how much separate "
+        "runs of unchanged code differ",
+    )
+    cmp.add_argument("new", type=Path)
+    cmp.add_argument(
+        "--threshold",
+        type=options.positive_float("--threshold"),
+        default=0.05,
+        help="slowdown that fails the comparison, as a fraction (default 0.05)",
+    )
+    cmp.add_argument(
+        "--alpha", type=options.fraction("--alpha"), default=0.01, help="significance level of the test (default 0.01)"
+    )
+    cmp.add_argument(
+        "--allow-env-mismatch", action="store_true", help="compare records measured in different environments"
+    )
+    options.floors(cmp, "noise floors per case, learned with `gate --learn-floor`, used when the file exists")
+    cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
+def command(args, console) -> int:
     base = [r for path in args.base for r in load_records(path)]  # runs in the order given: the last is compared
     new = load_records(args.new)
     floors = None

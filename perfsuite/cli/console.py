@@ -105,3 +105,18 @@ def output_failure(console: Console) -> tuple[OSError, str] | None:
     """The error that stopped `console`'s output, if one did, and the end of what it dropped."""
     failure = getattr(console.file, "failure", None)
     return None if failure is None else (failure, getattr(console.file, "dropped", ""))
+
+
+# As `run`'s exit when a case failed (perfsuite.cli.app): the workload's step, not the input.
+EXIT_FAILED = 3
+
+
+def step_failed(console, label: str, exc: BaseException) -> int:
+    """The workload's build or step raised (sys.exit included): its message, escaped by the
+    console, and exit 3, as a failed case of `run`."""
+    from rich.text import Text
+
+    from perfsuite.core.errors import exception_text
+
+    console.print(Text(f"failed: {label}: {exception_text(exc)}", style="red"))
+    return EXIT_FAILED

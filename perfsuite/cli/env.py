@@ -6,7 +6,13 @@ import json
 
 from perfsuite.measuring.env import fingerprint
 
+NAME = "env"
 
-def cmd_env(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    sub.add_parser(NAME, help="print this machine's environment fingerprint (JSON)")
+
+
+def command(args, console) -> int:
     print(json.dumps(fingerprint(), indent=1))
     return 0

@@ -3,6 +3,8 @@ tools read. csv/parquet: the tidy table of perfsuite.storage.table (`--out FILE`
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.text import Text
 
 import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
@@ -14,7 +16,18 @@ from perfsuite.storage.write import check_output
 FORMATS = ("csv", "parquet", "tensorboard")
 
 
-def export_command(args, console) -> int:
+NAME = "export"
+
+
+def add_arguments(sub) -> None:
+    exp = sub.add_parser(NAME, help="results as a tidy CSV/Parquet table, or TensorBoard event files")
+    exp.add_argument("format", choices=("csv", "parquet", "tensorboard"))
+    exp.add_argument("results", type=Path, nargs="+", help="results files or folders")
+    exp.add_argument("--out", type=Path, help="csv/parquet: the file to write (must not exist)")
+    exp.add_argument("--logdir", type=Path, help="tensorboard: the log directory (one run folder per case)")
+
+
+def command(args, console) -> int:
     if args.format == "tensorboard":
         from perfsuite.storage.tensorboard import export_tensorboard
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.compare import gate as g
 from perfsuite.compare import gate_sides, sides
 from perfsuite.core import registry
@@ -23,7 +24,80 @@ from perfsuite.storage.write import check_output, write_or_rescue
 _STYLE = {verdict.SLOWER: "bold red", verdict.FASTER: "green", verdict.UNDECIDED: "yellow"}
 
 
-def gate_command(args, console) -> int:
+NAME = "gate"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
+
+
+def add_arguments(sub) -> None:
+    gate = sub.add_parser(NAME, help="interleave a workload at a base revision and now; fail on a confirmed slowdown")
+    gate.add_argument("workload")
+    options.params(gate, sweep=True)
+    gate.add_argument(
+        "--base",
+        "--base-ref",
+        dest="base_ref",
+        default="HEAD",
+        help="git revision of the baseline workload code (default HEAD); each side runs in a "
+        "process of its own, the base in a temporary worktree",
+    )
+    options.device(gate)
+    options.budget(gate, 15.0, "seconds per case (default 15)")
+    options.threshold(
+        gate,
+        "smallest slowdown that counts, as a fraction (default 0.01: two builds of the same "
+        "code can differ by about 1%% through memory placement alone)",
+    )
+    options.fdr(
+        gate,
+        "false alarms per unchanged case, held across the sequential looks and, by Benjamini-Hochberg, across cases",
+    )
+    options.threads(
+        gate,
+        "torch threads while gating (default 1 on the CPU, as `run`: two or more stall at "
+        "every barrier when another process is busy; torch's own on CUDA)",
+    )
+    options.builds(
+        gate,
+        None,
+        "K",
+        "processes of each side in each of the gate's rounds (default 1; each round's processes "
+        "are fresh and count once in the interval); with --slowdown or --learn-floor, builds of each "
+        "side the pairs rotate through (default 3)",
+    )
+    options.heap(
+        gate,
+        help="steady (default): glibc's malloc keeps freed memory, and the builds run until no "
+        "page faults before the budget (cuts the pair noise ~4x on CPU); default: leave "
+        "malloc as it is",
+    )
+    options.floors(gate, "noise floors per case, learned with --learn-floor")
+    gate.add_argument(
+        "--learn-floor",
+        type=options.whole("--learn-floor", 0),
+        default=0,
+        metavar="RUNS",
+        help="instead of gating, learn each case's noise floor from RUNS runs of the current code",
+    )
+    gate.add_argument(
+        "--slowdown",
+        type=options.fraction("--slowdown"),
+        default=None,
+        help="self-check: gate current code against itself slowed by this fraction, --trials times",
+    )
+    gate.add_argument("--trials", type=options.count("--trials"), default=10)
+    gate.add_argument(
+        "--undecided",
+        choices=verdict.UNDECIDED_EXITS,
+        default="report",
+        help="what a case the pairs could not decide ends in: report (exit 5, the default), pass "
+        "(exit 0: only a confirmed slowdown fails) or fail (exit 1: only same or faster passes)",
+    )
+    options.json_out(gate, help="write the verdicts as JSON (must not exist)")
+    options.workloads_from(gate)
+
+
+def command(args, console) -> int:
     """`perfsuite gate`: the self-check (--slowdown), learning noise floors, or the gate itself."""
     from perfsuite.core.config import resolve_device
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.compare import bisect as b
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect_probe import Prober, subject
@@ -40,8 +41,74 @@ from perfsuite.run.execute import runnable
 from perfsuite.storage.files import document, load_document
 from perfsuite.storage.write import check_output, check_output_dir, try_lock, write_or_rescue
 
+NAME = "history"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
 
-def history_command(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    hi = sub.add_parser(
+        NAME,
+        help="measure each first-parent commit of a range against the commit before it (paired, "
+        "interleaved): confirmed regressions with their operators, an HTML page; exit 1 when a "
+        "commit measured now is a confirmed regression",
+    )
+    hi.add_argument("workload", nargs="?", help="the workload (default: every workload of the project)")
+    hi.add_argument("--range", dest="range_", metavar="A..B", help="the commits after A up to B (first-parent)")
+    hi.add_argument(
+        "--update",
+        action="store_true",
+        help="measure the commits that came since: the stored history's start up to HEAD (or B of --range)",
+    )
+    hi.add_argument(
+        "--every",
+        type=options.whole("--every", 1, 1000),
+        default=1,
+        metavar="N",
+        help="measure every Nth commit (and the newest) against the one measured before it; a confirmed "
+        "regression spanning several commits is bisected to the first slower one (default 1: every commit)",
+    )
+    hi.add_argument(
+        "--max-commits",
+        type=options.whole("--max-commits", 1, 10**6),
+        default=100,
+        metavar="N",
+        help="refuse a plan of more than N commits to measure, saying what it would cost (default 100)",
+    )
+    options.params(hi)
+    options.device(hi)
+    options.budget(hi, 10.0, "seconds per pair of commits, as the gate's --max-time (default 10)")
+    options.threshold(hi)
+    options.sides(hi, "false discoveries controlled across every commit of the history", "")
+    options.threads(hi)
+    options.heap(hi)
+    hi.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="the history, resumed and extended when it exists (default .perfsuite/history/WORKLOAD-PARAMS.history.json)",
+    )
+    hi.add_argument("--html", type=Path, default=None, help="the page of the history (default beside the log)")
+    options.floors(
+        hi,
+        "noise floors per case, learned with `gate --learn-floor`: a point is confirmed only beyond its "
+        "case's floor (used when the file exists)",
+    )
+    hi.add_argument(
+        "--asv",
+        type=Path,
+        default=None,
+        metavar="ASV_CONF",
+        help="also write the paired history into the results of this asv.conf.json: `asv publish` then "
+        "draws it as perfsuite_history.WORKLOAD.CASE beside asv's own runs",
+    )
+    hi.add_argument("--no-why", action="store_true", help="do not profile the confirmed changes")
+    hi.add_argument("--allow-dirty", action="store_true", help="measure although tracked files are modified")
+    options.workloads_from(hi)
+    options.why(hi)
+
+
+def command(args, console) -> int:
     names = [args.workload] if args.workload else [n for n in registry.names() if not registry.get(n).builtin]
     if not names:
         raise ConfigError("perfsuite history: name a workload (this project declares none of its own)")

@@ -1,4 +1,4 @@
-"""`perfsuite list` (workloads, their parameters) and `perfsuite suites` (the shipped suites)."""
+"""`perfsuite list`: the workloads, their parameters, defaults and allowed values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfsuite.core import discover, registry
-from perfsuite.suite.file import load_suite, shipped_suites_dir
+
+NAME = "list"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
 
 
 def default_workloads(everything: bool, paths: Sequence[Path] = ()) -> tuple[list[str], Path | None]:
@@ -29,7 +32,16 @@ def default_workloads(everything: bool, paths: Sequence[Path] = ()) -> tuple[lis
     return [n for n in registry.names() if n in own or from_named(registry.get(n))], project
 
 
-def cmd_list(args, console) -> int:
+def add_arguments(sub) -> None:
+    ls = sub.add_parser(NAME, help="workloads with their parameters, defaults and allowed values")
+    ls.add_argument(
+        "--all",
+        action="store_true",
+        help="inside a project with [tool.perfsuite]: perfsuite's built-ins too (default: the project's)",
+    )
+
+
+def command(args, console) -> int:
     from rich.table import Table
 
     names, project = default_workloads(args.all, args.workload_paths)
@@ -50,26 +62,5 @@ def cmd_list(args, console) -> int:
         for i, p in enumerate(w.params):
             default = ",".join(map(str, sweep[p.name])) + " (sweep)" if p.name in sweep else str(p.default)
             t.add_row(name if i == 0 else "", p.name, default, p.allowed(), about if i == 0 else p.help)
-    console.print(t)
-    return 0
-
-
-def cmd_suites(args, console) -> int:
-    from rich.table import Table
-
-    t = Table(title=f"suites in {shipped_suites_dir()}")
-    for col in ("name", "entries", "workloads", "description"):
-        t.add_column(col)
-    for path in sorted(shipped_suites_dir().glob("*.yaml")):
-        from perfsuite.suite.file import parse_yaml
-
-        doc = parse_yaml(path)
-        suite = load_suite(path)
-        t.add_row(
-            path.stem,
-            str(len(suite.entries)),
-            ", ".join(sorted({e.workload for e in suite.entries})),
-            str(doc.get("description", "")),
-        )
     console.print(t)
     return 0

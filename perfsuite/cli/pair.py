@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from perfsuite.cli.run import _EntryEvents
+from perfsuite.cli import options
+from perfsuite.cli.events import EntryEvents
 from perfsuite.compare.pair import Pair
 from perfsuite.core import registry
 from perfsuite.core.errors import PerfsuiteError
@@ -10,8 +11,22 @@ from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.run.execute import interrupted_exit
 from perfsuite.storage.files import DocumentWriter
 
+NAME = "pair"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
 
-def pair_command(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    pr = sub.add_parser(NAME, help="two values of one parameter, interleaved: time ratio with CI, saved-memory ratio")
+    pr.add_argument("workload")
+    pr.add_argument("--vary", required=True, metavar="KEY=A,B", help="e.g. impl=custom,builtin")
+    options.params(pr, sweep=True)
+    options.device(pr)
+    options.budget(pr, 5.0, "seconds per case (default 5)")
+    options.json_out(pr, "--out", "JSON file to write (must not exist)")
+
+
+def command(args, console) -> int:
     """`perfsuite pair`: each case's time ratio A/B with its CI, written case by case with --out;
     a case that fails is recorded with its reason and the rest go on (exit 3)."""
     from perfsuite.core.config import RunConfig, resolve_device
@@ -38,7 +53,7 @@ def pair_command(args, console) -> int:
             device,
             measure=measure,
             outputs=(writer, args.recorder),
-            events=_EntryEvents(console, w.name),
+            events=EntryEvents(console, w.name),
         )
     finally:
         if writer is not None:

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
-from perfsuite.cli.run import _run_config
+from perfsuite.cli import options
+from perfsuite.cli.run import run_config
 from perfsuite.core.units import fmt_rate
 from perfsuite.measuring.env import fingerprint
 from perfsuite.storage.peaks import load_peaks, save_peak
 from perfsuite.storage.write import check_output
 from perfsuite.suite.peak import measure_peak, roofs
 
+NAME = "peak"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
 
-def cmd_peak(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    peak = sub.add_parser(NAME, help="measure and store this device's matmul FLOP/s and bandwidth")
+    options.measuring(peak)
+
+
+def command(args, console) -> int:
     from perfsuite.core.config import resolve_device
 
-    cfg = _run_config(args)
+    cfg = run_config(args)
     device = resolve_device(cfg.device)
     # The peak file is checked before measuring (a folder it cannot be written to, a corrupt
     # file it would have to merge with): a finished measurement is never thrown away.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -9,13 +10,38 @@ from rich.text import Text
 import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
 import perfsuite.compare.pair  # noqa: F401 - registers the pair document's result class
 import perfsuite.compare.why  # noqa: F401 - registers the why document's result class
+from perfsuite.cli import options
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.report.markdown import write_report
 from perfsuite.storage.files import document_failures, load_document, load_many, writable_dir
 
+NAME = "report"
 
-def cmd_report(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    rep = sub.add_parser(NAME, help="markdown report with plots from results files")
+    rep.add_argument("results", type=Path, nargs="+")
+    rep.add_argument("--out-dir", type=Path, default=Path("reports") / "latest")
+    rep.add_argument("--amp", type=Path, action="append", default=[], help="`perfsuite amp --out` JSON to include")
+    rep.add_argument("--pair", type=Path, action="append", default=[], help="`perfsuite pair --out` JSON to include")
+    rep.add_argument(
+        "--why",
+        type=Path,
+        action="append",
+        default=[],
+        help="`perfsuite why --json` JSON to include (also found among the results given)",
+    )
+    rep.add_argument(
+        "--latency-bound",
+        type=options.positive_float("--latency-bound"),
+        default=None,
+        metavar="MS",
+        help="qwen: the optimal batch size must keep p90 latency within this many ms",
+    )
+
+
+def command(args, console) -> int:
     writable_dir(args.out_dir, "--out-dir")  # checked before reading anything
 
     for given in args.results:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.core.errors import PerfsuiteError, RecordError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_rate, fmt_seconds
@@ -21,8 +22,27 @@ from perfsuite.roofline.summary import summary_csv
 from perfsuite.storage.files import atomic_write_text, load_many, load_records
 from perfsuite.storage.peaks import load_peaks
 
+NAME = "roofline"
 
-def roofline_command(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    roof = sub.add_parser(NAME, help="roofline from an Nsight Compute CSV, or this CPU's from stored records")
+    roof.add_argument("csv", type=Path, nargs="?", help="ncu --csv export (--page details or raw)")
+    # Beyond an exaFLOP/s or a PB/s is no device's roof (1e308 TFLOP/s is no number in FLOP/s).
+    roof.add_argument("--peak-compute", type=options.positive_float("--peak-compute", 1e6), help="TFLOP/s")
+    roof.add_argument("--peak-bw", type=options.positive_float("--peak-bw", 1e6), help="GB/s")
+    roof.add_argument("--device", help="take the peaks from a table of known GPUs")
+    roof.add_argument("--label", default=None, help="chart title")
+    roof.add_argument("--by-range", action="store_true", help="one marker per NVTX range instead of per launch")
+    roof.add_argument("--out", type=Path, help="chart PNG (default reports/roofline/NAME.png)")
+    roof.add_argument("--summary", type=Path, help="summary CSV (default beside the chart)")
+    roof.add_argument("--records", type=Path, nargs="+", help="results files or folders: this CPU's roofline")
+    roof.add_argument(
+        "--record", type=Path, nargs="+", help="perfsuite results of the same step: executed vs model FLOPs and MFU"
+    )
+
+
+def command(args, console) -> int:
     if (args.csv is None) == (args.records is None):
         raise PerfsuiteError("give an ncu CSV file, or --records RESULTS for this CPU's roofline")
     return _cpu(args, console) if args.records else _ncu(args, console)

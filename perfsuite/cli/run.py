@@ -1,29 +1,129 @@
-"""`perfsuite run`: a workload's sweep or a suite, with progress on the console."""
+"""`perfsuite run`: a workload's sweep (a suite file: perfsuite.cli.run_suite), with progress on the console."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.cli.parser import DEFAULT_RESULTS_DIR
+from perfsuite.cli import options
+from perfsuite.cli.events import RunEvents, print_process_spread
+from perfsuite.cli.run_suite import run_suite_command
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import expand_sweep, parse_assignments
-from perfsuite.core.record import Record
 from perfsuite.measuring.env import fingerprint
-from perfsuite.measuring.workers import describe
 from perfsuite.profiling.trace import check_trace_files
 from perfsuite.report.console import print_bounds, print_warnings, records_table
-from perfsuite.run.execute import Events, interrupted_exit
+from perfsuite.run.execute import interrupted_exit
 from perfsuite.storage.files import ResultsWriter, new_results_path, writable_dir
 from perfsuite.storage.peaks import peak_for
-from perfsuite.suite.file import SAFE_NAME, load_suite, shipped_suites_dir
-from perfsuite.suite.run import SuiteEvents, run_suite
+
+NAME = "run"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
+DEFAULT_RESULTS_DIR = Path("results")
 
 
-def _run_config(args):
+def add_arguments(sub) -> None:
+    run = sub.add_parser(NAME, help="measure a workload (a -p value list sweeps), or a suite file")
+    run.add_argument("workload", nargs="?")
+    run.add_argument("--config", type=Path, help="a suite YAML file (see `perfsuite suites`)")
+    run.add_argument("--suite", help="a shipped suite by name: ci, cpu, gpu")
+    run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
+    run.add_argument(
+        "--no-checks",
+        action="store_true",
+        help="with a suite: skip the correctness checks run before timing (`perfsuite check`)",
+    )
+    run.add_argument(
+        "--plan",
+        action="store_true",
+        help="with a suite: print every step of `make bench` with it (peak, checks, cases, report), "
+        "its budget and estimated overhead, and the total; nothing is measured",
+    )
+    run.add_argument(
+        "--trace",
+        type=Path,
+        nargs="?",
+        const=Path("reports") / "traces",
+        default=None,
+        metavar="DIR",
+        help="after measuring, write a torch.profiler trace of one step and a top-operators table "
+        "(default DIR reports/traces)",
+    )
+    options.params(run, sweep=True)
+    options.measuring(run)
+    run.add_argument(
+        "--processes",
+        type=options.count("--processes"),
+        default=None,
+        metavar="N",
+        help="spread each case's budget over N fresh worker processes; the median and its CI "
+        "then come from the process medians (default: one per 2 s of --max-time, 2 to 5; "
+        "below 4 s, this process)",
+    )
+    options.builds(
+        run,
+        None,
+        "N",
+        "builds of the step rotated in each measuring process; the median and its CI come "
+        "from their medians (default 3; 1: one build, the interval of its samples alone)",
+    )
+    run.add_argument(
+        "--cpus",
+        type=options.cpu_list,
+        default=None,
+        metavar="LIST",
+        help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3",
+    )
+    options.threads(
+        run,
+        "torch threads while measuring (torch.set_num_threads); default 1 on the CPU "
+        "(as torch.utils.benchmark), torch's own on CUDA",
+    )
+    options.heap(
+        run,
+        None,
+        "steady: glibc's malloc keeps freed memory, so page faults leave a CPU step's time "
+        "(process-wide; recorded in each record's conditions); default: malloc as it is",
+    )
+    run.add_argument("--out", type=Path, help="results file to write (must not exist)")
+    run.add_argument(
+        "--results-dir",
+        type=Path,
+        default=None,
+        help="directory for results when --out is not given (default results/, or .perfsuite/results "
+        "where git tracks files in results/: the repository's own)",
+    )
+    run.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="K/N",
+        help="with a suite: measure only the K-th of N shards (each case in exactly one, the same "
+        "one every run); the store joins the shards of one commit into one batch",
+    )
+    run.add_argument(
+        "--tensorboard",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="after the run, write its records as TensorBoard event files under DIR",
+    )
+
+
+def _shard(text: str) -> tuple[int, int]:
+    k, slash, n = text.partition("/")
+    if not (slash and k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n) <= 1000:
+        raise argparse.ArgumentTypeError(f"--shard expects K/N with 1 <= K <= N <= 1000, got {text!r}")
+    return int(k), int(n)
+
+
+def run_config(args) -> RunConfig:
+    """The RunConfig of `run`'s (and `peak`'s) measuring options."""
     given = {
         "max_time": args.max_time,
         "min_time": args.min_time,
@@ -37,118 +137,6 @@ def _run_config(args):
     }
     # Options left out take RunConfig's defaults (they default to None so a suite run can refuse them).
     return RunConfig(device=args.device, nvtx=not args.no_nvtx, **{k: v for k, v in given.items() if v is not None})
-
-
-class ConsoleEvents(Events):
-    """Prints what happens to each case of a run; a progress bar for sweeps."""
-
-    def __init__(self, console, total: int, progress=None) -> None:
-        self.console, self.total, self.progress = console, total, progress
-        self.task = progress.add_task("", total=total) if progress is not None else None
-
-    def _advance(self) -> None:
-        if self.progress is not None:
-            self.progress.advance(self.task)
-
-    def start(self, case) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, description=case.label)
-        else:
-            self.console.print(Text(case.label))
-
-    def done(self, case, record) -> None:
-        self._advance()
-
-    def failed(self, case, failure) -> None:
-        self.console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
-        self._advance()
-
-    def skipped(self, case, reason) -> None:
-        self.console.print(Text(f"skipped: {case.label}: {reason}", style="yellow"))
-        self._advance()
-
-    def traced(self, case, trace, table) -> None:
-        self.console.print(Text(f"trace: {trace}  top operators: {table}"))
-
-
-class ConsoleSuiteEvents(SuiteEvents):
-    """Prints a suite's progress: its correctness checks, each entry's cases, what was refused."""
-
-    def __init__(self, console) -> None:
-        self.console = console
-
-    def checks_started(self, workloads: list[str]) -> None:
-        self.console.print(
-            Text(
-                f"correctness checks before timing ({', '.join(workloads)}; `checks: false` in the "
-                "suite or --no-checks skips them)"
-            ),
-            highlight=False,
-        )
-
-    def check_done(self, result) -> None:
-        self.console.print(Text(result.line(), style="" if result.ok else "bold red"), highlight=False)
-
-    def refused(self, entry: str, why: str, todo: int, finished: int) -> None:
-        self.console.print(Text(f"skip {entry} ({todo} case(s)): {why}", style="bold red"), highlight=False)
-        if finished:
-            self.console.print(
-                Text(
-                    f"warning {entry}: {finished} case(s) in this folder were measured before its "
-                    "check failed; they stay, but the step they timed may be wrong",
-                    style="yellow",
-                ),
-                highlight=False,
-            )
-
-    def entry_started(self, entry: str, kind: str, todo: int) -> None:
-        pass
-
-    def case_events(self, entry: str):
-        return _EntryEvents(self.console, entry)
-
-
-class _EntryEvents(Events):
-    """One suite entry's cases, each line prefixed with the entry's name."""
-
-    def __init__(self, console, entry: str) -> None:
-        self.console, self.entry = console, entry
-
-    def start(self, case) -> None:
-        self.console.print(Text(f"{self.entry}: {case.label}"), highlight=False)
-
-    def done(self, case, result) -> None:
-        if isinstance(result, Record):
-            line = describe(result)  # a case measured in worker processes: its between-process spread
-        else:
-            line = _comparison_line(result)
-        if line:
-            self.console.print(Text(f"{self.entry}: {line}"), highlight=False)
-
-    def failed(self, case, failure) -> None:
-        self.console.print(Text(f"failed {self.entry} {case.label}: {failure['error']}", style="red"))
-
-    def skipped(self, case, reason) -> None:
-        self.console.print(Text(f"skip {self.entry} {case.label}: {reason}", style="yellow"))
-
-    def traced(self, case, trace, table) -> None:
-        pass
-
-
-def _comparison_line(result) -> str | None:
-    """One line for a pair or a precision comparison."""
-    if hasattr(result, "time_ratio"):
-        ci = result.time_ratio_ci
-        ci_txt = "" if ci is None else f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
-        saved = (
-            ""
-            if result.saved_ratio is None
-            else f"; saved for backward {result.a}/{result.b} = {result.saved_ratio:.2f}"
-        )
-        return f"time {result.a}/{result.b} = {result.time_ratio:.3f}{ci_txt} over {len(result.ratios)} pairs{saved}"
-    if hasattr(result, "verdict"):
-        return result.verdict()
-    return None
 
 
 # Where results go when the repository keeps its own results in results/ (issue 50).
@@ -182,14 +170,14 @@ def results_dir(args, console) -> Path:
     return PRIVATE_RESULTS_DIR
 
 
-def cmd_run(args, console) -> int:
+def command(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from perfsuite.core.config import resolve_device
     from perfsuite.run.execute import Case, run_cases, runnable
 
     if args.config or args.suite:
-        return _run_suite(args, console)
+        return run_suite_command(args, console, results_dir, _check_pinning)
     if args.no_checks or args.retry_failed or args.plan or args.shard:
         flag = (
             "--no-checks"
@@ -208,7 +196,7 @@ def cmd_run(args, console) -> int:
         Case(workload, c)
         for c in expand_sweep(workload.default_sweep(parse_assignments(args.param, workload.params, workload.name)))
     ]
-    cfg = _run_config(args)
+    cfg = run_config(args)
     device = resolve_device(cfg.device)
     _check_pinning(cfg.cpus)
     # Bad parameters stop here, before anything is measured or written; so does a case asked for
@@ -247,7 +235,7 @@ def cmd_run(args, console) -> int:
                 peak=peak,
                 trace_dir=args.trace,
                 machine_log=args.machine_log,
-                events=ConsoleEvents(console, len(cases), progress),
+                events=RunEvents(console, len(cases), progress),
             )
         except BaseException:
             if not writer.records and not writer.failures:
@@ -265,7 +253,7 @@ def cmd_run(args, console) -> int:
     console.print(records_table(writer.records))
     print_warnings(console, writer.records)
     print_bounds(console, writer.records)
-    _print_process_spread(console, writer.records)
+    print_process_spread(console, writer.records)
     console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)
     if args.tensorboard is not None:
         from perfsuite.storage.tensorboard import export_records
@@ -280,21 +268,6 @@ def cmd_run(args, console) -> int:
     return 0
 
 
-def _print_process_spread(console, records) -> None:
-    """With --processes: how much of each case's spread is between processes."""
-    for rec in records:
-        if line := describe(rec):
-            console.print(Text(line))
-        if drift := rec.conditions.get("machine_drift"):
-            console.print(
-                Text(
-                    f"{rec.label()}: the interval includes ±{drift['half_width']:.1%}, how far this "
-                    f"machine's speed moved over its last {drift['runs']} runs of this case "
-                    f"({drift['hours']:.1f} h; machine-speed log)"
-                )
-            )
-
-
 def _check_pinning(cpus) -> None:
     """A CPU this process may not use is bad input, found before anything is measured or written."""
     if cpus:
@@ -302,117 +275,3 @@ def _check_pinning(cpus) -> None:
 
         with pinned(cpus):
             pass
-
-
-def _overrides(items: list[str]) -> dict[str, str]:
-    """-p values for a suite, as typed: each entry's own workload parses them (perfsuite.suite.file)."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, eq, raw = item.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise PerfsuiteError(f"-p expects key=value, got {item!r}")
-        if key in out:
-            raise PerfsuiteError(f"-p {key} is given twice; give one list instead (-p {key}=A,B)")
-        out[key] = raw
-    return out
-
-
-SUITE_DECIDES = {
-    "workload": "a workload",
-    "max_time": "--max-time",
-    "min_time": "--min-time",
-    "target_ci": "--target-ci",
-    "timing": "--timing",
-    "no_nvtx": "--no-nvtx",
-    "trace": "--trace",
-    "processes": "--processes",
-    "builds": "--builds",
-}
-
-
-def _run_suite(args, console) -> int:
-    from datetime import datetime, timezone
-
-    if args.config and args.suite:
-        raise PerfsuiteError("give --config or --suite, not both")
-    for dest, flag in SUITE_DECIDES.items():
-        if getattr(args, dest) not in (None, False):
-            raise PerfsuiteError(
-                f"{flag} cannot be combined with --suite/--config: the suite file sets it "
-                "(max_time and processes per suite or per entry); only -p, --device, --out, "
-                "--retry-failed, --no-checks, --cpus, --threads and --heap apply"
-            )
-
-    # A suite *name* names a shipped suite; `--suite ../../x` must not run a file from anywhere.
-    if args.suite is not None and not SAFE_NAME.fullmatch(args.suite):
-        raise PerfsuiteError(
-            f"--suite {args.suite!r}: a suite name is a plain name (`perfsuite suites` lists "
-            "them); give a suite file's path with --config"
-        )
-    path = args.config or shipped_suites_dir() / f"{args.suite}.yaml"
-    if args.suite and not path.is_file():
-        names = sorted(p.stem for p in shipped_suites_dir().glob("*.yaml"))
-        raise PerfsuiteError(f"--suite {args.suite}: no such suite; shipped: {', '.join(names)}")
-    suite = load_suite(path, _overrides(args.param), device=args.device if args.device != "auto" else None)
-    if args.no_checks:
-        from dataclasses import replace
-
-        suite = replace(suite, checks=False)
-    if args.plan:  # before any output folder, lock or device: a plan runs on any machine
-        from perfsuite.suite.file import format_plan, plan_suite
-
-        console.print(Text(format_plan(suite, *plan_suite(suite))), highlight=False)
-        return 0
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or suite.output or results_dir(args, console) / f"{suite.name}-{stamp}"
-    if args.shard and args.recorder is not None:
-        from perfsuite.store.shards import batch_of
-
-        args.recorder.set_batch(batch_of(suite, args.param, args.recorder.run["commit"], args.shard), *args.shard)
-    console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))
-    try:
-        if args.tensorboard is not None:
-            from perfsuite.storage.tensorboard import export_tensorboard, prepare
-
-            prepare(args.tensorboard)
-        from perfsuite.measuring.system import pinned
-
-        _check_pinning(args.cpus)
-        if args.heap:  # process-wide: the pair and amp entries run on it too, not only the run entries
-            from perfsuite.measuring import heap
-
-            heap.apply(args.heap)
-        with pinned(args.cpus, args.threads):  # the pair and amp entries too, not only the records
-            res = run_suite(
-                suite,
-                out,
-                ConsoleSuiteEvents(console),
-                retry_failed=args.retry_failed,
-                peak_file=args.peak_file,
-                machine_log=args.machine_log,
-                store=args.recorder,
-                shard=args.shard,
-                settings={"cpus": args.cpus, "threads": args.threads, **({"heap": args.heap} if args.heap else {})},
-            )
-    except KeyboardInterrupt as exc:
-        console.print(Text(f"interrupted: every finished case is in {out}; run the same command to resume"))
-        return interrupted_exit(exc)
-    if args.tensorboard is not None:
-        console.print(
-            Text(f"TensorBoard: {export_tensorboard([out], args.tensorboard)[0]} record(s) in {args.tensorboard}")
-        )
-    console.print(
-        Text(
-            f"measured {res.measured}, skipped {res.skipped_done} already measured, "
-            f"{res.skipped_failed} failed before (--retry-failed to retry), "
-            f"{res.unsupported} unsupported here, {res.failed} failed now"
-            + (f", {res.other_shards} in other shards" if res.other_shards else "")
-            + (
-                f" ({res.checks_failed} correctness check(s) failed: their workloads were not timed)"
-                if res.checks_failed
-                else ""
-            )
-        )
-    )
-    return 3 if res.failed or res.checks_failed else 0

@@ -1,12 +1,9 @@
-"""`perfsuite store`: import, push, info, runs, query; and the store's part in every measuring
-command (stored_run: a run row opened before measuring, finished with the command's exit)."""
+"""`perfsuite store`: import, push, info, runs, query (the store's part in every measuring
+command is perfsuite.cli.stored)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
@@ -16,116 +13,16 @@ import perfsuite.compare.bisect  # noqa: F401 - registers the bisect document's 
 import perfsuite.compare.history  # noqa: F401 - registers the history document's result class
 import perfsuite.compare.pair  # noqa: F401 - registers the pair document's result class
 import perfsuite.compare.why  # noqa: F401 - registers the why document's result class
+from perfsuite.cli import options
 from perfsuite.cli.console import make_console
+from perfsuite.cli.stored import RUN_KINDS
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_seconds
 from perfsuite.store import select
 from perfsuite.store.machine import machine_id
 
-# The commands whose results are kept in the store, and the kind of run each makes.
-STORED = {
-    "run": "run",
-    "pair": "pair",
-    "amp": "amp",
-    "gate": "gate",
-    "bisect": "bisect",
-    "why": "why",
-    "history": "history",
-}
-# Every kind of run the store holds (`store runs --kind`): the commands', a suite's, the front-ends'
-# and an import's (perfsuite.storage.store_import).
-RUN_KINDS = (*dict.fromkeys(STORED.values()), "suite", "asv", "pytest", "import")
-# How a command's exit status reads in its run row.
-_STATE = {0: "finished", 1: "finished", 3: "finished", 5: "finished", 130: "interrupted"}
-
-
-class _Run:
-    """A command's run in the store: `recorder` (None for commands that store nothing, and for
-    `run --plan`, which measures nothing) and the exit status it ends with."""
-
-    def __init__(self, recorder) -> None:
-        self.recorder = recorder
-        self.status: int | None = None
-
-    def exit(self, status: int) -> int:
-        self.status = status
-        return status
-
-
-def _config(args) -> dict:
-    """The command's configuration as its run row keeps it (no store URL: it may hold a password;
-    so may the raw command line, `argv`, which the parsed options hold the rest of)."""
-    out = {}
-    for k, v in vars(args).items():
-        if k in ("recorder", "store", "argv") or callable(v):
-            continue
-        out[k] = (
-            [str(x) for x in v]
-            if isinstance(v, list)
-            else v
-            if isinstance(v, (int, float, bool, str, type(None)))
-            else str(v)
-        )
-    return out
-
-
-def _kind(args) -> str | None:
-    kind = STORED.get(args.command)
-    if kind == "run":
-        if getattr(args, "plan", False):
-            return None
-        if getattr(args, "suite", None) or getattr(args, "config", None):
-            return "suite"
-    if kind == "gate" and getattr(args, "learn_floor", None):
-        return None
-    return kind
-
-
-@contextlib.contextmanager
-def store_given(given: str | None):
-    """`--store` is PERFSUITE_STORE for this command: its `store:` sources, and the side and worker
-    processes it starts, use the same store. Restored afterwards (main() may be called again)."""
-    from perfsuite.store.location import ENV, parse
-
-    if given is None:
-        yield
-        return
-    parse(given, "--store", Path.cwd())  # refused before it reaches the environment (a NUL cannot)
-    before = os.environ.get(ENV)
-    os.environ[ENV] = given
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = before
-
-
-@contextlib.contextmanager
-def stored_run(args, err):
-    """The store's run of this command (see the module's docstring); notes go to `err`."""
-    kind = _kind(args)
-    if kind is None:
-        yield _Run(None)
-        return
-    from perfsuite.store.location import resolve
-    from perfsuite.store.recorder import Recorder
-
-    location = resolve(getattr(args, "store", None), warn=lambda t: err.print(Text("warning: " + t, style="yellow")))
-    run = _Run(Recorder(location, kind, _config(args)))
-    state = "failed"
-    try:
-        yield run
-        state = _STATE.get(run.status, "failed")
-    except KeyboardInterrupt:
-        state = "interrupted"
-        raise
-    finally:
-        run.recorder.finish(state)
-        for note in run.recorder.notes:
-            err.print(Text("store: " + note, style="yellow"))
+NAME = "store"
 
 
 def _location(args):
@@ -139,7 +36,7 @@ def _location(args):
     )
 
 
-def store_command(args, console) -> int:
+def command(args, console) -> int:
     return {"import": _import, "push": _push, "info": _info, "runs": _runs, "query": _query}[args.store_command](
         args, console
     )
@@ -308,9 +205,8 @@ def _params(items: list[str]) -> dict:
     return out
 
 
-def add_arguments(sub, positive_count) -> None:
-    """`perfsuite store ...` (perfsuite.cli.parser calls this)."""
-    st = sub.add_parser("store", help="the results store: import files, push a spool, list runs, query records")
+def add_arguments(sub) -> None:
+    st = sub.add_parser(NAME, help="the results store: import files, push a spool, list runs, query records")
     ss = st.add_subparsers(dest="store_command", required=True, metavar="ACTION")
     im = ss.add_parser(
         "import", help="perfsuite, asv and pytest-benchmark results files or folders; importing twice adds nothing"
@@ -327,7 +223,7 @@ def add_arguments(sub, positive_count) -> None:
         "query", help="stored records of this machine (or --machine) by workload, parameters, commits and time"
     )
     q.add_argument("workload", nargs="?")
-    q.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    options.params(q)
     q.add_argument(
         "--machine", help="a machine id, or all (default: this machine: times of different machines are not comparable)"
     )
@@ -336,5 +232,5 @@ def add_arguments(sub, positive_count) -> None:
     q.add_argument("--until", help="ISO date or time (exclusive)")
     q.add_argument("--device")
     q.add_argument("--batch")
-    q.add_argument("--limit", type=positive_count("--limit"), default=50, help="rows shown (default 50)")
+    q.add_argument("--limit", type=options.count("--limit"), default=50, help="rows shown (default 50)")
     q.add_argument("--json", action="store_true", help="every matching row as JSON")

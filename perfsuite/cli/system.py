@@ -6,11 +6,28 @@ import json
 
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.measuring import env
 from perfsuite.measuring.system import check, cpu_ranges
 
+NAME = "system"
 
-def system_command(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    sy = sub.add_parser(
+        NAME,
+        help="what could disturb measurements here: governor, turbo, load, steal, busy processes, threads, affinity",
+    )
+    sy.add_argument(
+        "--window",
+        type=options.positive_float("--window"),
+        default=1.0,
+        help="seconds to watch steal and other processes (default 1)",
+    )
+    sy.add_argument("--json", action="store_true", help="readings and warnings as JSON")
+
+
+def command(args, console) -> int:
     """`perfsuite system`: what can make numbers unstable here, watched for `--window` seconds."""
     readings: dict = {}
     for collect in (env.collect_cpu, env.collect_cpu_power, env.collect_load, env.collect_threads, env.collect_torch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from perfsuite.cli import options
 from perfsuite.compare.why_rows import ROW_CONFIDENCE
 from perfsuite.compare.why_sides import why_revision, why_vary
 from perfsuite.core import registry
@@ -17,8 +18,32 @@ from perfsuite.run.execute import runnable
 from perfsuite.storage.files import document
 from perfsuite.storage.write import check_output, write_or_rescue
 
+NAME = "why"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
 
-def why_command(args, console) -> int:
+
+def add_arguments(sub) -> None:
+    wy = sub.add_parser(
+        NAME,
+        help="which operators changed between two sides: a differential torch.profiler "
+        "table, sorted by their share of the step-time difference, and peak memory",
+    )
+    wy.add_argument("workload")
+    side = wy.add_mutually_exclusive_group(required=True)
+    side.add_argument(
+        "--base", dest="base_ref", metavar="REV", help="the workload at REV (A) against the working tree (B)"
+    )
+    side.add_argument("--vary", metavar="KEY=A,B", help="two values of one parameter, e.g. impl=custom,builtin")
+    options.params(wy)
+    options.device(wy)
+    options.threads(wy)
+    options.json_out(wy, help="write the comparison as JSON (must not exist)")
+    options.workloads_from(wy)
+    options.why(wy)
+
+
+def command(args, console) -> int:
     from perfsuite.core.config import RunConfig, resolve_device
 
     w = registry.get(args.workload)

@@ -1,0 +1,226 @@
+"""The option groups commands share, declared once, and validators whose messages name the flag.
+
+Each command module declares its own arguments (`add_arguments(subparsers)`) from these; the
+parser is assembled from the commands (perfsuite.cli.parser)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfsuite.core.config import MAX_BUILDS, MAX_TIME_S, number_in
+from perfsuite.core.errors import ConfigError
+from perfsuite.measuring.system import parse_cpus
+
+# A count on the command line beyond this is a typo (and `int` of 10^20 overflows C callees).
+MAX_COUNT = 1_000_000
+
+# Steps run before or around a profiled one (trace --wait/--warmup, profile-step): more is a typo
+# that would keep the command busy for hours.
+STEPS_AT_MOST = 1000
+
+# Noise floors per case, learned with `gate --learn-floor`, read by compare, gate and history.
+DEFAULT_FLOORS = Path(".perfsuite") / "noise-floors.json"
+
+THREADS_HELP = "torch threads in the sides (default 1 on the CPU, as `run`; torch's own on CUDA)"
+
+
+def positive_float(name: str, most: float = MAX_TIME_S):
+    """A number above 0 and at most `most` (default: seconds, at most a day): `--max-time 1e20`
+    would overflow the deadlines computed from it."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expects a number, got {text[:40]!r}") from None
+        try:
+            return number_in(name, v, 0, most, above=True)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def whole(name: str, least: int, most: int = MAX_COUNT):
+    def parse(text: str) -> int:
+        t = text.strip()
+        # Digits only, and few of them: int() of a 10^6-digit string is itself slow.
+        if not (t.isascii() and t.isdigit()) or len(t) > 12 or not least <= int(t) <= most:
+            raise argparse.ArgumentTypeError(
+                f"{name} expects a whole number >= {least} (at most {most}), got {text[:40]!r}"
+            )
+        return int(t)
+
+    return parse
+
+
+def count(name: str):
+    return whole(name, 1)
+
+
+def fraction(name: str, most: float = 1.0):
+    """A probability or a share: strictly between 0 and `most` (`--fdr 2` would accept every slowdown)."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expects a number between 0 and {most:g}, got {text!r}") from None
+        if not 0 < v < most:  # also refuses nan, which compares false with everything
+            raise argparse.ArgumentTypeError(f"{name} must be between 0 and {most:g} (exclusive), got {text!r}")
+        return v
+
+    return parse
+
+
+def nonnegative_float(name: str):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} expects a number, got {text!r}") from None
+        if not 0 <= v < float("inf"):  # nan too
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number >= 0, got {text!r}")
+        return v
+
+    return parse
+
+
+def given_path(name: str):
+    """A path that names something: `--workloads ""` would be the current folder, every file in it."""
+
+    def parse(text: str) -> Path:
+        if not text.strip() or "\x00" in text:
+            raise argparse.ArgumentTypeError(f"{name} expects a file or folder, got {text[:40]!r}")
+        return Path(text)
+
+    return parse
+
+
+def cpu_list(text: str) -> tuple[int, ...]:
+    try:
+        return parse_cpus(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--cpus: {exc}") from None
+
+
+def params(sp: argparse.ArgumentParser, sweep: bool = False) -> None:
+    """-p KEY=VALUE, repeatable; `sweep`: a value list sweeps."""
+    sp.add_argument(
+        "-p", "--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]" if sweep else "KEY=VALUE"
+    )
+
+
+def device(sp: argparse.ArgumentParser, default: str = "auto", help: str | None = None) -> None:
+    sp.add_argument("--device", default=default, help=help)
+
+
+def budget(sp: argparse.ArgumentParser, default: float, help: str) -> None:
+    """--max-time SECONDS per case, pair or probe (--budget still accepted), as `run`'s."""
+    sp.add_argument(
+        "--max-time",
+        "--budget",
+        dest="budget",
+        metavar="SECONDS",
+        type=positive_float("--max-time"),
+        default=default,
+        help=help,
+    )
+
+
+def threshold(sp: argparse.ArgumentParser, help: str = "smallest slowdown that counts, as the gate's (default 0.01)"):
+    sp.add_argument("--threshold", type=nonnegative_float("--threshold"), default=0.01, help=help)
+
+
+def threads(sp: argparse.ArgumentParser, help: str = THREADS_HELP) -> None:
+    sp.add_argument("--threads", type=count("--threads"), default=None, metavar="N", help=help)
+
+
+def heap(sp: argparse.ArgumentParser, default: str | None = "steady", help: str = "as the gate's (default steady)"):
+    choices = ("steady", "default") if default == "steady" else ("default", "steady")
+    sp.add_argument("--heap", choices=choices, default=default, help=help)
+
+
+def fdr(sp: argparse.ArgumentParser, help: str) -> None:
+    sp.add_argument(
+        "--fdr",
+        type=fraction("--fdr", 0.5),  # a one-sided test at 0.5 or more says nothing
+        default=0.01,
+        help=f"{help} (default 0.01)",
+    )
+
+
+def builds(sp: argparse.ArgumentParser, default: int | None, metavar: str, help: str) -> None:
+    sp.add_argument("--builds", type=whole("--builds", 1, MAX_BUILDS), default=default, metavar=metavar, help=help)
+
+
+def sides(sp: argparse.ArgumentParser, fdr_help: str, rounds_of: str) -> None:
+    """--fdr and --builds of a command that gates in rounds of side processes (bisect, history)."""
+    fdr(sp, fdr_help)
+    builds(sp, 1, "K", f"processes per side in each round{' ' + rounds_of if rounds_of else ''} (default 1)")
+
+
+def floors(sp: argparse.ArgumentParser, help: str) -> None:
+    sp.add_argument("--floors", type=Path, default=DEFAULT_FLOORS, help=help)
+
+
+def workloads_from(sp: argparse.ArgumentParser) -> None:
+    """Which copy of a user's workload file each revision is measured with (revisions.Revisions)."""
+    sp.add_argument(
+        "--workloads-from",
+        default="tree",
+        metavar="tree|revision|REV",
+        help="the workload file each revision is measured with: tree (default) the working tree's, "
+        "so commits older than the benchmark are measured too; revision: each revision's own; "
+        "REV: that revision's copy. The project's code always comes from the revision "
+        "(perfsuite's own workloads are always the revision's)",
+    )
+
+
+def why(sp: argparse.ArgumentParser) -> None:
+    """How `why` profiles two sides (why, and the profile bisect and history attach)."""
+    sp.add_argument("--steps", type=count("--steps"), default=5, help="profiled steps per window (default 5)")
+    sp.add_argument(
+        "--rounds",
+        type=count("--rounds"),
+        default=4,
+        help="profiler windows per side, alternating which side goes first (default 4)",
+    )
+    sp.add_argument("--top", type=count("--top"), default=20, help="operators listed (default 20)")
+
+
+def measuring(sp: argparse.ArgumentParser) -> None:
+    """How one case is measured in this process or its workers (`run`, `peak`)."""
+    device(sp, help="auto | cpu | cuda | cuda:N (default auto)")
+    sp.add_argument(
+        "--max-time",
+        type=positive_float("--max-time"),
+        default=None,
+        help="time budget per case in seconds, warm-up included (default 10)",
+    )
+    sp.add_argument(
+        "--min-time",
+        type=nonnegative_float("--min-time"),
+        default=None,
+        help="measure at least this long even once converged (default 0)",
+    )
+    sp.add_argument(
+        "--target-ci",
+        type=positive_float("--target-ci"),
+        default=None,
+        help="stop when the median's 95%% CI is within this fraction, once half the budget has passed (default 0.01)",
+    )
+    sp.add_argument(
+        "--timing",
+        choices=("event", "host"),
+        default=None,
+        help="CUDA only: device time from events, or host-inclusive sync + wall clock",
+    )
+    sp.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
+
+
+def json_out(
+    sp: argparse.ArgumentParser, flag: str = "--json", help: str = "write the result as JSON (must not exist)"
+):
+    sp.add_argument(flag, type=Path, help=help)

@@ -1,0 +1,95 @@
+"""`perfsuite profile-step`: one step marked with NVTX for Nsight, and the nsys/ncu commands to run."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from perfsuite.cli import options
+from perfsuite.cli.console import step_failed
+from perfsuite.core import registry
+from perfsuite.core.case import Case
+from perfsuite.core.errors import USER_CODE_ERRORS, PerfsuiteError
+from perfsuite.core.params import single_values
+from perfsuite.measuring.system import hide_credentials
+from perfsuite.measuring.timing import synchronize
+from perfsuite.run.execute import runnable
+from perfsuite.training.setup import training_setup
+from perfsuite.training.step import make_train_step
+
+NAME = "profile-step"
+# It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
+NAMES_WORKLOADS = True
+
+
+def add_arguments(sub) -> None:
+    ps = sub.add_parser(NAME, help="mark one training step with NVTX for Nsight; print the nsys/ncu commands")
+    ps.add_argument(
+        "workload",
+        help="a training workload's phases are marked inside the step; any other "
+        "workload (yours included) gets the whole step as one range",
+    )
+    options.params(ps)
+    options.device(ps)
+    ps.add_argument("--warmup-iters", type=options.whole("--warmup-iters", 0, options.STEPS_AT_MOST), default=5)
+    ps.add_argument(
+        "--profile-iter",
+        type=options.whole("--profile-iter", 0, options.STEPS_AT_MOST),
+        default=None,
+        help="index of the marked step (default: right after warm-up)",
+    )
+
+
+def command(args, console) -> int:
+    import shlex
+
+    from perfsuite.core.config import resolve_device
+    from perfsuite.profiling.step_marking import nsight_commands, process_range
+
+    w = registry.get(args.workload)
+    params = single_values(args.param, w)
+    device = resolve_device(args.device)
+    runnable([Case(w, params)], device)
+    k = args.warmup_iters if args.profile_iter is None else args.profile_iter
+    if args.warmup_iters < 0 or k < args.warmup_iters:
+        raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")
+    cuda = device.startswith("cuda")
+    try:
+        if w.trainer is not None:  # a training step: forward, loss, backward, optimizer_step marked inside it
+            setup = training_setup(w.name, params, device)
+            x, y = setup.batch(0)
+            plain = make_train_step(setup.parts, x, y, forward=setup.forward)
+            marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
+        else:  # any other step (a user's): the whole step is the one range
+            built = w.build(params, device)
+            plain = marked = built.fn
+        sync = lambda: synchronize(device)  # noqa: E731
+        for _ in range(k):
+            plain()
+        sync()  # nothing from the warm-up steps may run inside the marked range
+        with process_range("train_step", cuda):
+            marked()
+            sync()
+    except PerfsuiteError:
+        raise
+    except USER_CODE_ERRORS as exc:
+        return step_failed(console, w.name, exc)
+    given = getattr(args, "argv", None) or []
+    argv = (  # a store URL's password is not printed back
+        "python -m perfsuite " + hide_credentials(" ".join(shlex.quote(a) for a in given))
+        if given
+        else "python -m perfsuite profile-step ..."
+    )
+    if not cuda:
+        console.print(
+            Text(
+                f"ran {k} warm-up steps and step {k} on {device}: Nsight Systems and Nsight Compute need a "
+                "CUDA GPU, so no NVTX range was emitted here. On a GPU host:",
+                style="yellow",
+            )
+        )
+    else:
+        inside = " > forward, loss, backward, optimizer_step" if w.trainer is not None else ""
+        console.print(Text(f"marked step {k} (train_step{inside}) after {k} warm-up steps"))
+    for line in nsight_commands(argv.replace("--device cpu", "--device cuda")):
+        console.print(Text("  " + line), soft_wrap=True)  # unwrapped: a command to copy, not prose
+    return 0
