@@ -12,6 +12,14 @@ measuring one step now, from a script or a notebook:
     record = perfsuite.measure(step)          # a callable, a Step, a workload or its name
     print(record)                             # median, 95% CI, spread, throughput
 
+a history of commits or a bisection, as the command line runs them (docs/history.md,
+docs/bisect-and-why.md):
+
+    run = perfsuite.history("my_step", "v1.0..main")   # -> perfsuite.jobs.history.HistoryRun
+    run.state.regressions()                             # confirmed, with their operators
+    found = perfsuite.bisect("my_step", good="v1.0", bad="main")   # -> BisectRun; found.answer
+    verdicts = perfsuite.gate("my_step", base="main")             # -> GateRun; its outcome.records
+
 and reading results back: `perfsuite.load(*paths)` -> list of `perfsuite.Record`;
 `perfsuite.table(*sources)` -> a tidy pandas DataFrame, one row per record (results files,
 folders, `store:` sources).
@@ -19,6 +27,7 @@ folders, `store:` sources).
 
 from __future__ import annotations
 
+from perfsuite.compare.settings import GateSettings, WhyOptions
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.record import Record, Work
 from perfsuite.run.now import StepFailed, measure
@@ -27,7 +36,23 @@ from perfsuite.storage.table import load as _table
 from perfsuite.user.declare import Step, param, workload
 
 __version__ = "0.1.0"
-__all__ = ["Record", "Step", "StepFailed", "Work", "__version__", "load", "measure", "param", "table", "workload"]
+__all__ = [
+    "GateSettings",
+    "Record",
+    "Step",
+    "StepFailed",
+    "WhyOptions",
+    "Work",
+    "__version__",
+    "bisect",
+    "gate",
+    "history",
+    "load",
+    "measure",
+    "param",
+    "table",
+    "workload",
+]
 
 
 def load(*paths) -> list[Record]:
@@ -45,3 +70,32 @@ def table(*sources, skipped: list[str] | None = None):
     per record: workload, parameters, device, median and interval, throughput, memory, commit.
     A source that cannot be read raises, unless `skipped` is a list its problems are added to."""
     return _table([str(s) for s in sources], skipped)
+
+
+def history(workload: str, range: str | None = None, **options):
+    """Each first-parent commit of `range` ("A..B") against the one before it, in the repository
+    `workload` is declared in: perfsuite.jobs.history.history (its keywords: params, device,
+    settings=GateSettings(...), every, log, why=WhyOptions(...), listener, ...). Returns a
+    HistoryRun: the history (`state`), its log and page, and `alarm` (a regression confirmed now)."""
+    from perfsuite.jobs.history import history as run
+
+    return run(workload, range, **options)
+
+
+def gate(workload: str, base: str = "HEAD", **options):
+    """Each case of `workload` at the revision `base` against the working tree, interleaved in rounds
+    of fresh side processes: perfsuite.jobs.gate.gate (its keywords: cases, device,
+    settings=GateSettings(...), floors, ...). Returns a GateRun: `outcome.records` holds one
+    verdict per case (its word, ratio and interval)."""
+    from perfsuite.jobs.gate import gate as run
+
+    return run(workload, base, **options)
+
+
+def bisect(workload: str, good: str, bad: str, **options):
+    """The first commit after `good` up to `bad` that made `workload` slower (faster=True: faster):
+    perfsuite.jobs.bisect.bisect (its keywords: params, device, settings=GateSettings(...), log,
+    why=WhyOptions(...), listener, ...). Returns a BisectRun: its probes, answer and profile."""
+    from perfsuite.jobs.bisect import bisect as run
+
+    return run(workload, good, bad, **options)

@@ -20,6 +20,7 @@ from cli_each import perfsuite_each
 
 from perfsuite.compare.bisect import CHANGED, FOUND, NOT_CHANGED, SAME, SKIPPED, Bisection, Commit, Probe, run_bisection
 from perfsuite.compare.gate import GateVerdict, PairedRun
+from perfsuite.compare.settings import GateSettings
 from perfsuite.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -647,8 +648,9 @@ def test_halfway_never_falls_below_half_the_threshold():
 def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
     from rich.console import Console
 
-    from perfsuite.cli.bisect import _resume
+    from perfsuite.cli.console import ConsoleListener
     from perfsuite.compare.bisect import PROBE_RULE
+    from perfsuite.jobs.bisect import resume as _resume
     from perfsuite.storage.files import atomic_write_text, document
 
     good, commits = history(4)
@@ -657,18 +659,18 @@ def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
     log = tmp_path / "b.bisect.json"
     atomic_write_text(log, document("bisect", [old.to_dict()]))
     with pytest.raises(ConfigError, match="older perfsuite"):
-        _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))
+        _resume(Bisection("w", {}, "cpu", good, commits, settings), log, ConsoleListener(Console(file=io.StringIO())))
     other = Bisection("w", {}, "cpu", good, commits, {**settings, "max_time": 30.0})
     atomic_write_text(log, document("bisect", [other.to_dict()]))
     with pytest.raises(ConfigError, match="settings differ: max_time"):
-        _resume(Bisection("w", {}, "cpu", good, commits, settings), log, Console(file=io.StringIO()))
+        _resume(Bisection("w", {}, "cpu", good, commits, settings), log, ConsoleListener(Console(file=io.StringIO())))
     # The log of the same bisection, under today's rule, is resumed: its probes are taken.
     same = Bisection(
         "w", {}, "cpu", good, commits, settings, [Probe(commits[-1].sha, CHANGED, _verdict(_pairs(1.2), True))]
     )
     atomic_write_text(log, document("bisect", [same.to_dict()]))
     fresh = Bisection("w", {}, "cpu", good, commits, settings)
-    _resume(fresh, log, Console(file=io.StringIO()))
+    _resume(fresh, log, ConsoleListener(Console(file=io.StringIO())))
     assert [p.sha for p in fresh.probes] == [commits[-1].sha] and fresh.probes[0].outcome == CHANGED
 
 
@@ -703,9 +705,7 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
 
     monkeypatch.setattr(execute, "run_cases", fake_run_cases)
     confirmation = Probe("b" * 40, CHANGED, _verdict(_pairs(1.1), True))
-    with bisect_probe.Prober(
-        get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1, threshold=0.01, threads=1
-    ) as prober:
+    with bisect_probe.Prober(get("noop"), {}, revs, good, "cpu", GateSettings(max_time=1.0, threads=1)) as prober:
         probe = prober(Commit("c" * 40, "candidate"), confirmation)
     assert len(calls) == 2 and probe.outcome == CHANGED
     # A candidate's own failure skips it at once.
@@ -718,9 +718,7 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
         )
     ]
     calls.clear()
-    with bisect_probe.Prober(
-        get("noop"), {}, revs, good, "cpu", budget_s=1.0, builds=1, threshold=0.01, threads=1
-    ) as prober:
+    with bisect_probe.Prober(get("noop"), {}, revs, good, "cpu", GateSettings(max_time=1.0, threads=1)) as prober:
         assert prober(Commit("c" * 40, "candidate"), confirmation).outcome == SKIPPED
     assert len(calls) == 1
 
@@ -785,8 +783,8 @@ def test_a_candidate_that_cannot_be_checked_out_is_skipped(monkeypatch, tmp_path
 
     monkeypatch.setattr(bisect_probe.revisions, "worktree", worktree)
     revs = types.SimpleNamespace(missing_at=lambda sha: "", repo=tmp_path)
-    prober = bisect_probe.Prober(types.SimpleNamespace(name="w"), {}, revs, "g" * 40, "cpu", budget_s=1.0, builds=1,
-                                 threshold=0.01, threads=1)  # fmt: skip
+    settings = GateSettings(max_time=1.0, threads=1)
+    prober = bisect_probe.Prober(types.SimpleNamespace(name="w"), {}, revs, "g" * 40, "cpu", settings)
     prober.good_root = tmp_path
     probe = prober(Commit("c" * 40, "subject"))
     assert probe.outcome == SKIPPED and "unable to read tree" in probe.error
@@ -837,7 +835,7 @@ def test_a_probe_said_changed_without_its_pairs_is_refused():
 def test_the_default_log_of_a_bisection_is_its_parameters_own():
     """Issue 50: bisect's default log ignored -p, so a second bisection of the same range with
     other parameters was refused as another question after its checkouts; each case has its own."""
-    from perfsuite.cli.bisect import _log_name
+    from perfsuite.jobs.bisect import log_name as _log_name
 
     g, b = "a" * 40, "b" * 40
     one = _log_name("tiny_mlp", g, b, "slower", {"batch_size": 32})

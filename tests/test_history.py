@@ -15,9 +15,19 @@ from perfsuite.compare.bisect import Commit
 from perfsuite.compare.gate import GateVerdict, PairedRun
 from perfsuite.compare.history import MEASURED, SKIPPED, History, Point
 from perfsuite.compare.history_walk import range_commits, walk
+from perfsuite.compare.settings import GateSettings
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import sequential
 from perfsuite.storage.files import document, load_document
+
+
+def _said(state, fresh, console) -> int:
+    """What `perfsuite history` ends with: the summary on the console, and exit 1 when the
+    history's outcome (History.report) is an alarm."""
+    from perfsuite.cli.history import _summary
+
+    _summary(state, console, "h.html")
+    return 1 if state.report(fresh) else 0
 
 
 def _verdict(centre: float, slower: bool, p: float | None = None, n: int = 12) -> GateVerdict:
@@ -107,8 +117,8 @@ def test_a_recheck_whose_interval_reaches_the_threshold_confirms_nothing():
 
 
 def test_a_log_of_another_confirmation_rule_is_refused_and_left_as_it_is(tmp_path):
-    from perfsuite.cli.history import _stored
     from perfsuite.compare.history import HISTORY_RULE
+    from perfsuite.jobs.history_log import stored as _stored
 
     state = _state(3)
     walk(state, _pairer(state, {1: 1.5})[0], {})
@@ -155,7 +165,7 @@ def test_every_workload_is_walked_when_one_of_them_is_refused(monkeypatch):
 def test_one_run_at_a_time_measures_into_a_log(tmp_path):
     import os
 
-    from perfsuite.cli.history import _hold
+    from perfsuite.jobs.history_log import hold as _hold
 
     log = tmp_path / "h.history.json"
     fd = _hold(log)  # a CI job measuring into it
@@ -183,8 +193,8 @@ def test_a_screen_tests_at_the_screens_alpha_and_a_recheck_at_the_historys(monke
     monkeypatch.setattr(execute, "run_cases", run_cases)
     revs = types.SimpleNamespace(missing_at=lambda sha: "", side=lambda root: None, repo=tmp_path)
     w = types.SimpleNamespace(name="w")
-    prober = PairProber(w, {}, revs, "cpu", budget_s=5.0, builds=2, threshold=0.01, threads=1, heap="default",
-                        fdr=0.01, screen_alpha=SCREEN_ALPHA)  # fmt: skip
+    settings = GateSettings(max_time=5.0, builds=2, threshold=0.01, fdr=0.01, threads=1, heap="default")
+    prober = PairProber(w, {}, revs, "cpu", settings, screen_alpha=SCREEN_ALPHA)
     monkeypatch.setattr(prober, "_checkout", lambda sha: (tmp_path, types.SimpleNamespace()))
     v = prober.pair("a" * 40, "b" * 40)
     assert seen[0][0] == SCREEN_ALPHA > 0.01 and v.alpha == 0.01 and "screened at alpha" in v.notes[0]
@@ -219,8 +229,6 @@ def test_what_a_run_confirmed_stays_confirmed_when_a_later_run_adds_rechecks():
 def test_ci_fails_on_a_regression_confirmed_by_a_run_that_measured_nothing_new(tmp_path):
     from rich.console import Console
 
-    from perfsuite.cli.history import _summary
-
     state = _state(5)
     pair, _ = _pairer(state, {1: 1.5})
 
@@ -232,15 +240,13 @@ def test_ci_fails_on_a_regression_confirmed_by_a_run_that_measured_nothing_new(t
     assert state.regressions() == [] and len(state.to_recheck()) == 1
     new = walk(state, pair, {})  # the rerun: nothing pending, commit 1 rechecked and confirmed
     console = Console(record=True, width=300)
-    assert new == [] and _summary(state, set(), console, tmp_path / "h.html") == 1
+    assert new == [] and _said(state, set(), console) == 1
     walk(state, pair, {})  # the next run confirms nothing new: the newest commit carries none
-    assert _summary(state, set(), console, tmp_path / "h.html") == 0
+    assert _said(state, set(), console) == 0
 
 
 def test_ci_fails_on_what_a_killed_run_confirmed_and_skipped_commits_hide_nothing(tmp_path):
     from rich.console import Console
-
-    from perfsuite.cli.history import _summary
 
     console = Console(record=True, width=300)
     state = _state(6)
@@ -253,10 +259,10 @@ def test_ci_fails_on_what_a_killed_run_confirmed_and_skipped_commits_hide_nothin
     assert [p.outcome for p in new] == [SKIPPED, SKIPPED]
     # Nothing measured now, and the newest point is skipped: yet the killed run's regression
     # never made CI fail, so this exit does.
-    assert _summary(state, set(), console, tmp_path / "h.html") == 1
+    assert _said(state, set(), console) == 1
     state.commits.append(Commit("9" * 40, "later"))
     walk(state, _pairer(state, {})[0], {})
-    assert _summary(state, {"9" * 40}, console, tmp_path / "h.html") == 0  # said once: not again
+    assert _said(state, {"9" * 40}, console) == 0  # said once: not again
 
 
 def test_an_improvement_is_confirmed_as_a_regression_is_by_its_recheck():
@@ -372,7 +378,6 @@ def test_a_slow_drift_of_small_steps_is_gated_end_against_start_then_rechecked()
 def test_a_confirmed_drift_is_bisected_to_the_step_its_own_pair_left_unscreened(tmp_path):
     from rich.console import Console
 
-    from perfsuite.cli.history import _summary
     from perfsuite.report.history_page import write_page
 
     # A +2.5% step at commit 3 that its own pair did not screen, and +1% at 5: the chain from
@@ -397,7 +402,7 @@ def test_a_confirmed_drift_is_bisected_to_the_step_its_own_pair_left_unscreened(
         state
     )
     console = Console(record=True, width=300)
-    _summary(state, set(), console, tmp_path / "h.html")
+    _said(state, set(), console)
     assert culprit in console.export_text()
     # Without a bisector (an interrupted run), the drift stays on its stretch, and the next run
     # that has one bisects it.
@@ -415,8 +420,9 @@ def test_the_bisector_takes_the_recheck_as_bads_confirmation_and_never_names_a_c
 
     from rich.console import Console
 
-    from perfsuite.cli import history as cli
+    from perfsuite.cli.console import ConsoleListener
     from perfsuite.compare import bisect as b
+    from perfsuite.jobs import history_steps as steps
 
     span = [Commit(f"{i:040d}", f"commit {i}") for i in range(1, 6)]
     asked, lines = [], []
@@ -441,11 +447,11 @@ def test_the_bisector_takes_the_recheck_as_bads_confirmation_and_never_names_a_c
                 return b.Probe(commit.sha, b.CHANGED, v)
             return b.Probe(commit.sha, outcomes[commit.sha], v, error="ImportError")
 
-    monkeypatch.setattr(cli, "Prober", FakeProber)
-    monkeypatch.setattr(cli, "subject", lambda repo, sha: "start")
-    args = SimpleNamespace(budget=1.0, builds=2, threshold=0.01, fdr=0.01, heap="off")
-    bisector = cli._bisector(
-        SimpleNamespace(name="w"), {}, SimpleNamespace(repo="."), "cpu", None, args, Console(), None
+    monkeypatch.setattr(steps, "Prober", FakeProber)
+    monkeypatch.setattr(steps, "subject", lambda repo, sha: "start")
+    settings = GateSettings(max_time=1.0, builds=2, threshold=0.01, fdr=0.01, heap="default")
+    bisector = steps.bisector(
+        SimpleNamespace(name="w"), {}, SimpleNamespace(repo="."), "cpu", settings, None, ConsoleListener(Console())
     )
     recheck = _verdict(1.034, True)
     # Commits 1-2 like the start, 3-5 like the end: bad (5) is never probed, and every probe is
@@ -583,7 +589,7 @@ def test_the_page_marks_the_regression_and_escapes_what_a_repository_says():
 def test_the_page_and_the_console_list_a_drift_only_once_its_recheck_confirms_it(tmp_path):
     from rich.console import Console
 
-    from perfsuite.cli.history import _profiled_ends, _summary
+    from perfsuite.jobs.history_steps import profiled_ends as _profiled_ends
     from perfsuite.report.history_page import write_page
 
     state = _state(6)
@@ -591,7 +597,7 @@ def test_the_page_and_the_console_list_a_drift_only_once_its_recheck_confirms_it
     walk(state, pair, {}, recheck=lambda a, b: _verdict(1.002, False, p=0.7))
     assert "Slow drifts" not in write_page(state)
     console = Console(record=True, width=300)
-    assert _summary(state, set(), console, tmp_path / "h.html") == 0 and "slow drift" not in console.export_text()
+    assert _said(state, set(), console) == 0 and "slow drift" not in console.export_text()
     walk(state, pair, {}, recheck=lambda a, b: _verdict(1.031, True, p=0.001))  # the next stretch, 2..5
     (w,) = state.drifts()
     # What `why` compares for it: its end against its start; its operators go with it.
@@ -603,7 +609,7 @@ def test_the_page_and_the_console_list_a_drift_only_once_its_recheck_confirms_it
     page = write_page(state)
     assert "Slow drifts" in page and "rechecked:" in page and w.end[:12] in page and "aten::addmm +15 us" in page
     fresh = {state.commits[5].sha}  # the drift ends at a commit this run measured: CI's exit 1
-    assert _summary(state, fresh, console, tmp_path / "h.html") == 1
+    assert _said(state, fresh, console) == 1
     said = console.export_text()
     assert f"slow drift {w.start[:12]}..{w.end[:12]}: slower, ratio 1.031" in said and "aten::addmm +15 us" in said
     # A point is profiled against its parent; one a bisection narrowed, its culprit against the
@@ -920,7 +926,7 @@ def test_a_pyproject_whose_only_change_is_the_perfsuite_table_leaves_the_tree_cl
 def test_a_history_plans_its_cost_from_its_own_pairs_or_the_budget():
     """Issue 50: `--update` extended a history by 874 commits (five hours) without saying so. The
     cost of a pair is the median gap between the log's points, or the budget times the overhead."""
-    from perfsuite.cli.history import PAIR_OVERHEAD, pair_cost_s
+    from perfsuite.jobs.history_steps import PAIR_OVERHEAD, pair_cost_s
 
     state = _state(6)
     assert pair_cost_s(state, 10.0) == PAIR_OVERHEAD * 10.0
@@ -940,8 +946,8 @@ def test_a_commit_that_cannot_be_checked_out_is_skipped_not_the_whole_history(tm
     from perfsuite.core.errors import ConfigError
 
     revs = types.SimpleNamespace(missing_at=lambda sha: "", side=lambda root: None, repo=tmp_path)
-    prober = PairProber(types.SimpleNamespace(name="w"), {}, revs, "cpu", budget_s=5.0, builds=1, threshold=0.01,
-                        threads=1, heap="default", fdr=0.01)  # fmt: skip
+    settings = GateSettings(max_time=5.0, builds=1, threshold=0.01, fdr=0.01, threads=1, heap="default")
+    prober = PairProber(types.SimpleNamespace(name="w"), {}, revs, "cpu", settings)
 
     def checkout(sha):
         if sha.startswith("b"):

@@ -20,8 +20,11 @@ from typing import IO, cast
 
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook, RenderResult
 from rich.segment import Segment
+from rich.text import Text
 
-from perfsuite.core.text import escaped
+from perfsuite.core.errors import exception_text
+from perfsuite.core.text import escaped, printable
+from perfsuite.jobs.listener import ALARM, GOOD, INFO, WARNING, Listener
 
 # Wide enough for the results table when output is piped (rich assumes 80 columns then).
 PIPED_WIDTH = 200
@@ -114,9 +117,22 @@ EXIT_FAILED = 3
 def step_failed(console, label: str, exc: BaseException) -> int:
     """The workload's build or step raised (sys.exit included): its message, escaped by the
     console, and exit 3, as a failed case of `run`."""
-    from rich.text import Text
-
-    from perfsuite.core.errors import exception_text
-
     console.print(Text(f"failed: {label}: {exception_text(exc)}", style="red"))
     return EXIT_FAILED
+
+
+class ConsoleListener(Listener):
+    """A job's lines on the console, styled by their kind, and its progress in a status line."""
+
+    STYLE = {WARNING: "yellow", ALARM: "bold red", GOOD: "bold green"}
+
+    def __init__(self, console: Console, status=None) -> None:
+        self.console, self.status = console, status
+
+    def say(self, text: str, kind: str = INFO) -> None:
+        # Shown as written: a commit's subject or a workload's name came from the user's repository.
+        self.console.print(Text(printable(text), style=self.STYLE.get(kind, "")))
+
+    def progress(self, text: str) -> None:
+        if self.status is not None:
+            self.status.update(Text(printable(text)))

@@ -136,3 +136,27 @@ def print_process_spread(console, records) -> None:
                     f"({drift['hours']:.1f} h; machine-speed log)"
                 )
             )
+
+
+class GateEvents(Events):
+    """Prints what happens to each gated case; the verdicts themselves come after
+    Benjamini-Hochberg has run across the cases."""
+
+    def __init__(self, console, done=None) -> None:
+        self.console, self.on_done = console, done
+
+    def start(self, case) -> None:
+        pass
+
+    def done(self, case, result) -> None:
+        if self.on_done is not None:
+            self.on_done(case, result)
+
+    def failed(self, case, failure) -> None:
+        self.console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
+
+    def skipped(self, case, reason) -> None:
+        self.console.print(Text(f"skipped {case.label}: {reason}", style="yellow"))
+
+    def traced(self, case, trace, table) -> None:
+        pass

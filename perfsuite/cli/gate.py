@@ -1,23 +1,24 @@
-"""`perfsuite gate`: the interleaved regression gate against a base revision."""
+"""`perfsuite gate`: the arguments, one call of perfsuite.jobs.gate (the gate, learning noise
+floors, or the self-check), and its verdicts with the exit status CI reads."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from rich.text import Text
 
 from perfsuite.cli import options
+from perfsuite.cli.events import GateEvents
 from perfsuite.compare import gate as g
-from perfsuite.compare import gate_sides, sides
+from perfsuite.compare import sides
+from perfsuite.compare.settings import GateSettings
 from perfsuite.core import registry
-from perfsuite.core.case import Measure
-from perfsuite.core.config import RunConfig
-from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.core.text import printable
-from perfsuite.measuring import heap
-from perfsuite.measuring.system import pinned
-from perfsuite.run.execute import Events, interrupted_exit
+from perfsuite.jobs import gate as jobs
+from perfsuite.run.execute import interrupted_exit
 from perfsuite.stats import verdict
-from perfsuite.storage.files import document, load_document
+from perfsuite.storage.files import document
 from perfsuite.storage.write import check_output, write_or_rescue
 
 # The console's colour for each verdict word.
@@ -99,156 +100,28 @@ def add_arguments(sub) -> None:
 
 def command(args, console) -> int:
     """`perfsuite gate`: the self-check (--slowdown), learning noise floors, or the gate itself."""
-    from perfsuite.core.config import resolve_device
-
-    if args.threshold < 0:
-        raise PerfsuiteError(f"--threshold must be >= 0, got {args.threshold}")
-    if args.builds is None:  # rounds of one fresh process a side, or builds rotated in one process
-        args.builds = g.BUILDS if args.slowdown is not None or args.learn_floor else g.ROUND_BUILDS
-    if args.builds < 1:
-        raise PerfsuiteError(f"--builds must be >= 1, got {args.builds}")
     if args.json is not None:  # checked before anything is measured: a verdict is never thrown away
         check_output(args.json, "--json")
-    new = registry.get(args.workload)
-    device = resolve_device(args.device)
-    # One thread on the CPU unless asked, as every measurement (RunConfig.threads_on): six side
-    # processes with two threads each on two cores made pairs 0.5-2.3x apart (bisect, 2026-11-26).
-
-    threads = RunConfig(threads=args.threads).threads_on(device)
-    # The self-check times both arms in this process, so this process holds the heap; otherwise
-    # the sides hold their own (perfsuite.compare.side_worker) and this one only drives them.
-    held = heap.apply(args.heap if args.slowdown is not None else "default")
-    if args.slowdown is not None and args.heap == "steady" and held["heap"] != "steady":
-        console.print(
-            Text(f"--heap steady: not held ({held['reason']}); page faults stay in the pairs", style="yellow")
-        )
-    with pinned(None, threads):
-        return gate_revisions(args, console, new, device, threads)
-
-
-class _GateEvents(Events):
-    """Prints what happens to each gated case; the verdicts themselves come after
-    Benjamini-Hochberg has run across the cases."""
-
-    def __init__(self, console, done=None) -> None:
-        self.console, self.on_done = console, done
-
-    def start(self, case) -> None:
-        pass
-
-    def done(self, case, result) -> None:
-        if self.on_done is not None:
-            self.on_done(case, result)
-
-    def failed(self, case, failure) -> None:
-        self.console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
-
-    def skipped(self, case, reason) -> None:
-        self.console.print(Text(f"skipped {case.label}: {reason}", style="yellow"))
-
-    def traced(self, case, trace, table) -> None:
-        pass
-
-
-def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
-    """Every case through the one case loop (perfsuite.run.execute.run_cases): the self-check,
-    learning floors or the gate itself are only what one case measures."""
-    from perfsuite.measuring.timing import clock_for
-    from perfsuite.run.execute import Case, run_cases
-
-    in_process = args.slowdown is not None  # the self-check times both arms here; a gate drives side processes
-    how = (
-        f"{args.budget:g}s per case, {args.builds} "
-        + ("build(s)" if in_process else "process(es)")
-        + " per side, "
-        + (f"{threads} torch thread(s)" if threads else "torch's own threads")
-        + (f", heap {heap.state()['heap']}" if in_process else f", heap {args.heap} in each side process")
-    )
-    cases = [Case(new, c) for c in expand_sweep(parse_assignments(args.param, new.params, new.name))]
-
+    w = registry.get(args.workload)
+    cases = expand_sweep(parse_assignments(args.param, w.params, w.name))
+    builds = args.builds or (g.BUILDS if args.slowdown is not None or args.learn_floor else g.ROUND_BUILDS)
+    settings = GateSettings(args.budget, builds, args.threshold, args.fdr, args.threads, args.heap)
     if args.slowdown is not None:
-        if not 0 < args.slowdown < 1 or args.trials < 1:
-            raise PerfsuiteError("--slowdown must be in (0, 1) and --trials >= 1")
-        clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
-
-        def show(case, res) -> None:
-            res["threads"] = threads
-            res["heap"] = heap.state()
-            lo, hi = g.wilson_interval(res["caught"], res["trials"])
-            flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
-            console.print(
-                Text(
-                    f"{case.label}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
-                    f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
-                    f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); {how}"
-                )
-            )
-
-        measure: Measure = g.SelfCheck(args.slowdown, args.trials, args.threshold, args.builds, clock)
-        out = run_cases(
-            cases,
-            RunConfig(device=device, max_time=args.budget),
-            device,
-            measure=measure,
-            events=_GateEvents(console, show),
-            outputs=(args.recorder,),
-        )
-        if args.json:
-            write_or_rescue(args.json, document("gate-selfcheck", out.records, out.failures), "--json")
-        return _ended(out, 0)
-
-    floors = load_document(args.floors, "noise-floors") if args.floors.exists() else {}
+        return _self_check(args, console, cases, settings)
     if args.learn_floor:
-
-        def learned(case, floor) -> None:
-            floors[case.label] = floor
-            console.print(Text(f"{case.label}: noise floor {floor:.2%}"))
-
-        check_output(args.floors, "--floors", replace=True)
-        measure = gate_sides.NoiseFloor(args.learn_floor, args.builds, args.heap, threads)
-        out = run_cases(
-            cases,
-            RunConfig(device=device, max_time=args.budget / 3),
-            device,
-            measure=measure,
-            events=_GateEvents(console, learned),
-        )
-        write_or_rescue(args.floors, document("noise-floors", floors), "--floors")
+        learned = lambda case, floor: console.print(Text(f"{case.label}: noise floor {floor:.2%}"))  # noqa: E731
+        out, _ = jobs.learn_floors(args.workload, args.learn_floor, cases=cases, device=args.device,
+                                   settings=settings, floors=args.floors, events=GateEvents(console, learned))  # fmt: skip
         return _ended(out, 0)
-
     with console.status(f"checking out {args.base_ref}") as status:
-        out = gate_sides.gate_sides(
-            new,
-            [c.params for c in cases],
-            args.base_ref,
-            device,
-            threads,
-            floors,
-            budget=args.budget,
-            builds=args.builds,
-            heap_mode=args.heap,
-            threshold=args.threshold,
-            fdr=args.fdr,
-            workloads_from=args.workloads_from,
-            events=_GateEvents(console),
-            progress=lambda text: status.update(Text(printable(text))),
-        )
+        run = jobs.gate(args.workload, args.base_ref, cases=cases, device=args.device, settings=settings,
+                        floors=args.floors, workloads_from=args.workloads_from, events=GateEvents(console),
+                        progress=lambda text: status.update(Text(printable(text))))  # fmt: skip
+    out = run.outcome
     for v in out.records:
-        looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
-        word = v.word
-        console.print(
-            Text(
-                f"{v.label}: {v.describe()} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
-                f"threshold +{v.threshold:.1%}"
-                # p answers "slower?": beside another word it says nothing the interval does not
-                + (f", p={v.p:.2g} on the alpha scale" if word in ("slower", "undecided") else "")
-                + f", look {len(v.run.looks)} "
-                f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
-                f"{''.join('; ' + n for n in v.notes)}{verdict.advice(word)}",
-                style=_STYLE.get(word, ""),
-            )
-        )
+        console.print(Text(verdict_line(v), style=_STYLE.get(v.word, "")))
     clocks = {v.run.clock for v in out.records if v.run.clock}
+    how = run.how
     if clocks:
         how += "; timed by " + " and ".join(
             "the CPU time of each side's timing thread (one thread, steps that never wait: other work's preemption left out)"
@@ -259,10 +132,46 @@ def gate_revisions(args, console, new, device: str, threads: int | None) -> int:
     console.print(Text(how))
     if args.recorder is not None:
         for v in out.records:
-            args.recorder.add_document("gate", v.to_dict(), workload=new.name)
+            args.recorder.add_document("gate", v.to_dict(), workload=w.name)
     if args.json:
         write_or_rescue(args.json, document("gate", [v.to_dict() for v in out.records], out.failures), "--json")
     return _ended(out, verdict.exit_code([v.word for v in out.records], args.undecided))
+
+
+def verdict_line(v) -> str:
+    """One case's verdict as the console says it: word, ratio and interval, pairs, looks, faults."""
+    looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
+    return (
+        f"{v.label}: {v.describe()} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
+        f"threshold +{v.threshold:.1%}"
+        # p answers "slower?": beside another word it says nothing the interval does not
+        + (f", p={v.p:.2g} on the alpha scale" if v.word in ("slower", "undecided") else "")
+        + f", look {len(v.run.looks)} "
+        f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
+        f"{''.join('; ' + n for n in v.notes)}{verdict.advice(v.word)}"
+    )
+
+
+def _self_check(args, console, cases, settings: GateSettings) -> int:
+    def show(case, res) -> None:
+        lo, hi = g.wilson_interval(res["caught"], res["trials"])
+        flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
+        console.print(
+            Text(
+                f"{case.label}: injected {res['fraction_estimated']:.1%} ({res['matmuls_added']} matmuls): "
+                f"caught {res['caught']}/{res['trials']} (95% CI {lo:.0%}-{hi:.0%}); unchanged flagged "
+                f"{res['false_alarms']}/{res['trials']} (95% CI {flo:.0%}-{fhi:.0%}); "
+                + jobs.how_measured(replace(settings, threads=res["threads"]), in_process=True)
+            )
+        )
+
+    run = jobs.self_check(args.workload, args.slowdown, args.trials, cases=cases, device=args.device,
+                          settings=settings, events=GateEvents(console, show), recorder=args.recorder)  # fmt: skip
+    for note in run.notes:
+        console.print(Text(note, style="yellow"))
+    if args.json:
+        write_or_rescue(args.json, document("gate-selfcheck", run.outcome.records, run.outcome.failures), "--json")
+    return _ended(run.outcome, 0)
 
 
 def _ended(out, code: int) -> int:

@@ -105,6 +105,14 @@ def cpu_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"--cpus: {exc}") from None
 
 
+def shard(text: str) -> tuple[int, int]:
+    """K/N: the K-th of N shards of a suite (`run --shard`)."""
+    k, slash, n = text.partition("/")
+    if not (slash and k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n) <= 1000:
+        raise argparse.ArgumentTypeError(f"--shard expects K/N with 1 <= K <= N <= 1000, got {text!r}")
+    return int(k), int(n)
+
+
 def params(sp: argparse.ArgumentParser, sweep: bool = False) -> None:
     """-p KEY=VALUE, repeatable; `sweep`: a value list sweeps."""
     sp.add_argument(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from rich.text import Text
@@ -18,13 +17,12 @@ from perfsuite.measuring.env import fingerprint
 from perfsuite.profiling.trace import check_trace_files
 from perfsuite.report.console import print_bounds, print_warnings, records_table
 from perfsuite.run.execute import interrupted_exit
-from perfsuite.storage.files import ResultsWriter, new_results_path, writable_dir
+from perfsuite.storage.files import ResultsWriter, default_results_dir, new_results_path, writable_dir
 from perfsuite.storage.peaks import peak_for
 
 NAME = "run"
 # It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
 NAMES_WORKLOADS = True
-DEFAULT_RESULTS_DIR = Path("results")
 
 
 def add_arguments(sub) -> None:
@@ -100,7 +98,7 @@ def add_arguments(sub) -> None:
     )
     run.add_argument(
         "--shard",
-        type=_shard,
+        type=options.shard,
         default=None,
         metavar="K/N",
         help="with a suite: measure only the K-th of N shards (each case in exactly one, the same "
@@ -113,13 +111,6 @@ def add_arguments(sub) -> None:
         metavar="DIR",
         help="after the run, write its records as TensorBoard event files under DIR",
     )
-
-
-def _shard(text: str) -> tuple[int, int]:
-    k, slash, n = text.partition("/")
-    if not (slash and k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n) <= 1000:
-        raise argparse.ArgumentTypeError(f"--shard expects K/N with 1 <= K <= N <= 1000, got {text!r}")
-    return int(k), int(n)
 
 
 def run_config(args) -> RunConfig:
@@ -139,35 +130,15 @@ def run_config(args) -> RunConfig:
     return RunConfig(device=args.device, nvtx=not args.no_nvtx, **{k: v for k, v in given.items() if v is not None})
 
 
-# Where results go when the repository keeps its own results in results/ (issue 50).
-PRIVATE_RESULTS_DIR = Path(".perfsuite") / "results"
-_PLACEHOLDERS = (".gitkeep", ".gitignore", "README.md")
-
-
 def results_dir(args, console) -> Path:
-    """--results-dir when given; else results/, unless git tracks files there other than a
-    placeholder: that is the repository's own results folder (issue 50: `run` wrote its JSON among
-    a user's tracked results), so perfsuite's go to .perfsuite/results, and the console says so."""
+    """--results-dir when given; else results/, or .perfsuite/results where git tracks the
+    repository's own results there (perfsuite.storage.files.default_results_dir), said on the console."""
     if args.results_dir is not None:
         return args.results_dir
-    import subprocess
-
-    try:
-        res = subprocess.run(
-            ["git", "ls-files", "-z", "--", str(DEFAULT_RESULTS_DIR)], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return DEFAULT_RESULTS_DIR
-    tracked = [f for f in res.stdout.split("\0") if f and Path(f).name not in _PLACEHOLDERS]
-    if res.returncode != 0 or not tracked:
-        return DEFAULT_RESULTS_DIR
-    console.print(
-        Text(
-            f"{DEFAULT_RESULTS_DIR}/ holds {len(tracked)} file(s) tracked by git, this repository's own: "
-            f"perfsuite's results go to {PRIVATE_RESULTS_DIR} (--results-dir to choose)"
-        )
-    )
-    return PRIVATE_RESULTS_DIR
+    folder, why = default_results_dir()
+    if why:
+        console.print(Text(why))
+    return folder
 
 
 def command(args, console) -> int:

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from perfsuite.compare import gate, revisions, sides
 from perfsuite.compare.bisect import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
-from perfsuite.compare.gate import ALPHA, across_cases
+from perfsuite.compare.gate import across_cases
 from perfsuite.compare.gate_sides import GateArms, side_clock, sides_settle
+from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
@@ -158,19 +159,13 @@ class Prober:
         revs: revisions.Revisions,
         good: str,
         device: str,
+        settings: GateSettings,
         *,
-        budget_s: float,
-        builds: int,
-        threshold: float,
-        threads: int | None,
-        heap: str = "steady",
-        fdr: float | None = None,
         direction: int = 1,
         progress=None,
     ) -> None:
         self.workload, self.params, self.revs, self.good = workload, params, revs, good
-        self.device, self.budget_s, self.builds, self.threshold = device, budget_s, builds, threshold
-        self.threads, self.heap, self.fdr, self.direction = threads, heap, fdr, direction
+        self.device, self.settings, self.direction = device, settings, direction
         self.progress = progress
         self._stack = contextlib.ExitStack()
         self.good_root: Path | None = None
@@ -195,7 +190,8 @@ class Prober:
         missing = self.revs.missing_at(commit.sha)
         if missing:
             return Probe(commit.sha, SKIPPED, error=missing)
-        fdr = self.fdr or ALPHA
+        s = self.settings
+        fdr = s.fdr
         assert self.good_root is not None  # made on entering the prober
         with contextlib.ExitStack() as held:
             try:
@@ -206,24 +202,24 @@ class Prober:
                 self.revs.side(self.good_root),
                 self.revs.side(root),
                 (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"),
-                self.builds,
-                self.heap,
-                self.threads,
-                self.threshold,
+                s.builds,
+                s.heap,
+                s.threads,
+                s.threshold,
                 fdr,
                 sides.SideClock.for_device(self.device),
                 base_pool=self.good_sides,
                 direction=self.direction,
                 progress=self.progress,
             )
-            budget = self.budget_s
+            budget = s.max_time
             if confirmation is not None:
                 arms = HalfwayArms(
                     **{f: getattr(arms, f) for f in arms.__dataclass_fields__},
-                    mid=halfway(confirmation.median_ratio, self.threshold, self.direction),
+                    mid=halfway(confirmation.median_ratio, s.threshold, self.direction),
                 )
             else:
-                arms, budget = replace(arms, looks=CONFIRM_LOOKS), MAX_BUDGETS * self.budget_s
+                arms, budget = replace(arms, looks=CONFIRM_LOOKS), MAX_BUDGETS * s.max_time
             for _attempt in range(2):
                 out = run_cases(
                     [Case(self.workload, self.params)],

@@ -13,8 +13,6 @@ from typing import Any
 
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.gate import (
-    ALPHA,
-    ROUND_BUILDS,
     ROUNDS,
     GateVerdict,
     across_cases,
@@ -24,6 +22,7 @@ from perfsuite.compare.gate import (
     round_looks,
     rounds_for,
 )
+from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.measuring.timing import Clock
@@ -238,14 +237,9 @@ def gate_sides(
     cases: Sequence[Mapping[str, Any]],
     base_ref: str,
     device: str,
-    threads: int | None,
     floors: dict,
+    settings: GateSettings,
     *,
-    budget: float,
-    builds: int = ROUND_BUILDS,
-    heap_mode: str = "steady",
-    threshold: float = 0.0,
-    fdr: float = ALPHA,
     workloads_from: str = "tree",
     events=None,
     progress=None,
@@ -263,24 +257,24 @@ def gate_sides(
             revs.side(base_root),
             revs.side(revs.repo),
             (f"base {base_ref}", "working tree"),
-            builds,
-            heap_mode,
-            threads,
-            threshold,
-            fdr,
+            settings.builds,
+            settings.heap,
+            settings.threads,
+            settings.threshold,
+            settings.fdr,
             sides.SideClock.for_device(device),
             floors,
             progress=progress,
         )
-        with sides.placed(device, threads):
+        with sides.placed(device, settings.threads):
             out = run_cases(
                 [Case(new, c) for c in cases],
-                RunConfig(device=device, max_time=budget),
+                RunConfig(device=device, max_time=settings.max_time),
                 device,
                 measure=arms,
                 events=events,
             )
-    across_cases(out.records, fdr)
+    across_cases(out.records, settings.fdr)
     return out
 
 

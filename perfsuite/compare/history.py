@@ -286,6 +286,19 @@ class History(documents.Result):
         confirmed: list[Point | Window] = [*self.regressions(), *self.drifts()]
         return [x for x in confirmed if x.rechecked_in > self.reported]
 
+    def report(self, fresh: set[str]) -> bool:
+        """The outcome CI reads, given now (so a later run's is about what comes after): true on a
+        regression or drift confirmed since the last outcome given (this run's, or a killed
+        run's), and, when this run measured nothing new (`fresh`: the commits it measured), on a
+        newest commit that carries a regression."""
+        measured = self.measured()
+        newest = set() if fresh else ({measured[-1].sha} if measured else set())
+        news = self.confirmed_now()
+        self.reported = self.walks  # said now
+        return bool(
+            news or any(p.sha in newest for p in self.regressions()) or any(w.end in newest for w in self.drifts())
+        )
+
     def to_recheck(self) -> list[Point | Window]:
         """What was screened and not rechecked yet, points first: slower by its own first test,
         or (a point) faster by its interval."""

@@ -24,6 +24,7 @@ from perfsuite.compare.bisect_probe import first_parent_after, subject
 from perfsuite.compare.gate import GateVerdict
 from perfsuite.compare.gate_sides import GateArms
 from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, Window
+from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.discover import read_pyproject
@@ -102,20 +103,15 @@ class PairProber:
         params: dict,
         revs: revisions.Revisions,
         device: str,
+        settings: GateSettings,
         *,
-        budget_s: float,
-        builds: int,
-        threshold: float,
-        threads: int | None,
-        heap: str,
-        fdr: float,
         floors: dict | None = None,
         progress: Callable[[str], None] | None = None,
         screen_alpha: float | None = None,
     ) -> None:
         self.workload, self.params, self.revs, self.device = workload, params, revs, device
-        self.budget_s, self.builds, self.threshold, self.threads = budget_s, builds, threshold, threads
-        self.heap, self.fdr, self.progress = heap, fdr, progress
+        self.settings, self.progress = settings, progress
+        fdr = settings.fdr
         # A pair's sequential test says slower at this alpha (History's screen); its verdict's
         # interval stays at `fdr`.
         self.screen_alpha = max(fdr, screen_alpha or fdr)
@@ -165,11 +161,11 @@ class PairProber:
                 self.revs.side(root_a),
                 self.revs.side(root_b),
                 (f"commit {a[:12]}", f"commit {b[:12]}"),  # one label per commit: its sides serve both roles
-                self.builds if builds is None else builds,
-                self.heap,
-                self.threads,
-                self.threshold,
-                self.screen_alpha if looks is None else self.fdr,
+                self.settings.builds if builds is None else builds,
+                self.settings.heap,
+                self.settings.threads,
+                self.settings.threshold,
+                self.screen_alpha if looks is None else self.settings.fdr,
                 sides.SideClock.for_device(self.device),
                 self.floors,
                 base_pool=pool_a,
@@ -179,7 +175,7 @@ class PairProber:
             )
             out = run_cases(
                 [Case(self.workload, self.params)],
-                RunConfig(device=self.device, max_time=self.budget_s if budget_s is None else budget_s),
+                RunConfig(device=self.device, max_time=self.settings.max_time if budget_s is None else budget_s),
                 self.device,
                 measure=arms,
             )
@@ -199,9 +195,9 @@ class PairProber:
         if out.unsupported:
             raise ConfigError(f"{self.workload.name}: {out.unsupported[0][1]}")
         (v,) = out.records
-        if v.alpha != self.fdr:  # a screen: its interval is shown at the history's rate
+        if v.alpha != self.settings.fdr:  # a screen: its interval is shown at the history's rate
             v.notes.append(f"screened at alpha {v.alpha:g}: its p is on that scale")
-            v.alpha = self.fdr
+            v.alpha = self.settings.fdr
         return v
 
     def recheck(self, a: str, b: str, budget_s: float) -> GateVerdict | str:

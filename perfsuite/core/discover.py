@@ -244,6 +244,15 @@ def discover(paths: Iterable[str | Path] = (), start: Path | None = None) -> lis
     return files
 
 
+def workload_named(name: str) -> Workload:
+    """The workload called `name`: registered already (a built-in, a module the caller imported,
+    the command line's discovery), else found among the project's own ([tool.perfsuite] of the
+    pyproject.toml around the current folder): what a library call (perfsuite.history) names."""
+    if name not in registry.names():
+        discover()
+    return registry.get(name)
+
+
 def project_workloads(pyproject: Path | None) -> list[Workload]:
     """The registered workloads declared in the files the project's [tool.perfsuite] names (not an
     installed package's, nor another project's): what the pytest plugin and asv's expose offer."""

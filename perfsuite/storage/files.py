@@ -134,6 +134,33 @@ def results_document(records: Iterable[Record], failures: Iterable[dict[str, Any
     return json.dumps(doc, indent=1, allow_nan=False)
 
 
+# Where results go by default, and where when the repository keeps its own results in results/ (issue 50).
+DEFAULT_RESULTS_DIR = Path("results")
+PRIVATE_RESULTS_DIR = Path(".perfsuite") / "results"
+_PLACEHOLDERS = (".gitkeep", ".gitignore", "README.md")
+
+
+def default_results_dir() -> tuple[Path, str | None]:
+    """results/, unless git tracks files there other than a placeholder: that is the repository's
+    own results folder (issue 50: `run` wrote its JSON among a user's tracked results), so
+    perfsuite's go to .perfsuite/results, with a line saying so."""
+    import subprocess
+
+    try:
+        res = subprocess.run(
+            ["git", "ls-files", "-z", "--", str(DEFAULT_RESULTS_DIR)], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return DEFAULT_RESULTS_DIR, None
+    tracked = [f for f in res.stdout.split("\0") if f and Path(f).name not in _PLACEHOLDERS]
+    if res.returncode != 0 or not tracked:
+        return DEFAULT_RESULTS_DIR, None
+    return PRIVATE_RESULTS_DIR, (
+        f"{DEFAULT_RESULTS_DIR}/ holds {len(tracked)} file(s) tracked by git, this repository's own: "
+        f"perfsuite's results go to {PRIVATE_RESULTS_DIR} (--results-dir to choose)"
+    )
+
+
 def new_results_path(results_dir: Path, label: str) -> Path:
     """A fresh file name in `results_dir`: UTC time, a slug of `label`, and a random suffix."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

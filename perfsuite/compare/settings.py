@@ -1,0 +1,62 @@
+"""How two revisions are gated against each other: one frozen bundle, built once by the command
+or the library call and handed to every prober (the gate, bisect's probes, history's pairs)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from perfsuite.core.config import MAX_BUILDS, MAX_TIME_S
+from perfsuite.core.errors import ConfigError
+
+HEAPS = ("steady", "default")
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """`max_time`: seconds per gate (a case, a probe, a pair of commits); `builds`: processes a
+    side in each round; `threshold`: the smallest slowdown that counts; `fdr`: false alarms per
+    unchanged case; `threads`: torch threads in the sides (None: torch's own); `heap`: steady
+    keeps glibc's freed memory in the sides (perfsuite.measuring.heap)."""
+
+    max_time: float = 15.0
+    builds: int = 1
+    threshold: float = 0.01
+    fdr: float = 0.01
+    threads: int | None = None
+    heap: str = "steady"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_time <= MAX_TIME_S:
+            raise ConfigError(f"max_time must be above 0 and at most {MAX_TIME_S:g} s, got {self.max_time!r}")
+        if isinstance(self.builds, bool) or not isinstance(self.builds, int) or not 1 <= self.builds <= MAX_BUILDS:
+            raise ConfigError(f"builds must be a whole number from 1 to {MAX_BUILDS}, got {self.builds!r}")
+        if not (math.isfinite(self.threshold) and self.threshold >= 0):
+            raise ConfigError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
+        if not 0 < self.fdr < 0.5:  # a one-sided test at 0.5 or more says nothing
+            raise ConfigError(f"fdr must be between 0 and 0.5 (exclusive), got {self.fdr!r}")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):  # fmt: skip
+            raise ConfigError(f"threads must be a whole number >= 1 or None, got {self.threads!r}")
+        if self.heap not in HEAPS:
+            raise ConfigError(f"heap must be one of {', '.join(HEAPS)}, got {self.heap!r}")
+
+    def logged(self) -> dict:
+        """As a log's settings keep them (a resumed log must have been measured alike)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WhyOptions:
+    """How `why` profiles two sides: `steps` per profiler window, `rounds` windows per side,
+    the `top` operators listed."""
+
+    steps: int = 5
+    rounds: int = 4
+    top: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "rounds", "top"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"why {name} must be a whole number >= 1, got {v!r}")
