@@ -235,18 +235,33 @@ def test_any_ncu_csv_is_read_or_refused_by_name(capsys, tmp_path_factory, header
 
 def test_a_second_run_into_a_locked_suite_folder_fails_at_once(tmp_path):
     """Two suite runs into one folder measured every case twice; the folder is now locked."""
-    import os
 
     from perfsuite.core.errors import ConfigError
-    from perfsuite.suite.run import lock_output
+    from perfsuite.storage.folder import ResultsFolder
 
-    held = lock_output(tmp_path)
-    try:
+    with ResultsFolder(tmp_path, lock=True):
         with pytest.raises(ConfigError, match="in use by another perfsuite run"):
-            lock_output(tmp_path)
+            ResultsFolder(tmp_path, lock=True).__enter__()
+    with ResultsFolder(tmp_path, lock=True):  # released with its holder: no stale lock
+        pass
+    # Held by another process (the kernel's flock, not this object's state): refused the same way.
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from perfsuite.storage.folder import ResultsFolder\n"
+         f"f = ResultsFolder({str(tmp_path)!r}, lock=True).__enter__(); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match="in use by another perfsuite run"):
+            ResultsFolder(tmp_path, lock=True).__enter__()
     finally:
-        os.close(held)
-    os.close(lock_output(tmp_path))  # released with its holder: no stale lock
+        holder.kill()
+        holder.communicate()
+    with ResultsFolder(tmp_path, lock=True):  # the kernel let go with its process
+        pass
 
 
 # --- one field of a real record, or of a peak or floors file, replaced by anything -------------------

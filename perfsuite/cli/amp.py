@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from rich.text import Text
 
 from perfsuite.cli import options
@@ -12,7 +14,7 @@ from perfsuite.core.params import single_values
 from perfsuite.core.units import fmt_bytes, fmt_seconds
 from perfsuite.run.execute import interrupted_exit
 from perfsuite.stats.summary import median
-from perfsuite.storage.files import DocumentWriter
+from perfsuite.storage.folder import folder_of
 
 NAME = "amp"
 # It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
@@ -72,7 +74,11 @@ def command(args, console) -> int:
     case = Case(workload, given)
     measure = Amp(precisions[0], precisions[1], pairs=args.pairs, steps=args.steps, loss_tolerance=args.loss_tol)
     runnable([case], device, measure)
-    writer = DocumentWriter(args.out, "amp") if args.out is not None else None
+    held = contextlib.ExitStack()  # the --out file claimed before measuring; removed if it stays empty
+    writer = None
+    if args.out is not None:
+        folder, name = held.enter_context(folder_of(args.out))
+        writer = folder.document(name, "amp")
     console.print(
         f"{workload.name} {given or ''} on {device}: {precisions[0]} vs {precisions[1]}, "
         f"up to {args.pairs} interleaved pairs in {args.max_time:g}s, {args.steps}-step loss check",
@@ -100,7 +106,7 @@ def command(args, console) -> int:
         def failed(self, case, failure) -> None:
             console.print(Text(f"failed: {case.label}: {failure['error']}", style="red"))
 
-    try:
+    with held:
         out = run_cases(
             [case],
             RunConfig(device=device, max_time=args.max_time),
@@ -109,9 +115,6 @@ def command(args, console) -> int:
             outputs=(writer, args.recorder),
             events=Show(),
         )
-    finally:
-        if writer is not None:
-            writer.discard_if_empty()
     if out.interrupted:
         return interrupted_exit(out.interrupted)
     # A comparison that failed, or whose accuracy check failed: a failed case, not a slowdown.

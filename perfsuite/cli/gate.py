@@ -19,7 +19,7 @@ from perfsuite.jobs import gate as jobs
 from perfsuite.run.execute import interrupted_exit
 from perfsuite.stats import verdict
 from perfsuite.storage.files import document
-from perfsuite.storage.write import check_output, write_or_rescue
+from perfsuite.storage.folder import Reserved
 
 # The console's colour for each verdict word.
 _STYLE = {verdict.SLOWER: "bold red", verdict.FASTER: "green", verdict.UNDECIDED: "yellow"}
@@ -100,14 +100,14 @@ def add_arguments(sub) -> None:
 
 def command(args, console) -> int:
     """`perfsuite gate`: the self-check (--slowdown), learning noise floors, or the gate itself."""
-    if args.json is not None:  # checked before anything is measured: a verdict is never thrown away
-        check_output(args.json, "--json")
+    # Checked before anything is measured: a verdict is never thrown away.
+    json_out = Reserved(args.json, "--json") if args.json is not None else None
     w = registry.get(args.workload)
     cases = expand_sweep(parse_assignments(args.param, w.params, w.name))
     builds = args.builds or (g.BUILDS if args.slowdown is not None or args.learn_floor else g.ROUND_BUILDS)
     settings = GateSettings(args.budget, builds, args.threshold, args.fdr, args.threads, args.heap)
     if args.slowdown is not None:
-        return _self_check(args, console, cases, settings)
+        return _self_check(args, console, cases, settings, json_out)
     if args.learn_floor:
         learned = lambda case, floor: console.print(Text(f"{case.label}: noise floor {floor:.2%}"))  # noqa: E731
         out, _ = jobs.learn_floors(args.workload, args.learn_floor, cases=cases, device=args.device,
@@ -133,8 +133,8 @@ def command(args, console) -> int:
     if args.recorder is not None:
         for v in out.records:
             args.recorder.add_document("gate", v.to_dict(), workload=w.name)
-    if args.json:
-        write_or_rescue(args.json, document("gate", [v.to_dict() for v in out.records], out.failures), "--json")
+    if json_out is not None:
+        json_out.write(document("gate", [v.to_dict() for v in out.records], out.failures))
     return _ended(out, verdict.exit_code([v.word for v in out.records], args.undecided))
 
 
@@ -152,7 +152,7 @@ def verdict_line(v) -> str:
     )
 
 
-def _self_check(args, console, cases, settings: GateSettings) -> int:
+def _self_check(args, console, cases, settings: GateSettings, json_out: Reserved | None) -> int:
     def show(case, res) -> None:
         lo, hi = g.wilson_interval(res["caught"], res["trials"])
         flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
@@ -169,8 +169,8 @@ def _self_check(args, console, cases, settings: GateSettings) -> int:
                           settings=settings, events=GateEvents(console, show), recorder=args.recorder)  # fmt: skip
     for note in run.notes:
         console.print(Text(note, style="yellow"))
-    if args.json:
-        write_or_rescue(args.json, document("gate-selfcheck", run.outcome.records, run.outcome.failures), "--json")
+    if json_out is not None:
+        json_out.write(document("gate-selfcheck", run.outcome.records, run.outcome.failures))
     return _ended(run.outcome, 0)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from perfsuite.cli import options
 from perfsuite.cli.events import EntryEvents
 from perfsuite.compare.pair import Pair
@@ -9,7 +11,7 @@ from perfsuite.core import registry
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.run.execute import interrupted_exit
-from perfsuite.storage.files import DocumentWriter
+from perfsuite.storage.folder import folder_of
 
 NAME = "pair"
 # It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
@@ -44,9 +46,13 @@ def command(args, console) -> int:
     cases = [Case(w, c) for c in expand_sweep(sweep)]
     measure = Pair(key, values[0], values[1])
     runnable(cases, device, measure)  # bad values are errors before the --out file is claimed
-    # Claimed before measuring: an existing file is refused, and no finished pair is thrown away.
-    writer = DocumentWriter(args.out, "pair") if args.out is not None else None
-    try:
+    # Claimed before measuring: an existing file is refused, and no finished pair is thrown away;
+    # an empty claim is removed when the command ends.
+    with contextlib.ExitStack() as held:
+        writer = None
+        if args.out is not None:
+            folder, name = held.enter_context(folder_of(args.out))
+            writer = folder.document(name, "pair")
         out = run_cases(
             cases,
             RunConfig(device=device, max_time=args.budget),
@@ -55,9 +61,6 @@ def command(args, console) -> int:
             outputs=(writer, args.recorder),
             events=EntryEvents(console, w.name),
         )
-    finally:
-        if writer is not None:
-            writer.discard_if_empty()
     if out.interrupted:
         return interrupted_exit(out.interrupted)
     return 3 if out.failures else 0

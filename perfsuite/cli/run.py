@@ -17,7 +17,8 @@ from perfsuite.measuring.env import fingerprint
 from perfsuite.profiling.trace import check_trace_files
 from perfsuite.report.console import print_bounds, print_warnings, records_table
 from perfsuite.run.execute import interrupted_exit
-from perfsuite.storage.files import ResultsWriter, default_results_dir, new_results_path, writable_dir
+from perfsuite.storage.files import default_results_dir, new_results_path, writable_dir
+from perfsuite.storage.folder import folder_of
 from perfsuite.storage.peaks import peak_for
 
 NAME = "run"
@@ -184,19 +185,22 @@ def command(args, console) -> int:
         from perfsuite.storage.tensorboard import prepare
 
         prepare(args.tensorboard)
-    writer = ResultsWriter(path)  # the output is claimed before measuring: a clash fails now, not after
-    console.print(
-        f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each -> {path}", highlight=False
-    )
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        try:
+    # The output is claimed before measuring (a clash fails now, not after) and removed when the
+    # command ends with nothing in it (the same command must work again).
+    with folder_of(path) as (folder, name):
+        writer = folder.results_file(name)
+        console.print(
+            f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each -> {path}",
+            highlight=False,
+        )
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
             out = run_cases(
                 cases,
                 cfg,
@@ -208,13 +212,8 @@ def command(args, console) -> int:
                 machine_log=args.machine_log,
                 events=RunEvents(console, len(cases), progress),
             )
-        except BaseException:
-            if not writer.records and not writer.failures:
-                path.unlink(missing_ok=True)  # our own empty claim: the same command must work again
-            raise
     if out.interrupted:
-        if not writer.records and not writer.failures:
-            path.unlink(missing_ok=True)  # our own empty claim: leave nothing to trip the next run
+        if not writer.results_held():
             console.print("interrupted before any case finished; nothing saved", highlight=False)
         else:
             console.print(

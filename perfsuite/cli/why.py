@@ -16,7 +16,7 @@ from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_bytes, fmt_seconds
 from perfsuite.run.execute import runnable
 from perfsuite.storage.files import document
-from perfsuite.storage.write import check_output, write_or_rescue
+from perfsuite.storage.folder import Reserved
 
 NAME = "why"
 # It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
@@ -49,7 +49,7 @@ def command(args, console) -> int:
     w = registry.get(args.workload)
     params = single_values(args.param, w)
     if args.json is not None:  # checked before profiling: a finished comparison is not thrown away
-        check_output(args.json, "--json")
+        json_out = Reserved(args.json, "--json")
     device = resolve_device(args.device)
     kw = dict(
         threads=RunConfig(threads=args.threads).threads_on(device), steps=args.steps, rounds=args.rounds, top=args.top
@@ -74,7 +74,7 @@ def command(args, console) -> int:
     if args.recorder is not None:
         args.recorder.add_document("why", result.to_dict(), workload=w.name)
     if args.json is not None:
-        write_or_rescue(args.json, document("why", [result.to_dict()]), "--json")
+        json_out.write(document("why", [result.to_dict()]))
         console.print(Text(f"written to {args.json}"))
     return 0
 

@@ -216,3 +216,11 @@ def resolve_device(spec: str) -> str:
             raise DeviceUnavailable(f"--device {spec}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         return f"cuda:{number}"
     raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {spec!r}")
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """A resolved run configuration's digest: a results folder resumed under another is refused."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]

@@ -24,7 +24,8 @@ from perfsuite.core.text import printable
 from perfsuite.jobs.listener import WARNING, Listener
 from perfsuite.run.execute import runnable
 from perfsuite.storage.files import document, load_document
-from perfsuite.storage.write import check_output, write_or_rescue
+from perfsuite.storage.folder import Reserved
+from perfsuite.storage.write import write_or_rescue
 
 BISECT_DIR = Path(".perfsuite") / "bisect"
 
@@ -91,7 +92,7 @@ def bisect(
         state = b.Bisection(w.name, params, device, b.Commit(good_sha, subject(revs.repo, good_sha)), commits, logged)
         log = log or BISECT_DIR / log_name(w.name, good_sha, bad_sha, change, params)
         # Before any probe (and before resuming from it): a measured probe is never lost to its log.
-        check_output(log, "--log", replace=True)
+        log_out = Reserved(log, "--log", replace=True)
         resume(state, log, say)
         probes = math.ceil(math.log2(len(commits)))  # bad is known changed once confirmed: halve the rest
         say.say(
@@ -104,8 +105,8 @@ def bisect(
             sides.placed(device, settings.threads),
             Prober(w, params, revs, good_sha, device, settings, direction=direction, progress=say.progress) as prober,
         ):
-            answer = b.run_bisection(state, prober, lambda s, p: _logged(s, p, log, say))
-        _save(state, log, answer)
+            answer = b.run_bisection(state, prober, lambda s, p: _logged(s, p, log_out, say))
+        _save(state, log_out, answer)
         if recorder is not None:  # the finished bisection, with its answer, in the store's history
             recorder.add_document("bisect", {**state.to_dict(), "answer": answer.to_dict()}, workload=w.name)
         run = BisectRun(state, answer, log, direction)
@@ -153,14 +154,14 @@ def resume(state: b.Bisection, log: Path, say: Listener) -> None:
     say.say(f"resuming from {log}: {len(old.probes)} probe(s) already done")
 
 
-def _save(state: b.Bisection, log: Path, answer: b.Answer | None = None) -> None:
+def _save(state: b.Bisection, log: Reserved, answer: b.Answer | None = None) -> None:
     d = state.to_dict()
     if answer is not None:
         d["answer"] = answer.to_dict()
-    write_or_rescue(log, document("bisect", [d]), "--log")
+    log.write(document("bisect", [d]))
 
 
-def _logged(state: b.Bisection, probe: b.Probe, log: Path, say: Listener) -> None:
+def _logged(state: b.Bisection, probe: b.Probe, log: Reserved, say: Listener) -> None:
     _save(state, log)
     c = next(c for c in state.commits if c.sha == probe.sha)
     if probe.outcome == "skipped":
@@ -201,7 +202,9 @@ def _profile(run: BisectRun, w, params, revs, good: str, device, settings, why: 
         say.say(f"why could not profile the two sides: {exc}", WARNING)
         return
     out = run.log.with_name(run.log.name.removesuffix(".json").removesuffix(".bisect") + ".why.json")
-    write_or_rescue(out, document("why", [result.to_dict()]), "why beside the --log")
+    write_or_rescue(
+        out, document("why", [result.to_dict()]), "why beside the --log"
+    )  # its folder is the log's, checked
     if recorder is not None:
         recorder.add_document("why", result.to_dict(), workload=w.name)
     run.why, run.why_file = result, out

@@ -20,7 +20,7 @@ from perfsuite.measuring import heap
 from perfsuite.measuring.system import pinned
 from perfsuite.run.execute import Events, Outcome, run_cases
 from perfsuite.storage.files import document, load_document
-from perfsuite.storage.write import check_output, write_or_rescue
+from perfsuite.storage.folder import Reserved
 
 DEFAULT_FLOORS = Path(".perfsuite") / "noise-floors.json"
 
@@ -93,13 +93,13 @@ def learn_floors(
     `floors` (checked writable before measuring). Returns the outcome and every floor kept."""
     w, device, s = _prepared(workload, device, settings, g.BUILDS)
     kept = load_document(floors, "noise-floors") if floors.exists() else {}
-    check_output(floors, "--floors", replace=True)
+    floors_out = Reserved(floors, "--floors", replace=True)
     heard = _Heard(events)
     with pinned(None, s.threads):
         out = run_cases([Case(w, c) for c in cases or [{}]], RunConfig(device=device, max_time=s.max_time / 3),
                         device, measure=gate_sides.NoiseFloor(runs, s.builds, s.heap, s.threads), events=heard)  # fmt: skip
     kept.update(heard.results)
-    write_or_rescue(floors, document("noise-floors", kept), "--floors")
+    floors_out.write(document("noise-floors", kept))
     return out, kept
 
 

@@ -24,7 +24,7 @@ from perfsuite.measuring.env import comparable, fingerprint
 from perfsuite.report.history_page import write_page
 from perfsuite.run.execute import runnable
 from perfsuite.storage.files import load_document
-from perfsuite.storage.write import check_output, write_or_rescue
+from perfsuite.storage.folder import Reserved
 
 DEFAULT_FLOORS = Path(".perfsuite") / "noise-floors.json"
 
@@ -99,12 +99,12 @@ def history(
             else revisions.resolve_commit(revs.mode, revs.repo, "--workloads-from"),
         }
         log = log or logs.HISTORY_DIR / logs.log_name(w.name, params)
-        check_output(log, "--log", replace=True)  # before any pair: a measured point is never lost to its log
+        log_out = Reserved(log, "--log", replace=True)  # before any pair: a measured point is never lost to its log
         held.callback(os.close, logs.hold(log))  # before reading it: one run at a time writes a log
         page = html or logs.page_beside(log)
         if page.resolve() == log.resolve():
             raise ConfigError(f"--html {page}: the same file as the history's log; the page would replace it")
-        check_output(page, "--html", replace=True)
+        page_out = Reserved(page, "--html", replace=True)
         state, plan = _planned(w, params, device, revs, range, update, log, logged, max_commits, settings)
         say.say(printable(f"{plan}; log {log}" + (f"; noise floor {floor:.2%} from {floors}" if floor else "")))
         env = comparable(fingerprint(device=device))
@@ -117,7 +117,7 @@ def history(
                 state,
                 prober.pair,
                 env,
-                lambda s, p: _logged(s, p, log, say),
+                lambda s, p: _logged(s, p, log_out, say),
                 prober.keep_only,
                 steps.bisector(w, params, revs, device, settings, floor, say),
                 lambda a, b: steps.rechecked(prober, a, b, settings.max_time * RECHECK_BUDGET, say),
@@ -130,13 +130,13 @@ def history(
             for x in changes:
                 if x.why is None:
                     x.why = steps.profiled(w, params, revs, *steps.profiled_ends(x, state), device, settings, why, say)
-                    logs.save(state, log)  # each profile as it ends: Ctrl-C during the next keeps it
-        logs.save(state, log)
-        write_or_rescue(page, write_page(state), "--html")
+                    logs.save(state, log_out)  # each profile as it ends: Ctrl-C during the next keeps it
+        logs.save(state, log_out)
+        page_out.write(write_page(state))
         if recorder is not None:  # one store for every road
             recorder.add_document("history", state.to_dict(), workload=w.name)
     alarm = state.report(fresh)
-    logs.save(state, log)  # with `reported`: a later run's outcome is about what comes after this one
+    logs.save(state, log_out)  # with `reported`: a later run's outcome is about what comes after this one
     return HistoryRun(state, log, page, revs.repo, fresh, alarm)
 
 
@@ -187,7 +187,7 @@ def _params(params: dict) -> str:
     return "[" + ",".join(f"{k}={v}" for k, v in params.items()) + "]"
 
 
-def _logged(state: History, p: Point | Window, log: Path, say: Listener) -> None:
+def _logged(state: History, p: Point | Window, log: Reserved, say: Listener) -> None:
     """After each point and window: the log saved, and a line saying what it was."""
     logs.save(state, log)
     if isinstance(p, Window):

@@ -11,7 +11,8 @@ from pathlib import Path
 from perfsuite.compare.history import HISTORY_RULE, History
 from perfsuite.core.errors import ConfigError, RecordError
 from perfsuite.storage.files import document, load_document
-from perfsuite.storage.write import try_lock, write_or_rescue
+from perfsuite.storage.folder import Reserved
+from perfsuite.storage.write import try_lock
 
 HISTORY_DIR = Path(".perfsuite") / "history"
 
@@ -71,5 +72,5 @@ def range_ends(given: str | None, kept: History | None) -> tuple[str, str]:
     return kept.base.sha, "HEAD"
 
 
-def save(state: History, log: Path) -> None:
-    write_or_rescue(log, document("history", [state.to_dict()]), "--log")
+def save(state: History, log: Reserved) -> None:
+    log.write(document("history", [state.to_dict()]))

@@ -10,7 +10,6 @@ results are never overwritten, and two runs given one path cannot both write it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -219,6 +218,10 @@ class ResultsWriter:
         self.failures = [f for f in self.failures if _failure_key(f) != key]
         self._save()
 
+    def results_held(self) -> bool:
+        """Whether it holds anything (a record or a failure): an empty claim is discarded."""
+        return bool(self.records or self.failures)
+
     def add(self, record: Record, case: Case | None = None, kind: str | None = None) -> None:
         self.records.append(record)
         self._save()
@@ -284,12 +287,9 @@ class DocumentWriter:
         self.failures.append(failure)
         self._save()
 
-    def discard_if_empty(self) -> None:
-        """Remove a claimed file that holds nothing (a command stopped before its first case ended),
-        so the same command can be run again on the same path."""
-        if not self.results and not self.failures:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
+    def results_held(self) -> bool:
+        """Whether it holds anything (a result or a failure): an empty claim is discarded."""
+        return bool(self.results or self.failures)
 
     def _save(self) -> None:
         atomic_write_text(self.path, document(self.kind, self.results, self.failures))

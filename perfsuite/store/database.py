@@ -11,13 +11,20 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from perfsuite.core.errors import PerfsuiteError, StorageError
 from perfsuite.core.state import state_folder
 from perfsuite.store.location import Location
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # How long a writer waits for another's lock (SQLite) and for a server to answer (PostgreSQL).
@@ -43,7 +50,7 @@ REVISIONS = ("0001", "0002")
 HEAD = REVISIONS[-1]
 
 
-def _config(connection=None):
+def _config(connection: sa.Connection | None = None) -> Config:
     from alembic.config import Config
 
     cfg = Config()
@@ -53,7 +60,7 @@ def _config(connection=None):
     return cfg
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
+def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     cur = dbapi_connection.cursor()
     # WAL: readers never wait for a writer and a killed writer's transaction is rolled back on
     # the next open; busy_timeout: concurrent writers queue instead of failing.
@@ -67,7 +74,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 WRITE = {"perfsuite_write": True}  # execution options of a connection that will write
 
 
-def _sqlite_begin(conn) -> None:
+def _sqlite_begin(conn: sa.Connection) -> None:
     # pysqlite starts transactions lazily, after the first read: two writers that both read first
     # then deadlock on the upgrade. A writer's BEGIN IMMEDIATE takes the write lock up front
     # (SQLAlchemy's recipe for pysqlite); readers begin plainly and never wait for one.
@@ -123,7 +130,7 @@ def _unreachable(exc: Exception) -> bool:
     no SQLSTATE at all from a connection attempt."""
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return True
-    state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    state: str | None = getattr(getattr(exc, "orig", None), "sqlstate", None)  # the driver's SQLSTATE
     if state is None:
         return isinstance(exc, sa.exc.OperationalError)
     return state.startswith("08") or state.startswith("57P")
@@ -172,7 +179,7 @@ def describe_failure(location: Location, exc: Exception) -> StoreError:
 
 
 @contextlib.contextmanager
-def _migration_lock(location: Location, conn):
+def _migration_lock(location: Location, conn: sa.Connection) -> Iterator[None]:
     if location.is_server:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
         yield
@@ -191,11 +198,11 @@ def _migration_lock(location: Location, conn):
         os.close(fd)
 
 
-def current_revision(conn) -> str | None:
+def current_revision(conn: sa.Connection) -> str | None:
     """The store's schema revision (Alembic's version table), None for a database without one."""
     if not sa.inspect(conn).has_table("alembic_version"):
         return None
-    versions = [row[0] for row in conn.execute(sa.text("SELECT version_num FROM alembic_version"))]
+    versions: list[str] = [row[0] for row in conn.execute(sa.text("SELECT version_num FROM alembic_version"))]
     return versions[0] if len(versions) == 1 else ",".join(versions) or None
 
 
@@ -220,7 +227,7 @@ def migrate(location: Location, engine: sa.Engine) -> str | None:
     return before
 
 
-def _create(conn) -> None:
+def _create(conn: sa.Connection) -> None:
     """A new, empty store made at head at once, as Alembic's cookbook does it (create_all, then
     stamp head): the tables of schema.py (which a test holds equal to what the migrations build)
     and the version row, without importing Alembic."""
@@ -294,13 +301,14 @@ def preflight(location: Location) -> None:
             )
         return
     path = location.path
+    assert path is not None  # a SQLite store names its file (location.parse)
     try:
         return _preflight_file(location, path)
     except OSError as exc:  # a name too long, a folder that cannot be listed
         raise StoreError(f"store {location.shown}: cannot use this path ({exc.strerror})") from None
 
 
-def _preflight_file(location: Location, path) -> None:
+def _preflight_file(location: Location, path: Path) -> None:
     if path.is_symlink() and not path.exists():  # SQLite would create the file the link points at
         raise StoreError(f"store {path}: a symbolic link to nothing; refusing to create what it points at")
     if path.is_dir():
@@ -330,7 +338,7 @@ def _preflight_file(location: Location, path) -> None:
         raise StoreError(f"store {path}: cannot create it ({folder} is not a writable folder)")
 
 
-def _refuse_foreign(location: Location, conn, revision: str | None) -> None:
+def _refuse_foreign(location: Location, conn: sa.Connection, revision: str | None) -> None:
     """A database with tables but no store version is someone else's: never written into."""
     if revision is None:
         tables = sorted(sa.inspect(conn).get_table_names())
@@ -342,7 +350,7 @@ def _refuse_foreign(location: Location, conn, revision: str | None) -> None:
             )
 
 
-def _missing_rights(conn, revision: str | None) -> str | None:
+def _missing_rights(conn: sa.Connection, revision: str | None) -> str | None:
     """On PostgreSQL, what this user may not do that the store needs (None: nothing)."""
     if revision is None or revision != HEAD:  # the store's tables are to be created or migrated
         if not conn.execute(sa.text("SELECT has_schema_privilege('public', 'CREATE')")).scalar():

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -71,7 +73,7 @@ class Location:
         return self.home / SPOOL.with_name(f"spool-{key}.db")
 
 
-def _project_table(start: Path) -> tuple[Path | None, dict]:
+def _project_table(start: Path) -> tuple[Path | None, dict[str, Any]]:
     pyproject = find_project(start)
     if pyproject is None:
         return None, {}
@@ -115,7 +117,7 @@ def parse(text: str, source: str, home: Path) -> Location:
     return Location(url, source, home)
 
 
-def resolve(given: str | None = None, cwd: Path | None = None, warn=None) -> Location:
+def resolve(given: str | None = None, cwd: Path | None = None, warn: Callable[[str], object] | None = None) -> Location:
     """The store this command uses (see the module's docstring); `warn(text)` is told when a
     password sits in a file other users can read."""
     cwd = Path.cwd() if cwd is None else Path(cwd)

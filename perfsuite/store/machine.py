@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.measuring.env import comparable
@@ -31,9 +32,9 @@ class Machine:
     id: str
     name: str
     fingerprint: str
-    info: dict
+    info: dict[str, Any]
 
-    def row(self) -> dict:
+    def row(self) -> dict[str, str]:
         return {
             "id": self.id,
             "name": self.name,
@@ -77,12 +78,12 @@ def machine_id() -> str:
     return new
 
 
-def fingerprint_of(env: dict) -> tuple[str, dict]:
+def fingerprint_of(env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     info = comparable(env)
     return hashlib.sha256(json.dumps(info, sort_keys=True, default=str).encode()).hexdigest()[:16], info
 
 
-def this_machine(env: dict | None = None) -> Machine:
+def this_machine(env: dict[str, Any] | None = None) -> Machine:
     """This machine, its fingerprint from `env` (a record's, or the fingerprint collected now)."""
     if env is None:
         from perfsuite.measuring.env import fingerprint
@@ -95,7 +96,7 @@ def this_machine(env: dict | None = None) -> Machine:
     )
 
 
-def imported_machine(env: dict) -> Machine:
+def imported_machine(env: dict[str, Any]) -> Machine:
     """The machine an imported result came from, as far as its file says (host and fingerprint):
     imports from two machines stay apart, and never join this machine's history."""
     digest, info = fingerprint_of(env)

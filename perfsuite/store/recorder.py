@@ -13,8 +13,9 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.core.errors import PerfsuiteError, StorageError
 from perfsuite.core.record import Record
@@ -26,6 +27,9 @@ from perfsuite.store.location import Location, parse
 from perfsuite.store.machine import Machine, this_machine
 from perfsuite.store.store import Store, new_run
 
+if TYPE_CHECKING:
+    from perfsuite.core.case import Case
+
 # Waits between tries of a write the server did not answer (then the spool takes it).
 RETRY_WAITS_S = (0.5, 2.0)
 # How long one write to a server may take before the run gives up on the server: a server that
@@ -34,9 +38,9 @@ RETRY_WAITS_S = (0.5, 2.0)
 SERVER_WRITE_TIMEOUT_S = 60.0
 
 
-def light_env() -> dict:
+def light_env() -> dict[str, Any]:
     """What identifies this machine's times (perfsuite.measuring.env without the slow collectors)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for collect in (env.collect_python, env.collect_os, env.collect_host, env.collect_cpu, env.collect_torch):
         out.update(collect())
     return out
@@ -49,7 +53,7 @@ class Recorder:
         self,
         location: Location,
         kind: str,
-        config: dict | None = None,
+        config: Mapping[str, Any] | None = None,
         *,
         machine: Machine | None = None,
         cwd: Path | None = None,
@@ -57,7 +61,7 @@ class Recorder:
         shard: int | None = None,
         shards: int | None = None,
         commit: str | None = None,
-        sleep=time.sleep,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
 
         self.location, self.kind, self.sleep = location, kind, sleep
@@ -92,7 +96,8 @@ class Recorder:
 
     @property
     def run_id(self) -> str:
-        return self.run["id"]
+        run_id: str = self.run["id"]  # new_run's str
+        return run_id
 
     @property
     def spooled(self) -> bool:
@@ -102,7 +107,7 @@ class Recorder:
     def add_record(self, record: Record) -> None:
         self._write(lambda s: s.add_records(self.run_id, self.machine.id, [record], commit=self.commit))
 
-    def add(self, result, case=None, kind: str = "results") -> None:
+    def add(self, result: Any, case: Case | None = None, kind: str = "results") -> None:
         """What perfsuite's case loop measured: a Record, or a result of another kind (pair, amp,
         gate) stored as its document with the parameters its case was given."""
         if isinstance(result, Record):
@@ -113,11 +118,11 @@ class Recorder:
             entry = {**entry, "case": dict(case.params)}
         self.add_document(kind, entry, workload=getattr(getattr(case, "workload", None), "name", None))
 
-    def add_failure(self, failure: dict, case=None) -> None:
+    def add_failure(self, failure: Mapping[str, Any], case: Case | None = None) -> None:
         """A case that failed, kept as a `failure` document (its reason and the user's traceback)."""
         self.add_document("failure", failure, workload=getattr(getattr(case, "workload", None), "name", None))
 
-    def add_document(self, kind: str, entry: dict, workload: str | None = None) -> None:
+    def add_document(self, kind: str, entry: Mapping[str, Any], workload: str | None = None) -> None:
         self._write(
             lambda s: s.add_documents(
                 self.run_id, self.machine.id, kind, [entry], workload=workload, commit=self.run["commit"]
@@ -173,7 +178,7 @@ class Recorder:
             self._bounded(open_and_begin)
             self.store = opened[0]
 
-    def _write(self, write, counted: bool = True) -> None:
+    def _write(self, write: Callable[[Store], object], counted: bool = True) -> None:
         try:
             self._open()
         except StoreError as exc:
@@ -203,7 +208,7 @@ class Recorder:
                     "output only, `perfsuite store import` reads it later"
                 )
 
-    def _bounded(self, call) -> None:
+    def _bounded(self, call: Callable[[], object]) -> None:
         """`call()` (a write to the store), given at most SERVER_WRITE_TIMEOUT_S on a server; past
         that the server is given up for this run (the stuck call is left in a daemon thread)."""
         if not self.location.is_server:
@@ -211,7 +216,7 @@ class Recorder:
             return
         import threading
 
-        outcome: list = []
+        outcome: list[BaseException | None] = []
 
         def attempt() -> None:
             try:
@@ -248,7 +253,11 @@ class Recorder:
 
 
 def for_frontend(
-    kind: str, config: dict, commit: str | None = None, warn=None, home: Path | None = None
+    kind: str,
+    config: Mapping[str, Any],
+    commit: str | None = None,
+    warn: Callable[[str], object] | None = None,
+    home: Path | None = None,
 ) -> Recorder | None:
     """A recorder for asv's or pytest's runs: the store the project names (PERFSUITE_STORE, or
     [tool.perfsuite] store, or the default). A store that cannot be used is said through `warn`

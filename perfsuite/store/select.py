@@ -14,26 +14,31 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.record import Record
 from perfsuite.store.machine import machine_id
 
+if TYPE_CHECKING:
+    from perfsuite.store.location import Location
+
 PREFIX = "store:"
 KEYS = ("workload", "commit", "machine", "device", "since", "until", "run", "batch")
 
 
-def is_source(path: str | os.PathLike) -> bool:
+def is_source(path: str | os.PathLike[str]) -> bool:
     return str(path).startswith(PREFIX)
 
 
-def parse(text: str) -> dict:
+def parse(text: str) -> dict[str, str]:
     body = str(text)[len(PREFIX) :].strip()
     if not body:
         return {}
     if "=" not in body:
         return {"commit": body}
-    out = {}
+    out: dict[str, str] = {}
     for part in body.split(","):
         key, eq, value = part.partition("=")
         key = key.strip()
@@ -89,10 +94,10 @@ def commits(spec: str) -> list[str] | None:
     return [full] if full else None
 
 
-def filters(sel: dict, this_machine: str) -> dict:
+def filters(sel: Mapping[str, str], this_machine: str) -> dict[str, Any]:
     """Store.rows/records keywords for a parsed selector. A batch is read across its machines (its
     shards ran on several); anything else on this machine unless `machine=` says otherwise."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     machine = sel.get("machine", "all" if "batch" in sel else this_machine)
     if machine != "all":
         out["machine"] = machine
@@ -113,7 +118,7 @@ def filters(sel: dict, this_machine: str) -> dict:
     return out
 
 
-def load(text: str | os.PathLike, location=None) -> list[Record]:
+def load(text: str | os.PathLike[str], location: Location | None = None) -> list[Record]:
     """The records a `store:` source names (see the module's docstring)."""
     from perfsuite.store.location import resolve
     from perfsuite.store.store import Store

@@ -13,22 +13,27 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfsuite.suite.file import Suite
 
 
-def shard_of(entry: str, params: dict, shards: int) -> int:
+def shard_of(entry: str, params: Mapping[str, Any], shards: int) -> int:
     """The shard (1..shards) of one case."""
     key = json.dumps([entry, sorted((str(k), repr(v)) for k, v in params.items())], separators=(",", ":"))
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards + 1
 
 
-def in_shard(entry: str, params: dict, shard: int, shards: int) -> bool:
+def in_shard(entry: str, params: Mapping[str, Any], shard: int, shards: int) -> bool:
     return shard_of(entry, params, shards) == shard
 
 
 BATCH_ENV = "PERFSUITE_BATCH"
 
 
-def batch_of(suite, overrides: list[str], commit: str | None, shard: tuple[int, int]) -> str:
+def batch_of(suite: Suite, overrides: list[str], commit: str | None, shard: tuple[int, int]) -> str:
     """The id every shard of one suite run at one commit shares. Set PERFSUITE_BATCH (a CI
     pipeline's id) to keep two runs of one suite at one commit (two nights) apart."""
     key = json.dumps([suite.name, suite.sha256, sorted(overrides), commit, shard[1], os.environ.get(BATCH_ENV)])

@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
+from types import TracebackType
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
@@ -30,7 +32,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def canonical(obj) -> str:
+def canonical(obj: Any) -> str:
     """The JSON text a store keeps: sorted keys, no spaces, strict (no NaN)."""
     return json.dumps(finite(obj), sort_keys=True, separators=(",", ":"), allow_nan=False, default=str)
 
@@ -41,7 +43,7 @@ def record_digest(record: Record) -> str:
     return hashlib.sha256(canonical(body).encode()).hexdigest()
 
 
-def document_digest(kind: str, entry: dict) -> str:
+def document_digest(kind: str, entry: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical({"kind": kind, "doc": entry}).encode()).hexdigest()[:32]
 
 
@@ -49,14 +51,14 @@ def new_run(
     kind: str,
     machine: Machine,
     *,
-    config: dict | None = None,
+    config: Mapping[str, Any] | None = None,
     commit: str | None = None,
     dirty: bool | None = None,
     batch: str | None = None,
     shard: int | None = None,
     shards: int | None = None,
     run_id: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The row of a run about to start."""
     return {
         "id": run_id or uuid.uuid4().hex,
@@ -74,20 +76,20 @@ def new_run(
     }
 
 
-def column_text(value, limit: int) -> str:
+def column_text(value: object, limit: int) -> str:
     """Text a column of either engine takes: no NUL (PostgreSQL refuses it), no lone surrogate
     (not UTF-8), at most `limit` characters. The record's own JSON keeps the exact value."""
     text = str(value).replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
     return text[:limit]
 
 
-def _commit(value) -> str | None:
+def _commit(value: object) -> str | None:
     """A commit hash for the indexed column (a git SHA-1 or SHA-256 in hex), else None."""
     text = str(value).lower() if isinstance(value, str) else ""
     return text if 4 <= len(text) <= 64 and all(c in "0123456789abcdef" for c in text) else None
 
 
-def _record_row(record: Record, run_id: str, machine_id: str, commit: str | None = None) -> dict:
+def _record_row(record: Record, run_id: str, machine_id: str, commit: str | None = None) -> dict[str, Any]:
     doc = record.to_dict()
     body = {k: v for k, v in doc.items() if k not in ("id", "created", "derived")}
     # A record's id may be up to 200 characters of anything (an imported one): the row's key is
@@ -133,14 +135,14 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ---- writing ---------------------------------------------------------------------------
-    def _write(self):
+    def _write(self) -> _Writing:
         return _Writing(self)
 
-    def _insert_absent(self, conn, table: sa.Table, rows: list[dict]) -> int:
+    def _insert_absent(self, conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> int:
         """Insert the rows whose keys are not there yet; returns how many were new."""
         if not rows:
             return 0
@@ -156,7 +158,7 @@ class Store:
         with self._write() as conn:
             self._insert_absent(conn, schema.machines, [machine.row()])
 
-    def begin_run(self, run: dict, machine: Machine) -> None:
+    def begin_run(self, run: Mapping[str, Any], machine: Machine) -> None:
         with self._write() as conn:
             self._insert_absent(conn, schema.machines, [machine.row()])
             self._insert_absent(conn, schema.runs, [run])
@@ -185,11 +187,11 @@ class Store:
         run_id: str,
         machine_id: str,
         kind: str,
-        entries: Iterable[dict],
+        entries: Iterable[Mapping[str, Any]],
         workload: str | None = None,
         commit: str | None = None,
     ) -> int:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for entry in entries:
             name = workload or entry.get("workload") or entry.get("name")
             created = entry.get("created")
@@ -248,7 +250,7 @@ class Store:
             conn.execute(schema.runs.delete().where(schema.runs.c.id == run_id))
 
     # ---- reading ---------------------------------------------------------------------------
-    def _read(self, query):
+    def _read(self, query: sa.Executable) -> Sequence[sa.RowMapping]:
         try:
             with self.engine.connect() as conn:
                 return conn.execute(query).mappings().all()
@@ -257,18 +259,18 @@ class Store:
 
     def _record_query(
         self,
-        columns,
+        columns: Iterable[sa.ColumnElement[Any]],
         *,
-        workload=None,
-        device=None,
-        machine=None,
-        commits=None,
-        since=None,
-        until=None,
-        run=None,
-        batch=None,
-        commit_prefix=None,
-    ):
+        workload: str | Iterable[str] | None = None,
+        device: str | None = None,
+        machine: str | Iterable[str] | None = None,
+        commits: Iterable[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        run: str | None = None,
+        batch: str | None = None,
+        commit_prefix: str | None = None,
+    ) -> sa.Select[Any]:
         r = schema.records
         q = sa.select(*columns)
         if workload is not None:
@@ -297,7 +299,7 @@ class Store:
         # indexed filters leave.
         return q.order_by(r.c.created, r.c.id)
 
-    def rows(self, params: dict | None = None, **filters) -> list[dict]:
+    def rows(self, params: Mapping[str, Any] | None = None, **filters: Any) -> list[dict[str, Any]]:
         """Stored records' columns, without decoding their documents: the fast query (a month of a
         team's nightly suites in well under a second). `params`: a subset every row must match."""
         r = schema.records
@@ -322,7 +324,7 @@ class Store:
             out.append(d)
         return out
 
-    def records(self, params: dict | None = None, **filters) -> list[Record]:
+    def records(self, params: Mapping[str, Any] | None = None, **filters: Any) -> list[Record]:
         """The stored records themselves, validated as any file's are."""
         r = schema.records
         out = []
@@ -342,7 +344,7 @@ class Store:
         machine: str | None = None,
         since: str | None = None,
         run: str | None = None,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         d = schema.documents
         q = sa.select(d.c.kind, d.c.run_id, d.c.machine_id, d.c.workload, d.c.created, d.c.doc)
         for col, value in ((d.c.kind, kind), (d.c.workload, workload), (d.c.machine_id, machine), (d.c.run_id, run)):
@@ -354,7 +356,7 @@ class Store:
 
     def runs(
         self, kind: str | None = None, machine: str | None = None, batch: str | None = None, state: str | None = None
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         r = schema.runs
         n = (
             sa.select(sa.func.count())
@@ -378,11 +380,11 @@ class Store:
             q = q.where(r.c.batch.startswith(batch, autoescape=True))
         return [dict(row) for row in self._read(q.order_by(r.c.started, r.c.id))]
 
-    def machines(self) -> list[dict]:
+    def machines(self) -> list[dict[str, Any]]:
         return [dict(row) for row in self._read(sa.select(schema.machines).order_by(schema.machines.c.first_seen))]
 
     def counts(self) -> dict[str, int]:
-        out = {}
+        out: dict[str, int] = {}
         for name, table in (
             ("machines", schema.machines),
             ("runs", schema.runs),
@@ -400,8 +402,8 @@ class _Writing:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def __enter__(self):
-        self.conn = None
+    def __enter__(self) -> sa.Connection:
+        self.conn: sa.Connection | None = None
         try:
             self.conn = self.store.engine.connect().execution_options(**WRITE)
             self.tx = self.conn.begin()
@@ -411,7 +413,10 @@ class _Writing:
             raise describe_failure(self.store.location, exc) from None
         return self.conn
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
+        assert self.conn is not None  # __enter__ opened it (or raised, and then this is not called)
         try:
             if exc_type is None:
                 self.tx.commit()

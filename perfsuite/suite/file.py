@@ -33,7 +33,6 @@ nothing runs until the whole file is valid.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -373,10 +372,6 @@ def resolved_config(suite: Suite, device: str) -> dict:
             }
         )
     return out
-
-
-def config_digest(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def shipped_suites_dir() -> Path:

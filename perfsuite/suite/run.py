@@ -9,23 +9,21 @@ missing cases are measured; failed cases are retried only with `retry_failed`.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from perfsuite.compare.amp import Amp
 from perfsuite.compare.pair import Pair
-from perfsuite.core import documents, registry
-from perfsuite.core.config import RunConfig
-from perfsuite.core.errors import ConfigError, RecordError, Unsupported
+from perfsuite.core import registry
+from perfsuite.core.config import RunConfig, config_digest
+from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.measuring.env import fingerprint
 from perfsuite.run.execute import RECORDS, Case, Events
-from perfsuite.storage.files import DocumentWriter, ResultsWriter, atomic_write_text, document, versioned, writable_dir
+from perfsuite.storage.files import DocumentWriter, ResultsWriter, atomic_write_text, document
+from perfsuite.storage.folder import ResultsFolder
 from perfsuite.storage.peaks import peak_for
-from perfsuite.storage.read import read_json
-from perfsuite.storage.write import try_lock
 from perfsuite.store.shards import in_shard
-from perfsuite.suite.file import Suite, config_digest, resolved_config
+from perfsuite.suite.file import Suite, resolved_config
 
 
 @dataclass
@@ -37,30 +35,6 @@ class SuiteOutcome:
     failed: int = 0
     checks_failed: int = 0  # correctness checks that failed (their workloads were not timed)
     other_shards: int = 0  # cases another shard measures (run --shard K/N)
-
-
-def prepare_output(out: Path, config: dict) -> None:
-    """Create `out`, refuse an unwritable one, and refuse to mix two configurations in one."""
-    writable_dir(out, "output directory")
-
-    cfg_path = out / "run-config.json"
-    digest = config_digest(config)
-    if os.path.lexists(cfg_path):
-        try:
-            old = read_json(cfg_path)
-            documents.version_of(old, "run-config", str(cfg_path))  # version 0 (no key) or 1
-            documents.validate("run-config", old, str(cfg_path))
-        except RecordError as exc:
-            raise ConfigError(f"{exc}; use another output directory") from None
-        if old.get("digest") != digest:
-            raise ConfigError(
-                f"output directory {out} holds a run of a different configuration "
-                f"(suite {old.get('suite')!r}, sha256 {str(old.get('sha256'))[:12]}); "
-                "resume with the same file and parameters, or choose another --out"
-            )
-        return
-    # The version keys stay outside the digest: a folder written before they existed resumes.
-    atomic_write_text(cfg_path, versioned("run-config", {**config, "digest": digest}))
 
 
 def entry_measure(e):
@@ -105,18 +79,6 @@ def check_cases(suite: Suite, device: str) -> dict[tuple, str]:
             except ConfigError as exc:
                 raise ConfigError(f"suites[{i}].params: {exc}") from None
     return unsupported
-
-
-def lock_output(out: Path):
-    """Hold `out` for this run: a second run into the same folder would measure every case again
-    and race on its files, so it fails at once. The lock is an flock on `out/.lock`, which the
-    kernel releases whenever this process ends, however it ends: no stale locks."""
-    fd = try_lock(out / ".lock")  # a planted symlink is refused, never followed
-    if fd is None:
-        raise ConfigError(
-            f"output directory {out} is in use by another perfsuite run; wait for it or choose another --out"
-        )
-    return fd
 
 
 class SuiteEvents:
@@ -185,7 +147,6 @@ def run_suite(
     `settings`: RunConfig fields the command line sets for every entry (cpus, threads, heap).
     `store`: the results store's recorder; `shard` (K, N): only the cases of the K-th of N shards
     (perfsuite.store.shards), the folder then holding that shard alone."""
-    import os
 
     from perfsuite.core.config import resolve_device
 
@@ -198,12 +159,10 @@ def run_suite(
         from perfsuite.storage.peaks import load_peaks
 
         load_peaks(Path(peak_file))
-    prepare_output(out, config)
-    lock = lock_output(out)
-    try:
+    with ResultsFolder(out, lock=True, config=config) as folder:
         return _run_entries(
             suite,
-            out,
+            folder,
             events or SuiteEvents(),
             device,
             unsupported,
@@ -215,13 +174,11 @@ def run_suite(
             store,
             shard,
         )
-    finally:
-        os.close(lock)
 
 
 def _run_entries(
     suite,
-    out,
+    folder: ResultsFolder,
     events,
     device,
     unsupported,
@@ -241,16 +198,17 @@ def _run_entries(
     env = fingerprint(device=device)
     peak = peak_for(peak_file, env, device) if peak_file else None
     outcome = SuiteOutcome()
-    refused, outcome.checks_failed = run_checks_first(suite, device, events, out)
+    refused, outcome.checks_failed = run_checks_first(suite, device, events, folder.path)
     run_info = {"suite": suite.name, "suite_sha256": suite.sha256, "config_digest": config_digest(config)}
 
     for e in suite.entries:
         w, measure = registry.get(e.workload), entry_measure(e)
+        writer: ResultsWriter | DocumentWriter
         if e.kind == "run":
-            writer = ResultsWriter.resume(out / f"{e.name}.json")
+            writer = folder.results_file(f"{e.name}.json", resume=True)
             done = {r.case_key() for r in writer.records}
         else:
-            writer = _resume_document(out / f"{e.name}.{e.kind}.json", e.kind, run_info)
+            writer = folder.document(f"{e.name}.{e.kind}.json", e.kind, run_info, resume=True)
             done = {Case(w, c).key(device) for c in writer.done_cases()}
         todo, skipped = [], 0
         for params in e.cases():
@@ -295,12 +253,3 @@ def _run_entries(
         if res.interrupted:
             raise res.interrupted
     return outcome
-
-
-def _resume_document(path: Path, kind: str, run_info: dict):
-    """The writer of a pair/amp entry, holding the finished cases of an earlier, interrupted run
-    of the same suite."""
-    try:
-        return DocumentWriter.resume(path, kind, run_info)
-    except RecordError as exc:
-        raise ConfigError(f"{exc}; remove it to measure its entry again") from None
