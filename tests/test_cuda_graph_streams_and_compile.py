@@ -231,7 +231,10 @@ def test_the_compile_is_per_model_class_case_and_device(fake_compile):
 
 @pytest.mark.slow
 def test_the_runners_builds_of_a_compiled_case_compile_once(fake_compile):
-    """The runner measures three builds in one process (IN_PROCESS_BUILDS), rotating them."""
+    """The runner makes three builds in one process (IN_PROCESS_BUILDS) and runs each (warmed up one
+    after the other, then rotated): one compile serves all three. How many reach the timed blocks
+    depends on the machine (a 0.5 s step in a 1 s budget under load has one timed sample), so the
+    builds are counted where every build always runs: the warm-up."""
     from perfsuite.core.config import RunConfig
     from perfsuite.measuring.runner import run_case
 
@@ -239,7 +242,7 @@ def test_the_runners_builds_of_a_compiled_case_compile_once(fake_compile):
     rec = run_case(
         registry.get("resnet"), {"batch_size": 2, "compile": True}, RunConfig(device="cpu", max_time=1.0, builds=3)
     )
-    assert rec.conditions["builds"] == 3
+    assert len(rec.warmup["builds"]) == 3 and 1 <= rec.conditions["builds"] <= 3
     assert len(compiled) == 1 and len({id(m) for m in ran}) == 3
 
 

@@ -690,6 +690,9 @@ def test_sigterm_and_sighup_end_a_gate_as_ctrl_c_does(project, sig):
     import time
 
     signum = getattr(signal, sig)
+    if signal.getsignal(signum) is signal.SIG_IGN:
+        # Inherited by the gate: under `nohup` perfsuite leaves SIGHUP ignored, as asked (cli/stop.py).
+        pytest.skip(f"{sig} is ignored in this process tree (nohup): the gate rightly keeps ignoring it")
     proc = subprocess.Popen(
         [sys.executable, "-m", "perfsuite", "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD",
          "--device", "cpu", "--max-time", "60"],
