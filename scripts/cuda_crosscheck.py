@@ -4,7 +4,7 @@ The loop here shares no timing code with perfsuite: plain `torch.cuda.Event`s ar
 `--block` steps, the cases' blocks alternating round by round (case A, B, C, A, B, C, ...) so
 that drift over the run spreads evenly, after `--warmup` untimed steps each; the per-step
 median over the blocks is the loop's figure. The steps themselves come from perfsuite's
-workload builders, so both sides time exactly the same work. Then `perfsuite.measuring.runner.run_case`
+workload builders, so both sides time exactly the same work. Then `perfsuite.measuring.runner.time_case`
 measures each case with its own budget, and a table compares the two medians.
 
     python scripts/cuda_crosscheck.py [--cases NAME ...] [--rounds 15] [--block 20] [--max-time 3]
@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace) -> list[dict]:
 
     from perfsuite.core import registry
     from perfsuite.core.config import RunConfig
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     names = list(dict.fromkeys(args.cases))
     built, notes = {}, {}
@@ -180,7 +180,7 @@ def _run(args: argparse.Namespace) -> list[dict]:
         workload, params = CASES[name]
         w = registry.get(workload)
         try:
-            w.check(params, args.device)
+            w.validate_case(params, args.device)
             torch.manual_seed(0)
             built[name] = w.build(params, args.device)
         except Exception as exc:  # noqa: BLE001 - a refused or broken case is a row, not the end of the report
@@ -208,7 +208,7 @@ def _run(args: argparse.Namespace) -> list[dict]:
         ps = None
         if name not in notes:
             try:
-                rec = run_case(
+                rec = time_case(
                     registry.get(workload), dict(params), RunConfig(device=args.device, max_time=args.max_time)
                 )
                 ps = rec.median_s
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"cuda_crosscheck: {torch.cuda.get_device_name(args.device)}, torch {torch.__version__}, "
         f"CUDA {torch.version.cuda}; loop: {args.warmup} warm-up steps, {args.rounds} blocks of {args.block} "
-        f"per case (alternating); perfsuite: run_case with max_time {args.max_time:g} s",
+        f"per case (alternating); perfsuite: time_case with max_time {args.max_time:g} s",
         flush=True,
     )
     try:

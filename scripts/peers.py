@@ -101,7 +101,7 @@ def measure_once(
         return rec.median_s
     if tool in ("perfsuite", "perfsuite-min-time"):
         from perfsuite.core.config import RunConfig
-        from perfsuite.measuring.runner import measure
+        from perfsuite.measuring.runner import time_blocks
         from perfsuite.measuring.timing import PerfCounterClock
         from perfsuite.stats.summary import median
 
@@ -110,7 +110,7 @@ def measure_once(
         from perfsuite.measuring import heap as heap_setting
 
         heap_setting.apply(heap)
-        m = measure(make_step(workload, threads), PerfCounterClock(), RunConfig(max_time=budget, min_time=min_time))
+        m = time_blocks(make_step(workload, threads), PerfCounterClock(), RunConfig(max_time=budget, min_time=min_time))
         return median(m.samples_s)
     if tool == "torch.utils.benchmark":
         import torch

@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from perfsuite.store import schema  # noqa: E402
-from perfsuite.store.location import resolve  # noqa: E402
-from perfsuite.store.machine import Machine  # noqa: E402
-from perfsuite.store.recorder import Recorder  # noqa: E402
-from perfsuite.store.store import Store, canonical, new_run  # noqa: E402
+from perfsuite.database import schema  # noqa: E402
+from perfsuite.database.location import resolve  # noqa: E402
+from perfsuite.database.machine import Machine  # noqa: E402
+from perfsuite.database.recorder import Recorder  # noqa: E402
+from perfsuite.database.store import Store, canonical, new_run  # noqa: E402
 
 
 def templates():

@@ -52,7 +52,7 @@ def machine_log_in_tmp(request, tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def store_in_tmp(tmp_path, monkeypatch):
-    """Every command a test runs keeps its results in a store of its own test (perfsuite.store),
+    """Every command a test runs keeps its results in a store of its own test (perfsuite.database),
     never in the repository's .perfsuite/results.db; the machine is named so no test writes a
     machine id into the user's configuration folder. Subprocesses inherit both."""
     monkeypatch.setenv("PERFSUITE_STORE", str(tmp_path / "store" / "results.db"))

@@ -141,12 +141,12 @@ def multi_process_run(seed: int, processes: int = 5, slower: float = 1.0, max_ti
 
     from perfsuite.core.config import RunConfig
     from perfsuite.measuring import workers
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     cfg = RunConfig(max_time=max_time, device="cpu", processes=processes)
     share = replace(cfg, processes=1, max_time=max_time / processes, builds=1)
     records = []
     for i in range(processes):
         workload, clock = process_spread_case(1000 * seed + i, step_s=1e-3 * slower)
-        records.append(run_case(workload, {}, share, clock=clock))
+        records.append(time_case(workload, {}, share, clock=clock))
     return workers.merge(records, list(range(processes)), cfg)

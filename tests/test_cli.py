@@ -115,7 +115,7 @@ def test_compare_rejects_corrupt_or_foreign_files(capsys, tmp_path, content, mes
 
 @pytest.mark.slow
 def test_ctrl_c_during_a_sweep_keeps_finished_cases(capsys, tmp_path, monkeypatch):
-    real = runner.run_case
+    real = runner.time_case
     calls = []
 
     def interrupt_on_third(*args, **kwargs):
@@ -124,7 +124,7 @@ def test_ctrl_c_during_a_sweep_keeps_finished_cases(capsys, tmp_path, monkeypatc
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_case", interrupt_on_third)
+    monkeypatch.setattr(runner, "time_case", interrupt_on_third)
     out = tmp_path / "sweep.json"
     code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=16,24,32,48", *FAST, "--device", "cpu", "--out", str(out))
     assert code == 130
@@ -173,14 +173,14 @@ def test_report_writes_markdown_and_figures(capsys, tmp_path):
 def test_a_failing_case_is_recorded_and_the_sweep_goes_on(capsys, tmp_path, monkeypatch):
     import torch
 
-    real = runner.run_case
+    real = runner.time_case
 
     def oom_at_n24(workload, params, *args, **kwargs):
         if params["n"] == 24:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(workload, params, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_case", oom_at_n24)
+    monkeypatch.setattr(runner, "time_case", oom_at_n24)
     out = tmp_path / "sweep.json"
     code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=16,24,32", *FAST, "--device", "cpu", "--out", str(out))
     assert code == 3 and "1 case(s) failed" in stdout

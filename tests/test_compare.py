@@ -160,10 +160,10 @@ def _fake_run(seed, slower=1.0):
     from fakeclock import build_spread_case
 
     from perfsuite.core.config import RunConfig
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     workload, clock = build_spread_case(seed, step_s=1e-3 * slower, reference_s=1e-4)  # the reference is not slowed
-    return run_case(workload, {}, RunConfig(max_time=1.0, device="cpu"), clock=clock)
+    return time_case(workload, {}, RunConfig(max_time=1.0, device="cpu"), clock=clock)
 
 
 @pytest.mark.slow
@@ -188,10 +188,10 @@ def _machine_run(seed, machine, slower=1.0, reference=True):
     from fakeclock import build_spread_case
 
     from perfsuite.core.config import RunConfig
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     workload, clock = build_spread_case(seed, step_s=1e-3 * slower, spread=0.01, machine=machine, reference_s=1e-4)
-    return run_case(workload, {}, RunConfig(max_time=1.0, device="cpu", reference=reference), clock=clock)
+    return time_case(workload, {}, RunConfig(max_time=1.0, device="cpu", reference=reference), clock=clock)
 
 
 def test_the_machine_speed_reference_divides_out_the_machine_drift_between_runs(no_gc_pauses):

@@ -11,7 +11,7 @@ from perfsuite.core.record import Work
 from perfsuite.core.workload import BuiltStep, Workload
 from perfsuite.measuring import counted, workers
 from perfsuite.measuring.flops import count_flops
-from perfsuite.measuring.runner import run_case
+from perfsuite.measuring.runner import time_case
 from perfsuite.measuring.saved import saved_tensor_bytes
 
 N = 24
@@ -49,7 +49,7 @@ COUNTING = Workload("counting", "counts its work at build", (Param("log", str, "
 
 def test_the_first_of_a_processs_builds_counts_and_the_others_get_its_counts(tmp_path, no_gc_pauses):
     log = tmp_path / "calls"
-    rec = run_case(
+    rec = time_case(
         COUNTING,
         {"log": str(log)},
         RunConfig(max_time=0.2, processes=1, builds=3, device="cpu"),

@@ -150,11 +150,11 @@ def test_the_crosscheck_builds_times_and_runs_on_the_named_device(crosscheck, fa
         return 1e-3 * n
 
     def fake_run_case(workload, params, cfg):
-        seen.append(("run_case", fake_cuda.current[-1]))
+        seen.append(("time_case", fake_cuda.current[-1]))
         return SimpleNamespace(median_s=1e-3, converged=True)
 
     monkeypatch.setattr(registry, "get", lambda name: Fake())
-    monkeypatch.setattr(runner, "run_case", fake_run_case)
+    monkeypatch.setattr(runner, "time_case", fake_run_case)
     monkeypatch.setattr(crosscheck, "event_block", fake_block)
     args = crosscheck.parse_args(
         ["--cases", "matmul-4096-fp32", "--rounds", "2", "--block", "2", "--warmup", "1", "--device", "cuda:1"]
@@ -162,7 +162,7 @@ def test_the_crosscheck_builds_times_and_runs_on_the_named_device(crosscheck, fa
     (row,) = crosscheck.run(args)
     assert row["ratio"] == pytest.approx(1.0)
     assert {d for what, d in seen if what != "check"} == {1}
-    assert ("check", "cuda:1") in seen and ("run_case", 1) in seen
+    assert ("check", "cuda:1") in seen and ("time_case", 1) in seen
     assert fake_cuda.devices() == {1} and fake_cuda.current == [0]  # given back afterwards
 
 

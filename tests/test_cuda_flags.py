@@ -80,7 +80,7 @@ def test_apply_torch_flags_sets_another_process_s_flags_here(restore_flags, monk
 
 def test_a_record_measured_in_this_process_carries_the_flags(restore_flags, monkeypatch, no_gc_pauses):
     _set_unusual_flags(monkeypatch)
-    rec = runner.run_case(registry.get("noop"), {}, RunConfig(max_time=0.2, processes=1, device="cpu"))
+    rec = runner.time_case(registry.get("noop"), {}, RunConfig(max_time=0.2, processes=1, device="cpu"))
     assert rec.conditions["torch_flags"] == tf32.torch_flags()
 
 

@@ -236,10 +236,10 @@ def test_the_runners_builds_of_a_compiled_case_compile_once(fake_compile):
     depends on the machine (a 0.5 s step in a 1 s budget under load has one timed sample), so the
     builds are counted where every build always runs: the warm-up."""
     from perfsuite.core.config import RunConfig
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     compiled, ran = fake_compile
-    rec = run_case(
+    rec = time_case(
         registry.get("resnet"), {"batch_size": 2, "compile": True}, RunConfig(device="cpu", max_time=1.0, builds=3)
     )
     assert len(rec.warmup["builds"]) == 3 and 1 <= rec.conditions["builds"] <= 3

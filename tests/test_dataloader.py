@@ -69,11 +69,11 @@ def test_bad_parameters_name_the_parameter(cache):
     with pytest.raises(ConfigError, match="parameter 'batch_size': 0 is too small"):
         w.resolve({"batch_size": 0})
     with pytest.raises(ConfigError, match="parameter 'persistent_workers'"):
-        w.check({"persistent_workers": True}, "cpu")
+        w.validate_case({"persistent_workers": True}, "cpu")
     with pytest.raises(Unsupported, match="pin_memory"):
-        w.check({"pin_memory": True}, "cpu")
+        w.validate_case({"pin_memory": True}, "cpu")
     with pytest.raises(ConfigError, match="does not exist"):
-        w.check({"dataset": "/nonexistent/images"}, "cpu")
+        w.validate_case({"dataset": "/nonexistent/images"}, "cpu")
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -57,13 +57,13 @@ def test_comm_shares_split_a_step_into_comm_compute_and_their_overlap():
 def test_worlds_are_checked_before_anything_starts():
     ddp = registry.get("ddp")
     with pytest.raises(ConfigError, match="do not divide"):
-        ddp.check({"world_size": 3, "nnodes": 2}, "cpu")
+        ddp.validate_case({"world_size": 3, "nnodes": 2}, "cpu")
     with pytest.raises(Unsupported, match="nccl needs CUDA"):
-        ddp.check({"backend": "nccl"}, "cpu")
+        ddp.validate_case({"backend": "nccl"}, "cpu")
     with pytest.raises(Unsupported, match=r"nnodes=2 needs a launch on every node .*--rdzv-backend c10d"):
-        ddp.check({"world_size": 2, "nnodes": 2}, "cpu")
+        ddp.validate_case({"world_size": 2, "nnodes": 2}, "cpu")
     with pytest.raises(ConfigError, match="not a variant of resnet"):
-        ddp.check({"model": "resnet", "variant": "fc"}, "cpu")
+        ddp.validate_case({"model": "resnet", "variant": "fc"}, "cpu")
     with pytest.raises(Unsupported, match="perfsuite's launcher"):
         ddp.build({}, "cpu")  # in this process: no rank to build on
     with pytest.raises(ConfigError, match="its ranks are its processes"):

@@ -157,7 +157,7 @@ def _fake_runner(monkeypatch, built: list):
         built.append([b.work.bytes_per_step for b in builds])  # each build holds what it reads and writes
         return SimpleNamespace(id="c", flops_per_s=None, median_s=1e-3, work=builds[0].work)
 
-    monkeypatch.setattr(runner, "run_case", fake_run_case)
+    monkeypatch.setattr(runner, "time_case", fake_run_case)
 
 
 @pytest.mark.parametrize("total_gib", [12, 80])

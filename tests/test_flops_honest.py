@@ -267,10 +267,10 @@ def test_the_record_names_the_uncounted_operator_in_every_process(tmp_path, monk
     from perfsuite.core.config import RunConfig
     from perfsuite.core.workload import Workload
     from perfsuite.measuring import workers
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     w = Workload("uncounted", "counts a step with an op that has no formula", (), _build_with_an_uncounted_op)
-    rec = run_case(
+    rec = time_case(
         w,
         {},
         RunConfig(max_time=0.2, processes=1, builds=2, device="cpu"),

@@ -166,8 +166,8 @@ def test_perfsuites_own_workload_is_gated_from_a_worktree_and_the_worktree_is_re
     out = capsys.readouterr().out
     assert "matmul[n=32,dtype=fp32]: " in out and ", ratio " in out and "pairs" in out
     assert code in (0, 1, 5)  # a verdict either way (an A/A of 0.5 s may say any): the road is the point
-    from perfsuite.store.location import resolve
-    from perfsuite.store.store import Store
+    from perfsuite.database.location import resolve
+    from perfsuite.database.store import Store
 
     with Store(resolve()) as store:  # the verdict is in the results store's history too
         (stored,) = store.documents(kind="gate")

@@ -157,11 +157,11 @@ def test_run_with_a_steady_heap_records_it_and_the_faults_it_timed(tmp_path):
 
 def test_a_default_run_records_the_default_heap_and_counts_faults(tmp_path):
     from perfsuite.core import registry
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     if heap.state()["heap"] != "default":
         pytest.skip("this test process already holds its heap")
-    rec = run_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3))
+    rec = time_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3))
     assert rec.conditions["heap"] == "default" and "heap_settle" not in rec.warmup
     assert isinstance(rec.conditions["minor_faults_per_step"], float)
 

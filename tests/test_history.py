@@ -646,8 +646,8 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
     assert "asv: 3 commit(s) of perfsuite_history.tiny_mlp." in text, text
     assert len(list((root / ".asv" / "results").glob("*/*-perfsuite-history.json"))) == 3
     # The history is in the project's results store too, as every road's results are.
-    from perfsuite.store.location import resolve
-    from perfsuite.store.store import Store
+    from perfsuite.database.location import resolve
+    from perfsuite.database.store import Store
 
     with Store(resolve(str(store))) as db:
         (stored,) = db.documents(kind="history")

@@ -110,7 +110,7 @@ def test_a_validator_that_raises_is_bad_input():
 
     w = Workload(name="w", description="", params=(), builder=lambda p, d: None, checker=validate)
     with pytest.raises(ConfigError, match="case validator failed: SystemExit: bye"):
-        w.check({}, "cpu")
+        w.validate_case({}, "cpu")
 
 
 def test_step_dtype_and_unit_are_checked():

@@ -244,7 +244,7 @@ def _regime_run(seed, step_s=1e-3, reference_s=1e-4, level_sd=0.15, segment_s=0.
     from perfsuite.core.config import RunConfig
     from perfsuite.core.record import Work
     from perfsuite.core.workload import BuiltStep, Workload
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     levels = np.random.default_rng(seed).lognormal(0.0, level_sd, size=1000)
     steps = set()
@@ -258,7 +258,7 @@ def _regime_run(seed, step_s=1e-3, reference_s=1e-4, level_sd=0.15, segment_s=0.
 
     clock = FakeClock(step_s=step_s, noise=0.01, seed=seed)
     clock.speed = lambda fn: levels[int(clock.t / segment_s) % 1000] * (1.0 if fn in steps else reference_s / step_s)
-    return run_case(
+    return time_case(
         Workload("toy", "", (), build), {}, RunConfig(max_time=1.0, processes=1, builds=1, device="cpu"), clock=clock
     )
 

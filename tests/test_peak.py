@@ -12,7 +12,7 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Work
 from perfsuite.measuring import runner, tf32
-from perfsuite.measuring.runner import _peak_for, run_case
+from perfsuite.measuring.runner import _peak_for, time_case
 from perfsuite.suite import peak
 
 PEAK = {
@@ -51,7 +51,7 @@ def test_cuda_peak_has_four_roofs_with_tf32_forced_per_roof(monkeypatch, tf32_on
     import torch
 
     seen = []
-    monkeypatch.setattr(runner, "run_case", _fake_run_case(seen))
+    monkeypatch.setattr(runner, "time_case", _fake_run_case(seen))
     p = peak.measure_peak(RunConfig(), {"gpu_name": "Fake H100"}, "cuda:0")
     assert list(p["flops_per_s"]) == ["fp32", "tf32", "bf16", "fp16"] == list(peak.roofs("cuda:0"))
     matmuls = [(params["dtype"], tf32) for name, params, tf32 in seen if name == "matmul"]
@@ -65,7 +65,7 @@ def test_cuda_peak_has_four_roofs_with_tf32_forced_per_roof(monkeypatch, tf32_on
 
 def test_cpu_peak_is_fp32_and_bf16_and_leaves_tf32_alone(monkeypatch, tf32_on):
     seen = []
-    monkeypatch.setattr(runner, "run_case", _fake_run_case(seen))
+    monkeypatch.setattr(runner, "time_case", _fake_run_case(seen))
     p = peak.measure_peak(RunConfig(), {"cpu_model": "Test CPU", "torch_threads": 2}, "cpu")
     assert list(p["flops_per_s"]) == ["fp32", "bf16"] == list(peak.roofs("cpu"))
     assert all(tf32 is True for _, _, tf32 in seen)
@@ -86,7 +86,7 @@ def test_a_cpu_roofs_matmul_is_sized_so_one_call_takes_a_tenth_of_the_budget(mon
 
 def test_cpu_peak_records_the_size_each_roof_was_measured_at(monkeypatch):
     seen = []
-    monkeypatch.setattr(runner, "run_case", _fake_run_case(seen))
+    monkeypatch.setattr(runner, "time_case", _fake_run_case(seen))
     monkeypatch.setattr(peak, "cpu_matmul_n", lambda dtype, budget: {"fp32": 2048, "bf16": 512}[dtype])
     p = peak.measure_peak(RunConfig(max_time=6.0), {"cpu_model": "Test CPU", "torch_threads": 1}, "cpu")
     assert [(params["dtype"], params["n"]) for name, params, _ in seen if name == "matmul"] == [
@@ -193,7 +193,7 @@ def test_cpu_fp32_keeps_the_fp32_roof():
 
 
 def test_a_cpu_run_records_the_fp32_roof_and_no_tf32_flags(tf32_on):
-    rec = run_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3), peak=PEAK)
+    rec = time_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3), peak=PEAK)
     assert rec.peak["roof"] == "fp32" and "tf32" not in rec.peak
     assert rec.peak_fraction == pytest.approx(rec.flops_per_s / 50e12)
 
@@ -257,7 +257,7 @@ def test_run_case_passes_the_workloads_declaration_to_the_roof_choice(monkeypatc
     seen = []
     real = runner._peak_for
     monkeypatch.setattr(runner, "_peak_for", lambda *a: seen.append(a) or real(*a))
-    run_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3), peak=PEAK)
+    time_case(registry.get("matmul"), {"n": 32}, RunConfig(device="cpu", max_time=0.3), peak=PEAK)
     assert seen[0][1:] == ("fp32", None, "matmul")
 
 

@@ -96,15 +96,15 @@ def test_f1_hand_case():
 def test_bad_input_is_named(tmp_path):
     w = registry.get("qwen")
     with pytest.raises(ConfigError, match="does not exist"):
-        w.check(w.resolve({"model": str(tmp_path / "none")}), "cpu")
+        w.validate_case(w.resolve({"model": str(tmp_path / "none")}), "cpu")
     (tmp_path / "llama").mkdir()
     (tmp_path / "llama" / "config.json").write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(ConfigError, match="'llama' checkpoint, not a Qwen2 one"):
-        w.check(w.resolve({"model": str(tmp_path / "llama")}), "cpu")
+        w.validate_case(w.resolve({"model": str(tmp_path / "llama")}), "cpu")
     with pytest.raises(ConfigError, match="parameter 'batch_size': 0 is too small"):
         w.resolve({"batch_size": 0})
     with pytest.raises(Unsupported, match="fp16"):
-        w.check(w.resolve({"dtype": "fp16"}), "cpu")
+        w.validate_case(w.resolve({"dtype": "fp16"}), "cpu")
     from perfsuite.llm.data import read_csv
 
     bad = tmp_path / "bad.csv"

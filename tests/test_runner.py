@@ -4,7 +4,7 @@ import pytest
 from fakeclock import FakeClock
 
 from perfsuite.core.config import RunConfig
-from perfsuite.measuring.runner import block_size_for, clock_overhead, measure, run_case
+from perfsuite.measuring.runner import block_size_for, clock_overhead, time_blocks, time_case
 from perfsuite.stats import summary as stats
 
 
@@ -15,7 +15,7 @@ def _noop():
 def test_block_size_keeps_clock_cost_under_limit_for_fast_steps():
     # 50 ns step, 20 us sync per reading: the block must run >= 1000x the sync cost.
     clock = FakeClock(step_s=50e-9, sync_s=20e-6, seed=1)
-    m = measure(_noop, clock, RunConfig(max_time=30.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=30.0))
     assert m.block_size * 50e-9 >= 20e-6 / 0.001
     assert m.clock_overhead_s == pytest.approx(20e-6)
     # With the overhead negligible the reported step is the true one.
@@ -24,7 +24,7 @@ def test_block_size_keeps_clock_cost_under_limit_for_fast_steps():
 
 def test_slow_steps_are_timed_one_per_block():
     clock = FakeClock(step_s=0.1, sync_s=50e-6, noise=0.002, seed=2)
-    m = measure(_noop, clock, RunConfig(max_time=20.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=20.0))
     assert m.block_size == 1
 
 
@@ -37,7 +37,7 @@ def test_block_size_formula():
 def test_warmup_runs_until_a_decaying_cold_start_is_gone():
     # Step i costs 1 + 9 * 0.9**i: a fixed warm-up of a few steps would leave slow ones behind.
     clock = FakeClock(step_s=0.01, noise=0.001, seed=3, decay_factor=10.0, decay=0.9)
-    m = measure(_noop, clock, RunConfig(max_time=10.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=10.0))
     assert m.warmup["settled"]
     assert m.warmup["steps"] >= 30
     assert max(m.samples_s) < 0.0105  # no cold step in the timed samples
@@ -49,7 +49,7 @@ def test_warmup_outlasts_a_short_plateau_of_slow_first_steps():
     # Five equally slow first steps (an autotuner, a compile) look "settled" to a window test;
     # the warm-up time floor must carry past them.
     clock = FakeClock(step_s=0.01, noise=0.001, seed=11, cold_steps=5, cold_factor=20.0)
-    m = measure(_noop, clock, RunConfig(max_time=10.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=10.0))
     assert m.warmup["steps"] > 5
     assert max(m.samples_s) < 0.011
 
@@ -57,7 +57,7 @@ def test_warmup_outlasts_a_short_plateau_of_slow_first_steps():
 def test_warmup_that_never_settles_warns():
     # Still decaying 10% a step when the warm-up budget runs out.
     clock = FakeClock(step_s=0.01, seed=4, decay_factor=10.0, decay=0.9)
-    m = measure(_noop, clock, RunConfig(max_time=2.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=2.0))
     assert not m.warmup["settled"]
     assert any("warm-up did not settle" in w for w in m.warnings)
 
@@ -65,16 +65,16 @@ def test_warmup_that_never_settles_warns():
 def test_drift_within_the_timed_region_is_reported():
     # A slow decay that outlives warm-up shows as a trend across the samples.
     clock = FakeClock(step_s=0.001, seed=12, noise=0.002, decay_factor=1.5, decay=0.9995)
-    m = measure(_noop, clock, RunConfig(max_time=4.0, min_time=2.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=4.0, min_time=2.0))
     assert any(w.startswith("drift:") for w in m.warnings)
-    steady = measure(_noop, FakeClock(step_s=0.001, seed=12, noise=0.002), RunConfig(max_time=4.0, min_time=2.0))
+    steady = time_blocks(_noop, FakeClock(step_s=0.001, seed=12, noise=0.002), RunConfig(max_time=4.0, min_time=2.0))
     assert not any(w.startswith("drift:") for w in steady.warnings)
 
 
 def test_quiet_case_converges_before_the_budget():
     clock = FakeClock(step_s=0.001, sync_s=1e-6, noise=0.005, seed=5)
     cfg = RunConfig(max_time=30.0, min_fraction=0.0)
-    m = measure(_noop, clock, cfg)
+    m = time_blocks(_noop, clock, cfg)
     assert m.converged
     assert m.rel_ci_halfwidth <= cfg.target_rel_ci
     assert clock.now() < 5.0  # stopped by the CI rule, far before the budget
@@ -86,7 +86,7 @@ def test_by_default_a_converged_case_still_spends_half_its_budget():
     # run did not share. The CI may stop the timing only after min_fraction of the budget.
     clock = FakeClock(step_s=170e-6, noise=0.01, seed=5)
     cfg = RunConfig(max_time=3.0)
-    m = measure(_noop, clock, cfg)
+    m = time_blocks(_noop, clock, cfg)
     assert m.converged
     assert cfg.min_fraction * cfg.max_time <= clock.now() <= cfg.max_time + 0.01
     assert m.measure_s >= cfg.min_fraction * cfg.max_time - cfg.warmup_max_fraction * cfg.max_time
@@ -95,7 +95,7 @@ def test_by_default_a_converged_case_still_spends_half_its_budget():
 def test_noisy_case_stops_at_budget_and_says_so():
     clock = FakeClock(step_s=0.01, noise=0.5, seed=6)
     cfg = RunConfig(max_time=1.0)
-    m = measure(_noop, clock, cfg)
+    m = time_blocks(_noop, clock, cfg)
     assert not m.converged
     (line,) = [w for w in m.warnings if "did not converge" in w]
     assert "next: " in line  # the next step: a longer budget, or the roads past it
@@ -106,22 +106,22 @@ def test_noisy_case_stops_at_budget_and_says_so():
 
 def test_min_time_is_honoured_even_when_converged():
     clock = FakeClock(step_s=0.001, noise=0.001, seed=7)
-    m = measure(_noop, clock, RunConfig(max_time=10.0, min_time=2.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=10.0, min_time=2.0))
     assert m.converged
     assert m.measure_s >= 2.0
 
 
 def test_samples_are_raw_per_step_seconds():
     clock = FakeClock(step_s=2e-6, sync_s=1e-6, noise=0.01, seed=8)
-    m = measure(_noop, clock, RunConfig(max_time=5.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=5.0))
     assert len(m.samples_s) >= 10
     assert all(math.isfinite(s) and s > 0 for s in m.samples_s)
     assert stats.median(m.samples_s) == pytest.approx(2e-6, rel=0.02)
 
 
 def test_seeded_clock_gives_identical_measurements():
-    a = measure(_noop, FakeClock(step_s=1e-3, noise=0.05, seed=9), RunConfig(max_time=3.0))
-    b = measure(_noop, FakeClock(step_s=1e-3, noise=0.05, seed=9), RunConfig(max_time=3.0))
+    a = time_blocks(_noop, FakeClock(step_s=1e-3, noise=0.05, seed=9), RunConfig(max_time=3.0))
+    b = time_blocks(_noop, FakeClock(step_s=1e-3, noise=0.05, seed=9), RunConfig(max_time=3.0))
     assert a.samples_s == b.samples_s
 
 
@@ -140,7 +140,7 @@ def test_timed_region_wraps_only_measurement():
         def __exit__(self, *exc):
             events.append(("exit", clock.steps_run))
 
-    m = measure(_noop, clock, RunConfig(max_time=3.0), timed_region=Region)
+    m = time_blocks(_noop, clock, RunConfig(max_time=3.0), timed_region=Region)
     (_, at_enter), (_, at_exit) = events
     assert at_enter >= m.warmup["steps"]  # warm-up happened before the region
     assert at_exit - at_enter == len(m.samples_s) * m.block_size
@@ -149,7 +149,7 @@ def test_timed_region_wraps_only_measurement():
 def test_slow_steps_get_smaller_warmup_windows():
     # 200 ms steps with a 6 s budget: 1.8 s of warm-up holds 9 steps, not two windows of 5.
     clock = FakeClock(step_s=0.2, noise=0.005, seed=13)
-    m = measure(_noop, clock, RunConfig(max_time=6.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=6.0))
     assert m.warmup["window"] == 4
     assert m.warmup["settled"]
 
@@ -157,7 +157,7 @@ def test_slow_steps_get_smaller_warmup_windows():
 def test_a_slow_first_call_is_recorded_and_does_not_spend_the_budget():
     # A first call 1000x slower (a compile) would eat a 2 s budget whole.
     clock = FakeClock(step_s=0.01, seed=14, noise=0.001, cold_steps=1, cold_factor=1000.0)
-    m = measure(_noop, clock, RunConfig(max_time=2.0))
+    m = time_blocks(_noop, clock, RunConfig(max_time=2.0))
     assert m.warmup["first_call_s"] == pytest.approx(10.0, rel=0.01)
     assert len(m.samples_s) >= 10 and max(m.samples_s) < 0.011
 
@@ -184,11 +184,11 @@ def test_run_case_records_its_conditions_and_restores_threads():
     import torch
 
     from perfsuite.core.config import IN_PROCESS_BUILDS
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     seen: list = []
     before = torch.get_num_threads()
-    rec = run_case(
+    rec = time_case(
         _toy_workload(seen), {}, RunConfig(max_time=0.2, threads=1, device="cpu"), clock=FakeClock(step_s=1e-3, seed=1)
     )
     c = rec.conditions
@@ -218,13 +218,13 @@ def test_builds_that_differ_in_speed_give_an_interval_that_covers_the_spread_bet
     from fakeclock import build_spread_case
 
     from perfsuite.core.config import IN_PROCESS_BUILDS
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     cfg = RunConfig(max_time=1.0, device="cpu")
     covered = 0
     for seed in range(20):
         workload, clock = build_spread_case(seed)
-        rec = run_case(workload, {}, cfg, clock=clock)
+        rec = time_case(workload, {}, cfg, clock=clock)
         assert len(rec.builds) == IN_PROCESS_BUILDS and rec.conditions["builds"] == IN_PROCESS_BUILDS
         medians = rec.build_medians
         assert rec.stats.ci_low <= min(medians) and rec.stats.ci_high >= max(medians)
@@ -237,10 +237,10 @@ def test_builds_that_differ_in_speed_give_an_interval_that_covers_the_spread_bet
 def test_one_build_is_still_possible_and_keeps_the_old_record_shape():
     from fakeclock import build_spread_case
 
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     workload, clock = build_spread_case(0)
-    rec = run_case(workload, {}, RunConfig(max_time=0.5, device="cpu", builds=1), clock=clock)
+    rec = time_case(workload, {}, RunConfig(max_time=0.5, device="cpu", builds=1), clock=clock)
     assert rec.builds is None and rec.conditions["builds"] == 1
 
 
@@ -248,7 +248,7 @@ def test_builds_share_the_warm_up_and_the_budget():
     fns = [lambda: None for _ in range(3)]
     clock = FakeClock(step_s=1e-3, noise=0.01, seed=3)
     cfg = RunConfig(max_time=2.0)
-    m = measure(fns, clock, cfg)
+    m = time_blocks(fns, clock, cfg)
     assert [len(g) >= cfg.min_samples for g in m.builds_s] == [True] * 3
     assert m.warmup["seconds"] <= cfg.warmup_max_fraction * cfg.max_time + 0.01
     assert clock.now() <= cfg.max_time + 0.05  # the budget holds with three builds too
@@ -304,7 +304,7 @@ def test_with_several_builds_memory_is_read_from_one_build_alone(monkeypatch):
 
     monkeypatch.setattr(runner, "HostPeakRSS", Instrument)
     w = Workload("three", "", (), build)
-    rec = run_case(
+    rec = time_case(
         w, {}, RunConfig(max_time=0.3, device="cpu", builds=3, heap="default"), clock=FakeClock(step_s=1e-4, seed=1)
     )
     assert rec.conditions["builds"] == 3

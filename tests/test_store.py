@@ -1,4 +1,4 @@
-"""The results store (perfsuite.store) on both engines: writes and queries, idempotent imports,
+"""The results store (perfsuite.database) on both engines: writes and queries, idempotent imports,
 migrations forward and refusal of a newer schema, concurrent writers and a killed one, a server
 that cannot be reached (the spool and `store push`), credentials that are never shown."""
 
@@ -16,12 +16,12 @@ import pytest
 import sqlalchemy as sa
 
 from perfsuite import cli
-from perfsuite.store import schema
-from perfsuite.store.database import HEAD, StoreError, StoreUnreachable
-from perfsuite.store.location import parse, resolve
-from perfsuite.store.machine import Machine
-from perfsuite.store.recorder import Recorder, push
-from perfsuite.store.store import Store, new_run, record_digest
+from perfsuite.database import schema
+from perfsuite.database.engine import HEAD, StoreError, StoreUnreachable
+from perfsuite.database.location import parse, resolve
+from perfsuite.database.machine import Machine
+from perfsuite.database.recorder import Recorder, push
+from perfsuite.database.store import Store, new_run, record_digest
 from tests.records import make_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,7 +174,7 @@ def test_import_takes_perfsuite_asv_and_pytest_benchmark_files_once(store_url, t
 def _at_revision(url: str, revision: str) -> None:
     from alembic import command
 
-    from perfsuite.store.database import _config, engine_for
+    from perfsuite.database.engine import _config, engine_for
 
     engine = engine_for(resolve(url))
     with engine.begin() as conn:
@@ -201,7 +201,7 @@ def test_an_older_store_is_migrated_forward_and_keeps_its_rows(store_url):
         run = _run(store)
         assert store.add_documents(run, MACHINE.id, "gate", [{"word": "same"}]) == 1
         with store.engine.connect() as conn:
-            from perfsuite.store.database import current_revision
+            from perfsuite.database.engine import current_revision
 
             assert current_revision(conn) == HEAD
 
@@ -348,9 +348,9 @@ def test_a_connection_lost_mid_run_is_retried_then_spooled(tmp_path, monkeypatch
 WRITER = textwrap.dedent("""
     import sys
     sys.path[:0] = [{root!r}, {tests!r}]
-    from perfsuite.store.location import resolve
-    from perfsuite.store.machine import Machine
-    from perfsuite.store.store import Store, new_run
+    from perfsuite.database.location import resolve
+    from perfsuite.database.machine import Machine
+    from perfsuite.database.store import Store, new_run
     from records import make_record
     url, who, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     m = Machine(f"m{{who}}", f"w{{who}}", "f" * 16, {{}})
@@ -385,10 +385,10 @@ def test_several_processes_writing_at_once_lose_nothing(store_url, tmp_path):
 KILLED = textwrap.dedent("""
     import sys, time
     sys.path[:0] = [{root!r}, {tests!r}]
-    from perfsuite.store.location import resolve
-    from perfsuite.store.machine import Machine
-    from perfsuite.store.store import Store, new_run, _record_row
-    from perfsuite.store import schema
+    from perfsuite.database.location import resolve
+    from perfsuite.database.machine import Machine
+    from perfsuite.database.store import Store, new_run, _record_row
+    from perfsuite.database import schema
     from records import make_record
     m = Machine("m-killed", "k", "f" * 16, {{}})
     store = Store(resolve(sys.argv[1]))
@@ -430,7 +430,7 @@ def test_schema_module_and_migrations_describe_the_same_tables(tmp_path):
     database.REVISIONS must be Alembic's own list of them."""
     from alembic.script import ScriptDirectory
 
-    from perfsuite.store.database import REVISIONS, _config
+    from perfsuite.database.engine import REVISIONS, _config
 
     scripts = ScriptDirectory.from_config(_config())
     assert tuple(reversed([r.revision for r in scripts.walk_revisions()])) == REVISIONS
@@ -470,7 +470,7 @@ def test_a_user_who_may_not_create_the_tables_is_told_before_measuring(tmp_path,
 def test_a_password_in_the_urls_query_is_hidden_too():
     loc = parse("postgresql://ci@db.internal:5432/perf?password=q-secret&sslmode=require", "t", Path("."))
     assert "q-secret" not in loc.shown and "sslmode=require" in loc.shown and loc.secrets == ["q-secret"]
-    from perfsuite.store.database import describe_failure
+    from perfsuite.database.engine import describe_failure
 
     class Orig(Exception):
         sqlstate = "28P01"
@@ -496,7 +496,7 @@ def test_a_value_a_column_cannot_hold_is_stored_not_a_crash(store_url):
         (row,) = store.rows()
     assert back.id == "x" * 200 and back.workload == odd.workload
     assert row["commit"] is None and row["dirty"] is None and "\x00" not in row["workload"]
-    from perfsuite.store.store import column_text
+    from perfsuite.database.store import column_text
 
     assert column_text("a\udc80b", 10) == "a\\udc80b"  # a lone surrogate, spelled out
 
@@ -532,7 +532,7 @@ def test_every_worktree_of_a_repository_shares_the_default_store(tmp_path, monke
     sub-folder when the project lives in one)."""
     import subprocess
 
-    from perfsuite.store.location import ENV, resolve
+    from perfsuite.database.location import ENV, resolve
 
     monkeypatch.delenv(ENV, raising=False)  # the default store, as a user has it
     git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]

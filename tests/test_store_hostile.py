@@ -13,8 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from perfsuite import cli
-from perfsuite.store.location import resolve
-from perfsuite.store.store import Store
+from perfsuite.database.location import resolve
+from perfsuite.database.store import Store
 from tests.records import make_record
 
 
@@ -40,8 +40,8 @@ def _git_repo(path):
 
 
 def _stored(records, machine="test-machine"):
-    from perfsuite.store.machine import Machine
-    from perfsuite.store.store import new_run
+    from perfsuite.database.machine import Machine
+    from perfsuite.database.store import new_run
 
     m = Machine(machine, machine, "f" * 16, {})
     with Store(resolve()) as store:
@@ -78,8 +78,8 @@ def test_passwords_in_other_processes_command_lines_are_hidden():
 def test_a_server_that_stops_answering_is_given_up_and_the_result_spooled(tmp_path):
     from storebackends import postgres_server
 
-    from perfsuite.store.machine import Machine
-    from perfsuite.store.recorder import Recorder
+    from perfsuite.database.machine import Machine
+    from perfsuite.database.recorder import Recorder
 
     url = postgres_server().create_database(f"frozen_{tmp_path.name[-6:].lower()}".replace("-", "_"))
     loc = resolve(url, cwd=tmp_path)

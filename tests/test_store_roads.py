@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from perfsuite import cli
-from perfsuite.store.location import resolve
-from perfsuite.store.shards import in_shard, shard_of
-from perfsuite.store.store import Store
+from perfsuite.database.location import resolve
+from perfsuite.database.shards import in_shard, shard_of
+from perfsuite.database.store import Store
 from tests.records import make_record
 
 
@@ -100,8 +100,8 @@ def test_shard_needs_a_suite_and_a_valid_k_of_n(capsys):
 
 
 def _write(machine: str, records) -> None:
-    from perfsuite.store.machine import Machine
-    from perfsuite.store.store import new_run
+    from perfsuite.database.machine import Machine
+    from perfsuite.database.store import new_run
 
     m = Machine(machine, machine, "f" * 16, {})
     with _store() as store:

@@ -164,7 +164,7 @@ def test_shipped_suites_are_valid_and_cover_every_workload(capsys):
 def test_interrupted_sweep_resumes_measuring_each_case_once(tmp_path, capsys, monkeypatch):
     suite = write(tmp_path, SMALL)
     out = tmp_path / "out"
-    real = runner.run_case
+    real = runner.time_case
     measured = []
 
     def counting(workload, params, *a, **kw):
@@ -174,7 +174,7 @@ def test_interrupted_sweep_resumes_measuring_each_case_once(tmp_path, capsys, mo
         measured.append((workload.name, params.get("n")))
         return real(workload, params, *a, **kw)
 
-    monkeypatch.setattr(runner, "run_case", counting)
+    monkeypatch.setattr(runner, "time_case", counting)
     assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 130
     assert len(json.loads((out / "mm.json").read_text())["records"]) == 2
     assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 0
@@ -199,18 +199,18 @@ def test_a_different_configuration_is_refused_in_the_same_directory(tmp_path, ca
 def test_failed_cases_are_kept_and_retried_only_when_asked(tmp_path, capsys, monkeypatch):
     suite = write(tmp_path, SMALL)
     out = tmp_path / "out"
-    real = runner.run_case
+    real = runner.time_case
 
     def oom_at_24(workload, params, *a, **kw):
         if params.get("n") == 24:
             raise RuntimeError("CUDA out of memory (simulated)")
         return real(workload, params, *a, **kw)
 
-    monkeypatch.setattr(runner, "run_case", oom_at_24)
+    monkeypatch.setattr(runner, "time_case", oom_at_24)
     assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 3
     (failure,) = json.loads((out / "mm.json").read_text())["failures"]
     assert failure["kind"] == "oom" and failure["params"]["n"] == 24
-    monkeypatch.setattr(runner, "run_case", real)
+    monkeypatch.setattr(runner, "time_case", real)
     assert cli.main(["run", "--config", str(suite), "--out", str(out)]) == 0
     assert "1 failed before" in capsys.readouterr().out
     assert cli.main(["run", "--config", str(suite), "--out", str(out), "--retry-failed"]) == 0
@@ -344,7 +344,7 @@ def test_processes_per_suite_and_per_entry_reach_the_run(tmp_path, capsys, monke
     monkeypatch.setattr(
         workers,
         "run_in_workers",
-        lambda w, p, cfg, **kw: seen.append(cfg.processes) or runner.run_case(w, p, cfg, env=kw.get("env")),
+        lambda w, p, cfg, **kw: seen.append(cfg.processes) or runner.time_case(w, p, cfg, env=kw.get("env")),
     )
     assert cli.main(["run", "--config", str(suite), "--out", str(tmp_path / "out"), "--threads", "1"]) == 0
     assert seen == [2]  # entry a only; b measures in this process

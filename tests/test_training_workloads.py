@@ -70,7 +70,7 @@ def test_size_preset_and_explicit_override():
 @pytest.mark.parametrize("name", ["resnet", "autoencoder"])
 def test_fp16_on_cpu_is_unsupported_with_a_reason(name):
     with pytest.raises(Unsupported, match="parameter 'precision': fp16 training needs CUDA"):
-        registry.get(name).check({"precision": "fp16"}, "cpu")
+        registry.get(name).validate_case({"precision": "fp16"}, "cpu")
 
 
 def test_bad_training_parameters_name_the_parameter(tmp_path):
@@ -80,10 +80,10 @@ def test_bad_training_parameters_name_the_parameter(tmp_path):
     with pytest.raises(ConfigError, match="parameter 'batch_size': 0 is too small"):
         w.resolve({"batch_size": 0})
     with pytest.raises(ConfigError, match=f"parameter 'data': {tmp_path / 'nope'} does not exist"):
-        w.check({"data": str(tmp_path / "nope")}, "cpu")
+        w.validate_case({"data": str(tmp_path / "nope")}, "cpu")
     (tmp_path / "junk").mkdir()
     with pytest.raises(ConfigError, match="not in CIFAR-10's format"):
-        w.check({"data": str(tmp_path / "junk")}, "cpu")
+        w.validate_case({"data": str(tmp_path / "junk")}, "cpu")
 
 
 def test_cifar_folder_round_trip_and_training_from_it(tmp_path):
@@ -287,10 +287,10 @@ def test_cuda_graph_param_exists_and_defaults_to_false():
 def test_cuda_graph_is_refused_on_cpu_with_its_reason():
     w = registry.get("resnet")
     with pytest.raises(Unsupported, match="cuda_graph needs CUDA; device is cpu"):
-        w.check({"cuda_graph": True}, "cpu")
+        w.validate_case({"cuda_graph": True}, "cpu")
     with pytest.raises(Unsupported, match="cuda_graph needs CUDA"):
         w.build({"cuda_graph": True}, "cpu")  # the builder checks too: never a CPU "graph"
-    w.check({"cuda_graph": False}, "cpu")  # the default stays runnable everywhere
+    w.validate_case({"cuda_graph": False}, "cpu")  # the default stays runnable everywhere
 
 
 @pytest.mark.parametrize(
@@ -304,10 +304,10 @@ def test_cuda_graph_refuses_what_cannot_be_captured(params, reason):
     # The checker judges the device by name: this runs without a GPU.
     w = registry.get("resnet")
     with pytest.raises(Unsupported, match=reason):
-        w.check({"cuda_graph": True, **params}, "cuda:0")
-    w.check({"cuda_graph": False, **params}, "cuda:0")
+        w.validate_case({"cuda_graph": True, **params}, "cuda:0")
+    w.validate_case({"cuda_graph": False, **params}, "cuda:0")
     for precision in ("fp32", "bf16"):
-        w.check({"cuda_graph": True, "precision": precision}, "cuda:0")
+        w.validate_case({"cuda_graph": True, "precision": precision}, "cuda:0")
 
 
 def test_device_schedule_follows_warmup_cosine_without_reading_the_device():
@@ -678,9 +678,9 @@ def test_cuda_graph_step_replays_trains_and_steps_its_schedule(cuda_available):
 
 def test_cuda_graph_record_says_the_step_is_graph_captured(cuda_available):
     from perfsuite.core.config import RunConfig
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
-    rec = run_case(
+    rec = time_case(
         registry.get("resnet"), {"batch_size": 16, "cuda_graph": True}, RunConfig(device="cuda", max_time=1.0)
     )
     assert rec.params["cuda_graph"] is True and rec.extra["cuda_graph"] is True

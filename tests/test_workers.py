@@ -216,7 +216,7 @@ def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_
     # as often as it claims; one process with three builds sees only the builds' 0.5% and misses it.
     from fakeclock import multi_process_run, process_spread_case
 
-    from perfsuite.measuring.runner import run_case
+    from perfsuite.measuring.runner import time_case
 
     covered = one_process_covered = 0
     for seed in range(20):
@@ -231,7 +231,7 @@ def test_processes_that_differ_in_speed_give_an_interval_that_covers_the_spread_
         assert rec.spread.rel_ci_halfwidth == pytest.approx(np.sinh(own), rel=0.01)  # the run's own, unwidened
         covered += rec.stats.ci_low <= 1e-3 <= rec.stats.ci_high
         workload, clock = process_spread_case(1000 * seed)
-        alone = run_case(workload, {}, RunConfig(max_time=2.0, device="cpu", processes=1, builds=3), clock=clock)
+        alone = time_case(workload, {}, RunConfig(max_time=2.0, device="cpu", processes=1, builds=3), clock=clock)
         one_process_covered += alone.stats.ci_low <= 1e-3 <= alone.stats.ci_high
     assert covered >= 18
     assert one_process_covered <= 10  # what this test would have caught: builds of one process agree

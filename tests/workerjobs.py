@@ -10,10 +10,10 @@ from perfsuite.core.record import Record, Work
 
 def fake_worker(conn, job) -> None:
     from perfsuite.core import registry
-    from perfsuite.measuring.runner import measure
+    from perfsuite.measuring.runner import time_blocks
 
     workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
-    m = measure(lambda: None, job.clock, job.cfg)
+    m = time_blocks(lambda: None, job.clock, job.cfg)
     rec = Record(
         workload=workload.name,
         params=job.params,

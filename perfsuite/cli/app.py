@@ -59,7 +59,7 @@ def _dispatch(args, console, err) -> int:
         if args.command in WORKLOAD_COMMANDS:
             discover(args.workload_paths)
         with store_given(args.store), stored_run(args, err) as run:
-            args.recorder = run.recorder  # perfsuite.store.recorder.Recorder, or None
+            args.recorder = run.recorder  # perfsuite.database.recorder.Recorder, or None
             code = run.exit(COMMANDS[args.command](args, console))
         return _console_outcome(console, err, code)
     except PerfsuiteError as exc:

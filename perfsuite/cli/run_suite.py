@@ -75,7 +75,7 @@ def run_suite_command(args, console, results_dir, check_pinning) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or suite.output or results_dir(args, console) / f"{suite.name}-{stamp}"
     if args.shard and args.recorder is not None:
-        from perfsuite.store.shards import batch_of
+        from perfsuite.database.shards import batch_of
 
         args.recorder.set_batch(batch_of(suite, args.param, args.recorder.run["commit"], args.shard), *args.shard)
     console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))

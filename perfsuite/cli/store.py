@@ -19,8 +19,8 @@ from perfsuite.cli.stored import RUN_KINDS
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_seconds
-from perfsuite.store import select
-from perfsuite.store.machine import machine_id
+from perfsuite.database import select
+from perfsuite.database.machine import machine_id
 
 NAME = "store"
 
@@ -28,7 +28,7 @@ NAME = "store"
 def _location(args):
     """The store a `perfsuite store` action uses; a password in a config file others can read is
     warned about here too, as before every measuring command."""
-    from perfsuite.store.location import resolve
+    from perfsuite.database.location import resolve
 
     err = make_console(stderr=True)
     return resolve(
@@ -43,8 +43,8 @@ def command(args, console) -> int:
 
 
 def _import(args, console) -> int:
+    from perfsuite.database.store import Store
     from perfsuite.storage.store_import import import_paths
-    from perfsuite.store.store import Store
 
     with Store(_location(args)) as store:
         report = import_paths(store, args.paths)
@@ -60,7 +60,7 @@ def _import(args, console) -> int:
 
 
 def _push(args, console) -> int:
-    from perfsuite.store.recorder import push
+    from perfsuite.database.recorder import push
 
     location = _location(args)
     if location.spool == location.path:
@@ -82,8 +82,8 @@ def _push(args, console) -> int:
 
 
 def _info(args, console) -> int:
-    from perfsuite.store.database import HEAD
-    from perfsuite.store.store import Store
+    from perfsuite.database.engine import HEAD
+    from perfsuite.database.store import Store
 
     with Store(_location(args), create=False) as store:
         counts, machines = store.counts(), store.machines()
@@ -99,7 +99,7 @@ def _info(args, console) -> int:
 
 
 def _runs(args, console) -> int:
-    from perfsuite.store.store import Store
+    from perfsuite.database.store import Store
 
     with Store(_location(args), create=False) as store:
         # A batch's shards ran on several machines: all of them, unless one is named.
@@ -154,7 +154,7 @@ def _this() -> str:
 
 
 def _query(args, console) -> int:
-    from perfsuite.store.store import Store
+    from perfsuite.database.store import Store
 
     sel = {"workload": args.workload} if args.workload else {}
     for key in ("machine", "since", "until", "device", "batch"):

@@ -72,7 +72,7 @@ def _kind(args) -> str | None:
 def store_given(given: str | None):
     """`--store` is PERFSUITE_STORE for this command: its `store:` sources, and the side and worker
     processes it starts, use the same store. Restored afterwards (main() may be called again)."""
-    from perfsuite.store.location import ENV, parse
+    from perfsuite.database.location import ENV, parse
 
     if given is None:
         yield
@@ -96,8 +96,8 @@ def stored_run(args, err):
     if kind is None:
         yield _Run(None)
         return
-    from perfsuite.store.location import resolve
-    from perfsuite.store.recorder import Recorder
+    from perfsuite.database.location import resolve
+    from perfsuite.database.recorder import Recorder
 
     location = resolve(getattr(args, "store", None), warn=lambda t: err.print(Text("warning: " + t, style="yellow")))
     run = _Run(Recorder(location, kind, _config(args)))

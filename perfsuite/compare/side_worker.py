@@ -65,7 +65,7 @@ def build_side(files: list[str], name: str, params: dict, device: str, builds: i
     if not matches:
         raise LookupError(f"no workload named {name!r} in {', '.join(files)}")
     w = matches[0]
-    w.check(params, device)
+    w.validate_case(params, device)
 
     build = counted.alike(lambda: w.build(params, device))  # the first build counts the step's work
     return w, [build() for _ in range(builds)]

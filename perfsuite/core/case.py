@@ -69,7 +69,7 @@ class Context:
 class Output(Protocol):
     """Where a road's results go as each case ends (perfsuite.run.execute.run_cases' `outputs`): a
     results file (perfsuite.storage.files.ResultsWriter, DocumentWriter) or the results store
-    (perfsuite.store.recorder.Recorder). `kind` is the measurement's (Measure.kind)."""
+    (perfsuite.database.recorder.Recorder). `kind` is the measurement's (Measure.kind)."""
 
     def add(self, result: Any, case: Case, kind: str) -> None: ...
 

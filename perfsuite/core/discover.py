@@ -24,7 +24,7 @@ from perfsuite.core.workload import Workload
 
 KNOWN_KEYS = {
     "workloads": "files or folders of workload modules, relative to pyproject.toml",
-    "store": "the results store: a SQLite path or postgresql:// URL (perfsuite.store.location)",
+    "store": "the results store: a SQLite path or postgresql:// URL (perfsuite.database.location)",
 }
 
 _loaded: dict[Path, str] = {}  # resolved file -> module name

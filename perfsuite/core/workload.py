@@ -285,7 +285,7 @@ class Workload:
                     params[key] = value
         return params
 
-    def check(self, params: Mapping[str, Any], device: str) -> None:
+    def validate_case(self, params: Mapping[str, Any], device: str) -> None:
         """The workload's case validator (`validate=`): Unsupported or ConfigError as it raises them;
         anything else it raises (sys.exit included) is bad input from its code, a ConfigError."""
         if self.checker is not None:

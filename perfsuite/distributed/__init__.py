@@ -12,7 +12,7 @@ perfsuite.run.execute.run_cases calls instead of the one-process runner:
   the cases whose world matches run on that world instead (attach.py).
 - rank.py, in every rank: init_process_group, the workload's step built as usual (the ddp
   workload wraps the model of perfsuite.training.setup in DistributedDataParallel), timed by
-  the normal runner (runner.run_case) with a clock that starts every block at a barrier and
+  the normal runner (runner.time_case) with a clock that starts every block at a barrier and
   makes every rank take the same decisions (each reading is the slowest rank's), then the
   per-rank samples gathered to rank 0, which writes one record: per-rank medians in `extra`,
   the slowest rank's samples as `samples_s`, global throughput (`work` counts all ranks).

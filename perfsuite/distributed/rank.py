@@ -4,7 +4,7 @@ JOBDIR/job.json says what to run (launch.py writes it). Each rank:
 1. joins the process group from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...):
    the case's backend for the step (gloo on CPU; NCCL on CUDA, on cuda:N+LOCAL_RANK for a case
    on cuda:N: rank_device), and a gloo group for the timing's own barriers and readings;
-2. measures the case with the normal runner (runner.run_case): the workload builds its step on
+2. measures the case with the normal runner (runner.time_case): the workload builds its step on
    this rank (ddp: the model in DistributedDataParallel; allreduce: one collective), and the
    clock (RankClock) starts every timed block at a barrier and hands every rank the slowest
    rank's reading, so that warm-up, block size and stopping are decided identically on every
@@ -299,9 +299,9 @@ def measure_case(job: dict, ctx: RankContext, status: Status) -> dict | None:
             comm.update(profile_comm(ctx.profile_step, ctx, job.get("trace_dir"), job.get("label", "case")))
 
     devices = ctx.world_size if ctx.device.startswith("cuda") else ctx.nnodes
-    _CURRENT = ctx  # the workload's builder finds its rank here (runner.run_case builds the step)
+    _CURRENT = ctx  # the workload's builder finds its rank here (runner.time_case builds the step)
     try:
-        rec = runner.run_case(
+        rec = runner.time_case(
             workload,
             job["params"],
             cfg,

@@ -165,7 +165,7 @@ def _store(kind: str, config: dict):
     """The results store's recorder for this asv run (the commit asv measures, from ASV_COMMIT), or
     None in a commit older than the store."""
     try:
-        for_frontend = _module("perfsuite.store.recorder").for_frontend
+        for_frontend = _module("perfsuite.database.recorder").for_frontend
     except (ImportError, AttributeError):
         return None
     # asv runs each benchmark in a temporary folder; ASV_CONF_DIR is the project's, where

@@ -108,8 +108,8 @@ def replay(benchmark, samples) -> None:
 def measure_record(workload, params: dict, device: str, max_time: float):
     """One case measured by perfsuite's one case loop (perfsuite.run.execute.run_cases), as
     `perfsuite run` measures it: its record, or a skip or failure with the reason."""
+    from perfsuite.database.recorder import for_frontend
     from perfsuite.run.execute import Case, run_cases
-    from perfsuite.store.recorder import for_frontend
 
     store = for_frontend(
         "pytest",
@@ -164,7 +164,7 @@ def benchmark_case(benchmark, workload, params: dict, request, group: str | None
         )
     device = resolve_device(request.config.getoption("--perfsuite-device"))
     try:
-        workload.check(params, device)
+        workload.validate_case(params, device)
     except Unsupported as exc:
         pytest.skip(str(exc))
     benchmark.group = group or workload.name  # before pedantic(): the stats take it from there

@@ -1,7 +1,7 @@
 """warm-up -> calibrate -> timed blocks -> record.
 
-`measure` is the timing algorithm alone: it sees a step, a clock and a config, so tests drive
-it with a fake, seeded clock. `run_case` wraps it with the device, the instruments and the
+`time_blocks` is the timing algorithm alone: it sees a step, a clock and a config, so tests drive
+it with a fake, seeded clock. `time_case` wraps it with the device, the instruments and the
 record.
 """
 
@@ -228,7 +228,7 @@ def _interval(groups: list[list[float]], confidence: float) -> float:
     return max(hw, stats.process_spread(groups, confidence, unit="build").rel_ci_halfwidth)
 
 
-def measure(
+def time_blocks(
     fn: Callable[[], object] | list[Callable[[], object]],
     clock: Clock,
     cfg: RunConfig,
@@ -239,7 +239,7 @@ def measure(
 ) -> Measurement:
     """The timing algorithm: warm up, size the block, then timed blocks until the CI converges.
 
-    `fn` may be several builds of the step (run_case makes cfg.builds of them): they are warmed up
+    `fn` may be several builds of the step (time_case makes cfg.builds of them): they are warmed up
     together and then take turns, in a rotating order, and the interval comes from how much their
     medians disagree, which is what a separate run (new allocations, new weights) would see and
     one build's samples cannot. The CI may stop the timing only after `cfg.min_fraction` of the
@@ -458,7 +458,7 @@ def _peak_for(peak: dict | None, dtype: str, backends=None, kernels: str | None 
     return block
 
 
-def run_case(
+def time_case(
     workload: Workload,
     params: dict,
     cfg: RunConfig,
@@ -575,7 +575,7 @@ def _run_case(
     extra: dict = {}
     hooks: list[str] = []  # what the workload's own hooks (extra, teardown) raised after measuring
     try:
-        m = measure(
+        m = time_blocks(
             [b.fn for b in builds] if len(builds) > 1 else built.fn,
             clock,
             cfg,

@@ -4,7 +4,7 @@ The same step measured in two processes differs by more than the samples inside 
 say (placement on the CPUs, memory layout, neighbours: docs/peers.md), and no loop inside
 one process averages that away. So with `processes = N` each worker is a fresh process (forked
 from the fork server below): it builds the step once and measures 1/N of the budget with the
-normal runner (runner.run_case), and the parent merges the N records into one. That record keeps
+normal runner (runner.time_case), and the parent merges the N records into one. That record keeps
 every process's samples and median; its median and interval come from the process medians
 (stats.process_spread), and its `conditions` say how much of the spread is between processes.
 Workers run one after another, never side by side: two at once would compete for the CPUs.
@@ -131,7 +131,7 @@ def worker_main(conn, job: Job) -> None:
 
         workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
         with counted.shared(job.counts) as made:
-            rec = runner.run_case(
+            rec = runner.time_case(
                 workload, job.params, job.cfg, env=job.env, peak=job.peak, clock=job.clock, deadline=job.deadline
             )
         if flag_warnings:
@@ -304,11 +304,11 @@ def run_in_workers(
 
         here = replace(cfg, processes=1)
         if worker_count(workload, cfg, params) == 1:
-            return runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
+            return runner.time_case(workload, params, here, env=env, peak=peak, clock=clock)
         try:
             pickle.dumps(job.workload)
         except Exception as exc:  # noqa: BLE001 - a closure, a lambda, a local class: anything pickle refuses
-            rec = runner.run_case(workload, params, here, env=env, peak=peak, clock=clock)
+            rec = runner.time_case(workload, params, here, env=env, peak=peak, clock=clock)
             return replace(
                 rec,
                 warnings=(

@@ -77,7 +77,7 @@ class Records(Measure):
 
             return run_in_workers(case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, clock=ctx.clock)
 
-        return runner.run_case(
+        return runner.time_case(
             case.workload, dict(case.params), cfg, env=ctx.env, peak=ctx.peak, after=ctx.after, clock=ctx.clock
         )
 
@@ -128,7 +128,7 @@ def check_cases(cases: list[Case], device: str, measure: Measure = RECORDS) -> d
     for i, case in enumerate(cases):
         try:
             for params in measure.variants(case):
-                case.workload.check(params, device)
+                case.workload.validate_case(params, device)
         except Unsupported as exc:
             unsupported[i] = str(exc)
     return unsupported
@@ -208,7 +208,7 @@ def run_cases(
 
     `outputs` (None entries ignored) are where results go as each case ends: a results file
     (perfsuite.storage.files.ResultsWriter, DocumentWriter) and the results store
-    (perfsuite.store.recorder.Recorder). `record_config` is merged into each record's `config` (a
+    (perfsuite.database.recorder.Recorder). `record_config` is merged into each record's `config` (a
     suite's name and digest). Ctrl-C stops the run and returns with `interrupted` set: everything
     finished is kept. `machine_log`: the machine-speed log (perfsuite.storage.machine_drift) that
     plain records note their reference in and learn the drift between runs from.

@@ -25,8 +25,8 @@ from perfsuite.core.documents import finite
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.core.record import READABLE_VERSIONS, RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
 from perfsuite.core.text import slug
+from perfsuite.database import select
 from perfsuite.storage import importers, read, write
-from perfsuite.store import select
 
 
 def _temp_pattern(path: Path) -> re.Pattern[str]:
@@ -301,7 +301,7 @@ def _failure_key(f: dict[str, Any]) -> tuple[Any, ...]:
 
 def load_records(path: str | os.PathLike[str]) -> list[Record]:
     """Records from a results file (or a single bare record), or from the results store for a
-    `store:` source (perfsuite.store.select); errors name the file and the fault."""
+    `store:` source (perfsuite.database.select); errors name the file and the fault."""
     if select.is_source(path):
         return select.load(path)
     records, problems = _read_records(Path(path))

@@ -3,7 +3,7 @@
 perfsuite results files, asv results and pytest-benchmark JSON become records; perfsuite's other
 documents (pair, amp, gate, bisect, why...) become documents. Each file is one run of kind
 "import" whose id is the file's content hash, and each record is kept once by its content digest
-(perfsuite.store.store.record_digest), so importing twice, or two copies of one file, adds nothing.
+(perfsuite.database.store.record_digest), so importing twice, or two copies of one file, adds nothing.
 A record keeps the machine its file says it came from; one from this machine (same host and
 fingerprint) joins this machine's history.
 """
@@ -20,10 +20,10 @@ from typing import Any
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
+from perfsuite.database.machine import Machine, fingerprint_of, imported_machine, this_machine
+from perfsuite.database.store import Store, new_run
 from perfsuite.storage import read
 from perfsuite.storage.files import DOCUMENT_KINDS, SUITE_CONFIG, _read_records, load_document
-from perfsuite.store.machine import Machine, fingerprint_of, imported_machine, this_machine
-from perfsuite.store.store import Store, new_run
 
 
 @dataclass

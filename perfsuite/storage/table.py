@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
+from perfsuite.database import select
 from perfsuite.storage import write as writer
 from perfsuite.storage.files import load_records, results_in
-from perfsuite.store import select
 
 if TYPE_CHECKING:
     import pandas as pd

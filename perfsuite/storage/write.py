@@ -303,7 +303,7 @@ def try_lock(path: str | os.PathLike[str], *, shared: bool = False) -> int | Non
     """An flock on the lock file `path` (open_lock), taken without waiting: its descriptor (close
     it to let go), or None when another process holds it. The kernel drops it when its process
     ends, however it ends: no stale locks. (The store's spool keeps a lock of its own:
-    perfsuite.store sits below perfsuite.storage.)"""
+    perfsuite.database sits below perfsuite.storage.)"""
     import fcntl
 
     fd = open_lock(path)

@@ -386,7 +386,7 @@ def shipped_suites_dir() -> Path:
 # from the budgets: H100 (scripts/gpu-check.sh, 2026-11-25, torch 2.11): `perfsuite check --device
 # cuda` took 16 s wall with its per-check seconds (activation 3.6, autoencoder 3.2, resnet 2.6,
 # checkpoint 1.3), `perfsuite peak --max-time 6` 12 s, two ResNet18 b128 cases at 6 s 13 s
-# including start-up, six run_case calls at 3 s about 20 s (builds under 1 s), and one Qwen 0.5B
+# including start-up, six time_case calls at 3 s about 20 s (builds under 1 s), and one Qwen 0.5B
 # case at 5 s took 15-35 s (the model is randomly initialised on the host in fp32 before it is
 # moved). CPU: on the 2-core development machine (shared, 2026-11-25) a Qwen 0.5B build took 35 s
 # and its first call 5 s, `import torch` in a fresh worker 3-8 s, a torchrun launch ~10 s

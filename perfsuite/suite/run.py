@@ -17,12 +17,12 @@ from perfsuite.compare.pair import Pair
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig, config_digest
 from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.database.shards import in_shard
 from perfsuite.measuring.env import fingerprint
 from perfsuite.run.execute import RECORDS, Case, Events
 from perfsuite.storage.files import DocumentWriter, ResultsWriter, atomic_write_text, document
 from perfsuite.storage.folder import ResultsFolder
 from perfsuite.storage.peaks import peak_for
-from perfsuite.store.shards import in_shard
 from perfsuite.suite.file import Suite, resolved_config
 
 
@@ -71,7 +71,7 @@ def check_cases(suite: Suite, device: str) -> dict[tuple, str]:
             case = Case(w, params)
             try:
                 for variant in measure.variants(case):
-                    w.check(variant, device)
+                    w.validate_case(variant, device)
                     if emulated_bf16 and "bf16" in map(str, w.resolve(variant).values()):
                         raise Unsupported(EMULATED_BF16)
             except Unsupported as exc:
@@ -146,7 +146,7 @@ def run_suite(
     """Every entry of `suite` into `out`, each kind through perfsuite.run.execute.run_cases.
     `settings`: RunConfig fields the command line sets for every entry (cpus, threads, heap).
     `store`: the results store's recorder; `shard` (K, N): only the cases of the K-th of N shards
-    (perfsuite.store.shards), the folder then holding that shard alone."""
+    (perfsuite.database.shards), the folder then holding that shard alone."""
 
     from perfsuite.core.config import resolve_device
 

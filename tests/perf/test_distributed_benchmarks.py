@@ -59,7 +59,7 @@ def test_distributed(benchmark, dist_case, request):
     w = registry.get(name)
     device = resolve_device(request.config.getoption("--perfsuite-device"))
     try:
-        w.check(params, device)
+        w.validate_case(params, device)
     except Unsupported as exc:
         pytest.skip(str(exc))
     if benchmark.disabled:

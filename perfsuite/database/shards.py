@@ -14,10 +14,17 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from perfsuite.suite.file import Suite
+
+class Suite(Protocol):
+    """What a batch id needs of a suite (perfsuite.suite.file.Suite, a layer above the database)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
 
 
 def shard_of(entry: str, params: Mapping[str, Any], shards: int) -> int:

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.record import Record
-from perfsuite.store.machine import machine_id
+from perfsuite.database.machine import machine_id
 
 if TYPE_CHECKING:
-    from perfsuite.store.location import Location
+    from perfsuite.database.location import Location
 
 PREFIX = "store:"
 KEYS = ("workload", "commit", "machine", "device", "since", "until", "run", "batch")
@@ -120,8 +120,8 @@ def filters(sel: Mapping[str, str], this_machine: str) -> dict[str, Any]:
 
 def load(text: str | os.PathLike[str], location: Location | None = None) -> list[Record]:
     """The records a `store:` source names (see the module's docstring)."""
-    from perfsuite.store.location import resolve
-    from perfsuite.store.store import Store
+    from perfsuite.database.location import resolve
+    from perfsuite.database.store import Store
 
     sel = parse(str(text))
     with Store(location or resolve(), create=False) as store:

@@ -1,6 +1,6 @@
 """Opening a store: an engine with the right settings for its kind, the schema migrated to head.
 
-An older store is migrated forward (Alembic, perfsuite/store/migrations); a store written by a newer
+An older store is migrated forward (Alembic, perfsuite/database/migrations); a store written by a newer
 perfsuite is refused, as is a file that is not a SQLite database. A server that cannot be reached
 is StoreUnreachable, which the recorder answers by keeping results in the local spool; wrong
 credentials are a StoreError before anything is measured. No message carries the password.
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from perfsuite.core.errors import PerfsuiteError, StorageError
 from perfsuite.core.state import state_folder
-from perfsuite.store.location import Location
+from perfsuite.database.location import Location
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -231,7 +231,7 @@ def _create(conn: sa.Connection) -> None:
     """A new, empty store made at head at once, as Alembic's cookbook does it (create_all, then
     stamp head): the tables of schema.py (which a test holds equal to what the migrations build)
     and the version row, without importing Alembic."""
-    from perfsuite.store.schema import metadata
+    from perfsuite.database.schema import metadata
 
     metadata.create_all(conn)
     version = sa.Table("alembic_version", sa.MetaData(), sa.Column("version_num", sa.String(32), primary_key=True))

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 from perfsuite.core.errors import PerfsuiteError, StorageError
 from perfsuite.core.record import Record
 from perfsuite.core.state import state_folder
+from perfsuite.database.engine import StoreError, StoreUnreachable, preflight
+from perfsuite.database.location import Location, parse
+from perfsuite.database.machine import Machine, this_machine
+from perfsuite.database.store import Store, new_run
 from perfsuite.measuring import env
 from perfsuite.measuring.env import collect_git
-from perfsuite.store.database import StoreError, StoreUnreachable, preflight
-from perfsuite.store.location import Location, parse
-from perfsuite.store.machine import Machine, this_machine
-from perfsuite.store.store import Store, new_run
 
 if TYPE_CHECKING:
     from perfsuite.core.case import Case
@@ -130,7 +130,7 @@ class Recorder:
         )
 
     def set_batch(self, batch: str, shard: int, shards: int) -> None:
-        """This run is shard `shard` of `shards` of the suite run `batch` (perfsuite.store.shards)."""
+        """This run is shard `shard` of `shards` of the suite run `batch` (perfsuite.database.shards)."""
         self.run.update(batch=batch, shard=shard, shards=shards)
         self._write(lambda s: s.set_batch(self.run_id, batch, shard, shards), counted=False)
 
@@ -263,7 +263,7 @@ def for_frontend(
     [tool.perfsuite] store, or the default). A store that cannot be used is said through `warn`
     and skipped: those front-ends keep their own results, and a measurement is never refused.
     `home`: the project folder the store is found from (asv runs benchmarks in a temporary one)."""
-    from perfsuite.store.location import resolve
+    from perfsuite.database.location import resolve
 
     try:
         return Recorder(resolve(cwd=home, warn=warn), kind, config, commit=commit, cwd=home)

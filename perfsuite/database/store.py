@@ -22,10 +22,10 @@ import sqlalchemy as sa
 from perfsuite.core.documents import finite
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record
-from perfsuite.store import schema
-from perfsuite.store.database import WRITE, StoreError, describe_failure, open_engine
-from perfsuite.store.location import Location
-from perfsuite.store.machine import Machine
+from perfsuite.database import schema
+from perfsuite.database.engine import WRITE, StoreError, describe_failure, open_engine
+from perfsuite.database.location import Location
+from perfsuite.database.machine import Machine
 
 
 def now() -> str:
@@ -117,7 +117,7 @@ def _record_row(record: Record, run_id: str, machine_id: str, commit: str | None
 
 
 class Store:
-    """One open store (perfsuite.store.open_store)."""
+    """One open store (perfsuite.database.open_store)."""
 
     def __init__(self, location: Location, engine: sa.Engine | None = None, create: bool = True) -> None:
         """`create=False`: a reader's store, which must exist already (a query never makes one)."""
@@ -281,7 +281,7 @@ class Store:
             q = q.where(r.c.machine_id.in_([machine] if isinstance(machine, str) else list(machine)))
         if commits is not None:
             q = q.where(r.c.commit.in_(list(commits)))
-        if commit_prefix is not None:  # hex only (perfsuite.store.select): no LIKE wildcard can hide in it
+        if commit_prefix is not None:  # hex only (perfsuite.database.select): no LIKE wildcard can hide in it
             q = q.where(r.c.commit.startswith(commit_prefix, autoescape=True))
         if since is not None:
             q = q.where(r.c.created >= since)

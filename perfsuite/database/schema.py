@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
-# One machine that reported: a stable id (perfsuite.store.machine), its host name and the
+# One machine that reported: a stable id (perfsuite.database.machine), its host name and the
 # fingerprint of what makes its times comparable (perfsuite.measuring.env.comparable).
 machines = sa.Table(
     "machines",
@@ -25,7 +25,7 @@ machines = sa.Table(
 )
 
 # One command that measured (run, suite, pair, amp, gate, bisect, why, asv, pytest) or one import.
-# `batch` joins the shards of one suite run made on several machines (perfsuite.store.shards).
+# `batch` joins the shards of one suite run made on several machines (perfsuite.database.shards).
 runs = sa.Table(
     "runs",
     metadata,

@@ -1,9 +1,9 @@
-"""Alembic's environment: perfsuite.store.database hands it an open connection; nothing else is read
+"""Alembic's environment: perfsuite.database.engine hands it an open connection; nothing else is read
 (no alembic.ini, no logging set-up: the console belongs to the command line)."""
 
 from alembic import context
 
-from perfsuite.store.schema import metadata
+from perfsuite.database.schema import metadata
 
 connection = context.config.attributes["connection"]
 # SQLite cannot ALTER most things in place: batch mode copies the table (Alembic's own way).

@@ -8,7 +8,7 @@ One schema, two engines, through SQLAlchemy Core with Alembic migrations:
 Modules, one job each:
   location   which store a command uses, and how its URL is shown (credentials never printed)
   schema     the tables
-  database   opening an engine: migrate an older store forward, refuse a newer one, name a broken file
+  engine     opening an engine: migrate an older store forward, refuse a newer one, name a broken file
   machine    the stable id of this machine
   store      Store: write records, documents and runs; query them
   recorder   one command's run in the store, kept in a local spool when the server cannot be reached

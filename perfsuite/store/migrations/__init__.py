@@ -1,1 +1,0 @@
-"""Alembic migrations of the results store (perfsuite.store.database runs them)."""
