@@ -31,7 +31,7 @@ def _report(records, out_dir, options):
     return ["### square's own section", "", f"{len(records)} cases, latency bound {options['latency_bound_ms']}", ""]
 
 
-@perfsuite.workload(params={"n": [16, 32]}, check=_check, report=_report,
+@perfsuite.workload(params={"n": [16, 32]}, checks=_check, report=_report,
                     grids={"ci": {"n": [16, 32]}, "gpu": {"n": [1024]}})
 def square(n: int, device: str):
     """n x n matmul, added to perfsuite as one file"""

@@ -468,7 +468,7 @@ def test_workloads_from_the_command_line_without_a_pyproject(tmp_path):
 
 _MINE = (
     "import perfsuite\n\ndef _fine(n, device):\n    pass\n\n"
-    "@perfsuite.workload(params={'n': 3}, check=_fine)\ndef mine(n, device):\n"
+    "@perfsuite.workload(params={'n': 3}, checks=_fine)\ndef mine(n, device):\n"
     "    '''The project's own.'''\n    return perfsuite.Step(lambda: None, items=n)\n"
 )
 

@@ -263,7 +263,7 @@ class _CaseCall:
 
 @dataclass(frozen=True)
 class _DefaultCaseCheck:
-    """`check=`: the user's check called with the default case's parameters and the device."""
+    """`checks=` given one function: called with the default case's parameters and the device."""
 
     name: str
     specs: tuple
@@ -280,9 +280,8 @@ def workload(
     *,
     params: Mapping[str, Any] | None = None,
     name: str | None = None,
-    check: Callable[..., Any] | None = None,
     description: str | None = None,
-    checks: Mapping[str, Callable[[str], Any]] | None = None,
+    checks: Callable[..., Any] | Mapping[str, Callable[[str], Any]] | None = None,
     grids: Mapping[str, Mapping[str, Any]] | None = None,
     report: Callable[..., list] | None = None,
     asv: Mapping[str, Any] | None = None,
@@ -298,10 +297,10 @@ def workload(
     """Register the decorated builder `fn(**params, device) -> perfsuite.Step` as a workload.
 
     Its name is the function's (or `name=`), its description the docstring's first line (or
-    `description=`). `check`, when given, is called as `check(**params, device=device)` at the
-    default case by `perfsuite check` and before a suite measures; it raises (an AssertionError,
-    say) when the step computes the wrong thing. `checks`: more of them by name, each called as
-    `fn(device)` and returning a one-line detail (or None).
+    `description=`). `checks`, the workload's correctness checks, run by `perfsuite check` and
+    before a suite measures: a function called as `checks(**params, device=device)` at the default
+    case, or several by name, {name: fn(device)}, each returning a one-line detail (or None); a
+    check raises (an AssertionError, say) when the step computes the wrong thing.
 
     `grids`: named grids for the front-ends, `{"ci": {"batch_size": [32, 128]}, "gpu": {...}}`
     (asv picks one with PERFSUITE_ASV_SIZE; a missing size uses "ci"; default: the default
@@ -335,7 +334,7 @@ def workload(
         sig = inspect.signature(fn)
         accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
         for what, given in (
-            ("checks", checks),
+            ("checks", None if callable(checks) else checks),
             ("grids", grids),
             ("asv", asv),
             ("params", params),
@@ -373,14 +372,14 @@ def workload(
             if values:
                 sweep[pname] = values
 
-        named = dict(checks or {})
-        if check is not None:
-            named["its own check at the default case"] = _DefaultCaseCheck(wname, tuple(specs), check)
+        if callable(checks):  # one check, of the default case
+            named = {"its own check at the default case": _DefaultCaseCheck(wname, tuple(specs), checks)}
+        else:
+            named = dict(checks or {})
         for cname, cfn in named.items():
             if not callable(cfn):
                 raise ConfigError(f"workload {wname!r}: check {cname!r} is not callable")
         for what, hook, shape in (
-            ("check", check, "(**params, device) -> None"),
             ("report", report, "(records, out_dir, options) -> lines"),
             ("validate", validate, "(**params, device) -> None"),
             ("trainer", trainer, "(**params, device) -> TrainingSetup"),

@@ -13,7 +13,7 @@ def _agrees_with_float64(batch_size: int, width: int, device: str) -> None:
     torch.testing.assert_close(net(x).double(), ref(x.double()), rtol=1e-4, atol=1e-5)
 
 
-@perfsuite.workload(params={"batch_size": [32, 128], "width": 256}, check=_agrees_with_float64)
+@perfsuite.workload(params={"batch_size": [32, 128], "width": 256}, checks=_agrees_with_float64)
 def tiny_mlp(batch_size: int, width: int, device: str):
     """A two-layer MLP training step."""
     model = Net(width).to(device)
