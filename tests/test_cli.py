@@ -279,7 +279,7 @@ def test_outputs_under_a_regular_file_are_refused_before_measuring(capsys, tmp_p
     results = tmp_path / "r.json"
     assert run(capsys, "run", "noop", "--max-time", "0.2", "--device", "cpu", "--out", str(results))[0] == 0
     measured = []
-    monkeypatch.setattr(runner, "measure", lambda *a, **k: measured.append(1) or pytest.fail("measured"))
+    monkeypatch.setattr(runner, "time_blocks", lambda *a, **k: measured.append(1) or pytest.fail("measured"))
     argv = [a.format(blocker=blocker, results=results) for a in argv]
     if argv[0] == "peak":
         argv = ["--peak-file", str(blocker / "peak.json")] + argv

@@ -14,7 +14,6 @@ skipped with that error, as `git bisect skip` would be.
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
+from perfsuite.core.git import run_git
 from perfsuite.stats import verdict
 
 # A probe after the confirmation measures in the gate's rounds until its pairs fall on one side of
@@ -44,12 +44,8 @@ LOOK_SHARE, MAX_BUDGETS, FIRST_READ = 0.5, 4, 2
 CONFIRM_LOOKS = (0.5 / MAX_BUDGETS, 1 / MAX_BUDGETS, 2 / MAX_BUDGETS, 3 / MAX_BUDGETS, 1.0)
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
-
-
 def subject(repo: Path, sha: str) -> str:
-    return _git(repo, "log", "-1", "--format=%s", sha).stdout.strip()
+    return run_git(repo, "log", "-1", "--format=%s", sha).stdout.strip()
 
 
 def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
@@ -57,7 +53,7 @@ def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
     when good is bad, not an ancestor of bad, or not on its first-parent line."""
     if good == bad:
         raise ConfigError(f"--good and --bad are the same commit ({good[:12]}): nothing to bisect")
-    if _git(repo, "merge-base", "--is-ancestor", good, bad).returncode != 0:
+    if run_git(repo, "merge-base", "--is-ancestor", good, bad).returncode != 0:
         raise ConfigError(
             f"--good {good[:12]} is not an ancestor of --bad {bad[:12]}: bisect looks for the "
             "commit that made bad slower (or faster, with --faster) than an earlier good"
@@ -74,7 +70,7 @@ def first_parent_commits(repo: Path, good: str, bad: str) -> list[Commit]:
 def first_parent_after(repo: Path, start: str, end: str) -> list[Commit] | None:
     """The commits after `start` up to `end` on end's first-parent line, oldest first; None when
     `start` is not on that line (bisect's range and a history's alike)."""
-    res = _git(repo, "log", "--first-parent", "--format=%H%x00%s", end)
+    res = run_git(repo, "log", "--first-parent", "--format=%H%x00%s", end)
     if res.returncode != 0:
         raise ConfigError(f"cannot read the history of {end[:12]}: {res.stderr.strip()}")
     out: list[Commit] = []

@@ -12,7 +12,6 @@ paired with the last one that was measured.
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -29,22 +28,19 @@ from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.discover import read_pyproject
 from perfsuite.core.errors import ConfigError
+from perfsuite.core.git import run_git
 from perfsuite.stats import sequential
-
-
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
 
 
 def range_commits(repo: Path, start: str, end: str) -> tuple[Commit, list[Commit]]:
     """(start, the commits after it up to `end` on end's first-parent line, oldest first). Refused
     (exit 2) in a shallow clone, when start is not an ancestor of end, or not on its first-parent line."""
-    if _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+    if run_git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true":
         raise ConfigError(
             f"{repo} is a shallow clone: its history is cut, so commits and their parents are missing "
             "(git fetch --unshallow, or clone with full history)"
         )
-    if _git(repo, "merge-base", "--is-ancestor", start, end).returncode != 0:
+    if run_git(repo, "merge-base", "--is-ancestor", start, end).returncode != 0:
         raise ConfigError(
             f"--range {start[:12]}..{end[:12]}: {start[:12]} is not an ancestor of {end[:12]} (not an ancestry path)"
         )
@@ -63,7 +59,7 @@ def dirty(repo: Path) -> list[str]:
     change is its [tool.perfsuite] table is not counted (issue 50: the docs ask a user to add that
     table, which made every history need --allow-dirty); it says where the workloads are, not
     what a commit measures."""
-    res = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    res = run_git(repo, "status", "--porcelain", "--untracked-files=no")
     changed = [line[3:] for line in res.stdout.splitlines() if line.strip()]
     return [f for f in changed if not (Path(f).name == "pyproject.toml" and _only_perfsuite_table(repo, f))]
 
@@ -82,7 +78,7 @@ def _only_perfsuite_table(repo: Path, name: str) -> bool:
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
 
-    head = _git(repo, "show", f"HEAD:{name}")
+    head = run_git(repo, "show", f"HEAD:{name}")
     if head.returncode != 0:
         return False
     try:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.core.git import run_git
 
 
 def git_root(path: Path) -> Path:
-    res = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True)
+    res = run_git(path, "rev-parse", "--show-toplevel")
     if res.returncode != 0:
         raise ConfigError(f"{path}: not inside a git repository ({res.stderr.strip()})")
     return Path(res.stdout.strip())
@@ -38,12 +38,7 @@ def resolve_commit(rev: str, repo: Path, flag: str = "--base") -> str:
         raise ConfigError(
             f"{flag} {rev[:40]!r}...: not a git revision ({len(rev)} characters; at most {MAX_REVISION}, no NUL)"
         )
-    res = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-    )
+    res = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     if res.returncode != 0 or not res.stdout.strip():
         raise ConfigError(f"{flag} {rev}: no such commit in {repo}")
     return res.stdout.strip()
@@ -54,18 +49,16 @@ def worktree(repo: Path, commit: str):
     """A detached checkout of `commit`, removed on the way out whatever happens."""
     folder = Path(tempfile.mkdtemp(prefix="perfsuite-base-"))
     path = folder / "tree"
-    res = subprocess.run(
-        ["git", "worktree", "add", "--detach", "--quiet", str(path), commit], cwd=repo, capture_output=True, text=True
-    )
+    res = run_git(repo, "worktree", "add", "--detach", "--quiet", str(path), commit)
     if res.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         raise ConfigError(f"cannot check out {commit[:12]} in a worktree: {res.stderr.strip()}")
     try:
         yield path
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=repo, capture_output=True)
+        run_git(repo, "worktree", "remove", "--force", str(path))
         shutil.rmtree(folder, ignore_errors=True)
-        subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True)
+        run_git(repo, "worktree", "prune")
 
 
 def workload_file(source: str, name: str) -> Path:
@@ -113,7 +106,7 @@ class Revisions:
         if self.mode not in (TREE, REVISION):
             sha = resolve_commit(self.mode, self.repo, "--workloads-from")
             rel = file_in(self.repo, self.repo, self.file_now).relative_to(self.repo)
-            res = subprocess.run(["git", "show", f"{sha}:{rel.as_posix()}"], cwd=self.repo, capture_output=True)
+            res = run_git(self.repo, "show", f"{sha}:{rel.as_posix()}", text=False)
             if res.returncode != 0:
                 raise ConfigError(f"--workloads-from {self.mode}: {rel} does not exist at that revision")
             folder = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="perfsuite-workloads-")))
@@ -145,9 +138,7 @@ class Revisions:
         """Why `sha` cannot be measured with its own workload file (None: it can, or it is not needed)."""
         if self.mode != REVISION:
             return None
-        res = subprocess.run(
-            ["git", "cat-file", "-e", f"{sha}:{self.rel.as_posix()}"], cwd=self.repo, capture_output=True
-        )
+        res = run_git(self.repo, "cat-file", "-e", f"{sha}:{self.rel.as_posix()}", text=False)
         if res.returncode == 0:
             return None
         return (

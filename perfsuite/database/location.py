@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from perfsuite.core.discover import find_project, read_pyproject
 from perfsuite.core.errors import ConfigError
+from perfsuite.core.git import GIT_FAILED, run_git
 
 ENV = "PERFSUITE_STORE"
 DEFAULT = Path(".perfsuite") / "results.db"
@@ -144,17 +145,10 @@ def main_worktree(folder: Path) -> Path:
     worktree add`), else `folder` itself: every worktree of one repository shares one default
     store (issue 50: each got its own unless PERFSUITE_STORE was set, and `store query` in one saw
     nothing the others measured)."""
-    import subprocess
-
     try:
-        res = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", "--show-toplevel"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
+        res = run_git(folder, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", "--show-toplevel",
+                      timeout=10)  # fmt: skip
+    except GIT_FAILED:
         return folder
     lines = res.stdout.split("\n")
     if res.returncode != 0 or len(lines) < 3:

@@ -13,11 +13,11 @@ one's unless `machine=` names another) and `machine=all` is asked for by name.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.core.git import git_output
 from perfsuite.core.record import Record
 from perfsuite.database.machine import machine_id
 
@@ -66,11 +66,7 @@ def utc_time(text: str, what: str) -> str:
 
 
 def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    return git_output(None, *args, timeout=30)
 
 
 def _revision(text: str, whole: str) -> str:

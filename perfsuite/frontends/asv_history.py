@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import platform
 import re
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
 from perfsuite.compare.history import History
 from perfsuite.core.errors import ConfigError
+from perfsuite.core.git import run_git
 from perfsuite.storage.write import write_text
 
 ENV_NAME = "perfsuite-history"
@@ -84,7 +84,7 @@ def _machine(results: Path) -> tuple[str, dict]:
 
 
 def _commit_date_ms(repo: Path, sha: str) -> int:
-    res = subprocess.run(["git", "log", "-1", "--format=%ct", sha], cwd=repo, capture_output=True, text=True)
+    res = run_git(repo, "log", "-1", "--format=%ct", "--end-of-options", sha)
     try:
         return int(res.stdout.strip()) * 1000
     except ValueError:

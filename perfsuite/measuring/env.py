@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
+from perfsuite.core.git import git_output
 from perfsuite.measuring import system
 from perfsuite.measuring.system import THREAD_VARS
 
@@ -146,11 +146,7 @@ def _nvidia_driver() -> str | None:
 
 def collect_git(cwd: str | os.PathLike | None = None) -> dict:
     def git(*args: str) -> str | None:
-        try:
-            res = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return res.stdout.strip() if res.returncode == 0 else None
+        return git_output(cwd, *args, timeout=10)
 
     commit = git("rev-parse", "HEAD")
     if commit is None:

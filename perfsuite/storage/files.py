@@ -23,6 +23,7 @@ from perfsuite.core import documents
 from perfsuite.core.case import Case
 from perfsuite.core.documents import finite
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
+from perfsuite.core.git import GIT_FAILED, run_git
 from perfsuite.core.record import READABLE_VERSIONS, RESULTS_FORMAT, SCHEMA_VERSION, Record, case_key
 from perfsuite.core.text import slug
 from perfsuite.database import select
@@ -143,13 +144,10 @@ def default_results_dir() -> tuple[Path, str | None]:
     """results/, unless git tracks files there other than a placeholder: that is the repository's
     own results folder (issue 50: `run` wrote its JSON among a user's tracked results), so
     perfsuite's go to .perfsuite/results, with a line saying so."""
-    import subprocess
 
     try:
-        res = subprocess.run(
-            ["git", "ls-files", "-z", "--", str(DEFAULT_RESULTS_DIR)], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
+        res = run_git(None, "ls-files", "-z", "--", str(DEFAULT_RESULTS_DIR), timeout=10)
+    except GIT_FAILED:
         return DEFAULT_RESULTS_DIR, None
     tracked = [f for f in res.stdout.split("\0") if f and Path(f).name not in _PLACEHOLDERS]
     if res.returncode != 0 or not tracked:

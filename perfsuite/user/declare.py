@@ -372,6 +372,7 @@ def workload(
             if values:
                 sweep[pname] = values
 
+        named: dict[str, Callable[[str], Any]]
         if callable(checks):  # one check, of the default case
             named = {"its own check at the default case": _DefaultCaseCheck(wname, tuple(specs), checks)}
         else:
