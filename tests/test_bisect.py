@@ -20,6 +20,7 @@ from cli_each import perfsuite_each
 
 from perfsuite.compare.bisect import CHANGED, FOUND, NOT_CHANGED, SAME, SKIPPED, Bisection, Commit, Probe, run_bisection
 from perfsuite.compare.gate import GateVerdict, PairedRun
+from perfsuite.compare.kinds import load_result
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core.errors import ConfigError
 
@@ -133,7 +134,7 @@ def test_bad_that_cannot_be_measured_is_an_error():
 
 
 def test_an_interrupted_bisection_resumes_from_its_log_without_probing_again(tmp_path):
-    from perfsuite.storage.files import atomic_write_text, document, load_document
+    from perfsuite.storage.files import atomic_write_text, document
 
     good, commits = history(16)
     log = tmp_path / "b.bisect.json"
@@ -147,7 +148,7 @@ def test_an_interrupted_bisection_resumes_from_its_log_without_probing_again(tmp
 
     with pytest.raises(KeyboardInterrupt):
         run_bisection(state, interrupted, lambda s, p: atomic_write_text(log, document("bisect", [s.to_dict()])))
-    (resumed,) = load_document(log, "bisect")
+    (resumed,) = load_result(log, "bisect")
     assert resumed.same_question(state) and len(resumed.probes) == 2
     # Recomputed from the stored pairs of the commit probed first (bad, the confirmation).
     assert resumed.probes[0].median_ratio == pytest.approx(statistics.median(first.ratios[first.asked[0]]))
@@ -463,12 +464,11 @@ def test_commits_older_than_the_workload_file_are_measured_with_the_working_tree
 
 
 def test_a_stored_bisection_log_comes_back_with_the_same_answer():
-    from perfsuite.storage.files import load_document
 
     # Written by `perfsuite bisect` on the slow test's 16-commit history (a tanh at commit 11, a
     # broken import at commit 7), kept to fail here when a change stops reading it.
     path = Path(__file__).parent / "data" / "stored" / "bisect-doc1.json"
-    (state,) = load_document(path, "bisect")
+    (state,) = load_result(path, "bisect")
     d = json.loads(path.read_text())["results"][0]
     assert state.next_commit() is None
     answer = state.answer()

@@ -15,10 +15,11 @@ from perfsuite.compare.bisect import Commit
 from perfsuite.compare.gate import GateVerdict, PairedRun
 from perfsuite.compare.history import MEASURED, SKIPPED, History, Point
 from perfsuite.compare.history_walk import range_commits, walk
+from perfsuite.compare.kinds import load_result
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import sequential
-from perfsuite.storage.files import document, load_document
+from perfsuite.storage.files import document
 
 
 def _said(state, fresh, console) -> int:
@@ -542,7 +543,7 @@ def test_a_log_resumes_extends_and_refuses_another_range(tmp_path):
     walk(state, pair, {})
     f = tmp_path / "h.history.json"
     f.write_text(document("history", [state.to_dict()]))
-    (back,) = load_document(f, "history")
+    (back,) = load_result(f, "history")
     assert back.same_question(state) and [p.sha for p in back.regressions()] == [state.commits[2].sha]
     more = [*state.commits, Commit("7" * 40, "new")]
     back.extended(more)
@@ -551,7 +552,7 @@ def test_a_log_resumes_extends_and_refuses_another_range(tmp_path):
         back.extended([Commit("6" * 40, "rewritten"), *more])
     f.write_text(json.dumps({"format": "perfsuite.history", "version": 1, "results": [{"workload": 3}]}))
     with pytest.raises(Exception, match="h.history.json"):
-        load_document(f, "history")
+        load_result(f, "history")
 
 
 def test_the_range_must_be_an_ancestry_path_of_a_full_clone(tmp_path):
@@ -659,7 +660,7 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
     again = perfsuite(root, *common, "--update")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "1 to measure" in again.stdout and shas[3][:12] in again.stdout
-    (doc,) = load_document(log, "history")
+    (doc,) = load_result(log, "history")
     assert [p.sha for p in doc.points] == shas and [p.sha for p in doc.regressions()] == [shas[2]]
     # Bad input: exit 2, naming what was wrong, the log untouched.
     before = log.read_bytes()
@@ -840,7 +841,7 @@ def test_ctrl_c_keeps_every_point_measured_and_the_walk_resumes_where_it_stopped
 
     with pytest.raises(KeyboardInterrupt):
         walk(state, interrupted, {}, save)
-    (back,) = load_document(log, "history")
+    (back,) = load_result(log, "history")
     assert len(back.points) == 2 and [c.sha for c in back.pending()] == [c.sha for c in state.commits[2:]]
     walk(back, pair, {}, save)
     assert asked[2:] == [(1, 2), (2, 3), (3, 4), (2, 3)]  # the rest only, each against the one before; a recheck

@@ -11,9 +11,10 @@ import pytest
 from perfsuite import cli
 from perfsuite.compare import amp as amp_mod
 from perfsuite.compare import pair as pair_mod
+from perfsuite.compare.kinds import RESULTS, load_result
 from perfsuite.core.config import RunConfig
 from perfsuite.run.execute import Case, run_cases
-from perfsuite.storage.files import DocumentWriter, document_failures, load_document
+from perfsuite.storage.files import DocumentWriter, document_failures
 from tests.fakeclock import FakeClock
 
 PAIRS_THEN_RUN = """
@@ -44,7 +45,7 @@ def test_a_pair_case_that_fails_is_recorded_and_the_suite_goes_on(tmp_path, monk
     monkeypatch.setattr(pair_mod, "pair", broken_at_24)
     out = tmp_path / "out"
     assert cli.main(["run", "--config", str(_suite(tmp_path)), "--out", str(out)]) == 3
-    results = load_document(out / "pr.pair.json", "pair")
+    results = load_result(out / "pr.pair.json", "pair")
     assert sorted(r.case["n"] for r in results) == [16, 32]
     (failure,) = document_failures(out / "pr.pair.json")
     assert failure["params"]["n"] == 24 and "crashed" in failure["error"]
@@ -62,7 +63,7 @@ def test_a_pair_case_that_fails_is_recorded_and_the_suite_goes_on(tmp_path, monk
     assert cli.main(["run", "--config", str(_suite(tmp_path)), "--out", str(out), "--retry-failed"]) == 0
     assert measured == [24]
     assert document_failures(out / "pr.pair.json") == []
-    assert sorted(r.case["n"] for r in load_document(out / "pr.pair.json", "pair")) == [16, 24, 32]
+    assert sorted(r.case["n"] for r in load_result(out / "pr.pair.json", "pair")) == [16, 24, 32]
 
 
 def test_an_amp_case_that_fails_is_that_entrys_failure(tmp_path, monkeypatch):
@@ -124,7 +125,7 @@ def test_the_pair_command_records_a_failed_case_and_exits_3(tmp_path, monkeypatc
         )
         == 3
     )
-    assert [r.case["n"] for r in load_document(path, "pair")] == [16]
+    assert [r.case["n"] for r in load_result(path, "pair")] == [16]
     assert document_failures(path)[0]["params"]["n"] == 24
     # --out names a file that now exists: refused before anything is measured
     assert (
@@ -177,13 +178,13 @@ def test_every_kind_of_document_resumes_by_the_same_case_key(tmp_path):
     writer = DocumentWriter(tmp_path / "x.pair.json", "pair", {"suite": "s"})
     res = pair_mod.PairResult("matmul", {"n": 16}, "dtype", "fp32", "bf16", [1.0, 1.1], 0, 0)
     writer.add(res, Case(w, {"n": 16}))
-    again = DocumentWriter.resume(tmp_path / "x.pair.json", "pair", {"suite": "s"})
+    again = DocumentWriter.resume(tmp_path / "x.pair.json", "pair", {"suite": "s"}, RESULTS["pair"])
     (done,) = again.done_cases()
     # the stored case gives the same key as the case named with its defaults spelled out
     assert Case(w, done).key("cpu") == Case(w, {"n": 16, "dtype": "fp32"}).key("cpu")
     # and a stored pair reads back as the typed result, with its case and suite, its derived
     # numbers recomputed
-    (d,) = load_document(tmp_path / "x.pair.json", "pair")
+    (d,) = load_result(tmp_path / "x.pair.json", "pair")
     assert d.case == {"n": 16} and d.suite == "s" and replace(d, case=None, suite=None) == res
     with pytest.raises(Exception, match="exists"):
         DocumentWriter(tmp_path / "x.pair.json", "pair")

@@ -4,6 +4,7 @@ import os
 import pytest
 from records import make_record
 
+from perfsuite.compare.kinds import load_result
 from perfsuite.core.errors import ConfigError, RecordError, StorageError
 from perfsuite.storage import files as storage
 
@@ -206,21 +207,21 @@ def test_documents_are_versioned_and_validated(tmp_path, kind, results):
     doc = json.loads(path.read_text())
     assert doc["format"] == f"perfsuite.{kind}" and doc["schema_version"] == storage.DOCUMENT_VERSION
     # A kind with a result class is read into it (its derived figures computed); the others as data.
-    assert storage.load_document(path, kind) == ([PairResult(**PAIR)] if kind == "pair" else results)
+    assert load_result(path, kind) == ([PairResult(**PAIR)] if kind == "pair" else results)
     doc["schema_version"] = 99
     path.write_text(json.dumps(doc))
     with pytest.raises(RecordError, match="schema_version 99"):
-        storage.load_document(path, kind)
+        load_result(path, kind)
     path.write_text(storage.document("gate", []))
     with pytest.raises(RecordError, match="expected 'perfsuite"):
-        storage.load_document(path, kind)
+        load_result(path, kind)
 
 
 def test_a_pair_result_missing_its_ratios_is_named(tmp_path):
     path = tmp_path / "x.pair.json"
     path.write_text(json.dumps([{k: v for k, v in PAIR.items() if k != "ratios"}]))  # version 0: a bare list
     with pytest.raises(RecordError, match="pair result 0: missing ratios"):
-        storage.load_document(path, "pair")
+        load_result(path, "pair")
 
 
 def test_strict_json_has_no_nan_or_infinity():

@@ -19,6 +19,7 @@ import pytest
 import perfsuite
 from perfsuite.compare.amp import AmpComparison
 from perfsuite.compare.gate import GateSummary, GateVerdict
+from perfsuite.compare.kinds import load_result
 from perfsuite.compare.pair import PairResult
 from perfsuite.stats import verdict
 from perfsuite.storage.files import load_document
@@ -46,7 +47,7 @@ def _stored(name: str) -> dict:
 
 @pytest.mark.parametrize("name", ["pair-doc1.json", "pair-doc1-now.json"])
 def test_pair_documents_old_and_new_come_back_as_pair_results(name):
-    (r,) = load_document(STORED / name, "pair")
+    (r,) = load_result(STORED / name, "pair")
     assert isinstance(r, PairResult)
     assert r.workload == "activation" and r.vary == "impl" and len(r.ratios) >= 6
     assert r.time_ratio == pytest.approx(_stored(name)["time_ratio"])  # recomputed from the pairs, as stored
@@ -54,7 +55,7 @@ def test_pair_documents_old_and_new_come_back_as_pair_results(name):
 
 @pytest.mark.parametrize("name", ["amp-doc1-v2code.json", "amp-doc1.json"])
 def test_amp_documents_old_and_new_come_back_as_comparisons(name):
-    (c,) = load_document(STORED / name, "amp")
+    (c,) = load_result(STORED / name, "amp")
     assert isinstance(c, AmpComparison)
     assert (c.precision_a, c.precision_b) == ("fp32", "bf16") and len(c.pair_ratios) == 2
     d = _stored(name)
@@ -62,7 +63,7 @@ def test_amp_documents_old_and_new_come_back_as_comparisons(name):
 
 
 def test_a_gate_document_with_its_pairs_comes_back_and_an_older_one_as_what_it_holds():
-    (v,) = load_document(STORED / "gate-doc1.json", "gate")  # version 1: the pairs at the top level
+    (v,) = load_result(STORED / "gate-doc1.json", "gate")  # version 1: the pairs at the top level
     d = _stored("gate-doc1.json")
     assert isinstance(v, GateVerdict)
     # Its stored median_ratio was the pairs' median; a verdict read back now states the estimate
@@ -73,7 +74,7 @@ def test_a_gate_document_with_its_pairs_comes_back_and_an_older_one_as_what_it_h
     assert v.run.block_size == d["block_size"] and v.confirmed is d["slower"]
     again = GateVerdict.from_dict(json.loads(json.dumps(v.to_dict())))  # version 2: under `run`
     assert again.run == v.run and again.word == v.word
-    (old,) = load_document(STORED / "gate-doc1-v2code.json", "gate")  # written before the pairs were kept
+    (old,) = load_result(STORED / "gate-doc1-v2code.json", "gate")  # written before the pairs were kept
     assert isinstance(old, GateSummary) and old.median_ratio > 0 and old.slower is False
     with pytest.raises(ValueError, match="run"):
         GateVerdict.from_dict(_stored("gate-doc1-v2code.json"))
@@ -95,13 +96,13 @@ def test_a_suite_pair_document_with_a_failed_case_resumes_by_case_key():
     from perfsuite.storage.files import DocumentWriter, document_failures
 
     path = STORED / "pair-suite-doc1-failures.json"
-    (r,) = load_document(path, "pair")
+    (r,) = load_result(path, "pair")
     assert r.time_ratio == pytest.approx(_stored(path.name)["time_ratio"]) and r.suite == "stored"
     assert r.case == {"numel": 4096}
     (failure,) = document_failures(path)
     assert failure["params"]["numel"] == 8192 and "crashed" in failure["error"]
     w = registry.get("activation")
-    writer = DocumentWriter.resume(path, "pair")
+    writer = DocumentWriter.resume(path, "pair", model=PairResult)
     assert [Case(w, c).key("cpu") for c in writer.done_cases()] == [Case(w, {"numel": 4096}).key("cpu")]
     assert writer.has_failure(Case(w, {"numel": 8192}).key("cpu"))
 
@@ -110,10 +111,10 @@ def test_the_bisection_and_why_documents_of_the_previous_code_still_read():
     from perfsuite.compare.bisect import Bisection
     from perfsuite.compare.why import WhyResult
 
-    (b,) = load_document(STORED / "bisect-doc1.json", "bisect")
+    (b,) = load_result(STORED / "bisect-doc1.json", "bisect")
     assert isinstance(b, Bisection) and b.bad.sha == _stored("bisect-doc1.json")["bad"]
     assert all(p.verdict is None or p.verdict.run.ratios for p in b.probes)  # version 1's flat verdicts
-    (w,) = load_document(STORED / "why-doc1.json", "why")
+    (w,) = load_result(STORED / "why-doc1.json", "why")
     d = _stored("why-doc1.json")
     assert isinstance(w, WhyResult) and w.a.label == d["a"]["label"] and len(w.a.step_s) == len(d["a"]["step_s"])
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite.compare.kinds import load_result
 from perfsuite.compare.why import ProfiledSide, WhyResult, WhySide, merge_rounds, why
 from perfsuite.compare.why_rows import CHANGED, GONE, NEW, _shape_distance, align
 
@@ -66,13 +67,13 @@ def test_explained_share_memory_and_round_trip():
     assert r.memory_delta_bytes == 4096 and [g.name for g in r.grew] == ["aten::tanh"]
     back = WhyResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert back.to_dict() == r.to_dict()
-    from perfsuite.storage.files import atomic_write_text, document, load_document
+    from perfsuite.storage.files import atomic_write_text, document
 
     # Through the versioned document too.
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"why-{os.getpid()}.why.json"
     try:
         atomic_write_text(path, document("why", [r.to_dict()]))
-        assert WhyResult.from_dict(load_document(path, "why")[0]).explained == pytest.approx(0.7)
+        assert WhyResult.from_dict(load_result(path, "why")[0]).explained == pytest.approx(0.7)
     finally:
         path.unlink(missing_ok=True)
 
@@ -369,11 +370,10 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
 
 def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_renders_it():
     from perfsuite.report.why import section
-    from perfsuite.storage.files import load_document
 
     # Written by bisect's why on the slow test's history: good against the commit adding a tanh.
     path = REPO / "tests" / "data" / "stored" / "why-doc1.json"
-    (r,) = load_document(path, "why")
+    (r,) = load_result(path, "why")
     d = json.loads(path.read_text())["results"][0]
     again = r.to_dict()
     assert {k: again[k] for k in ("a", "b", "steps", "rounds", "top", "notes", "metric")} == {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
+from perfsuite.compare.kinds import RESULTS
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.storage import table as results
@@ -35,7 +35,7 @@ def command(args, console) -> int:
             raise PerfsuiteError("export tensorboard needs --logdir DIR")
         if args.out is not None:
             raise PerfsuiteError("export tensorboard writes event files under --logdir DIR, not --out")
-        n, problems = export_tensorboard(args.results, args.logdir)
+        n, problems = export_tensorboard(args.results, args.logdir, RESULTS["amp"])
         for problem in problems:
             console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
         if n == 0:

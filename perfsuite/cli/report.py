@@ -7,10 +7,8 @@ from typing import Any
 
 from rich.text import Text
 
-import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
-import perfsuite.compare.pair  # noqa: F401 - registers the pair document's result class
-import perfsuite.compare.why  # noqa: F401 - registers the why document's result class
 from perfsuite.cli import options
+from perfsuite.compare.kinds import load_result
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.report.markdown import write_report
@@ -62,7 +60,7 @@ def command(args, console) -> int:
     for kind, paths, into in (("amp", args.amp, amp), ("pair", args.pair, pairs), ("why", args.why, why)):
         for path in paths:
             try:
-                into.extend(load_document(path, kind))
+                into.extend(load_result(path, kind))
             except PerfsuiteError as exc:  # like a bad results file: named, the report goes on
                 console.print(Text(printable(f"skipped: {exc}"), style="yellow"))
     if not records and why:  # differential profiles alone

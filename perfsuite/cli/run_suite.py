@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from perfsuite.cli.events import SuiteConsoleEvents
+from perfsuite.compare.kinds import RESULTS
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.run.execute import interrupted_exit
 from perfsuite.suite.file import SAFE_NAME, load_suite, shipped_suites_dir
@@ -108,7 +109,9 @@ def run_suite_command(args, console, results_dir, check_pinning) -> int:
         return interrupted_exit(exc)
     if args.tensorboard is not None:
         console.print(
-            Text(f"TensorBoard: {export_tensorboard([out], args.tensorboard)[0]} record(s) in {args.tensorboard}")
+            Text(
+                f"TensorBoard: {export_tensorboard([out], args.tensorboard, RESULTS['amp'])[0]} record(s) in {args.tensorboard}"
+            )
         )
     console.print(
         Text(

@@ -8,14 +8,10 @@ import json
 from rich.table import Table
 from rich.text import Text
 
-import perfsuite.compare.amp  # noqa: F401 - registers the amp document's result class
-import perfsuite.compare.bisect  # noqa: F401 - registers the bisect document's result class
-import perfsuite.compare.history  # noqa: F401 - registers the history document's result class
-import perfsuite.compare.pair  # noqa: F401 - registers the pair document's result class
-import perfsuite.compare.why  # noqa: F401 - registers the why document's result class
 from perfsuite.cli import options
 from perfsuite.cli.console import make_console
 from perfsuite.cli.stored import RUN_KINDS
+from perfsuite.compare.kinds import RESULTS
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_seconds
@@ -47,7 +43,7 @@ def _import(args, console) -> int:
     from perfsuite.storage.store_import import import_paths
 
     with Store(_location(args)) as store:
-        report = import_paths(store, args.paths)
+        report = import_paths(store, args.paths, RESULTS)
     for line in report.problems:
         console.print(Text(printable(f"skipped: {line}"), style="yellow"))
     console.print(

@@ -49,7 +49,6 @@ UTIL_WINDOW_S = 1.0
 _NOT_SAMPLED = {"status": "unavailable", "reason": "not sampled"}
 
 
-@documents.register("amp")
 @documents.shape("amp comparison", frozen=True)
 class AmpComparison(documents.SuiteEntry):
     DERIVED = {

@@ -163,7 +163,6 @@ class Answer(documents.Result):
     skipped: tuple[Skipped, ...] = ()  # every commit skipped, with its error
 
 
-@documents.register("bisect")
 @documents.shape("bisection", error=ConfigError)
 class Bisection(documents.Result):
     """The log of one bisection; what to probe next and the answer are derived from it."""

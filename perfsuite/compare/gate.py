@@ -432,10 +432,9 @@ def _entry(d: Any) -> str:
 
 
 # A gate document's entry: a verdict with its pairs, or an early one without them.
-documents.register(
-    "gate",
-    Annotated[Annotated[GateVerdict, Tag("pairs")] | Annotated[GateSummary, Tag("summary")], Discriminator(_entry)],
-)
+GATE_ENTRY = Annotated[
+    Annotated[GateVerdict, Tag("pairs")] | Annotated[GateSummary, Tag("summary")], Discriminator(_entry)
+]
 
 
 def run_gate(

@@ -163,7 +163,6 @@ class Window(documents.Result):
         return self.recheck or self.verdict
 
 
-@documents.register("history")
 @documents.shape("history", error=ConfigError)
 class History(documents.Result):
     workload: Name

@@ -19,7 +19,6 @@ from perfsuite.measuring.timing import Clock, clock_for
 from perfsuite.stats import summary as stats
 
 
-@documents.register("pair")
 @documents.shape("pair result", frozen=True)
 class PairResult(documents.SuiteEntry):
     # Derived from the pairs and the bytes, written beside them for readers without perfsuite.

@@ -60,7 +60,6 @@ class WhySide(documents.Result):
         return sum(float(o.get("calls", 0.0)) for o in self.ops)
 
 
-@documents.register("why")
 @documents.shape("why result")
 class WhyResult(documents.Result):
     DERIVED = {

@@ -237,24 +237,6 @@ class SuiteEntry(Result):
     config_digest: Annotated[str, Field(strict=True, max_length=200)] | None = field(default=None, kw_only=True)
 
 
-# Kinds whose results are classes defined above core (perfsuite.compare): each registers its class.
-MODELS: dict[str, type] = {}
-
-
-def register(kind: str, tp: Any = None) -> Any:
-    """Documents of `kind` are read into `tp` (a result class, or an annotated union of the shapes
-    the kind's versions hold); as a class decorator, into that class."""
-    if tp is not None:
-        MODELS[kind] = tp
-        return tp
-
-    def add(cls: type) -> type:
-        MODELS[kind] = cls
-        return cls
-
-    return add
-
-
 # --- the kinds without a class of their own --------------------------------------------------------
 
 
@@ -377,26 +359,26 @@ def explain(exc: ValidationError, prefix: str = "", limit: int = 3, names: list[
     return "; ".join(lines[:limit]) + (f"; and {more} more" if more > 0 else "")
 
 
-def validate(kind: str, data: Any, where: str, error: type[Exception] = RecordError) -> Any:
-    """`data` (a document's results) read as `kind`: the registered class's objects for a kind that
-    has one (perfsuite.compare), else the data itself, checked against the kind's schema. The error
-    names `where` (the file) and the key path."""
+def validate(kind: str, data: Any, where: str, error: type[Exception] = RecordError, model: Any = None) -> Any:
+    """`data` (a document's results) read as `kind`: objects of `model` for a kind whose results
+    are classes defined above core (perfsuite.compare.kinds.RESULTS: the caller passes it), else the
+    data itself, checked against the kind's schema. The error names `where` (the file) and the key path."""
     many = kind in _MANY
-    if kind in MODELS:
-        schema = adapter(list.__class_getitem__(MODELS[kind]))
+    if model is not None:
+        schema = adapter(list.__class_getitem__(model))
     elif kind in SCHEMAS:
         schema = SCHEMAS[kind]
     else:
         raise ValueError(
-            f"no schema for document kind {kind!r} (a result kind's module registers its class: "
-            f"import perfsuite.compare.{kind})"
+            f"no schema for document kind {kind!r}: its results are a class of perfsuite.compare, which "
+            "the caller passes (perfsuite.compare.kinds.load_result)"
         )
     try:
         out = schema.validate_python(data)
     except ValidationError as exc:
         # A list kind's first location is the result's index: "pair result 0: missing ratios".
         raise error(f"{where}: {kind} {explain(exc, 'result' if many else '')}") from None
-    return out if kind in MODELS else data
+    return out if model is not None else data
 
 
 def envelope(kind: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -136,7 +136,7 @@ def resume(state: b.Bisection, log: Path, say: Listener) -> None:
     if not log.exists():
         return
     try:
-        (old,) = load_document(log, "bisect")[:1]
+        (old,) = load_document(log, "bisect", b.Bisection)[:1]
     except (RecordError, ValueError) as exc:
         raise ConfigError(f"--log {log}: not a readable bisection log ({exc})") from None
     if not state.same_question(old):

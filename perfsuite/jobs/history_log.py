@@ -46,7 +46,7 @@ def stored(log: Path) -> History | None:
     if not log.exists():
         return None
     try:
-        (old,) = load_document(log, "history")[:1]
+        (old,) = load_document(log, "history", History)[:1]
     except (RecordError, ValueError) as exc:
         raise ConfigError(f"--log {log}: not a readable history ({exc}); it is left as it is") from None
     if old.settings.get("rule") != HISTORY_RULE:

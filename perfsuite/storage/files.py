@@ -100,11 +100,11 @@ def document_failures(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return checked
 
 
-def load_document(path: str | os.PathLike[str], kind: str) -> Any:
-    """The results of a document of `kind`, read once into the kind's result class where it has
-    one (perfsuite.compare's: pair, amp, gate, bisect, why; perfsuite.core.documents.MODELS), else
-    checked against its schema and returned as the data; errors name the file, the key path and
-    the value."""
+def load_document(path: str | os.PathLike[str], kind: str, model: Any = None) -> Any:
+    """The results of a document of `kind`, read once into `model`, the kind's result class where it
+    has one (perfsuite.compare's: pair, amp, gate, bisect, history, why; the caller passes it:
+    perfsuite.compare.kinds), else checked against its schema and returned as the data; errors name
+    the file, the key path and the value."""
     p = Path(path)
     doc = read.read_json(p)
     if documents.version_of(doc, kind, str(p)):
@@ -115,7 +115,7 @@ def load_document(path: str | os.PathLike[str], kind: str) -> Any:
         results = doc  # version 0: the bare results
     if kind == "amp" and isinstance(results, dict):
         results = [results]  # version 0 of amp: one comparison, bare
-    return documents.validate(kind, results, str(p))
+    return documents.validate(kind, results, str(p), model=model)
 
 
 def versioned(kind: str, body: dict[str, Any]) -> str:
@@ -252,13 +252,15 @@ class DocumentWriter:
                 raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
 
     @classmethod
-    def resume(cls, path: Path, kind: str, extra: dict[str, Any] | None = None) -> DocumentWriter:
+    def resume(cls, path: Path, kind: str, extra: dict[str, Any] | None = None, model: Any = None) -> DocumentWriter:
         """Continue an interrupted entry's document: its results and failures are kept."""
         path = Path(path)
         if not path.exists():
             return cls(path, kind, extra)
         w = cls(path, kind, extra, claim=False)
-        w.results = [documents.dump(r) if isinstance(r, documents.Result) else r for r in load_document(path, kind)]
+        w.results = [
+            documents.dump(r) if isinstance(r, documents.Result) else r for r in load_document(path, kind, model)
+        ]
         w.failures = document_failures(path)
         return w
 

@@ -115,13 +115,14 @@ class ResultsFolder:
         return w
 
     def document(
-        self, name: str, kind: str, extra: dict[str, Any] | None = None, *, resume: bool = False
+        self, name: str, kind: str, extra: dict[str, Any] | None = None, *, resume: bool = False, model: Any = None
     ) -> DocumentWriter:
-        """A versioned document of `kind` (pair, amp) with one entry per case, as results_file."""
+        """A versioned document of `kind` (pair, amp) with one entry per case, as results_file;
+        `model`: the kind's result class, which a resumed document's entries are read into."""
         path = self._inside(name)
         if resume:
             try:
-                return DocumentWriter.resume(path, kind, extra)
+                return DocumentWriter.resume(path, kind, extra, model)
             except RecordError as exc:
                 raise ConfigError(f"{exc}; remove it to measure its entry again") from None
         w = DocumentWriter(path, kind, extra)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,11 @@ def _machine_for(env: dict[str, Any], here: Machine) -> Machine:
     return imported_machine(env)
 
 
-def import_paths(store: Store, paths: Iterable[str | os.PathLike[str]]) -> ImportReport:
+def import_paths(
+    store: Store, paths: Iterable[str | os.PathLike[str]], results: Mapping[str, Any] | None = None
+) -> ImportReport:
+    """Every results file and document under `paths` into `store`; `results`: the result class of
+    each document kind that has one (perfsuite.compare.kinds.RESULTS), its documents read through it."""
     report = ImportReport()
     here = this_machine()
     for f in _files(paths):
@@ -74,7 +78,7 @@ def import_paths(store: Store, paths: Iterable[str | os.PathLike[str]]) -> Impor
         kind = _document_kind(doc)
         try:
             if kind is not None:
-                entries = load_document(f, kind)
+                entries = load_document(f, kind, (results or {}).get(kind))
                 _store_documents(
                     store, run_id, here, f, kind, entries if isinstance(entries, list) else [entries], report
                 )

@@ -166,9 +166,12 @@ def prepare(logdir: Path) -> Path:
     return writable_dir(Path(logdir), "TensorBoard log directory")
 
 
-def export_tensorboard(paths: Iterable[str | os.PathLike[str]], logdir: Path) -> tuple[int, list[str]]:
-    """Write every record (and every *.amp.json) under `paths` to `logdir`; returns the number of
-    records and AMP comparisons read and the files that could not be read."""
+def export_tensorboard(
+    paths: Iterable[str | os.PathLike[str]], logdir: Path, amp_result: Any = None
+) -> tuple[int, list[str]]:
+    """Write every record (and every *.amp.json, read into `amp_result`: perfsuite.compare.amp's
+    AmpComparison, which the caller passes) under `paths` to `logdir`; returns the number of records
+    and AMP comparisons read and the files that could not be read."""
     prepare(logdir)
     paths = list(paths)
     problems: list[str] = []
@@ -190,7 +193,7 @@ def export_tensorboard(paths: Iterable[str | os.PathLike[str]], logdir: Path) ->
                 n += 1
     for f in amp_files:
         try:
-            docs = load_document(f, "amp")  # AmpComparison (perfsuite.compare.amp registers it)
+            docs = load_document(f, "amp", amp_result)
         except RecordError as exc:
             problems.append(str(exc))
             continue

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfsuite.compare.amp import Amp
+from perfsuite.compare.kinds import RESULTS
 from perfsuite.compare.pair import Pair
 from perfsuite.core import registry
 from perfsuite.core.config import RunConfig, config_digest
@@ -208,7 +209,9 @@ def _run_entries(
             writer = folder.results_file(f"{e.name}.json", resume=True)
             done = {r.case_key() for r in writer.records}
         else:
-            writer = folder.document(f"{e.name}.{e.kind}.json", e.kind, run_info, resume=True)
+            writer = folder.document(
+                f"{e.name}.{e.kind}.json", e.kind, run_info, resume=True, model=RESULTS.get(e.kind)
+            )
             done = {Case(w, c).key(device) for c in writer.done_cases()}
         todo, skipped = [], 0
         for params in e.cases():
