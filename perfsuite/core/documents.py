@@ -9,9 +9,9 @@ A result shape is one definition: a pydantic dataclass (`shape`) whose fields ar
 is validated when it is built, and a document read from disk is validated into it once, by one
 TypeAdapter (`load`); it is written by the same adapter (`dump`), the figures derived from its
 fields (`Result.DERIVED`) beside them for readers without perfsuite, never read back. The record is defined in
-perfsuite.core.record; the results of the other kinds (pair, amp, gate, bisect, why) in
-perfsuite.compare, whose modules register their class for their kind here (`register`), so that
-a reader of any layer gets the objects back without importing upward. The kinds without a class
+perfsuite.core.record; the results of the other kinds (pair, amp, gate, bisect, history, why) in
+perfsuite.compare, whose class a reader passes (`validate(..., model=)`; perfsuite.compare.kinds
+holds them by kind), so nothing below imports upward and nothing is registered by an import. The kinds without a class
 of their own (noise floors, peaks, checks, failures...) are checked against the schemas below and
 read back as the plain data they are.
 
