@@ -234,8 +234,36 @@ def _without_per_sample_ratios(rec):
     """The record as written before the per-sample ratio (2026-11-28): its reference's blocks only."""
     from dataclasses import replace
 
-    ref = {k: v for k, v in rec.conditions["reference"].items() if k not in ("ratio", "build_ratios")}
+    gone = ("ratio", "build_ratios", "sample_ratios", "sample_builds")
+    ref = {k: v for k, v in rec.conditions["reference"].items() if k not in gone}
     return replace(rec, conditions={**rec.conditions, "reference": ref})
+
+
+def test_the_reference_ratio_is_derived_from_its_raw_sample_ratios_never_read_back(no_gc_pauses):
+    """Issue 52: `ratio` and `build_ratios`, which compare judges on, were stored figures nothing
+    could recompute. The raw per-sample ratios are kept; the medians written beside them are for
+    readers without perfsuite: a record whose written medians were altered compares the same."""
+    from dataclasses import replace
+
+    from perfsuite.core.record import reference_ratios
+    from perfsuite.stats import summary as stats
+
+    base, new = _machine_run(0, machine=1.0), _machine_run(1, machine=1.1, slower=1.2)
+    ref = base.conditions["reference"]
+    assert len(ref["sample_ratios"]) == len(ref["sample_builds"]) and len(set(ref["sample_builds"])) > 1
+    ratio, per_build = reference_ratios(ref)
+    assert ratio == pytest.approx(stats.median(ref["sample_ratios"])) == pytest.approx(ref["ratio"])
+    assert per_build == pytest.approx(ref["build_ratios"])
+    altered = replace(
+        base, conditions={**base.conditions, "reference": {**ref, "ratio": 9.0, "build_ratios": [9.0] * len(per_build)}}
+    )
+    assert altered.relative_units() == base.relative_units()
+    (c,) = compare_records([base], [new]).cases
+    (again,) = compare_records([altered], [new]).cases
+    assert again.ratio == pytest.approx(c.ratio)
+    # A record written between the two (2026-11-28: medians, no raw ratios) still compares by them.
+    medians_only = {k: v for k, v in ref.items() if k not in ("sample_ratios", "sample_builds")}
+    assert reference_ratios(medians_only) == (ref["ratio"], ref["build_ratios"])
 
 
 def test_per_sample_ratios_are_compared_only_when_every_record_has_them(no_gc_pauses):

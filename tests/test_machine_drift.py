@@ -85,6 +85,15 @@ def test_a_bad_machine_drift_in_a_record_is_refused():
         replace(_record(1e-4), conditions={"reference": {"kernel": "k", "median_s": 1e-4, "ratio": float("nan")}})
     with pytest.raises(RecordError, match="conditions.reference.build_ratios"):
         replace(_record(1e-4), conditions={"reference": {"kernel": "k", "median_s": 1e-4, "build_ratios": [1.0, -2]}})
+    with pytest.raises(RecordError, match="conditions.reference.sample_ratios"):
+        replace(_record(1e-4), conditions={"reference": {"kernel": "k", "median_s": 1e-4, "sample_ratios": [1.0, 0.0]}})
+    with pytest.raises(RecordError, match="conditions.reference.sample_builds"):
+        replace(
+            _record(1e-4),
+            conditions={
+                "reference": {"kernel": "k", "median_s": 1e-4, "sample_ratios": [1.0, 1.1], "sample_builds": [0]}
+            },
+        )
 
 
 def _machine_runs(log, n=10, machine_sd=0.08):

@@ -48,7 +48,7 @@ import numpy as np
 
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
-from perfsuite.core.record import Record
+from perfsuite.core.record import Record, reference_ratios
 from perfsuite.measuring import env as envmod
 from perfsuite.measuring import system
 from perfsuite.stats import summary as stats
@@ -181,7 +181,8 @@ def _centre(r: Record, relative: bool, per_sample: bool = True) -> float | None:
     ref_median = r.reference_median_s  # None exactly when there is no reference
     if not ref or ref_median is None:
         return None
-    return ref["ratio"] if per_sample and ref.get("ratio") else r.median_s / ref_median
+    ratio = reference_ratios(ref)[0]
+    return ratio if per_sample and ratio else r.median_s / ref_median
 
 
 def compare_units(

@@ -37,6 +37,11 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       `machine_drift` (half_width, runs, hours: perfsuite.storage.machine_drift), which widens
       the reported interval like config.run_drift when larger.
       Additive, 2026-11-28: `conditions` (and each process's) carry `torch_flags` (perfsuite.measuring.tf32).
+      Additive, 2026-11-29: a reference keeps its raw `sample_ratios` (each step sample over the
+      reference read nearest it) and, with several builds, `sample_builds` (the build of each);
+      `ratio` and `build_ratios` are then their medians, written for readers without perfsuite
+      and never read back (reference_ratios derives them; a record without the raw lists is
+      read by its stored medians).
   4 - 2026-11-28: a process's and a build's `median` is no longer stored: it is computed from their
       samples (a process of several builds: the median of its builds' medians), as every other
       summary is. A record of version 1 to 3 reads as version 4, a stored group `median` ignored:
@@ -96,6 +101,20 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def reference_ratios(ref: dict[str, Any]) -> tuple[float | None, list[float] | None]:
+    """The step per reference time of a machine-speed reference: (the median of every sample's
+    ratio, the same per build when there were several), derived from the raw `sample_ratios` (and
+    `sample_builds`); a reference written before those were kept (2026-11-29) gives its stored
+    `ratio` and `build_ratios`; (None, None) before even those (2026-11-28)."""
+    per = ref.get("sample_ratios")
+    if not per:
+        return ref.get("ratio"), ref.get("build_ratios")
+    of = ref.get("sample_builds")
+    if not of:
+        return stats.median(per), None
+    return stats.median(per), [stats.median([r for r, b in zip(per, of) if b == i]) for i in sorted(set(of))]
+
+
 def _check_reference(ref: Any, where: str) -> None:
     """A machine-speed reference (perfsuite.measuring.reference), when present: compare divides by it."""
     if ref is None:
@@ -111,6 +130,22 @@ def _check_reference(ref: Any, where: str) -> None:
             isinstance(ref["samples_s"], list) and all(_is_number(x) and x > 0 for x in ref["samples_s"]),
             f"{where}.samples_s",
             "must be a list of positive finite seconds",
+        )
+    if "sample_ratios" in ref:
+        _need(
+            isinstance(ref["sample_ratios"], list)
+            and len(ref["sample_ratios"]) > 0
+            and all(_is_number(x) and x > 0 for x in ref["sample_ratios"]),
+            f"{where}.sample_ratios",
+            "must be a non-empty list of positive finite numbers",
+        )
+    if "sample_builds" in ref:
+        _need(
+            isinstance(ref["sample_builds"], list)
+            and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ref["sample_builds"])
+            and len(ref["sample_builds"]) == len(ref.get("sample_ratios") or []),
+            f"{where}.sample_builds",
+            "must be one build index (a whole number >= 0) per sample ratio",
         )
     if "ratio" in ref:
         _need(_is_number(ref["ratio"]) and ref["ratio"] > 0, f"{where}.ratio", "must be a positive finite number")
@@ -341,7 +376,7 @@ class Record(documents.Result):
             if self.processes
             else [self.conditions.get("reference")]
         )
-        return all(ref and "ratio" in ref for ref in refs)
+        return all(ref and reference_ratios(ref)[0] for ref in refs)
 
     def relative_units(self, per_sample: bool = True) -> list[float] | None:
         """units() per the machine-speed reference measured beside them (conditions["reference"],
@@ -352,11 +387,11 @@ class Record(documents.Result):
         median. None when any reference is missing, or has fewer than REFERENCE_MIN_BLOCKS blocks."""
 
         def unit(median: float, ref: dict[str, Any]) -> float:
-            if per_sample and ref.get("build_ratios"):
-                return stats.median(ref["build_ratios"])
-            if per_sample and ref.get("ratio"):
-                ratio: float = ref["ratio"]
-                return ratio
+            ratio, per_build = reference_ratios(ref)
+            if per_sample and per_build:
+                return stats.median(per_build)
+            if per_sample and ratio:
+                return float(ratio)
             return median / self._reference_median(ref)
 
         if self.processes:
@@ -369,8 +404,9 @@ class Record(documents.Result):
         units = self.units()
         if not ref or not units:
             return None
-        if per_sample and self.builds and len(ref.get("build_ratios") or []) == len(units):
-            return list(ref["build_ratios"])
+        per_build = reference_ratios(ref)[1]
+        if per_sample and self.builds and per_build and len(per_build) == len(units):
+            return list(per_build)
         return [u / self._reference_median(ref) for u in units]
 
     @property

@@ -124,9 +124,11 @@ class Reference:
     def summary(self, timeline: list[float], builds_of: list[int]) -> dict | None:
         """What a record keeps (its `conditions["reference"]`); None below MIN_BLOCKS blocks. From the
         step's samples in time order (`timeline`, and the build each came from), also the step per
-        reference time: `ratio`, the median of every sample over the reference read nearest it,
-        and with several builds `build_ratios`, the same over each build's samples. (A block is
-        taken only after a sample, so a reference with blocks has a timeline.)"""
+        reference time, kept raw (`sample_ratios`: every sample over the reference read nearest it,
+        and with several builds `sample_builds`, the build of each), and `ratio` / `build_ratios`,
+        their medians, written beside them for readers without perfsuite and never read back
+        (perfsuite.core.record.reference_ratios derives them). (A block is taken only after a
+        sample, so a reference with blocks has a timeline.)"""
         if len(self.samples_s) < MIN_BLOCKS:
             return None
         per = ratios(timeline, self.samples_s, self.at)
@@ -137,11 +139,13 @@ class Reference:
             "calls_per_block": self.calls,
             "mini_blocks": list(self.minis),
             "at_sample": list(self.at),
-            "ratio": median(per),
+            "sample_ratios": per,
+            "ratio": median(per),  # derived, for readers without perfsuite
         }
         builds = sorted(set(builds_of))
         if len(builds) > 1:
-            out["build_ratios"] = [median([r for r, b in zip(per, builds_of) if b == i]) for i in builds]
+            out["sample_builds"] = list(builds_of)
+            out["build_ratios"] = [median([r for r, b in zip(per, builds_of) if b == i]) for i in builds]  # derived
         return out
 
 
