@@ -65,7 +65,18 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from typing_extensions import Required, TypedDict
 
 from perfsuite.core import documents
 from perfsuite.core.bound import Bound, where_time_went
@@ -115,56 +126,61 @@ def reference_ratios(ref: dict[str, Any]) -> tuple[float | None, list[float] | N
     return stats.median(per), [stats.median([r for r, b in zip(per, of) if b == i]) for i in sorted(set(of))]
 
 
+def _not_bool(x: Any) -> Any:
+    if isinstance(x, bool):  # JSON true is no count and no seconds
+        raise ValueError("must be a number, not true/false")
+    return x
+
+
+PositiveFinite = Annotated[float, BeforeValidator(_not_bool), Field(gt=0, allow_inf_nan=False)]
+Count = Annotated[int, BeforeValidator(_not_bool), Field(ge=0, strict=True)]
+
+
+class ReferenceShape(TypedDict, total=False):
+    """A machine-speed reference (perfsuite.measuring.reference), as a record keeps it: compare
+    divides by it. Keys a newer perfsuite adds are read past."""
+
+    kernel: Required[StrictStr]
+    median_s: Required[PositiveFinite]
+    samples_s: list[PositiveFinite]
+    calls_per_block: Count
+    mini_blocks: list[Count]
+    at_sample: list[Count]  # the step samples before each block: non-decreasing, one per block
+    sample_ratios: Annotated[list[PositiveFinite], Field(min_length=1)]
+    sample_builds: list[Count]  # the build of each sample ratio
+    ratio: PositiveFinite  # derived: the median of sample_ratios
+    build_ratios: list[PositiveFinite]  # derived: the same per build
+
+
+_REFERENCE = TypeAdapter(ReferenceShape)
+
+
 def _check_reference(ref: Any, where: str) -> None:
-    """A machine-speed reference (perfsuite.measuring.reference), when present: compare divides by it."""
+    """`ref` against ReferenceShape, and what a type cannot say: one position per block, one build
+    per ratio. An error names its key path under `where`."""
     if ref is None:
         return
-    _need(isinstance(ref, dict) and isinstance(ref.get("kernel"), str), where, "must be an object naming its kernel")
+    if not isinstance(ref, dict):
+        raise documents.At(where, "must be an object naming its kernel")
+    try:
+        _REFERENCE.validate_python(ref)
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        loc = [str(x) for x in e["loc"]]
+        key = ".".join([where, *loc[:1]])  # the field; an index inside a list is the field's
+        raise documents.At(key, f"{e['msg']}, got {str(e.get('input'))[:60]}") from None
+    at = ref.get("at_sample")
     _need(
-        _is_number(ref.get("median_s")) and ref["median_s"] > 0,
-        f"{where}.median_s",
-        "must be a positive finite number of seconds",
+        at is None or (at == sorted(at) and len(at) == len(ref.get("samples_s") or [])),
+        f"{where}.at_sample",
+        "must list one non-decreasing sample count per reference block",
     )
-    if "samples_s" in ref:
-        _need(
-            isinstance(ref["samples_s"], list) and all(_is_number(x) and x > 0 for x in ref["samples_s"]),
-            f"{where}.samples_s",
-            "must be a list of positive finite seconds",
-        )
-    if "sample_ratios" in ref:
-        _need(
-            isinstance(ref["sample_ratios"], list)
-            and len(ref["sample_ratios"]) > 0
-            and all(_is_number(x) and x > 0 for x in ref["sample_ratios"]),
-            f"{where}.sample_ratios",
-            "must be a non-empty list of positive finite numbers",
-        )
-    if "sample_builds" in ref:
-        _need(
-            isinstance(ref["sample_builds"], list)
-            and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ref["sample_builds"])
-            and len(ref["sample_builds"]) == len(ref.get("sample_ratios") or []),
-            f"{where}.sample_builds",
-            "must be one build index (a whole number >= 0) per sample ratio",
-        )
-    if "ratio" in ref:
-        _need(_is_number(ref["ratio"]) and ref["ratio"] > 0, f"{where}.ratio", "must be a positive finite number")
-    if "build_ratios" in ref:
-        _need(
-            isinstance(ref["build_ratios"], list) and all(_is_number(x) and x > 0 for x in ref["build_ratios"]),
-            f"{where}.build_ratios",
-            "must be a list of positive finite numbers",
-        )
-    if "at_sample" in ref:
-        at = ref["at_sample"]
-        _need(
-            isinstance(at, list)
-            and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in at)
-            and at == sorted(at)
-            and len(at) == len(ref.get("samples_s") or []),
-            f"{where}.at_sample",
-            "must list one non-decreasing sample count per reference block",
-        )
+    builds = ref.get("sample_builds")
+    _need(
+        builds is None or len(builds) == len(ref.get("sample_ratios") or []),
+        f"{where}.sample_builds",
+        "must be one build index per sample ratio",
+    )
 
 
 def _conditions(cond: dict[str, Any]) -> dict[str, Any]:
@@ -196,22 +212,33 @@ def _peak(peak: dict[str, Any] | None) -> dict[str, Any] | None:
     return peak
 
 
+class GroupShape(TypedDict, total=False):
+    """One worker process's or one build's part of a record: its raw samples, in time order, and
+    (a process's) its own conditions, with its own machine-speed reference."""
+
+    samples_s: Required[Annotated[list[PositiveFinite], Field(min_length=1)]]
+    process: Count
+    conditions: dict[str, Any] | None
+
+
+_GROUP = TypeAdapter(GroupShape)
+
+
 def _groups(groups: tuple[dict[str, Any], ...] | None) -> tuple[dict[str, Any], ...] | None:
-    """Worker processes or builds: two or more, each with its own raw samples."""
+    """Worker processes or builds: two or more, each as GroupShape."""
     if groups is None:
         return None
     if len(groups) < 2:
         raise ValueError("must be a list of at least 2 objects (one per process or build) or null")
     for i, g in enumerate(groups):
-        samples = g.get("samples_s")
-        _need(
-            isinstance(samples, (list, tuple)) and len(samples) > 0 and all(_is_number(s) and s > 0 for s in samples),
-            f"[{i}].samples_s",
-            "must be a non-empty list of positive finite seconds",
-        )
-        cond = g.get("conditions")
-        _need(cond is None or isinstance(cond, dict), f"[{i}].conditions", "must be an object")
-        _check_reference((cond or {}).get("reference"), f"[{i}].conditions.reference")
+        try:
+            _GROUP.validate_python(g)
+        except ValidationError as exc:
+            e = exc.errors(include_url=False)[0]
+            field_name = str(e["loc"][0]) if e["loc"] else ""
+            what = "must be a non-empty list of positive finite seconds" if field_name == "samples_s" else e["msg"]
+            raise documents.At(f"[{i}].{field_name}" if field_name else f"[{i}]", what) from None
+        _check_reference((g.get("conditions") or {}).get("reference"), f"[{i}].conditions.reference")
     return groups
 
 
