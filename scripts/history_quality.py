@@ -171,10 +171,9 @@ def run_perfsuite(repo: Path, shas: list[str], budget: float, neighbour: Neighbo
     if res.returncode not in (0, 1):
         raise RuntimeError(f"perfsuite history exited {res.returncode}: {res.stderr[-2000:]}")
     sys.path.insert(0, str(ROOT))
-    from perfsuite.compare.history import History  # noqa: F401 - registers the document kind
-    from perfsuite.storage.files import load_document
+    from perfsuite.compare.kinds import load_result
 
-    (state,) = load_document(log, "history")
+    (state,) = load_result(log, "history")
     keep.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(log, keep)  # the history's own log, every pair's verdict in it
     return {

@@ -178,7 +178,7 @@ def test_every_kind_of_document_resumes_by_the_same_case_key(tmp_path):
     writer = DocumentWriter(tmp_path / "x.pair.json", "pair", {"suite": "s"})
     res = pair_mod.PairResult("matmul", {"n": 16}, "dtype", "fp32", "bf16", [1.0, 1.1], 0, 0)
     writer.add(res, Case(w, {"n": 16}))
-    again = DocumentWriter.resume(tmp_path / "x.pair.json", "pair", {"suite": "s"}, RESULTS["pair"])
+    again = DocumentWriter.resume(tmp_path / "x.pair.json", "pair", {"suite": "s"}, model=RESULTS["pair"])
     (done,) = again.done_cases()
     # the stored case gives the same key as the case named with its defaults spelled out
     assert Case(w, done).key("cpu") == Case(w, {"n": 16, "dtype": "fp32"}).key("cpu")

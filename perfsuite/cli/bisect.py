@@ -14,8 +14,7 @@ from perfsuite.compare import bisect as b
 from perfsuite.compare.settings import GateSettings, WhyOptions
 from perfsuite.core import registry
 from perfsuite.core.params import single_values
-from perfsuite.core.text import printable
-from perfsuite.jobs.bisect import BisectRun, bisect, effect
+from perfsuite.jobs.bisect import BisectRun, bisect
 from perfsuite.stats import verdict
 
 NAME = "bisect"
@@ -78,70 +77,21 @@ def command(args, console) -> int:
             recorder=args.recorder,
             listener=ConsoleListener(console, status),
         )
-    answer, change = run.answer, "faster" if run.direction < 0 else "slower"
-    for c in answer.skipped:
-        first = c.error.splitlines()[0] if c.error else ""
-        console.print(Text(printable(f"skipped {c.sha[:12]} {c.subject}: {first}"), style="yellow"))
-    if answer.state != b.FOUND:
-        return _not_found(answer, args, change, console)
-    assert answer.commit is not None  # found
-    console.print(
-        Text(
-            f"first {change} commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}",
-            style="bold red" if run.direction > 0 else "bold green",
-        )
-    )
-    console.print(Text(f"  against --good: {effect(answer.probe)}"))
-    forced = run.state.forced()
-    if forced:  # put on a side by their median after the whole budget: the answer rests on a coin
-        console.print(
-            Text(
-                f"  uncertain: {len(forced)} probe(s) could not tell good from bad and were put by their "
-                f"median ({', '.join(p.sha[:12] for p in forced)}); a longer --max-time or more "
-                "--builds would decide them",
-                style="yellow",
-            )
-        )
-    if answer.could_also_be:
-        console.print(
-            Text(
-                "  or one of the skipped commits before it: "
-                + ", ".join(f"{c.sha[:12]} {printable(c.subject)}" for c in answer.could_also_be),
-                style="yellow",
-            )
-        )
     _print_why(run, console)
     # A slowdown found is the documented exit 1 (bad is confirmed slower, whichever commit did it); a
     # speed-up found is good news (0), unless the commit named rests on probes that could not tell
-    # (EXIT_UNDECIDED: a named commit is never an exit 0 on a coin, issue 49).
+    # (EXIT_UNDECIDED: a named commit is never an exit 0 on a coin, issue 49). Bad not shown
+    # changed: undecided (5), or shown not changed in that direction (0).
+    if run.answer.state == b.UNDECIDED:
+        return verdict.EXIT_UNDECIDED
+    if run.answer.state != b.FOUND:
+        return 0
     if run.direction > 0:
         return 1
-    return verdict.EXIT_UNDECIDED if forced else 0
+    return verdict.EXIT_UNDECIDED if run.state.forced() else 0
 
 
 def _print_why(run: BisectRun, console) -> None:
     if run.why is not None:
         print_why(run.why, console)
         console.print(Text(f"why written to {run.why_file}"))
-
-
-def _not_found(answer: b.Answer, args, change: str, console) -> int:
-    """bad was not shown changed: undecided (exit 5), or shown not changed in that direction (0)."""
-    conf = answer.confirmation
-    if answer.state == b.UNDECIDED:
-        console.print(
-            Text(
-                f"--bad {args.bad} against --good {args.good}: {effect(conf)}; nothing bisected "
-                f"(a longer --max-time gives the test more pairs)",
-                style="yellow",
-            )
-        )
-        return verdict.EXIT_UNDECIDED
-    word = conf.word if conf is not None else None
-    hint = ""
-    if word in (verdict.FASTER, verdict.SLOWER) and word != change:
-        hint = f"; it is {word}: `perfsuite bisect{' --faster' if word == 'faster' else ''}` finds that commit"
-    console.print(
-        Text(f"--bad {args.bad} is not {change} than --good {args.good}: {effect(conf)}; nothing to bisect{hint}")
-    )
-    return 0

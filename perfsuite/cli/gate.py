@@ -8,6 +8,7 @@ from dataclasses import replace
 from rich.text import Text
 
 from perfsuite.cli import options
+from perfsuite.cli.console import ConsoleListener
 from perfsuite.cli.events import GateEvents
 from perfsuite.compare import gate as g
 from perfsuite.compare import sides
@@ -166,9 +167,8 @@ def _self_check(args, console, cases, settings: GateSettings, json_out: Reserved
         )
 
     run = jobs.self_check(args.workload, args.slowdown, args.trials, cases=cases, device=args.device,
-                          settings=settings, events=GateEvents(console, show), recorder=args.recorder)  # fmt: skip
-    for note in run.notes:
-        console.print(Text(note, style="yellow"))
+                          settings=settings, events=GateEvents(console, show), recorder=args.recorder,
+                          listener=ConsoleListener(console))  # fmt: skip
     if json_out is not None:
         json_out.write(document("gate-selfcheck", run.outcome.records, run.outcome.failures))
     return _ended(run.outcome, 0)

@@ -187,7 +187,7 @@ def command(args, console) -> int:
         prepare(args.tensorboard)
     # The output is claimed before measuring (a clash fails now, not after) and removed when the
     # command ends with nothing in it (the same command must work again).
-    with folder_of(path) as (folder, name):
+    with folder_of(path, "results directory") as (folder, name):
         writer = folder.results_file(name)
         console.print(
             f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each -> {path}",
@@ -224,7 +224,10 @@ def command(args, console) -> int:
     print_warnings(console, writer.records)
     print_bounds(console, writer.records)
     print_process_spread(console, writer.records)
-    console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)
+    if writer.results_held():
+        console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)
+    else:  # every case skipped: the claimed file was removed, as an interrupted run's is
+        console.print("no case was measured; no results file written", highlight=False)
     if args.tensorboard is not None:
         from perfsuite.storage.tensorboard import export_records
 

@@ -56,9 +56,9 @@ def worktree(repo: Path, commit: str):
     try:
         yield path
     finally:
-        run_git(repo, "worktree", "remove", "--force", str(path))
+        run_git(repo, "worktree", "remove", "--force", str(path), text=False)  # bytes: never a decode error here
         shutil.rmtree(folder, ignore_errors=True)
-        run_git(repo, "worktree", "prune")
+        run_git(repo, "worktree", "prune", text=False)
 
 
 def workload_file(source: str, name: str) -> Path:

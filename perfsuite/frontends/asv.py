@@ -42,6 +42,7 @@ _BEFORE_LAYOUT = {
     "perfsuite.measuring.runner": "perfsuite.runner",
     "perfsuite.compare.amp": "perfsuite.training.amp_compare",
     "perfsuite.core.params": "perfsuite.params",
+    "perfsuite.database.recorder": "perfsuite.store.recorder",  # the database was perfsuite.store before issue 52
 }
 
 
@@ -97,7 +98,8 @@ def _errors():
 
 
 def _check(w, case: dict, device: str) -> None:
-    check = getattr(w, "check", None)  # older Workloads had no check()
+    # The case validator: validate_case since issue 52, check() before it, none in the oldest Workloads.
+    check = getattr(w, "validate_case", None) or getattr(w, "check", None)
     if check is not None:
         check(case, device)
 

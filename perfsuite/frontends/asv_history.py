@@ -84,7 +84,7 @@ def _machine(results: Path) -> tuple[str, dict]:
 
 
 def _commit_date_ms(repo: Path, sha: str) -> int:
-    res = run_git(repo, "log", "-1", "--format=%ct", "--end-of-options", sha)
+    res = run_git(repo, "log", "-1", "--format=%ct", sha)  # a commit's sha, never an option
     try:
         return int(res.stdout.strip()) * 1000
     except ValueError:

@@ -21,8 +21,9 @@ from perfsuite.core.case import Case
 from perfsuite.core.discover import workload_named
 from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError
 from perfsuite.core.text import printable
-from perfsuite.jobs.listener import WARNING, Listener
+from perfsuite.jobs.listener import ALARM, GOOD, WARNING, Listener
 from perfsuite.run.execute import runnable
+from perfsuite.stats import verdict
 from perfsuite.storage.files import document, load_document
 from perfsuite.storage.folder import Reserved
 from perfsuite.storage.write import write_or_rescue
@@ -110,9 +111,49 @@ def bisect(
         if recorder is not None:  # the finished bisection, with its answer, in the store's history
             recorder.add_document("bisect", {**state.to_dict(), "answer": answer.to_dict()}, workload=w.name)
         run = BisectRun(state, answer, log, direction)
+        said(run, good, bad, say)  # before the profile: Ctrl-C during it keeps the answer on screen
         if answer.state == b.FOUND and answer.commit is not None and why is not None:
             _profile(run, w, params, revs, good_sha, device, settings, why, recorder, say)
     return run
+
+
+def said(run: BisectRun, good: str, bad: str, say: Listener) -> None:
+    """The answer in words: the commits skipped, the commit named (or why none is), and how sure."""
+    answer, change = run.answer, "faster" if run.direction < 0 else "slower"
+    for c in answer.skipped:
+        first = c.error.splitlines()[0] if c.error else ""
+        say.say(printable(f"skipped {c.sha[:12]} {c.subject}: {first}"), WARNING)
+    if answer.state == b.UNDECIDED:
+        say.say(
+            f"--bad {bad} against --good {good}: {effect(answer.confirmation)}; nothing bisected "
+            "(a longer --max-time gives the test more pairs)",
+            WARNING,
+        )
+        return
+    if answer.state != b.FOUND or answer.commit is None:
+        conf = answer.confirmation
+        word = conf.word if conf is not None else None
+        hint = ""
+        if word in (verdict.FASTER, verdict.SLOWER) and word != change:
+            hint = f"; it is {word}: `perfsuite bisect{' --faster' if word == 'faster' else ''}` finds that commit"
+        say.say(f"--bad {bad} is not {change} than --good {good}: {effect(conf)}; nothing to bisect{hint}")
+        return
+    named = f"first {change} commit: {answer.commit.sha[:12]} {printable(answer.commit.subject)}"
+    say.say(named, ALARM if run.direction > 0 else GOOD)
+    say.say(f"  against --good: {effect(answer.probe)}")
+    forced = run.state.forced()
+    if forced:  # put on a side by their median after the whole budget: the answer rests on a coin
+        say.say(
+            f"  uncertain: {len(forced)} probe(s) could not tell good from bad and were put by their "
+            f"median ({', '.join(p.sha[:12] for p in forced)}); a longer --max-time or more --builds would decide them",
+            WARNING,
+        )
+    if answer.could_also_be:
+        say.say(
+            "  or one of the skipped commits before it: "
+            + ", ".join(f"{c.sha[:12]} {printable(c.subject)}" for c in answer.could_also_be),
+            WARNING,
+        )
 
 
 def log_name(name: str, good: str, bad: str, change: str, params: dict | None = None) -> str:

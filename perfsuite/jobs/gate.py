@@ -6,7 +6,7 @@ case's noise floor (`learn_floors`), and its self-check against an injected slow
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.discover import workload_named
+from perfsuite.jobs.listener import WARNING, Listener
 from perfsuite.measuring import heap
 from perfsuite.measuring.system import pinned
 from perfsuite.run.execute import Events, Outcome, run_cases
@@ -33,7 +34,6 @@ class GateRun:
     outcome: Outcome
     settings: GateSettings
     how: str
-    notes: list[str] = field(default_factory=list)
 
 
 def _prepared(workload: str, device: str, settings: GateSettings | None, default_builds: int):
@@ -113,10 +113,11 @@ def self_check(
     settings: GateSettings | None = None,
     events: Events | None = None,
     recorder=None,
+    listener: Listener | None = None,
 ) -> GateRun:
     """The gate's power against the working tree slowed by `fraction` and its false alarms on the
     unchanged code, `trials` times each, both arms in this process (which holds the heap the
-    settings ask for; a note says when it could not)."""
+    settings ask for; the listener hears, before the trials, when it could not)."""
     from perfsuite.core.errors import ConfigError
     from perfsuite.measuring.timing import clock_for
 
@@ -124,16 +125,17 @@ def self_check(
         raise ConfigError("--slowdown must be in (0, 1) and --trials >= 1")
     w, device, s = _prepared(workload, device, settings, g.BUILDS)
     held = heap.apply(s.heap)
+    if s.heap == "steady" and held["heap"] != "steady":
+        (listener or Listener()).say(
+            f"--heap steady: not held ({held['reason']}); page faults stay in the pairs", WARNING
+        )
     clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
     heard = _Heard(events, lambda res: res.update(threads=s.threads, heap=heap.state()))
     with pinned(None, s.threads):
         out = run_cases([Case(w, c) for c in cases or [{}]], RunConfig(device=device, max_time=s.max_time), device,
                         measure=g.SelfCheck(fraction, trials, s.threshold, s.builds, clock), events=heard,
                         outputs=(recorder,))  # fmt: skip
-    run = GateRun(out, s, how_measured(s, in_process=True))
-    if s.heap == "steady" and held["heap"] != "steady":
-        run.notes.append(f"--heap steady: not held ({held['reason']}); page faults stay in the pairs")
-    return run
+    return GateRun(out, s, how_measured(s, in_process=True))
 
 
 class _Heard(Events):

@@ -252,7 +252,7 @@ class DocumentWriter:
                 raise ConfigError(f"--out {self.path}: cannot create ({exc.strerror})") from None
 
     @classmethod
-    def resume(cls, path: Path, kind: str, extra: dict[str, Any] | None = None, model: Any = None) -> DocumentWriter:
+    def resume(cls, path: Path, kind: str, extra: dict[str, Any] | None = None, *, model: Any) -> DocumentWriter:
         """Continue an interrupted entry's document: its results and failures are kept."""
         path = Path(path)
         if not path.exists():

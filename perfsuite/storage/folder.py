@@ -122,7 +122,7 @@ class ResultsFolder:
         path = self._inside(name)
         if resume:
             try:
-                return DocumentWriter.resume(path, kind, extra, model)
+                return DocumentWriter.resume(path, kind, extra, model=model)
             except RecordError as exc:
                 raise ConfigError(f"{exc}; remove it to measure its entry again") from None
         w = DocumentWriter(path, kind, extra)
@@ -135,8 +135,8 @@ class ResultsFolder:
 
 
 @contextlib.contextmanager
-def folder_of(path: str | os.PathLike[str]) -> Iterator[tuple[ResultsFolder, str]]:
+def folder_of(path: str | os.PathLike[str], what: str = "output folder") -> Iterator[tuple[ResultsFolder, str]]:
     """The opened folder of an output file the user named (--out, --json), and its name in it."""
     p = Path(path)
-    with ResultsFolder(p.parent, what="output folder") as folder:
+    with ResultsFolder(p.parent, what=what) as folder:
         yield folder, p.name

@@ -60,9 +60,7 @@ def _machine_for(env: dict[str, Any], here: Machine) -> Machine:
     return imported_machine(env)
 
 
-def import_paths(
-    store: Store, paths: Iterable[str | os.PathLike[str]], results: Mapping[str, Any] | None = None
-) -> ImportReport:
+def import_paths(store: Store, paths: Iterable[str | os.PathLike[str]], results: Mapping[str, Any]) -> ImportReport:
     """Every results file and document under `paths` into `store`; `results`: the result class of
     each document kind that has one (perfsuite.compare.kinds.RESULTS), its documents read through it."""
     report = ImportReport()
@@ -78,7 +76,7 @@ def import_paths(
         kind = _document_kind(doc)
         try:
             if kind is not None:
-                entries = load_document(f, kind, (results or {}).get(kind))
+                entries = load_document(f, kind, results.get(kind))
                 _store_documents(
                     store, run_id, here, f, kind, entries if isinstance(entries, list) else [entries], report
                 )

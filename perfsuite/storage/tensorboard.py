@@ -166,9 +166,7 @@ def prepare(logdir: Path) -> Path:
     return writable_dir(Path(logdir), "TensorBoard log directory")
 
 
-def export_tensorboard(
-    paths: Iterable[str | os.PathLike[str]], logdir: Path, amp_result: Any = None
-) -> tuple[int, list[str]]:
+def export_tensorboard(paths: Iterable[str | os.PathLike[str]], logdir: Path, amp_result: Any) -> tuple[int, list[str]]:
     """Write every record (and every *.amp.json, read into `amp_result`: perfsuite.compare.amp's
     AmpComparison, which the caller passes) under `paths` to `logdir`; returns the number of records
     and AMP comparisons read and the files that could not be read."""
