@@ -136,7 +136,7 @@ def test_the_crosscheck_builds_times_and_runs_on_the_named_device(crosscheck, fa
     seen = []
 
     class Fake:
-        def check(self, params, device):
+        def validate_case(self, params, device):
             seen.append(("check", device))
 
         def build(self, params, device):

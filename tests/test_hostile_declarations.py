@@ -146,3 +146,15 @@ def test_numbers_out_of_range_nan_and_inf_are_refused_by_the_parser(capsys, argv
     with pytest.raises(SystemExit) as caught:
         cli.main(argv)
     assert caught.value.code == 2 and flag in capsys.readouterr().err
+
+
+def test_an_unknown_decorator_keyword_is_named_and_the_renamed_check_says_its_new_name():
+    """Issue 52 made `checks=` the one word for correctness checks: a file written for an older
+    perfsuite (`check=`), or a typo, is told which keyword, not shown a TypeError's traceback."""
+    import perfsuite
+    from perfsuite.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"unknown keyword check= \(now checks="):
+        perfsuite.workload(check=lambda device: None)
+    with pytest.raises(ConfigError, match=r"unknown keyword chekcs=, parms="):
+        perfsuite.workload(parms={}, chekcs={})

@@ -293,6 +293,7 @@ def workload(
     plan: Mapping[str, Any] | None = None,
     ddp: Mapping[str, Any] | None = None,
     launcher: Callable[..., Any] | None = None,
+    **unknown: Any,
 ):
     """Register the decorated builder `fn(**params, device) -> perfsuite.Step` as a workload.
 
@@ -328,6 +329,11 @@ def workload(
     - `launcher`: runs a case elsewhere and returns its record (perfsuite.distributed.workload:
       the ranks of a torchrun launch).
     """
+
+    if unknown:  # a typo, or a keyword of an older perfsuite: named, not a TypeError's traceback
+        renamed = {"check": "checks= (one function of the default case, or several by name)"}
+        said = [f"{k}= (now {renamed[k]})" if k in renamed else f"{k}=" for k in sorted(unknown)]
+        raise ConfigError(f"@perfsuite.workload: unknown keyword {', '.join(said)}")
 
     def wrap(fn: Callable) -> Callable:
         wname = fn.__name__ if name is None else name  # name="" is refused (Workload), not the function's
