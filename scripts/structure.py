@@ -124,10 +124,9 @@ def main(pkg: str = "perfsuite") -> None:
     files = sorted(root.rglob("*.py"))
     modules = {module_name(root, f) for f in files}
     graph = {module_name(root, f): imports_of(root, f, modules) for f in files}
-    # Package __init__ re-exports are edges too; a package importing its own submodules is not a cycle
-    # worth reporting, so edges parent-package -> child are dropped.
-    for m, deps in graph.items():
-        graph[m] = {d for d in deps if not d.startswith(m + ".")}
+    # Package __init__ re-exports are edges too, and kept: importing perfsuite.cli.options runs
+    # perfsuite/cli/__init__.py first, so an __init__ that imported app (which imports every command
+    # module) closed a cycle through each `from perfsuite.cli import options`.
     index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
 
     def strong(v: str) -> None:

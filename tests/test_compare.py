@@ -365,7 +365,7 @@ def test_runs_that_drift_together_teach_compare_not_to_cry_wolf_but_a_large_slow
 
 
 def test_compare_takes_several_base_files_on_the_command_line(tmp_path, capsys):
-    from perfsuite.cli import main
+    from perfsuite.cli.app import main
     from perfsuite.storage.files import ResultsWriter
 
     paths = []

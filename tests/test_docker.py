@@ -42,7 +42,7 @@ def test_every_path_in_compose_and_dockerfile_exists():
 
 
 def test_every_command_names_something_that_exists():
-    from perfsuite.cli import COMMANDS
+    from perfsuite.cli.app import COMMANDS
 
     dockerfile = (DOCKER / "Dockerfile").read_text()
     for name, svc in _compose()["services"].items():

@@ -135,7 +135,7 @@ def test_perfsuites_own_workload_is_gated_from_a_worktree_and_the_worktree_is_re
     """The built-in workloads take the user's road: the base side loads its file from a worktree."""
     import subprocess
 
-    from perfsuite.cli import main
+    from perfsuite.cli.app import main
 
     root = Path(_repo_root())
     if subprocess.run(
@@ -292,7 +292,7 @@ def test_gate_self_check_runs_on_the_threads_asked_for_and_keeps_each_gates_pair
 
     import torch
 
-    from perfsuite.cli import main
+    from perfsuite.cli.app import main
 
     before = torch.get_num_threads()
     out = tmp_path / "self.json"

@@ -462,7 +462,7 @@ def test_a_suite_run_entry_named_like_an_amp_document_is_refused(tmp_path, capsy
 
 def _cli(*argv, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from perfsuite.cli import main; sys.exit(main())", *map(str, argv)],
+        [sys.executable, "-c", "import sys; from perfsuite.cli.app import main; sys.exit(main())", *map(str, argv)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -498,7 +498,7 @@ def test_a_fifo_named_json_in_a_results_folder_does_not_hang(tmp_path, command):
 
 def test_closed_stdout_is_exit_2_without_a_traceback():
     proc = subprocess.run(
-        f"{sys.executable} -c 'import sys; from perfsuite.cli import main; sys.exit(main())' list >&-",
+        f"{sys.executable} -c 'import sys; from perfsuite.cli.app import main; sys.exit(main())' list >&-",
         shell=True,
         capture_output=True,
         text=True,

@@ -108,6 +108,25 @@ def test_every_internal_import_names_a_module_and_a_name_that_exist():
     assert not missing, "\n".join(missing)
 
 
+def test_a_package_init_that_imports_a_submodule_importing_the_package_is_a_cycle(tmp_path, capsys):
+    """perfsuite/cli/__init__.py imported app, which imports every command module, and each command
+    module's `from perfsuite.cli import options` runs that __init__ first: a cycle the graph hid while
+    it dropped every package -> submodule edge."""
+    pkg, _ = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "cli/__init__.py": "from pkg.cli.app import main\n",
+            "cli/app.py": "from pkg.cli import options\nmain = None\n",
+            "cli/options.py": "",
+        },
+        "cli",
+    )
+    structure.main(str(pkg))
+    out = capsys.readouterr().out
+    assert "cycles 1" in out and "pkg.cli <-> pkg.cli.app" in out, out
+
+
 def test_the_module_graph_has_no_cycle(capsys):
     structure.main(str(ROOT / "perfsuite"))
     out = capsys.readouterr().out

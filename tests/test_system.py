@@ -162,7 +162,7 @@ def test_warnings_name_what_disturbs_measurements():
 
 
 def test_system_command_prints_readings_and_warnings_as_json(capsys):
-    from perfsuite.cli import main
+    from perfsuite.cli.app import main
 
     assert main(["system", "--window", "0.05", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

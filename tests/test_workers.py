@@ -189,7 +189,7 @@ def test_a_workload_registered_by_a_plain_import_reaches_spawned_workers(tmp_pat
 
 @pytest.mark.slow
 def test_run_processes_option_measures_in_workers(fork, capsys, tmp_path):
-    from perfsuite.cli import main
+    from perfsuite.cli.app import main
 
     out = tmp_path / "r.json"
     assert main(["run", "noop", "--device", "cpu", "--processes", "2", "--max-time", "0.4", "--out", str(out)]) == 0
