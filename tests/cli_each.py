@@ -3,11 +3,11 @@ few bad inputs is refused (exit 2 and a message) in a user's project: each fresh
 cost seconds (perfsuite and the project's torch model imported, the side processes' fork server
 started), and these commands are refused before anything is measured.
 
-Each command line goes through perfsuite.cli.main as `python -m perfsuite` runs it, from the
+Each command line goes through perfsuite.cli.app.main as `python -m perfsuite` runs it, from the
 same folder and with the current folder first on sys.path; argparse's refusals (SystemExit) are
 its exit code too. The commands run one after the other in that interpreter: what the first
 discovers (the project's workloads) stays loaded for the next, as it would in a user's session
-with `perfsuite.cli.main`.
+with `perfsuite.cli.app.main`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 _DRIVER = r"""
 import contextlib, io, json, sys
-from perfsuite import cli
+from perfsuite.cli import app as cli
 
 results = []
 for argv in json.loads(sys.argv[1]):
@@ -46,7 +46,7 @@ class Result:
 
 
 def perfsuite_each(cwd: Path, commands: list[tuple[str, ...]], env: dict, timeout: float = 300) -> list[Result]:
-    """Each of `commands` (perfsuite's arguments) run through perfsuite.cli.main, in order, in one
+    """Each of `commands` (perfsuite's arguments) run through perfsuite.cli.app.main, in order, in one
     interpreter started in `cwd`: their exit codes and what each printed."""
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "results.json"

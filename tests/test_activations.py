@@ -59,7 +59,7 @@ def test_bad_choices():
 def test_activation_workload_and_pairing(capsys, tmp_path):
     import json
 
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
     from perfsuite.core import registry
 
     w = registry.get("activation")

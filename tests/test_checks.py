@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core.checks import CheckFailed
 from perfsuite.suite import checks as suite_checks
 from perfsuite.training import checks

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core import registry
 from perfsuite.measuring import runner
 from perfsuite.storage.files import load_records
@@ -225,7 +225,7 @@ def test_amp_command_reports_a_verdict(capsys, tmp_path):
 
 
 def test_an_internal_error_exits_4_with_the_traceback_in_a_log_not_on_the_console(capsys, tmp_path, monkeypatch):
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
 
     def broken(args, console):
         raise ZeroDivisionError("a bug")

@@ -9,7 +9,7 @@ import pytest
 from rich.table import Table
 from rich.text import Text
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.cli.console import make_console
 from perfsuite.core.text import escaped
 

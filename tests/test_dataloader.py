@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.data.imagefolder import ImageFolderDataset, generated_folder, scan, train_transform

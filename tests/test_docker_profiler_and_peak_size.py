@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.cli.app import _uses_processes
 from perfsuite.cli.parser import build_parser
 from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig

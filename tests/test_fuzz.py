@@ -19,7 +19,7 @@ pytest.importorskip("hypothesis", reason="hypothesis is not installed (pip insta
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 
 settings.register_profile(
     "default",

@@ -527,7 +527,7 @@ def test_the_boundaries_hold_for_a_tiny_alpha_and_fdr_above_a_half_is_refused(ca
     NormalDist's cdf(-8.6) rounds to 0 and inv_cdf(0) raises. The tails come from scipy; each
     boundary is positive and they rise with the looks. An --fdr of 0.5 or more, which
     the boundaries cannot honour, is refused by the parser."""
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
     from perfsuite.stats import sequential
 
     for looks in ((0.5, 0.75, 1.0), (0.125, 0.25, 0.5, 0.75, 1.0)):

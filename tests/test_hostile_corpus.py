@@ -1,5 +1,5 @@
 """The hostile corpus (issue 41 item 5): every case in tests/hostile/*.yaml replayed, each in its own
-folder, through `perfsuite.cli.main(argv)` in this process (a subprocess where a case needs one:
+folder, through `perfsuite.cli.app.main(argv)` in this process (a subprocess where a case needs one:
 standard output on /dev/full or closed, a run that may hang).
 
 For every case it checks:
@@ -401,7 +401,7 @@ def _alarm(signum, frame):
 
 
 def run_in_process(argv: list[str], capsys, limit: float) -> tuple[int | str, str, str]:
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
 
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
@@ -480,7 +480,7 @@ def warmed(short_tmp):
     import io
     from contextlib import redirect_stderr, redirect_stdout
 
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
     from perfsuite.storage import machine_drift
 
     folder = short_tmp / "warm-up"

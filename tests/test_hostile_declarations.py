@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 
 DECLARATIONS = [
     ('params={"n": float("nan")}', "n: float", "not a finite number"),

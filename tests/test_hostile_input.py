@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from records import make_record
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core.text import printable, slug
 from perfsuite.storage import read, write
 from perfsuite.storage.files import ResultsWriter

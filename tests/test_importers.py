@@ -77,7 +77,7 @@ def _asv_doc(scale: float, seed: int) -> dict:
 
 
 def test_pytest_benchmark_json_compares(tmp_path, capsys):
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
 
     base, new = tmp_path / "base.json", tmp_path / "new.json"
     base.write_text(json.dumps(_pytest_benchmark_doc(1.0, 1)))

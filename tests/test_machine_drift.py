@@ -133,7 +133,7 @@ def test_runs_on_a_drifting_machine_cover_the_median_of_medians_once_the_log_kno
 
 
 def test_the_run_command_notes_its_runs_in_the_machine_log(tmp_path, capsys):
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
 
     log = tmp_path / "speed.jsonl"
     # 3 s: the reference takes at most 5% of the timing, and on a loaded machine its blocks take

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.compare import amp as amp_mod
 from perfsuite.compare import pair as pair_mod
 from perfsuite.compare.kinds import RESULTS, load_result

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core.errors import StorageError
 from perfsuite.storage import write
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.profiling import step_marking
 
 ROOT = Path(__file__).resolve().parents[1]

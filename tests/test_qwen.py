@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.llm.evaluate import f1_scores

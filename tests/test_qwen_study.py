@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from records import make_record
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.record import Work
 from perfsuite.llm.data import read_csv

@@ -168,7 +168,7 @@ def test_a_name_with_a_character_the_font_lacks_is_drawn_without_a_warning(tmp_p
 def test_the_report_says_first_what_was_not_timed_and_why(tmp_path):
     """Issue 55: a suite whose check failed exited 3 and its report never said which workloads
     went untimed; now checks.json's failures and each results file's failed cases head it."""
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
     from perfsuite.storage.files import ResultsWriter, atomic_write_text, document
 
     results = tmp_path / "results"

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from records import make_record
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Work
 from perfsuite.storage import table as results

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.cli.roofline import command as roofline_command
 from perfsuite.profiling.step_marking import ROOFLINE_METRICS
 from perfsuite.roofline import ceilings, model

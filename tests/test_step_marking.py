@@ -3,7 +3,7 @@ each command is printed whole, on one line, so that it can be copied and run."""
 
 import shlex
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.profiling.step_marking import ROOFLINE_METRICS, nsight_commands
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.database import schema
 from perfsuite.database.engine import HEAD, StoreError, StoreUnreachable
 from perfsuite.database.location import parse, resolve

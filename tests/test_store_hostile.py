@@ -12,7 +12,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.database.location import resolve
 from perfsuite.database.store import Store
 from tests.records import make_record

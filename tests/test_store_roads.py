@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.database.location import resolve
 from perfsuite.database.shards import in_shard, shard_of
 from perfsuite.database.store import Store

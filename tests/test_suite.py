@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.core.errors import ConfigError
 from perfsuite.measuring import runner
 from perfsuite.suite.file import load_suite, shipped_suites_dir

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 from records import make_record
 
-from perfsuite import cli
+from perfsuite.cli import app as cli
 from perfsuite.storage.files import results_document
 from perfsuite.storage.tensorboard import case_run
 

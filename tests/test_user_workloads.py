@@ -307,7 +307,7 @@ def list_here(monkeypatch, capsys):
     (discover.load_file): a fresh interpreter per case cost a second or more of imports, and the
     first test below still runs one. sys.path (discovery puts the project's root first) is
     restored after the test, and a workload that did register is dropped."""
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
     from perfsuite.core import registry
 
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -507,7 +507,7 @@ def test_check_all_in_a_project_runs_the_builtins_too(tmp_path):
 def test_pair_trace_profile_step_compare_and_report_work_on_it(project):
     out = project / "r.json"
     cpu = ("-p", "batch_size=32", "--device", "cpu")
-    # One interpreter for the six, as a user's session with perfsuite.cli.main would run them
+    # One interpreter for the six, as a user's session with perfsuite.cli.app.main would run them
     # (tests/cli_each.py): each still measures through its worker or side processes; a fresh
     # interpreter per command cost seconds of imports each.
     pair, profile, trace, run, compare, report = perfsuite_each(

@@ -360,7 +360,7 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
     # The hand-written autograd Function's forward and backward run on A only; torch's silu on B only.
     assert marks["_SwishInput"] == GONE and marks["_SwishInputBackward"] == GONE
     assert marks["aten::silu"] == NEW and marks["aten::silu_backward"] == NEW
-    from perfsuite import cli
+    from perfsuite.cli import app as cli
 
     # The report in this process: it reads the document the command wrote (no second interpreter).
     assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep")]) == 0

@@ -125,8 +125,9 @@ def reference_ratios(ref: dict[str, Any]) -> tuple[float | None, list[float] | N
     return stats.median(per), [stats.median([r for r, b in zip(per, of) if b == i]) for i in sorted(set(of))]
 
 
-# Strict: a number written as a string ("0.5") is refused here, not kept to fail in arithmetic later.
-PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
+# documents.Positive is strict: a number written as a string ("0.5") is refused here, not kept to
+# fail in arithmetic later.
+PositiveFinite = documents.Positive
 Count = Annotated[int, Field(ge=0, strict=True)]
 
 

@@ -64,14 +64,13 @@ def bisect(
     declared in: `bad` is confirmed slower than good first (`faster`: faster), then each probe
     tells like good from like bad (settings: the gate's, threads one on the CPU by default). The
     log is saved after each probe and resumed by the next call; `why` profiles the commit named."""
-    from perfsuite.core.config import RunConfig, resolve_device
+    from perfsuite.core.config import resolve_device
 
     say = listener or Listener()
     w = workload_named(workload)
     params = w.resolve(params or {})
     device = resolve_device(device)
-    given = settings or GateSettings()
-    settings = GateSettings(**{**given.logged(), "threads": RunConfig(threads=given.threads).threads_on(device)})
+    settings = (settings or GateSettings()).on(device)
     runnable([Case(w, params)], device)
     direction, change = (-1, "faster") if faster else (1, "slower")
     with revisions.Revisions(w, workloads_from) as revs:

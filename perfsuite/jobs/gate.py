@@ -6,7 +6,7 @@ case's noise floor (`learn_floors`), and its self-check against an injected slow
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +41,7 @@ def _prepared(workload: str, device: str, settings: GateSettings | None, default
 
     w = workload_named(workload)
     device = resolve_device(device)
-    given = settings or GateSettings(builds=default_builds)
-    # One thread on the CPU unless asked, as every measurement (RunConfig.threads_on): six side
-    # processes with two threads each on two cores made pairs 0.5-2.3x apart (bisect, 2026-11-26).
-    return w, device, replace(given, threads=RunConfig(threads=given.threads).threads_on(device))
+    return w, device, (settings or GateSettings(builds=default_builds)).on(device)
 
 
 def how_measured(s: GateSettings, in_process: bool) -> str:

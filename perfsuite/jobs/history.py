@@ -68,15 +68,13 @@ def history(
     A changed point is rechecked, a change spanning several commits (`every` > 1, a slow drift)
     bisected inside, and each confirmed change profiled (`why`; None: not profiled). The log is
     saved after each point and resumed by the next call; the page is written at the end."""
-    from perfsuite.core.config import RunConfig, resolve_device
+    from perfsuite.core.config import resolve_device
 
     say = listener or Listener()
     w = workload_named(workload)
     params = w.resolve(params or {})
     device = resolve_device(device)
-    given = settings or GateSettings(max_time=10.0)
-    # One thread on the CPU unless asked, as the gate (RunConfig.threads_on).
-    settings = GateSettings(**{**given.logged(), "threads": RunConfig(threads=given.threads).threads_on(device)})
+    settings = (settings or GateSettings(max_time=10.0)).on(device)
     if range is None and not update:
         raise ConfigError("give --range A..B, or --update to extend a stored history up to HEAD")
     runnable([Case(w, params)], device)

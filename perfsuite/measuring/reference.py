@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from perfsuite.core.record import REFERENCE_MIN_BLOCKS
+from perfsuite.core.record import REFERENCE_MIN_BLOCKS, reference_ratios
 from perfsuite.stats.summary import median
 
 KERNEL_N = 128
@@ -140,12 +140,13 @@ class Reference:
             "mini_blocks": list(self.minis),
             "at_sample": list(self.at),
             "sample_ratios": per,
-            "ratio": median(per),  # derived, for readers without perfsuite
         }
-        builds = sorted(set(builds_of))
-        if len(builds) > 1:
+        if len(set(builds_of)) > 1:
             out["sample_builds"] = list(builds_of)
-            out["build_ratios"] = [median([r for r, b in zip(per, builds_of) if b == i]) for i in builds]  # derived
+        # Derived, for readers without perfsuite, by the one formula readers use (never read back).
+        out["ratio"], per_build = reference_ratios(out)
+        if per_build:
+            out["build_ratios"] = per_build
         return out
 
 
