@@ -5,7 +5,7 @@ one in a history without a slowdown (issue 24, reports/bisect/).
 
 Each trial makes a fresh git repository with a user workload `rn` that runs perfsuite's ResNet18
 `ci` training step followed by EXTRA 256x256 matmuls (the gate self-check's padding,
-perfsuite.compare.gate.padding_matmul), and 16 commits after the first: one commit, at a random
+perfsuite.compare.paired_gate.padding_matmul), and 16 commits after the first: one commit, at a random
 index, sets EXTRA to the count that adds `--slowdown` (default 5%) of the step; the others touch a
 notes file. A/A histories have no such commit. `perfsuite bisect` runs with its defaults (or the
 flags given after `--`), `--no-why`, from the repository, as a user would.
@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
 WORKLOAD = '''import perfsuite
-from perfsuite.compare.gate import padding_matmul
+from perfsuite.compare.paired_gate import padding_matmul
 from perfsuite.core import registry
 
 EXTRA = 0
@@ -56,7 +56,7 @@ def extra_for(fraction: float) -> tuple[int, float]:
     sys.path.insert(0, str(REPO))
     import torch
 
-    from perfsuite.compare.gate import injected_slowdown
+    from perfsuite.compare.paired_gate import injected_slowdown
     from perfsuite.core import registry
     from perfsuite.measuring.timing import PerfCounterClock
 

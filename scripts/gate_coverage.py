@@ -5,7 +5,7 @@
 The truth of a `same` or `layout` commit is 1 (the layout commit does no work in the step). The truth
 of `slow` and `fast` is a reference: every round of every `--reference` gate (long, quiet gates of
 the same commits: scripts/gate_sides.py --max-time 120) pooled, each round one unit of the interval
-(perfsuite.compare.gate.pooled), with no sequential stop. Without a reference, the in-process
+(perfsuite.compare.paired_gate.pooled), with no sequential stop. Without a reference, the in-process
 estimate each file recorded is used (a rough one: it times the padding in one process).
 
 Printed per kind and load level (busy processes beside the gate; the measured 1-minute load is
@@ -38,7 +38,7 @@ def _runs(paths: list[Path]) -> list[dict]:
 
 def reference(paths: list[Path]) -> dict[str, tuple[float, float, float]]:
     """Per kind: (estimate, low, high) of the ratio from every round of the reference gates, pooled."""
-    from perfsuite.compare.gate import PairedRun, pooled
+    from perfsuite.compare.paired_gate import PairedRun, pooled
     from perfsuite.stats import verdict
 
     by_kind: dict[str, list[PairedRun]] = {}

@@ -30,10 +30,10 @@ SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05)
 
 
 def collect(args) -> None:
-    from perfsuite.compare import gate
+    from perfsuite.compare import paired_gate
     from perfsuite.core import registry
     from perfsuite.measuring import counted, heap
-    from perfsuite.measuring.env import collect_activity
+    from perfsuite.measuring.fingerprint import collect_activity
     from perfsuite.measuring.system import CpuUsage, pinned, read_load_average
     from perfsuite.measuring.timing import PerfCounterClock
 
@@ -47,9 +47,9 @@ def collect(args) -> None:
         for i in range(args.runs):
             load0 = read_load_average()
             # Built A B A B ..., as the gate builds them: neither side gets all the later allocations.
-            a, b = gate.alternate(lambda: build().fn, lambda: build().fn, args.builds)
+            a, b = paired_gate.alternate(lambda: build().fn, lambda: build().fn, args.builds)
             t0 = time.perf_counter()
-            run = gate.paired_ratios(a, b, clock, args.budget)
+            run = paired_gate.paired_ratios(a, b, clock, args.budget)
             # The budget's seconds: the heap's settling before it is set-up, as in the gate.
             settle_s = run.settle["seconds"] if run.settle else 0.0
             runs.append(
@@ -78,7 +78,7 @@ def collect(args) -> None:
 
 def replay(logs: list[float], shift: float, alpha: float, threshold: float) -> bool:
     """The gate's sequential decision on these pairs (time order), every log ratio moved by `shift`."""
-    from perfsuite.compare.gate import MIN_PAIRS, read_look
+    from perfsuite.compare.paired_gate import MIN_PAIRS, read_look
     from perfsuite.stats import sequential
 
     bounds = sequential.boundaries(sequential.LOOKS, alpha)
@@ -91,7 +91,7 @@ def replay(logs: list[float], shift: float, alpha: float, threshold: float) -> b
 
 
 def curve(args) -> None:
-    from perfsuite.compare.gate import wilson_interval
+    from perfsuite.compare.paired_gate import wilson_interval
 
     doc = json.loads(Path(args.pairs).read_text())
     runs = doc["runs"]
@@ -114,7 +114,7 @@ def curve(args) -> None:
 
 
 def _table(runs: list[dict], doc: dict, threshold: float, alpha: float) -> None:
-    from perfsuite.compare.gate import WARMUP_SHARE, wilson_interval
+    from perfsuite.compare.paired_gate import WARMUP_SHARE, wilson_interval
     from perfsuite.stats import summary as stats
 
     print(

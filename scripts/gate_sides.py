@@ -207,7 +207,7 @@ def _busy(n: int):
 
 
 def main() -> None:
-    from perfsuite.compare.gate import wilson_interval
+    from perfsuite.compare.paired_gate import wilson_interval
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=20)

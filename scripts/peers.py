@@ -404,7 +404,7 @@ def cmd_overhead(args) -> None:
 def cmd_spread(args) -> None:
     import time
 
-    from perfsuite.measuring.env import collect_activity
+    from perfsuite.measuring.fingerprint import collect_activity
     from perfsuite.measuring.system import CpuUsage
 
     results: dict = {}

@@ -60,7 +60,7 @@ class _Padded:
     def __call__(self, params, device):
         from dataclasses import replace
 
-        from perfsuite.compare.gate import slowed
+        from perfsuite.compare.paired_gate import slowed
         from perfsuite.core import registry
 
         built = registry.get(self.name).builder(params, device)
@@ -80,15 +80,16 @@ def child(args) -> None:
     """One fresh run, in its own process: the case measured with the default RunConfig."""
     from perfsuite.core import registry
     from perfsuite.core.config import RunConfig
-    from perfsuite.measuring.env import fingerprint
-    from perfsuite.run.execute import Case, run_cases
+    from perfsuite.measuring.fingerprint import fingerprint
+    from perfsuite.run.execute import Case, check_cases, run_cases
     from perfsuite.storage.files import ResultsWriter
 
     name, params, _ = CASES[args.case]
     size, count = (int(x) for x in args.pad.split(":"))
     workload = _build_wrapped(registry.get(name), size, count)
     cfg = RunConfig(device="cpu", **({"max_time": args.max_time} if args.max_time else {}))
-    out = run_cases([Case(workload, params)], cfg, "cpu", writer=ResultsWriter(Path(args.record)), env=fingerprint())
+    checked = check_cases([Case(workload, params)], "cpu")
+    out = run_cases(checked, cfg, outputs=(ResultsWriter(Path(args.record)),), env=fingerprint())
     if out.failures:
         raise SystemExit(f"{args.case}: {out.failures[0]['error']}")
 

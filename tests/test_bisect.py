@@ -18,9 +18,19 @@ from pathlib import Path
 import pytest
 from cli_each import perfsuite_each
 
-from perfsuite.compare.bisect import CHANGED, FOUND, NOT_CHANGED, SAME, SKIPPED, Bisection, Commit, Probe, run_bisection
-from perfsuite.compare.gate import GateVerdict, PairedRun
+from perfsuite.compare.bisection import (
+    CHANGED,
+    FOUND,
+    NOT_CHANGED,
+    SAME,
+    SKIPPED,
+    Bisection,
+    Commit,
+    Probe,
+    run_bisection,
+)
 from perfsuite.compare.kinds import load_result
+from perfsuite.compare.paired_gate import GateVerdict, PairedRun
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core.errors import ConfigError
 
@@ -491,7 +501,7 @@ def test_a_stored_bisection_log_comes_back_with_the_same_answer():
 def test_classify_puts_pairs_on_their_side_of_halfway_and_waits_while_they_cannot_tell():
     import random
 
-    from perfsuite.compare.bisect import classify, halfway
+    from perfsuite.compare.bisection import classify, halfway
 
     rng = random.Random(3)
     mid = halfway(1.05)  # bad was confirmed 5% slower
@@ -509,7 +519,7 @@ def test_a_probe_whose_side_processes_disagree_is_not_classified_on_its_pairs_al
     spread widens the interval, and the probe waits instead of naming the wrong commit."""
     import random
 
-    from perfsuite.compare.bisect import classify, halfway
+    from perfsuite.compare.bisection import classify, halfway
 
     rng = random.Random(5)
     mid = halfway(0.96, 0.01, direction=-1)  # bad confirmed 4% faster
@@ -638,7 +648,7 @@ def test_the_confirmation_reads_four_budgets_of_pairs_and_shows_a_5pc_slowdown(m
 
 
 def test_halfway_never_falls_below_half_the_threshold():
-    from perfsuite.compare.bisect import halfway
+    from perfsuite.compare.bisection import halfway
 
     assert halfway(1.2, 0.01) == pytest.approx(math.log(1.2) / 2)
     for odd in (None, 0.97, 1.0, float("nan")):  # a median at or below 1 after a confirmation
@@ -649,7 +659,7 @@ def test_a_log_written_under_the_old_probe_rule_is_refused_saying_so(tmp_path):
     from rich.console import Console
 
     from perfsuite.cli.console import ConsoleListener
-    from perfsuite.compare.bisect import PROBE_RULE
+    from perfsuite.compare.bisection import PROBE_RULE
     from perfsuite.jobs.bisect import resume as _resume
     from perfsuite.storage.files import atomic_write_text, document
 
@@ -773,7 +783,7 @@ def test_a_candidate_that_cannot_be_checked_out_is_skipped(monkeypatch, tmp_path
     import types
 
     from perfsuite.compare import bisect_probe
-    from perfsuite.compare.bisect import SKIPPED, Commit
+    from perfsuite.compare.bisection import SKIPPED, Commit
     from perfsuite.core.errors import ConfigError
 
     @contextlib.contextmanager
@@ -822,7 +832,7 @@ def test_a_workloads_max_builds_caps_the_side_processes_a_gate_starts(monkeypatc
 def test_a_probe_said_changed_without_its_pairs_is_refused():
     """Issue 51: a resumed bisection log whose probe said "changed" with a null verdict (edited by
     hand) named that commit; a measured probe must hold its pairs, a skipped one need not."""
-    from perfsuite.compare.bisect import Probe
+    from perfsuite.compare.bisection import Probe
     from perfsuite.core.errors import PerfsuiteError
 
     with pytest.raises((PerfsuiteError, ValueError), match="without its verdict"):

@@ -146,7 +146,7 @@ def test_the_declaration_reaches_every_place_in_process():
     """In this process, without a copy: what a built-in's file declares is what check, the
     report, the front-ends' grids and the suites use."""
     from perfsuite.core import registry
-    from perfsuite.suite.checks import checks_for
+    from perfsuite.suite.correctness import checks_for
 
     w = registry.get("qwen")
     assert w.builtin and w.report is not None and w.grid("ci")["shape"] == ["tiny"]

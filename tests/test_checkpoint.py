@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from perfsuite.training.checkpoint import CheckpointError, EarlyStopping, Progress, load_checkpoint, save_checkpoint
 from perfsuite.training.checks import resume_bit_exact
 from perfsuite.training.setup import training_setup
+from perfsuite.training.state_file import CheckpointError, EarlyStopping, Progress, load_checkpoint, save_checkpoint
 
 PARAMS = {"batch_size": 4}
 
@@ -106,7 +106,7 @@ def test_cuda_rng_state_survives_map_location_and_is_restored(tmp_path, monkeypa
 
 def test_version_1_rng_tensors_on_any_device_are_restored():
     """Version-1 files hold RNG states as tensors; they are brought back to CPU bytes before use."""
-    from perfsuite.training import checkpoint as ck
+    from perfsuite.training import state_file as ck
 
     before = torch.get_rng_state()
     draws = torch.randn(3)

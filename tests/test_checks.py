@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from perfsuite.cli import app as cli
-from perfsuite.core.checks import CheckFailed
-from perfsuite.suite import checks as suite_checks
+from perfsuite.core.check_failed import CheckFailed
+from perfsuite.suite import correctness as suite_checks
 from perfsuite.training import checks
 from perfsuite.training.setup import training_setup
 from perfsuite.workloads.autoencoder import TRAINING_CHECKS as AE
@@ -187,10 +187,10 @@ def test_amp_check_fails_fp16_without_a_grad_scaler(fp16_on_cpu):
 
 
 def test_resume_check_fails_when_the_rng_is_not_restored(tmp_path, monkeypatch):
-    from perfsuite.training import checkpoint
+    from perfsuite.training import state_file
 
     assert "identical" in checks.resume_bit_exact(AE, steps=2, folder=tmp_path)
-    monkeypatch.setattr(checkpoint, "_set_rng_state", lambda state, *rest: None)
+    monkeypatch.setattr(state_file, "_set_rng_state", lambda state, *rest: None)
     with pytest.raises(CheckFailed, match="resumed loss|RNG stream"):
         checks.resume_bit_exact(AE, steps=2, folder=tmp_path)
 

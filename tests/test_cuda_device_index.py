@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from perfsuite.measuring import env
+from perfsuite.measuring import fingerprint
 from perfsuite.measuring.percall import PerCallTimer
 
 
@@ -108,14 +108,14 @@ def test_plain_cuda_records_on_the_current_device(fake_cuda):
 
 
 def test_the_environment_names_the_gpu_the_run_uses(fake_cuda, monkeypatch):
-    monkeypatch.setattr(env, "_nvidia_driver", lambda: "580.159.04")
+    monkeypatch.setattr(fingerprint, "_nvidia_driver", lambda: "580.159.04")
     monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91900)  # the real one initialises CUDA
-    got = env.collect_torch("cuda:1")
+    got = fingerprint.collect_torch("cuda:1")
     assert got["gpu_name"] == "Fake GPU 1" and got["gpu_index"] == 1 and got["gpu_count"] == 2
-    assert env.collect_torch("cuda")["gpu_name"] == "Fake GPU 0"  # the current device
-    assert env.collect_torch("cpu")["gpu_index"] == 0 and env.collect_torch()["gpu_index"] == 0
+    assert fingerprint.collect_torch("cuda")["gpu_name"] == "Fake GPU 0"  # the current device
+    assert fingerprint.collect_torch("cpu")["gpu_index"] == 0 and fingerprint.collect_torch()["gpu_index"] == 0
     # The fingerprint passes the run's device through (the peak is keyed by gpu_name).
-    assert env.fingerprint(device="cuda:1")["gpu_name"] == "Fake GPU 1"
+    assert fingerprint.fingerprint(device="cuda:1")["gpu_name"] == "Fake GPU 1"
 
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "cuda_crosscheck.py"
@@ -290,7 +290,7 @@ def cuda_generators(fake_cuda, monkeypatch):
 def test_a_checkpoint_resumes_the_steps_cuda_generator_on_the_device_it_resumes_on(cuda_generators, tmp_path):
     """Saved from a step on cuda:1 and resumed on cuda:0 (map_location), the resumed step drew from
     GPU 0's own generator, restored to what it was when saved, not from the stream it had run on."""
-    from perfsuite.training.checkpoint import Progress, load_checkpoint, save_checkpoint
+    from perfsuite.training.state_file import Progress, load_checkpoint, save_checkpoint
 
     path = tmp_path / "ckpt.pt"
     save_checkpoint(path, model=_OnGpu(1), optimizer=_OnGpu(1), progress=Progress(step=1))

@@ -22,7 +22,7 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
 from perfsuite.distributed import comm, launch
-from perfsuite.run.execute import Case, run_cases
+from perfsuite.run.execute import Case, check_cases, run_cases
 from perfsuite.workloads.allreduce import bus_factor
 
 TESTS = Path(__file__).parent
@@ -143,7 +143,7 @@ def _ddp_record(world_size: int, median_s: float, **extra) -> Record:
 
 
 def test_scaling_pairs_a_case_with_the_one_rank_case_of_its_run_and_the_report_shows_it():
-    from perfsuite.distributed.report import section
+    from perfsuite.distributed.report_sections import section
 
     one = _ddp_record(1, 0.10)
     two = _ddp_record(2, 0.125, comm={"comm_share": 0.3, "exposed_comm_share": 0.05, "overlapped_fraction": 0.8})
@@ -176,7 +176,7 @@ def test_a_ddp_sweep_gives_one_record_per_case_with_ranks_scaling_and_comm_share
     ddp = registry.get("ddp")
     cases = [Case(ddp, {"model": "autoencoder", "batch_size": 8, "world_size": w}) for w in (1, 2)]
     writer = ResultsWriter(tmp_path / "ddp.json")
-    out = run_cases(cases, RunConfig(max_time=0.4), "cpu", outputs=(writer,))
+    out = run_cases(check_cases(cases, "cpu"), RunConfig(max_time=0.4), outputs=(writer,))
     assert out.failures == [] and len(out.records) == 2
     one, two = load_records(tmp_path / "ddp.json")  # as stored, read back
     e = two.extra
@@ -201,7 +201,7 @@ def test_a_ddp_sweep_gives_one_record_per_case_with_ranks_scaling_and_comm_share
 @pytest.mark.slow
 def test_allreduce_reports_algbw_and_busbw_with_nccl_tests_definitions():
     w = registry.get("allreduce")
-    out = run_cases([Case(w, {"op": "reduce_scatter", "bytes": 4098, "world_size": 2})], RunConfig(max_time=0.3), "cpu")
+    out = run_cases(check_cases([Case(w, {"op": "reduce_scatter", "bytes": 4098, "world_size": 2})], "cpu"), RunConfig(max_time=0.3))
     assert out.failures == []
     (rec,) = out.records
     e = rec.extra
@@ -217,7 +217,7 @@ def test_a_rank_that_raises_or_hangs_is_the_cases_recorded_failure(tmp_path, ran
 
     monkeypatch.setenv("DISTJOBS_PIDS", str(tmp_path))
     t0 = time.monotonic()
-    out = run_cases([Case(FLAKY, {}), Case(HANGING, {})], RunConfig(max_time=0.3), "cpu")
+    out = run_cases(check_cases([Case(FLAKY, {}), Case(HANGING, {})], "cpu"), RunConfig(max_time=0.3))
     assert out.records == [] and [f["workload"] for f in out.failures] == ["flaky", "hanging"]
     raised, hung = (f["error"] for f in out.failures)
     assert raised.startswith("DistributedFailure: rank 1 failed in build: RuntimeError: boom on rank 1 (at ")

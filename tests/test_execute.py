@@ -36,7 +36,7 @@ CFG = RunConfig(max_time=0.5)
 def _run(cases, tmp_path, events=None):
     writer = ResultsWriter(tmp_path / "out.json")
     clock = FakeClock(step_s=1e-3, seed=0)
-    return writer, run_cases(cases, CFG, "cpu", outputs=(writer,), env={}, events=events, clock=clock)
+    return writer, run_cases(check_cases(cases, "cpu"), CFG, outputs=(writer,), env={}, events=events, clock=clock)
 
 
 @pytest.mark.slow
@@ -95,3 +95,23 @@ def test_interrupt_keeps_every_finished_case(tmp_path):
     writer, out = _run([Case(w, {"x": 1}), Case(w, {"x": 2}), Case(w, {"x": 3}), Case(w, {"x": 4})], tmp_path)
     assert out.interrupted
     assert [r.params["x"] for r in load_records(tmp_path / "out.json")] == [1, 2]
+
+
+def test_each_case_is_checked_once_and_the_loop_measures_what_was_checked(tmp_path):
+    """Issue 52: commands checked their cases before claiming a file and the loop checked them
+    again; now the loop measures the CheckedCases that check_cases made, without checking."""
+    checked_params = []
+    w = _workload(lambda x: None)
+    validate = w.checker
+    object.__setattr__(
+        w, "checker", lambda params, device: checked_params.append(params["x"]) or validate(params, device)
+    )
+    checked = check_cases([Case(w, {"x": 1}), Case(w, {"x": 99}), Case(w, {"x": 2})], "cpu")
+    assert checked_params == [1, 99, 2] and checked.unsupported == {1: "x=99 cannot run on this device"}
+    with pytest.raises(Unsupported, match="x=99 cannot run"):
+        checked.runnable()  # a command that measures exactly what it was asked to refuses it
+    # a suite's cases not yet done: the selection keeps each case's reason, re-indexed
+    assert checked.select([2, 1]).unsupported == {1: "x=99 cannot run on this device"}
+    out = run_cases(checked.select([2, 1]), CFG, env={}, clock=FakeClock(step_s=1e-3, seed=0))
+    assert checked_params == [1, 99, 2]  # the loop did not check again
+    assert [r.params["x"] for r in out.records] == [2] and [c.params["x"] for c, _ in out.unsupported] == [99]

@@ -4,8 +4,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfsuite.compare.gate import GateCase, paired_ratios, run_gate, wilson_interval
 from perfsuite.compare.gate_sides import floor_sides
+from perfsuite.compare.paired_gate import GateCase, paired_ratios, run_gate, wilson_interval
 from perfsuite.stats import summary as stats
 
 
@@ -226,7 +226,7 @@ def test_a_look_decides_slower_not_slower_or_goes_on():
 def test_an_estimate_just_under_the_threshold_is_not_stopped_for_futility():
     """At half the budget a 2.7% slowdown can read 0.8% on this machine's noise: the first
     futility rule stopped such gates; only a change shown below the threshold stops now."""
-    from perfsuite.compare.gate import read_look
+    from perfsuite.compare.paired_gate import read_look
     from perfsuite.stats import sequential
 
     rng = np.random.default_rng(0)
@@ -386,7 +386,7 @@ def test_the_gate_holds_the_heap_settles_the_builds_and_counts_faults_in_the_pai
 def test_a_gate_verdict_round_trips_with_its_pairs():
     import json
 
-    from perfsuite.compare.gate import GateVerdict
+    from perfsuite.compare.paired_gate import GateVerdict
 
     (v,) = run_gate([GateCase("c", Work(0.04), Work(0.04 * 1.10))], DriftingClock(seed=11), threshold=0.01, budget_s=5)
     d = json.loads(json.dumps(v.to_dict()))
@@ -491,7 +491,7 @@ def test_rounds_are_the_units_of_the_interval_when_a_rounds_processes_share_the_
     often; each round one unit (gate.pooled), it covers at its confidence."""
     import random
 
-    from perfsuite.compare.gate import PairedRun, pooled
+    from perfsuite.compare.paired_gate import PairedRun, pooled
     from perfsuite.stats import verdict
 
     rng = random.Random(4)

@@ -11,11 +11,11 @@ import math
 
 import pytest
 
-from perfsuite.compare.bisect import Commit
-from perfsuite.compare.gate import GateVerdict, PairedRun
-from perfsuite.compare.history import MEASURED, SKIPPED, History, Point
+from perfsuite.compare.bisection import Commit
 from perfsuite.compare.history_walk import range_commits, walk
 from perfsuite.compare.kinds import load_result
+from perfsuite.compare.paired_gate import GateVerdict, PairedRun
+from perfsuite.compare.paired_history import MEASURED, SKIPPED, History, Point
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core.errors import ConfigError
 from perfsuite.stats import sequential
@@ -118,7 +118,7 @@ def test_a_recheck_whose_interval_reaches_the_threshold_confirms_nothing():
 
 
 def test_a_log_of_another_confirmation_rule_is_refused_and_left_as_it_is(tmp_path):
-    from perfsuite.compare.history import HISTORY_RULE
+    from perfsuite.compare.paired_history import HISTORY_RULE
     from perfsuite.jobs.history_log import stored as _stored
 
     state = _state(3)
@@ -180,8 +180,8 @@ def test_a_screen_tests_at_the_screens_alpha_and_a_recheck_at_the_historys(monke
     import types
 
     import perfsuite.run.execute as execute
-    from perfsuite.compare.history import SCREEN_ALPHA
     from perfsuite.compare.history_walk import PairProber
+    from perfsuite.compare.paired_history import SCREEN_ALPHA
 
     seen = []
 
@@ -422,7 +422,7 @@ def test_the_bisector_takes_the_recheck_as_bads_confirmation_and_never_names_a_c
     from rich.console import Console
 
     from perfsuite.cli.console import ConsoleListener
-    from perfsuite.compare import bisect as b
+    from perfsuite.compare import bisection as b
     from perfsuite.jobs import history_steps as steps
 
     span = [Commit(f"{i:040d}", f"commit {i}") for i in range(1, 6)]
@@ -500,7 +500,7 @@ def test_a_window_screened_before_windows_were_rechecked_is_rechecked_when_the_l
 
 
 def test_the_windows_rechecks_are_corrected_among_the_windows_not_with_the_points():
-    from perfsuite.compare.history import Window
+    from perfsuite.compare.paired_history import Window
 
     state = _state(20)
     for c in state.commits:
@@ -735,7 +735,7 @@ def test_the_paired_history_exported_to_asv_is_drawn_by_asv_publish(tmp_path):
 
     from test_bisect import small_repo
 
-    from perfsuite.compare.bisect import Commit
+    from perfsuite.compare.bisection import Commit
     from perfsuite.frontends.asv_history import benchmark_name, export
 
     root = tmp_path / "r"

@@ -600,7 +600,7 @@ def replay(case, tmp_path, capsys, monkeypatch, short_tmp, frozen) -> None:
     # Every command reads the machine's activity for its record's environment (other processes'
     # CPU use over 0.3 s): a shorter window here, as the gc pauses above, keeps 700 cases in a
     # minute. `perfsuite system --window` still watches as long as it is told.
-    from perfsuite.measuring import env as environment
+    from perfsuite.measuring import fingerprint as environment
 
     monkeypatch.setattr(environment.collect_activity, "__defaults__", (0.02,))
     cwd = case_dir / fill(case.get("cwd", "."), case_dir, outside)

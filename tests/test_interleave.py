@@ -69,7 +69,7 @@ def test_the_gates_rotation_gives_neither_side_the_warm_repeats():
     call gives both sides the warm turn equally: the unchanged step is the same."""
     import statistics
 
-    from perfsuite.compare.gate import paired_ratios
+    from perfsuite.compare.paired_gate import paired_ratios
 
     def noop_factory():
         return lambda: None
@@ -88,7 +88,7 @@ def test_each_pairing_of_builds_gets_both_orders_so_the_warm_turn_does_not_widen
     on its own visits: every pairing's median is the step's, and nothing is added to the interval."""
     import statistics
 
-    from perfsuite.compare.gate import paired_ratios
+    from perfsuite.compare.paired_gate import paired_ratios
     from perfsuite.stats.verdict import ratio_interval
 
     for k in (2, 3, 4):

@@ -102,7 +102,7 @@ def _machine_runs(log, n=10, machine_sd=0.08):
     from fakeclock import build_spread_case
 
     from perfsuite.core.config import RunConfig
-    from perfsuite.run.execute import Case, run_cases
+    from perfsuite.run.execute import Case, check_cases, run_cases
 
     rng = np.random.default_rng(7)
     out = []
@@ -111,7 +111,7 @@ def _machine_runs(log, n=10, machine_sd=0.08):
             i, spread=0.01, machine=float(rng.lognormal(0, machine_sd)), reference_s=1e-4
         )
         cfg = RunConfig(max_time=1.0, processes=1)
-        (rec,) = run_cases([Case(workload, {})], cfg, "cpu", clock=clock, env={"host": "h"}, machine_log=log).records
+        (rec,) = run_cases(check_cases([Case(workload, {})], "cpu"), cfg, clock=clock, env={"host": "h"}, machine_log=log).records
         out.append(rec)
     return out
 

@@ -265,7 +265,7 @@ def test_the_gpus_power_limit_and_mig_mode_are_part_of_its_environment(monkeypat
     MIG state: a power cap lowered between two commits read as the commit's slowdown. They are
     read from NVML into the fingerprint; the limit and MIG are comparable (a record from before,
     or a CPU, without them is not refused or relabelled)."""
-    from perfsuite.measuring import env as envmod
+    from perfsuite.measuring import fingerprint as envmod
     from perfsuite.measuring.nvml import gpu_state
 
     m = _fake_pynvml()

@@ -13,7 +13,7 @@ from perfsuite.compare import amp as amp_mod
 from perfsuite.compare import pair as pair_mod
 from perfsuite.compare.kinds import RESULTS, load_result
 from perfsuite.core.config import RunConfig
-from perfsuite.run.execute import Case, run_cases
+from perfsuite.run.execute import Case, check_cases, run_cases
 from perfsuite.storage.files import DocumentWriter, document_failures
 from tests.fakeclock import FakeClock
 
@@ -151,7 +151,7 @@ def test_the_pair_command_records_a_failed_case_and_exits_3(tmp_path, monkeypatc
 
 def test_a_gate_case_whose_side_fails_is_recorded_and_the_others_are_gated(monkeypatch):
     """The gate's arms are one more Measure: a side that crashes is that case's failure."""
-    from perfsuite.compare import gate as g
+    from perfsuite.compare import paired_gate as g
     from perfsuite.core import registry
 
     class Flaky(g.Measure):
@@ -165,7 +165,7 @@ def test_a_gate_case_whose_side_fails_is_recorded_and_the_others_are_gated(monke
             )
 
     w = registry.get("matmul")
-    out = run_cases([Case(w, {"n": n}) for n in (16, 24, 32)], RunConfig(max_time=0.5), "cpu", measure=Flaky())
+    out = run_cases(check_cases([Case(w, {"n": n}) for n in (16, 24, 32)], "cpu", Flaky()), RunConfig(max_time=0.5))
     assert [v.label for v in out.records] == ["matmul[n=16,dtype=fp32]", "matmul[n=32,dtype=fp32]"]
     assert out.failures[0]["params"]["n"] == 24
     assert not any(v.slower for v in g.across_cases(out.records))

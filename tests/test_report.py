@@ -9,8 +9,8 @@ from rich.console import Console
 
 from perfsuite.core.errors import StorageError
 from perfsuite.core.record import Work
-from perfsuite.report.console import print_bounds, records_table
 from perfsuite.report.markdown import write_report
+from perfsuite.report.tables import print_bounds, records_table
 from perfsuite.workloads import qwen_report as qwen
 
 

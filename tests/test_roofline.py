@@ -19,11 +19,11 @@ from rich.console import Console
 from perfsuite.cli import app as cli
 from perfsuite.cli.roofline import command as roofline_command
 from perfsuite.profiling.step_marking import ROOFLINE_METRICS
-from perfsuite.roofline import ceilings, model
+from perfsuite.roofline import ceilings, points
 from perfsuite.roofline.names import short_name
 from perfsuite.roofline.ncu import NcuCsvError, read_ncu_csv
-from perfsuite.roofline.summary import SUMMARY_COLUMNS, summary_csv
-from perfsuite.roofline.units import UnitError, parse_number, read, to_base
+from perfsuite.roofline.ncu_units import UnitError, parse_number, read, to_base
+from perfsuite.roofline.summary_csv import SUMMARY_COLUMNS, summary_csv
 
 DATA = Path(__file__).parent / "data"
 NCU = DATA / "ncu"
@@ -31,9 +31,9 @@ REAL = [NCU / f"resnet18_{p}_{page}.csv.gz" for p in ("fp32", "fp16") for page i
 H100 = {"fp32": 66.9e12, "fp16": 133.8e12, "tensor_tf32": 494.7e12, "tensor_fp16": 989.4e12}  # datasheet
 
 
-def points(path):
+def read_points(path):
     launches = read_ncu_csv(path)
-    return launches, [model.point(l, path) for l in launches]
+    return launches, [points.point(l, path) for l in launches]
 
 
 def _rows(path):
@@ -68,7 +68,7 @@ def independent_flops(path) -> float:
 
 @pytest.mark.parametrize("name", ["ncu_details.csv", "ncu_details_rules.csv", "ncu_details_nvtx.csv"])
 def test_details_layouts(name):
-    _, (gemm, relu) = points(DATA / name)
+    _, (gemm, relu) = read_points(DATA / name)
     # gemm: fadd 1e6 + fmul 1e6 + 2 x ffma 4e6 = 1e7 FLOP; 2.00 Mbyte = 2e6 B; 10 usecond.
     assert gemm.flops == 1e7 and gemm.dram_bytes == 2e6 and gemm.time_s == 1e-5
     assert gemm.intensity == pytest.approx(5.0) and gemm.flop_per_s == pytest.approx(1e12)
@@ -80,23 +80,23 @@ def test_details_layouts(name):
 
 
 def test_totals_are_sums_not_averages_of_ratios():
-    _, pts = points(DATA / "ncu_details.csv")
-    total = model.aggregate(pts, "total")
+    _, pts = read_points(DATA / "ncu_details.csv")
+    total = points.aggregate(pts, "total")
     assert total.flops == 1.01e7 and total.dram_bytes == 2.8e6 and total.time_s == pytest.approx(1.4e-5)
     assert total.intensity == pytest.approx(1.01e7 / 2.8e6)  # 3.607, not mean(5, 0.125) = 2.56
     assert total.launches == 2
 
 
 def test_hand_written_push_pop_stack_without_quotes():
-    launches, pts = points(DATA / "ncu_details_nvtx.csv")
+    launches, pts = read_points(DATA / "ncu_details_nvtx.csv")
     assert launches[0].nvtx == "train_step > forward"
-    ranges = {r.nvtx_range: r for r in model.by_range(pts, launches)}
+    ranges = {r.nvtx_range: r for r in points.by_range(pts, launches)}
     assert set(ranges) == {"train_step", "train_step > forward", "train_step > backward"}
     assert ranges["train_step"].flops == 1.01e7 and ranges["train_step > forward"].flops == 1e7
 
 
 def test_tensor_instructions_without_ops_metrics_give_a_lower_bound_not_512_per_instruction():
-    _, (p,) = points(DATA / "ncu_raw.csv")
+    _, (p,) = read_points(DATA / "ncu_raw.csv")
     # hfma 5e6 -> 1e7 FLOP; the 1,000 tensor instructions are not turned into 512,000 FLOPs.
     assert p.flops == 1e7 and p.tensor_flops is None
     assert not p.exact and "1000 tensor instructions" in p.note and "sm__ops_path_tensor_src_" in p.note
@@ -105,7 +105,7 @@ def test_tensor_instructions_without_ops_metrics_give_a_lower_bound_not_512_per_
 
 
 def test_push_pop_nesting_domains_time_from_sm_cycles_and_ceilings_from_the_file():
-    launches, (gemm, relu) = points(NCU / "handmade_raw_peaks.csv")
+    launches, (gemm, relu) = read_points(NCU / "handmade_raw_peaks.csv")
     assert launches[1].nvtx == "step > train_step > backward > mylib@relu:inner"
     assert launches[1].ranges == (
         "step",
@@ -113,7 +113,7 @@ def test_push_pop_nesting_domains_time_from_sm_cycles_and_ceilings_from_the_file
         "train_step > backward",
         "train_step > backward > mylib@relu:inner",
     )
-    ranges = {r.nvtx_range: r for r in model.by_range([gemm, relu], launches)}
+    ranges = {r.nvtx_range: r for r in points.by_range([gemm, relu], launches)}
     assert ranges["step"].launches == 2 and ranges["train_step > forward"].launches == 1
     # No gpu__time_duration: 20,000 sm cycles / 2.0 GHz = 10 us; 6,000 / 1.5 GHz = 4 us.
     assert gemm.time_s == 1e-5 and relu.time_s == 4e-6
@@ -139,7 +139,7 @@ def test_na_ceilings_are_absent_not_errors(tmp_path):
     text = (NCU / "handmade_raw_peaks.csv").read_text()
     p = tmp_path / "na.csv"
     p.write_text(text.replace('"540,672"', '"n/a"').replace('"2,000,000,000","0","1,000"', '"n/a","n/a","1,000"'))
-    launches, (gemm, _) = points(p)
+    launches, (gemm, _) = read_points(p)
     roofs = ceilings.from_file(launches)
     assert "tensor_fp16" not in roofs.compute and roofs.compute["fp32"] == 16896 * 2 * 2.0e9
     # Tensor counters "n/a" and 1,000 tensor instructions: unknown tensor FLOPs, a lower bound.
@@ -152,7 +152,7 @@ def test_roof_sources_in_order_and_a_pipe_without_roof_is_not_judged():
     assert merged.pipe_roof("tensor_tf32") == 100e12 and merged.memory["dram"] == 3350e9
     assert merged.source["*"] == "--peak-compute" and merged.source["dram"] == "datasheet H100-SXM5-80GB"
     t4 = ceilings.from_device("T4")  # no TF32 figure in the table
-    p = model.Point("0", "k", "", 1e9, 1e6, None, None, 1e-3, pipe_flops={"tensor_tf32": 1e9})
+    p = points.Point("0", "k", "", 1e9, 1e6, None, None, 1e-3, pipe_flops={"tensor_tf32": 1e9})
     assert t4.judge(p).pct is None and t4.missing([p]) == ["tensor_tf32"]
 
 
@@ -182,8 +182,8 @@ def test_roofs_from_this_gpus_peak_file(tmp_path, capsys):
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 def test_real_export_flops_match_the_readme_and_an_independent_sum(path):
-    _, pts = points(path)
-    total = model.aggregate(pts, "total")
+    _, pts = read_points(path)
+    total = points.aggregate(pts, "total")
     assert total.flops == independent_flops(path)  # exact: integer counts
     readme = 38.5e9 if "fp32" in path.name else 32.8e9
     assert total.flops == pytest.approx(readme, rel=2e-3)
@@ -195,8 +195,8 @@ def test_real_export_flops_match_the_readme_and_an_independent_sum(path):
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_details_and_raw_pages_give_the_same_numbers(precision):
-    la, pa = points(NCU / f"resnet18_{precision}_details.csv.gz")
-    lb, pb = points(NCU / f"resnet18_{precision}_raw.csv.gz")
+    la, pa = read_points(NCU / f"resnet18_{precision}_details.csv.gz")
+    lb, pb = read_points(NCU / f"resnet18_{precision}_raw.csv.gz")
     assert [l.id for l in la] == [l.id for l in lb] and [l.ranges for l in la] == [l.ranges for l in lb]
     for a, b in zip(pa, pb):
         assert a.kernel == b.kernel and a.pipe_flops == b.pipe_flops and a.flops == b.flops
@@ -209,15 +209,15 @@ def test_details_and_raw_pages_give_the_same_numbers(precision):
         ):
             assert x == pytest.approx(y, rel=5e-3)
     assert sum(p.flops for p in pa) == independent_flops(NCU / f"resnet18_{precision}_raw.csv.gz")
-    ra = {r.nvtx_range: r for r in model.by_range(pa, la)}
-    rb = {r.nvtx_range: r for r in model.by_range(pb, lb)}
+    ra = {r.nvtx_range: r for r in points.by_range(pa, la)}
+    rb = {r.nvtx_range: r for r in points.by_range(pb, lb)}
     assert ra.keys() == rb.keys() and all(ra[k].flops == rb[k].flops for k in ra)
 
 
 def test_real_nvtx_start_end_ranges():
     path = NCU / "resnet18_fp32_raw.csv.gz"
-    launches, pts = points(path)
-    ranges = model.by_range(pts, launches)
+    launches, pts = read_points(path)
+    ranges = points.by_range(pts, launches)
     assert [r.nvtx_range for r in ranges] == ["train_step", "forward", "loss", "backward", "optimizer_step"]
     rows = _rows(path)
     col = rows[0].index("Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg")
@@ -274,7 +274,7 @@ def test_cli_on_a_real_export_writes_full_precision_groups_ranges_and_judges_eac
 
 def test_summary_floats_read_back_exactly():
     path = NCU / "resnet18_fp16_raw.csv.gz"
-    _, pts = points(path)
+    _, pts = read_points(path)
     rows = list(csv.DictReader(io.StringIO(summary_csv(pts, ceilings.from_device("H100-SXM5-80GB")))))
     raw = _rows(path)
     at = raw[0].index("gpu__time_duration.sum")
@@ -463,12 +463,12 @@ def test_a_header_without_launches_is_refused(tmp_path, src, keep, line):
 
 def test_bom_and_crlf_read_normally(tmp_path):
     p = _variant(tmp_path, "ncu_details.csv", "==PROF== Connected", "==PROF== Connected", bom=True, crlf=True)
-    _, mine = points(p)
-    _, plain = points(DATA / "ncu_details.csv")
+    _, mine = read_points(p)
+    _, plain = read_points(DATA / "ncu_details.csv")
     assert mine == plain
     q = tmp_path / "bom_first.csv"  # the BOM right before the header, as Excel writes it
     q.write_bytes(b"\xef\xbb\xbf" + "\r\n".join((DATA / "ncu_details.csv").read_text().splitlines()[2:]).encode())
-    assert [x.flops for x in points(q)[1]] == [1e7, 1e5]
+    assert [x.flops for x in read_points(q)[1]] == [1e7, 1e5]
 
 
 def test_cli_refusals_without_roofs_or_with_an_unknown_device(tmp_path, capsys):
@@ -528,8 +528,8 @@ def test_cpu_roofline_from_records(tmp_path, monkeypatch):
 
 def test_summary_uses_each_points_own_roof():
     pts = [
-        model.Point("a", "k", "", 100.0, 4.0, None, None, 1.0, "fp32"),
-        model.Point("b", "k", "", 100.0, 4.0, None, None, 1.0, "bf16"),
+        points.Point("a", "k", "", 100.0, 4.0, None, None, 1.0, "fp32"),
+        points.Point("b", "k", "", 100.0, 4.0, None, None, 1.0, "bf16"),
     ]
     roofs = ceilings.Ceilings({"fp32": 40.0, "bf16": 200.0}, {"dram": 4.0})
     rows = list(csv.DictReader(io.StringIO(summary_csv(pts, roofs))))
@@ -574,7 +574,7 @@ def test_h100_file_tensor_roofs_are_halved_to_the_dense_rate():
     assert roofs.source["tensor_fp64"] == "file" and not roofs.notes
     assert roofs.compute["fp32"] == 16896 * 2 * hz  # CUDA-core roofs are untouched
     # A TF32 kernel at the full dense rate is at 100% of its roof, not 50%.
-    p = model.Point(
+    p = points.Point(
         "0", "k", "", 1e12, 1.0, None, None, 1e12 / (2048 * H100_SMS * hz), pipe_flops={"tensor_tf32": 1e12}
     )
     assert roofs.judge(p).pct == pytest.approx(100.0)

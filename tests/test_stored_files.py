@@ -18,9 +18,9 @@ import pytest
 
 import perfsuite
 from perfsuite.compare.amp import AmpComparison
-from perfsuite.compare.gate import GateSummary, GateVerdict
 from perfsuite.compare.kinds import load_result
 from perfsuite.compare.pair import PairResult
+from perfsuite.compare.paired_gate import GateSummary, GateVerdict
 from perfsuite.stats import verdict
 from perfsuite.storage.files import load_document
 from perfsuite.storage.peaks import load_peaks
@@ -108,7 +108,7 @@ def test_a_suite_pair_document_with_a_failed_case_resumes_by_case_key():
 
 
 def test_the_bisection_and_why_documents_of_the_previous_code_still_read():
-    from perfsuite.compare.bisect import Bisection
+    from perfsuite.compare.bisection import Bisection
     from perfsuite.compare.why import WhyResult
 
     (b,) = load_result(STORED / "bisect-doc1.json", "bisect")

@@ -171,3 +171,28 @@ def test_the_layout_page_names_every_package_and_module_there_is():
         if p not in ("__init__", "__main__")
     ]
     assert [name for name, _ in rows] == layered
+
+
+def repeated_names(paths: list[str]) -> dict[str, list[str]]:
+    """Module names used twice where the rule does not allow it: a command module (cli/NAME.py) may
+    share its name with the one engine module it calls; every other name is used once, so a
+    newcomer reading "gate.py" knows which one is meant. __init__/__main__ are Python's names and
+    migrations/env.py is Alembic's."""
+    by_name: dict[str, list[str]] = {}
+    for p in paths:
+        name = p.rsplit("/", 1)[-1]
+        if name in ("__init__.py", "__main__.py") or p.endswith("migrations/env.py"):
+            continue
+        by_name.setdefault(name, []).append(p)
+    return {n: ps for n, ps in by_name.items() if len([p for p in ps if "/cli/" not in p]) > 1}
+
+
+def test_a_module_name_means_one_thing():
+    root = Path(__file__).resolve().parents[1]
+    paths = [str(p.relative_to(root)) for p in (root / "perfsuite").rglob("*.py")]
+    assert repeated_names(paths) == {}
+    # the rule can fail: two engine modules of one name, even beside their command
+    assert repeated_names(["perfsuite/cli/gate.py", "perfsuite/jobs/gate.py", "perfsuite/compare/gate.py"]) == {
+        "gate.py": ["perfsuite/cli/gate.py", "perfsuite/jobs/gate.py", "perfsuite/compare/gate.py"]
+    }
+    assert repeated_names(["perfsuite/cli/why.py", "perfsuite/compare/why.py"]) == {}

@@ -100,13 +100,18 @@ suites:
     ],
 )
 def test_a_suite_can_skip_bf16_where_the_cpu_only_emulates_it(tmp_path, monkeypatch, key, native, skipped):
-    from perfsuite.measuring import env
+    from perfsuite.measuring import fingerprint
     from perfsuite.suite.run import EMULATED_BF16, check_cases
 
-    monkeypatch.setattr(env, "cpu_native_bf16", lambda: native)
-    out = check_cases(load_suite(write(tmp_path, BF16_SUITE.format(key=key))), "cpu")
+    monkeypatch.setattr(fingerprint, "cpu_native_bf16", lambda: native)
+    checked = check_cases(load_suite(write(tmp_path, BF16_SUITE.format(key=key))), "cpu")
     # (entry, the case's own dtype/precision): resolved defaults count too (ae's precision is fp32)
-    assert {(k[-1], dict(k[1]).get("dtype", dict(k[1]).get("precision"))) for k in out} == skipped
+    out = {
+        (entry, c.cases[i].resolved.get("dtype", c.cases[i].resolved.get("precision"))): why
+        for entry, c in checked.items()
+        for i, why in c.unsupported.items()
+    }
+    assert set(out) == skipped
     assert set(out.values()) <= {EMULATED_BF16}
 
 
@@ -122,7 +127,7 @@ def test_a_suite_can_skip_bf16_where_the_cpu_only_emulates_it(tmp_path, monkeypa
     ],
 )
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path, text, native):
-    from perfsuite.measuring.env import cpu_native_bf16
+    from perfsuite.measuring.fingerprint import cpu_native_bf16
 
     assert cpu_native_bf16(write(tmp_path, text, "cpuinfo")) is native
     assert cpu_native_bf16(tmp_path / "missing") is None
@@ -390,14 +395,14 @@ def test_a_suite_runs_the_correctness_checks_before_timing(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, monkeypatch):
-    from perfsuite.core.checks import CheckFailed
-    from perfsuite.suite import checks
+    from perfsuite.core.check_failed import CheckFailed
+    from perfsuite.suite import correctness
 
     def wrong(device):
         raise CheckFailed("fp32 relative error 3e-01 against float64")
 
-    real = checks.checks_for
-    monkeypatch.setattr(checks, "checks_for", lambda w: [("agrees", wrong)] if w == "matmul" else [])
+    real = correctness.checks_for
+    monkeypatch.setattr(correctness, "checks_for", lambda w: [("agrees", wrong)] if w == "matmul" else [])
     out = tmp_path / "o"
     assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 3
     text = capsys.readouterr().out
@@ -408,11 +413,11 @@ def test_a_failed_check_keeps_its_workload_from_being_timed(tmp_path, capsys, mo
     (failed,) = json.loads((out / "checks.json").read_text())["results"]
     assert failed["ok"] is False and failed["workload"] == "matmul"
     # The check fixed, the same command resumes: only the refused case is measured.
-    monkeypatch.setattr(checks, "checks_for", real)
+    monkeypatch.setattr(correctness, "checks_for", real)
     assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 0
     assert "measured 1, skipped 1 already measured" in capsys.readouterr().out
     # Broken again after the numbers exist: they stay, counted as measured before, with a warning.
-    monkeypatch.setattr(checks, "checks_for", lambda w: [("agrees", wrong)] if w == "matmul" else [])
+    monkeypatch.setattr(correctness, "checks_for", lambda w: [("agrees", wrong)] if w == "matmul" else [])
     assert cli.main(["run", "--config", str(write(tmp_path, CHECKED)), "--out", str(out), "--device", "cpu"]) == 3
     text = capsys.readouterr().out
     assert "skip mm (0 case(s))" in text and "1 case(s) in this folder were measured before its check failed" in text

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from perfsuite.compare.gate import GateVerdict, PairedRun, across_cases
+from perfsuite.compare.paired_gate import GateVerdict, PairedRun, across_cases
 from perfsuite.stats import verdict
 from perfsuite.stats.summary import signed_rank_greater
 
@@ -204,7 +204,7 @@ def test_futility_does_not_stop_the_gate_while_its_word_would_be_undecided(seed)
     'undecided' with budget left."""
     from fakeclock import FakeClock
 
-    from perfsuite.compare.gate import GateCase, gate_case
+    from perfsuite.compare.paired_gate import GateCase, gate_case
 
     a = [lambda: None for _ in range(3)]
     b = [lambda: None for _ in range(3)]

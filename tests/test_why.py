@@ -106,7 +106,7 @@ def printed(result) -> str:
 
 def reported(result) -> str:
     """The report's section for `result`, through its JSON as `perfsuite report` reads it."""
-    from perfsuite.report.why import section
+    from perfsuite.report.why_section import section
 
     return "\n".join(section([WhyResult.from_dict(json.loads(json.dumps(result.to_dict())))]))
 
@@ -369,7 +369,7 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
 
 
 def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_renders_it():
-    from perfsuite.report.why import section
+    from perfsuite.report.why_section import section
 
     # Written by bisect's why on the slow test's history: good against the commit adding a tanh.
     path = REPO / "tests" / "data" / "stored" / "why-doc1.json"
@@ -393,7 +393,7 @@ def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_rend
 
 
 def test_a_why_document_whose_sides_cannot_be_rendered_is_named_and_the_report_goes_on():
-    from perfsuite.report.why import section
+    from perfsuite.report.why_section import section
 
     a = WhySide("A", {}, [op("aten::mm", 100)], [1e-3] * 6, {})
     good = WhyResult(

@@ -20,7 +20,7 @@ from perfsuite.core.params import Param
 from perfsuite.core.record import Record, Work
 from perfsuite.core.workload import BuiltStep, Workload
 from perfsuite.measuring import workers
-from perfsuite.run.execute import Case, run_cases
+from perfsuite.run.execute import Case, check_cases, run_cases
 from perfsuite.storage.files import ResultsWriter, load_records
 
 
@@ -119,9 +119,8 @@ def test_the_budget_is_spread_over_the_workers(fork):
 def test_a_worker_failure_is_the_cases_failure_and_the_run_goes_on(fork, tmp_path, x, kind, message):
     writer = ResultsWriter(tmp_path / "out.json")
     out = run_cases(
-        [Case(TOY, {"x": x}), Case(TOY, {"x": 1})],
+        check_cases([Case(TOY, {"x": x}), Case(TOY, {"x": 1})], "cpu"),
         RunConfig(max_time=0.2, processes=2),
-        "cpu",
         outputs=(writer,),
         env={},
         clock=FakeClock(step_s=1e-3, seed=0),
@@ -133,7 +132,7 @@ def test_a_worker_failure_is_the_cases_failure_and_the_run_goes_on(fork, tmp_pat
 
 def test_unsupported_in_a_worker_is_a_skip(fork):
     out = run_cases(
-        [Case(TOY, {"x": 4})], RunConfig(max_time=0.2, processes=2), "cpu", env={}, clock=FakeClock(step_s=1e-3, seed=0)
+        check_cases([Case(TOY, {"x": 4})], "cpu"), RunConfig(max_time=0.2, processes=2), env={}, clock=FakeClock(step_s=1e-3, seed=0)
     )
     assert not out.failures and not out.records and "lacks" in out.unsupported[0][1]
 
@@ -203,7 +202,7 @@ def test_trace_cannot_be_combined_with_workers(tmp_path):
     from perfsuite.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--trace"):
-        run_cases([Case(TOY, {"x": 1})], RunConfig(processes=2), "cpu", trace_dir=tmp_path)
+        run_cases(check_cases([Case(TOY, {"x": 1})], "cpu"), RunConfig(processes=2), trace_dir=tmp_path)
 
 
 # ---- processes that differ in speed (issue 26, item 4) ---------------------------------------------

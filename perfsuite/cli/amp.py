@@ -54,7 +54,7 @@ def add_arguments(sub) -> None:
 
 def command(args, console) -> int:
     from perfsuite.core.config import RunConfig, resolve_device
-    from perfsuite.run.execute import Case, Events, run_cases, runnable
+    from perfsuite.run.execute import Case, Events, check_cases, run_cases
 
     workload = registry.get(args.workload)
     if workload.trainer is None:  # the comparison trains from the workload's declared trainer
@@ -73,7 +73,7 @@ def command(args, console) -> int:
     device = resolve_device(args.device)
     case = Case(workload, given)
     measure = Amp(precisions[0], precisions[1], pairs=args.pairs, steps=args.steps, loss_tolerance=args.loss_tol)
-    runnable([case], device, measure)
+    checked = check_cases([case], device, measure).runnable()
     held = contextlib.ExitStack()  # the --out file claimed before measuring; removed if it stays empty
     writer = None
     if args.out is not None:
@@ -108,10 +108,8 @@ def command(args, console) -> int:
 
     with held:
         out = run_cases(
-            [case],
+            checked,
             RunConfig(device=device, max_time=args.max_time),
-            device,
-            measure=measure,
             outputs=(writer, args.recorder),
             events=Show(),
         )

@@ -10,7 +10,7 @@ from rich.text import Text
 from perfsuite.cli import options
 from perfsuite.cli.console import ConsoleListener
 from perfsuite.cli.why import print_why
-from perfsuite.compare import bisect as b
+from perfsuite.compare import bisection as b
 from perfsuite.compare.settings import GateSettings, WhyOptions
 from perfsuite.core import registry
 from perfsuite.core.params import single_values

@@ -8,7 +8,7 @@ from perfsuite.cli import options
 from perfsuite.cli.listing import default_workloads
 from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError
-from perfsuite.suite.checks import EXIT_FAILED, CheckResult, checks_for, run_checks
+from perfsuite.suite.correctness import EXIT_FAILED, CheckResult, checks_for, run_checks
 
 NAME = "check"
 # It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).

@@ -12,7 +12,7 @@ from perfsuite.cli.console import make_console
 from perfsuite.compare.records import compare_records
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
-from perfsuite.report.console import comparison_table
+from perfsuite.report.tables import comparison_table
 from perfsuite.stats.verdict import EXIT_UNDECIDED, UNDECIDED_ADVICE
 from perfsuite.storage.files import load_records
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from perfsuite.measuring.env import fingerprint
+from perfsuite.measuring.fingerprint import fingerprint
 
 NAME = "env"
 

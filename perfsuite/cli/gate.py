@@ -10,7 +10,7 @@ from rich.text import Text
 from perfsuite.cli import options
 from perfsuite.cli.console import ConsoleListener
 from perfsuite.cli.events import GateEvents
-from perfsuite.compare import gate as g
+from perfsuite.compare import paired_gate as g
 from perfsuite.compare import sides
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core import registry

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from perfsuite.cli import options
 from perfsuite.cli.console import ConsoleListener
-from perfsuite.compare.history import History
+from perfsuite.compare.paired_history import History
 from perfsuite.compare.settings import GateSettings, WhyOptions
 from perfsuite.core import registry
 from perfsuite.core.errors import ConfigError, PerfsuiteError, StorageError

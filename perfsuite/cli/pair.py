@@ -32,7 +32,7 @@ def command(args, console) -> int:
     """`perfsuite pair`: each case's time ratio A/B with its CI, written case by case with --out;
     a case that fails is recorded with its reason and the rest go on (exit 3)."""
     from perfsuite.core.config import RunConfig, resolve_device
-    from perfsuite.run.execute import Case, run_cases, runnable
+    from perfsuite.run.execute import Case, check_cases, run_cases
 
     w = registry.get(args.workload)
     varied = parse_assignments([args.vary], w.params, w.name)
@@ -45,7 +45,7 @@ def command(args, console) -> int:
     device = resolve_device(args.device)
     cases = [Case(w, c) for c in expand_sweep(sweep)]
     measure = Pair(key, values[0], values[1])
-    runnable(cases, device, measure)  # bad values are errors before the --out file is claimed
+    checked = check_cases(cases, device, measure).runnable()  # bad values: errors before --out is claimed
     # Claimed before measuring: an existing file is refused, and no finished pair is thrown away;
     # an empty claim is removed when the command ends.
     with contextlib.ExitStack() as held:
@@ -54,10 +54,8 @@ def command(args, console) -> int:
             folder, name = held.enter_context(folder_of(args.out))
             writer = folder.document(name, "pair")
         out = run_cases(
-            cases,
+            checked,
             RunConfig(device=device, max_time=args.budget),
-            device,
-            measure=measure,
             outputs=(writer, args.recorder),
             events=EntryEvents(console, w.name),
         )

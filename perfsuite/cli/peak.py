@@ -5,7 +5,7 @@ from __future__ import annotations
 from perfsuite.cli import options
 from perfsuite.cli.run import run_config
 from perfsuite.core.units import fmt_rate
-from perfsuite.measuring.env import fingerprint
+from perfsuite.measuring.fingerprint import fingerprint
 from perfsuite.storage.peaks import load_peaks, save_peak
 from perfsuite.storage.write import check_output
 from perfsuite.suite.peak import measure_peak, roofs

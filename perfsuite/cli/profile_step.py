@@ -12,7 +12,7 @@ from perfsuite.core.errors import USER_CODE_ERRORS, PerfsuiteError
 from perfsuite.core.params import single_values
 from perfsuite.measuring.system import hide_credentials
 from perfsuite.measuring.timing import synchronize
-from perfsuite.run.execute import runnable
+from perfsuite.run.execute import check_cases
 from perfsuite.training.setup import training_setup
 from perfsuite.training.step import make_train_step
 
@@ -48,7 +48,7 @@ def command(args, console) -> int:
     w = registry.get(args.workload)
     params = single_values(args.param, w)
     device = resolve_device(args.device)
-    runnable([Case(w, params)], device)
+    check_cases([Case(w, params)], device).runnable()
     k = args.warmup_iters if args.profile_iter is None else args.profile_iter
     if args.warmup_iters < 0 or k < args.warmup_iters:
         raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")

@@ -64,7 +64,7 @@ def command(args, console) -> int:
             except PerfsuiteError as exc:  # like a bad results file: named, the report goes on
                 console.print(Text(printable(f"skipped: {exc}"), style="yellow"))
     if not records and why:  # differential profiles alone
-        from perfsuite.report.why import write_page
+        from perfsuite.report.why_section import write_page
 
         page = write_page(why, args.out_dir, args.results)
         console.print(f"report written to {page}", highlight=False)

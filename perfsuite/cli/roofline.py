@@ -13,13 +13,14 @@ from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_rate, fmt_seconds
 from perfsuite.report.roofline_table import top_table
 from perfsuite.roofline import ceilings as C
-from perfsuite.roofline import chart, model
+from perfsuite.roofline import chart
 from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.cpu import record_points
 from perfsuite.roofline.devices import KNOWN_DEVICES
 from perfsuite.roofline.metrics import PIPE_LABEL
 from perfsuite.roofline.ncu import read_ncu_csv
-from perfsuite.roofline.summary import summary_csv
+from perfsuite.roofline.points import aggregate, by_kernel, by_range, point
+from perfsuite.roofline.summary_csv import summary_csv
 from perfsuite.storage.files import atomic_write_text, load_many, load_records
 from perfsuite.storage.peaks import load_peaks
 
@@ -113,11 +114,11 @@ def _model_record(args):
 def _ncu(args, console) -> int:
     record = _model_record(args)
     launches = read_ncu_csv(args.csv)
-    points = [model.point(l, args.csv) for l in launches]
+    points = [point(l, args.csv) for l in launches]
     roofs = _ceilings(args, launches, console)
-    total = model.aggregate(points, "total")
-    groups = model.by_kernel(points)
-    ranges = model.by_range(points, launches)
+    total = aggregate(points, "total")
+    groups = by_kernel(points)
+    ranges = by_range(points, launches)
     model_flops = record.work.flops_per_step if record else None
     csv_text = summary_csv(points + [total] + ranges + groups, roofs, total.time_s, model_flops)
     name = args.csv.name.removesuffix(".gz").removesuffix(".csv")

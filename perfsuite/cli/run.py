@@ -13,9 +13,9 @@ from perfsuite.core import registry
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import expand_sweep, parse_assignments
-from perfsuite.measuring.env import fingerprint
+from perfsuite.measuring.fingerprint import fingerprint
 from perfsuite.profiling.trace import check_trace_files
-from perfsuite.report.console import print_bounds, print_warnings, records_table
+from perfsuite.report.tables import print_bounds, print_warnings, records_table
 from perfsuite.run.execute import interrupted_exit
 from perfsuite.storage.files import default_results_dir, new_results_path, writable_dir
 from perfsuite.storage.folder import folder_of
@@ -146,7 +146,7 @@ def command(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from perfsuite.core.config import resolve_device
-    from perfsuite.run.execute import Case, run_cases, runnable
+    from perfsuite.run.execute import Case, check_cases, run_cases
 
     if args.config or args.suite:
         return run_suite_command(args, console, results_dir, _check_pinning)
@@ -173,7 +173,7 @@ def command(args, console) -> int:
     _check_pinning(cfg.cpus)
     # Bad parameters stop here, before anything is measured or written; so does a case asked for
     # by name that this device cannot run (a suite skips those instead).
-    runnable(cases, device)
+    checked = check_cases(cases, device).runnable()
     env = fingerprint(device=device)
     peak = peak_for(args.peak_file, env, device)
     path = args.out or new_results_path(results_dir(args, console), workload.name)
@@ -202,9 +202,8 @@ def command(args, console) -> int:
             transient=True,
         ) as progress:
             out = run_cases(
-                cases,
+                checked,
                 cfg,
-                device,
                 outputs=(writer, args.recorder),
                 env=env,
                 peak=peak,

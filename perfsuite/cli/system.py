@@ -7,7 +7,7 @@ import json
 from rich.text import Text
 
 from perfsuite.cli import options
-from perfsuite.measuring import env
+from perfsuite.measuring import fingerprint
 from perfsuite.measuring.system import check, cpu_ranges
 
 NAME = "system"
@@ -30,9 +30,15 @@ def add_arguments(sub) -> None:
 def command(args, console) -> int:
     """`perfsuite system`: what can make numbers unstable here, watched for `--window` seconds."""
     readings: dict = {}
-    for collect in (env.collect_cpu, env.collect_cpu_power, env.collect_load, env.collect_threads, env.collect_torch):
+    for collect in (
+        fingerprint.collect_cpu,
+        fingerprint.collect_cpu_power,
+        fingerprint.collect_load,
+        fingerprint.collect_threads,
+        fingerprint.collect_torch,
+    ):
         readings.update(collect())
-    readings.update(env.collect_activity(args.window))
+    readings.update(fingerprint.collect_activity(args.window))
     warnings = check(readings)
     if args.json:
         print(json.dumps({"readings": readings, "warnings": warnings}, indent=1))

@@ -15,7 +15,7 @@ from perfsuite.core.params import single_values
 from perfsuite.core.text import slug
 from perfsuite.profiling.step_marking import split_from_profile
 from perfsuite.profiling.trace import check_trace_files, trace_window
-from perfsuite.run.execute import runnable
+from perfsuite.run.execute import check_cases
 from perfsuite.storage.files import atomic_write_text, versioned, writable_dir
 from perfsuite.training.setup import training_setup
 from perfsuite.training.step import make_train_step
@@ -52,7 +52,7 @@ def command(args, console) -> int:
     if min(args.wait, args.warmup) < 0 or not 1 <= args.active <= 10:
         raise PerfsuiteError("--wait and --warmup must be >= 0, --active between 1 and 10")
     device = resolve_device(args.device)
-    runnable([Case(w, params)], device)
+    check_cases([Case(w, params)], device).runnable()
     label = f"{w.name}[{','.join(f'{k}={v}' for k, v in w.resolve(params).items())}]"
     check_trace_files(args.out_dir, label)
     try:

@@ -14,7 +14,7 @@ from perfsuite.core.errors import ConfigError
 from perfsuite.core.params import parse_assignments, single_values
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_bytes, fmt_seconds
-from perfsuite.run.execute import runnable
+from perfsuite.run.execute import check_cases
 from perfsuite.storage.files import document
 from perfsuite.storage.folder import Reserved
 
@@ -60,11 +60,11 @@ def command(args, console) -> int:
             raise ConfigError(f"--vary expects exactly two values of {key!r}, got {len(values)}")
         if key in params:
             raise ConfigError(f"parameter {key!r} is given both by --vary and -p")
-        runnable([Case(w, {**params, key: v}) for v in values], device)
+        check_cases([Case(w, {**params, key: v}) for v in values], device).runnable()
         with console.status(f"{w.name}: two side processes, {args.rounds} profiler windows each, then timed pairs"):
             result = why_vary(w, params, key, values[0], values[1], device, **kw)
     else:
-        runnable([Case(w, params)], device)
+        check_cases([Case(w, params)], device).runnable()
         with console.status(
             f"{w.name}: checking out {args.base_ref}, two side processes, {args.rounds} profiler "
             "windows each, then timed pairs"

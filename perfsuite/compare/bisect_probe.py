@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from perfsuite.compare import gate, revisions, sides
-from perfsuite.compare.bisect import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
-from perfsuite.compare.gate import across_cases
+from perfsuite.compare import paired_gate, revisions, sides
+from perfsuite.compare.bisection import CHANGED, SAME, SKIPPED, Commit, Probe, classify, halfway
 from perfsuite.compare.gate_sides import GateArms, side_clock, sides_settle
+from perfsuite.compare.paired_gate import across_cases
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
@@ -84,7 +84,7 @@ def first_parent_after(repo: Path, start: str, end: str) -> list[Commit] | None:
 
 @dataclass(frozen=True)
 class HalfwayArms(GateArms):
-    """A commit against good, classified like good or like bad (perfsuite.compare.bisect.classify, in
+    """A commit against good, classified like good or like bad (perfsuite.compare.bisection.classify, in
     the arms' direction: 1 bisects a slowdown, -1 a speed-up):
     the gate's two arms, their pairs gathered in looks of LOOK_SHARE of the budget until they fall
     on one side of `mid` (half of bad's confirmed log ratio), read from the FIRST_READ-th look (a
@@ -97,22 +97,22 @@ class HalfwayArms(GateArms):
         import math
 
         looks: list[dict] = []
-        runs: list[gate.PairedRun] = []  # one per round of side processes
+        runs: list[paired_gate.PairedRun] = []  # one per round of side processes
         decision = None
         t0 = self.clock.now()
         clock = self.clock
         # Rounds as the gate's (a budget's rounds_for, each in fresh side processes; the first may
         # take good's pool): each process draws its own memory layout and each round its own moment
-        # of the machine's load, so each round is one unit of the interval (gate.pooled), read from
+        # of the machine's load, so each round is one unit of the interval (paired_gate.pooled), read from
         # a budget's FIRST_READ * LOOK_SHARE on (issue 49: a bisection under load named a commit
         # seven before the real one when one set of processes decided).
-        per_budget = gate.rounds_for(cfg.max_time, self.rounds)
+        per_budget = paired_gate.rounds_for(cfg.max_time, self.rounds)
         first = max(2, math.ceil(FIRST_READ * LOOK_SHARE * per_budget))
         while decision is None and self.clock.now() - t0 < MAX_BUDGETS * cfg.max_time:
             with self.side_processes(case, cfg, pools=not runs) as (base, now):
                 if not runs:  # one clock for every round: the first processes decide
                     clock = side_clock(self.clock, base + now, cfg.device, self.threads)
-                run = gate.paired_ratios(
+                run = paired_gate.paired_ratios(
                     [s.steps[0] for s in base],
                     [s.steps[0] for s in now],
                     clock,
@@ -122,11 +122,11 @@ class HalfwayArms(GateArms):
                 # The faults that matter happen in the sides' timed blocks, per pair of this round.
                 per_pair = sum(s.faults for s in base + now) / max(len(run.ratios), 1)
                 runs.append(replace(run, faults_per_pair=per_pair, settle=sides_settle(base + now)))
-            every = gate.pooled(runs)
+            every = paired_gate.pooled(runs)
             if len(runs) >= first:
                 decision = classify(every.ratios, self.mid, direction=self.direction, units=every.units)
             looks.append({"pairs": len(every.ratios), "seconds": self.clock.now() - t0, "decision": decision})
-        every = gate.pooled(runs)
+        every = paired_gate.pooled(runs)
         ratios = every.ratios
         notes = [f"classified against halfway to bad's change: ratio {math.exp(self.mid):.3f}"]
         if decision is None:
@@ -138,7 +138,7 @@ class HalfwayArms(GateArms):
                 f"{'bad' if decision == CHANGED else 'good'} by its ratio {estimate:.3f}"
             )
         run = replace(every, looks=tuple(looks), decision=decision, p=1.0)
-        return gate.GateVerdict(
+        return paired_gate.GateVerdict(
             case.label, abs(math.expm1(self.mid)), run, decision == CHANGED, notes, self.fdr, self.direction
         )
 
@@ -180,7 +180,7 @@ class Prober:
     def __call__(self, commit: Commit, confirmation: Probe | None = None) -> Probe:
         """`commit` against good: by the gate's rule when it confirms bad (`confirmation` None),
         else like good or like bad (HalfwayArms, halfway to the confirmation's median ratio)."""
-        from perfsuite.run.execute import run_cases
+        from perfsuite.run.execute import check_cases, run_cases
 
         t0 = time.monotonic()
         missing = self.revs.missing_at(commit.sha)
@@ -218,10 +218,8 @@ class Prober:
                 arms, budget = replace(arms, looks=CONFIRM_LOOKS), MAX_BUDGETS * s.max_time
             for _attempt in range(2):
                 out = run_cases(
-                    [Case(self.workload, self.params)],
+                    check_cases([Case(self.workload, self.params)], self.device, arms),
                     RunConfig(device=self.device, max_time=budget),
-                    self.device,
-                    measure=arms,
                 )
                 # A good side that ended mid-probe (killed from outside, by the OOM killer or a
                 # stray signal: a kept side lives for the whole bisection) is not the candidate's

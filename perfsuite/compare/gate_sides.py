@@ -1,7 +1,7 @@
 """The gate on revisions: each side in processes of its own (perfsuite.compare.sides), the base
 in a worktree of its revision (perfsuite.compare.revisions), measured as the gate's two arms
 through the one case loop, and the noise floor learned the same way (the working tree against
-itself). The paired test itself is perfsuite.compare.gate.
+itself). The paired test itself is perfsuite.compare.paired_gate.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perfsuite.compare import revisions, sides
-from perfsuite.compare.gate import (
+from perfsuite.compare.paired_gate import (
     ROUNDS,
     GateVerdict,
     across_cases,
@@ -250,7 +250,7 @@ def gate_sides(
     (revisions.Revisions: the working tree's by default) beside its own revision's code. Returns
     run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`.
     `progress(text)` hears what is happening (sides starting, pairs so far)."""
-    from perfsuite.run.execute import run_cases
+    from perfsuite.run.execute import check_cases, run_cases
 
     with revisions.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
         arms = GateArms(
@@ -268,10 +268,8 @@ def gate_sides(
         )
         with sides.placed(device, settings.threads):
             out = run_cases(
-                [Case(new, c) for c in cases],
+                check_cases([Case(new, c) for c in cases], device, arms),
                 RunConfig(device=device, max_time=settings.max_time),
-                device,
-                measure=arms,
                 events=events,
             )
     across_cases(out.records, settings.fdr)

@@ -18,11 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perfsuite.compare import revisions, sides
-from perfsuite.compare.bisect import Commit
 from perfsuite.compare.bisect_probe import first_parent_after, subject
-from perfsuite.compare.gate import GateVerdict
+from perfsuite.compare.bisection import Commit
 from perfsuite.compare.gate_sides import GateArms
-from perfsuite.compare.history import MEASURED, SKIPPED, History, Point, Window
+from perfsuite.compare.paired_gate import GateVerdict
+from perfsuite.compare.paired_history import MEASURED, SKIPPED, History, Point, Window
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
@@ -141,7 +141,7 @@ class PairProber:
         """`b` against `a`: the gate's verdict, or the error that kept `b` from being measured.
         `budget_s` and `builds` replace the prober's own for this pair (`builds` takes effect for
         sides not kept yet); `looks`, the fractions of the budget its test is read at (the gate's)."""
-        from perfsuite.run.execute import run_cases
+        from perfsuite.run.execute import check_cases, run_cases
 
         missing = self.revs.missing_at(b)
         if missing:
@@ -170,10 +170,8 @@ class PairProber:
                 progress=self.progress,
             )
             out = run_cases(
-                [Case(self.workload, self.params)],
+                check_cases([Case(self.workload, self.params)], self.device, arms),
                 RunConfig(device=self.device, max_time=self.settings.max_time if budget_s is None else budget_s),
-                self.device,
-                measure=arms,
             )
             if out.interrupted:  # the case loop keeps what finished; a walk stops at Ctrl-C
                 raise out.interrupted

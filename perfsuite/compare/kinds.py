@@ -8,10 +8,10 @@ import os
 from typing import Any
 
 from perfsuite.compare.amp import AmpComparison
-from perfsuite.compare.bisect import Bisection
-from perfsuite.compare.gate import GATE_ENTRY
-from perfsuite.compare.history import History
+from perfsuite.compare.bisection import Bisection
 from perfsuite.compare.pair import PairResult
+from perfsuite.compare.paired_gate import GATE_ENTRY
+from perfsuite.compare.paired_history import History
 from perfsuite.compare.why import WhyResult
 from perfsuite.storage.files import load_document
 

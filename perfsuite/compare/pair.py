@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite.compare.gate import paired_ratios
+from perfsuite.compare.paired_gate import paired_ratios
 from perfsuite.core import documents
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig

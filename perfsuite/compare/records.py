@@ -49,7 +49,7 @@ import numpy as np
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record, reference_ratios
-from perfsuite.measuring import env as envmod
+from perfsuite.measuring import fingerprint as envmod
 from perfsuite.measuring import system
 from perfsuite.stats import summary as stats
 from perfsuite.stats import verdict as words

@@ -100,10 +100,10 @@ class WhyArms(Measure):
 
 def compare(workload, params: dict, arms: WhyArms, device: str) -> WhyResult:
     """One comparison through the case loop; a side that fails is an error naming it (exit 2)."""
-    from perfsuite.run.execute import run_cases
+    from perfsuite.run.execute import check_cases, run_cases
 
     with sides.placed(device, arms.threads):  # the driver off the sides' core (sides.side_cpus)
-        out = run_cases([Case(workload, params)], RunConfig(device=device), device, measure=arms)
+        out = run_cases(check_cases([Case(workload, params)], device, arms), RunConfig(device=device))
     return out.only(
         lambda why: ConfigError(f"{workload.name}: {why}"), lambda error: ConfigError(f"why {workload.name}: {error}")
     )

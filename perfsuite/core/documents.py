@@ -24,7 +24,7 @@ Version history of the kinds other than results (results: perfsuite.core.record'
       1 - 2026-11-25: the same envelope keys at the top of the object. Files written before carry
           neither key and read as version 0, unchanged.
   gate, gate-selfcheck, bisect
-      2 - 2026-11-28: a gate verdict keeps its pairs under `run` (perfsuite.compare.gate.PairedRun:
+      2 - 2026-11-28: a gate verdict keeps its pairs under `run` (perfsuite.compare.paired_gate.PairedRun:
           ratios, block_size, looks, decision, p, settle, faults_per_pair, units) beside label,
           threshold, confirmed, notes, alpha and direction; version 1 kept them at the top of the
           verdict, and reads as 2 (GateVerdict's migration). A bisection's probes and a self-check's

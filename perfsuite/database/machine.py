@@ -3,7 +3,7 @@
 The id is PERFSUITE_MACHINE when set (an ephemeral CI runner names itself, so its history does not
 split at every new container), else a random id made once and kept in the user's configuration
 folder. Times from different machines are not comparable, so every query keeps them apart unless
-asked; the fingerprint (perfsuite.measuring.env.comparable: CPU, GPU, driver, torch...) tells a
+asked; the fingerprint (perfsuite.measuring.fingerprint.comparable: CPU, GPU, driver, torch...) tells a
 machine whose software changed under the same id.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.core.errors import ConfigError
-from perfsuite.measuring.env import comparable
+from perfsuite.measuring.fingerprint import comparable
 
 ENV = "PERFSUITE_MACHINE"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
@@ -86,7 +86,7 @@ def fingerprint_of(env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 def this_machine(env: dict[str, Any] | None = None) -> Machine:
     """This machine, its fingerprint from `env` (a record's, or the fingerprint collected now)."""
     if env is None:
-        from perfsuite.measuring.env import fingerprint
+        from perfsuite.measuring.fingerprint import fingerprint
 
         env = fingerprint()
     digest, info = fingerprint_of(env)

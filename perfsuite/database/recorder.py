@@ -24,8 +24,8 @@ from perfsuite.database.engine import StoreError, StoreUnreachable, preflight
 from perfsuite.database.location import Location, parse
 from perfsuite.database.machine import Machine, this_machine
 from perfsuite.database.store import Store, new_run
-from perfsuite.measuring import env
-from perfsuite.measuring.env import collect_git
+from perfsuite.measuring import fingerprint
+from perfsuite.measuring.fingerprint import collect_git
 
 if TYPE_CHECKING:
     from perfsuite.core.case import Case
@@ -39,9 +39,15 @@ SERVER_WRITE_TIMEOUT_S = 60.0
 
 
 def light_env() -> dict[str, Any]:
-    """What identifies this machine's times (perfsuite.measuring.env without the slow collectors)."""
+    """What identifies this machine's times (perfsuite.measuring.fingerprint without the slow collectors)."""
     out: dict[str, Any] = {}
-    for collect in (env.collect_python, env.collect_os, env.collect_host, env.collect_cpu, env.collect_torch):
+    for collect in (
+        fingerprint.collect_python,
+        fingerprint.collect_os,
+        fingerprint.collect_host,
+        fingerprint.collect_cpu,
+        fingerprint.collect_torch,
+    ):
         out.update(collect())
     return out
 

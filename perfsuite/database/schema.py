@@ -13,7 +13,7 @@ import sqlalchemy as sa
 metadata = sa.MetaData()
 
 # One machine that reported: a stable id (perfsuite.database.machine), its host name and the
-# fingerprint of what makes its times comparable (perfsuite.measuring.env.comparable).
+# fingerprint of what makes its times comparable (perfsuite.measuring.fingerprint.comparable).
 machines = sa.Table(
     "machines",
     metadata,

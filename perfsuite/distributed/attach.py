@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from perfsuite.distributed.errors import DistributedFailure
+from perfsuite.distributed.launch_error import DistributedFailure
 from perfsuite.distributed.rank import Status, run_job, world_from_env
 
 # How long the followers wait for rank 0's next case: rank 0 may measure single-process cases

@@ -38,7 +38,7 @@ from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Record
 from perfsuite.distributed import ddp_model
 from perfsuite.distributed.attach import attached_world, run_on_world
-from perfsuite.distributed.errors import DistributedFailure
+from perfsuite.distributed.launch_error import DistributedFailure
 from perfsuite.storage import write
 
 RANK_MODULE = "perfsuite.distributed"  # __main__.py: rank.main

@@ -34,25 +34,36 @@ if TYPE_CHECKING:
 # it by path for `asv run` over history): modules are looked up where this version keeps them,
 # then where commits before the package layout of 2026-11-25 kept them.
 _BEFORE_LAYOUT = {
-    "perfsuite.core.registry": "perfsuite.registry",
-    "perfsuite.core.errors": "perfsuite.errors",
-    "perfsuite.core.config": "perfsuite.config",
-    "perfsuite.measuring.env": "perfsuite.env",
-    "perfsuite.run.execute": "perfsuite.execute",
-    "perfsuite.measuring.runner": "perfsuite.runner",
-    "perfsuite.compare.amp": "perfsuite.training.amp_compare",
-    "perfsuite.core.params": "perfsuite.params",
-    "perfsuite.database.recorder": "perfsuite.store.recorder",  # the database was perfsuite.store before issue 52
+    "perfsuite.core.registry": ("perfsuite.registry",),
+    "perfsuite.core.errors": ("perfsuite.errors",),
+    "perfsuite.core.config": ("perfsuite.config",),
+    # the fingerprint was measuring/env.py before issue 52 renamed it, perfsuite/env.py before that
+    "perfsuite.measuring.fingerprint": ("perfsuite.measuring.env", "perfsuite.env"),
+    "perfsuite.run.execute": ("perfsuite.execute",),
+    "perfsuite.measuring.runner": ("perfsuite.runner",),
+    "perfsuite.compare.amp": ("perfsuite.training.amp_compare",),
+    "perfsuite.core.params": ("perfsuite.params",),
+    "perfsuite.database.recorder": ("perfsuite.store.recorder",),  # the database was perfsuite.store before issue 52
 }
 
 
 def _module(name: str):
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError:
-        if name not in _BEFORE_LAYOUT:
-            raise
-        return importlib.import_module(_BEFORE_LAYOUT[name])
+    names = (name, *_BEFORE_LAYOUT.get(name, ()))
+    for candidate in names[:-1]:
+        try:
+            return importlib.import_module(candidate)
+        except ModuleNotFoundError:
+            pass
+    return importlib.import_module(names[-1])
+
+
+def _run_cases(execute, cases: list, cfg, device: str, measure=None, **kw):
+    """The commit's case loop: given checked cases since issue 52 (check_cases, then run_cases), the
+    cases, the device and the measure before it."""
+    if hasattr(execute, "CheckedCases"):
+        checked = execute.check_cases(cases, device, *([measure] if measure is not None else []))
+        return execute.run_cases(checked, cfg, **kw)
+    return execute.run_cases(cases, cfg, device, **({"measure": measure} if measure is not None else {}), **kw)
 
 
 _SYNC = None
@@ -113,7 +124,7 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
     registry = _module("perfsuite.core.registry")
     RunConfig = _module("perfsuite.core.config").RunConfig
     resolve_device = _module("perfsuite.core.config").resolve_device
-    fingerprint = _module("perfsuite.measuring.env").fingerprint
+    fingerprint = _module("perfsuite.measuring.fingerprint").fingerprint
 
     PerfsuiteError, _ = _errors()
     names = list(grid)
@@ -124,9 +135,9 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
     device = resolve_device("auto")
     cases = _module("perfsuite.core.params").expand_sweep(grid)
     try:
-        Case = _module("perfsuite.run.execute").Case
-        Events: Any = _module("perfsuite.run.execute").Events  # (this commit's, or an older one's)
-        run_cases = _module("perfsuite.run.execute").run_cases
+        execute = _module("perfsuite.run.execute")
+        Case = execute.Case
+        Events: Any = execute.Events  # (this commit's, or an older one's)
     except ImportError as exc:  # a commit older than the one case loop: nothing comparable to measure
         return {"_skip": f"this commit predates perfsuite's one case loop: {exc}"}
 
@@ -146,7 +157,8 @@ def measure_cases(workload: str, grid: dict, max_time: float, processes: int = 1
             result[_key(case.params[n] for n in names)] = {"_skip": reason}
 
     try:
-        run_cases(
+        _run_cases(
+            execute,
             [Case(w, c) for c in cases],
             _config(RunConfig, device, max_time, processes),
             device,
@@ -388,7 +400,8 @@ def measure_amp(
                     out[keys[id(case)]] = {"_skip": reason}  # noqa: B023 - the class is used within this iteration
 
             try:
-                execute.run_cases(
+                _run_cases(
+                    execute,
                     cases,
                     RunConfig(device=device, max_time=max_time),
                     device,

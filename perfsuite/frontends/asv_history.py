@@ -19,7 +19,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perfsuite.compare.history import History
+from perfsuite.compare.paired_history import History
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.git import run_git
 from perfsuite.storage.write import write_text

@@ -24,7 +24,7 @@ from perfsuite.core.config import RunConfig
 from perfsuite.core.discover import discover, find_project, project_workloads
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.params import expand_sweep
-from perfsuite.measuring.env import fingerprint
+from perfsuite.measuring.fingerprint import fingerprint
 from perfsuite.storage.machine_drift import default_log
 
 
@@ -109,7 +109,7 @@ def measure_record(workload, params: dict, device: str, max_time: float):
     """One case measured by perfsuite's one case loop (perfsuite.run.execute.run_cases), as
     `perfsuite run` measures it: its record, or a skip or failure with the reason."""
     from perfsuite.database.recorder import for_frontend
-    from perfsuite.run.execute import Case, run_cases
+    from perfsuite.run.execute import Case, check_cases, run_cases
 
     store = for_frontend(
         "pytest",
@@ -119,9 +119,8 @@ def measure_record(workload, params: dict, device: str, max_time: float):
     # The machine-speed log `perfsuite run` keeps too: the interval says where the next run lands.
     try:
         out = run_cases(
-            [Case(workload, params)],
+            check_cases([Case(workload, params)], device),
             RunConfig(device=device, max_time=max_time),
-            device,
             env=fingerprint(device=device),
             machine_log=default_log(),
             outputs=(store,),

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfsuite.compare import bisect as b
+from perfsuite.compare import bisection as b
 from perfsuite.compare import revisions, sides
 from perfsuite.compare.bisect_probe import MAX_BUDGETS, Prober, first_parent_commits, subject
 from perfsuite.compare.settings import GateSettings, WhyOptions
@@ -22,7 +22,7 @@ from perfsuite.core.discover import workload_named
 from perfsuite.core.errors import ConfigError, PerfsuiteError, RecordError
 from perfsuite.core.text import printable
 from perfsuite.jobs.listener import ALARM, GOOD, WARNING, Listener
-from perfsuite.run.execute import runnable
+from perfsuite.run.execute import check_cases
 from perfsuite.stats import verdict
 from perfsuite.storage.files import document, load_document
 from perfsuite.storage.folder import Reserved
@@ -33,7 +33,7 @@ BISECT_DIR = Path(".perfsuite") / "bisect"
 
 @dataclass
 class BisectRun:
-    """What one call found: the probes (`state`), the `answer` (perfsuite.compare.bisect.Answer:
+    """What one call found: the probes (`state`), the `answer` (perfsuite.compare.bisection.Answer:
     found, undecided or not changed, the commit named, the skipped ones), the log, and the
     profile of the commit named (`why`, written to `why_file`) when one was named and profiled."""
 
@@ -71,7 +71,7 @@ def bisect(
     params = w.resolve(params or {})
     device = resolve_device(device)
     settings = (settings or GateSettings()).on(device)
-    runnable([Case(w, params)], device)
+    check_cases([Case(w, params)], device).runnable()
     direction, change = (-1, "faster") if faster else (1, "slower")
     with revisions.Revisions(w, workloads_from) as revs:
         good_sha = revisions.resolve_commit(good, revs.repo, "--good")

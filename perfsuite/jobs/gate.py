@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite.compare import gate as g
 from perfsuite.compare import gate_sides
+from perfsuite.compare import paired_gate as g
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
@@ -19,7 +19,7 @@ from perfsuite.core.discover import workload_named
 from perfsuite.jobs.listener import WARNING, Listener
 from perfsuite.measuring import heap
 from perfsuite.measuring.system import pinned
-from perfsuite.run.execute import Events, Outcome, run_cases
+from perfsuite.run.execute import Events, Outcome, check_cases, run_cases
 from perfsuite.storage.files import document, load_document
 from perfsuite.storage.folder import Reserved
 
@@ -93,8 +93,9 @@ def learn_floors(
     floors_out = Reserved(floors, "--floors", replace=True)
     heard = _Heard(events)
     with pinned(None, s.threads):
-        out = run_cases([Case(w, c) for c in cases or [{}]], RunConfig(device=device, max_time=s.max_time / 3),
-                        device, measure=gate_sides.NoiseFloor(runs, s.builds, s.heap, s.threads), events=heard)  # fmt: skip
+        floor = gate_sides.NoiseFloor(runs, s.builds, s.heap, s.threads)
+        out = run_cases(check_cases([Case(w, c) for c in cases or [{}]], device, floor),
+                        RunConfig(device=device, max_time=s.max_time / 3), events=heard)  # fmt: skip
     kept.update(heard.results)
     floors_out.write(document("noise-floors", kept))
     return out, kept
@@ -129,9 +130,9 @@ def self_check(
     clock = clock_for(device, "host")  # host-inclusive: both versions pay the same sync
     heard = _Heard(events, lambda res: res.update(threads=s.threads, heap=heap.state()))
     with pinned(None, s.threads):
-        out = run_cases([Case(w, c) for c in cases or [{}]], RunConfig(device=device, max_time=s.max_time), device,
-                        measure=g.SelfCheck(fraction, trials, s.threshold, s.builds, clock), events=heard,
-                        outputs=(recorder,))  # fmt: skip
+        trial = g.SelfCheck(fraction, trials, s.threshold, s.builds, clock)
+        out = run_cases(check_cases([Case(w, c) for c in cases or [{}]], device, trial),
+                        RunConfig(device=device, max_time=s.max_time), events=heard, outputs=(recorder,))  # fmt: skip
     return GateRun(out, s, how_measured(s, in_process=True))
 
 

@@ -10,8 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfsuite.compare import revisions, sides
-from perfsuite.compare.history import HISTORY_RULE, MEASURED, RECHECK_BUDGET, SCREEN_ALPHA, History, Point, Window
 from perfsuite.compare.history_walk import PairProber, dirty, range_commits, walk
+from perfsuite.compare.paired_history import (
+    HISTORY_RULE,
+    MEASURED,
+    RECHECK_BUDGET,
+    SCREEN_ALPHA,
+    History,
+    Point,
+    Window,
+)
 from perfsuite.compare.settings import GateSettings, WhyOptions
 from perfsuite.core.case import Case
 from perfsuite.core.discover import workload_named
@@ -20,9 +28,9 @@ from perfsuite.core.text import printable
 from perfsuite.jobs import history_log as logs
 from perfsuite.jobs import history_steps as steps
 from perfsuite.jobs.listener import ALARM, WARNING, Listener
-from perfsuite.measuring.env import comparable, fingerprint
+from perfsuite.measuring.fingerprint import comparable, fingerprint
 from perfsuite.report.history_page import write_page
-from perfsuite.run.execute import runnable
+from perfsuite.run.execute import check_cases
 from perfsuite.storage.files import load_document
 from perfsuite.storage.folder import Reserved
 
@@ -77,7 +85,7 @@ def history(
     settings = (settings or GateSettings(max_time=10.0)).on(device)
     if range is None and not update:
         raise ConfigError("give --range A..B, or --update to extend a stored history up to HEAD")
-    runnable([Case(w, params)], device)
+    check_cases([Case(w, params)], device).runnable()
     with revisions.Revisions(w, workloads_from) as revs, contextlib.ExitStack() as held:
         changed = dirty(revs.repo)
         if changed and not allow_dirty:

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from perfsuite.compare.history import HISTORY_RULE, History
+from perfsuite.compare.paired_history import HISTORY_RULE, History
 from perfsuite.core.errors import ConfigError, RecordError
 from perfsuite.storage.files import document, load_document
 from perfsuite.storage.folder import Reserved

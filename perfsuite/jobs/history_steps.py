@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from perfsuite.compare import bisect as b
+from perfsuite.compare import bisection as b
 from perfsuite.compare.bisect_probe import Prober, subject
-from perfsuite.compare.gate import GateVerdict
-from perfsuite.compare.history import History, Point, Window
 from perfsuite.compare.history_walk import PairProber
+from perfsuite.compare.paired_gate import GateVerdict
+from perfsuite.compare.paired_history import History, Point, Window
 from perfsuite.compare.settings import GateSettings, WhyOptions
 from perfsuite.compare.why_sides import why_commits
 from perfsuite.core.errors import PerfsuiteError

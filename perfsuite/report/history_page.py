@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import math
 
-from perfsuite.compare.history import History
+from perfsuite.compare.paired_history import History
 from perfsuite.core.units import fmt_seconds
 
 W, H, PAD = 900, 320, 50

@@ -187,7 +187,7 @@ def write_report(
     if pairs:
         lines += _pair_section(pairs)
     if why:  # differential profiles (perfsuite why, bisect)
-        from perfsuite.report.why import section as why_section
+        from perfsuite.report.why_section import section as why_section
 
         lines += why_section(why)
     page = out_dir / "summary.md"

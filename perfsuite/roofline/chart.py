@@ -14,7 +14,7 @@ from typing import cast
 from perfsuite.core.units import fmt_rate
 from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.metrics import PIPE_LABEL
-from perfsuite.roofline.model import Point
+from perfsuite.roofline.points import Point
 from perfsuite.storage.write import make_dir, save_figure
 
 COLORS = {

@@ -12,7 +12,7 @@ The estimate is stored by the workloads that can make it (`work.bytes_per_step`)
 from __future__ import annotations
 
 from perfsuite.core.record import Record
-from perfsuite.roofline.model import Point
+from perfsuite.roofline.points import Point
 
 
 def record_points(records: list[Record]) -> tuple[list[Point], dict]:

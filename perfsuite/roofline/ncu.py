@@ -8,7 +8,7 @@ Two layouts, told apart by the header:
   row with the units.
 Both give the same numbers (the details page rounds its values to fewer digits). `==PROF==`
 lines are skipped, a UTF-8 byte-order mark and CRLF line ends are read normally, and a `.gz`
-file is read decompressed. NVTX columns: perfsuite.roofline.nvtx. Every value the roofline
+file is read decompressed. NVTX columns: perfsuite.roofline.nvtx_ranges. Every value the roofline
 uses must be a finite, non-negative number in a unit of its metric's kind (times and clock
 rates above zero); errors name the file, the 1-based physical line, the column and the metric.
 """
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfsuite.core.errors import ConfigError
-from perfsuite.roofline import nvtx
+from perfsuite.roofline import nvtx_ranges
 from perfsuite.roofline.metrics import DEVICE_NAME, WANTED, kind, optional
-from perfsuite.roofline.units import UnitError, read
+from perfsuite.roofline.ncu_units import UnitError, read
 from perfsuite.storage.read import MAX_FILE_BYTES, read_bytes
 
 
@@ -79,7 +79,7 @@ def read_ncu_csv(path: str | Path) -> list[Launch]:
     if dup:  # which of two `Metric Value` columns holds the value? Neither is a guess worth a chart
         raise NcuCsvError(f"{p} line {header_line}: column {dup[0]!r} appears more than once")
     col = {name: i for i, name in enumerate(header)}
-    cols = nvtx.columns(header)
+    cols = nvtx_ranges.columns(header)
     details = "Metric Name" in col and "Metric Value" in col
     launches = (_details if details else _raw)(_Ctx(p, header, col, cols), rows[1:])
     if not launches:
@@ -105,7 +105,7 @@ class _Ctx:
 
     def launch(self, line: int, row: list[str]) -> Launch:
         try:
-            shown, ranges = nvtx.launch_ranges(self.nvtx_cols, row)
+            shown, ranges = nvtx_ranges.launch_ranges(self.nvtx_cols, row)
         except ValueError as exc:
             raise NcuCsvError(f"{self.path} line {line}, NVTX column: {exc}") from None
         cc_at = self.col.get("CC")

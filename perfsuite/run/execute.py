@@ -40,10 +40,10 @@ __all__ = [
     "Outcome",
     "Output",
     "Records",
+    "CheckedCases",
     "check_cases",
     "failure_entry",
     "run_cases",
-    "runnable",
 ]
 
 
@@ -120,25 +120,54 @@ class Outcome:
         return self.records[0]
 
 
-def check_cases(cases: list[Case], device: str, measure: Measure = RECORDS) -> dict[int, str]:
+@dataclass(frozen=True)
+class CheckedCases:
+    """Cases checked for one device and one way of measuring: what `run_cases` measures. Made only
+    by `check_cases`, the one check of what is about to be measured, so a command that checks early
+    (before claiming its output file) hands the same checks to the loop instead of repeating them."""
+
+    cases: tuple[Case, ...]
+    device: str
+    measure: Measure
+    unsupported: Mapping[int, str]  # index into cases -> why this device cannot run it
+
+    def runnable(self) -> CheckedCases:
+        """For a command that measures exactly what it was asked to: a case this device cannot run
+        is an error (Unsupported, naming the case) before anything is claimed or measured."""
+        for i, reason in self.unsupported.items():
+            raise Unsupported(f"{self.cases[i].label}: {reason}")
+        return self
+
+    def select(self, indices: Sequence[int]) -> CheckedCases:
+        """The cases at `indices` (a suite's cases not yet done), with their checks."""
+        return CheckedCases(
+            tuple(self.cases[i] for i in indices),
+            self.device,
+            self.measure,
+            {j: self.unsupported[i] for j, i in enumerate(indices) if i in self.unsupported},
+        )
+
+
+def check_cases(
+    cases: Sequence[Case],
+    device: str,
+    measure: Measure = RECORDS,
+    also: Callable[[Case, Mapping[str, Any]], None] | None = None,
+) -> CheckedCases:
     """Every case validated before any runs: the one check of what is about to be measured. Bad
-    parameters raise ConfigError (naming the parameter); cases the device cannot run come back as
-    {index: reason}."""
+    parameters raise ConfigError (naming the parameter); cases the device cannot run are kept with
+    their reason (skipped when measured). `also(case, params)`: a caller's own rule (a suite's
+    emulated bf16), raising Unsupported like the workload's own check."""
     unsupported = {}
     for i, case in enumerate(cases):
         try:
             for params in measure.variants(case):
                 case.workload.validate_case(params, device)
+                if also is not None:
+                    also(case, params)
         except Unsupported as exc:
             unsupported[i] = str(exc)
-    return unsupported
-
-
-def runnable(cases: list[Case], device: str, measure: Measure = RECORDS) -> None:
-    """check_cases for a command that measures exactly what it was asked to: a case this device
-    cannot run is an error (Unsupported, naming the case) before anything is claimed or measured."""
-    for i, reason in check_cases(cases, device, measure).items():
-        raise Unsupported(f"{cases[i].label}: {reason}")
+    return CheckedCases(tuple(cases), device, measure, unsupported)
 
 
 def failure_entry(case: Case, device: str, exc: BaseException) -> dict:
@@ -184,11 +213,9 @@ def _release_device_memory(device: str) -> None:
 
 
 def run_cases(
-    cases: list[Case],
+    checked: CheckedCases,
     cfg: RunConfig,
-    device: str,
     *,
-    measure: Measure = RECORDS,
     outputs: Sequence[Output | None] = (),
     env: dict | None = None,
     peak: dict | None = None,
@@ -198,9 +225,10 @@ def run_cases(
     clock=None,
     machine_log: Path | None = None,
 ) -> Outcome:
-    """Measure `cases` one after another on `device` (already resolved), each as `measure` says.
+    """Measure the checked cases one after another on their device (already resolved), each as
+    their `measure` says (`check_cases` made them: bad input has raised; what the device cannot run
+    is skipped here).
 
-        check every case (bad input raises; what the device cannot run is skipped)
         for each case:
             result = measure.measure(case)          # or its failure, with the user's traceback
             each output .add(result) / .add_failure(failure), before the next case starts
@@ -213,6 +241,7 @@ def run_cases(
     finished is kept. `machine_log`: the machine-speed log (perfsuite.storage.machine_drift) that
     plain records note their reference in and learn the drift between runs from.
     """
+    cases, device, measure, unsupported = checked.cases, checked.device, checked.measure, checked.unsupported
     sinks = [o for o in outputs if o is not None]
     kind = getattr(measure, "kind", "results")
     events = events or Events()
@@ -221,7 +250,6 @@ def run_cases(
         cfg = replace(cfg, processes=1)  # a trace needs the step in this process: no automatic workers
     if cfg.workers > 1 and trace_dir is not None:
         raise ConfigError("--trace needs the step in this process; it cannot be combined with --processes > 1")
-    unsupported = check_cases(cases, device, measure)
     out = Outcome()
     try:
         for i, case in enumerate(cases):

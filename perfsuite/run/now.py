@@ -26,8 +26,8 @@ from perfsuite.core.errors import ConfigError, PerfsuiteError, Unsupported
 from perfsuite.core.record import Record
 from perfsuite.core.text import slug
 from perfsuite.core.workload import Workload
-from perfsuite.measuring.env import fingerprint
-from perfsuite.run.execute import run_cases
+from perfsuite.measuring.fingerprint import fingerprint
+from perfsuite.run.execute import check_cases, run_cases
 from perfsuite.storage.peaks import DEFAULT_PEAK_FILE, peak_for
 from perfsuite.user.declare import Step, built_step
 
@@ -111,7 +111,7 @@ def measure(
     where = resolve_device(cfg.device)
     case = Case(workload, dict(params or {}))
     env = fingerprint(device=where)
-    out = run_cases([case], cfg, where, env=env, peak=peak_for(peak_file, env, where) if peak_file else None)
+    out = run_cases(check_cases([case], where), cfg, env=env, peak=peak_for(peak_file, env, where) if peak_file else None)
     if out.interrupted:
         raise out.interrupted
     if out.unsupported:

@@ -124,7 +124,7 @@ def pairings(logs: Sequence[float], units: Sequence[int]) -> tuple[float, float,
     process draws its own layout (perfsuite.compare.side_worker.shifted_layout), so the pairings
     are independent draws, and their centres' spread is the whole error: within-pairing noise
     and what the processes share alike. Across rounds of fresh processes a unit is a whole round
-    (perfsuite.compare.gate.pooled): under load a round's processes share the load's moment. Issue 49: with every process of a side forked with one
+    (perfsuite.compare.paired_gate.pooled): under load a round's processes share the load's moment. Issue 49: with every process of a side forked with one
     layout, a change that only moved allocations read "faster, 0.970 (0.965-0.979)" in one gate,
     its three pairings 0.970 / 0.977 / 0.966, and 1.001 in the next."""
     meds = unit_centres(logs, units)

@@ -441,7 +441,7 @@ def plan_suite(suite: Suite, bench: bool = True) -> tuple[str, list[PlanLine]]:
     before it and the report after), with its cases, the bound its budgets set and its estimated
     overhead. Nothing is built or measured. Every case is counted, also those a machine will skip
     (world_size 2 on one GPU): the plan is for the machine that runs them all."""
-    from perfsuite.suite.checks import checks_for
+    from perfsuite.suite.correctness import checks_for
 
     kind = _kind(suite.device)
     build = lambda w: plan_seconds(w, "build_s", kind)  # noqa: E731

@@ -18,7 +18,7 @@ from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.record import Work
 from perfsuite.measuring.tf32 import matmul_tf32
-from perfsuite.run.execute import run_cases
+from perfsuite.run.execute import check_cases, run_cases
 from perfsuite.storage.peaks import device_key
 from perfsuite.workloads.base import BuiltStep, Workload
 
@@ -151,7 +151,7 @@ def cpu_matmul_n(dtype: str, budget_s: float) -> int:
 
 
 def _measure_one(case: Case, cfg: RunConfig, env: dict, device: str, what: str):
-    return run_cases([case], cfg, device, env=env).only(
+    return run_cases(check_cases([case], device), cfg, env=env).only(
         lambda why: PerfsuiteError(f"peak: {what} cannot be measured on {device}: {why}"),
         lambda error: PerfsuiteError(f"peak: measuring {what} failed: {error}"),
     )

@@ -9,8 +9,10 @@ missing cases are measured; failed cases are retried only with `retry_failed`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perfsuite.compare.amp import Amp
 from perfsuite.compare.kinds import RESULTS
@@ -19,8 +21,9 @@ from perfsuite.core import registry
 from perfsuite.core.config import RunConfig, config_digest
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.database.shards import in_shard
-from perfsuite.measuring.env import fingerprint
-from perfsuite.run.execute import RECORDS, Case, Events
+from perfsuite.measuring.fingerprint import fingerprint
+from perfsuite.run import execute
+from perfsuite.run.execute import RECORDS, Case, CheckedCases, Events
 from perfsuite.storage.files import DocumentWriter, ResultsWriter, atomic_write_text, document
 from perfsuite.storage.folder import ResultsFolder
 from perfsuite.storage.peaks import peak_for
@@ -58,28 +61,27 @@ EMULATED_BF16 = (
 )
 
 
-def check_cases(suite: Suite, device: str) -> dict[tuple, str]:
-    """Every case of every entry checked before any runs: bad parameters are errors naming the
-    entry; cases the device cannot run (and, with `emulated_bf16: skip`, bf16 cases on a CPU that
-    only emulates bf16) are returned with their reason (skipped, not failed)."""
-    from perfsuite.measuring.env import cpu_native_bf16
+def check_cases(suite: Suite, device: str) -> dict[str, CheckedCases]:
+    """Every case of every entry checked before any runs, by entry name: bad parameters are errors
+    naming the entry; cases the device cannot run (and, with `emulated_bf16: skip`, bf16 cases on a
+    CPU that only emulates bf16) are kept with their reason (skipped, not failed)."""
+    from perfsuite.measuring.fingerprint import cpu_native_bf16
 
-    unsupported = {}
-    emulated_bf16 = suite.skip_emulated_bf16 and device == "cpu" and cpu_native_bf16() is False
+    def emulated(case: Case, params: Mapping[str, Any]) -> None:
+        if "bf16" in map(str, case.workload.resolve(params).values()):
+            raise Unsupported(EMULATED_BF16)
+
+    skip_bf16 = suite.skip_emulated_bf16 and device == "cpu" and cpu_native_bf16() is False
+    checked = {}
     for i, e in enumerate(suite.entries):
-        w, measure = registry.get(e.workload), entry_measure(e)
-        for params in e.cases():
-            case = Case(w, params)
-            try:
-                for variant in measure.variants(case):
-                    w.validate_case(variant, device)
-                    if emulated_bf16 and "bf16" in map(str, w.resolve(variant).values()):
-                        raise Unsupported(EMULATED_BF16)
-            except Unsupported as exc:
-                unsupported[case.key(device) + (e.name,)] = str(exc)
-            except ConfigError as exc:
-                raise ConfigError(f"suites[{i}].params: {exc}") from None
-    return unsupported
+        w = registry.get(e.workload)
+        try:
+            checked[e.name] = execute.check_cases(
+                [Case(w, p) for p in e.cases()], device, entry_measure(e), emulated if skip_bf16 else None
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"suites[{i}].params: {exc}") from None
+    return checked
 
 
 class SuiteEvents:
@@ -102,7 +104,7 @@ def run_checks_first(suite: Suite, device: str, events: SuiteEvents, out: Path) 
     """The correctness checks of the suite's workloads, before anything is timed: a number from a
     wrong step is worse than none. Written to `out/checks.json`; returns {workload: why it is
     not timed} for every workload with a failed check, and how many checks failed."""
-    from perfsuite.suite.checks import checks_for, run_checks
+    from perfsuite.suite.correctness import checks_for, run_checks
 
     names = sorted({e.workload for e in suite.entries if checks_for(e.workload)})
     if not suite.checks or not names:
@@ -152,7 +154,7 @@ def run_suite(
     from perfsuite.core.config import resolve_device
 
     device = resolve_device(suite.device)
-    unsupported = check_cases(suite, device)
+    checked = check_cases(suite, device)
     config = resolved_config(suite, device)
     if shard is not None:  # a folder holds one shard: resuming it as another is refused
         config = {**config, "shard": f"{shard[0]}/{shard[1]}"}
@@ -166,7 +168,7 @@ def run_suite(
             folder,
             events or SuiteEvents(),
             device,
-            unsupported,
+            checked,
             config,
             retry_failed,
             peak_file,
@@ -182,7 +184,7 @@ def _run_entries(
     folder: ResultsFolder,
     events,
     device,
-    unsupported,
+    checked: dict[str, CheckedCases],
     config,
     retry_failed,
     peak_file,
@@ -194,8 +196,6 @@ def _run_entries(
     """One loop for every kind of entry: the entry's writer (a results file for `run`, a versioned
     document for `pair` and `amp`) says which cases are done or failed before, the rest are
     measured by run_cases, and a case that fails is that case's recorded failure (exit 3)."""
-    from perfsuite.run.execute import Case, run_cases
-
     env = fingerprint(device=device)
     peak = peak_for(peak_file, env, device) if peak_file else None
     outcome = SuiteOutcome()
@@ -203,7 +203,7 @@ def _run_entries(
     run_info = {"suite": suite.name, "suite_sha256": suite.sha256, "config_digest": config_digest(config)}
 
     for e in suite.entries:
-        w, measure = registry.get(e.workload), entry_measure(e)
+        w, entry_checked = registry.get(e.workload), checked[e.name]
         writer: ResultsWriter | DocumentWriter
         if e.kind == "run":
             writer = folder.results_file(f"{e.name}.json", resume=True)
@@ -213,36 +213,32 @@ def _run_entries(
                 f"{e.name}.{e.kind}.json", e.kind, run_info, resume=True, model=RESULTS.get(e.kind)
             )
             done = {Case(w, c).key(device) for c in writer.done_cases()}
-        todo, skipped = [], 0
-        for params in e.cases():
-            case = Case(w, params)
+        todo: list[int] = []
+        for i, case in enumerate(entry_checked.cases):
             key = case.key(device)
-            if shard is not None and not in_shard(e.name, params, *shard):
+            if shard is not None and not in_shard(e.name, case.params, *shard):
                 outcome.other_shards += 1
-            elif key + (e.name,) in unsupported:
-                skipped += 1
+            elif i in entry_checked.unsupported:
                 outcome.unsupported += 1
-                events.case_events(e.name).skipped(case, unsupported[key + (e.name,)])
+                events.case_events(e.name).skipped(case, entry_checked.unsupported[i])
             elif key in done:
                 outcome.skipped_done += 1
             elif writer.has_failure(key) and not retry_failed:
                 outcome.skipped_failed += 1
             else:
-                todo.append(case)
+                todo.append(i)
         if e.workload in refused:  # before any earlier failure is dropped: nothing is measured again
             outcome.failed += len(todo)
             events.refused(e.name, refused[e.workload], len(todo), len(done))
             continue
-        for case in todo:  # retried now: the earlier failure gives way to what this run finds
-            if writer.has_failure(case.key(device)):
+        for case in entry_checked.select(todo).cases:  # retried now: the earlier failure gives way
+            if writer.has_failure(case.key(device)):  # to what this run finds
                 writer.drop_failure(case.key(device))
         events.entry_started(e.name, e.kind, len(todo))
         cfg = RunConfig(device=device, max_time=e.max_time, processes=e.processes, **settings)
-        res = run_cases(
-            todo,
+        res = execute.run_cases(
+            entry_checked.select(todo),
             cfg,
-            device,
-            measure=measure,
             outputs=(writer, store),
             env=env,
             peak=peak,

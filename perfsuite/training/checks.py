@@ -27,11 +27,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from perfsuite.core.checks import CheckFailed, need
+from perfsuite.core.check_failed import CheckFailed, need
 from perfsuite.training.agreement import DEFAULT_FLOOR, loss_agreement
 from perfsuite.training.applied import ScalerDiverged
-from perfsuite.training.checkpoint import EarlyStopping, Progress, load_checkpoint, save_checkpoint
 from perfsuite.training.setup import train_losses, training_setup
+from perfsuite.training.state_file import EarlyStopping, Progress, load_checkpoint, save_checkpoint
 
 
 @dataclass(frozen=True)

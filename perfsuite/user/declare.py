@@ -326,7 +326,7 @@ def workload(
       ..., "once_s": ...}, each a number or {"cpu": s, "cuda": s} (PLAN_KEYS);
     - `fp32_kernels`: "matmul" or "conv" (or (param, {value: kind})): which TF32 flag sets the
       fp32 roof on CUDA; `max_builds`: the most builds of the step held at once (1: one only);
-    - `launcher`: runs a case elsewhere and returns its record (perfsuite.distributed.workload:
+    - `launcher`: runs a case elsewhere and returns its record (perfsuite.distributed.ddp_workloads:
       the ranks of a torchrun launch).
     """
 

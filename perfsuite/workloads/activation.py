@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 import perfsuite
-from perfsuite.core.checks import CheckFailed, need
+from perfsuite.core.check_failed import CheckFailed, need
 from perfsuite.workloads.base import torch_dtype
 
 # FLOPs per element, counted by hand from the formulas in perfsuite/ops/activations.py

@@ -18,9 +18,9 @@ output). The record's throughput is algbw (work counts bytes per step); `extra` 
 from __future__ import annotations
 
 import perfsuite
+from perfsuite.distributed.ddp_workloads import launch, report
 from perfsuite.distributed.launch import check_world
 from perfsuite.distributed.rank import current
-from perfsuite.distributed.workload import launch, report
 from perfsuite.workloads.base import DTYPES, torch_dtype
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")

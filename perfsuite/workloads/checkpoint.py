@@ -6,8 +6,8 @@ import tempfile
 from pathlib import Path
 
 import perfsuite
-from perfsuite.training.checkpoint import Progress, load_checkpoint, save_checkpoint
 from perfsuite.training.checks import resume_bit_exact
+from perfsuite.training.state_file import Progress, load_checkpoint, save_checkpoint
 from perfsuite.workloads import resnet
 from perfsuite.workloads.resnet import TRAINING_CHECKS
 

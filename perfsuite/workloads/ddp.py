@@ -19,9 +19,9 @@ from __future__ import annotations
 import perfsuite
 from perfsuite.core.errors import ConfigError
 from perfsuite.distributed.ddp_model import forward_module, sub_params, wrap
+from perfsuite.distributed.ddp_workloads import launch, report
 from perfsuite.distributed.launch import check_world
 from perfsuite.distributed.rank import current
-from perfsuite.distributed.workload import launch, report
 from perfsuite.training.precision import PRECISIONS, check_precision
 from perfsuite.training.setup import training_setup
 from perfsuite.training.step import make_train_step

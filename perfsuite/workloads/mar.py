@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import perfsuite
-from perfsuite.core.checks import need
-from perfsuite.training.mar import mar_at_k
+from perfsuite.core.check_failed import need
+from perfsuite.training.metrics import mar_at_k
 
 
 def mar_perfect_and_example(device: str = "cpu") -> str:

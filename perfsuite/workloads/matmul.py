@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 import perfsuite
-from perfsuite.core.checks import need
+from perfsuite.core.check_failed import need
 from perfsuite.workloads.base import DTYPES, torch_dtype
 
 

@@ -26,8 +26,8 @@ def _measured(name: str, size: str, device: str, max_time: float) -> dict:
     """Every grid case of `name`, measured once in one run_cases call: {params key: record or reason}."""
     key = (name, size, device)
     if key not in _MEASURED:
-        from perfsuite.measuring.env import fingerprint
-        from perfsuite.run.execute import Case, Events, run_cases
+        from perfsuite.measuring.fingerprint import fingerprint
+        from perfsuite.run.execute import Case, Events, check_cases, run_cases
 
         got: dict = {}
 
@@ -43,9 +43,8 @@ def _measured(name: str, size: str, device: str, max_time: float) -> dict:
 
         w = registry.get(name)
         run_cases(
-            [Case(w, c) for c in w.cases(size)],
+            check_cases([Case(w, c) for c in w.cases(size)], device),
             RunConfig(device=device, max_time=max_time),
-            device,
             env=fingerprint(),
             events=Keep(),
         )

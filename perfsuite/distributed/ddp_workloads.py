@@ -11,7 +11,7 @@ is the scaling and bandwidth section every distributed workload shares.
 from __future__ import annotations
 
 from perfsuite.distributed.launch import run_distributed
-from perfsuite.distributed.report import section
+from perfsuite.distributed.report_sections import section
 
 
 def launch(*args, **kwargs):
@@ -21,5 +21,5 @@ def launch(*args, **kwargs):
 
 def report(records: list, out_dir, options) -> list[str]:
     """Scaling efficiency against world_size=1, and the collectives' algbw/busbw
-    (perfsuite/distributed/report.py): every distributed workload's report section."""
+    (perfsuite/distributed/report_sections.py): every distributed workload's report section."""
     return section(records)

@@ -7,7 +7,7 @@ Here every point is the gate's paired ratio of a commit against the commit befor
 sides measured interleaved in the same minutes, perfsuite.compare.history_walk), so the machine's
 drift between points cancels, and the trajectory is the chained product of the ratios.
 
-The state is the log itself (like a bisection's, perfsuite.compare.bisect): the range's start
+The state is the log itself (like a bisection's, perfsuite.compare.bisection): the range's start
 (`base`), its commits oldest first, and one point per commit measured so far; what to measure
 next, which changes are confirmed and the trajectory are derived from it, so a walk that was
 interrupted resumes from its log and `--update` extends it with the commits that came since.
@@ -41,12 +41,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from perfsuite.compare.bisect import Commit
-from perfsuite.compare.gate import ALPHA, GateVerdict
+from perfsuite.compare.bisection import Commit
+from perfsuite.compare.paired_gate import ALPHA, GateVerdict
 from perfsuite.core import documents
 from perfsuite.core.documents import Count, Name, NonNegative, Params, Text
 from perfsuite.core.errors import ConfigError
-from perfsuite.measuring.env import mismatches
+from perfsuite.measuring.fingerprint import mismatches
 from perfsuite.stats import sequential
 from perfsuite.stats import summary as stats
 from perfsuite.stats import verdict as words
@@ -54,7 +54,7 @@ from perfsuite.stats import verdict as words
 MEASURED, SKIPPED = "measured", "skipped"
 # What a history's points are judged by, stored in its settings: a log of another rule is refused.
 # 3: screened, then confirmed by a recheck (rounds of fresh processes) whose interval lies beyond
-# the threshold (each pairing of builds given both orders: perfsuite.compare.gate._b_first);
+# the threshold (each pairing of builds given both orders: perfsuite.compare.paired_gate._b_first);
 # 2: by the recheck's test alone; 1: Benjamini-Hochberg over the points.
 HISTORY_RULE = 3
 # The screen's false-alarm rate: a point is rechecked when its own sequential test says slower at

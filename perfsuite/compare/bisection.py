@@ -32,7 +32,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from perfsuite.compare.gate import GateVerdict
+from perfsuite.compare.paired_gate import GateVerdict
 from perfsuite.core import documents
 from perfsuite.core.documents import Name, NonNegative, Params, Text
 from perfsuite.core.errors import ConfigError

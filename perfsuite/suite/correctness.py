@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from perfsuite.core import registry
-from perfsuite.core.checks import CheckFailed
+from perfsuite.core.check_failed import CheckFailed
 from perfsuite.core.errors import USER_CODE_ERRORS, PerfsuiteError, exception_text
 
 

@@ -13,7 +13,7 @@ import io
 
 from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.metrics import PIPES
-from perfsuite.roofline.model import Point
+from perfsuite.roofline.points import Point
 
 SUMMARY_COLUMNS = (
     "id",
