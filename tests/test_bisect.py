@@ -709,11 +709,12 @@ def test_a_good_side_that_died_mid_probe_is_retried_and_the_candidate_not_skippe
     ]
     calls = []
 
-    def fake_run_cases(cases, cfg, device, measure=None, **kw):
-        calls.append(measure)
+    def fake_run_cases(checked, cfg, **kw):
+        calls.append(checked.measure)
         return answers[len(calls) - 1]
 
     monkeypatch.setattr(execute, "run_cases", fake_run_cases)
+    monkeypatch.setattr(execute, "check_cases", lambda cases, device, measure: SimpleNamespace(measure=measure))
     confirmation = Probe("b" * 40, CHANGED, _verdict(_pairs(1.1), True))
     with bisect_probe.Prober(get("noop"), {}, revs, good, "cpu", GateSettings(max_time=1.0, threads=1)) as prober:
         probe = prober(Commit("c" * 40, "candidate"), confirmation)

@@ -227,7 +227,7 @@ def test_amp_command_reports_a_verdict(capsys, tmp_path):
 def test_an_internal_error_exits_4_with_the_traceback_in_a_log_not_on_the_console(capsys, tmp_path, monkeypatch):
     from perfsuite.cli import app as cli
 
-    def broken(args, console):
+    def broken(args, console, recorder):
         raise ZeroDivisionError("a bug")
 
     monkeypatch.setenv("HOME", str(tmp_path))

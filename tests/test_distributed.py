@@ -201,7 +201,9 @@ def test_a_ddp_sweep_gives_one_record_per_case_with_ranks_scaling_and_comm_share
 @pytest.mark.slow
 def test_allreduce_reports_algbw_and_busbw_with_nccl_tests_definitions():
     w = registry.get("allreduce")
-    out = run_cases(check_cases([Case(w, {"op": "reduce_scatter", "bytes": 4098, "world_size": 2})], "cpu"), RunConfig(max_time=0.3))
+    out = run_cases(
+        check_cases([Case(w, {"op": "reduce_scatter", "bytes": 4098, "world_size": 2})], "cpu"), RunConfig(max_time=0.3)
+    )
     assert out.failures == []
     (rec,) = out.records
     e = rec.extra

@@ -159,7 +159,7 @@ def test_every_workload_is_walked_when_one_of_them_is_refused(monkeypatch):
     args = argparse.Namespace(workload=None, log=None, html=None, range_=None, update=True)
     # The nightly --update of every workload: one without a log yet is named and the others are
     # still measured; the exit is the worst (2: a refusal; 1 alone would be a regression).
-    assert cli.command(args, console) == 2 and walked == ["new_step", "slow_step", "calm_step"]
+    assert cli.command(args, console, None) == 2 and walked == ["new_step", "slow_step", "calm_step"]
     assert "new_step: not measured: --update: no stored history" in console.export_text()
 
 
@@ -185,13 +185,16 @@ def test_a_screen_tests_at_the_screens_alpha_and_a_recheck_at_the_historys(monke
 
     seen = []
 
-    def run_cases(cases, cfg, device, measure):
+    def run_cases(checked, cfg):
+        measure = checked.measure
         seen.append((measure.fdr, measure.looks, cfg.max_time))
         v = _verdict(1.02, False, p=0.5)
         v.alpha = measure.fdr
         return types.SimpleNamespace(interrupted=False, failures=[], unsupported=[], records=[v])
 
     monkeypatch.setattr(execute, "run_cases", run_cases)
+    # the stand-in workload has no validate_case: the arms are what the probe checks and runs
+    monkeypatch.setattr(execute, "check_cases", lambda cases, device, measure: types.SimpleNamespace(measure=measure))
     revs = types.SimpleNamespace(missing_at=lambda sha: "", side=lambda root: None, repo=tmp_path)
     w = types.SimpleNamespace(name="w")
     settings = GateSettings(max_time=5.0, builds=2, threshold=0.01, fdr=0.01, threads=1, heap="default")

@@ -4,6 +4,7 @@ to a listener; and the command line as a thin translation into the same calls.""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -62,6 +63,35 @@ def test_every_command_module_declares_its_arguments_and_stays_small():
         lines = Path(m.__file__).read_text().count("\n")
         assert lines <= 250, f"{m.__name__}: {lines} lines"
         assert callable(m.add_arguments) and callable(m.command)
+        # one signature: what the command line gives a command is its arguments, the console and
+        # the store's recorder, passed (the parsed arguments are never written to)
+        assert list(inspect.signature(m.command).parameters) == ["args", "console", "recorder"], m.__name__
+
+
+def test_the_parsed_arguments_are_not_written_to(tmp_path, monkeypatch):
+    """app passed the recorder and the command line to commands by setting them on `args`."""
+    import argparse
+
+    from perfsuite.cli import app
+
+    seen = {}
+
+    class Frozen(argparse.Namespace):
+        def __setattr__(self, name, value):
+            raise AssertionError(f"args.{name} written after parsing")
+
+    parse = argparse.ArgumentParser.parse_args
+
+    def parsed_then_frozen(self, args=None, namespace=None):
+        frozen = Frozen()
+        frozen.__dict__.update(vars(parse(self, args, namespace)))
+        return frozen
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parsed_then_frozen)
+    monkeypatch.setattr(
+        app, "COMMANDS", {**app.COMMANDS, "env": lambda args, console, recorder: seen.update(r=recorder) or 0}
+    )
+    assert app.main(["env"]) == 0 and "r" in seen
 
 
 def test_a_library_call_refuses_bad_input_before_touching_the_repository(tmp_path, monkeypatch):

@@ -111,7 +111,9 @@ def _machine_runs(log, n=10, machine_sd=0.08):
             i, spread=0.01, machine=float(rng.lognormal(0, machine_sd)), reference_s=1e-4
         )
         cfg = RunConfig(max_time=1.0, processes=1)
-        (rec,) = run_cases(check_cases([Case(workload, {})], "cpu"), cfg, clock=clock, env={"host": "h"}, machine_log=log).records
+        (rec,) = run_cases(
+            check_cases([Case(workload, {})], "cpu"), cfg, clock=clock, env={"host": "h"}, machine_log=log
+        ).records
         out.append(rec)
     return out
 

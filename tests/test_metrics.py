@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from perfsuite.training.metrics import mar_at_k
+from perfsuite.training.evaluation import mar_at_k
 
 
 def test_mar_hand_case():

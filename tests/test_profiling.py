@@ -48,8 +48,11 @@ def test_profile_step_marks_exactly_one_step_with_the_phase_hierarchy(capsys, mo
     ]
     assert events[-1] == ("end", "train_step")
     assert "need a CUDA GPU" in out and "ncu --import" in out and "dram__bytes.sum" in out
-    # The commands to copy quote the command line main() was given, not this process's sys.argv.
-    assert "python -m perfsuite profile-step autoencoder -p batch_size=4 --device cuda --warmup-iters 3" in out
+    # The commands to copy repeat the options main() was given (not this process's sys.argv), on cuda.
+    assert (
+        "python -m perfsuite profile-step autoencoder -p batch_size=4 --warmup-iters 3 --profile-iter 4 --device cuda"
+        in out
+    )
 
 
 def test_profile_step_bad_iterations(capsys):

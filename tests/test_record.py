@@ -45,6 +45,15 @@ def test_record_is_immutable():
         ({"params": {"n": [1, 2]}}, "params.n"),
         ({"schema_version": 99}, "schema_version"),
         ({"converged": "yes"}, "converged"),
+        # the record's inner blocks are typed shapes too (issue 52): a wrong type names its key
+        ({"conditions": {"load_avg": "high"}}, "conditions.load_avg"),
+        ({"conditions": {"processes": "3"}}, "conditions.processes"),
+        ({"conditions": {"cpus": [0, "1"]}}, "conditions.cpus"),
+        ({"conditions": {"pinned": 1}}, "conditions.pinned"),
+        ({"conditions": {"machine_drift": {"half_width": -0.1}}}, "conditions.machine_drift"),
+        ({"conditions": {"reference": {"kernel": "k", "median_s": "1e-3"}}}, "conditions.reference.median_s"),
+        ({"peak": {"flops_per_s": "4e12"}}, "peak.flops_per_s"),
+        ({"config": {"run_drift": 1.5}}, "config.run_drift"),
     ],
 )
 def test_validation_names_the_field(change, message):

@@ -320,7 +320,7 @@ def test_executed_against_model_flops_from_a_record(tmp_path, precision, ratio):
     (tmp_path / "rec.json").write_text(rec.to_json())
     buf = io.StringIO()
     args = _namespace(tmp_path, NCU / f"resnet18_{precision}_details.csv.gz", record=tmp_path / "rec.json")
-    assert roofline_command(args, Console(file=buf, width=300)) == 0
+    assert roofline_command(args, Console(file=buf, width=300), None) == 0
     said = buf.getvalue()
     assert f"executed/model = {ratio}" in said and "MFU" in said
     # The recorded step: 27.81e9 FLOP in 10 ms = 2.781 TFLOP/s, against the tensor roof of the precision.

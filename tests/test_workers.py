@@ -132,7 +132,10 @@ def test_a_worker_failure_is_the_cases_failure_and_the_run_goes_on(fork, tmp_pat
 
 def test_unsupported_in_a_worker_is_a_skip(fork):
     out = run_cases(
-        check_cases([Case(TOY, {"x": 4})], "cpu"), RunConfig(max_time=0.2, processes=2), env={}, clock=FakeClock(step_s=1e-3, seed=0)
+        check_cases([Case(TOY, {"x": 4})], "cpu"),
+        RunConfig(max_time=0.2, processes=2),
+        env={},
+        clock=FakeClock(step_s=1e-3, seed=0),
     )
     assert not out.failures and not out.records and "lacks" in out.unsupported[0][1]
 

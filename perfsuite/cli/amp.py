@@ -52,7 +52,7 @@ def add_arguments(sub) -> None:
     options.json_out(amp, "--out", "write the comparison as JSON (must not exist)")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     from perfsuite.core.config import RunConfig, resolve_device
     from perfsuite.run.execute import Case, Events, check_cases, run_cases
 
@@ -110,7 +110,7 @@ def command(args, console) -> int:
         out = run_cases(
             checked,
             RunConfig(device=device, max_time=args.max_time),
-            outputs=(writer, args.recorder),
+            outputs=(writer, recorder),
             events=Show(),
         )
     if out.interrupted:

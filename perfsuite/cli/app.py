@@ -38,19 +38,19 @@ WORKLOAD_COMMANDS = {m.NAME for m in COMMAND_MODULES if getattr(m, "NAMES_WORKLO
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # The command line as given (main([...]) from a script, else the process's): what a command
-    # quotes back to the user, never sys.argv, which belongs to whatever called main.
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    # The command line as given (main([...]) from a script, else the process's): what the crash
+    # log quotes, never sys.argv, which belongs to whatever called main.
+    given = list(sys.argv[1:] if argv is None else argv)
     if sys.stdout is None:  # started with standard output closed (`>&-`): Python gives None
         if sys.stderr is not None:
             print("error: standard output is closed; perfsuite reports there", file=sys.stderr)
         return 2
     console, err = make_console(), make_console(stderr=True)
     with stopping_as_interrupt():
-        return _dispatch(args, console, err)
+        return _dispatch(args, given, console, err)
 
 
-def _dispatch(args, console, err) -> int:
+def _dispatch(args, argv: list[str], console, err) -> int:
     try:
         if _uses_processes(args):
             from perfsuite.measuring.workers import start_server_soon
@@ -59,8 +59,7 @@ def _dispatch(args, console, err) -> int:
         if args.command in WORKLOAD_COMMANDS:
             discover(args.workload_paths)
         with store_given(args.store), stored_run(args, err) as run:
-            args.recorder = run.recorder  # perfsuite.database.recorder.Recorder, or None
-            code = run.exit(COMMANDS[args.command](args, console))
+            code = run.exit(COMMANDS[args.command](args, console, run.recorder))
         return _console_outcome(console, err, code)
     except PerfsuiteError as exc:
         # Messages quote files' contents: shown, never obeyed by the terminal.
@@ -77,7 +76,7 @@ def _dispatch(args, console, err) -> int:
         _quiet_stdout()
         return 2
     except Exception as exc:  # noqa: BLE001 - a bug: no traceback on the console, one in a log file
-        log = _crash_log(exc, args.argv)
+        log = _crash_log(exc, argv)
         err.print(Text("internal error: ", style="bold red") + Text(exception_text(exc)))
         err.print(Text(f"this is a perfsuite bug; the traceback is in {log}"))
         return EXIT_INTERNAL

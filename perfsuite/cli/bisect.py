@@ -59,7 +59,7 @@ def add_arguments(sub) -> None:
     options.why(bi)
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     w = registry.get(args.workload)
     settings = GateSettings(args.budget, args.builds, args.threshold, args.fdr, args.threads, args.heap)
     with console.status("starting") as status:
@@ -74,7 +74,7 @@ def command(args, console) -> int:
             log=args.log,
             why=None if args.no_why else WhyOptions(args.steps, args.rounds, args.top),
             workloads_from=args.workloads_from,
-            recorder=args.recorder,
+            recorder=recorder,
             listener=ConsoleListener(console, status),
         )
     _print_why(run, console)

@@ -30,7 +30,7 @@ def add_arguments(sub) -> None:
     options.device(chk, "cpu", "cpu (default) | cuda | cuda:N | auto")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     from perfsuite.core.config import resolve_device
 
     if args.workloads and args.all:

@@ -45,7 +45,7 @@ def add_arguments(sub) -> None:
     cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     base = [r for path in args.base for r in load_records(path)]  # runs in the order given: the last is compared
     new = load_records(args.new)
     floors = None

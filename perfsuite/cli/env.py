@@ -13,6 +13,6 @@ def add_arguments(sub) -> None:
     sub.add_parser(NAME, help="print this machine's environment fingerprint (JSON)")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     print(json.dumps(fingerprint(), indent=1))
     return 0

@@ -27,7 +27,7 @@ def add_arguments(sub) -> None:
     exp.add_argument("--logdir", type=Path, help="tensorboard: the log directory (one run folder per case)")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     if args.format == "tensorboard":
         from perfsuite.storage.tensorboard import export_tensorboard
 

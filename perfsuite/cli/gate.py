@@ -99,7 +99,7 @@ def add_arguments(sub) -> None:
     options.workloads_from(gate)
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     """`perfsuite gate`: the self-check (--slowdown), learning noise floors, or the gate itself."""
     # Checked before anything is measured: a verdict is never thrown away.
     json_out = Reserved(args.json, "--json") if args.json is not None else None
@@ -108,7 +108,7 @@ def command(args, console) -> int:
     builds = args.builds or (g.BUILDS if args.slowdown is not None or args.learn_floor else g.ROUND_BUILDS)
     settings = GateSettings(args.budget, builds, args.threshold, args.fdr, args.threads, args.heap)
     if args.slowdown is not None:
-        return _self_check(args, console, cases, settings, json_out)
+        return _self_check(args, console, recorder, cases, settings, json_out)
     if args.learn_floor:
         learned = lambda case, floor: console.print(Text(f"{case.label}: noise floor {floor:.2%}"))  # noqa: E731
         out, _ = jobs.learn_floors(args.workload, args.learn_floor, cases=cases, device=args.device,
@@ -131,9 +131,9 @@ def command(args, console) -> int:
             for c in sorted(clocks)
         )
     console.print(Text(how))
-    if args.recorder is not None:
+    if recorder is not None:
         for v in out.records:
-            args.recorder.add_document("gate", v.to_dict(), workload=w.name)
+            recorder.add_document("gate", v.to_dict(), workload=w.name)
     if json_out is not None:
         json_out.write(document("gate", [v.to_dict() for v in out.records], out.failures))
     return _ended(out, verdict.exit_code([v.word for v in out.records], args.undecided))
@@ -153,7 +153,7 @@ def verdict_line(v) -> str:
     )
 
 
-def _self_check(args, console, cases, settings: GateSettings, json_out: Reserved | None) -> int:
+def _self_check(args, console, recorder, cases, settings: GateSettings, json_out: Reserved | None) -> int:
     def show(case, res) -> None:
         lo, hi = g.wilson_interval(res["caught"], res["trials"])
         flo, fhi = g.wilson_interval(res["false_alarms"], res["trials"])
@@ -167,7 +167,7 @@ def _self_check(args, console, cases, settings: GateSettings, json_out: Reserved
         )
 
     run = jobs.self_check(args.workload, args.slowdown, args.trials, cases=cases, device=args.device,
-                          settings=settings, events=GateEvents(console, show), recorder=args.recorder,
+                          settings=settings, events=GateEvents(console, show), recorder=recorder,
                           listener=ConsoleListener(console))  # fmt: skip
     if json_out is not None:
         json_out.write(document("gate-selfcheck", run.outcome.records, run.outcome.failures))

@@ -88,7 +88,7 @@ def add_arguments(sub) -> None:
     options.why(hi)
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     names = [args.workload] if args.workload else [n for n in registry.names() if not registry.get(n).builtin]
     if not names:
         raise ConfigError("perfsuite history: name a workload (this project declares none of its own)")
@@ -100,16 +100,16 @@ def command(args, console) -> int:
     code = 0
     for name in names:
         if len(names) == 1:
-            return _one(name, args, console)
+            return _one(name, args, console, recorder)
         try:
-            code = max(code, _one(name, args, console))
+            code = max(code, _one(name, args, console, recorder))
         except (ConfigError, StorageError) as exc:  # one refused (no log to --update yet): the others go on
             console.print(Text(printable(f"{name}: not measured: {exc}"), style="yellow"), soft_wrap=True)
             code = max(code, 2)
     return code
 
 
-def _one(name: str, args, console) -> int:
+def _one(name: str, args, console, recorder) -> int:
     """One workload's history: the library call, then its asv export and its summary."""
     if args.asv is not None:  # before any pair: a history is never lost to a bad --asv
         check_output_dir(asv_history.results_dir(args.asv), "--asv's results folder")
@@ -131,7 +131,7 @@ def _one(name: str, args, console) -> int:
             why=None if args.no_why else WhyOptions(args.steps, args.rounds, args.top),
             allow_dirty=args.allow_dirty,
             workloads_from=args.workloads_from,
-            recorder=getattr(args, "recorder", None),
+            recorder=recorder,
             listener=ConsoleListener(console, status),
         )
     if args.asv is not None:

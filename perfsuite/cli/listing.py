@@ -41,7 +41,7 @@ def add_arguments(sub) -> None:
     )
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     from rich.table import Table
 
     names, project = default_workloads(args.all, args.workload_paths)

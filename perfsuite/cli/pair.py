@@ -28,7 +28,7 @@ def add_arguments(sub) -> None:
     options.json_out(pr, "--out", "JSON file to write (must not exist)")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     """`perfsuite pair`: each case's time ratio A/B with its CI, written case by case with --out;
     a case that fails is recorded with its reason and the rest go on (exit 3)."""
     from perfsuite.core.config import RunConfig, resolve_device
@@ -56,7 +56,7 @@ def command(args, console) -> int:
         out = run_cases(
             checked,
             RunConfig(device=device, max_time=args.budget),
-            outputs=(writer, args.recorder),
+            outputs=(writer, recorder),
             events=EntryEvents(console, w.name),
         )
     if out.interrupted:

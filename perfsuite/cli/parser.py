@@ -33,7 +33,8 @@ from perfsuite.cli import (
 from perfsuite.storage import machine_drift
 from perfsuite.storage.peaks import DEFAULT_PEAK_FILE
 
-# Each module declares NAME, add_arguments(subparsers) and command(args, console) -> exit status.
+# Each module declares NAME, add_arguments(subparsers) and command(args, console, recorder) -> exit
+# status (recorder: the results store's perfsuite.database.recorder.Recorder for this run, or None).
 COMMAND_MODULES: tuple[ModuleType, ...] = (
     listing,
     env,

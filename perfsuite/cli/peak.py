@@ -20,7 +20,7 @@ def add_arguments(sub) -> None:
     options.measuring(peak)
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     from perfsuite.core.config import resolve_device
 
     cfg = run_config(args)

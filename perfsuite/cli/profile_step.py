@@ -10,7 +10,6 @@ from perfsuite.core import registry
 from perfsuite.core.case import Case
 from perfsuite.core.errors import USER_CODE_ERRORS, PerfsuiteError
 from perfsuite.core.params import single_values
-from perfsuite.measuring.system import hide_credentials
 from perfsuite.measuring.timing import synchronize
 from perfsuite.run.execute import check_cases
 from perfsuite.training.setup import training_setup
@@ -39,8 +38,7 @@ def add_arguments(sub) -> None:
     )
 
 
-def command(args, console) -> int:
-    import shlex
+def command(args, console, recorder) -> int:
 
     from perfsuite.core.config import resolve_device
     from perfsuite.profiling.step_marking import nsight_commands, process_range
@@ -73,12 +71,6 @@ def command(args, console) -> int:
         raise
     except USER_CODE_ERRORS as exc:
         return step_failed(console, w.name, exc)
-    given = getattr(args, "argv", None) or []
-    argv = (  # a store URL's password is not printed back
-        "python -m perfsuite " + hide_credentials(" ".join(shlex.quote(a) for a in given))
-        if given
-        else "python -m perfsuite profile-step ..."
-    )
     if not cuda:
         console.print(
             Text(
@@ -90,6 +82,19 @@ def command(args, console) -> int:
     else:
         inside = " > forward, loss, backward, optimizer_step" if w.trainer is not None else ""
         console.print(Text(f"marked step {k} (train_step{inside}) after {k} warm-up steps"))
-    for line in nsight_commands(argv.replace("--device cpu", "--device cuda")):
+    for line in nsight_commands(_same_step_on_cuda(args, device if cuda else "cuda")):
         console.print(Text("  " + line), soft_wrap=True)  # unwrapped: a command to copy, not prose
     return 0
+
+
+def _same_step_on_cuda(args, device: str) -> str:
+    """The command that marks the same step on a GPU host, rebuilt from the parsed options (a
+    store URL and its password are not among them; --device is the GPU's)."""
+    import shlex
+
+    words = [w for path in args.workload_paths for w in ("--workloads", str(path))]
+    words += ["profile-step", args.workload, *[w for p in args.param or [] for w in ("-p", p)]]
+    words += ["--warmup-iters", str(args.warmup_iters)]
+    if args.profile_iter is not None:
+        words += ["--profile-iter", str(args.profile_iter)]
+    return "python -m perfsuite " + " ".join(shlex.quote(w) for w in [*words, "--device", device])

@@ -39,7 +39,7 @@ def add_arguments(sub) -> None:
     )
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     writable_dir(args.out_dir, "--out-dir")  # checked before reading anything
 
     for given in args.results:

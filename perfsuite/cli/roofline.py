@@ -44,7 +44,7 @@ def add_arguments(sub) -> None:
     )
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     if (args.csv is None) == (args.records is None):
         raise PerfsuiteError("give an ncu CSV file, or --records RESULTS for this CPU's roofline")
     return _cpu(args, console) if args.records else _ncu(args, console)

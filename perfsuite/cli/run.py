@@ -142,14 +142,14 @@ def results_dir(args, console) -> Path:
     return folder
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from perfsuite.core.config import resolve_device
     from perfsuite.run.execute import Case, check_cases, run_cases
 
     if args.config or args.suite:
-        return run_suite_command(args, console, results_dir, _check_pinning)
+        return run_suite_command(args, console, recorder, results_dir, _check_pinning)
     if args.no_checks or args.retry_failed or args.plan or args.shard:
         flag = (
             "--no-checks"
@@ -204,7 +204,7 @@ def command(args, console) -> int:
             out = run_cases(
                 checked,
                 cfg,
-                outputs=(writer, args.recorder),
+                outputs=(writer, recorder),
                 env=env,
                 peak=peak,
                 trace_dir=args.trace,

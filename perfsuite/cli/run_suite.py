@@ -39,7 +39,7 @@ SUITE_DECIDES = {
 }
 
 
-def run_suite_command(args, console, results_dir, check_pinning) -> int:
+def run_suite_command(args, console, recorder, results_dir, check_pinning) -> int:
     """The suite road of `run`: `results_dir` and `check_pinning` are run's own (perfsuite.cli.run)."""
     from datetime import datetime, timezone
 
@@ -75,10 +75,10 @@ def run_suite_command(args, console, results_dir, check_pinning) -> int:
         return 0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or suite.output or results_dir(args, console) / f"{suite.name}-{stamp}"
-    if args.shard and args.recorder is not None:
+    if args.shard and recorder is not None:
         from perfsuite.database.shards import batch_of
 
-        args.recorder.set_batch(batch_of(suite, args.param, args.recorder.run["commit"], args.shard), *args.shard)
+        recorder.set_batch(batch_of(suite, args.param, recorder.run["commit"], args.shard), *args.shard)
     console.print(Text(f"suite {suite.name} ({len(suite.entries)} entries) -> {out}"))
     try:
         if args.tensorboard is not None:
@@ -100,7 +100,7 @@ def run_suite_command(args, console, results_dir, check_pinning) -> int:
                 retry_failed=args.retry_failed,
                 peak_file=args.peak_file,
                 machine_log=args.machine_log,
-                store=args.recorder,
+                store=recorder,
                 shard=args.shard,
                 settings={"cpus": args.cpus, "threads": args.threads, **({"heap": args.heap} if args.heap else {})},
             )

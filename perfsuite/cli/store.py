@@ -32,7 +32,7 @@ def _location(args):
     )
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     return {"import": _import, "push": _push, "info": _info, "runs": _runs, "query": _query}[args.store_command](
         args, console
     )

@@ -41,10 +41,10 @@ class _Run:
 
 def _config(args) -> dict:
     """The command's configuration as its run row keeps it (no store URL: it may hold a password;
-    so may the raw command line, `argv`, which the parsed options hold the rest of)."""
+    the raw command line, which may too, is not among the parsed options)."""
     out = {}
     for k, v in vars(args).items():
-        if k in ("recorder", "store", "argv") or callable(v):
+        if k == "store" or callable(v):
             continue
         out[k] = (
             [str(x) for x in v]

@@ -11,7 +11,7 @@ def add_arguments(sub) -> None:
     sub.add_parser(NAME, help="the suite files shipped with perfsuite")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     from rich.table import Table
 
     t = Table(title=f"suites in {shipped_suites_dir()}")

@@ -27,7 +27,7 @@ def add_arguments(sub) -> None:
     sy.add_argument("--json", action="store_true", help="readings and warnings as JSON")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     """`perfsuite system`: what can make numbers unstable here, watched for `--window` seconds."""
     readings: dict = {}
     for collect in (

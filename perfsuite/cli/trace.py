@@ -41,7 +41,7 @@ def add_arguments(sub) -> None:
     tr.add_argument("--out-dir", type=Path, default=Path("reports") / "traces")
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     from torch.profiler import record_function
 
     from perfsuite.core.config import resolve_device

@@ -43,7 +43,7 @@ def add_arguments(sub) -> None:
     options.why(wy)
 
 
-def command(args, console) -> int:
+def command(args, console, recorder) -> int:
     from perfsuite.core.config import RunConfig, resolve_device
 
     w = registry.get(args.workload)
@@ -71,8 +71,8 @@ def command(args, console) -> int:
         ):
             result = why_revision(w, params, args.base_ref, device, args.workloads_from, **kw)
     print_why(result, console)
-    if args.recorder is not None:
-        args.recorder.add_document("why", result.to_dict(), workload=w.name)
+    if recorder is not None:
+        recorder.add_document("why", result.to_dict(), workload=w.name)
     if args.json is not None:
         json_out.write(document("why", [result.to_dict()]))
         console.print(Text(f"written to {args.json}"))

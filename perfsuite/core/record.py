@@ -58,7 +58,6 @@ convenience for readers without perfsuite and is dropped on load.
 from __future__ import annotations
 
 import json
-import math
 import uuid
 from dataclasses import field, replace
 from datetime import datetime, timezone
@@ -107,10 +106,6 @@ def _need(cond: bool, where: str, what: str) -> None:
         raise documents.At(where, what)
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def reference_ratios(ref: dict[str, Any]) -> tuple[float | None, list[float] | None]:
     """The step per reference time of a machine-speed reference: (the median of every sample's
     ratio, the same per build when there were several), derived from the raw `sample_ratios` (and
@@ -150,6 +145,18 @@ class ReferenceShape(TypedDict, total=False):
 _REFERENCE = TypeAdapter(ReferenceShape)
 
 
+def _shaped(adapter: TypeAdapter[Any], value: Any, where: str, depth: int = 1) -> None:
+    """`value` against a typed shape; an error is documents.At naming the key path under `where`
+    (`depth` keys of it: an index inside a list is the field's)."""
+    try:
+        adapter.validate_python(value)
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        loc = [str(x) for x in e["loc"] if not isinstance(x, int)][:depth]
+        key = ".".join([w for w in (where, *loc) if w])
+        raise documents.At(key, f"{e['msg']}, got {str(e.get('input'))[:60]}") from None
+
+
 def _check_reference(ref: Any, where: str) -> None:
     """`ref` against ReferenceShape, and what a type cannot say: one position per block, one build
     per ratio. An error names its key path under `where`."""
@@ -157,13 +164,7 @@ def _check_reference(ref: Any, where: str) -> None:
         return
     if not isinstance(ref, dict):
         raise documents.At(where, "must be an object naming its kernel")
-    try:
-        _REFERENCE.validate_python(ref)
-    except ValidationError as exc:
-        e = exc.errors(include_url=False)[0]
-        loc = [str(x) for x in e["loc"]]
-        key = ".".join([where, *loc[:1]])  # the field; an index inside a list is the field's
-        raise documents.At(key, f"{e['msg']}, got {str(e.get('input'))[:60]}") from None
+    _shaped(_REFERENCE, ref, where)
     at = ref.get("at_sample")
     _need(
         at is None or (at == sorted(at) and len(at) == len(ref.get("samples_s") or [])),
@@ -178,32 +179,80 @@ def _check_reference(ref: Any, where: str) -> None:
     )
 
 
+# A reading of the machine while measuring: a number, NaN where it could not be taken, or null; a
+# string or an object is refused (its range is the reading's, not the schema's).
+Reading = Annotated[float, Field(strict=True)] | None
+
+
+class DriftShape(TypedDict, total=False):
+    """The drift between this machine's runs (perfsuite.storage.machine_drift): a 95% half-width on
+    logs that widens the record's interval."""
+
+    half_width: Required[NonNegative]
+
+
+class ConditionsShape(TypedDict, total=False):
+    """How a record was measured (perfsuite.measuring.runner.measured_conditions, merged over worker
+    processes and ranks): what compare, the report and the warnings read. Keys a newer perfsuite
+    adds are read past."""
+
+    processes: Count
+    builds: Count
+    cpus: list[Count] | None
+    pinned: StrictBool
+    torch_threads: Count | None
+    interop_threads: Count | None
+    threads_set: StrictBool
+    steal_fraction: Reading
+    others_cpus: Reading
+    busy_fraction: Reading
+    timed_wall_s: Reading
+    load_avg: list[Reading] | None
+    heap: Annotated[str, Field(strict=True, max_length=200)] | None
+    heap_reason: Text | None
+    minor_faults_per_step: Reading
+    torch_flags: dict[str, Any] | None
+    between_share: Reading  # the spread over worker processes (perfsuite.measuring.workers)
+    between_cv: Reading
+    within_cv: Reading
+    ci_method: Annotated[str, Field(strict=True, max_length=200)] | None
+    world_size: Count  # distributed: ranks and nodes (perfsuite.distributed.rank)
+    nnodes: Count
+    ranks_per_node: Count
+    reference: Any  # ReferenceShape, checked with what a type cannot say (_check_reference)
+    machine_drift: DriftShape | None
+
+
+class PeakShape(TypedDict, total=False):
+    """The device's peak a record's fraction of peak divides by (perfsuite.storage.peaks)."""
+
+    flops_per_s: Positive | None
+    bytes_per_s: Positive | None
+
+
+class ConfigShape(TypedDict, total=False):
+    """The run's configuration as a record keeps it: what the interval reads back."""
+
+    run_drift: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, lt=1)] | None
+
+
+_CONDITIONS, _PEAK, _CONFIG = TypeAdapter(ConditionsShape), TypeAdapter(PeakShape), TypeAdapter(ConfigShape)
+
+
 def _conditions(cond: dict[str, Any]) -> dict[str, Any]:
+    _shaped(_CONDITIONS, cond, "")
     _check_reference(cond.get("reference"), "reference")
-    drift = cond.get("machine_drift")
-    _need(
-        drift is None or (isinstance(drift, dict) and _is_number(drift.get("half_width")) and drift["half_width"] >= 0),
-        "machine_drift",
-        "must be an object with a half_width >= 0",
-    )
     return cond
 
 
 def _config(cfg: dict[str, Any]) -> dict[str, Any]:
-    # A 95% half-width on logs that widens the interval: a finite fraction, not a string or 1e300.
-    drift = cfg.get("run_drift")
-    _need(
-        drift is None or (_is_number(drift) and 0 <= drift < 1),
-        "run_drift",
-        f"must be a number in [0, 1), got {drift!r}"[:120],
-    )
+    _shaped(_CONFIG, cfg, "")
     return cfg
 
 
 def _peak(peak: dict[str, Any] | None) -> dict[str, Any] | None:
-    for key in ("flops_per_s", "bytes_per_s"):
-        v = (peak or {}).get(key)
-        _need(v is None or (_is_number(v) and v > 0), key, f"must be a positive finite number or null, got {v!r}"[:120])
+    if peak is not None:
+        _shaped(_PEAK, peak, "")
     return peak
 
 

@@ -111,7 +111,9 @@ def measure(
     where = resolve_device(cfg.device)
     case = Case(workload, dict(params or {}))
     env = fingerprint(device=where)
-    out = run_cases(check_cases([case], where), cfg, env=env, peak=peak_for(peak_file, env, where) if peak_file else None)
+    out = run_cases(
+        check_cases([case], where), cfg, env=env, peak=peak_for(peak_file, env, where) if peak_file else None
+    )
     if out.interrupted:
         raise out.interrupted
     if out.unsupported:

@@ -24,7 +24,7 @@ import perfsuite
 from perfsuite.data.cifar import load_batch
 from perfsuite.measuring.nvtx import Annotator
 from perfsuite.training.checks import TrainingCase, training_checks
-from perfsuite.training.metrics import mar_at_k
+from perfsuite.training.evaluation import mar_at_k
 from perfsuite.training.precision import PRECISIONS, Precision, check_precision
 from perfsuite.training.setup import TrainingSetup, synthetic_batches
 from perfsuite.training.step import TrainParts, make_train_step
@@ -166,7 +166,7 @@ def validation_pass(
     precision: Precision | None = None,
 ) -> dict:
     """Validation > ([Data Transfer], MAR@k Computation, Visualization): recall of the latent
-    codes (perfsuite.training.metrics.mar_at_k: 1 is the best) and a grid of 16 images over their
+    codes (perfsuite.training.evaluation.mar_at_k: 1 is the best) and a grid of 16 images over their
     reconstructions, written to `save_to` (a PNG) when given. With `host`, the images are
     copied from pinned host memory first."""
     import contextlib

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import perfsuite
 from perfsuite.core.check_failed import need
-from perfsuite.training.metrics import mar_at_k
+from perfsuite.training.evaluation import mar_at_k
 
 
 def mar_perfect_and_example(device: str = "cpu") -> str:
