@@ -145,7 +145,7 @@ def test_every_workload_is_walked_when_one_of_them_is_refused(monkeypatch):
 
     walked = []
 
-    def one(name, args, console):
+    def one(name, args, console, recorder):
         walked.append(name)
         if name == "new_step":
             raise ConfigError("--update: no stored history to extend; start one with --range A..B")
