@@ -146,7 +146,7 @@ def test_version_1_records_read_with_conditions_not_recorded():
     d["schema_version"] = 1
     del d["conditions"], d["processes"], d["builds"]
     rec = Record.from_dict(d)
-    assert rec.schema_version == SCHEMA_VERSION == 4
+    assert rec.schema_version == SCHEMA_VERSION == 5
     assert rec.conditions == {} and rec.processes is None and rec.builds is None
 
 

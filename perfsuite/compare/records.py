@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from perfsuite.compare import work as work_kind
 from perfsuite.core import documents
 from perfsuite.core.errors import RecordError
 from perfsuite.core.record import Record, reference_ratios
@@ -75,6 +76,20 @@ class CaseComparison(documents.Result):
     # new / base of the machine-speed reference (perfsuite.measuring.reference) when both records
     # carry one: how much slower the machine ran for new. The ratio is then per reference time.
     machine: float | None = None
+    # What kind of change (perfsuite.compare.work): from the two records' work signatures, exact.
+    work: str = work_kind.UNKNOWN
+    work_changes: tuple[str, ...] = ()  # "+3 aten.cumsum.default (64x8192) float32", largest first
+    environment_changed: bool = False  # the fingerprints or the numerics flags differ (allowed)
+
+    def what_changed(self) -> str:
+        """The kind of change in words: "more work: +1 aten.cumsum...", "same work, slower",
+        "environment changed", "same work"."""
+        said = self.work
+        if self.work in (work_kind.MORE, work_kind.LESS, work_kind.OTHER) and self.work_changes:
+            said += ": " + "; ".join(self.work_changes[:3])
+        elif self.work == work_kind.SAME and self.verdict in (words.SLOWER, words.FASTER):
+            said += f", {self.verdict}"
+        return f"{said}; environment changed" if self.environment_changed else said
 
 
 def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, alpha: float, noise: float = 0.0) -> str:
@@ -320,8 +335,8 @@ def compare_records(
     for key in [k for k in n if k in b]:
         rb, rn = b[key], n[key]
         refusals, warnings = measurement_differences(rb, rn)
+        diff = (envmod.mismatches(rb.env, rn.env) if rb.env and rn.env else []) + refusals
         if not allow_env_mismatch:
-            diff = (envmod.mismatches(rb.env, rn.env) if rb.env and rn.env else []) + refusals
             if diff:
                 raise RecordError(
                     f"{rn.label()}: environments differ ({'; '.join(diff)}); "
@@ -424,7 +439,19 @@ def compare_records(
         if moved:
             c = replace(c, verdict=words.UNDECIDED)
             warnings.append(moved)
-        cases.append(replace(c, warnings=tuple(warnings), basis=basis, drift=drift, base_runs=runs_used))
+        kind, changes = work_kind.change(rb.signature, rn.signature)
+        cases.append(
+            replace(
+                c,
+                warnings=tuple(warnings),
+                basis=basis,
+                drift=drift,
+                base_runs=runs_used,
+                work=kind,
+                work_changes=tuple(changes),
+                environment_changed=bool(diff),
+            )
+        )
     return Comparison(
         cases=cases,
         only_base=[b[k].label() for k in b if k not in n],

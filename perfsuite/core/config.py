@@ -104,6 +104,9 @@ class RunConfig:
     clock_overhead_limit: float = 0.001  # clock's own cost as a fraction of one block
     timing: str = "event"  # CUDA only: "event" (device time) or "host" (sync + wall clock)
     nvtx: bool = True
+    # One call of the step under a dispatch mode after the timed blocks: the operators it ran
+    # (perfsuite.measuring.signature), what `compare` tells more work from the same work by.
+    signature: bool = True
     nvml_interval: float = 0.05
     seed: int = 0
     # Fresh worker processes the budget is spread over (perfsuite.measuring.workers); None: as many as

@@ -76,8 +76,8 @@ def finite(obj: Any) -> Any:
 
 # The results schema (perfsuite.core.record) and which older versions still read.
 RESULTS_FORMAT = "perfsuite.results"
-RESULTS_VERSION: Final = 4
-RESULTS_READABLE = (1, 2, 3, 4)
+RESULTS_VERSION: Final = 5
+RESULTS_READABLE = (1, 2, 3, 4, 5)
 
 # Every other kind: its current version. Readers accept it, every earlier one and the unversioned 0.
 VERSIONS = {

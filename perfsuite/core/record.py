@@ -47,6 +47,11 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       summary is. A record of version 1 to 3 reads as version 4, a stored group `median` ignored:
       a record whose samples said one thing and its stored medians another was compared on the
       medians (issue 39: raw samples all 25% slower compared as `same`, ratio 1.000).
+  5 - 2026-11-29: `signature`, the step's work signature (perfsuite.measuring.signature): the
+      operators one call dispatched (operator, input shapes, dtype, count), their digest, calls
+      and the bytes their outputs newly allocated, taken after the timed blocks; `compare` says
+      from it whether a change is more work, less work, other work or the same work. Versions 1
+      to 4 read as version 5 without one (not recorded).
 
 A record validates itself when built and never changes afterwards. Its fields are its schema
 (a pydantic dataclass, read and written by one TypeAdapter: perfsuite.core.documents). Derived
@@ -189,6 +194,27 @@ class DriftShape(TypedDict, total=False):
     logs that widens the record's interval."""
 
     half_width: Required[NonNegative]
+
+
+class SignatureShape(TypedDict, total=False):
+    """What one call of the step dispatched (perfsuite.measuring.signature)."""
+
+    digest: Required[Annotated[str, Field(strict=True, min_length=1, max_length=64)]]
+    calls: Required[Count]
+    distinct: Count
+    bytes_allocated: Count
+    # (operator, input shapes, dtype, calls), sorted
+    entries: Annotated[list[tuple[Text, Text, Text, Count]], Field(max_length=100_000)]
+    method: Text
+
+
+_SIGNATURE = TypeAdapter(SignatureShape)
+
+
+def _signature(sig: dict[str, Any] | None) -> dict[str, Any] | None:
+    if sig is not None:
+        _shaped(_SIGNATURE, sig, "")
+    return sig
 
 
 class ConditionsShape(TypedDict, total=False):
@@ -339,6 +365,8 @@ class Record(documents.Result):
     conditions: Annotated[dict[Any, Any], AfterValidator(_conditions)] = field(default_factory=dict)
     processes: Groups = None  # per worker process, with --processes N >= 2
     builds: Groups = None  # per build of the step, with 2 or more (schema 3)
+    # What one call of the step dispatched (schema 5; None: not recorded)
+    signature: Annotated[dict[Any, Any] | None, AfterValidator(_signature)] = None
     schema_version: Annotated[int, Field(strict=True), AfterValidator(_current)] = SCHEMA_VERSION
     id: Annotated[str, Field(strict=True, max_length=200)] = field(default_factory=lambda: uuid.uuid4().hex)
     created: Annotated[str, Field(strict=True, max_length=200)] = field(

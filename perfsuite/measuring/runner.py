@@ -27,7 +27,7 @@ from perfsuite.measuring.reference import Reference
 from perfsuite.measuring.reference import taken_on as reference_taken_on
 from perfsuite.measuring.system import CpuUsage
 from perfsuite.measuring.tf32 import torch_flags
-from perfsuite.measuring.timing import Clock, clock_for
+from perfsuite.measuring.timing import Clock, clock_for, synchronize
 from perfsuite.stats import summary as stats
 
 # Warm-up grows its block until one block lasts this long, so that settling is judged on
@@ -586,6 +586,7 @@ def _run_case(
         )
         if built.extra is not None:
             extra = _user_extra(built.extra, hooks)
+        signature = _signature(built.fn, device, hooks) if cfg.signature else None
         if after is not None:  # e.g. a profiler trace of the same built step, after measuring
             after(built)
         if len(builds) > 1:
@@ -654,7 +655,22 @@ def _run_case(
         extra=extra,
         conditions=conditions,
         builds=tuple({"samples_s": g, "process": 0} for g in m.builds_s) if len(m.builds_s) > 1 else None,
+        signature=signature,
     )
+
+
+def _signature(step: Callable[[], object], device: str, warnings: list[str]) -> dict | None:
+    """The step's work signature, one call after the timed blocks; a step that cannot run under the
+    dispatch mode (or raises in it) is a warning, and the measurement stands without one."""
+    from perfsuite.measuring import signature
+
+    try:
+        sig = signature.take(step)
+        synchronize(device)
+    except USER_CODE_ERRORS as exc:
+        warnings.append(f"work signature not taken: {exception_text(exc)}"[:500])
+        return None
+    return sig
 
 
 def _teardown(built) -> list[str]:

@@ -409,6 +409,14 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
     for w, which in by_text.items():  # one line for what several processes said alike
         who = f"process {which[0]}/{n}" if len(which) == 1 else f"processes {','.join(map(str, which))} of {n}"
         warnings.append(f"{who}: {w}")
+    # One code on one machine dispatches the same operators in every process; where they differ the
+    # step's work depends on something else (which batch came last, a data-dependent branch).
+    digests = {r.signature["digest"] for r in records if r.signature}
+    if len(digests) > 1:
+        warnings.append(
+            f"the work signature differs between processes ({len(digests)} distinct): the step's "
+            "operators depend on more than its code; the record keeps the first process's"
+        )
     memory: dict = {}
     for r in records:  # the largest peak of any process
         for k, v in r.memory.items():
@@ -444,6 +452,7 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
         conditions=conditions,
         processes=tuple(procs),
         builds=tuple(builds) if len(builds) > len(records) else None,
+        signature=next((r.signature for r in records if r.signature), None),
     )
 
 

@@ -60,9 +60,10 @@ def comparison_table(cmp: Comparison) -> Table:
         caption_justify="left",
         caption="ratio: new / base (per reference-kernel time when machine is shown, the reference's own "
         "new / base); noise: what separate runs of unchanged code differ by; verdict: slower (exit 1), "
-        "faster or same (0), undecided (5: more time or a quieter machine)",
+        "faster or same (0), undecided (5: more time or a quieter machine); change: what the work "
+        "signatures say (the operators each step dispatched): more, less or other work is exact",
     )
-    for col in ("case", "base", "new", "machine", "ratio", "95% CI", "noise", "p", "verdict"):
+    for col in ("case", "base", "new", "machine", "ratio", "95% CI", "noise", "p", "verdict", "change"):
         t.add_column(col, justify="left" if col == "case" else "right")
     for c in cmp.cases:
         # machine: new / base of the reference kernel's time (perfsuite.measuring.reference); the ratio
@@ -78,6 +79,7 @@ def comparison_table(cmp: Comparison) -> Table:
             f"±{c.noise:.1%}" if c.noise else "-",
             f"{c.p_value:.2g}",
             Text(c.verdict, style=_STYLE[c.verdict] or ""),
+            Text(printable(c.what_changed())),
         )
     return t
 

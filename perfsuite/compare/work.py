@@ -1,0 +1,44 @@
+"""What kind of change two records of one case show: more work, less work, other work or the same
+work, from their work signatures (perfsuite.measuring.signature), stated exactly: a difference in
+the operators dispatched has no interval, so none is given."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+SAME, MORE, LESS, OTHER, UNKNOWN = "same work", "more work", "less work", "other work", "work not recorded"
+
+
+def differences(base: Mapping[str, Any], new: Mapping[str, Any], top: int = 5) -> list[str]:
+    """What new does that base does not, and the reverse, per (operator, shapes, dtype): "+3
+    aten.cumsum.default (64x8192) float32", largest changes first; the bytes allocated last."""
+    b = {(op, s, d): n for op, s, d, n in base.get("entries") or []}
+    n = {(op, s, d): c for op, s, d, c in new.get("entries") or []}
+    moved = [(n.get(k, 0) - b.get(k, 0), k) for k in set(b) | set(n) if n.get(k, 0) != b.get(k, 0)]
+    moved.sort(key=lambda x: (-abs(x[0]), x[1]))
+    said = [f"{d:+d} {op} ({shapes or 'no tensors'}) {dtype}" for d, (op, shapes, dtype) in moved[:top]]
+    if len(moved) > top:
+        said.append(f"and {len(moved) - top} more")
+    if not moved and base.get("calls") != new.get("calls"):  # entries cut at MAX_ENTRIES
+        said.append(f"{new.get('calls', 0) - base.get('calls', 0):+d} operator calls")
+    db = (new.get("bytes_allocated") or 0) - (base.get("bytes_allocated") or 0)
+    if db:
+        said.append(f"{db:+,d} bytes allocated")
+    return said
+
+
+def change(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> tuple[str, list[str]]:
+    """(kind, details): SAME; MORE or LESS (more or fewer operator calls; as many, with more or
+    fewer bytes allocated); OTHER (as many calls and bytes, other operators or shapes); UNKNOWN
+    when either side has no signature (a record of before 2026-11-29, or one it failed on)."""
+    if not base or not new:
+        return UNKNOWN, []
+    if base.get("digest") == new.get("digest"):
+        return SAME, []
+    details = differences(base, new)
+    calls = (new.get("calls") or 0) - (base.get("calls") or 0)
+    allocated = (new.get("bytes_allocated") or 0) - (base.get("bytes_allocated") or 0)
+    grew = calls > 0 or (calls == 0 and allocated > 0)
+    shrank = calls < 0 or (calls == 0 and allocated < 0)
+    return (MORE if grew else LESS if shrank else OTHER), details

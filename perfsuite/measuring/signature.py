@@ -1,0 +1,96 @@
+"""The work signature of a step: which operators one call dispatches, with their shapes and dtypes,
+how often, and the bytes their outputs newly allocate, counted outside the timed region.
+
+Time on a shared machine moves by 2-18% between processes; what the step *does* does not. Two
+runs of the same code on the same machine dispatch the same operators on the same shapes, so a
+difference in the signature is a difference in work, stated exactly ("+3 aten.cumsum.default
+(64x8192) float32"), with no interval because it has none. What it cannot see: work inside one
+operator (another BLAS kernel, a cache or layout effect, the clock's frequency), Python between
+operators (an instruction count sees that: perfsuite.measuring.instructions), and kernels a
+GPU launches beyond the operators (counted on a GPU by the profiler, not here).
+
+The count runs one call of the step under a TorchDispatchMode, after the timed blocks (the
+step's own warm-up and first-call effects are behind it), on the build that was measured. The
+operators the autograd engine runs for backward are seen too: the mode is part of the thread
+state the engine carries to its threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+METHOD = "TorchDispatchMode: one call after the timed blocks"
+# Distinct (operator, shapes, dtype) entries kept in a record: a large model dispatches a few
+# hundred; more than this is summarised by the digest and the counts alone.
+MAX_ENTRIES = 2000
+
+
+def _shape_text(x: Any) -> str | None:
+    shape = getattr(x, "shape", None)
+    return None if shape is None else "x".join(str(int(d)) for d in shape) or "scalar"
+
+
+def _entry(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> tuple[str, str, str]:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    tensors = [a for a in tree_leaves((args, dict(kwargs))) if isinstance(a, torch.Tensor)]
+    shapes = ",".join(s for s in (_shape_text(t) for t in tensors) if s is not None)
+    dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else "-"
+    return str(func), shapes, dtype
+
+
+def _counting_mode():
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class Counting(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: Counter[tuple[str, str, str]] = Counter()
+            self.bytes_allocated = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            self.calls[_entry(func, args, kwargs)] += 1
+            inputs = {
+                t.untyped_storage().data_ptr()
+                for t in tree_leaves((args, kwargs))
+                if isinstance(t, torch.Tensor) and t.device.type != "meta"
+            }
+            out = func(*args, **kwargs)
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                    storage = t.untyped_storage()
+                    if storage.data_ptr() not in inputs:  # a new allocation, not a view or in-place
+                        self.bytes_allocated += storage.nbytes()
+            return out
+
+    return Counting()
+
+
+def take(fn: Callable[[], object]) -> dict[str, Any]:
+    """The signature of one call of `fn`: a record's `signature` block (SignatureShape)."""
+    mode = _counting_mode()
+    with mode:
+        fn()
+    entries = sorted([op, shapes, dtype, n] for (op, shapes, dtype), n in mode.calls.items())
+    return {
+        "digest": digest(entries),
+        "calls": sum(mode.calls.values()),
+        "distinct": len(entries),
+        "bytes_allocated": mode.bytes_allocated,
+        "entries": entries[:MAX_ENTRIES],
+        "method": METHOD,
+    }
+
+
+def digest(entries: list) -> str:
+    """A short hash of the entries: equal signatures have equal digests."""
+    text = json.dumps(entries, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
