@@ -492,7 +492,7 @@ def test_rounds_are_the_units_of_the_interval_when_a_rounds_processes_share_the_
     its pairings agree on an offset the next round does not have (a -4.9% change read 0.94 | 1.13 |
     1.11 | 0.96 round by round). 100 simulated gates of four rounds of three pairings, a round's
     offset 6% SD shared by its pairings: counted as twelve units the 98% interval misses the truth
-    often; each round one unit (gate.pooled), it covers at its confidence."""
+    often; each round one unit (paired_gate.pooled), it covers at its confidence."""
     import random
 
     from perfsuite.compare.paired_gate import PairedRun, pooled

@@ -92,6 +92,14 @@ def test_the_parsed_arguments_are_not_written_to(tmp_path, monkeypatch):
         app, "COMMANDS", {**app.COMMANDS, "env": lambda args, console, recorder: seen.update(r=recorder) or 0}
     )
     assert app.main(["env"]) == 0 and "r" in seen
+    # a real command that gathers files from its arguments (report added to its lists in place)
+    from records import make_record
+
+    from perfsuite.storage.files import ResultsWriter
+
+    writer = ResultsWriter(tmp_path / "r.json")
+    writer.add(make_record(), None, "results")
+    assert app.main(["report", str(tmp_path), "--out-dir", str(tmp_path / "report")]) == 0
 
 
 def test_a_library_call_refuses_bad_input_before_touching_the_repository(tmp_path, monkeypatch):

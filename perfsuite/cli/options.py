@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perfsuite.core.config import MAX_BUILDS, MAX_TIME_S, number_in
+from perfsuite.core.config import MAX_BUILDS, MAX_TIME_S, RunConfig, number_in
 from perfsuite.core.errors import ConfigError
 from perfsuite.measuring.system import parse_cpus
 
@@ -226,6 +226,40 @@ def measuring(sp: argparse.ArgumentParser) -> None:
         help="CUDA only: device time from events, or host-inclusive sync + wall clock",
     )
     sp.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
+    sp.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count instructions per step under Callgrind (CPU; a child process after measuring, "
+        "30-60 s a case): a count load does not move, which compare reads as more or the same work",
+    )
+    sp.add_argument(
+        "--no-signature",
+        action="store_true",
+        help="do not take the work signature (the operators one step dispatches, after the timed blocks)",
+    )
+
+
+def run_config(args) -> RunConfig:
+    """The RunConfig of the measuring options (`run`, `peak`)."""
+    given = {
+        "max_time": args.max_time,
+        "min_time": args.min_time,
+        "target_rel_ci": args.target_ci,
+        "timing": args.timing,
+        "processes": getattr(args, "processes", None),
+        "builds": getattr(args, "builds", None),
+        "cpus": getattr(args, "cpus", None),
+        "threads": getattr(args, "threads", None),
+        "heap": getattr(args, "heap", None),
+    }
+    # Options left out take RunConfig's defaults (they default to None so a suite run can refuse them).
+    return RunConfig(
+        device=args.device,
+        nvtx=not args.no_nvtx,
+        signature=not args.no_signature,
+        instructions=args.instructions,
+        **{k: v for k, v in given.items() if v is not None},
+    )
 
 
 def json_out(

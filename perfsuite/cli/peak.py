@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from perfsuite.cli import options
-from perfsuite.cli.run import run_config
 from perfsuite.core.units import fmt_rate
 from perfsuite.measuring.fingerprint import fingerprint
 from perfsuite.storage.peaks import load_peaks, save_peak
@@ -23,7 +22,7 @@ def add_arguments(sub) -> None:
 def command(args, console, recorder) -> int:
     from perfsuite.core.config import resolve_device
 
-    cfg = run_config(args)
+    cfg = options.run_config(args)
     device = resolve_device(cfg.device)
     # The peak file is checked before measuring (a folder it cannot be written to, a corrupt
     # file it would have to merge with): a finished measurement is never thrown away.

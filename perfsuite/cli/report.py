@@ -42,14 +42,15 @@ def add_arguments(sub) -> None:
 def command(args, console, recorder) -> int:
     writable_dir(args.out_dir, "--out-dir")  # checked before reading anything
 
+    amp_files, pair_files, why_files = list(args.amp), list(args.pair), list(args.why)
     for given in args.results:
         if given.is_dir():
-            args.amp += sorted(given.rglob("*.amp.json"))
-            args.pair += sorted(given.rglob("*.pair.json"))
-            args.why += sorted(given.rglob("*.why.json"))
+            amp_files += sorted(given.rglob("*.amp.json"))
+            pair_files += sorted(given.rglob("*.pair.json"))
+            why_files += sorted(given.rglob("*.why.json"))
     # A why document given among the results is a section of the report, not a results file.
-    args.why += [f for f in args.results if f.is_file() and _is_why(f)]
-    inputs = [f for f in args.results if f not in args.why]
+    why_files += [f for f in args.results if f.is_file() and _is_why(f)]
+    inputs = [f for f in args.results if f not in why_files]
     records, problems = load_many(inputs) if inputs else ([], [])
     not_timed = _not_timed(args.results)
     for problem in problems:
@@ -57,7 +58,7 @@ def command(args, console, recorder) -> int:
     amp: list[Any] = []  # the documents' results (perfsuite.compare's classes)
     pairs: list[Any] = []
     why: list[Any] = []
-    for kind, paths, into in (("amp", args.amp, amp), ("pair", args.pair, pairs), ("why", args.why, why)):
+    for kind, paths, into in (("amp", amp_files, amp), ("pair", pair_files, pairs), ("why", why_files, why)):
         for path in paths:
             try:
                 into.extend(load_result(path, kind))

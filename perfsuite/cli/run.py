@@ -10,12 +10,11 @@ from perfsuite.cli import options
 from perfsuite.cli.events import RunEvents, print_process_spread
 from perfsuite.cli.run_suite import run_suite_command
 from perfsuite.core import registry
-from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.measuring.fingerprint import fingerprint
 from perfsuite.profiling.trace import check_trace_files
-from perfsuite.report.tables import print_bounds, print_warnings, records_table
+from perfsuite.report.tables import print_bounds, print_instructions, print_warnings, records_table
 from perfsuite.run.execute import interrupted_exit
 from perfsuite.storage.files import default_results_dir, new_results_path, writable_dir
 from perfsuite.storage.folder import folder_of
@@ -114,23 +113,6 @@ def add_arguments(sub) -> None:
     )
 
 
-def run_config(args) -> RunConfig:
-    """The RunConfig of `run`'s (and `peak`'s) measuring options."""
-    given = {
-        "max_time": args.max_time,
-        "min_time": args.min_time,
-        "target_rel_ci": args.target_ci,
-        "timing": args.timing,
-        "processes": getattr(args, "processes", None),
-        "builds": getattr(args, "builds", None),
-        "cpus": getattr(args, "cpus", None),
-        "threads": getattr(args, "threads", None),
-        "heap": getattr(args, "heap", None),
-    }
-    # Options left out take RunConfig's defaults (they default to None so a suite run can refuse them).
-    return RunConfig(device=args.device, nvtx=not args.no_nvtx, **{k: v for k, v in given.items() if v is not None})
-
-
 def results_dir(args, console) -> Path:
     """--results-dir when given; else results/, or .perfsuite/results where git tracks the
     repository's own results there (perfsuite.storage.files.default_results_dir), said on the console."""
@@ -168,7 +150,7 @@ def command(args, console, recorder) -> int:
         Case(workload, c)
         for c in expand_sweep(workload.default_sweep(parse_assignments(args.param, workload.params, workload.name)))
     ]
-    cfg = run_config(args)
+    cfg = options.run_config(args)
     device = resolve_device(cfg.device)
     _check_pinning(cfg.cpus)
     # Bad parameters stop here, before anything is measured or written; so does a case asked for
@@ -222,6 +204,7 @@ def command(args, console, recorder) -> int:
     console.print(records_table(writer.records))
     print_warnings(console, writer.records)
     print_bounds(console, writer.records)
+    print_instructions(console, writer.records)
     print_process_spread(console, writer.records)
     if writer.results_held():
         console.print(f"saved {len(writer.records)} record(s) to {path}", highlight=False)

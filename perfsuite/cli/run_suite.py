@@ -50,7 +50,8 @@ def run_suite_command(args, console, recorder, results_dir, check_pinning) -> in
             raise PerfsuiteError(
                 f"{flag} cannot be combined with --suite/--config: the suite file sets it "
                 "(max_time and processes per suite or per entry); only -p, --device, --out, "
-                "--retry-failed, --no-checks, --cpus, --threads and --heap apply"
+                "--retry-failed, --no-checks, --cpus, --threads, --heap, --instructions and "
+                "--no-signature apply"
             )
 
     # A suite *name* names a shipped suite; `--suite ../../x` must not run a file from anywhere.
@@ -102,7 +103,13 @@ def run_suite_command(args, console, recorder, results_dir, check_pinning) -> in
                 machine_log=args.machine_log,
                 store=recorder,
                 shard=args.shard,
-                settings={"cpus": args.cpus, "threads": args.threads, **({"heap": args.heap} if args.heap else {})},
+                settings={
+                    "cpus": args.cpus,
+                    "threads": args.threads,
+                    "instructions": args.instructions or None,
+                    "signature": False if args.no_signature else None,
+                    **({"heap": args.heap} if args.heap else {}),
+                },
             )
     except KeyboardInterrupt as exc:
         console.print(Text(f"interrupted: every finished case is in {out}; run the same command to resume"))

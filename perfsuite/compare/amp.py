@@ -304,7 +304,7 @@ def compare_precisions(
 
 @dataclass(frozen=True)
 class Amp(Measure):
-    """A case measured as a precision comparison (perfsuite.run.execute.run_cases checks both
+    """A case measured as a precision comparison (perfsuite.run.execute.check_cases checks both
     precisions before anything runs; the case's max_time bounds the interleaved pairs)."""
 
     precision_a: str

@@ -173,7 +173,7 @@ class GateArms(Measure):
 
         Why rounds: every side process draws its own memory layout (side_worker.shifted_layout),
         and under load the processes of one round share the load's moment, so the rounds'
-        disagreement is the error of the estimate, on k - 1 degrees of freedom (gate.pooled: each
+        disagreement is the error of the estimate, on k - 1 degrees of freedom (paired_gate.pooled: each
         round one unit). One round of three pairings gave t(2) intervals of 0.90-1.12 around an
         unchanged step; twelve rounds of one process a side give t(11) from the same budget.
         Starting the processes again costs a fork and a build per side a round (issue 49)."""

@@ -198,7 +198,7 @@ class PairProber:
         """`b` against `a` again for `budget_s`, in the gate's rounds of fresh side processes (none
         kept from the screen: its worktrees' sides are ended first), its test read once at the
         end at the history's rate: the pairs are a fixed sample, each round one unit of the
-        interval (gate.pooled). The error that kept it from being measured, if one did."""
+        interval (paired_gate.pooled). The error that kept it from being measured, if one did."""
         self.keep_only(set())
         try:
             return self.pair(a, b, budget_s=budget_s, looks=(1.0,))

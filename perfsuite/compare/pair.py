@@ -58,7 +58,7 @@ def pair(workload: Workload, params: dict, vary: str, a, b, device: str, clock: 
 @dataclass(frozen=True)
 class Pair(Measure):
     """A case measured as a pair: `vary` at `a` against `b`, interleaved for the case's budget
-    (perfsuite.run.execute.run_cases checks both variants before anything runs)."""
+    (perfsuite.run.execute.check_cases checks both variants before anything runs)."""
 
     vary: str
     a: Any

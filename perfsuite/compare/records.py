@@ -85,10 +85,10 @@ class CaseComparison(documents.Result):
         """The kind of change in words: "more work: +1 aten.cumsum...", "same work, slower",
         "environment changed", "same work"."""
         said = self.work
-        if self.work in (work_kind.MORE, work_kind.LESS, work_kind.OTHER) and self.work_changes:
-            said += ": " + "; ".join(self.work_changes[:3])
-        elif self.work == work_kind.SAME and self.verdict in (words.SLOWER, words.FASTER):
+        if self.work == work_kind.SAME and self.verdict in (words.SLOWER, words.FASTER):
             said += f", {self.verdict}"
+        if self.work_changes:
+            said += ": " + "; ".join(self.work_changes[:3])
         return f"{said}; environment changed" if self.environment_changed else said
 
 
@@ -439,7 +439,7 @@ def compare_records(
         if moved:
             c = replace(c, verdict=words.UNDECIDED)
             warnings.append(moved)
-        kind, changes = work_kind.change(rb.signature, rn.signature)
+        kind, changes = work_kind.change(rb.signature, rn.signature, rb.instructions, rn.instructions)
         cases.append(
             replace(
                 c,

@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 SAME, MORE, LESS, OTHER, UNKNOWN = "same work", "more work", "less work", "other work", "work not recorded"
+# Instructions per step that move by more than this are a change of work in their own right (issue
+# 56's default); Callgrind's own spread between processes is far below it (reports/work/).
+INSTRUCTION_THRESHOLD = 0.005
 
 
 def differences(base: Mapping[str, Any], new: Mapping[str, Any], top: int = 5) -> list[str]:
@@ -28,10 +31,36 @@ def differences(base: Mapping[str, Any], new: Mapping[str, Any], top: int = 5) -
     return said
 
 
-def change(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> tuple[str, list[str]]:
+def change(
+    base: Mapping[str, Any] | None,
+    new: Mapping[str, Any] | None,
+    base_instructions: Mapping[str, Any] | None = None,
+    new_instructions: Mapping[str, Any] | None = None,
+    threshold: float = INSTRUCTION_THRESHOLD,
+) -> tuple[str, list[str]]:
     """(kind, details): SAME; MORE or LESS (more or fewer operator calls; as many, with more or
-    fewer bytes allocated); OTHER (as many calls and bytes, other operators or shapes); UNKNOWN
-    when either side has no signature (a record of before 2026-11-29, or one it failed on)."""
+    fewer bytes allocated; or the same operators with instructions per step moved by more than
+    `threshold`: Python between them, or work inside one); OTHER (as many calls and bytes, other
+    operators or shapes); UNKNOWN when neither signatures nor instruction counts are on both sides
+    (records of before 2026-11-29, or ones it failed on)."""
+    kind, details = _signature_change(base, new)
+    ok = [c for c in (base_instructions, new_instructions) if c and c.get("status") == "ok"]
+    if len(ok) < 2:
+        return kind, details
+    b, n = ok[0]["per_step"], ok[1]["per_step"]
+    moved = n / b - 1
+    said = f"{moved:+.2%} instructions per step ({b:,.0f} -> {n:,.0f})"
+    if abs(moved) > threshold:
+        if kind in (SAME, UNKNOWN):
+            kind = MORE if moved > 0 else LESS
+        details.append(said)
+    elif kind == UNKNOWN:
+        kind = SAME
+        details.append(said)
+    return kind, details
+
+
+def _signature_change(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> tuple[str, list[str]]:
     if not base or not new:
         return UNKNOWN, []
     if base.get("digest") == new.get("digest"):

@@ -3,7 +3,8 @@
 A `Case` is a workload and the parameters the user gave; a `Measure` says what one case's
 measurement is (a calibrated record, an interleaved pair, a precision comparison, a gate's two
 arms). They sit here, below `measuring/`, `compare/` and `run/`, because all three name them:
-perfsuite.run.execute.run_cases is the one loop that takes cases and a Measure.
+perfsuite.run.execute.check_cases checks cases for a Measure, and run_cases is the one loop that
+measures them.
 """
 
 from __future__ import annotations

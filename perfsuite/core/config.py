@@ -107,6 +107,9 @@ class RunConfig:
     # One call of the step under a dispatch mode after the timed blocks: the operators it ran
     # (perfsuite.measuring.signature), what `compare` tells more work from the same work by.
     signature: bool = True
+    # Instructions per step, counted under Callgrind in a child process after measuring
+    # (perfsuite.measuring.instructions): tens of seconds a case, so asked for (--instructions).
+    instructions: bool = False
     nvml_interval: float = 0.05
     seed: int = 0
     # Fresh worker processes the budget is spread over (perfsuite.measuring.workers); None: as many as

@@ -50,8 +50,10 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
   5 - 2026-11-29: `signature`, the step's work signature (perfsuite.measuring.signature): the
       operators one call dispatched (operator, input shapes, dtype, count), their digest, calls
       and the bytes their outputs newly allocated, taken after the timed blocks; `compare` says
-      from it whether a change is more work, less work, other work or the same work. Versions 1
-      to 4 read as version 5 without one (not recorded).
+      from it whether a change is more work, less work, other work or the same work.
+      `instructions`, with --instructions: the instructions per step Callgrind counted in a child
+      after measuring (perfsuite.measuring.instructions), or why not (status unavailable/failed).
+      Versions 1 to 4 read as version 5 without either (not recorded).
 
 A record validates itself when built and never changes afterwards. Its fields are its schema
 (a pydantic dataclass, read and written by one TypeAdapter: perfsuite.core.documents). Derived
@@ -67,7 +69,7 @@ import uuid
 from dataclasses import field, replace
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -215,6 +217,29 @@ def _signature(sig: dict[str, Any] | None) -> dict[str, Any] | None:
     if sig is not None:
         _shaped(_SIGNATURE, sig, "")
     return sig
+
+
+class InstructionsShape(TypedDict, total=False):
+    """Instructions per step (perfsuite.measuring.instructions), or why there is no count."""
+
+    status: Required[Literal["ok", "unavailable", "failed"]]
+    reason: Text | None
+    per_step: Positive
+    total: Count
+    steps: Count
+    method: Text
+    seconds: Reading
+    hardware: Text
+
+
+_INSTRUCTIONS = TypeAdapter(InstructionsShape)
+
+
+def _instructions(count: dict[str, Any] | None) -> dict[str, Any] | None:
+    if count is not None:
+        _shaped(_INSTRUCTIONS, count, "")
+        _need(count["status"] != "ok" or "per_step" in count, "per_step", "a count that is ok has its per_step")
+    return count
 
 
 class ConditionsShape(TypedDict, total=False):
@@ -367,6 +392,8 @@ class Record(documents.Result):
     builds: Groups = None  # per build of the step, with 2 or more (schema 3)
     # What one call of the step dispatched (schema 5; None: not recorded)
     signature: Annotated[dict[Any, Any] | None, AfterValidator(_signature)] = None
+    # Instructions per step under Callgrind, with --instructions (schema 5; None: not asked for)
+    instructions: Annotated[dict[Any, Any] | None, AfterValidator(_instructions)] = None
     schema_version: Annotated[int, Field(strict=True), AfterValidator(_current)] = SCHEMA_VERSION
     id: Annotated[str, Field(strict=True, max_length=200)] = field(default_factory=lambda: uuid.uuid4().hex)
     created: Annotated[str, Field(strict=True, max_length=200)] = field(

@@ -97,3 +97,25 @@ def print_bounds(console: Console, records: list[Record]) -> None:
         if r.device.startswith("cuda"):
             style = "yellow" if b.verdict in ("host-bound", "unknown") else ""
             console.print(Text(f"{b.verdict} ", style=style) + Text(printable(f"{r.label()}: {b.reason}")))
+
+
+def print_instructions(console: Console, records: list[Record]) -> None:
+    """One line per record counted with --instructions: per step, and FLOPs per instruction beside
+    the FLOP/s of the table (how much of what the CPU executes is arithmetic); or why not counted."""
+    for r in records:
+        ins = r.instructions
+        if not ins:
+            continue
+        if ins["status"] != "ok":
+            console.print(Text(f"instructions {r.label()}: not counted: {ins.get('reason')}", style="yellow"))
+            continue
+        flops = r.work.flops_per_step
+        per = f", {flops / ins['per_step']:.2f} FLOPs per instruction" if flops else ""
+        console.print(
+            Text(
+                printable(
+                    f"instructions {r.label()}: {ins['per_step']:,.0f} per step{per} "
+                    f"({ins['method']}, {ins['steps']} steps, {ins.get('seconds')} s)"
+                )
+            )
+        )

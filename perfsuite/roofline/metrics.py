@@ -99,7 +99,7 @@ def optional(metric: str) -> bool:
 
 
 def kind(metric: str) -> str:
-    """What a metric measures, for its unit check (units.to_base)."""
+    """What a metric measures, for its unit check (ncu_units.to_base)."""
     if metric.endswith(".peak_sustained"):
         return "per_cycle"
     if metric.endswith(".per_second"):

@@ -54,6 +54,8 @@ class Records(Measure):
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
         record = self._measure(case, cfg, ctx)
+        if cfg.instructions:  # after measuring, in a child under Callgrind: never inside the timing
+            record = replace(record, instructions=_instructions(case, cfg))
         if ctx.machine_log is not None:  # the drift between this machine's runs, into the interval
             from perfsuite.storage.machine_drift import note_run
 
@@ -83,6 +85,26 @@ class Records(Measure):
 
 
 RECORDS = Records()
+
+
+def _instructions(case: Case, cfg: RunConfig) -> dict[str, Any]:
+    """The record's instruction count: the case rebuilt by name in a child under Callgrind."""
+    from perfsuite.core import registry
+    from perfsuite.core.discover import loaded_paths
+    from perfsuite.core.errors import PerfsuiteError
+    from perfsuite.measuring import instructions
+
+    try:
+        found = registry.get(case.workload.name) is case.workload
+    except PerfsuiteError:
+        found = False
+    if not found:
+        return {
+            "status": "unavailable",
+            "method": instructions.METHOD,
+            "reason": "a step given directly (not a declared workload) cannot be rebuilt in Callgrind's child",
+        }
+    return instructions.count(case.workload.name, dict(case.params), cfg.device, load=loaded_paths())
 
 
 class Events:

@@ -211,7 +211,7 @@ def ddp_module(setup):
     return EncodeDecode(setup.parts.model)
 
 
-# The small case the training checks build, and their steps (perfsuite/run/checks.py).
+# The small case the training checks build, and their steps (perfsuite/training/checks.py).
 TRAINING_CHECKS = TrainingCase("autoencoder", {"variant": "conv", "batch_size": 8}, amp_steps=10, resume_steps=6)
 
 

@@ -76,7 +76,7 @@ def validate(device: str, **params) -> None:
         _batch_dir(params["data"])  # raises naming the path when missing or not CIFAR-10
 
 
-# The small case the training checks build, and their steps (perfsuite/run/checks.py): a step
+# The small case the training checks build, and their steps (perfsuite/training/checks.py): a step
 # costs ~0.2 s here. The loss on its fixed batch falls steeply for ~5 steps and a 5-step mean
 # taken there swings with tiny precision effects (fp32 vs bf16 on this CPU: 4.2% apart after 6
 # steps, 8.2% after 8, 1.2% after 10 and 12), so the AMP check reads it after the fall.

@@ -1,0 +1,63 @@
+"""The child perfsuite.measuring.instructions runs under Callgrind: build the case's step, warm it,
+turn Callgrind's instrumentation on for this process, warm the instrumented step, and collect only
+around the counted steps. Prints one JSON line: {"status": "ok"} or {"status": "failed", "reason"}.
+
+    valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no ... \
+        python -m perfsuite.measuring.instructions_child JOB.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def main(job_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    try:
+        import torch
+
+        from perfsuite.core import registry
+        from perfsuite.core.discover import load_entry_points, load_file
+        from perfsuite.measuring.instructions import WARMUP
+        from perfsuite.measuring.timing import synchronize
+
+        # One thread: OpenMP's workers spin while they wait, and how long they spin is the
+        # scheduler's, not the step's; one thread executes what the step does, once.
+        torch.set_num_threads(1)
+        for path in job["load"]:
+            load_file(Path(path))
+        load_entry_points()
+
+        workload = registry.get(job["workload"])
+        params = workload.resolve(job["params"])
+        torch.manual_seed(0)
+        built = workload.build(params, job["device"])
+        for _ in range(WARMUP):
+            built.fn()
+        synchronize(job["device"])
+        on = subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, text=True)
+        if on.returncode != 0:
+            raise RuntimeError(f"callgrind_control -i on failed: {(on.stderr or on.stdout).strip()[-200:]}")
+        for _ in range(WARMUP):  # the instrumented code's first calls: translations made, not counted
+            built.fn()
+        synchronize(job["device"])
+        torch._C._valgrind_toggle()
+        for _ in range(job["steps"]):
+            built.fn()
+        synchronize(job["device"])
+        torch._C._valgrind_toggle()
+        if built.teardown is not None:
+            built.teardown()
+    except BaseException as exc:  # noqa: BLE001 - the parent records the reason; the timing stands
+        print(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}))
+        return 1
+    print(json.dumps({"status": "ok"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

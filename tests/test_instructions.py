@@ -1,0 +1,115 @@
+"""Instructions per step under Callgrind (issue 56, item 2): counted outside the timing, in a child;
+every way it cannot be counted is said in the record, and the timing stands."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from records import make_record
+
+from perfsuite.compare import work
+from perfsuite.compare.records import compare_records
+from perfsuite.core.errors import RecordError
+from perfsuite.core.record import Record
+from perfsuite.measuring import instructions
+
+HAVE_CALLGRIND = instructions.unavailable("cpu") is None
+
+
+def _fake_valgrind(tmp_path: Path, version: str, run: str) -> dict:
+    """A `valgrind` (and `callgrind_control`) on PATH that prints `version` and runs `run` (shell)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("valgrind", run), ("callgrind_control", "exit 0")):
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\n{body}\n')
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_the_total_is_read_from_callgrinds_file(tmp_path):
+    out = tmp_path / "callgrind.out"
+    out.write_text("version: 1\ncreator: callgrind-3.19.0\nevents: Ir\nsummary: 123\n\nfn=x\n0 5\ntotals: 2732774\n")
+    assert instructions.read_total(out) == 2732774
+    out.write_text("events: Ir\nsummary: 4567\n")  # an older Callgrind writes summary only
+    assert instructions.read_total(out) == 4567
+    out.write_text("events: Ir\n")
+    assert instructions.read_total(out) is None
+    assert instructions.read_total(tmp_path / "missing") is None
+
+
+def test_what_is_missing_is_named(tmp_path, monkeypatch):
+    assert "not one" in instructions.unavailable("cuda:0")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no valgrind anywhere
+    assert "valgrind is not installed (apt install valgrind)" in instructions.unavailable("cpu")
+    monkeypatch.setenv("PATH", _fake_valgrind(tmp_path, "valgrind-3.10.1", "exit 0")["PATH"])
+    assert "valgrind 3.10.1 is too old" in instructions.unavailable("cpu")
+    got = instructions.count("matmul", {"n": 64}, "cpu")
+    assert got["status"] == "unavailable" and "too old" in got["reason"]
+    Record.from_dict({**make_record().to_dict(), "instructions": got})  # the record keeps the reason
+
+
+def test_a_child_that_fails_is_a_failed_count_with_valgrinds_last_words(tmp_path, monkeypatch):
+    monkeypatch.setenv(
+        "PATH", _fake_valgrind(tmp_path, "valgrind-3.19.0", 'echo "==1== fatal: boom" >&2; exit 1')["PATH"]
+    )
+    if instructions.unavailable("cpu") is not None:
+        pytest.skip(f"this torch cannot be counted at all: {instructions.unavailable('cpu')}")
+    got = instructions.count("matmul", {"n": 64}, "cpu")
+    assert got["status"] == "failed" and "exit 1" in got["reason"] and "boom" in got["reason"]
+
+
+def test_a_step_given_directly_cannot_be_rebuilt_and_says_so():
+    import torch
+
+    import perfsuite
+
+    rec = perfsuite.measure(lambda: torch.ones(8).sum(), max_time=0.3, processes=1, instructions=True)
+    assert rec.instructions["status"] == "unavailable" and "given directly" in rec.instructions["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_CALLGRIND, reason=f"no Callgrind here: {instructions.unavailable('cpu')}")
+def test_run_counts_instructions_of_a_case_and_two_counts_agree(tmp_path):
+    """Two counts of one case in separate processes under Callgrind: equal within 0.1% (issue 56's
+    goal; on this VM they agree to a few instructions in half a million)."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "perfsuite", "run", "matmul", "-p", "n=64", "--max-time", "0.3"]
+    done = subprocess.run(
+        [*cmd, "--processes", "1", "--instructions", "--out", str(out)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (rec,) = json.loads(out.read_text())["records"]
+    first = rec["instructions"]
+    assert first["status"] == "ok" and first["steps"] == instructions.STEPS and first["per_step"] > 1000
+    assert "FLOPs per instruction" in done.stdout
+    again = instructions.count("matmul", {"n": 64}, "cpu")
+    assert abs(again["per_step"] / first["per_step"] - 1) < 0.001
+
+
+def test_compare_reads_instructions_as_work_beside_the_signature():
+    ok = lambda n: {"status": "ok", "per_step": n, "total": int(5 * n), "steps": 5, "method": "callgrind"}  # noqa: E731
+    base = make_record(seed=1, instructions=ok(1_000_000.0))
+    (same,) = compare_records([base], [make_record(seed=2, instructions=ok(1_000_300.0))]).cases
+    assert same.work == work.SAME and "+0.03% instructions per step" in same.what_changed()
+    (more,) = compare_records([base], [make_record(seed=2, instructions=ok(1_010_000.0))]).cases
+    assert more.work == work.MORE and "+1.00% instructions per step (1,000,000 -> 1,010,000)" in more.what_changed()
+    failed = {"status": "failed", "reason": "boom", "method": "callgrind"}
+    (unknown,) = compare_records([base], [make_record(seed=2, instructions=failed)]).cases
+    assert unknown.work == work.UNKNOWN
+
+
+def test_a_count_said_ok_without_its_number_is_refused():
+    d = make_record().to_dict()
+    d["instructions"] = {"status": "ok", "method": "callgrind"}
+    with pytest.raises(RecordError, match="instructions.per_step"):
+        Record.from_dict(d)
+    d["instructions"] = {"status": "great"}
+    with pytest.raises(RecordError, match="instructions.status"):
+        Record.from_dict(d)
