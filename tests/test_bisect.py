@@ -55,6 +55,9 @@ class FakeSide:
     def __init__(self, factor):
         self.steps, self.faults = [Step(factor)], 0
 
+    def request(self, obj: dict) -> dict:  # the gate asks for the work signature: this side has none
+        return {"signature": None}
+
 
 def _verdict(ratios: list[float], slower: bool) -> GateVerdict:
     """The gate's verdict a probe keeps: its pairs, and whether the test confirmed a change."""

@@ -15,7 +15,7 @@ from records import make_record
 
 from perfsuite.compare import work
 from perfsuite.compare.records import compare_records
-from perfsuite.core.errors import RecordError
+from perfsuite.core.errors import ConfigError, RecordError
 from perfsuite.core.record import Record
 from perfsuite.measuring import instructions
 
@@ -76,9 +76,9 @@ def test_a_step_given_directly_cannot_be_rebuilt_and_says_so():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_CALLGRIND, reason=f"no Callgrind here: {instructions.unavailable('cpu')}")
-def test_run_counts_instructions_of_a_case_and_two_counts_agree(tmp_path):
-    """Two counts of one case in separate processes under Callgrind: equal within 0.1% (issue 56's
-    goal; on this VM they agree to a few instructions in half a million)."""
+def test_run_counts_instructions_of_a_case(tmp_path):
+    """One count of a case through `run --instructions`; how far counts in separate processes agree
+    is measured by scripts/instructions_spread.py (reports/work/: five of five equal)."""
     out = tmp_path / "r.json"
     cmd = [sys.executable, "-m", "perfsuite", "run", "matmul", "-p", "n=64", "--max-time", "0.3"]
     done = subprocess.run(
@@ -89,8 +89,6 @@ def test_run_counts_instructions_of_a_case_and_two_counts_agree(tmp_path):
     first = rec["instructions"]
     assert first["status"] == "ok" and first["steps"] == instructions.STEPS and first["per_step"] > 1000
     assert "FLOPs per instruction" in done.stdout
-    again = instructions.count("matmul", {"n": 64}, "cpu")
-    assert abs(again["per_step"] / first["per_step"] - 1) < 0.001
 
 
 def test_compare_reads_instructions_as_work_beside_the_signature():
@@ -113,3 +111,65 @@ def test_a_count_said_ok_without_its_number_is_refused():
     d["instructions"] = {"status": "great"}
     with pytest.raises(RecordError, match="instructions.status"):
         Record.from_dict(d)
+
+
+def _commits(n: int):
+    from perfsuite.compare.bisection import Commit
+
+    return [Commit(f"{i:040x}", f"commit {i}") for i in range(n + 1)]  # [0] is good
+
+
+def _counts(per: dict[int, float | None]):
+    asked = []
+
+    def count_at(commit):
+        i = int(commit.sha, 16)
+        asked.append(i)
+        value = per[i]
+        return {"status": "ok", "per_step": value} if value is not None else {"status": "failed", "reason": f"no {i}"}
+
+    return count_at, asked
+
+
+@pytest.mark.parametrize("step_at", [1, 2, 5, 7, 8])
+def test_bisection_by_count_finds_the_step_with_one_count_per_commit(step_at):
+    from perfsuite.compare.count_bisection import bisect_by_count
+
+    commits = _commits(8)
+    per = {i: 1_000_000.0 + (12_000.0 if i >= step_at else 0.0) + i for i in range(9)}  # +1.2% at step_at
+    count_at, asked = _counts(per)
+    run = bisect_by_count(commits[1:], commits[0], count_at)
+    assert run.first == commits[step_at] and "bad is +1.2" in run.answer()
+    assert len(asked) == len(set(asked)) <= 2 + 3  # good, bad, then log2(8) counts: never one twice
+
+
+def test_bisection_by_count_skips_what_cannot_be_counted_and_says_so():
+    from perfsuite.compare.count_bisection import bisect_by_count
+
+    commits = _commits(4)
+    per = {0: 1e6, 1: 1e6, 2: 1e6, 3: None, 4: 1.02e6}
+    run = bisect_by_count(commits[1:], commits[0], _counts(per)[0])
+    assert run.first is None and run.range == (commits[3], commits[4])  # 3 uncountable: it or 4
+    per = {0: 1e6, 1: None, 2: 1.02e6, 3: 1.02e6, 4: 1.02e6}
+    run = bisect_by_count(commits[1:], commits[0], _counts(per)[0])
+    assert run.range == (commits[1], commits[2])  # 1 skipped, 2 like bad: 1 or 2
+    per = {0: 1e6, 1: 1e6, 2: None, 3: 1e6, 4: 1.02e6}
+    assert bisect_by_count(commits[1:], commits[0], _counts(per)[0]).first == commits[4]  # a skip before it
+    per = {0: 1e6, 1: 1e6, 2: None, 3: None, 4: 1.02e6}
+    run = bisect_by_count(commits[1:], commits[0], _counts(per)[0])
+    assert run.first is None and run.range == tuple(commits[2:5]) and run.answer().startswith("one of ")
+    with pytest.raises(ConfigError, match="--good 0000.*cannot be counted: no 0"):
+        bisect_by_count(commits[1:], commits[0], _counts({**per, 0: None})[0])
+
+
+def test_bisection_by_count_says_when_bad_did_not_move_and_looks_the_other_way_with_faster():
+    from perfsuite.compare.count_bisection import bisect_by_count
+
+    commits = _commits(4)
+    flat = {i: 1e6 + i for i in range(5)}  # +0.0004%: below the 0.5% threshold
+    count_at, asked = _counts(flat)
+    run = bisect_by_count(commits[1:], commits[0], count_at)
+    assert run.first is None and not run.range and asked == [0, 4] and "does not execute more" in run.answer()
+    fewer = {i: 1e6 if i < 2 else 0.9e6 for i in range(5)}
+    assert bisect_by_count(commits[1:], commits[0], _counts(fewer)[0]).first is None  # not more
+    assert bisect_by_count(commits[1:], commits[0], _counts(fewer)[0], direction=-1).first == commits[2]

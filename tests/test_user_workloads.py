@@ -140,6 +140,9 @@ def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(pr
         slower = perfsuite(project, *args[:-5], "30", *args[-4:], "--base", "HEAD~1")
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert ": slower, ratio " in slower.stdout and "% CI " in slower.stdout  # the word, its ratio and interval
+    # and what kind of change it is, from the two sides' work signatures: x @ x.T three times, exact
+    said = " ".join(slower.stdout.split())
+    assert "more work: +3 " in said and "+3 aten.mm.default (32x256,256x32) float32" in said, said
 
     (project / "NOTES.md").write_text("a change that does not touch the step\n")
     commit(project, "notes")
@@ -148,6 +151,7 @@ def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(pr
     # it says undecided (exit 5), not ok.
     assert same.returncode in (0, 5) and ": slower," not in same.stdout, same.stdout + same.stderr
     assert (same.returncode == 5) == (": undecided, ratio " in same.stdout)
+    assert "same work" in " ".join(same.stdout.split()), same.stdout
     listed = subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True, text=True).stdout
     assert len(listed.strip().splitlines()) == 1  # the base checkouts are gone
 
@@ -709,3 +713,34 @@ def test_sigterm_and_sighup_end_a_gate_as_ctrl_c_does(project, sig):
     assert proc.returncode == 128 + signum, out + err
     assert "Traceback" not in out + err
     assert len(worktrees().splitlines()) == 1  # the base's checkout is gone
+
+
+@pytest.mark.slow
+def test_bisect_by_instructions_names_the_commit_that_added_work(project):
+    """Issue 56: one Callgrind count per commit, in the commit's own checkout; three counts here
+    (good, bad, the one between), the same answer every time, whatever the load."""
+    from perfsuite.measuring.instructions import unavailable
+
+    if unavailable("cpu") is not None:
+        pytest.skip(f"instructions cannot be counted here: {unavailable('cpu')}")
+    model = project / "myproj" / "model.py"
+    model.write_text(
+        model.read_text().replace(
+            "        return self.body(x)",
+            "        y = self.body(x)\n        y = y + 0.0 * torch.tanh(x @ x.T).sum()  # extra work\n        return y",
+        )
+    )
+    commit(project, "one extra matmul")
+    added = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    (project / "NOTES.md").write_text("a change that does not touch the step\n")
+    commit(project, "notes")
+    res = perfsuite(
+        project,
+        *("bisect", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--good", "HEAD~2", "--bad", "HEAD"),
+        "--instructions",
+        timeout=900,
+    )
+    text = " ".join(res.stdout.split())
+    assert res.returncode == 1, text + res.stderr
+    assert f"first commit: {added[:12]} one extra matmul: bad is +" in text, text
+    assert text.count("instructions per step [") == 3  # good, bad and the one between, counted once each

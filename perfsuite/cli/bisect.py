@@ -14,6 +14,7 @@ from perfsuite.compare import bisection as b
 from perfsuite.compare.settings import GateSettings, WhyOptions
 from perfsuite.core import registry
 from perfsuite.core.params import single_values
+from perfsuite.core.text import printable
 from perfsuite.jobs.bisect import BisectRun, bisect
 from perfsuite.stats import verdict
 
@@ -39,7 +40,9 @@ def add_arguments(sub) -> None:
         "seconds per probe, as the gate's --max-time (default 15); a probe after "
         "the confirmation takes up to 4x that to tell good from bad",
     )
-    options.threshold(bi)
+    options.threshold(
+        bi, "smallest slowdown that counts, as the gate's (default 0.01; with --instructions 0.005)", None
+    )
     options.sides(bi, "false alarms per probe of an unchanged commit", "of a probe, as the gate's")
     options.threads(bi)
     options.heap(bi)
@@ -55,13 +58,24 @@ def add_arguments(sub) -> None:
         action="store_true",
         help="find the first commit that made it faster instead (--bad is then the faster revision)",
     )
+    bi.add_argument(
+        "--instructions",
+        action="store_true",
+        help="bisect by instructions per step under Callgrind instead of time: one count per commit "
+        "(30-60 s each), the same answer every time; --threshold is then the move in instructions "
+        "(default 0.5%%); exit 1 when it names a commit that added instructions (with --faster, 0 for one "
+        "that removed them)",
+    )
     options.workloads_from(bi)
     options.why(bi)
 
 
 def command(args, console, recorder) -> int:
     w = registry.get(args.workload)
-    settings = GateSettings(args.budget, args.builds, args.threshold, args.fdr, args.threads, args.heap)
+    if args.instructions:
+        return _by_count(args, console, w)
+    threshold = GateSettings.threshold if args.threshold is None else args.threshold
+    settings = GateSettings(args.budget, args.builds, threshold, args.fdr, args.threads, args.heap)
     with console.status("starting") as status:
         run = bisect(
             args.workload,
@@ -89,6 +103,28 @@ def command(args, console, recorder) -> int:
     if run.direction > 0:
         return 1
     return verdict.EXIT_UNDECIDED if run.state.forced() else 0
+
+
+def _by_count(args, console, w) -> int:
+    """`--instructions`: one count per commit; the answer, exit 1 when a commit added instructions."""
+    from perfsuite.compare.work import INSTRUCTION_THRESHOLD
+    from perfsuite.jobs.count_bisect import count_bisect
+
+    with console.status("counting") as status:
+        run = count_bisect(
+            args.workload,
+            args.good,
+            args.bad,
+            params=single_values(args.param, w),
+            device=args.device,
+            threshold=INSTRUCTION_THRESHOLD if args.threshold is None else args.threshold,
+            faster=args.faster,
+            workloads_from=args.workloads_from,
+            listener=ConsoleListener(console, status),
+        )
+    console.print(Text(printable(run.answer())), soft_wrap=True)
+    named = run.first is not None or bool(run.range)
+    return 1 if named and run.direction > 0 else 0
 
 
 def _print_why(run: BisectRun, console) -> None:

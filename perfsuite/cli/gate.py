@@ -11,7 +11,7 @@ from perfsuite.cli import options
 from perfsuite.cli.console import ConsoleListener
 from perfsuite.cli.events import GateEvents
 from perfsuite.compare import paired_gate as g
-from perfsuite.compare import sides
+from perfsuite.compare import sides, work
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core import registry
 from perfsuite.core.params import expand_sweep, parse_assignments
@@ -143,13 +143,15 @@ def verdict_line(v) -> str:
     """One case's verdict as the console says it: word, ratio and interval, pairs, looks, faults."""
     looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
     return (
-        f"{v.label}: {v.describe()} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
+        f"{v.label}: {v.describe(with_work=False)} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
         f"threshold +{v.threshold:.1%}"
         # p answers "slower?": beside another word it says nothing the interval does not
         + (f", p={v.p:.2g} on the alpha scale" if v.word in ("slower", "undecided") else "")
         + f", look {len(v.run.looks)} "
         f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
-        f"{''.join('; ' + n for n in v.notes)}{verdict.advice(v.word)}"
+        f"{''.join('; ' + n for n in v.notes)}"
+        f"{'' if v.work == work.UNKNOWN else '; ' + work.said(v.work, v.work_changes, v.word)}"
+        f"{verdict.advice(v.word)}"
     )
 
 

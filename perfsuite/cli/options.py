@@ -137,8 +137,12 @@ def budget(sp: argparse.ArgumentParser, default: float, help: str) -> None:
     )
 
 
-def threshold(sp: argparse.ArgumentParser, help: str = "smallest slowdown that counts, as the gate's (default 0.01)"):
-    sp.add_argument("--threshold", type=nonnegative_float("--threshold"), default=0.01, help=help)
+def threshold(
+    sp: argparse.ArgumentParser,
+    help: str = "smallest slowdown that counts, as the gate's (default 0.01)",
+    default: float | None = 0.01,
+):
+    sp.add_argument("--threshold", type=nonnegative_float("--threshold"), default=default, help=help)
 
 
 def threads(sp: argparse.ArgumentParser, help: str = THREADS_HELP) -> None:

@@ -25,6 +25,7 @@ from perfsuite.compare.paired_gate import (
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import PerfsuiteError
 from perfsuite.measuring.timing import Clock
 from perfsuite.stats import sequential
 from perfsuite.stats import summary as stats
@@ -196,6 +197,8 @@ class GateArms(Measure):
                     cfg.max_time / rounds,
                     on_look=self.look_said(case, sum(len(x.ratios) for x in runs), r),
                 )
+                if r == 1:  # after the round's pairs, outside them: what each side's step dispatches
+                    work_said = sides_work(base[0], now[0])
                 # The faults that matter happen in the sides' timed blocks, not in this process.
                 runs.append(
                     replace(
@@ -229,7 +232,24 @@ class GateArms(Measure):
             replace(pooled(runs), looks=tuple(read), decision=decision, p=p_scaled),
             alpha=self.fdr,
             direction=self.direction,
+            work=work_said[0],
+            work_changes=work_said[1],
         )
+
+
+def sides_work(base, new) -> tuple[str, list[str]]:
+    """(kind, details) of the change between two sides' steps, from their work signatures
+    (perfsuite.compare.work); a side that cannot take one (an older perfsuite in its checkout, a
+    step that refuses the dispatch mode) leaves it "work not recorded"."""
+    from perfsuite.compare import work
+
+    signatures = []
+    for side in (base, new):
+        try:
+            signatures.append(side.request({"op": "signature", "build": 0}).get("signature"))
+        except PerfsuiteError:
+            signatures.append(None)
+    return work.change(*signatures)
 
 
 def gate_sides(

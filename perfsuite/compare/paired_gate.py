@@ -34,6 +34,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Discriminator, Field, StrictBool, Tag, model_validator
 
+from perfsuite.compare import work
 from perfsuite.core import documents
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
@@ -358,6 +359,10 @@ class GateVerdict(documents.Result):
     # The test's false-alarm rate: each end of `interval` is one-sided at it.
     alpha: Annotated[float, Field(gt=0, lt=1)] = ALPHA
     direction: Annotated[int, AfterValidator(_sign)] = 1  # 1: is B slower? -1: is B faster?
+    # What kind of change (perfsuite.compare.work), from the two sides' work signatures, exact:
+    # "more work" with the operators that changed, "same work" (version 3; "work not recorded").
+    work: Name = "work not recorded"
+    work_changes: list[Text] = field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -411,8 +416,13 @@ class GateVerdict(documents.Result):
         own direction, the interval the rest, so the word never contradicts the interval."""
         return verdict.judge(*self.interval, self.threshold, self.confirmed, self.direction)
 
-    def describe(self) -> str:
-        return verdict.describe(self.word, self.run.median, *self.interval, self.confidence)
+    def describe(self, with_work: bool = True) -> str:
+        """The word, ratio and interval, then what kind of change it is where the sides' work
+        signatures were taken (every road that shows a verdict: gate, bisect, history, the page)."""
+        said = verdict.describe(self.word, self.run.median, *self.interval, self.confidence)
+        if self.work == work.UNKNOWN or not with_work:
+            return said
+        return f"{said}; {work.said(self.work, self.work_changes, self.word)}"
 
 
 @documents.shape("gate verdict without its pairs", frozen=True)

@@ -82,14 +82,8 @@ class CaseComparison(documents.Result):
     environment_changed: bool = False  # the fingerprints or the numerics flags differ (allowed)
 
     def what_changed(self) -> str:
-        """The kind of change in words: "more work: +1 aten.cumsum...", "same work, slower",
-        "environment changed", "same work"."""
-        said = self.work
-        if self.work == work_kind.SAME and self.verdict in (words.SLOWER, words.FASTER):
-            said += f", {self.verdict}"
-        if self.work_changes:
-            said += ": " + "; ".join(self.work_changes[:3])
-        return f"{said}; environment changed" if self.environment_changed else said
+        """The kind of change in words (perfsuite.compare.work.said)."""
+        return work_kind.said(self.work, self.work_changes, self.verdict, self.environment_changed)
 
 
 def verdict(ratio: float, ci: tuple[float, float], p: float, threshold: float, alpha: float, noise: float = 0.0) -> str:

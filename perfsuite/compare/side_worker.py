@@ -24,8 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
-from perfsuite.core import registry
-from perfsuite.core.discover import load_file
+from perfsuite.core.discover import workload_in
 from perfsuite.core.errors import exception_text
 from perfsuite.measuring import counted, heap
 from perfsuite.measuring.fork_cuda import ForkedAfterCuda, refuse_bad_fork
@@ -57,14 +56,7 @@ def build_side(files: list[str], name: str, params: dict, device: str, builds: i
     """`builds` built steps of workload `name` declared in `files`, the project's own code imported
     from `code_root` (the side's checkout; None: the files' own project). The workload file may come
     from another checkout than the code (the working tree's, measuring an older revision's code)."""
-    captured: list = []
-    with registry.capturing(captured):
-        for f in files:
-            load_file(Path(f), Path(code_root) if code_root else None)
-    matches = [w for w in captured if w.name == name]
-    if not matches:
-        raise LookupError(f"no workload named {name!r} in {', '.join(files)}")
-    w = matches[0]
+    w = workload_in(files, name, code_root)
     w.validate_case(params, device)
 
     build = counted.alike(lambda: w.build(params, device))  # the first build counts the step's work
@@ -191,36 +183,10 @@ def serve(conn, job: dict) -> int:
                 req = conn.recv()
             except EOFError:  # the parent went away: nothing left to answer
                 break
-            op = req["op"]
+            if req["op"] == "quit":
+                break
             try:
-                if op == "call":
-                    steps[req["build"]]()
-                    conn.send({"ok": True})
-                elif op == "time":
-                    before = heap.minor_faults()
-                    cpu0 = time.thread_time_ns()
-                    s = clock.time_block(steps[req["build"]], req["n"])
-                    # This thread's CPU time over the same block: what the gate reads on the CPU
-                    # when the step runs on this one thread and never waits (sides.SideClock), the
-                    # preemption by other work on the core left out. The thread's, not the
-                    # process's: another thread of the process (a pool left from before the side
-                    # was pinned to one thread) spinning beside the block counted in the process's
-                    # time and pulled a 2x slowdown down to 1.27 (tests/test_bisect.py).
-                    cpu_s = (time.thread_time_ns() - cpu0) * 1e-9
-                    conn.send({"s": s, "cpu_s": cpu_s, "faults": heap.minor_faults() - before})
-                elif op == "profile":
-                    from perfsuite.profiling.ops import profile_ops
-
-                    ops = profile_ops(steps[req["build"]], req["steps"], job["device"], req.get("warmup", 1))
-                    conn.send({"ops": ops})
-                elif op == "memory":
-                    from perfsuite.profiling.ops import step_peak_memory
-
-                    conn.send({"memory": step_peak_memory(steps[req["build"]], job["device"])})
-                elif op == "quit":
-                    break
-                else:
-                    conn.send({"error": f"unknown request {op!r}"})
+                conn.send(answer(req, steps, clock, job["device"]))
             except Exception as exc:  # noqa: BLE001 - a step that raises ends this side with its error
                 conn.send({"error": exception_text(exc), "traceback": traceback.format_exc()})
                 return 1
@@ -229,6 +195,38 @@ def serve(conn, job: dict) -> int:
                 b.teardown()
     del layout
     return 0
+
+
+def answer(req: dict, steps: list, clock, device: str) -> dict:
+    """The reply to one request of the parent (the step's error raises: it ends the side)."""
+    op = req["op"]
+    if op == "call":
+        steps[req["build"]]()
+        return {"ok": True}
+    if op == "time":
+        before = heap.minor_faults()
+        cpu0 = time.thread_time_ns()
+        s = clock.time_block(steps[req["build"]], req["n"])
+        # This thread's CPU time over the same block: what the gate reads on the CPU when the step
+        # runs on this one thread and never waits (sides.SideClock), the preemption by other work on
+        # the core left out. The thread's, not the process's: another thread of the process (a pool
+        # left from before the side was pinned to one thread) spinning beside the block counted in
+        # the process's time and pulled a 2x slowdown down to 1.27 (tests/test_bisect.py).
+        cpu_s = (time.thread_time_ns() - cpu0) * 1e-9
+        return {"s": s, "cpu_s": cpu_s, "faults": heap.minor_faults() - before}
+    if op == "profile":
+        from perfsuite.profiling.ops import profile_ops
+
+        return {"ops": profile_ops(steps[req["build"]], req["steps"], device, req.get("warmup", 1))}
+    if op == "signature":  # what one call dispatches, after the side's timed blocks
+        from perfsuite.measuring.signature import take
+
+        return {"signature": take(steps[req["build"]])}
+    if op == "memory":
+        from perfsuite.profiling.ops import step_peak_memory
+
+        return {"memory": step_peak_memory(steps[req["build"]], device)}
+    return {"error": f"unknown request {op!r}"}
 
 
 def side_main(conn, log_path: str, job: dict) -> None:

@@ -4,7 +4,7 @@ the operators dispatched has no interval, so none is given."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SAME, MORE, LESS, OTHER, UNKNOWN = "same work", "more work", "less work", "other work", "work not recorded"
@@ -71,3 +71,14 @@ def _signature_change(base: Mapping[str, Any] | None, new: Mapping[str, Any] | N
     grew = calls > 0 or (calls == 0 and allocated > 0)
     shrank = calls < 0 or (calls == 0 and allocated < 0)
     return (MORE if grew else LESS if shrank else OTHER), details
+
+
+def said(kind: str, changes: Sequence[str], word: str | None = None, environment_changed: bool = False) -> str:
+    """The kind of change in words, beside the time's verdict `word`: "more work: +2
+    aten.cumsum.default (16x8) float32; ...", "same work, slower", "same work; environment changed"."""
+    out = kind
+    if kind == SAME and word in ("slower", "faster"):
+        out += f", {word}"
+    if changes:
+        out += ": " + "; ".join(changes[:3])
+    return f"{out}; environment changed" if environment_changed else out

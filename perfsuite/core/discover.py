@@ -13,7 +13,7 @@ import hashlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +200,20 @@ def load_file(file: Path, code_root: Path | None = None) -> str:
         user_tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         raise WorkloadFileError(f"workload file {file}, line {line}: {exception_text(exc)}\n{user_tb}") from None
     return name
+
+
+def workload_in(files: Sequence[str], name: str, code_root: str | None = None) -> Workload:
+    """The workload `name` as `files` declare it, the project's own code imported from `code_root`
+    (a revision's checkout; None: the files' own project): what a gate side or an instruction
+    count of a revision builds. The files' workloads are captured, not registered here."""
+    captured: list[Workload] = []
+    with registry.capturing(captured):
+        for f in files:
+            load_file(Path(f), Path(code_root) if code_root else None)
+    matches = [w for w in captured if w.name == name]
+    if not matches:
+        raise LookupError(f"no workload named {name!r} in {', '.join(files)}")
+    return matches[0]
 
 
 def load_entry_points() -> list[str]:

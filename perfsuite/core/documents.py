@@ -83,7 +83,7 @@ RESULTS_READABLE = (1, 2, 3, 4, 5)
 VERSIONS = {
     "pair": 1,
     "amp": 1,
-    "gate": 2,
+    "gate": 3,  # 3: each verdict's work and work_changes
     "gate-selfcheck": 2,
     "checks": 1,
     "noise-floors": 1,

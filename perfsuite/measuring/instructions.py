@@ -88,11 +88,15 @@ def count(
     load: Sequence[str] = (),
     steps: int = STEPS,
     timeout_s: float = TIMEOUT_S,
+    files: Sequence[str] = (),
+    code_root: str | None = None,
 ) -> dict[str, Any]:
     """The record's `instructions` block for `steps` calls of the case's step, counted in a child
     under Callgrind: {"status": "ok", "per_step", "total", "steps", "method", "seconds", ...}, or
     {"status": "unavailable" | "failed", "reason"}. Never raises for the step's or Valgrind's
-    failure: the timing beside it stands."""
+    failure: the timing beside it stands. The child finds the workload by name after loading
+    `load` (this process's workload files), or, given `files`, declared in them with the project's
+    code imported from `code_root` (a revision's checkout, as a gate side builds it)."""
     why = unavailable(device)
     if why is not None:
         return {"status": "unavailable", "reason": why, "method": METHOD}
@@ -100,7 +104,17 @@ def count(
     with tempfile.TemporaryDirectory(prefix="perfsuite-callgrind-") as tmp:
         spec = Path(tmp) / "job.json"
         spec.write_text(
-            json.dumps({"workload": workload, "params": params, "device": device, "load": list(load), "steps": steps})
+            json.dumps(
+                {
+                    "workload": workload,
+                    "params": params,
+                    "device": device,
+                    "load": list(load),
+                    "steps": steps,
+                    "files": list(files),
+                    "root": code_root,
+                }
+            )
         )
         out = Path(tmp) / "callgrind.out"
         cmd = [
@@ -117,7 +131,9 @@ def count(
         # str hashes seeded alike in every count: a set's or a dict's growth then takes one path
         env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+            # cwd: an empty folder, so `python -m` puts no project of the caller's on the path (a
+            # revision's code comes from code_root, as in a gate side)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tmp)
         except subprocess.TimeoutExpired:
             return _failed(f"Callgrind did not finish in {timeout_s:.0f} s", t0)
         said = _child_said(done.stdout)

@@ -21,20 +21,23 @@ def main(job_path: str) -> int:
         import torch
 
         from perfsuite.core import registry
-        from perfsuite.core.discover import load_entry_points, load_file
+        from perfsuite.core.discover import load_entry_points, load_file, workload_in
         from perfsuite.measuring.instructions import WARMUP
         from perfsuite.measuring.timing import synchronize
 
         # One thread: OpenMP's workers spin while they wait, and how long they spin is the
         # scheduler's, not the step's; one thread executes what the step does, once.
         torch.set_num_threads(1)
-        for path in job["load"]:
-            load_file(Path(path))
-        load_entry_points()
-
-        workload = registry.get(job["workload"])
-        params = workload.resolve(job["params"])
         torch.manual_seed(0)
+        if job.get("files"):  # a revision's: the workload file, the project's code from its checkout
+            workload = workload_in(job["files"], job["workload"], job.get("root"))
+        else:
+            for path in job["load"]:
+                load_file(Path(path))
+            load_entry_points()
+            workload = registry.get(job["workload"])
+        params = workload.resolve(job["params"])
+        workload.validate_case(params, job["device"])
         built = workload.build(params, job["device"])
         for _ in range(WARMUP):
             built.fn()
