@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,6 @@ from perfsuite.compare.records import compare_records
 from perfsuite.core.errors import ConfigError, RecordError
 from perfsuite.core.record import Record
 from perfsuite.measuring import instructions
-
-HAVE_CALLGRIND = instructions.unavailable("cpu") is None
 
 
 def _fake_valgrind(tmp_path: Path, version: str, run: str) -> dict:
@@ -74,21 +70,28 @@ def test_a_step_given_directly_cannot_be_rebuilt_and_says_so():
     assert rec.instructions["status"] == "unavailable" and "given directly" in rec.instructions["reason"]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not HAVE_CALLGRIND, reason=f"no Callgrind here: {instructions.unavailable('cpu')}")
-def test_run_counts_instructions_of_a_case(tmp_path):
-    """One count of a case through `run --instructions`; how far counts in separate processes agree
-    is measured by scripts/instructions_spread.py (reports/work/: five of five equal)."""
+def test_run_asks_for_the_count_after_measuring_and_prints_it(tmp_path, monkeypatch, capsys):
+    """The road from `run --instructions` to the record (the real count, under Callgrind, is
+    tests/test_user_workloads.py's bisect by instructions, and scripts/instructions_spread.py)."""
+    from perfsuite.cli import app
+
+    asked = []
+
+    def fake_count(workload, params, device, load=(), **kw):
+        asked.append((workload, params, device))
+        return {"status": "ok", "per_step": 2048.0, "total": 10240, "steps": 5, "method": "callgrind", "seconds": 1.0}
+
+    monkeypatch.setattr(instructions, "count", fake_count)
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "perfsuite", "run", "matmul", "-p", "n=64", "--max-time", "0.3"]
-    done = subprocess.run(
-        [*cmd, "--processes", "1", "--instructions", "--out", str(out)], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    argv = ["run", "matmul", "-p", "n=64", "--max-time", "0.3", "--processes", "1", "--instructions", "--out", str(out)]
+    assert app.main(argv) == 0
     (rec,) = json.loads(out.read_text())["records"]
-    first = rec["instructions"]
-    assert first["status"] == "ok" and first["steps"] == instructions.STEPS and first["per_step"] > 1000
-    assert "FLOPs per instruction" in done.stdout
+    assert asked == [("matmul", {"n": 64}, "cpu")] and rec["instructions"]["per_step"] == 2048.0
+    said = " ".join(capsys.readouterr().out.split())
+    flops = rec["work"]["flops_per_step"]
+    assert f"instructions matmul[n=64,dtype=fp32]: 2,048 per step, {flops / 2048:.2f} FLOPs per instruction" in said
+    # without the flag, nothing is counted
+    assert app.main(argv[:-3] + ["--out", str(tmp_path / "plain.json")]) == 0 and len(asked) == 1
 
 
 def test_compare_reads_instructions_as_work_beside_the_signature():
