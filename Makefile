@@ -18,7 +18,7 @@ CONSTRAINTS := $(VENV)/constraints.txt
 STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 BENCH_TIME ?= 6
 
-.PHONY: test test-fast lint bench setup clean-venv chromium postgres asv-run asv-publish regress bench-pytest
+.PHONY: test test-fast lint bench setup clean-venv chromium postgres valgrind asv-run asv-publish regress bench-pytest
 
 setup: $(DEPS)
 
@@ -49,6 +49,13 @@ postgres:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 		echo "postgresql could not be installed: the store's PostgreSQL tests will be skipped"
 
+# Debian's Valgrind, whose Callgrind counts instructions per step (--instructions, bisect
+# --instructions: perfsuite/measuring/instructions.py); without it that test skips and says why.
+valgrind:
+	@command -v valgrind >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; } || \
+		echo "valgrind could not be installed: the instruction-count test will be skipped"
+
 # The tests run in TEST_WORKERS pytest-xdist processes (2: this project's 2-core machines; 0: in
 # pytest's own process). Much of a test's time is a fresh interpreter importing torch or a side
 # process waiting on another, so two workers on two cores took 9.4 min where one took 17 (the
@@ -59,7 +66,7 @@ TEST_WORKERS ?= 2
 PYTEST_PAR := -n $(TEST_WORKERS) --dist worksteal
 
 # Benchmarks run once each, untimed, as a smoke test; `make bench-pytest` measures them.
-test: $(DEPS) chromium postgres lint
+test: $(DEPS) chromium postgres valgrind lint
 	$(PY) -m pytest --benchmark-disable $(PYTEST_PAR)
 
 # Lint, format and types, first in `make test` (seconds): ruff over the package, tests and scripts;

@@ -2,7 +2,7 @@
 
     python scripts/instructions_spread.py --out reports/work/instructions-spread.json [--repeats 5]
 
-Counts each case `--repeats` times, each in a fresh process under Callgrind
+Counts each case `--repeats` times (default 3), each in a fresh process under Callgrind
 (perfsuite.measuring.instructions.count), and writes every count, the CV and the seconds each
 took. Issue 56's goal: CV <= 0.1% over 5 processes, <= 60 s a count for a ci-size step on the
 2-core VM. Load beside it does not change a count; it only lengthens the seconds.
@@ -31,7 +31,7 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cases", default=",".join(n for n, _ in CASES))
     args = ap.parse_args()
     wanted = args.cases.split(",")

@@ -744,3 +744,13 @@ def test_bisect_by_instructions_names_the_commit_that_added_work(project):
     assert res.returncode == 1, text + res.stderr
     assert f"first commit: {added[:12]} one extra matmul: bad is +" in text, text
     assert text.count("instructions per step [") == 3  # good, bad and the one between, counted once each
+
+
+def test_bisect_by_instructions_refuses_bad_revisions_before_counting(project):
+    """Bad input is exit 2 with the reason, before the first (30-60 s) count."""
+    base = ("bisect", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--instructions")
+    same = perfsuite(project, *base, "--good", "HEAD", "--bad", "HEAD")
+    assert same.returncode == 2 and "are the same commit" in same.stderr, same.stdout + same.stderr
+    unknown = perfsuite(project, *base, "--good", "no-such-rev", "--bad", "HEAD")
+    assert unknown.returncode == 2 and "no-such-rev" in unknown.stderr, unknown.stdout + unknown.stderr
+    assert "instructions per step [" not in same.stdout + unknown.stdout  # nothing was counted

@@ -41,13 +41,13 @@ def count_bisect(
     params = w.resolve(params or {})
     device = resolve_device(device)
     check_cases([Case(w, params)], device).runnable()
-    why = instructions.unavailable(device)
-    if why is not None:
-        raise ConfigError(f"--instructions: {why}")
     with revisions.Revisions(w, workloads_from) as revs:
         good_sha = revisions.resolve_commit(good, revs.repo, "--good")
         bad_sha = revisions.resolve_commit(bad, revs.repo, "--bad")
         commits = first_parent_commits(revs.repo, good_sha, bad_sha)
+        why = instructions.unavailable(device)
+        if why is not None:
+            raise ConfigError(f"--instructions: {why}")
 
         def count_at(commit: Commit) -> dict[str, Any]:
             missing = revs.missing_at(commit.sha)

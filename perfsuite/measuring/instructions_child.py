@@ -22,7 +22,7 @@ def main(job_path: str) -> int:
 
         from perfsuite.core import registry
         from perfsuite.core.discover import load_entry_points, load_file, workload_in
-        from perfsuite.measuring.instructions import WARMUP
+        from perfsuite.measuring.instructions import INSTRUMENTED_WARMUP, WARMUP
         from perfsuite.measuring.timing import synchronize
 
         # One thread: OpenMP's workers spin while they wait, and how long they spin is the
@@ -45,7 +45,7 @@ def main(job_path: str) -> int:
         on = subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, text=True)
         if on.returncode != 0:
             raise RuntimeError(f"callgrind_control -i on failed: {(on.stderr or on.stdout).strip()[-200:]}")
-        for _ in range(WARMUP):  # the instrumented code's first calls: translations made, not counted
+        for _ in range(INSTRUMENTED_WARMUP):
             built.fn()
         synchronize(job["device"])
         torch._C._valgrind_toggle()
