@@ -107,48 +107,17 @@ def count(
     if why is not None:
         return {"status": "unavailable", "reason": why, "method": METHOD}
     t0 = time.monotonic()
+    job = {"workload": workload, "params": params, "device": device, "load": list(load), "steps": steps}
     with tempfile.TemporaryDirectory(prefix="perfsuite-callgrind-") as tmp:
-        spec = Path(tmp) / "job.json"
-        spec.write_text(
-            json.dumps(
-                {
-                    "workload": workload,
-                    "params": params,
-                    "device": device,
-                    "load": list(load),
-                    "steps": steps,
-                    "files": list(files),
-                    "root": code_root,
-                }
-            )
-        )
-        out = Path(tmp) / "callgrind.out"
-        cmd = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            "--collect-atstart=no",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            "-m",
-            "perfsuite.measuring.instructions_child",
-            str(spec),
-        ]
-        # str hashes seeded alike in every count: a set's or a dict's growth then takes one path
-        env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
         try:
-            # cwd: an empty folder, so `python -m` puts no project of the caller's on the path (a
-            # revision's code comes from code_root, as in a gate side)
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return _failed(f"Callgrind did not finish in {timeout_s:.0f} s", t0)
-        said = _child_said(done.stdout)
-        if done.returncode != 0 or said.get("status") != "ok":
-            reason = said.get("reason") or (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return _failed(f"the step under Callgrind failed (exit {done.returncode}): {reason}"[:500], t0)
-        total = read_total(out)
-        if total is None:
-            return _failed("Callgrind wrote no instruction total (was collection toggled?)", t0)
+            total = _run_child({**job, "files": list(files), "root": code_root}, Path(tmp), timeout_s)
+        except _CountFailed as exc:
+            return {
+                "status": "failed",
+                "reason": str(exc)[:500],
+                "method": METHOD,
+                "seconds": round(time.monotonic() - t0, 1),
+            }
     return {
         "status": "ok",
         "per_step": total / steps,
@@ -160,8 +129,32 @@ def count(
     }
 
 
-def _failed(reason: str, t0: float) -> dict[str, Any]:
-    return {"status": "failed", "reason": reason, "method": METHOD, "seconds": round(time.monotonic() - t0, 1)}
+class _CountFailed(Exception):
+    """Why the child under Callgrind gave no count."""
+
+
+def _run_child(job: dict[str, Any], tmp: Path, timeout_s: float) -> int:
+    """The child under Callgrind, in the empty folder `tmp` (so `python -m` puts no project of the
+    caller's on the path: a revision's code comes from its code root, as in a gate side); the
+    instructions it collected."""
+    spec, out = tmp / "job.json", tmp / "callgrind.out"
+    spec.write_text(json.dumps(job))
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no"]
+    cmd += [f"--callgrind-out-file={out}", sys.executable, "-m", "perfsuite.measuring.instructions_child", str(spec)]
+    # str hashes seeded alike in every count: a set's or a dict's growth then takes one path
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tmp)
+    except subprocess.TimeoutExpired:
+        raise _CountFailed(f"Callgrind did not finish in {timeout_s:.0f} s") from None
+    said = _child_said(done.stdout)
+    if done.returncode != 0 or said.get("status") != "ok":
+        reason = said.get("reason") or (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise _CountFailed(f"the step under Callgrind failed (exit {done.returncode}): {reason}")
+    total = read_total(out)
+    if total is None:
+        raise _CountFailed("Callgrind wrote no instruction total (was collection toggled?)")
+    return total
 
 
 def _child_said(stdout: str) -> dict[str, Any]:
