@@ -51,6 +51,7 @@ __all__ = [
     "measure",
     "param",
     "table",
+    "verdicts",
     "workload",
 ]
 
@@ -90,6 +91,16 @@ def gate(workload: str, base: str = "HEAD", **options):
     from perfsuite.jobs.gate import gate as run
 
     return run(workload, base, **options)
+
+
+def verdicts(store: str | None = None, **options):
+    """Every gate, history and bisect verdict in the results store (`store`: a location as --store
+    takes it; None: the project's) as a pandas DataFrame, one row per verdict: its word, ratio,
+    interval and kind of change (perfsuite.compare.verdict_table.verdicts; keywords kind, workload,
+    since, skipped)."""
+    from perfsuite.compare.verdict_table import verdicts as read
+
+    return read(store, **options)
 
 
 def bisect(workload: str, good: str, bad: str, **options):

@@ -659,6 +659,15 @@ def test_history_of_a_users_repository_finds_the_slower_commit_resumes_and_refus
     with Store(resolve(str(store))) as db:
         (stored,) = db.documents(kind="history")
     assert [p["sha"] for p in stored["doc"]["points"]] == shas[:3]
+    # and as rows of perfsuite.verdicts(): the measured points, the regression confirmed with the
+    # kind of change the sides' work signatures say (the tanh the commit added)
+    from perfsuite import verdicts
+
+    rows = verdicts(str(store), kind="history")
+    assert list(rows["commit"]) == shas[1:3], rows
+    regression = rows[rows["commit"] == shas[2]].iloc[0]
+    assert regression["confirmed"] and regression["word"] == "slower" and regression["work"] == "more work"
+    assert "aten.tanh" in regression["work_changes"], regression["work_changes"]
     assert _worktrees(root) == 1  # every worktree removed
     page = log.with_name("h.html")
     assert 'class="point regression"' in page.read_text()
