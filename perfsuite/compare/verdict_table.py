@@ -60,7 +60,7 @@ def rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
         row = {**where, "label": state.workload, "answer": answer.state, "parent": state.good.sha}
         if answer.commit is not None:
             row["commit"] = answer.commit.sha
-        if answer.probe is not None:
+        if answer.probe is not None and answer.probe.verdict is not None:
             row.update({k: v for k, v in _verdict_row(answer.probe.verdict).items() if k != "label"})
         return [row]
     return []
