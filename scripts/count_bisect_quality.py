@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from history_quality import EXAMPLE, Neighbour, _env, _git  # noqa: E402
+from history_quality import EXAMPLE, Neighbour, _env, make_repo  # noqa: E402
 
 LOOP = """
 
@@ -55,30 +55,6 @@ def _write_model(repo: Path, k: int) -> None:
         "        return self.body(x)", "        if PAD:\n            _pad()\n        return self.body(x)"
     )
     (repo / "myproj" / "model.py").write_text(text)
-
-
-def make_repo(folder: Path, commits: int, change_at: int | None, k: int) -> tuple[list[str], str | None]:
-    repo = folder / "project"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
-    (repo / ".gitignore").write_text(".asv/\n.perfsuite/\n__pycache__/\n")
-    _write_model(repo, 0)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "the project")
-    shas, changed = [_git(repo, "rev-parse", "HEAD")], None
-    for i in range(commits):
-        if i == change_at:
-            _write_model(repo, k)
-            message = f"model: {k} Python iterations more per forward"
-        else:
-            (repo / "NOTES.md").write_text(f"note {i}\n")
-            message = f"notes {i}"
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-qm", message)
-        shas.append(_git(repo, "rev-parse", "HEAD"))
-        if i == change_at:
-            changed = shas[-1]
-    return shas, changed
 
 
 def per_iteration(folder: Path) -> tuple[float, float]:
@@ -135,7 +111,14 @@ def main() -> int:
                 at = rng.randrange(args.commits) if share else None
                 folder = Path(tmp) / f"{kind}-{h}"
                 folder.mkdir()
-                shas, changed = make_repo(folder, args.commits, at, k)
+                shas, changed = make_repo(
+                    folder,
+                    args.commits,
+                    at,
+                    k,
+                    _write_model,
+                    lambda n: f"model: {n} Python iterations more per forward",
+                )
                 busy = Neighbour(args.busy)
                 busy.start()
                 try:

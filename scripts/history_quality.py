@@ -78,13 +78,18 @@ def _write_model(repo: Path, extra_s: float) -> None:
     model.write_text(text)
 
 
-def make_repo(folder: Path, commits: int, change_at: int | None, extra_s: float) -> tuple[list[str], str | None]:
+def make_repo(
+    folder: Path, commits: int, change_at: int | None, extra_s: float, write_model=None, change_said=None
+) -> tuple[list[str], str | None]:
     """The project's first commit, then `commits` commits; commit `change_at` (0-based) adds
-    `extra_s` to every forward. Returns (every sha, first first; the changed commit's sha)."""
+    `extra_s` to every forward. Returns (every sha, first first; the changed commit's sha).
+    `write_model(repo, amount)` and `change_said(amount)`: another kind of change (default: a busy
+    wait of `extra_s` seconds; scripts/count_bisect_quality.py adds Python iterations)."""
+    write_model = write_model or _write_model
     repo = folder / "project"
     shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
     (repo / ".gitignore").write_text(".asv/\n.perfsuite/\n__pycache__/\n")
-    _write_model(repo, 0.0)
+    write_model(repo, 0.0)
     # the one case both tools measure (asv would time every case of the workload's sweep)
     bench = repo / "bench" / "tiny_mlp.py"
     text = bench.read_text()
@@ -96,8 +101,8 @@ def make_repo(folder: Path, commits: int, change_at: int | None, extra_s: float)
     shas, changed = [_git(repo, "rev-parse", "HEAD")], None
     for i in range(commits):
         if i == change_at:
-            _write_model(repo, extra_s)
-            message = f"model: {extra_s * 1e6:.0f} us more per forward"
+            write_model(repo, extra_s)
+            message = change_said(extra_s) if change_said else f"model: {extra_s * 1e6:.0f} us more per forward"
         else:
             (repo / "NOTES.md").write_text(f"note {i}\n")
             message = f"notes {i}"
