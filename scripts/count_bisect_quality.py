@@ -77,9 +77,10 @@ def per_iteration(folder: Path) -> tuple[float, float]:
     return base, (big - base) / 20_000
 
 
-def bisect(repo: Path, good: str, bad: str, instructions: bool) -> dict:
+def bisect(repo: Path, good: str, bad: str, instructions: bool, threshold: float | None = None) -> dict:
     cmd = [sys.executable, "-m", "perfsuite", "bisect", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu"]
     cmd += ["--good", good, "--bad", bad, "--no-why"] + (["--instructions"] if instructions else [])
+    cmd += ["--threshold", str(threshold)] if threshold is not None else []
     t0 = time.monotonic()
     done = subprocess.run(cmd, cwd=repo, env=_env(), capture_output=True, text=True, timeout=3600)
     text = " ".join(done.stdout.split())
@@ -98,6 +99,13 @@ def main() -> int:
     ap.add_argument("--busy", type=int, default=1, help="busy processes beside every bisection")
     ap.add_argument("--kinds", default="step1,step05,aa")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--count-threshold",
+        type=float,
+        default=None,
+        help="bisect --instructions's --threshold (default its own, 0.5%%: a +0.5%% step sits on it)",
+    )
+    ap.add_argument("--no-time", action="store_true", help="bisect by count only")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     rows: list[dict] = []
@@ -122,8 +130,12 @@ def main() -> int:
                 busy = Neighbour(args.busy)
                 busy.start()
                 try:
-                    by_count = bisect(folder / "project", shas[0], shas[-1], True)
-                    by_time = bisect(folder / "project", shas[0], shas[-1], False)
+                    by_count = bisect(folder / "project", shas[0], shas[-1], True, args.count_threshold)
+                    by_time = (
+                        {"exit": None, "named": None, "seconds": 0, "tail": "not run (--no-time)"}
+                        if args.no_time
+                        else bisect(folder / "project", shas[0], shas[-1], False)
+                    )
                 finally:
                     busy.stop()
                 row = {"kind": kind, "share": share, "k": k, "changed": changed, "count": by_count, "time": by_time}
@@ -135,7 +147,7 @@ def main() -> int:
                 print(f"{kind} #{h}: changed {changed and changed[:12]}; count named {by_count['named']} "
                       f"({by_count['seconds']}s), time named {by_time['named']} ({by_time['seconds']}s)", flush=True)  # fmt: skip
                 args.out.write_text(json.dumps({"step_instructions": base, "per_iteration": per_iter, "busy": args.busy,
-                                                "rows": rows}, indent=1) + "\n")  # fmt: skip
+                                                "count_threshold": args.count_threshold, "rows": rows}, indent=1) + "\n")  # fmt: skip
     return 0
 
 
