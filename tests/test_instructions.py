@@ -94,6 +94,26 @@ def test_run_asks_for_the_count_after_measuring_and_prints_it(tmp_path, monkeypa
     assert app.main(argv[:-3] + ["--out", str(tmp_path / "plain.json")]) == 0 and len(asked) == 1
 
 
+@pytest.mark.slow
+def test_a_revisions_step_is_counted_from_its_workload_file_and_code_root(tmp_path):
+    """One real count under Callgrind, the way bisect --instructions counts a commit: the workload
+    file and the project's code of a checkout (here a copy of examples/my-project), built in the
+    child from an empty working folder (its failures are the fake valgrind's tests above)."""
+    import shutil
+
+    why = instructions.unavailable("cpu")
+    if why is not None:
+        pytest.skip(f"instructions cannot be counted here: {why}")
+    example = Path(__file__).resolve().parents[1] / "examples" / "my-project"
+    root = tmp_path / "checkout"
+    shutil.copytree(example, root, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
+    got = instructions.count(
+        "tiny_mlp", {"batch_size": 32}, "cpu", files=[str(root / "bench" / "tiny_mlp.py")], code_root=str(root)
+    )
+    assert got["status"] == "ok" and got["steps"] == instructions.STEPS and got["per_step"] > 100_000, got
+    assert got["total"] == pytest.approx(got["per_step"] * got["steps"])
+
+
 def test_compare_reads_instructions_as_work_beside_the_signature():
     ok = lambda n: {"status": "ok", "per_step": n, "total": int(5 * n), "steps": 5, "method": "callgrind"}  # noqa: E731
     base = make_record(seed=1, instructions=ok(1_000_000.0))
