@@ -117,7 +117,7 @@ class TinyGPT(torch.nn.Module):
 '''
 TINY_GPT_WORKLOAD = '''
 
-@perfsuite.workload(params={"batch_size": [1, 4, 16]})
+@perfsuite.workload(params={"batch_size": [1, 4, 16, 32, 128]})
 def tiny_gpt(batch_size: int, device: str):
     """A small transformer's forward pass (inference)."""
     from myproj.model import TinyGPT
