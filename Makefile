@@ -31,7 +31,7 @@ $(PY):
 # with $(wildcard): make caches directory listings and may not see a file made during the run.)
 $(DEPS): pyproject.toml | $(PY)
 	$(if $(TORCH_PINS),test -f $(CONSTRAINTS) || $(PY) -m pip install --quiet $(TORCH_PINS))
-	$(PY) -m pip install --quiet $$(test -f $(CONSTRAINTS) && echo -c $(CONSTRAINTS)) -e ".[vision,gpu,report,llm,postgres,dev]"
+	$(PY) -m pip install --quiet $$(test -f $(CONSTRAINTS) && echo -c $(CONSTRAINTS)) -e ".[vision,gpu,report,llm,postgres,variants,dev]"
 	touch $(DEPS)
 
 # Debian's Chromium, for the test that opens the published asv site; without root or apt the

@@ -34,6 +34,7 @@ from perfsuite.run.now import StepFailed, measure
 from perfsuite.storage.files import load_many
 from perfsuite.storage.table import load as _table
 from perfsuite.user.declare import Step, param, workload
+from perfsuite.variants.registry import variant
 
 __version__ = "0.1.0"
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "measure",
     "param",
     "table",
+    "variant",
     "verdicts",
     "workload",
 ]

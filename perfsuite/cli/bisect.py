@@ -67,6 +67,7 @@ def add_arguments(sub) -> None:
         "that removed them)",
     )
     options.workloads_from(bi)
+    options.variant(bi)
     options.why(bi)
 
 
@@ -75,7 +76,7 @@ def command(args, console, recorder) -> int:
     if args.instructions:
         return _by_count(args, console, w)
     threshold = GateSettings.threshold if args.threshold is None else args.threshold
-    settings = GateSettings(args.budget, args.builds, threshold, args.fdr, args.threads, args.heap)
+    settings = GateSettings(args.budget, args.builds, threshold, args.fdr, args.threads, args.heap, args.variant)
     with console.status("starting") as status:
         run = bisect(
             args.workload,

@@ -14,6 +14,7 @@ from perfsuite.compare import paired_gate as g
 from perfsuite.compare import sides, work
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core import registry
+from perfsuite.core.errors import ConfigError
 from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.core.text import printable
 from perfsuite.jobs import gate as jobs
@@ -97,6 +98,7 @@ def add_arguments(sub) -> None:
     )
     options.json_out(gate, help="write the verdicts as JSON (must not exist)")
     options.workloads_from(gate)
+    options.variant(gate)
 
 
 def command(args, console, recorder) -> int:
@@ -106,7 +108,11 @@ def command(args, console, recorder) -> int:
     w = registry.get(args.workload)
     cases = expand_sweep(parse_assignments(args.param, w.params, w.name))
     builds = args.builds or (g.BUILDS if args.slowdown is not None or args.learn_floor else g.ROUND_BUILDS)
-    settings = GateSettings(args.budget, builds, args.threshold, args.fdr, args.threads, args.heap)
+    settings = GateSettings(args.budget, builds, args.threshold, args.fdr, args.threads, args.heap, args.variant)
+    if args.variant is not None and (args.slowdown is not None or args.learn_floor):
+        raise ConfigError(
+            "--variant gates a variant at two revisions; the self-check and --learn-floor time the step itself"
+        )
     if args.slowdown is not None:
         return _self_check(args, console, recorder, cases, settings, json_out)
     if args.learn_floor:

@@ -85,6 +85,7 @@ def add_arguments(sub) -> None:
     hi.add_argument("--no-why", action="store_true", help="do not profile the confirmed changes")
     hi.add_argument("--allow-dirty", action="store_true", help="measure although tracked files are modified")
     options.workloads_from(hi)
+    options.variant(hi)
     options.why(hi)
 
 
@@ -114,7 +115,7 @@ def _one(name: str, args, console, recorder) -> int:
     if args.asv is not None:  # before any pair: a history is never lost to a bad --asv
         check_output_dir(asv_history.results_dir(args.asv), "--asv's results folder")
     w = registry.get(name)
-    settings = GateSettings(args.budget, args.builds, args.threshold, args.fdr, args.threads, args.heap)
+    settings = GateSettings(args.budget, args.builds, args.threshold, args.fdr, args.threads, args.heap, args.variant)
     with console.status("starting") as status:
         run = history(
             name,

@@ -167,6 +167,17 @@ def builds(sp: argparse.ArgumentParser, default: int | None, metavar: str, help:
     sp.add_argument("--builds", type=whole("--builds", 1, MAX_BUILDS), default=default, metavar=metavar, help=help)
 
 
+def variant(sp: argparse.ArgumentParser) -> None:
+    """--variant NAME: every side times that variant of the step (perfsuite.variants)."""
+    sp.add_argument(
+        "--variant",
+        default=None,
+        metavar="NAME",
+        help="time this variant of the step on every side (int8-dynamic, onnxruntime, compile, ... as "
+        "`perfsuite variants` names them): follows that deployment's path across commits",
+    )
+
+
 def sides(sp: argparse.ArgumentParser, fdr_help: str, rounds_of: str) -> None:
     """--fdr and --builds of a command that gates in rounds of side processes (bisect, history)."""
     fdr(sp, fdr_help)

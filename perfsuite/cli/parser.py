@@ -28,6 +28,7 @@ from perfsuite.cli import (
     suites,
     system,
     trace,
+    variants,
     why,
 )
 from perfsuite.storage import machine_drift
@@ -50,6 +51,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     why,
     history,
     pair,
+    variants,
     roofline,
     profile_step,
     trace,

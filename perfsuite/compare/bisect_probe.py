@@ -207,6 +207,7 @@ class Prober:
                 base_pool=self.good_sides,
                 direction=self.direction,
                 progress=self.progress,
+                side_variants=(s.variant, s.variant),
             )
             budget = s.max_time
             if confirmation is not None:

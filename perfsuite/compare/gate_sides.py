@@ -65,13 +65,17 @@ def _side_processes(
     running: list,
     pool=None,
     pool_b=None,
+    variants: tuple = (None, None),
+    seed: int | None = None,
 ) -> tuple[list, list]:
     """k processes for each side, started together (A B A B ...); each holds one build. `file_a`, `file_b`:
     (workload file, the checkout its project's code must come from, or None). Two processes of the
     same code differ by a few percent (where their memory lands), so the pairs rotate through k
     of each, as the in-process gate rotates through builds. With a `pool` (sides.SidePool), side
     A's processes are the pool's, kept alive for its owner (bisect's good revision); with `pool_b`,
-    B's are that pool's (a history keeps a commit's sides for the pair after, where it is A)."""
+    B's are that pool's (a history keeps a commit's sides for the pair after, where it is A).
+    `variants`: each side's variant of the step (perfsuite.variants; None: the workload's own);
+    `seed`: every side builds from seeded generators (the same weights and inputs)."""
     for p in (pool, pool_b):
         if p is not None:
             p.next_case()
@@ -87,9 +91,14 @@ def _side_processes(
             threads=threads,
             root=root,
             keep=keep,
+            variant=variant,
+            seed=seed,
         )
         for _ in range(k)
-        for (f, root), label, keep in ((file_a, labels[0], pool), (file_b, labels[1], pool_b))
+        for (f, root), label, keep, variant in (
+            (file_a, labels[0], pool, variants[0]),
+            (file_b, labels[1], pool_b, variants[1]),
+        )
     ]
     started = sides.start_all(specs, running, pool)
     return started[0::2], started[1::2]
@@ -117,6 +126,11 @@ class GateArms(Measure):
     direction: int = 1  # 1: is the working tree slower? -1: faster? (bisect --faster)
     progress: Any = None  # called with one line of what is happening (the console's status line)
     rounds: int = ROUNDS  # rounds of fresh side processes the budget is split into
+    side_variants: tuple = (None, None)  # each side's variant of the step (gate --variant, perfsuite variants)
+    seed: int | None = None  # every side's build seeded (a variant study compares outputs)
+    # Called after the first round's pairs with that round's (base, new) sides, outside the pairs:
+    # what else the caller asks of them (a variant study's outputs, evaluation and latencies).
+    after_first: Any = None
     kind = "gate"
 
     def say(self, text: str) -> None:
@@ -159,6 +173,8 @@ class GateArms(Measure):
                 running,
                 self.base_pool if pools else None,
                 self.new_pool if pools else None,
+                self.side_variants,
+                self.seed,
             )
             self.say(f"{case.label}: sides ready; calibrating")
             yield started
@@ -199,6 +215,8 @@ class GateArms(Measure):
                 )
                 if r == 1:  # after the round's pairs, outside them: what each side's step dispatches
                     work_said = sides_work(base[0], now[0])
+                    if self.after_first is not None:
+                        self.after_first(case, base, now)
                 # The faults that matter happen in the sides' timed blocks, not in this process.
                 runs.append(
                     replace(
@@ -285,6 +303,7 @@ def gate_sides(
             sides.SideClock.for_device(device),
             floors,
             progress=progress,
+            side_variants=(settings.variant, settings.variant),
         )
         with sides.placed(device, settings.threads):
             out = run_cases(

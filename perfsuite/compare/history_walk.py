@@ -168,6 +168,7 @@ class PairProber:
                 new_pool=pool_b,
                 looks=looks or sequential.LOOKS,
                 progress=self.progress,
+                side_variants=(self.settings.variant, self.settings.variant),
             )
             out = run_cases(
                 check_cases([Case(self.workload, self.params)], self.device, arms),

@@ -14,6 +14,7 @@ from perfsuite.compare.paired_gate import GATE_ENTRY
 from perfsuite.compare.paired_history import History
 from perfsuite.compare.why import WhyResult
 from perfsuite.storage.files import load_document
+from perfsuite.variants.result import VariantStudy
 
 RESULTS: dict[str, Any] = {
     "amp": AmpComparison,
@@ -22,6 +23,7 @@ RESULTS: dict[str, Any] = {
     "history": History,
     "pair": PairResult,
     "why": WhyResult,
+    "variants": VariantStudy,
 }
 
 

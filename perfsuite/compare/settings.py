@@ -17,7 +17,9 @@ class GateSettings:
     """`max_time`: seconds per gate (a case, a probe, a pair of commits); `builds`: processes a
     side in each round; `threshold`: the smallest slowdown that counts; `fdr`: false alarms per
     unchanged case; `threads`: torch threads in the sides (None: torch's own); `heap`: steady
-    keeps glibc's freed memory in the sides (perfsuite.measuring.heap)."""
+    keeps glibc's freed memory in the sides (perfsuite.measuring.heap); `variant`: the variant of
+    the step every side times (perfsuite.variants: `gate --variant int8-dynamic` follows the int8
+    path across commits; None: the workload's own step)."""
 
     max_time: float = 15.0
     builds: int = 1
@@ -25,6 +27,7 @@ class GateSettings:
     fdr: float = 0.01
     threads: int | None = None
     heap: str = "steady"
+    variant: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.max_time <= MAX_TIME_S:
@@ -40,6 +43,10 @@ class GateSettings:
             raise ConfigError(f"threads must be a whole number >= 1 or None, got {self.threads!r}")
         if self.heap not in HEAPS:
             raise ConfigError(f"heap must be one of {', '.join(HEAPS)}, got {self.heap!r}")
+        if self.variant is not None:
+            from perfsuite.variants.registry import named
+
+            named(self.variant)  # an unknown name: refused before anything is measured
 
     def on(self, device: str) -> GateSettings:
         """These settings on `device`: threads None becomes one on the CPU (RunConfig.threads_on: six
@@ -51,8 +58,12 @@ class GateSettings:
         return replace(self, threads=RunConfig(threads=self.threads).threads_on(device))
 
     def logged(self) -> dict:
-        """As a log's settings keep them (a resumed log must have been measured alike)."""
-        return asdict(self)
+        """As a log's settings keep them (a resumed log must have been measured alike); no variant
+        is left out, as logs written before variants existed keep it."""
+        out = asdict(self)
+        if out["variant"] is None:
+            del out["variant"]
+        return out
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 
 from perfsuite.core.discover import workload_in
-from perfsuite.core.errors import exception_text
+from perfsuite.core.errors import Unsupported, exception_text
 from perfsuite.measuring import counted, heap
 from perfsuite.measuring.fork_cuda import ForkedAfterCuda, refuse_bad_fork
 from perfsuite.measuring.system import pinned
@@ -147,11 +147,22 @@ def serve(conn, job: dict) -> int:
         for warning in apply_torch_flags(job["flags"]):
             print(f"perfsuite side: {warning}", file=sys.stderr)
     layout = shifted_layout() if job.get("layout", "random") == "random" else []  # held until the side ends
+    if job.get("seed") is not None:  # sides compared by their outputs build the same weights and inputs
+        seeded(job["seed"])
+    applied = None
     with pinned(None, job.get("threads")):
         try:
             w, built = build_side(
                 job["files"], job["workload"], job["params"], job["device"], job["builds"], job.get("root")
             )
+            if job.get("variant"):  # the variant's steps replace the workload's (perfsuite.variants)
+                from perfsuite.variants.apply import apply
+
+                applied = apply(built, job["variant"], job["device"])
+                built = applied.steps
+        except Unsupported as exc:  # the variant (or the case) cannot run here: a refusal, not a failure
+            conn.send({"error": str(exc), "kind": "unsupported"})
+            return 1
         except Exception as exc:  # noqa: BLE001 - the side's own code: its error goes back to the gate
             conn.send({"error": exception_text(exc), "traceback": traceback.format_exc()})
             return 1
@@ -177,7 +188,17 @@ def serve(conn, job: dict) -> int:
             # the settling above ran wherever the scheduler put them, all sides at once.
             os.sched_setaffinity(0, set(job["cpus"]))
         waits = waits_per_call(steps[0]) if job["device"].startswith("cpu") else None
-        conn.send({"ok": True, "work": dataclasses.asdict(built[0].work), "settle": settled, "waits": waits})
+        if applied is not None and applied.facts["own_threads"]:
+            waits = max(waits or 0.0, 1.0)  # its runtime's threads do the work: timed by the wall clock
+        conn.send(
+            {
+                "ok": True,
+                "work": dataclasses.asdict(built[0].work),
+                "settle": settled,
+                "waits": waits,
+                "variant": applied.facts if applied is not None else None,
+            }
+        )
         while True:
             try:
                 req = conn.recv()
@@ -186,7 +207,7 @@ def serve(conn, job: dict) -> int:
             if req["op"] == "quit":
                 break
             try:
-                conn.send(answer(req, steps, clock, job["device"]))
+                conn.send(answer(req, steps, clock, job["device"], applied))
             except Exception as exc:  # noqa: BLE001 - a step that raises ends this side with its error
                 conn.send({"error": exception_text(exc), "traceback": traceback.format_exc()})
                 return 1
@@ -197,9 +218,24 @@ def serve(conn, job: dict) -> int:
     return 0
 
 
-def answer(req: dict, steps: list, clock, device: str) -> dict:
+def seeded(seed: int) -> None:
+    """Every generator a workload's build may draw from, seeded: two sides of the same code then
+    hold the same weights and inputs, so their outputs can be compared (a variant against eager)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def answer(req: dict, steps: list, clock, device: str, applied=None) -> dict:
     """The reply to one request of the parent (the step's error raises: it ends the side)."""
     op = req["op"]
+    if op in ("output", "evaluate", "latencies"):
+        return _variant_answer(req, steps, device, applied)
     if op == "call":
         steps[req["build"]]()
         return {"ok": True}
@@ -227,6 +263,29 @@ def answer(req: dict, steps: list, clock, device: str) -> dict:
 
         return {"memory": step_peak_memory(steps[req["build"]], device)}
     return {"error": f"unknown request {op!r}"}
+
+
+def _variant_answer(req: dict, steps: list, device: str, applied) -> dict:
+    """What a variant study asks a side after its pairs: the output on the workload's inputs, the
+    workload's evaluation, or calls timed one by one for about `seconds` (latency percentiles)."""
+    from perfsuite.measuring.timing import synchronize
+
+    if applied is None:
+        return {"error": f"request {req['op']!r} needs a side built with a variant"}
+    if req["op"] == "output":
+        from perfsuite.variants.agreement import primary
+
+        return {"output": primary(applied.output())}
+    if req["op"] == "evaluate":
+        return {"evaluation": applied.evaluate() if applied.evaluate is not None else None}
+    times: list[float] = []
+    end = time.perf_counter() + float(req["seconds"])
+    while len(times) < int(req["max"]) and (len(times) < int(req["min"]) or time.perf_counter() < end):
+        t0 = time.perf_counter()
+        steps[req.get("build", 0)]()
+        synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return {"latencies": times}
 
 
 def side_main(conn, log_path: str, job: dict) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.compare.side_worker import side_main
-from perfsuite.core.errors import ConfigError, PerfsuiteError
+from perfsuite.core.errors import ConfigError, PerfsuiteError, Unsupported
 from perfsuite.measuring.system import pinned
 from perfsuite.measuring.tf32 import torch_flags
 from perfsuite.measuring.timing import Clock
@@ -30,6 +30,10 @@ from perfsuite.measuring.workers import context
 class SideFailed(PerfsuiteError):
     """A side could not build or run its step; the message carries its error. The case's failure
     (perfsuite.run.execute.run_cases records it and goes on to the next case)."""
+
+
+class SideUnsupported(Unsupported):
+    """The side's variant (or case) cannot run here: a refusal with its reason, not a failure."""
 
 
 class SideEnvironmentError(ConfigError):
@@ -98,10 +102,13 @@ class Side:
         threads: int | None = None,
         root: Path | None = None,
         wait: bool = True,
+        variant: str | None = None,
+        seed: int | None = None,
     ) -> None:
         """`root`: the checkout this side's code must come from (checked once it is built).
         `wait=False` returns once the process is asked to build: call `ready()` before using it,
-        so that several sides build at the same time (start_all)."""
+        so that several sides build at the same time (start_all). `variant`: the side times that
+        variant of the step (perfsuite.variants); `seed`: its build draws from seeded generators."""
         import multiprocessing.util
 
         self.label, self.builds = label, builds
@@ -134,6 +141,8 @@ class Side:
                 # The caller's numerics flags (TF32, cuDNN benchmark, determinism), as workers get
                 # them (issue 54): a side forked from the fork server has torch's defaults instead.
                 "flags": torch_flags(),
+                "variant": variant,
+                "seed": seed,
             }
             self.proc = ctx.Process(
                 target=side_main, args=(child, self._log_path, job), name=f"perfsuite-side-{label}".replace(" ", "-")
@@ -161,6 +170,7 @@ class Side:
                 msg = self._receive()
                 self.work, self.settle = msg["work"], msg.get("settle")  # settle: heap.settle's account
                 self.waits = msg.get("waits")  # voluntary waits per call (side_worker.waits_per_call)
+                self.variant = msg.get("variant")  # the variant's build and cold-call account
             except BaseException:
                 self.close()
                 raise
@@ -177,6 +187,8 @@ class Side:
                 f"{self.label}: the side process ended (exit {self.proc.exitcode}):\n{self.output()}"
             ) from None
         if "error" in msg:
+            if msg.get("kind") == "unsupported":
+                raise SideUnsupported(f"{self.label}: {msg['error']}")
             if msg.get("kind") == "environment":
                 raise SideEnvironmentError(f"{self.label}: {msg['error']}")
             raise SideFailed(f"{self.label}: {msg['error']}\n{msg.get('traceback', '')}")

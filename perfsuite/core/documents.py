@@ -94,6 +94,7 @@ VERSIONS = {
     "bisect": 2,
     "why": 1,
     "history": 1,
+    "variants": 1,
 }
 
 # Limits on what a file may hold, so a hostile or corrupt file is refused instead of exhausting

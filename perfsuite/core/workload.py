@@ -30,6 +30,12 @@ class BuiltStep:
     teardown: Callable[[], None] | None = None
     # Workload-specific measurements, read after the timed region (e.g. DataLoader start-up).
     extra: Callable[[], dict[str, Any]] | None = None
+    # What variants rebuild the step from (perfsuite.variants): the model the step calls, its
+    # inputs (a tuple of positionals, a dict of keywords, or one tensor), and the workload's own
+    # evaluation of a model called as this one is (-> {"accuracy": ..., "predictions": [...]}).
+    model: Any = None
+    inputs: Any = None
+    evaluate: Callable[[Any], dict[str, Any]] | None = None
 
 
 Builder = Callable[[Mapping[str, Any], str], BuiltStep]

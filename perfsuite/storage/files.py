@@ -79,6 +79,7 @@ DOCUMENT_KINDS = (
     "bisect",
     "why",
     "history",
+    "variants",
 )
 
 

@@ -60,6 +60,12 @@ class Step:
     teardown: Callable[[], None] | None = None
     extra: Callable[[], dict] | None = None
     flops_method: str | None = None
+    # For variants (perfsuite.variants, `perfsuite variants`): the model `fn` calls and its inputs,
+    # so that a variant can rebuild the step as model(inputs); `evaluate(model) -> metrics` scores
+    # a model called as this one is on the workload's labelled data.
+    model: Any = None
+    inputs: Any = None
+    evaluate: Callable[[Any], dict] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -90,7 +96,13 @@ class Step:
             raise ConfigError(f"Step: unit must be a non-empty string of at most {MAX_NAME} characters, got {shown}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"Step: dtype must be one of {', '.join(DTYPES)}, got {str(self.dtype)[:40]!r}")
-        for name in ("teardown", "extra"):
+        if self.model is not None and not callable(self.model):
+            raise ConfigError(f"Step: model must be callable (a torch module), got {type(self.model).__name__}")
+        if (self.model is None) != (self.inputs is None):
+            raise ConfigError("Step: model and inputs go together (variants call model(inputs)); give both or neither")
+        if self.evaluate is not None and self.model is None:
+            raise ConfigError("Step: evaluate scores a model: give model= and inputs= with it")
+        for name in ("teardown", "extra", "evaluate"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ConfigError(f"Step: {name} must be callable, got {type(getattr(self, name)).__name__}")
         if self.flops_method is not None and self.flops_method not in FLOPS_METHODS:
@@ -213,6 +225,9 @@ def built_step(workload: str, made: Any, fn: Callable) -> BuiltStep:
             teardown=made.teardown,
             extra=made.extra,
             work=Work(items_per_step=made.items, item_unit=made.unit, bytes_per_step=made.bytes, dtype=made.dtype),
+            model=made.model,
+            inputs=made.inputs,
+            evaluate=made.evaluate,
         )
     if flops is None:
         # Counted once, here at build time and outside any timed region, by running one step
@@ -235,6 +250,9 @@ def built_step(workload: str, made: Any, fn: Callable) -> BuiltStep:
             bytes_per_step=made.bytes,
             dtype=made.dtype,
         ),
+        model=made.model,
+        inputs=made.inputs,
+        evaluate=made.evaluate,
     )
 
 

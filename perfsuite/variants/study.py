@@ -1,0 +1,201 @@
+"""Every variant of a workload's case against eager, on the gate's road: each variant is one gate
+(perfsuite.compare.gate_sides.GateArms) whose base side runs eager and whose new side runs the
+variant, both from the working tree, in rounds of fresh side processes, built from the same seed
+(so the same weights and inputs). After the first round's pairs, outside them, the sides are asked
+for their output on the workload's inputs, the workload's evaluation, one-by-one latencies and a
+step's peak memory; the driver compares them with eager's and holds each variant to the floor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from perfsuite.compare import revisions, sides
+from perfsuite.compare.gate_sides import GateArms
+from perfsuite.compare.paired_gate import across_cases
+from perfsuite.compare.settings import GateSettings
+from perfsuite.core.case import Case
+from perfsuite.core.config import RunConfig
+from perfsuite.core.errors import ConfigError
+from perfsuite.run.execute import check_cases, run_cases
+from perfsuite.variants import agreement
+from perfsuite.variants.registry import BASELINE, named, refusal
+from perfsuite.variants.result import VariantRow, VariantStudy
+
+SEED = 0  # every side's build: the same weights and inputs, so outputs compare
+LATENCY_S = 1.0  # one-by-one calls for the latency percentiles: about this long, 20-200 calls
+
+
+def checked_names(variants: Sequence[str]) -> list[str]:
+    """The variants asked for, each known (ConfigError naming an unknown one before anything is
+    measured), eager left out (it is every gate's base), duplicates once."""
+    out: list[str] = []
+    for name in variants:
+        named(name)
+        if name != BASELINE and name not in out:
+            out.append(name)
+    if not out:
+        raise ConfigError(
+            "--variants: name at least one variant besides eager (the baseline every one is gated against)"
+        )
+    return out
+
+
+def _latencies(side) -> dict[str, float]:
+    """p50/p90/p99 of calls timed one by one in the side, for about LATENCY_S (20 to 200 calls)."""
+    import numpy as np
+
+    times = side.request({"op": "latencies", "seconds": LATENCY_S, "min": 20, "max": 200})["latencies"]
+    p50, p90, p99 = (float(q) for q in np.quantile(times, (0.5, 0.9, 0.99)))
+    return {"p50": p50, "p90": p90, "p99": p99}
+
+
+def _memory(side) -> dict[str, float]:
+    got = side.request({"op": "memory", "build": 0})["memory"]
+    return {k: float(v) for k, v in got.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class _Asked:
+    """What the sides of one case answered after their first round: eager's once, each variant's."""
+
+    def __init__(self) -> None:
+        self.eager: dict[str, Any] | None = None
+        self.variant: dict[str, Any] = {}
+
+    @staticmethod
+    def of(side) -> dict[str, Any]:
+        return {
+            "facts": side.variant or {},
+            "output": side.request({"op": "output"})["output"],
+            "evaluation": side.request({"op": "evaluate"})["evaluation"],
+            "latency_s": _latencies(side),
+            "memory": _memory(side),
+        }
+
+    def after_first(self, case, base, now) -> None:
+        if self.eager is None:
+            self.eager = self.of(base[0])
+        self.variant = self.of(now[0])
+
+
+def _row(name: str, asked: dict[str, Any], eager: dict[str, Any], items: float, floor: float, verdict) -> VariantRow:
+    facts = asked["facts"]
+    common = dict(
+        build_s=facts.get("build_s"),
+        cold_s=facts.get("cold_s"),
+        size_bytes=facts.get("size_bytes"),
+        latency_s=asked["latency_s"],
+        items_per_s=items / asked["latency_s"]["p50"] if asked["latency_s"].get("p50") else None,
+        memory=asked["memory"],
+        metrics=agreement.metrics_of(asked["evaluation"]),
+    )
+    try:
+        outputs: dict[str, float | None] = agreement.compare(eager["output"], asked["output"])
+    except agreement.WrongOutput as exc:
+        return VariantRow(name, "failed", reason=f"wrong output: {exc}", verdict=verdict, **common)
+    eval_top1 = agreement.prediction_agreement(eager["evaluation"], asked["evaluation"])
+    if eval_top1 is not None:
+        outputs["eval_top1"] = eval_top1
+    kept, below = agreement.held(outputs, common["metrics"], agreement.metrics_of(eager["evaluation"]), floor)
+    return VariantRow(
+        name, "measured", verdict=verdict, outputs=outputs, kept=kept, below=below,
+        holds=(not below) if kept else None, **common,
+    )  # fmt: skip
+
+
+def study_case(
+    workload,
+    case: Mapping[str, Any],
+    variants: Sequence[str],
+    device: str,
+    settings: GateSettings,
+    floor: float = agreement.FLOOR,
+    *,
+    events=None,
+    progress: Callable[[str], None] | None = None,
+    on_row: Callable[[VariantRow], None] | None = None,
+) -> tuple[VariantStudy | None, Any]:
+    """Each of `variants` (checked_names) gated against eager for one case; (the study, or None when
+    no variant could be measured and eager's figures are unknown; the KeyboardInterrupt that stopped
+    it, or None). A refused or failed variant is a row with its reason; the others go on."""
+    file_now = revisions.workload_file(workload.source, workload.name)
+    resolved = workload.resolve(dict(case))
+    asked = _Asked()
+    rows: list[VariantRow] = []
+    interrupted = None
+    for name in variants:
+        why = refusal(named(name), device)
+        if why is not None:
+            rows.append(VariantRow(name, "refused", reason=why))
+        else:
+            arms = GateArms(
+                (file_now, None),
+                (file_now, None),
+                (BASELINE, name),
+                settings.builds,
+                settings.heap,
+                settings.threads,
+                settings.threshold,
+                settings.fdr,
+                sides.SideClock.for_device(device),
+                direction=-1,  # the question a variant answers: is it faster than eager?
+                progress=progress,
+                side_variants=(BASELINE, name),
+                seed=SEED,
+                after_first=asked.after_first,
+            )
+            with sides.placed(device, settings.threads):
+                out = run_cases(
+                    check_cases([Case(workload, case)], device, arms),
+                    RunConfig(device=device, max_time=settings.max_time),
+                    events=events,
+                )
+            interrupted = out.interrupted
+            across_cases(out.records, settings.fdr)  # the sequential test's decision becomes its word
+            if out.unsupported:
+                rows.append(VariantRow(name, "refused", reason=out.unsupported[0][1]))
+            elif out.failures:
+                rows.append(VariantRow(name, "failed", reason=_failure_text(out.failures[0])))
+            elif out.records:
+                items = resolved_items(asked)
+                rows.append(_row(name, asked.variant, asked.eager or {}, items, floor, out.records[0]))
+            if on_row is not None and rows:
+                on_row(rows[-1])
+        if interrupted is not None:
+            break
+    if asked.eager is None:
+        return None, interrupted
+    eager = _row(BASELINE, asked.eager, asked.eager, resolved_items(asked), floor, None)
+    items_unit = asked.eager.get("facts", {}).get("unit") or "items"
+    params = {k: v for k, v in resolved.items() if isinstance(v, (bool, int, float, str)) or v is None}
+    return VariantStudy(workload.name, params, device, floor, items_unit, eager, rows), interrupted
+
+
+def resolved_items(asked: _Asked) -> float:
+    return float((asked.eager or {}).get("facts", {}).get("items") or 1.0)
+
+
+def _failure_text(failure: Mapping[str, Any]) -> str:
+    text = str(failure.get("error") or failure.get("message") or failure)
+    return text[:2000]
+
+
+def study(
+    workload,
+    cases: Sequence[Mapping[str, Any]],
+    variants: Sequence[str],
+    device: str,
+    settings: GateSettings,
+    floor: float = agreement.FLOOR,
+    **kw,
+) -> tuple[list[VariantStudy], Any]:
+    """study_case for each case in turn; (the studies so far, the interrupt that stopped them)."""
+    names = checked_names(variants)
+    done: list[VariantStudy] = []
+    for case in cases:
+        one, interrupted = study_case(workload, case, names, device, settings, floor, **kw)
+        if one is not None:
+            done.append(one)
+        if interrupted is not None:
+            return done, interrupted
+    return done, None

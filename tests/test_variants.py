@@ -1,0 +1,267 @@
+"""Variants (issue 53): the registry and its refusals, agreement with eager, a variant applied to a
+built step, `perfsuite variants` on the user's example project (measured, refused, failed and
+below-the-floor variants in one study, its document read back), and `gate --variant` reaching the
+sides."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from perfsuite.core.errors import ConfigError, Unsupported
+from perfsuite.core.record import Work
+from perfsuite.core.workload import BuiltStep
+from perfsuite.user.declare import Step
+from perfsuite.variants import agreement, registry
+from perfsuite.variants.apply import apply, model_bytes
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "my-project"
+GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+
+
+def _built(model=None, inputs=None, evaluate=None) -> list[BuiltStep]:
+    model = model or torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+    inputs = inputs if inputs is not None else (torch.randn(4, 32),)
+    return [
+        BuiltStep(
+            fn=lambda: model(*inputs),
+            work=Work(items_per_step=4, item_unit="samples"),
+            model=model,
+            inputs=inputs,
+            evaluate=evaluate,
+        )
+    ]
+
+
+# --- the registry --------------------------------------------------------------------------------
+
+
+def test_an_unknown_variant_is_refused_naming_the_known_ones():
+    with pytest.raises(ConfigError, match=r"unknown variant 'int4'.*eager, bf16.*onnxruntime"):
+        registry.named("int4")
+    with pytest.raises(ConfigError, match="not a variant's name"):
+        registry.named("a b")
+
+
+def test_compile_takes_its_mode_and_a_variant_without_options_refuses_one():
+    v = registry.named("compile:max-autotune")
+    assert v.name == "compile:max-autotune" and v.option == "max-autotune"
+    assert registry.named("compile").option == ""
+    with pytest.raises(ConfigError, match="takes no option"):
+        registry.named("int8-dynamic:fast")
+
+
+def test_a_device_the_variant_does_not_run_on_and_a_missing_library_are_refused_with_the_extra(monkeypatch):
+    assert "cuda only" in registry.refusal(registry.named("fp16"), "cpu")
+    assert "cuda only" in registry.refusal(registry.named("tensorrt"), "cpu")
+    assert registry.refusal(registry.named("int8-dynamic"), "cuda:0") is not None
+    assert registry.refusal(registry.named("eager"), "cpu") is None
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    why = registry.refusal(registry.named("onnxruntime"), "cpu")
+    assert "needs onnxruntime" in why and registry.EXTRA in why
+
+
+def test_a_users_variant_is_declared_once_and_never_shadows_a_builtin():
+    @registry.variant("test-double", description="twice the output")
+    def double(model):
+        return lambda *a: 2 * model(*a)
+
+    try:
+        v = registry.named("test-double")
+        assert v.level == "model" and v.source.endswith(f"{double.__code__.co_firstlineno}")
+        assert "test-double" in registry.names()
+        with pytest.raises(ConfigError, match="declared twice"):
+            registry.variant("test-double")(lambda m: m)
+        with pytest.raises(ConfigError, match="built-in"):
+            registry.variant("onnxruntime")(lambda m: m)
+        with pytest.raises(ConfigError, match="built-in"):
+            registry.variant("compile:mine")(lambda m: m)
+        with pytest.raises(ConfigError, match="level"):
+            registry.variant("test-other", level="graph")
+    finally:
+        registry._DECLARED.pop("test-double", None)
+
+
+# --- agreement -----------------------------------------------------------------------------------
+
+
+def test_agreement_measures_error_and_top1_and_refuses_wrong_outputs():
+    base = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 1.0]], dtype=np.float32)
+    near = base + np.array([[0.0, 0.0, 2.5], [0.0, 0.1, 0.0]], dtype=np.float32)  # row 0's arg-max moves
+    got = agreement.compare(base, near)
+    assert got["top1"] == 0.5 and got["max_abs"] == pytest.approx(2.5) and got["max_rel"] == pytest.approx(2.5 / 3)
+    with pytest.raises(agreement.WrongOutput, match="shape"):
+        agreement.compare(base, base[:, :2])
+    bad = base.copy()
+    bad[1, 1] = np.nan
+    with pytest.raises(agreement.WrongOutput, match="1 of 6 output values are not finite"):
+        agreement.compare(base, bad)
+
+
+def test_primary_reads_logits_tuples_and_dicts():
+    class Out:
+        logits = torch.ones(2, 3)
+
+    for out in (Out(), (torch.ones(2, 3), torch.zeros(1)), {"a": torch.ones(2, 3)}, torch.ones(2, 3)):
+        assert agreement.primary(out).shape == (2, 3)
+    with pytest.raises(agreement.WrongOutput, match="no tensor"):
+        agreement.primary("text")
+
+
+def test_held_compares_each_fraction_with_the_floor():
+    kept, below = agreement.held({"top1": 0.995, "eval_top1": 0.98}, {"accuracy": 0.7}, {"accuracy": 0.8}, 0.99)
+    assert kept == {"top1_agreement": 0.98, "accuracy": pytest.approx(0.875)}  # the evaluation's agreement wins
+    assert len(below) == 2 and below[0].startswith("top1_agreement 0.980")
+    assert agreement.held({"top1": 1.0}, {}, {}, 0.99) == ({"top1_agreement": 1.0}, [])
+
+
+# --- a variant applied to a built step -----------------------------------------------------------
+
+
+def test_int8_dynamic_rebuilds_the_step_from_the_model_smaller_and_close_to_eager():
+    built = _built()
+    eager, int8 = apply(built, "eager", "cpu"), apply(built, "int8-dynamic", "cpu")
+    assert int8.facts["build_s"] > 0 and int8.facts["cold_s"] > 0 and int8.facts["items"] == 4
+    assert int8.facts["size_bytes"] < 0.6 * eager.facts["size_bytes"]  # int8 weights: a byte each, not four
+    a, b = agreement.primary(eager.output()), agreement.primary(int8.output())
+    assert a.shape == b.shape == (4, 8)
+    assert 0 < agreement.compare(a, b)["max_rel"] < 0.1  # quantized: close, not equal
+    int8.steps[0].fn()  # the rebuilt step runs
+
+
+def test_a_model_level_variant_needs_the_steps_model_and_a_step_level_one_gets_the_step():
+    bare = [BuiltStep(fn=lambda: None, work=Work(items_per_step=1, item_unit="x"))]
+    with pytest.raises(Unsupported, match="model=model, inputs=inputs"):
+        apply(bare, "int8-dynamic", "cpu")
+    calls = []
+
+    @registry.variant("test-counted", level="step")
+    def counted(step):
+        def wrapped():
+            calls.append(1)
+            return step()
+
+        return wrapped
+
+    try:
+        applied = apply(bare, "test-counted", "cpu")
+        applied.steps[0].fn()
+        assert len(calls) == 2  # the cold call, then this one
+        assert applied.facts["size_bytes"] is None
+    finally:
+        registry._DECLARED.pop("test-counted", None)
+
+
+def test_a_step_refuses_a_model_without_inputs_and_an_evaluation_without_a_model():
+    with pytest.raises(ConfigError, match="model and inputs go together"):
+        Step(lambda: None, items=1, model=torch.nn.Linear(2, 2))
+    with pytest.raises(ConfigError, match="evaluate scores a model"):
+        Step(lambda: None, items=1, evaluate=lambda f: {})
+    with pytest.raises(ConfigError, match="model must be callable"):
+        Step(lambda: None, items=1, model=3, inputs=())
+
+
+def test_model_bytes_of_a_module_and_of_a_runtime():
+    assert model_bytes(torch.nn.Linear(100, 100)) > 100 * 100 * 4
+    from perfsuite.variants.builtin import Runtime
+
+    assert model_bytes(Runtime(lambda a, k: None, 1234)) == 1234
+    assert model_bytes(lambda x: x) is None
+
+
+# --- the command, on the user's example project --------------------------------------------------
+
+BROKEN = '''
+
+@perfsuite.variant("test-nan")
+def nan_out(model):
+    """Answers NaN: a variant whose output cannot be the model's."""
+    return lambda x: model(x) * float("nan")
+
+
+@perfsuite.variant("test-raises")
+def raises(model):
+    raise RuntimeError("this variant does not build")
+'''
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+
+def _perfsuite(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "perfsuite", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "my-project"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
+    bench = root / "bench" / "classify.py"
+    bench.write_text(bench.read_text() + BROKEN)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "the project"], cwd=root, check=True)
+    return root
+
+
+@pytest.mark.slow
+def test_variants_measures_refuses_and_fails_each_variant_apart_and_keeps_the_study(project):
+    out = project / "variants.json"
+    res = _perfsuite(
+        project, "variants", "classify", "-p", "batch_size=64", "--device", "cpu", "--max-time", "1.5",
+        "--variants", "int8-dynamic,onnxruntime,pruned-50,fp16,test-nan,test-raises", "--json", str(out),
+    )  # fmt: skip
+    assert res.returncode == 3, res.stdout + res.stderr  # two variants failed; the others were measured
+    from perfsuite.compare.kinds import load_result
+
+    (study,) = load_result(out, "variants")
+    rows = {r.variant: r for r in study.rows}
+    assert list(rows) == ["int8-dynamic", "onnxruntime", "pruned-50", "fp16", "test-nan", "test-raises"]
+    assert rows["fp16"].status == "refused" and "cuda only" in rows["fp16"].reason
+    assert rows["test-raises"].status == "failed" and "this variant does not build" in rows["test-raises"].reason
+    assert rows["test-nan"].status == "failed" and "not finite" in rows["test-nan"].reason
+    ort = rows["onnxruntime"]
+    assert ort.status == "measured" and ort.verdict is not None and ort.verdict.pairs > 0
+    assert ort.outputs["eval_top1"] == 1.0 and ort.holds is True  # the same function, another runtime
+    assert ort.build_s > 0 and ort.size_bytes > 0 and ort.latency_s["p50"] <= ort.latency_s["p99"]
+    assert ort.verdict.run.clock != "thread_time_ns"  # ONNX Runtime's threads: timed by the wall clock
+    pruned = rows["pruned-50"]
+    assert pruned.holds is False and pruned.kept["accuracy"] < 0.99 and pruned.below  # the floor held
+    int8 = rows["int8-dynamic"]
+    assert int8.size_bytes < 0.6 * study.eager.size_bytes and 0 < int8.outputs["max_rel"] < 0.2
+    assert study.eager.kept == {"top1_agreement": 1.0, "accuracy": 1.0}
+    assert study.best in (None, "int8-dynamic", "onnxruntime")  # never a variant below the floor
+    assert study.closing in res.stdout.replace("\n", " ") or study.closing.split(":")[0] in res.stdout
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "perfsuite.variants" and doc["results"][0]["closing"] == study.closing
+
+
+@pytest.mark.slow
+def test_gate_variant_runs_the_variant_in_every_side(project):
+    # A variant that cannot build fails the gate's case with its own error: it reached the sides.
+    res = _perfsuite(project, "gate", "classify", "-p", "batch_size=1", "--variant", "test-raises",
+                     "--device", "cpu", "--max-time", "1")  # fmt: skip
+    assert res.returncode == 3 and "this variant does not build" in res.stdout + res.stderr, res.stdout + res.stderr
+    res = _perfsuite(project, "gate", "classify", "-p", "batch_size=1", "--variant", "nope", "--device", "cpu")
+    assert res.returncode == 2 and "unknown variant 'nope'" in res.stderr
+    out = project / "gate.json"
+    res = _perfsuite(project, "gate", "classify", "-p", "batch_size=1", "--variant", "int8-dynamic",
+                     "--device", "cpu", "--max-time", "1", "--json", str(out), "--undecided", "pass")  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    (v,) = json.loads(out.read_text())["results"]
+    assert v["pairs"] > 0 and v["work"] == "same work"  # both sides run the int8 path of the same code
