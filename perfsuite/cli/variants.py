@@ -93,7 +93,7 @@ def command(args, console, recorder) -> int:
 
 def _row_line(row) -> str:
     if row.status != "measured":
-        return f"{row.variant}: {row.status}: {row.reason}"
+        return f"{row.variant}: {row.status}: {(row.reason or '').strip().splitlines()[0][:300] if row.reason else ''}"
     lo, hi = row.speedup_interval or (0.0, 0.0)
     return f"{row.variant}: {row.word}, {row.speedup:.2f}x ({lo:.2f}-{hi:.2f}) against eager" + (
         f"; below the floor: {'; '.join(row.below)}" if row.below else ""
@@ -107,19 +107,21 @@ def _num(v, fmt: str) -> str:
 def _table(s) -> Table:
     case = ", ".join(f"{k}={v}" for k, v in s.params.items())
     t = Table(title=f"{s.workload} [{case}] on {s.device}: variants against eager (floor {s.floor:.0%})")
-    for col in ("variant", "word", "speed-up (CI)", "p50 ms", "p99 ms", f"{s.items_unit}/s", "size MB",
+    for col in ("variant", "word", "speed-up (CI)", "p50 ms (eager's beside)", "p99 ms", f"{s.items_unit}/s", "size MB",
                 "build s", "cold s", "top-1", "max rel err", "kept", "holds"):  # fmt: skip
         t.add_column(col)
     for r in [s.eager, *s.rows]:
         if r.status != "measured":
-            t.add_row(r.variant, r.status, Text(printable(r.reason or "")))
+            first = (r.reason or "").strip().splitlines()[:1] or [""]
+            t.add_row(r.variant, r.status, Text(printable(first[0][:160])))
             continue
         ci = r.speedup_interval
         t.add_row(
             r.variant,
             r.word or "baseline",
             f"{r.speedup:.2f}x ({ci[0]:.2f}-{ci[1]:.2f})" if ci and r.speedup else "1",
-            _num(r.latency_s.get("p50", 0) * 1e3, ".2f"),
+            _num(r.latency_s.get("p50", 0) * 1e3, ".2f")
+            + (f" ({r.eager_latency_s['p50'] * 1e3:.2f})" if r.eager_latency_s.get("p50") else ""),
             _num(r.latency_s.get("p99", 0) * 1e3, ".2f"),
             _num(r.items_per_s, ".1f"),
             _num(r.size_bytes / 1e6 if r.size_bytes is not None else None, ".1f"),

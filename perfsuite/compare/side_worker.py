@@ -186,7 +186,7 @@ def serve(conn, job: dict) -> int:
         if job.get("cpus"):
             # The timing core(s) shared by every side (sides.side_cpus), from here on: the builds and
             # the settling above ran wherever the scheduler put them, all sides at once.
-            os.sched_setaffinity(0, set(job["cpus"]))
+            pin_every_thread(set(job["cpus"]))
         waits = waits_per_call(steps[0]) if job["device"].startswith("cpu") else None
         if applied is not None and applied.facts["own_threads"]:
             waits = max(waits or 0.0, 1.0)  # its runtime's threads do the work: timed by the wall clock
@@ -216,6 +216,21 @@ def serve(conn, job: dict) -> int:
                 b.teardown()
     del layout
     return 0
+
+
+def pin_every_thread(cpus: set[int]) -> None:
+    """Every thread of this process on `cpus`, not only the calling one: sched_setaffinity(0) moves
+    the caller alone, and a runtime's thread pool started during the build (ONNX Runtime's,
+    OpenVINO's) kept running on the driver's core, a second core the other side did not have."""
+    try:
+        threads = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # no /proc: the calling thread at least
+        threads = [0]
+    for tid in threads:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:  # a thread that ended meanwhile
+            pass
 
 
 def seeded(seed: int) -> None:

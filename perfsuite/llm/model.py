@@ -81,6 +81,9 @@ def build_model(shape: str, attn: str, dtype, device: str, path: str = ""):
     else:
         torch.manual_seed(0)
         model = Qwen2ForSequenceClassification(config_for(shape, attn)).to(dtype)
+    # A classifier reads one forward's logits and never decodes: no key-value cache is built (an
+    # exporter, ONNX's or OpenVINO's, cannot follow the cache a forward would otherwise return).
+    model.config.use_cache = False
     # (transformers wraps Module.to with functools.wraps, whose typeshed type is not a bound method)
     return model.to(device).eval()  # type: ignore[arg-type]
 

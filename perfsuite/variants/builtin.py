@@ -10,7 +10,7 @@ the first call apart). Their libraries are imported here, when a variant is made
 - compile[:mode]: torch.compile with Inductor (mode: default, reduce-overhead, max-autotune, ...);
 - onnxruntime: exported with torch.onnx (dynamo), run by an ONNX Runtime session (CPU provider;
   CUDA's on a GPU);
-- openvino: converted by OpenVINO and compiled for its CPU plugin;
+- openvino[:precision]: converted by OpenVINO and compiled for its CPU plugin (f32 unless asked);
 - tensorrt: Torch-TensorRT (CUDA only).
 """
 
@@ -55,6 +55,32 @@ class Runtime:
 
 def _folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def tensor_out(model, names: tuple[str, ...] = ()):
+    """The model returning its main output only (a model output's logits, a tuple's first): an
+    exporter cannot follow what else a model returns (a Hugging Face model's key-value cache).
+    `names`: the keyword inputs it takes positionally, in that order (a tracer passes positionals)."""
+    import torch
+
+    class TensorOut(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, *args, **kwargs):
+            if names:
+                kwargs, args = {**dict(zip(names, args)), **kwargs}, ()
+            out = self.inner(*args, **kwargs)
+            if hasattr(out, "logits"):
+                return out.logits
+            if isinstance(out, (tuple, list)):
+                return out[0]
+            if isinstance(out, dict):
+                return next(iter(out.values()))
+            return out
+
+    return TensorOut().eval()
 
 
 def eager(model, inputs, device: str, option: str | None):
@@ -120,7 +146,7 @@ def onnxruntime(model, inputs, device: str, option: str | None):
     args, kwargs = split(inputs)
     folder = tempfile.TemporaryDirectory(prefix="perfsuite-onnx-")
     path = Path(folder.name) / "model.onnx"
-    torch.onnx.export(model, args, str(path), kwargs=kwargs or None, dynamo=True, verbose=False)
+    torch.onnx.export(tensor_out(model), args, str(path), kwargs=kwargs or None, dynamo=True, verbose=False)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = _threads()
     opts.inter_op_num_threads = 1
@@ -148,17 +174,21 @@ def openvino(model, inputs, device: str, option: str | None):
     import torch
 
     args, kwargs = split(inputs)
-    example = kwargs if kwargs else (args[0] if len(args) == 1 else args)
-    converted = ov.convert_model(model, example_input=example)
-    compiled_model = ov.Core().compile_model(converted, "CPU", {"INFERENCE_NUM_THREADS": _threads()})
+    names = tuple(kwargs)  # keyword inputs go in positionally, in their order
+    given = tuple(kwargs.values()) if kwargs else args
+    converted = ov.convert_model(tensor_out(model, names), example_input=given[0] if len(given) == 1 else given)
+    # f32 unless asked (openvino:bf16): on a CPU with AMX, OpenVINO's default is bf16, another
+    # precision than eager's, which the bf16 variant measures apart.
+    config = {"INFERENCE_NUM_THREADS": _threads(), "INFERENCE_PRECISION_HINT": option or "f32"}
+    compiled_model = ov.Core().compile_model(converted, "CPU", config)
     folder = tempfile.TemporaryDirectory(prefix="perfsuite-openvino-")
     ov.save_model(converted, os.path.join(folder.name, "model.xml"))
     size = _folder_bytes(Path(folder.name))
     folder.cleanup()
 
     def run(args, kwargs):
-        feed = {k: v.detach().cpu().numpy() for k, v in kwargs.items()} if kwargs else [a.numpy() for a in args]
-        result = compiled_model(feed)
+        tensors = [kwargs[n] for n in names] if names else list(args)
+        result = compiled_model([t.detach().cpu().numpy() for t in tensors])
         outs = [torch.from_numpy(result[o]) for o in compiled_model.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -196,7 +226,8 @@ BUILTINS: dict[str, Variant] = {
             needs=("openvino",),
             devices=("cpu",),
             own_threads=True,
-            description="OpenVINO, compiled for its CPU plugin",
+            option="",
+            description="OpenVINO, compiled for its CPU plugin in f32 (openvino:bf16: its bf16 precision hint)",
         ),
         Variant(
             "tensorrt",

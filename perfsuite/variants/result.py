@@ -33,6 +33,8 @@ class VariantRow(documents.Result):
     cold_s: NonNegative | None = None
     size_bytes: Count | None = None
     latency_s: dict[Name, NonNegative] = field(default_factory=dict)
+    # eager's, timed in alternation with this variant's (the same stretch of the machine's load)
+    eager_latency_s: dict[Name, NonNegative] = field(default_factory=dict)
     items_per_s: NonNegative | None = None
     memory: dict[Name, Finite] = field(default_factory=dict)
     outputs: dict[Name, Finite | None] = field(default_factory=dict)

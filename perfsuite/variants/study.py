@@ -7,6 +7,7 @@ step's peak memory; the driver compares them with eager's and holds each variant
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,8 @@ from perfsuite.variants.registry import BASELINE, named, refusal
 from perfsuite.variants.result import VariantRow, VariantStudy
 
 SEED = 0  # every side's build: the same weights and inputs, so outputs compare
-LATENCY_S = 1.0  # one-by-one calls for the latency percentiles: about this long, 20-200 calls
+LATENCY_S = 1.0  # one-by-one calls for the latency percentiles: about this long a side, 20-200 calls
+LATENCY_CHUNKS = 4
 
 
 def checked_names(variants: Sequence[str]) -> list[str]:
@@ -41,13 +43,21 @@ def checked_names(variants: Sequence[str]) -> list[str]:
     return out
 
 
-def _latencies(side) -> dict[str, float]:
-    """p50/p90/p99 of calls timed one by one in the side, for about LATENCY_S (20 to 200 calls)."""
+def _latencies(base, new) -> tuple[dict[str, float], dict[str, float]]:
+    """p50/p90/p99 of calls timed one by one in each side, in alternating chunks (eager, the
+    variant, eager, the variant) so that both meet the same stretch of the machine's load."""
     import numpy as np
 
-    times = side.request({"op": "latencies", "seconds": LATENCY_S, "min": 20, "max": 200})["latencies"]
-    p50, p90, p99 = (float(q) for q in np.quantile(times, (0.5, 0.9, 0.99)))
-    return {"p50": p50, "p90": p90, "p99": p99}
+    times: dict[int, list[float]] = {0: [], 1: []}
+    for _ in range(LATENCY_CHUNKS):
+        for i, side in enumerate((base, new)):
+            ask = {"op": "latencies", "seconds": LATENCY_S / LATENCY_CHUNKS, "min": 5, "max": 50}
+            times[i] += side.request(ask)["latencies"]
+    out = []
+    for i in (0, 1):
+        p50, p90, p99 = (float(q) for q in np.quantile(times[i], (0.5, 0.9, 0.99)))
+        out.append({"p50": p50, "p90": p90, "p99": p99})
+    return out[0], out[1]
 
 
 def _memory(side) -> dict[str, float]:
@@ -63,19 +73,21 @@ class _Asked:
         self.variant: dict[str, Any] = {}
 
     @staticmethod
-    def of(side) -> dict[str, Any]:
+    def of(side, latency_s: dict[str, float]) -> dict[str, Any]:
         return {
             "facts": side.variant or {},
             "output": side.request({"op": "output"})["output"],
             "evaluation": side.request({"op": "evaluate"})["evaluation"],
-            "latency_s": _latencies(side),
+            "latency_s": latency_s,
             "memory": _memory(side),
         }
 
     def after_first(self, case, base, now) -> None:
+        eager_latency, variant_latency = _latencies(base[0], now[0])
         if self.eager is None:
-            self.eager = self.of(base[0])
-        self.variant = self.of(now[0])
+            self.eager = self.of(base[0], eager_latency)
+        self.variant = self.of(now[0], variant_latency)
+        self.variant["eager_latency_s"] = eager_latency  # measured beside the variant's
 
 
 def _row(name: str, asked: dict[str, Any], eager: dict[str, Any], items: float, floor: float, verdict) -> VariantRow:
@@ -85,6 +97,7 @@ def _row(name: str, asked: dict[str, Any], eager: dict[str, Any], items: float, 
         cold_s=facts.get("cold_s"),
         size_bytes=facts.get("size_bytes"),
         latency_s=asked["latency_s"],
+        eager_latency_s=asked.get("eager_latency_s", {}),
         items_per_s=items / asked["latency_s"]["p50"] if asked["latency_s"].get("p50") else None,
         memory=asked["memory"],
         metrics=agreement.metrics_of(asked["evaluation"]),
@@ -176,8 +189,9 @@ def resolved_items(asked: _Asked) -> float:
 
 
 def _failure_text(failure: Mapping[str, Any]) -> str:
+    """A failed variant's reason as the document keeps it: its error without terminal colours."""
     text = str(failure.get("error") or failure.get("message") or failure)
-    return text[:2000]
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)[:2000]
 
 
 def study(

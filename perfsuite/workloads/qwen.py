@@ -68,6 +68,45 @@ def _tokenize(tok, texts, params):
     )
 
 
+# Texts a variant is scored on: enough for agreement to the percent, few enough to run in seconds.
+EVAL_SAMPLES = 128
+
+
+def _evaluation(tok, texts, labels, bs: int, seq: int, device: str, scored: bool):
+    """The Qwen classifier's evaluation of a model called as it is: its predictions over the first
+    EVAL_SAMPLES texts, tokenised to the step's own shape (an exported runtime takes that shape
+    only), and with a real checkpoint and labelled data (`scored`) accuracy and F1 over them."""
+    import torch
+
+    n = max(bs, EVAL_SAMPLES // bs * bs)
+    chosen = (texts * (n // len(texts) + 1))[:n]
+    batches = [
+        {
+            k: v.to(device)
+            for k, v in tok(
+                chosen[i : i + bs], padding="max_length", truncation=True, max_length=seq, return_tensors="pt"
+            ).items()
+        }  # fmt: skip
+        for i in range(0, n, bs)
+    ]
+
+    def evaluate(forward) -> dict:
+        from perfsuite.variants.agreement import primary
+
+        preds: list[int] = []
+        with torch.inference_mode():
+            for b in batches:
+                preds.extend(int(p) for p in primary(forward(**b)).argmax(-1))
+        if not scored:  # random weights: their labels mean nothing; agreement with eager does
+            return {"predictions": preds}
+        from perfsuite.llm.evaluate import f1_scores
+
+        wanted = (labels * (n // len(labels) + 1))[:n]
+        return {**f1_scores(wanted, preds), "predictions": preds}
+
+    return evaluate
+
+
 def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
     """The inference study's section: optimal batch size within --latency-bound, the bottleneck,
     six panels, a heatmap and qwen-sweep.json/.csv (perfsuite/workloads/qwen_report.py)."""
@@ -163,6 +202,7 @@ def qwen(device: str, **params):
             return forward(**inputs).logits
 
     step: Callable[[], object]
+    offered: dict = {}  # what variants rebuild the step from (the batch scenario's)
     if params["scenario"] == "batch":
         batch = texts[:bs] if len(texts) >= bs else (texts * (bs // len(texts) + 1))[:bs]
         tok_times = []
@@ -185,6 +225,13 @@ def qwen(device: str, **params):
             return run(inputs)
 
         step = PerCallTimer(forward_batch, device)
+        # Variants (perfsuite.variants) rebuild the batch's call from the model and its inputs, and
+        # score each version on the texts in batches of the step's own shape.
+        offered = dict(
+            model=model,
+            inputs=inputs,
+            evaluate=_evaluation(tok, texts, labels, bs, seq, device, scored=bool(params["model"] and params["data"])),
+        )
         work = dict(
             items=bs,
             unit="samples",
@@ -231,4 +278,4 @@ def qwen(device: str, **params):
             return extra
         return {**extra, "batch_latencies_s": [round(t, 9) for t in timer.times()]}
 
-    return perfsuite.Step(step, extra=collect, **work)
+    return perfsuite.Step(step, extra=collect, **work, **offered)
