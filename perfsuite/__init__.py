@@ -34,7 +34,7 @@ from perfsuite.run.now import StepFailed, measure
 from perfsuite.storage.files import load_many
 from perfsuite.storage.table import load as _table
 from perfsuite.user.declare import Step, param, workload
-from perfsuite.variants.registry import variant
+from perfsuite.variants.catalog import variant
 
 __version__ = "0.1.0"
 __all__ = [

@@ -20,7 +20,7 @@ from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.core.record import Work
 from perfsuite.core.workload import BuiltStep
 from perfsuite.user.declare import Step
-from perfsuite.variants import agreement, registry
+from perfsuite.variants import catalog, fidelity
 from perfsuite.variants.apply import apply, model_bytes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,51 +47,51 @@ def _built(model=None, inputs=None, evaluate=None) -> list[BuiltStep]:
 
 def test_an_unknown_variant_is_refused_naming_the_known_ones():
     with pytest.raises(ConfigError, match=r"unknown variant 'int4'.*eager, bf16.*onnxruntime"):
-        registry.named("int4")
+        catalog.named("int4")
     with pytest.raises(ConfigError, match="not a variant's name"):
-        registry.named("a b")
+        catalog.named("a b")
 
 
 def test_compile_takes_its_mode_and_a_variant_without_options_refuses_one():
-    v = registry.named("compile:max-autotune")
+    v = catalog.named("compile:max-autotune")
     assert v.name == "compile:max-autotune" and v.option == "max-autotune"
-    assert registry.named("compile").option == ""
+    assert catalog.named("compile").option == ""
     with pytest.raises(ConfigError, match="takes no option"):
-        registry.named("int8-dynamic:fast")
+        catalog.named("int8-dynamic:fast")
 
 
 def test_a_device_the_variant_does_not_run_on_and_a_missing_library_are_refused_with_the_extra(monkeypatch):
-    assert "cuda only" in registry.refusal(registry.named("fp16"), "cpu")
-    assert "cuda only" in registry.refusal(registry.named("tensorrt"), "cpu")
-    assert registry.refusal(registry.named("int8-dynamic"), "cuda:0") is not None
-    assert registry.refusal(registry.named("eager"), "cpu") is None
+    assert "cuda only" in catalog.refusal(catalog.named("fp16"), "cpu")
+    assert "cuda only" in catalog.refusal(catalog.named("tensorrt"), "cpu")
+    assert catalog.refusal(catalog.named("int8-dynamic"), "cuda:0") is not None
+    assert catalog.refusal(catalog.named("eager"), "cpu") is None
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
-    why = registry.refusal(registry.named("onnxruntime"), "cpu")
-    assert "needs onnxruntime" in why and registry.EXTRA in why
+    why = catalog.refusal(catalog.named("onnxruntime"), "cpu")
+    assert "needs onnxruntime" in why and catalog.EXTRA in why
 
 
 def test_a_users_variant_is_declared_once_and_never_shadows_a_builtin():
-    @registry.variant("test-double", description="twice the output")
+    @catalog.variant("test-double", description="twice the output")
     def double(model):
         return lambda *a: 2 * model(*a)
 
     try:
-        v = registry.named("test-double")
+        v = catalog.named("test-double")
         assert v.level == "model" and v.source.endswith(f"{double.__code__.co_firstlineno}")
-        assert "test-double" in registry.names()
+        assert "test-double" in catalog.names()
         with pytest.raises(ConfigError, match="declared twice"):
-            registry.variant("test-double")(lambda m: m)
+            catalog.variant("test-double")(lambda m: m)
         with pytest.raises(ConfigError, match="built-in"):
-            registry.variant("onnxruntime")(lambda m: m)
+            catalog.variant("onnxruntime")(lambda m: m)
         with pytest.raises(ConfigError, match="built-in"):
-            registry.variant("compile:mine")(lambda m: m)
+            catalog.variant("compile:mine")(lambda m: m)
         with pytest.raises(ConfigError, match="level"):
-            registry.variant("test-other", level="graph")
+            catalog.variant("test-other", level="graph")
     finally:
-        registry._DECLARED.pop("test-double", None)
+        catalog._DECLARED.pop("test-double", None)
 
 
 # --- agreement -----------------------------------------------------------------------------------
@@ -100,14 +100,14 @@ def test_a_users_variant_is_declared_once_and_never_shadows_a_builtin():
 def test_agreement_measures_error_and_top1_and_refuses_wrong_outputs():
     base = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 1.0]], dtype=np.float32)
     near = base + np.array([[0.0, 0.0, 2.5], [0.0, 0.1, 0.0]], dtype=np.float32)  # row 0's arg-max moves
-    got = agreement.compare(base, near)
+    got = fidelity.compare(base, near)
     assert got["top1"] == 0.5 and got["max_abs"] == pytest.approx(2.5) and got["max_rel"] == pytest.approx(2.5 / 3)
-    with pytest.raises(agreement.WrongOutput, match="shape"):
-        agreement.compare(base, base[:, :2])
+    with pytest.raises(fidelity.WrongOutput, match="shape"):
+        fidelity.compare(base, base[:, :2])
     bad = base.copy()
     bad[1, 1] = np.nan
-    with pytest.raises(agreement.WrongOutput, match="1 of 6 output values are not finite"):
-        agreement.compare(base, bad)
+    with pytest.raises(fidelity.WrongOutput, match="1 of 6 output values are not finite"):
+        fidelity.compare(base, bad)
 
 
 def test_primary_reads_logits_tuples_and_dicts():
@@ -115,16 +115,16 @@ def test_primary_reads_logits_tuples_and_dicts():
         logits = torch.ones(2, 3)
 
     for out in (Out(), (torch.ones(2, 3), torch.zeros(1)), {"a": torch.ones(2, 3)}, torch.ones(2, 3)):
-        assert agreement.primary(out).shape == (2, 3)
-    with pytest.raises(agreement.WrongOutput, match="no tensor"):
-        agreement.primary("text")
+        assert fidelity.primary(out).shape == (2, 3)
+    with pytest.raises(fidelity.WrongOutput, match="no tensor"):
+        fidelity.primary("text")
 
 
 def test_held_compares_each_fraction_with_the_floor():
-    kept, below = agreement.held({"top1": 0.995, "eval_top1": 0.98}, {"accuracy": 0.7}, {"accuracy": 0.8}, 0.99)
+    kept, below = fidelity.held({"top1": 0.995, "eval_top1": 0.98}, {"accuracy": 0.7}, {"accuracy": 0.8}, 0.99)
     assert kept == {"top1_agreement": 0.98, "accuracy": pytest.approx(0.875)}  # the evaluation's agreement wins
     assert len(below) == 2 and below[0].startswith("top1_agreement 0.980")
-    assert agreement.held({"top1": 1.0}, {}, {}, 0.99) == ({"top1_agreement": 1.0}, [])
+    assert fidelity.held({"top1": 1.0}, {}, {}, 0.99) == ({"top1_agreement": 1.0}, [])
 
 
 # --- a variant applied to a built step -----------------------------------------------------------
@@ -135,9 +135,9 @@ def test_int8_dynamic_rebuilds_the_step_from_the_model_smaller_and_close_to_eage
     eager, int8 = apply(built, "eager", "cpu"), apply(built, "int8-dynamic", "cpu")
     assert int8.facts["build_s"] > 0 and int8.facts["cold_s"] > 0 and int8.facts["items"] == 4
     assert int8.facts["size_bytes"] < 0.6 * eager.facts["size_bytes"]  # int8 weights: a byte each, not four
-    a, b = agreement.primary(eager.output()), agreement.primary(int8.output())
+    a, b = fidelity.primary(eager.output()), fidelity.primary(int8.output())
     assert a.shape == b.shape == (4, 8)
-    assert 0 < agreement.compare(a, b)["max_rel"] < 0.1  # quantized: close, not equal
+    assert 0 < fidelity.compare(a, b)["max_rel"] < 0.1  # quantized: close, not equal
     int8.steps[0].fn()  # the rebuilt step runs
 
 
@@ -147,7 +147,7 @@ def test_a_model_level_variant_needs_the_steps_model_and_a_step_level_one_gets_t
         apply(bare, "int8-dynamic", "cpu")
     calls = []
 
-    @registry.variant("test-counted", level="step")
+    @catalog.variant("test-counted", level="step")
     def counted(step):
         def wrapped():
             calls.append(1)
@@ -161,7 +161,7 @@ def test_a_model_level_variant_needs_the_steps_model_and_a_step_level_one_gets_t
         assert len(calls) == 2  # the cold call, then this one
         assert applied.facts["size_bytes"] is None
     finally:
-        registry._DECLARED.pop("test-counted", None)
+        catalog._DECLARED.pop("test-counted", None)
 
 
 def test_a_step_refuses_a_model_without_inputs_and_an_evaluation_without_a_model():

@@ -1,4 +1,4 @@
-"""`perfsuite variants`: the arguments, one call of perfsuite.variants.study (each variant gated
+"""`perfsuite variants`: the arguments, one call of perfsuite.jobs.variants (each variant gated
 against eager, interleaved in side processes, held to an accuracy floor), the table per case and
 the line a user acts on.
 
@@ -20,12 +20,13 @@ from perfsuite.core import registry
 from perfsuite.core.config import resolve_device
 from perfsuite.core.params import expand_sweep, parse_assignments
 from perfsuite.core.text import printable
+from perfsuite.jobs import variants as study
 from perfsuite.measuring.system import pinned
 from perfsuite.run.execute import interrupted_exit
 from perfsuite.storage.files import document
 from perfsuite.storage.folder import Reserved
-from perfsuite.variants import agreement, study
-from perfsuite.variants.registry import names
+from perfsuite.variants import fidelity
+from perfsuite.variants.catalog import names
 
 NAME = "variants"
 NAMES_WORKLOADS = True
@@ -55,7 +56,7 @@ def add_arguments(sub) -> None:
     p.add_argument(
         "--accuracy-floor",
         type=options.fraction("--accuracy-floor", 1.0000001),
-        default=agreement.FLOOR,
+        default=fidelity.FLOOR,
         help="the fraction of eager's top-1 agreement and metrics a variant must keep (default 0.99, as "
         "MLPerf's 99%% of the FP32 reference); a variant below it is never the one recommended",
     )

@@ -12,9 +12,9 @@ from perfsuite.compare.bisection import Bisection
 from perfsuite.compare.pair import PairResult
 from perfsuite.compare.paired_gate import GATE_ENTRY
 from perfsuite.compare.paired_history import History
+from perfsuite.compare.variant_study import VariantStudy
 from perfsuite.compare.why import WhyResult
 from perfsuite.storage.files import load_document
-from perfsuite.variants.result import VariantStudy
 
 RESULTS: dict[str, Any] = {
     "amp": AmpComparison,

@@ -44,7 +44,7 @@ class GateSettings:
         if self.heap not in HEAPS:
             raise ConfigError(f"heap must be one of {', '.join(HEAPS)}, got {self.heap!r}")
         if self.variant is not None:
-            from perfsuite.variants.registry import named
+            from perfsuite.variants.catalog import named
 
             named(self.variant)  # an unknown name: refused before anything is measured
 

@@ -288,7 +288,7 @@ def _variant_answer(req: dict, steps: list, device: str, applied) -> dict:
     if applied is None:
         return {"error": f"request {req['op']!r} needs a side built with a variant"}
     if req["op"] == "output":
-        from perfsuite.variants.agreement import primary
+        from perfsuite.variants.fidelity import primary
 
         return {"output": primary(applied.output())}
     if req["op"] == "evaluate":

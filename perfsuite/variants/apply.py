@@ -15,7 +15,7 @@ from perfsuite.core.errors import Unsupported
 from perfsuite.core.workload import BuiltStep
 from perfsuite.measuring.timing import synchronize
 from perfsuite.variants.builtin import split
-from perfsuite.variants.registry import named, refusal
+from perfsuite.variants.catalog import named, refusal
 
 
 @dataclass

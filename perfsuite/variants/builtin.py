@@ -1,4 +1,4 @@
-"""The built-in variants: each turns the workload's model into something called as the model is, on
+"""The built-in variants' transformations (perfsuite.variants.catalog names them): each turns the workload's model into something called as the model is, on
 the workload's inputs. Built outside the timed region (perfsuite.variants.apply times the build and
 the first call apart). Their libraries are imported here, when a variant is made, never at import.
 
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.core.errors import Unsupported
-from perfsuite.variants.registry import Variant
 
 
 def split(inputs: Any) -> tuple[tuple, dict]:
@@ -87,7 +86,7 @@ def eager(model, inputs, device: str, option: str | None):
     return model
 
 
-def _autocast(dtype_name: str):
+def autocast(dtype_name: str):
     def make(model, inputs, device: str, option: str | None):
         import torch
 
@@ -202,39 +201,3 @@ def tensorrt(model, inputs, device: str, option: str | None):
     if kwargs:
         raise Unsupported("tensorrt: the model's inputs must be positional tensors")
     return torch_tensorrt.compile(model, ir="dynamo", inputs=list(args))
-
-
-BUILTINS: dict[str, Variant] = {
-    v.name: v
-    for v in (
-        Variant("eager", eager, description="the model as it is: the baseline"),
-        Variant("bf16", _autocast("bfloat16"), description="autocast to bfloat16"),
-        Variant("fp16", _autocast("float16"), devices=("cuda",), description="autocast to float16"),
-        Variant("int8-dynamic", int8_dynamic, devices=("cpu",), description="dynamic int8 quantization of Linear/LSTM"),
-        Variant("int8-weight", int8_weight, needs=("torchao",), description="torchao int8 weight-only quantization"),
-        Variant("compile", compiled, option="", description="torch.compile (Inductor); compile:MODE picks its mode"),
-        Variant(
-            "onnxruntime",
-            onnxruntime,
-            needs=("onnx", "onnxscript", "onnxruntime"),
-            own_threads=True,
-            description="torch.onnx export, run by ONNX Runtime",
-        ),
-        Variant(
-            "openvino",
-            openvino,
-            needs=("openvino",),
-            devices=("cpu",),
-            own_threads=True,
-            option="",
-            description="OpenVINO, compiled for its CPU plugin in f32 (openvino:bf16: its bf16 precision hint)",
-        ),
-        Variant(
-            "tensorrt",
-            tensorrt,
-            needs=("torch_tensorrt",),
-            devices=("cuda",),
-            description="Torch-TensorRT (dynamo)",
-        ),
-    )
-}

@@ -91,7 +91,7 @@ def _evaluation(tok, texts, labels, bs: int, seq: int, device: str, scored: bool
     ]
 
     def evaluate(forward) -> dict:
-        from perfsuite.variants.agreement import primary
+        from perfsuite.variants.fidelity import primary
 
         preds: list[int] = []
         with torch.inference_mode():

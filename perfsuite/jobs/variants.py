@@ -15,13 +15,13 @@ from perfsuite.compare import revisions, sides
 from perfsuite.compare.gate_sides import GateArms
 from perfsuite.compare.paired_gate import across_cases
 from perfsuite.compare.settings import GateSettings
+from perfsuite.compare.variant_study import VariantRow, VariantStudy
 from perfsuite.core.case import Case
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import ConfigError
 from perfsuite.run.execute import check_cases, run_cases
-from perfsuite.variants import agreement
-from perfsuite.variants.registry import BASELINE, named, refusal
-from perfsuite.variants.result import VariantRow, VariantStudy
+from perfsuite.variants import fidelity
+from perfsuite.variants.catalog import BASELINE, named, refusal
 
 SEED = 0  # every side's build: the same weights and inputs, so outputs compare
 LATENCY_S = 1.0  # one-by-one calls for the latency percentiles: about this long a side, 20-200 calls
@@ -100,16 +100,16 @@ def _row(name: str, asked: dict[str, Any], eager: dict[str, Any], items: float, 
         eager_latency_s=asked.get("eager_latency_s", {}),
         items_per_s=items / asked["latency_s"]["p50"] if asked["latency_s"].get("p50") else None,
         memory=asked["memory"],
-        metrics=agreement.metrics_of(asked["evaluation"]),
+        metrics=fidelity.metrics_of(asked["evaluation"]),
     )
     try:
-        outputs: dict[str, float | None] = agreement.compare(eager["output"], asked["output"])
-    except agreement.WrongOutput as exc:
+        outputs: dict[str, float | None] = fidelity.compare(eager["output"], asked["output"])
+    except fidelity.WrongOutput as exc:
         return VariantRow(name, "failed", reason=f"wrong output: {exc}", verdict=verdict, **common)
-    eval_top1 = agreement.prediction_agreement(eager["evaluation"], asked["evaluation"])
+    eval_top1 = fidelity.prediction_agreement(eager["evaluation"], asked["evaluation"])
     if eval_top1 is not None:
         outputs["eval_top1"] = eval_top1
-    kept, below = agreement.held(outputs, common["metrics"], agreement.metrics_of(eager["evaluation"]), floor)
+    kept, below = fidelity.held(outputs, common["metrics"], fidelity.metrics_of(eager["evaluation"]), floor)
     return VariantRow(
         name, "measured", verdict=verdict, outputs=outputs, kept=kept, below=below,
         holds=(not below) if kept else None, **common,
@@ -122,7 +122,7 @@ def study_case(
     variants: Sequence[str],
     device: str,
     settings: GateSettings,
-    floor: float = agreement.FLOOR,
+    floor: float = fidelity.FLOOR,
     *,
     events=None,
     progress: Callable[[str], None] | None = None,
@@ -200,7 +200,7 @@ def study(
     variants: Sequence[str],
     device: str,
     settings: GateSettings,
-    floor: float = agreement.FLOOR,
+    floor: float = fidelity.FLOOR,
     **kw,
 ) -> tuple[list[VariantStudy], Any]:
     """study_case for each case in turn; (the studies so far, the interrupt that stopped them)."""

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from perfsuite.core.errors import ConfigError
+from perfsuite.variants import builtin
 
 LEVELS = ("model", "step")
 # What a variant may be called: a name on the command line, in file names and in the store.
@@ -53,14 +54,56 @@ class Variant:
     source: str = "perfsuite"
 
 
+BUILTINS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("eager", builtin.eager, description="the model as it is: the baseline"),
+        Variant("bf16", builtin.autocast("bfloat16"), description="autocast to bfloat16"),
+        Variant("fp16", builtin.autocast("float16"), devices=("cuda",), description="autocast to float16"),
+        Variant(
+            "int8-dynamic",
+            builtin.int8_dynamic,
+            devices=("cpu",),
+            description="dynamic int8 quantization of Linear/LSTM",
+        ),
+        Variant(
+            "int8-weight", builtin.int8_weight, needs=("torchao",), description="torchao int8 weight-only quantization"
+        ),
+        Variant(
+            "compile", builtin.compiled, option="", description="torch.compile (Inductor); compile:MODE picks its mode"
+        ),
+        Variant(
+            "onnxruntime",
+            builtin.onnxruntime,
+            needs=("onnx", "onnxscript", "onnxruntime"),
+            own_threads=True,
+            description="torch.onnx export, run by ONNX Runtime",
+        ),
+        Variant(
+            "openvino",
+            builtin.openvino,
+            needs=("openvino",),
+            devices=("cpu",),
+            own_threads=True,
+            option="",
+            description="OpenVINO, compiled for its CPU plugin in f32 (openvino:bf16: its bf16 precision hint)",
+        ),
+        Variant(
+            "tensorrt",
+            builtin.tensorrt,
+            needs=("torch_tensorrt",),
+            devices=("cuda",),
+            description="Torch-TensorRT (dynamo)",
+        ),
+    )
+}
+
 _DECLARED: dict[str, Variant] = {}
 
 
 def variant(name: str, *, level: str = "model", description: str = "") -> Callable[[Callable], Callable]:
     """Declares a variant of the workloads in this file: `fn(model) -> model` (level "model"), or
     `fn(step) -> step` (level "step"). The name must not be a built-in's."""
-    from perfsuite.variants.builtin import BUILTINS
-
     if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
         raise ConfigError(
             f"perfsuite.variant: name {str(name)[:70]!r}: use letters, digits and '_', '.', ':', '+', '-' "
@@ -103,8 +146,6 @@ class _UserMade:
 
 def names() -> list[str]:
     """Every variant this process knows: the built-ins, then the declared ones."""
-    from perfsuite.variants.builtin import BUILTINS
-
     return [*BUILTINS, *sorted(_DECLARED)]
 
 
@@ -112,8 +153,6 @@ def named(name: str) -> Variant:
     """The variant called `name` ("compile:max-autotune": the built-in with its option); a name
     nobody declared is refused, naming the known ones."""
     from dataclasses import replace
-
-    from perfsuite.variants.builtin import BUILTINS
 
     if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
         raise ConfigError(
