@@ -225,6 +225,7 @@ def test_variants_measures_refuses_and_fails_each_variant_apart_and_keeps_the_st
     res = _perfsuite(
         project, "variants", "classify", "-p", "batch_size=64", "--device", "cpu", "--max-time", "1.5",
         "--variants", "int8-dynamic,onnxruntime,pruned-50,fp16,test-nan,test-raises", "--json", str(out),
+        "--charts", str(project / "charts"),
     )  # fmt: skip
     assert res.returncode == 3, res.stdout + res.stderr  # two variants failed; the others were measured
     from perfsuite.compare.kinds import load_result
@@ -247,8 +248,16 @@ def test_variants_measures_refuses_and_fails_each_variant_apart_and_keeps_the_st
     assert study.eager.kept == {"top1_agreement": 1.0, "accuracy": 1.0}
     assert study.best in (None, "int8-dynamic", "onnxruntime")  # never a variant below the floor
     assert study.closing in res.stdout.replace("\n", " ") or study.closing.split(":")[0] in res.stdout
+    (png,) = (project / "charts").iterdir()  # the case's chart, named after it
+    assert png.name == "variants-classify-batch_size=64-width=256.png" and png.read_bytes()[:4] == b"\x89PNG"
     doc = json.loads(out.read_text())
     assert doc["format"] == "perfsuite.variants" and doc["results"][0]["closing"] == study.closing
+    import perfsuite  # the study is in the project's store too, and one DataFrame row per variant
+
+    table = perfsuite.verdicts(str(project / ".perfsuite" / "results.db"), kind="variants")
+    assert list(table["variant"]) == list(rows) and list(table["status"])[3] == "refused"
+    assert table.loc[table["variant"] == "pruned-50", "holds"].item() is False  # noqa: E712 - pandas' object
+    assert table.loc[table["variant"] == "onnxruntime", "ratio"].item() == pytest.approx(ort.verdict.median_ratio)
 
 
 @pytest.mark.slow
@@ -265,3 +274,10 @@ def test_gate_variant_runs_the_variant_in_every_side(project):
     assert res.returncode == 0, res.stdout + res.stderr
     (v,) = json.loads(out.read_text())["results"]
     assert v["pairs"] > 0 and v["work"] == "same work"  # both sides run the int8 path of the same code
+
+
+def test_the_pareto_front_keeps_the_points_no_other_beats_on_both():
+    from perfsuite.report.variants_chart import pareto
+
+    points = [("eager", 1.0, 1.0), ("int8", 2.0, 0.97), ("worse", 1.5, 0.9), ("slow", 0.8, 1.0), ("tie", 1.0, 1.0)]
+    assert pareto(points) == ["eager", "int8", "tie"]  # worse: int8 beats it on both; slow: eager does

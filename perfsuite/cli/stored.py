@@ -18,6 +18,7 @@ STORED = {
     "bisect": "bisect",
     "why": "why",
     "history": "history",
+    "variants": "variants",
 }
 # Every kind of run the store holds (`store runs --kind`): the commands', a suite's, the front-ends'
 # and an import's (perfsuite.storage.store_import).

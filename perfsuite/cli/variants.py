@@ -10,6 +10,8 @@ rows measured so far written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.table import Table
 from rich.text import Text
 
@@ -23,6 +25,7 @@ from perfsuite.core.text import printable
 from perfsuite.jobs import variants as study
 from perfsuite.measuring.system import pinned
 from perfsuite.run.execute import interrupted_exit
+from perfsuite.storage import write
 from perfsuite.storage.files import document
 from perfsuite.storage.folder import Reserved
 from perfsuite.variants import fidelity
@@ -61,10 +64,17 @@ def add_arguments(sub) -> None:
         "MLPerf's 99%% of the FP32 reference); a variant below it is never the one recommended",
     )
     options.json_out(p, help="write the studies as JSON (must not exist)")
+    p.add_argument(
+        "--charts",
+        type=Path,
+        metavar="DIR",
+        help="a PNG per case in DIR: speed-up against the accuracy kept (the Pareto front marked), memory beside it",
+    )
 
 
 def command(args, console, recorder) -> int:
     json_out = Reserved(args.json, "--json") if args.json is not None else None
+    charts = write.check_output_dir(args.charts, "--charts") if args.charts is not None else None
     w = registry.get(args.workload)
     cases = expand_sweep(parse_assignments(args.param, w.params, w.name))
     asked = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -87,6 +97,11 @@ def command(args, console, recorder) -> int:
             recorder.add_document("variants", s.to_dict(), workload=w.name)
     if json_out is not None:
         json_out.write(document("variants", [s.to_dict() for s in studies]))
+    if charts is not None:
+        from perfsuite.report.variants_chart import chart
+
+        for s in studies:
+            console.print(Text(f"chart: {chart(s, charts)}"))
     if interrupted is not None:
         return interrupted_exit(interrupted)
     return 3 if any(r.status == "failed" for s in studies for r in s.rows) else 0

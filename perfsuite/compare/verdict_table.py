@@ -1,6 +1,7 @@
 """Every verdict the results store holds, as one pandas DataFrame (issue 50: gate, bisect and history
 verdicts queryable like records). One row per verdict: a gate's case, a history's measured point
-(judged by its recheck where it has one), a bisection's answer; with its word, ratio, interval and
+(judged by its recheck where it has one), a bisection's answer, a variant against eager (issue 53:
+its status, whether it holds accuracy, its speed-up, and whether it is the one recommended); with its word, ratio, interval and
 what kind of change it is (perfsuite.compare.work). `perfsuite.verdicts()` is this call."""
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from typing import Any
 from perfsuite.compare.bisection import Answer, Bisection
 from perfsuite.compare.paired_gate import GateVerdict
 from perfsuite.compare.paired_history import History
+from perfsuite.compare.variant_study import VariantStudy
 from perfsuite.core.errors import RecordError
 
-KINDS = ("gate", "history", "bisect")
+KINDS = ("gate", "history", "bisect", "variants")
 COLUMNS = [
     "kind", "workload", "created", "run", "machine", "label", "commit", "parent",
     "word", "ratio", "ci_low", "ci_high", "confirmed", "work", "work_changes", "answer",
+    "variant", "status", "holds", "speedup", "kept", "best",
 ]  # fmt: skip
 
 
@@ -63,6 +66,18 @@ def rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
         if answer.probe is not None and answer.probe.verdict is not None:
             row.update({k: v for k, v in _verdict_row(answer.probe.verdict).items() if k != "label"})
         return [row]
+    if kind == "variants":  # a row per variant of the case: its verdict against eager, and the floor's answer
+        study = VariantStudy.from_dict(doc)
+        case = ", ".join(f"{k}={v}" for k, v in study.params.items())
+        out = []
+        for r in study.rows:
+            row = {**where, "label": f"{study.workload} [{case}]", "variant": r.variant, "status": r.status,
+                   "holds": r.holds, "speedup": r.speedup, "best": r.variant == study.best,
+                   "kept": "; ".join(f"{k} {v:.4f}" for k, v in r.kept.items()) or None}  # fmt: skip
+            if r.verdict is not None:
+                row.update({k: v for k, v in _verdict_row(r.verdict).items() if k != "label"})
+            out.append(row)
+        return out
     return []
 
 
@@ -91,7 +106,7 @@ def verdicts(
     since: str | None = None,
     skipped: list[str] | None = None,
 ):
-    """Every gate, history and bisect verdict in the results store (`store`: a location as
+    """Every gate, history, bisect and variant verdict in the results store (`store`: a location as
     --store takes it; None: the project's), optionally of one `kind`, one `workload`, since a date."""
     from perfsuite.database.location import resolve
     from perfsuite.database.select import utc_time
