@@ -254,7 +254,7 @@ def test_variants_measures_refuses_and_fails_each_variant_apart_and_keeps_the_st
     assert doc["format"] == "perfsuite.variants" and doc["results"][0]["closing"] == study.closing
     import perfsuite  # the study is in the project's store too, and one DataFrame row per variant
 
-    table = perfsuite.verdicts(str(project / ".perfsuite" / "results.db"), kind="variants")
+    table = perfsuite.verdicts(os.environ["PERFSUITE_STORE"], kind="variants")  # conftest's store for the test
     assert list(table["variant"]) == list(rows) and list(table["status"])[3] == "refused"
     assert table.loc[table["variant"] == "pruned-50", "holds"].item() is False  # noqa: E712 - pandas' object
     assert table.loc[table["variant"] == "onnxruntime", "ratio"].item() == pytest.approx(ort.verdict.median_ratio)
@@ -281,3 +281,16 @@ def test_the_pareto_front_keeps_the_points_no_other_beats_on_both():
 
     points = [("eager", 1.0, 1.0), ("int8", 2.0, 0.97), ("worse", 1.5, 0.9), ("slow", 0.8, 1.0), ("tie", 1.0, 1.0)]
     assert pareto(points) == ["eager", "int8", "tie"]  # worse: int8 beats it on both; slow: eager does
+
+
+def test_variants_that_are_all_refused_are_said_and_kept_without_starting_a_side(project):
+    out = project / "v.json"
+    res = _perfsuite(
+        project, "variants", "classify", "--device", "cpu", "--variants", "fp16,tensorrt", "--json", str(out)
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "fp16: refused: variant 'fp16' runs on cuda only, not cpu" in res.stdout
+    studies = json.loads(out.read_text())["results"]
+    assert [s["params"]["batch_size"] for s in studies] == [1, 64]  # the workload's default sweep
+    assert all(s["eager"] is None and [r["status"] for r in s["rows"]] == ["refused"] * 2 for s in studies)
+    assert "no variant that holds accuracy is faster than eager" in studies[0]["closing"]

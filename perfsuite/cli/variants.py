@@ -76,7 +76,8 @@ def command(args, console, recorder) -> int:
     json_out = Reserved(args.json, "--json") if args.json is not None else None
     charts = write.check_output_dir(args.charts, "--charts") if args.charts is not None else None
     w = registry.get(args.workload)
-    cases = expand_sweep(parse_assignments(args.param, w.params, w.name))
+    # The workload's default sweep where -p does not say (as `run`: classify's batch sizes 1 and 64).
+    cases = expand_sweep(w.default_sweep(parse_assignments(args.param, w.params, w.name)))
     asked = [v.strip() for v in args.variants.split(",") if v.strip()]
     names_ = study.checked_names(asked)  # an unknown variant: exit 2 before anything runs
     device = resolve_device(args.device)
@@ -126,7 +127,7 @@ def _table(s) -> Table:
     for col in ("variant", "word", "speed-up (CI)", "p50 ms (eager's beside)", "p99 ms", f"{s.items_unit}/s", "size MB",
                 "build s", "cold s", "top-1", "max rel err", "kept", "holds"):  # fmt: skip
         t.add_column(col)
-    for r in [s.eager, *s.rows]:
+    for r in [*([s.eager] if s.eager is not None else []), *s.rows]:
         if r.status != "measured":
             first = (r.reason or "").strip().splitlines()[:1] or [""]
             t.add_row(r.variant, r.status, Text(printable(first[0][:160])))

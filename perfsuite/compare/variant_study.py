@@ -71,7 +71,7 @@ class VariantStudy(documents.Result):
     device: Name
     floor: Fraction
     items_unit: Name
-    eager: VariantRow
+    eager: VariantRow | None  # None: no variant's sides were measured (every one refused or failed first)
     rows: list[VariantRow] = field(default_factory=list)
 
     @property

@@ -129,8 +129,9 @@ def study_case(
     on_row: Callable[[VariantRow], None] | None = None,
 ) -> tuple[VariantStudy | None, Any]:
     """Each of `variants` (checked_names) gated against eager for one case; (the study, or None when
-    no variant could be measured and eager's figures are unknown; the KeyboardInterrupt that stopped
-    it, or None). A refused or failed variant is a row with its reason; the others go on."""
+    it was interrupted before its first variant; the KeyboardInterrupt that stopped it, or None). A
+    refused or failed variant is a row with its reason; the others go on. Eager's row is None when
+    no variant's sides were measured (every one refused, or failed before its pairs)."""
     file_now = revisions.workload_file(workload.source, workload.name)
     resolved = workload.resolve(dict(case))
     asked = _Asked()
@@ -172,14 +173,14 @@ def study_case(
             elif out.records:
                 items = resolved_items(asked)
                 rows.append(_row(name, asked.variant, asked.eager or {}, items, floor, out.records[0]))
-            if on_row is not None and rows:
-                on_row(rows[-1])
+        if on_row is not None and rows:
+            on_row(rows[-1])
         if interrupted is not None:
             break
-    if asked.eager is None:
+    if not rows:  # interrupted before the first variant: nothing to keep
         return None, interrupted
-    eager = _row(BASELINE, asked.eager, asked.eager, resolved_items(asked), floor, None)
-    items_unit = asked.eager.get("facts", {}).get("unit") or "items"
+    eager = _row(BASELINE, asked.eager, asked.eager, resolved_items(asked), floor, None) if asked.eager else None
+    items_unit = (asked.eager or {}).get("facts", {}).get("unit") or "items"
     params = {k: v for k, v in resolved.items() if isinstance(v, (bool, int, float, str)) or v is None}
     return VariantStudy(workload.name, params, device, floor, items_unit, eager, rows), interrupted
 

@@ -26,7 +26,7 @@ def chart(study, folder: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [study.eager, *[r for r in study.rows if r.status == "measured"]]
+    rows = [*([study.eager] if study.eager is not None else []), *[r for r in study.rows if r.status == "measured"]]
     points = []
     for r in rows:
         speed = r.speedup if r.verdict is not None else 1.0
