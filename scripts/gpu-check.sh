@@ -33,6 +33,8 @@
 #              four entries: each builds the 0.5B model), DDP and all-reduce over NCCL with 2 ranks
 #              where there are 2 GPUs (1 rank otherwise, and the log says so), then `perfsuite report`
 #              on what was measured, also when the run exits 3
+# variants   (by name only: `bash scripts/gpu-check.sh OUT variants`) perfsuite variants on CUDA:
+#            fp16, bf16, ONNX Runtime's CUDA provider, TensorRT and compile against eager (issue 53)
 # `bench`: preflight, env, plan, then `make bench` alone (GPU_CHECK_TOTAL_S default 585 s: run it as
 # the only command of a device call of 600 s); its results, report and TensorBoard files are packed.
 # A comma-separated list runs those stages (preflight always first), e.g. to rerun a failed one.
@@ -46,7 +48,7 @@ set -u
 declare -A CAP=(
   [preflight]=25 [env]=10 [heap]=10 [peak]=40 [matmul]=30 [resnet]=50 [graphmem]=35 [tests]=65
   [check]=30 [smoke]=150
-  [plan]=10 [bench]=540
+  [plan]=10 [bench]=540 [variants]=150
 )
 ALL_STAGES=preflight,env,heap,peak,matmul,resnet,graphmem,tests,check,smoke
 BENCH_STAGES=preflight,env,plan,bench
@@ -212,7 +214,7 @@ PYEOF
 IFS=, read -r -a WANT <<< "$STAGES"
 for s in "${WANT[@]}"; do  # a typo is told before any stage spends device time
   if [[ -n $s && -z ${CAP[$s]:-} ]]; then
-    echo "gpu-check: unknown stage '$s' (stages: $ALL_STAGES,plan,bench)" >&2; rm -rf "$W"; exit 2
+    echo "gpu-check: unknown stage '$s' (stages: $ALL_STAGES,plan,bench,variants)" >&2; rm -rf "$W"; exit 2
   fi
 done
 for s in "${WANT[@]}"; do
@@ -485,6 +487,15 @@ PYEOF
     else
       keep_rc 1; NOTE[smoke]="no smoke suite (see smoke.log)"
     fi
+    stage_end ;;
+
+  variants)
+    # Issue 53's GPU-only variants (fp16, TensorRT, ONNX Runtime's CUDA provider) and bf16/compile on
+    # CUDA, against eager, on examples/deploy's ResNet eval; a missing library is a refused row, not a failure.
+    keep_rc "$(cd examples/deploy && run "$(lim 5)" env COLUMNS=200 "$PY" -m perfsuite variants resnet_eval \
+      -p batch_size=32 --device cuda --max-time 8 --variants fp16,bf16,onnxruntime,tensorrt,compile \
+      --json "$W/results/variants-resnet-eval.json" --charts "$W/results")"
+    NOTE[variants]=$(grep -E "fastest variant|no variant that" "$LOG" | tail -1 | cut -c1-160)
     stage_end ;;
 
   plan)
