@@ -194,20 +194,15 @@ class Prober:
                 root = held.enter_context(revisions.worktree(self.revs.repo, commit.sha))
             except ConfigError as exc:  # objects missing: skipped, as git bisect skip would
                 return Probe(commit.sha, SKIPPED, error=f"could not be checked out: {exc}"[:4000])
-            arms = GateArms(
+            arms = GateArms.of(
+                s,
                 self.revs.side(self.good_root),
                 self.revs.side(root),
                 (f"good {self.good[:12]}", f"commit {commit.sha[:12]}"),
-                s.builds,
-                s.heap,
-                s.threads,
-                s.threshold,
-                fdr,
-                sides.SideClock.for_device(self.device),
+                self.device,
                 base_pool=self.good_sides,
                 direction=self.direction,
                 progress=self.progress,
-                side_variants=(s.variant, s.variant),
             )
             budget = s.max_time
             if confirmation is not None:

@@ -133,6 +133,14 @@ class GateArms(Measure):
     after_first: Any = None
     kind = "gate"
 
+    @classmethod
+    def of(cls, settings: GateSettings, file_base, file_now, labels: tuple[str, str], device: str, **kw) -> GateArms:
+        """Arms measured as `settings` say (builds, heap, threads, threshold, fdr, and the variant
+        both sides time), timed by the driver's clock for `device`; `kw`: the rest of the fields."""
+        kw.setdefault("side_variants", (settings.variant, settings.variant))
+        return cls(file_base, file_now, labels, settings.builds, settings.heap, settings.threads,
+                   settings.threshold, settings.fdr, sides.SideClock.for_device(device), **kw)  # fmt: skip
+
     def say(self, text: str) -> None:
         if self.progress is not None:
             self.progress(text)
@@ -291,20 +299,8 @@ def gate_sides(
     from perfsuite.run.execute import check_cases, run_cases
 
     with revisions.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
-        arms = GateArms(
-            revs.side(base_root),
-            revs.side(revs.repo),
-            (f"base {base_ref}", "working tree"),
-            settings.builds,
-            settings.heap,
-            settings.threads,
-            settings.threshold,
-            settings.fdr,
-            sides.SideClock.for_device(device),
-            floors,
-            progress=progress,
-            side_variants=(settings.variant, settings.variant),
-        )
+        arms = GateArms.of(settings, revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"),
+                           device, floors=floors, progress=progress)  # fmt: skip
         with sides.placed(device, settings.threads):
             out = run_cases(
                 check_cases([Case(new, c) for c in cases], device, arms),

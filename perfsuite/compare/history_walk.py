@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -153,22 +154,21 @@ class PairProber:
                 root_b, pool_b = self._checkout(b)
             except ConfigError as exc:  # issue 50: objects missing before a date cost their commits, not the walk
                 return f"could not be checked out: {exc}"
-            arms = GateArms(
+            arms = GateArms.of(
+                replace(
+                    self.settings,
+                    builds=self.settings.builds if builds is None else builds,
+                    fdr=self.screen_alpha if looks is None else self.settings.fdr,  # a screen's alpha
+                ),
                 self.revs.side(root_a),
                 self.revs.side(root_b),
                 (f"commit {a[:12]}", f"commit {b[:12]}"),  # one label per commit: its sides serve both roles
-                self.settings.builds if builds is None else builds,
-                self.settings.heap,
-                self.settings.threads,
-                self.settings.threshold,
-                self.screen_alpha if looks is None else self.settings.fdr,
-                sides.SideClock.for_device(self.device),
-                self.floors,
+                self.device,
+                floors=self.floors,
                 base_pool=pool_a,
                 new_pool=pool_b,
                 looks=looks or sequential.LOOKS,
                 progress=self.progress,
-                side_variants=(self.settings.variant, self.settings.variant),
             )
             out = run_cases(
                 check_cases([Case(self.workload, self.params)], self.device, arms),

@@ -142,16 +142,12 @@ def study_case(
         if why is not None:
             rows.append(VariantRow(name, "refused", reason=why))
         else:
-            arms = GateArms(
+            arms = GateArms.of(
+                settings,
                 (file_now, None),
                 (file_now, None),
                 (BASELINE, name),
-                settings.builds,
-                settings.heap,
-                settings.threads,
-                settings.threshold,
-                settings.fdr,
-                sides.SideClock.for_device(device),
+                device,
                 direction=-1,  # the question a variant answers: is it faster than eager?
                 progress=progress,
                 side_variants=(BASELINE, name),
