@@ -251,6 +251,10 @@ def test_variants_measures_refuses_and_fails_each_variant_apart_and_keeps_the_st
     assert png.name == "variants-classify-batch_size=64-width=256.png" and png.read_bytes()[:4] == b"\x89PNG"
     doc = json.loads(out.read_text())
     assert doc["format"] == "perfsuite.variants" and doc["results"][0]["closing"] == study.closing
+    rep = _perfsuite(project, "report", str(out), "--out-dir", str(project / "rep"))  # a section of the report
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    page = (project / "rep" / "summary.md").read_text()
+    assert study.closing in page and "| pruned-50 " in page and "**no**" in page and ".png)" in page
     import perfsuite  # the study is in the project's store too, and one DataFrame row per variant
 
     table = perfsuite.verdicts(os.environ["PERFSUITE_STORE"], kind="variants")  # conftest's store for the test

@@ -24,6 +24,13 @@ def add_arguments(sub) -> None:
     rep.add_argument("--amp", type=Path, action="append", default=[], help="`perfsuite amp --out` JSON to include")
     rep.add_argument("--pair", type=Path, action="append", default=[], help="`perfsuite pair --out` JSON to include")
     rep.add_argument(
+        "--variants",
+        type=Path,
+        action="append",
+        default=[],
+        help="`perfsuite variants --json` JSON to include (also *.variants.json in the folders given)",
+    )
+    rep.add_argument(
         "--why",
         type=Path,
         action="append",
@@ -43,14 +50,17 @@ def command(args, console, recorder) -> int:
     writable_dir(args.out_dir, "--out-dir")  # checked before reading anything
 
     amp_files, pair_files, why_files = list(args.amp), list(args.pair), list(args.why)
+    variant_files = list(args.variants)
     for given in args.results:
         if given.is_dir():
             amp_files += sorted(given.rglob("*.amp.json"))
             pair_files += sorted(given.rglob("*.pair.json"))
             why_files += sorted(given.rglob("*.why.json"))
-    # A why document given among the results is a section of the report, not a results file.
-    why_files += [f for f in args.results if f.is_file() and _is_why(f)]
-    inputs = [f for f in args.results if f not in why_files]
+            variant_files += sorted(given.rglob("*.variants.json"))
+    # A why or variants document given among the results is a section of the report, not a results file.
+    why_files += [f for f in args.results if f.is_file() and _is_kind(f, "why")]
+    variant_files += [f for f in args.results if f.is_file() and _is_kind(f, "variants")]
+    inputs = [f for f in args.results if f not in why_files and f not in variant_files]
     records, problems = load_many(inputs) if inputs else ([], [])
     not_timed = _not_timed(args.results)
     for problem in problems:
@@ -58,7 +68,9 @@ def command(args, console, recorder) -> int:
     amp: list[Any] = []  # the documents' results (perfsuite.compare's classes)
     pairs: list[Any] = []
     why: list[Any] = []
-    for kind, paths, into in (("amp", amp_files, amp), ("pair", pair_files, pairs), ("why", why_files, why)):
+    variants: list[Any] = []
+    for kind, paths, into in (("amp", amp_files, amp), ("pair", pair_files, pairs), ("why", why_files, why),
+                              ("variants", variant_files, variants)):  # fmt: skip
         for path in paths:
             try:
                 into.extend(load_result(path, kind))
@@ -68,6 +80,12 @@ def command(args, console, recorder) -> int:
         from perfsuite.report.why_section import write_page
 
         page = write_page(why, args.out_dir, args.results)
+        console.print(f"report written to {page}", highlight=False)
+        return 0
+    if not records and variants:  # variant studies alone
+        from perfsuite.report import variants_section
+
+        page = variants_section.write_page(variants, args.out_dir, args.results)
         console.print(f"report written to {page}", highlight=False)
         return 0
     if not records:
@@ -80,6 +98,7 @@ def command(args, console, recorder) -> int:
         pairs=pairs,
         latency_bound_ms=args.latency_bound,
         why=why,
+        variants=variants,
         not_timed=not_timed,
     )
     console.print(f"report written to {page}", highlight=False)
@@ -109,13 +128,13 @@ def _not_timed(given) -> list[str]:
     return out
 
 
-def _is_why(path) -> bool:
-    """Whether a file is a `perfsuite why` document (by its format field; anything else is left to
-    the results loader, which names what is wrong with it)."""
+def _is_kind(path, kind: str) -> bool:
+    """Whether a file is a document of `kind` (`perfsuite why`, `perfsuite variants`), by its format
+    field; anything else is left to the results loader, which names what is wrong with it."""
     import json
 
     try:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
-    return isinstance(doc, dict) and doc.get("format") == "perfsuite.why"
+    return isinstance(doc, dict) and doc.get("format") == f"perfsuite.{kind}"

@@ -134,6 +134,7 @@ def write_report(
     latency_bound_ms: float | None = None,
     why: list | None = None,
     not_timed: list[str] | None = None,
+    variants: list | None = None,
 ) -> Path:
     """summary.md and its figures; `not_timed` (what the results say was not timed, and why) comes
     first, where a reader of a run that exited non-zero looks."""
@@ -186,6 +187,10 @@ def write_report(
         lines += _amp_section(amp)
     if pairs:
         lines += _pair_section(pairs)
+    if variants:  # variant studies (perfsuite variants)
+        from perfsuite.report import variants_section
+
+        lines += variants_section.section(variants, out_dir)
     if why:  # differential profiles (perfsuite why, bisect)
         from perfsuite.report.why_section import section as why_section
 
