@@ -100,14 +100,26 @@ def test_a_users_variant_is_declared_once_and_never_shadows_a_builtin():
 def test_agreement_measures_error_and_top1_and_refuses_wrong_outputs():
     base = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 1.0]], dtype=np.float32)
     near = base + np.array([[0.0, 0.0, 2.5], [0.0, 0.1, 0.0]], dtype=np.float32)  # row 0's arg-max moves
-    got = fidelity.compare(base, near)
+    d = fidelity.digest
+    got = fidelity.compare(d(base), d(near))
     assert got["top1"] == 0.5 and got["max_abs"] == pytest.approx(2.5) and got["max_rel"] == pytest.approx(2.5 / 3)
     with pytest.raises(fidelity.WrongOutput, match="shape"):
-        fidelity.compare(base, base[:, :2])
+        fidelity.compare(d(base), d(base[:, :2]))
     bad = base.copy()
     bad[1, 1] = np.nan
     with pytest.raises(fidelity.WrongOutput, match="1 of 6 output values are not finite"):
-        fidelity.compare(base, bad)
+        fidelity.compare(d(base), d(bad))
+
+
+def test_a_large_output_crosses_as_a_stride_of_its_values_and_every_rows_arg_max(monkeypatch):
+    monkeypatch.setattr(fidelity, "MAX_VALUES", 100)
+    logits = np.random.default_rng(0).standard_normal((4, 50, 30)).astype(np.float32)  # 6000 values
+    sent = fidelity.digest(logits)
+    assert sent["values"].size <= 100 and sent["stride"] == 60 and sent["top1"].shape == (4, 50)
+    other = logits.copy()
+    other[3, 49, 0] += 100.0  # off the stride: not in the values, but it moves that row's arg-max
+    got = fidelity.compare(sent, fidelity.digest(other))
+    assert got["max_abs"] == 0.0 and got["top1"] == pytest.approx(199 / 200)
 
 
 def test_primary_reads_logits_tuples_and_dicts():
@@ -137,7 +149,7 @@ def test_int8_dynamic_rebuilds_the_step_from_the_model_smaller_and_close_to_eage
     assert int8.facts["size_bytes"] < 0.6 * eager.facts["size_bytes"]  # int8 weights: a byte each, not four
     a, b = fidelity.primary(eager.output()), fidelity.primary(int8.output())
     assert a.shape == b.shape == (4, 8)
-    assert 0 < fidelity.compare(a, b)["max_rel"] < 0.1  # quantized: close, not equal
+    assert 0 < fidelity.compare(fidelity.digest(a), fidelity.digest(b))["max_rel"] < 0.1  # quantized: close
     int8.steps[0].fn()  # the rebuilt step runs
 
 

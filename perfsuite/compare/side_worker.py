@@ -288,9 +288,9 @@ def _variant_answer(req: dict, steps: list, device: str, applied) -> dict:
     if applied is None:
         return {"error": f"request {req['op']!r} needs a side built with a variant"}
     if req["op"] == "output":
-        from perfsuite.variants.fidelity import primary
+        from perfsuite.variants.fidelity import digest, primary
 
-        return {"output": primary(applied.output())}
+        return {"output": digest(primary(applied.output()))}
     if req["op"] == "evaluate":
         return {"evaluation": applied.evaluate() if applied.evaluate is not None else None}
     times: list[float] = []
