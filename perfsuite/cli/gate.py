@@ -44,6 +44,13 @@ def add_arguments(sub) -> None:
         help="git revision of the baseline workload code (default HEAD); each side runs in a "
         "process of its own, the base in a temporary worktree",
     )
+    gate.add_argument(
+        "--commit",
+        default=None,
+        metavar="REV",
+        help="gate REV against its own first parent (both in temporary worktrees) instead of the working "
+        "tree against --base: did this commit make it slower?",
+    )
     options.device(gate)
     options.budget(gate, 15.0, "seconds per case (default 15)")
     options.threshold(
@@ -109,6 +116,10 @@ def command(args, console, recorder) -> int:
     cases = expand_sweep(parse_assignments(args.param, w.params, w.name))
     builds = args.builds or (g.BUILDS if args.slowdown is not None or args.learn_floor else g.ROUND_BUILDS)
     settings = GateSettings(args.budget, builds, args.threshold, args.fdr, args.threads, args.heap, args.variant)
+    if args.commit is not None and (args.base_ref != "HEAD" or args.slowdown is not None or args.learn_floor):
+        raise ConfigError(
+            "--commit gates a commit against its own parent: it takes no --base, --slowdown or --learn-floor"
+        )
     if args.variant is not None and (args.slowdown is not None or args.learn_floor):
         raise ConfigError(
             "--variant gates a variant at two revisions; the self-check and --learn-floor time the step itself"
@@ -120,10 +131,10 @@ def command(args, console, recorder) -> int:
         out, _ = jobs.learn_floors(args.workload, args.learn_floor, cases=cases, device=args.device,
                                    settings=settings, floors=args.floors, events=GateEvents(console, learned))  # fmt: skip
         return _ended(out, 0)
-    with console.status(f"checking out {args.base_ref}") as status:
+    with console.status(f"checking out {args.commit or args.base_ref}") as status:
         run = jobs.gate(args.workload, args.base_ref, cases=cases, device=args.device, settings=settings,
                         floors=args.floors, workloads_from=args.workloads_from, events=GateEvents(console),
-                        progress=lambda text: status.update(Text(printable(text))))  # fmt: skip
+                        progress=lambda text: status.update(Text(printable(text))), commit=args.commit)  # fmt: skip
     out = run.outcome
     for v in out.records:
         console.print(Text(verdict_line(v), style=_STYLE.get(v.word, "")))

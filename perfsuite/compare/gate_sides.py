@@ -289,18 +289,30 @@ def gate_sides(
     workloads_from: str = "tree",
     events=None,
     progress=None,
+    commit: str | None = None,
 ):
     """Gate each case of `new` at `base_ref` against the working tree through the one case loop
     (perfsuite.run.execute.run_cases, measuring GateArms); Benjamini-Hochberg then runs across the
     cases that were gated. Each side loads the workload file `workloads_from` says
     (revisions.Revisions: the working tree's by default) beside its own revision's code. Returns
     run_cases' Outcome: `records` holds the verdicts, a case whose side failed is in `failures`.
-    `progress(text)` hears what is happening (sides starting, pairs so far)."""
+    `progress(text)` hears what is happening (sides starting, pairs so far). `commit`: gate that
+    commit against its first parent instead (both in worktrees; `base_ref` is not used)."""
     from perfsuite.run.execute import check_cases, run_cases
 
-    with revisions.Revisions(new, workloads_from) as revs, revs.checkout(base_ref) as base_root:
-        arms = GateArms.of(settings, revs.side(base_root), revs.side(revs.repo), (f"base {base_ref}", "working tree"),
-                           device, floors=floors, progress=progress)  # fmt: skip
+    with contextlib.ExitStack() as held:
+        revs = held.enter_context(revisions.Revisions(new, workloads_from))
+        if commit is None:
+            base_root, new_root = held.enter_context(revs.checkout(base_ref)), revs.repo
+            labels = (f"base {base_ref}", "working tree")
+        else:
+            base_root = held.enter_context(
+                revs.checkout(f"{revisions.resolve_commit(commit, revs.repo, '--commit')}^", "--commit's parent")
+            )
+            new_root = held.enter_context(revs.checkout(commit, "--commit"))
+            labels = (f"parent of {commit}", f"commit {commit}")
+        arms = GateArms.of(settings, revs.side(base_root), revs.side(new_root), labels, device, floors=floors,
+                           progress=progress)  # fmt: skip
         with sides.placed(device, settings.threads):
             out = run_cases(
                 check_cases([Case(new, c) for c in cases], device, arms),

@@ -65,14 +65,17 @@ def gate(
     workloads_from: str = "tree",
     events: Events | None = None,
     progress=None,
+    commit: str | None = None,
 ) -> GateRun:
     """Gate each of `cases` (parameter dicts; default: the workload's defaults) at `base` against
-    the working tree; the learned noise floors in `floors` are used when the file exists."""
+    the working tree, or `commit` against its first parent; the learned noise floors in `floors`
+    are used when the file exists."""
     w, device, s = _prepared(workload, device, settings, g.ROUND_BUILDS)
     learned = load_document(floors, "noise-floors") if floors.exists() else {}
     with pinned(None, s.threads):
         out = gate_sides.gate_sides(w, list(cases or [{}]), base, device, learned, s,
-                                    workloads_from=workloads_from, events=events, progress=progress)  # fmt: skip
+                                    workloads_from=workloads_from, events=events, progress=progress,
+                                    commit=commit)  # fmt: skip
     return GateRun(out, s, how_measured(s, in_process=False))
 
 
