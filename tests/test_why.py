@@ -511,3 +511,13 @@ def test_kernel_rows_are_left_out_of_the_operators_their_time_belongs_to():
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         torch.mm(torch.ones(8, 8), torch.ones(8, 8))
     assert all(not ops._on_the_device(e) for e in prof.key_averages())  # a real CPU row is kept
+
+
+def test_a_step_that_allocates_nothing_new_says_so_instead_of_a_zero_peak_each_side():
+    # Issue 50: "A 0 B; B 0 B" read as a broken reading.
+    a = side("A", [[op("aten::mm", 100)]], [200e-6] * 5, {"host_peak_delta_bytes": 0})
+    b = side("B", [[op("aten::mm", 100)]], [200e-6] * 5, {"host_peak_delta_bytes": 0})
+    text = printed(WhyResult("w", "cpu", "--vary n=1,2", a, b, steps=5, rounds=1))
+    assert "no growth on either side" in text and "A 0 B" not in text
+    b = side("B", [[op("aten::mm", 100)]], [200e-6] * 5, {"host_peak_delta_bytes": 8192})
+    assert "B - A +8 KiB" in " ".join(printed(WhyResult("w", "cpu", "--vary n=1,2", a, b, steps=5, rounds=1)).split())

@@ -131,7 +131,11 @@ def print_why(r, console) -> None:
     mem = r.memory_delta_bytes
     key = "cuda_peak_delta_bytes" if r.device.startswith("cuda") else "host_peak_delta_bytes"
     where = "CUDA max allocated" if r.device.startswith("cuda") else "host RSS"
-    if mem is not None:
+    if mem is not None and not a.memory[key] and not b.memory[key]:
+        # Issue 50: "A 0 B; B 0 B" read as a broken reading; it is a step that allocates nothing new.
+        console.print(Text(f"peak memory of a step ({where} above its start): no growth on either side "
+                           "(a step that reuses the memory it already holds reads 0)"))  # fmt: skip
+    elif mem is not None:
         console.print(
             Text(
                 f"peak memory of a step ({where} above its start): A {fmt_bytes(a.memory[key])}; "
