@@ -214,3 +214,13 @@ def test_futility_does_not_stop_the_gate_while_its_word_would_be_undecided(seed)
     assert v.word in ("faster", "undecided") and v.word != "same"
     if v.word == "undecided":
         assert len(v.run.looks) == 3  # the whole budget was spent first
+
+
+def test_the_gate_line_says_what_its_p_means():
+    # Issue 50: "p=1 on the alpha scale" was unexplained.
+    from perfsuite.cli.gate import verdict_line
+
+    ratios = [1.0 + 0.02 * (k % 5 - 2) for k in range(40)]  # wide: the interval reaches past 1%
+    v = GateVerdict("c", 0.01, PairedRun(ratios, 1, decision="not slower", p=1.0), alpha=0.02)
+    line = verdict_line(v)
+    assert v.word == "undecided" and "p=1 (confirmed when below --fdr 0.02)" in line, line

@@ -163,7 +163,9 @@ def verdict_line(v) -> str:
         f"{v.label}: {v.describe(with_work=False)} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
         f"threshold +{v.threshold:.1%}"
         # p answers "slower?": beside another word it says nothing the interval does not
-        + (f", p={v.p:.2g} on the alpha scale" if v.word in ("slower", "undecided") else "")
+        # p on the alpha scale (issue 50: "p=1 on the alpha scale" was unexplained): the sequential
+        # test's p, scaled so that it is below --fdr exactly when the test confirmed the change.
+        + (f", p={v.p:.2g} (confirmed when below --fdr {v.alpha:g})" if v.word in ("slower", "undecided") else "")
         + f", look {len(v.run.looks)} "
         f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
         f"{''.join('; ' + n for n in v.notes)}"
