@@ -313,3 +313,21 @@ def test_gate_settings_name_a_known_variant_and_logs_keep_it_only_when_set():
         GateSettings(variant="int3")
     assert "variant" not in GateSettings().logged()  # a log written before variants resumes alike
     assert GateSettings(variant="onnxruntime").logged()["variant"] == "onnxruntime"
+
+
+def test_fp16_is_refused_on_the_cpu_but_its_transformation_is_the_cuda_one_emulated_here():
+    # fp16 runs on CUDA only (no GPU here): its refusal is what a CPU user meets, and the wrapper it
+    # builds on CUDA is the same code, checked under the CPU's fp16 autocast.
+    from perfsuite.variants import builtin
+
+    built = _built()
+    with pytest.raises(Unsupported, match="cuda only"):
+        apply(built, "fp16", "cpu")
+    half = builtin.autocast("float16")(built[0].model, built[0].inputs, "cpu", None)
+    out = half(*built[0].inputs)
+    assert out.dtype == torch.float16
+    eager = built[0].model(*built[0].inputs)
+    assert (
+        fidelity.compare(fidelity.digest(fidelity.primary(eager)), fidelity.digest(fidelity.primary(out)))["top1"]
+        == 1.0
+    )
