@@ -267,6 +267,9 @@ class ConditionsShape(TypedDict, total=False):
     between_cv: Reading
     within_cv: Reading
     ci_method: Annotated[str, Field(strict=True, max_length=200)] | None
+    # Joules over the timed region and per step (perfsuite.measuring.energy): NVML on a GPU, RAPL on
+    # the CPU; {"status": "unavailable", "reason": ...} where neither could say.
+    energy: dict[str, Any] | None
     world_size: Count  # distributed: ranks and nodes (perfsuite.distributed.rank)
     nnodes: Count
     ranks_per_node: Count

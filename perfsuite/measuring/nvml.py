@@ -55,6 +55,15 @@ def _read(nvml, handle) -> dict:
     }
 
 
+def _energy_j(nvml, handle) -> float | None:
+    """The GPU's total-energy counter in joules (millijoules since the driver loaded; Volta and
+    newer), or None where the board has none."""
+    try:
+        return float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle)) / 1000.0
+    except Exception:  # noqa: BLE001 - NVMLError_NotSupported and its kin vary by driver
+        return None
+
+
 def _util_samples(nvml, handle, since_us: int) -> list[float] | None:
     """The driver's own utilisation samples stamped at or after `since_us` (microseconds of the
     wall clock, as NVML stamps them): what the GPU did inside the region alone. None where the
@@ -185,6 +194,8 @@ class NvmlSampler:
     # The driver's utilisation samples stamped inside the region (_util_samples), and its length.
     in_region: list[float] | None = None
     region_s: float = 0.0
+    # The region's joules from the energy counter (perfsuite.measuring.energy.counted), or why not.
+    energy: dict = field(default_factory=lambda: {"status": "unavailable", "reason": "not a CUDA device"})
 
     def __enter__(self) -> NvmlSampler:
         if not self.enabled or self.index is None:
@@ -200,6 +211,7 @@ class NvmlSampler:
             self.reason = f"NVML has no device {self.index}: {exc}"
             return self
         self._nvml, self._handle = nvml, handle
+        self._energy0 = _energy_j(nvml, handle)
         self._since_us, self._t0 = int(time.time() * 1e6), time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="perfsuite-nvml", daemon=True)
         self._thread.start()
@@ -220,6 +232,16 @@ class NvmlSampler:
             self._thread.join()
             self.region_s = time.monotonic() - self._t0
             self.in_region = _util_samples(self._nvml, self._handle, self._since_us)
+            end = _energy_j(self._nvml, self._handle)
+            if self._energy0 is None or end is None:
+                self.energy = {
+                    "status": "unavailable",
+                    "reason": "this GPU has no NVML energy counter (Volta and newer do)",
+                }
+            else:
+                from perfsuite.measuring.energy import counted
+
+                self.energy = counted(self._energy0, end, self.region_s, "nvml")
 
     def summary(self) -> dict:
         if not self.samples:

@@ -19,7 +19,8 @@ from perfsuite.core.config import IN_PROCESS_BUILDS, RunConfig, resolve_device
 from perfsuite.core.errors import USER_CODE_ERRORS, exception_text
 from perfsuite.core.record import Record
 from perfsuite.core.workload import Workload
-from perfsuite.measuring import counted, flops, heap, system
+from perfsuite.measuring import counted, energy, flops, heap, system
+from perfsuite.measuring.energy import RaplCounter
 from perfsuite.measuring.memory import CudaPeakMemory, HostPeakRSS
 from perfsuite.measuring.nvml import NvmlSampler
 from perfsuite.measuring.nvtx import nvtx_range
@@ -557,6 +558,7 @@ def _run_case(
     nvml = NvmlSampler(index=torch.device(device).index or 0 if is_cuda else None, interval_s=cfg.nvml_interval)
     usage = CpuUsage()
     faults = heap.FaultCount()
+    rapl = None if is_cuda else RaplCounter()  # the CPU packages' joules, where RAPL is readable
 
     @contextlib.contextmanager
     def timed_region():
@@ -568,6 +570,8 @@ def _run_case(
                 if cuda_mem is not None:
                     stack.enter_context(cuda_mem)
             stack.enter_context(nvml)
+            if rapl is not None:
+                stack.enter_context(rapl)
             stack.enter_context(usage)  # steal and other load: read from /proc/stat around the blocks
             stack.enter_context(faults)  # page faults: a fresh zeroed page each, inside the step's time
             yield
@@ -615,7 +619,12 @@ def _run_case(
     memory = host_mem.to_dict()
     if cuda_mem is not None:
         memory.update(cuda_mem.to_dict())
-    conditions, load_warnings = measured_conditions(cfg, usage.readings, faults, len(m.samples_s) * m.block_size)
+    steps = len(m.samples_s) * m.block_size
+    conditions, load_warnings = measured_conditions(cfg, usage.readings, faults, steps)
+    # Joules per step over the same timed region (issue 54): NVML's counter on a GPU, RAPL on the CPU.
+    conditions["energy"] = energy.per_step(
+        nvml.energy if rapl is None else rapl.reading, steps, built.work.items_per_step
+    )
     conditions["builds"] = len(m.builds_s)
     if m.reference is not None:
         conditions["reference"] = m.reference

@@ -53,6 +53,7 @@ from perfsuite.core.errors import USER_CODE_ERRORS, ConfigError, Unsupported, ex
 from perfsuite.core.record import Record
 from perfsuite.core.units import fmt_seconds
 from perfsuite.core.workload import Workload
+from perfsuite.measuring import energy
 from perfsuite.measuring.nvml import pooled as pooled_nvml
 from perfsuite.measuring.runner import conditions_warnings
 from perfsuite.measuring.tf32 import torch_flags
@@ -368,6 +369,8 @@ def merge(records: list[Record], pids: list[int], cfg: RunConfig) -> Record:
         },
         "timed_wall_s": sum(r.conditions.get("timed_wall_s") or 0.0 for r in records),
         "load_avg": records[-1].conditions.get("load_avg"),
+        # Joules and steps summed over the processes (perfsuite.measuring.energy.pooled).
+        "energy": energy.pooled([r.conditions["energy"] for r in records if r.conditions.get("energy")]),
         "between_share": spread.between_share,
         "between_cv": spread.between_cv,
         "within_cv": spread.within_cv,

@@ -21,6 +21,20 @@ def shows_bound(records: list[Record]) -> bool:
     return any(r.device.startswith("cuda") for r in records)
 
 
+def energy_of(r: Record) -> dict | None:
+    """The record's energy over its timed region (perfsuite.measuring.energy), when it was read."""
+    e = r.conditions.get("energy") or {}
+    return e if e.get("status") == "ok" and e.get("per_step_j") else None
+
+
+def energy_cell(r: Record) -> str:
+    e = energy_of(r)
+    if e is None:
+        return "-"
+    per = f" ({e['items_per_j']:.3g} {r.work.item_unit}/J)" if e.get("items_per_j") else ""
+    return f"{e['per_step_j']:.3g} J/step{per}, {e['source']}"
+
+
 def record_cells(r: Record) -> dict[str, str]:
     s = r.stats
     mem = r.memory.get("host_peak_delta_bytes")

@@ -11,7 +11,7 @@ from perfsuite.core.errors import ConfigError
 from perfsuite.core.record import Record
 from perfsuite.core.text import markdown_cell, printable
 from perfsuite.core.units import fmt_seconds
-from perfsuite.report.cells import markdown_table, record_cells, shows_bound
+from perfsuite.report.cells import energy_cell, energy_of, markdown_table, record_cells, shows_bound
 from perfsuite.report.plots import throughput_figure
 from perfsuite.stats import summary as stats
 from perfsuite.storage import table as results
@@ -20,9 +20,11 @@ from perfsuite.storage import write
 
 def _table(recs: list[Record]) -> list[str]:
     bound = shows_bound(recs)  # CPU-only workloads get no column of "n/a"
+    joules = any(energy_of(r) is not None for r in recs)  # nor one of "-" where no counter was read
     cols = (
         ["params", "median", "95% CI", "IQR/median", "p90", "n x block", "throughput", "FLOP/s", "of peak", "peak mem"]
         + (["GPU"] if bound else [])
+        + (["energy"] if joules else [])
         + ["converged"]
     )
     rows = []
@@ -42,6 +44,7 @@ def _table(recs: list[Record]) -> list[str]:
                 c["memory"],
             ]
             + ([c["bound"]] if bound else [])
+            + ([energy_cell(r)] if joules else [])
             + ["yes" if r.converged else "**no**"]
         )
     return markdown_table(cols, rows)
