@@ -151,3 +151,14 @@ def test_an_amp_comparison_round_trips_and_recomputes_what_it_derives():
     d["speedup"] = 99.0  # a stored derived number is never believed: it is recomputed from the pairs
     back = AmpComparison.from_dict(d)
     assert back == c and back.speedup == pytest.approx(1.15)
+
+
+def test_an_fp16_verdict_on_a_gpu_says_its_grad_scaler_synchronises_every_step():
+    # Issue 54: the H200's 0.89x fp16 verdict did not say what fp16 pays that bf16 does not.
+    from dataclasses import replace
+
+    bf16 = _cuda_comparison(_ok(80.0), _ok(80.0))
+    assert "GradScaler" not in bf16.verdict()
+    fp16 = replace(bf16, precision_b="fp16")
+    assert "GradScaler synchronises with the host every step" in fp16.verdict()
+    assert "GradScaler synchronises" not in replace(fp16, device="cpu").verdict()  # no device to wait for

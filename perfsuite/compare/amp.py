@@ -162,7 +162,18 @@ class AmpComparison(documents.SuiteEntry):
         return (
             f"speed-up {self.speedup:.2f}x{ci} of {self.precision_b} over {self.precision_a} at equal loss "
             f"({self.final_loss_b:.4g} vs {self.final_loss_a:.4g} after {self.steps} applied steps{self._skips()}, "
-            f"{self._agreement('within')})"
+            f"{self._agreement('within')})" + self._scaler_sync()
+        )
+
+    def _scaler_sync(self) -> str:
+        """What an fp16 step pays on a GPU that bf16's does not (issue 54: the H200's 0.89x fp16
+        verdict said nothing of it): GradScaler.step reads its inf check with .item() before an
+        optimiser that is not fused, one host synchronisation every step."""
+        if "fp16" not in (self.precision_a, self.precision_b) or not self.device.startswith("cuda"):
+            return ""
+        return (
+            "; fp16's GradScaler synchronises with the host every step (its inf check is read before a "
+            "non-fused optimiser steps): part of fp16's time here, which a fused optimiser avoids"
         )
 
     @property
