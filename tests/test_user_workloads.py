@@ -767,3 +767,40 @@ def test_bisect_by_instructions_refuses_bad_revisions_before_counting(project):
     unknown = perfsuite(project, *base, "--good", "no-such-rev", "--bad", "HEAD")
     assert unknown.returncode == 2 and "no-such-rev" in unknown.stderr, unknown.stdout + unknown.stderr
     assert "instructions per step [" not in same.stdout + unknown.stdout  # nothing was counted
+
+
+def test_history_by_instructions_counts_every_commit_once_each_against_the_one_before(project, monkeypatch):
+    """Issue 56: a history walked by instruction count. The count is stood in as above (it reads the
+    checkout it is given); the commit that adds a matmul is the one flagged, the notes are not."""
+    from perfsuite.core.discover import discover
+    from perfsuite.jobs.count_history import count_history
+    from perfsuite.measuring import instructions
+
+    (project / "NOTES.md").write_text("a note\n")
+    commit(project, "a note")
+    model = project / "myproj" / "model.py"
+    model.write_text(model.read_text().replace("        return self.body(x)", "        y = self.body(x)\n        y = y + 0.0 * torch.tanh(x @ x.T).sum()  # extra work\n        return y"))  # fmt: skip
+    commit(project, "one extra matmul")
+    added = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    (project / "NOTES.md").write_text("another note\n")
+    commit(project, "another note")
+    counted = []
+
+    def count(workload, params, device, files=(), code_root=None, **kw):
+        root = Path(code_root)
+        counted.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout)
+        extra = (root / "myproj" / "model.py").read_text().count("x @ x.T")
+        return {"status": "ok", "per_step": 1_000_000.0 + 20_000.0 * extra, "seconds": 1.0}
+
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(instructions, "count", count)
+    discover([])
+    run = count_history("tiny_mlp", "HEAD~3..HEAD", params={"batch_size": 32}, device="cpu")
+    assert [p.commit.sha for p in run.changed(1)] == [added] and not run.changed(-1)
+    assert len(run.points) == len(counted) == len(set(counted)) == 4  # the start and each commit after it, once
+    assert run.points[2].moved == pytest.approx(0.02) and "<- more instructions" in run.lines()[2]
+    assert "1 added instructions" in run.summary()
+    listed = subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True, text=True).stdout
+    assert len(listed.splitlines()) == 1  # every checkout removed
+    refused = perfsuite(project, "history", "tiny_mlp", "--update", "--instructions", "--device", "cpu")
+    assert refused.returncode == 2 and "--instructions counts one workload over --range" in refused.stderr

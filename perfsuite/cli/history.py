@@ -58,7 +58,9 @@ def add_arguments(sub) -> None:
     options.params(hi)
     options.device(hi)
     options.budget(hi, 10.0, "seconds per pair of commits, as the gate's --max-time (default 10)")
-    options.threshold(hi)
+    options.threshold(
+        hi, "smallest slowdown that counts, as the gate's (default 0.01; with --instructions 0.005)", None
+    )
     options.sides(hi, "false discoveries controlled across every commit of the history", "")
     options.threads(hi)
     options.heap(hi)
@@ -84,6 +86,13 @@ def add_arguments(sub) -> None:
     )
     hi.add_argument("--no-why", action="store_true", help="do not profile the confirmed changes")
     hi.add_argument("--allow-dirty", action="store_true", help="measure although tracked files are modified")
+    hi.add_argument(
+        "--instructions",
+        action="store_true",
+        help="a history by instructions per step under Callgrind instead of time: one count per commit "
+        "(30-60 s each), each against the one before; --threshold is then the move in instructions "
+        "(default 0.5%%); exit 1 when a commit added instructions past it",
+    )
     options.workloads_from(hi)
     options.variant(hi)
     options.why(hi)
@@ -98,6 +107,10 @@ def command(args, console, recorder) -> int:
             raise ConfigError(f"--{flag} names one history's file: name the workload too")
     if args.range_ is None and not args.update:
         raise ConfigError("give --range A..B, or --update to extend a stored history up to HEAD")
+    if args.instructions:
+        if len(names) > 1 or args.update or args.range_ is None:
+            raise ConfigError("--instructions counts one workload over --range A..B (no --update)")
+        return _by_count(args, console, registry.get(names[0]))
     code = 0
     for name in names:
         if len(names) == 1:
@@ -115,7 +128,8 @@ def _one(name: str, args, console, recorder) -> int:
     if args.asv is not None:  # before any pair: a history is never lost to a bad --asv
         check_output_dir(asv_history.results_dir(args.asv), "--asv's results folder")
     w = registry.get(name)
-    settings = GateSettings(args.budget, args.builds, args.threshold, args.fdr, args.threads, args.heap, args.variant)
+    threshold = 0.01 if args.threshold is None else args.threshold
+    settings = GateSettings(args.budget, args.builds, threshold, args.fdr, args.threads, args.heap, args.variant)
     with console.status("starting") as status:
         run = history(
             name,
@@ -205,3 +219,27 @@ def _summary(state: History, console, page: Path) -> None:
             )
         )
     console.print(Text(f"page: {page}"))
+
+
+def _by_count(args, console, w) -> int:
+    """`--instructions`: one count per commit, each against the one before; exit 1 when a commit
+    added instructions past the threshold."""
+    from perfsuite.compare.work import INSTRUCTION_THRESHOLD
+    from perfsuite.jobs.count_history import count_history
+
+    with console.status("counting") as status:
+        run = count_history(
+            w.name,
+            args.range_,
+            params=single_values(args.param, w),
+            device=args.device,
+            threshold=INSTRUCTION_THRESHOLD if args.threshold is None else args.threshold,
+            every=args.every,
+            max_commits=args.max_commits,
+            workloads_from=args.workloads_from,
+            listener=ConsoleListener(console, status),
+        )
+    for line in run.lines():
+        console.print(Text(printable(line), style="red" if "<- more" in line else ""), soft_wrap=True)
+    console.print(Text(printable(run.summary())), soft_wrap=True)
+    return 1 if run.changed(1) else 0

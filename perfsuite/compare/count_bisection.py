@@ -55,6 +55,19 @@ class CountBisection:
         return f"one of {shas} (the others between could not be counted): bad is {how}"
 
 
+def counted(
+    commit: Commit, count_at: Callable[[Commit], dict[str, Any]], heard: Callable[[Counted], None] | None = None
+) -> Counted:
+    """One commit counted (`count_at`: an instruction count block, perfsuite.measuring.instructions.count)."""
+    got = count_at(commit)
+    c = Counted(
+        commit, got.get("per_step") if got.get("status") == "ok" else None, got.get("reason"), got.get("seconds")
+    )
+    if heard is not None:
+        heard(c)
+    return c
+
+
 def bisect_by_count(
     commits: list[Commit],
     good: Commit,
@@ -68,16 +81,7 @@ def bisect_by_count(
     (perfsuite.measuring.instructions.count). Good and bad are counted first; either failing is
     bad input (ConfigError naming it)."""
 
-    def counted(commit: Commit) -> Counted:
-        got = count_at(commit)
-        c = Counted(
-            commit, got.get("per_step") if got.get("status") == "ok" else None, got.get("reason"), got.get("seconds")
-        )
-        if heard is not None:
-            heard(c)
-        return c
-
-    g, b = counted(good), counted(commits[-1])
+    g, b = counted(good, count_at, heard), counted(commits[-1], count_at, heard)
     for flag, c in (("--good", g), ("--bad", b)):
         if c.per_step is None:
             raise ConfigError(f"{flag} {c.commit.sha[:12]}: its instructions cannot be counted: {c.reason}")
@@ -92,7 +96,7 @@ def bisect_by_count(
             break
         centre = (lo + hi) / 2
         mid = min(open_, key=lambda i: (abs(i - centre), i))
-        c = counted(commits[mid])
+        c = counted(commits[mid], count_at, heard)
         out.counted.append(c)
         if c.per_step is None:
             skipped.add(mid)
