@@ -1,5 +1,5 @@
 """`history --instructions`: every commit of a range counted once under Callgrind, each against
-the last counted commit before it (perfsuite.compare.count_history). `perfsuite history
+the last counted commit before it (perfsuite.compare.count_walk). `perfsuite history
 --instructions` and perfsuite.jobs.count_history.count_history are this call."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from perfsuite.compare import revisions
 from perfsuite.compare.bisection import Commit
 from perfsuite.compare.count_bisection import Counted
-from perfsuite.compare.count_history import CountHistory, walk_by_count
+from perfsuite.compare.count_walk import CountHistory, walk_by_count
 from perfsuite.compare.history_walk import range_commits
 from perfsuite.compare.work import INSTRUCTION_THRESHOLD
 from perfsuite.core.case import Case
