@@ -49,33 +49,21 @@ def add_arguments(sub) -> None:
 def command(args, console, recorder) -> int:
     writable_dir(args.out_dir, "--out-dir")  # checked before reading anything
 
-    amp_files, pair_files, why_files = list(args.amp), list(args.pair), list(args.why)
-    variant_files = list(args.variants)
-    for given in args.results:
-        if given.is_dir():
-            amp_files += sorted(given.rglob("*.amp.json"))
-            pair_files += sorted(given.rglob("*.pair.json"))
-            why_files += sorted(given.rglob("*.why.json"))
-            variant_files += sorted(given.rglob("*.variants.json"))
+    files = _document_files(args)
     # A why or variants document given among the results is a section of the report, not a results file.
-    why_files += [f for f in args.results if f.is_file() and _is_kind(f, "why")]
-    variant_files += [f for f in args.results if f.is_file() and _is_kind(f, "variants")]
-    inputs = [f for f in args.results if f not in why_files and f not in variant_files]
+    inputs = [f for f in args.results if f not in files["why"] and f not in files["variants"]]
     records, problems = load_many(inputs) if inputs else ([], [])
     not_timed = _not_timed(args.results)
     for problem in problems:
         console.print(Text(printable(f"skipped: {problem}"), style="yellow"))
-    amp: list[Any] = []  # the documents' results (perfsuite.compare's classes)
-    pairs: list[Any] = []
-    why: list[Any] = []
-    variants: list[Any] = []
-    for kind, paths, into in (("amp", amp_files, amp), ("pair", pair_files, pairs), ("why", why_files, why),
-                              ("variants", variant_files, variants)):  # fmt: skip
+    read: dict[str, list[Any]] = {kind: [] for kind in files}  # the documents' results (perfsuite.compare's classes)
+    for kind, paths in files.items():
         for path in paths:
             try:
-                into.extend(load_result(path, kind))
+                read[kind].extend(load_result(path, kind))
             except PerfsuiteError as exc:  # like a bad results file: named, the report goes on
                 console.print(Text(printable(f"skipped: {exc}"), style="yellow"))
+    amp, pairs, why, variants = read["amp"], read["pair"], read["why"], read["variants"]
     if not records and why:  # differential profiles alone
         from perfsuite.report.why_section import write_page
 
@@ -103,6 +91,19 @@ def command(args, console, recorder) -> int:
     )
     console.print(f"report written to {page}", highlight=False)
     return 0
+
+
+def _document_files(args) -> dict[str, list[Path]]:
+    """The documents of each kind a report includes: named by their flags, found in the folders
+    given (*.KIND.json), and why or variants documents given among the results."""
+    files = {"amp": list(args.amp), "pair": list(args.pair), "why": list(args.why), "variants": list(args.variants)}
+    for given in args.results:
+        if given.is_dir():
+            for kind in files:
+                files[kind] += sorted(given.rglob(f"*.{kind}.json"))
+    for kind in ("why", "variants"):
+        files[kind] += [f for f in args.results if f.is_file() and _is_kind(f, kind)]
+    return files
 
 
 def _not_timed(given) -> list[str]:

@@ -132,45 +132,21 @@ def study_case(
     it was interrupted before its first variant; the KeyboardInterrupt that stopped it, or None). A
     refused or failed variant is a row with its reason; the others go on. Eager's row is None when
     no variant's sides were measured (every one refused, or failed before its pairs)."""
-    file_now = revisions.workload_file(workload.source, workload.name)
     resolved = workload.resolve(dict(case))
     asked = _Asked()
     rows: list[VariantRow] = []
     interrupted = None
     for name in variants:
         why = refusal(named(name), device)
-        if why is not None:
-            rows.append(VariantRow(name, "refused", reason=why))
-        else:
-            arms = GateArms.of(
-                settings,
-                (file_now, None),
-                (file_now, None),
-                (BASELINE, name),
-                device,
-                direction=-1,  # the question a variant answers: is it faster than eager?
-                progress=progress,
-                side_variants=(BASELINE, name),
-                seed=SEED,
-                after_first=asked.after_first,
-            )
-            with sides.placed(device, settings.threads):
-                out = run_cases(
-                    check_cases([Case(workload, case)], device, arms),
-                    RunConfig(device=device, max_time=settings.max_time),
-                    events=events,
-                )
-            interrupted = out.interrupted
-            across_cases(out.records, settings.fdr)  # the sequential test's decision becomes its word
-            if out.unsupported:
-                rows.append(VariantRow(name, "refused", reason=out.unsupported[0][1]))
-            elif out.failures:
-                rows.append(VariantRow(name, "failed", reason=_failure_text(out.failures[0])))
-            elif out.records:
-                items = resolved_items(asked)
-                rows.append(_row(name, asked.variant, asked.eager or {}, items, floor, out.records[0]))
-        if on_row is not None and rows:
-            on_row(rows[-1])
+        row, interrupted = (
+            (VariantRow(name, "refused", reason=why), None)
+            if why is not None
+            else _gate_one(workload, case, name, device, settings, asked, floor, events, progress)
+        )
+        if row is not None:
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
         if interrupted is not None:
             break
     if not rows:  # interrupted before the first variant: nothing to keep
@@ -179,6 +155,40 @@ def study_case(
     items_unit = (asked.eager or {}).get("facts", {}).get("unit") or "items"
     params = {k: v for k, v in resolved.items() if isinstance(v, (bool, int, float, str)) or v is None}
     return VariantStudy(workload.name, params, device, floor, items_unit, eager, rows), interrupted
+
+
+def _gate_one(workload, case, name: str, device: str, settings: GateSettings, asked: _Asked, floor: float,
+              events, progress) -> tuple[VariantRow | None, Any]:  # fmt: skip
+    """Variant `name` gated against eager (both sides from the working tree's workload file, one
+    seed); (its row, or None when interrupted before its verdict; the interrupt, or None)."""
+    file_now = revisions.workload_file(workload.source, workload.name)
+    arms = GateArms.of(
+        settings,
+        (file_now, None),
+        (file_now, None),
+        (BASELINE, name),
+        device,
+        direction=-1,  # the question a variant answers: is it faster than eager?
+        progress=progress,
+        side_variants=(BASELINE, name),
+        seed=SEED,
+        after_first=asked.after_first,
+    )
+    with sides.placed(device, settings.threads):
+        out = run_cases(
+            check_cases([Case(workload, case)], device, arms),
+            RunConfig(device=device, max_time=settings.max_time),
+            events=events,
+        )
+    across_cases(out.records, settings.fdr)  # the sequential test's decision becomes its word
+    if out.unsupported:
+        return VariantRow(name, "refused", reason=out.unsupported[0][1]), out.interrupted
+    if out.failures:
+        return VariantRow(name, "failed", reason=_failure_text(out.failures[0])), out.interrupted
+    if out.records:
+        row = _row(name, asked.variant, asked.eager or {}, resolved_items(asked), floor, out.records[0])
+        return row, out.interrupted
+    return None, out.interrupted
 
 
 def resolved_items(asked: _Asked) -> float:

@@ -33,8 +33,22 @@ def chart(study, folder: Path) -> Path:
         kept = min(r.kept.values()) if r.kept else None
         if speed is not None and kept is not None:
             points.append((r.variant, speed, kept))
-    front = set(pareto(points))
     fig, (ax, mem) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    _speed_panel(ax, study, rows, points)
+    _memory_panel(mem, rows)
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
+    plt.close(fig)
+    from perfsuite.storage import write
+
+    name = f"variants-{study.workload}-" + "-".join(f"{k}={v}" for k, v in study.params.items() if v not in ("", None))
+    return write.write_bytes(write.file_in(folder, name[:150], ".png"), png.getvalue())
+
+
+def _speed_panel(ax, study, rows: list, points: list[tuple[str, float, float]]) -> None:
+    """Speed-up (with the gate's interval) against the accuracy kept, the Pareto front, the floor."""
+    front = set(pareto(points))
     for r in rows:
         match = next((p for p in points if p[0] == r.variant), None)
         if match is None:
@@ -54,6 +68,10 @@ def chart(study, folder: Path) -> Path:
     case = ", ".join(f"{k}={v}" for k, v in study.params.items() if k in ("batch_size", "shape", "model"))
     ax.set_title(f"{study.workload} [{case}] on {study.device}")
     ax.legend(loc="lower left", fontsize=8)
+
+
+def _memory_panel(mem, rows: list) -> None:
+    """Each variant's model size and one step's peak above its start."""
     names = [r.variant for r in rows]
     sizes = [(r.size_bytes or 0) / 1e6 for r in rows]
     # What one step allocates above its start: the allocator's on CUDA, the host's RSS on the CPU.
@@ -64,11 +82,3 @@ def chart(study, folder: Path) -> Path:
     mem.set_xticks(list(xs), names, rotation=30, ha="right", fontsize=8)
     mem.legend(fontsize=8)
     mem.set_title("memory")
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=110)
-    plt.close(fig)
-    from perfsuite.storage import write
-
-    name = f"variants-{study.workload}-" + "-".join(f"{k}={v}" for k, v in study.params.items() if v not in ("", None))
-    return write.write_bytes(write.file_in(folder, name[:150], ".png"), png.getvalue())
