@@ -156,7 +156,7 @@ def test_every_workload_is_walked_when_one_of_them_is_refused(monkeypatch):
     monkeypatch.setattr(cli.registry, "names", lambda: list(mine))
     monkeypatch.setattr(cli.registry, "get", mine.__getitem__)
     console = Console(record=True, width=300)
-    args = argparse.Namespace(workload=None, log=None, html=None, range_=None, update=True)
+    args = argparse.Namespace(workload=None, log=None, html=None, range_=None, update=True, instructions=False)
     # The nightly --update of every workload: one without a log yet is named and the others are
     # still measured; the exit is the worst (2: a refusal; 1 alone would be a regression).
     assert cli.command(args, console, None) == 2 and walked == ["new_step", "slow_step", "calm_step"]
