@@ -98,10 +98,14 @@ def pytest_sessionfinish(session, exitstatus):
 def forget_workloads():
     """A case's workloads leave with it: the registry, the loaded files, sys.path and the modules."""
     from perfsuite.core import discover, registry
+    from perfsuite.variants import catalog
 
     registry.names()  # the built-ins are loaded once, kept
     before = (dict(registry._REGISTRY), dict(discover._loaded), list(sys.path), set(sys.modules))
+    declared = dict(catalog._DECLARED)  # the variants the files declare (@perfsuite.variant) leave too
     yield
+    catalog._DECLARED.clear()
+    catalog._DECLARED.update(declared)
     registry._REGISTRY.clear()
     registry._REGISTRY.update(before[0])
     discover._loaded.clear()

@@ -718,7 +718,7 @@ def test_sigterm_and_sighup_end_a_gate_as_ctrl_c_does(project, sig):
     assert len(worktrees().splitlines()) == 1  # the base's checkout is gone
 
 
-def test_bisect_by_instructions_counts_each_commit_in_its_own_checkout(project, monkeypatch):
+def test_bisect_by_instructions_counts_each_commit_in_its_own_checkout(project, monkeypatch, forget_workloads):
     """Issue 56: one count per commit, each of the commit's own code (its worktree as code root),
     halving to the commit that added work. The count is stood in by one that reads the checkout it
     is given (a real count under Callgrind, through the same files and code root, is
@@ -769,7 +769,9 @@ def test_bisect_by_instructions_refuses_bad_revisions_before_counting(project):
     assert "instructions per step [" not in same.stdout + unknown.stdout  # nothing was counted
 
 
-def test_history_by_instructions_counts_every_commit_once_each_against_the_one_before(project, monkeypatch):
+def test_history_by_instructions_counts_every_commit_once_each_against_the_one_before(
+    project, monkeypatch, forget_workloads
+):
     """Issue 56: a history walked by instruction count. The count is stood in as above (it reads the
     checkout it is given); the commit that adds a matmul is the one flagged, the notes are not."""
     from perfsuite.core.discover import discover
