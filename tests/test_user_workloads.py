@@ -205,7 +205,8 @@ def test_pytest_collects_one_benchmark_per_case_without_a_test_file(project):
         text=True,
         timeout=300,
     )
-    assert smoke.returncode == 0 and "2 passed" in smoke.stdout, smoke.stdout + smoke.stderr
+    # tiny_mlp's two cases and classify's two (the inference workload variants are offered)
+    assert smoke.returncode == 0 and "4 passed" in smoke.stdout, smoke.stdout + smoke.stderr
     out = project / "bench.json"
     timed = subprocess.run(
         [
@@ -233,6 +234,8 @@ def test_pytest_collects_one_benchmark_per_case_without_a_test_file(project):
     benches = json.loads(out.read_text())["benchmarks"]
     # Every parameter in the id, the scalar default width too (a workload of scalars alone was `test_x[]`).
     assert sorted(b["name"] for b in benches) == [
+        "test_classify[batch_size=1,width=256]",
+        "test_classify[batch_size=64,width=256]",
         "test_tiny_mlp[batch_size=128,width=256]",
         "test_tiny_mlp[batch_size=32,width=256]",
     ]
