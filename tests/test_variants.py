@@ -332,3 +332,20 @@ def test_fp16_is_refused_on_the_cpu_but_its_transformation_is_the_cuda_one_emula
         fidelity.compare(fidelity.digest(fidelity.primary(eager)), fidelity.digest(fidelity.primary(out)))["top1"]
         == 1.0
     )
+
+
+def test_a_variant_whose_timing_is_known_to_be_biased_is_kept_but_never_recommended():
+    # OpenVINO's idle worker threads share the timing core with eager's side (measured: 15-20%).
+    from perfsuite.compare.paired_gate import GateVerdict, PairedRun
+    from perfsuite.compare.variant_study import VariantRow, VariantStudy
+
+    assert "overstated" in catalog.named("openvino").biased and catalog.named("onnxruntime").biased is None
+
+    def row(name, ratio, biased=None):
+        run = PairedRun([ratio * (1 + 0.001 * (k % 3 - 1)) for k in range(60)], 1, decision="slower", p=1e-6)
+        v = GateVerdict(name, 0.01, run, True, direction=-1)
+        return VariantRow(name, "measured", verdict=v, kept={"top1_agreement": 1.0}, holds=True, biased=biased)
+
+    eager = VariantRow("eager", "measured", kept={"top1_agreement": 1.0}, holds=True)
+    study = VariantStudy("w", {}, "cpu", 0.99, "items", eager, [row("openvino", 0.4, "spins"), row("onnxruntime", 0.6)])
+    assert study.rows[0].word == "faster" and study.best == "onnxruntime"
