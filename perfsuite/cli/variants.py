@@ -119,36 +119,13 @@ def _row_line(row) -> str:
     )
 
 
-def _num(v, fmt: str) -> str:
-    return "-" if v is None else format(v, fmt)
-
-
 def _table(s) -> Table:
+    from perfsuite.report.variants_section import COLUMNS, cells
+
     case = ", ".join(f"{k}={v}" for k, v in s.params.items())
     t = Table(title=f"{s.workload} [{case}] on {s.device}: variants against eager (floor {s.floor:.0%})")
-    for col in ("variant", "word", "speed-up (CI)", "p50 ms (eager's beside)", "p99 ms", f"{s.items_unit}/s", "size MB",
-                "build s", "cold s", "top-1", "max rel err", "kept", "holds"):  # fmt: skip
-        t.add_column(col)
+    for col in COLUMNS:
+        t.add_column(col.replace("items", s.items_unit))
     for r in [*([s.eager] if s.eager is not None else []), *s.rows]:
-        if r.status != "measured":
-            first = (r.reason or "").strip().splitlines()[:1] or [""]
-            t.add_row(r.variant, r.status, Text(printable(first[0][:160])))
-            continue
-        ci = r.speedup_interval
-        t.add_row(
-            r.variant,
-            r.word or "baseline",
-            f"{r.speedup:.2f}x ({ci[0]:.2f}-{ci[1]:.2f})" if ci and r.speedup else "1",
-            _num(r.latency_s.get("p50", 0) * 1e3, ".2f")
-            + (f" ({r.eager_latency_s['p50'] * 1e3:.2f})" if r.eager_latency_s.get("p50") else ""),
-            _num(r.latency_s.get("p99", 0) * 1e3, ".2f"),
-            _num(r.items_per_s, ".1f"),
-            _num(r.size_bytes / 1e6 if r.size_bytes is not None else None, ".1f"),
-            _num(r.build_s, ".2f"),
-            _num(r.cold_s, ".3f"),
-            _num(r.outputs.get("eval_top1", r.outputs.get("top1")), ".3f"),
-            _num(r.outputs.get("max_rel"), ".2g"),
-            ", ".join(f"{k} {v:.3f}" for k, v in r.kept.items()) or "-",
-            {True: "yes", False: "NO", None: "-"}[r.holds],
-        )
+        t.add_row(*(Text(printable(c)) for c in cells(r, no="NO")))
     return t

@@ -20,6 +20,25 @@ from perfsuite.measuring import instructions
 from perfsuite.run.execute import check_cases
 
 
+def commit_counter(revs, w, params: dict, device: str, say: Listener):
+    """(count_at, heard) for a walk over commits: one instruction count of `w` at a commit, in a
+    worktree of its own (failed where its workload file is missing there), and the line it says."""
+
+    def count_at(commit: Commit) -> dict[str, Any]:
+        missing = revs.missing_at(commit.sha)
+        if missing:
+            return {"status": "failed", "reason": missing}
+        with revisions.worktree(revs.repo, commit.sha) as root:
+            file, code = revs.side(root)
+            return instructions.count(w.name, params, device, files=[str(file)], code_root=str(code) if code else None)
+
+    def heard(c: Counted) -> None:
+        said = f"{c.per_step:,.0f} instructions per step" if c.per_step else f"not counted: {c.reason}"
+        say.say(f"{c.commit.sha[:12]} {c.commit.subject}: {said} [{c.seconds or 0:.0f}s]")
+
+    return count_at, heard
+
+
 def count_bisect(
     workload: str,
     good: str,
@@ -49,20 +68,7 @@ def count_bisect(
         if why is not None:
             raise ConfigError(f"--instructions: {why}")
 
-        def count_at(commit: Commit) -> dict[str, Any]:
-            missing = revs.missing_at(commit.sha)
-            if missing:
-                return {"status": "failed", "reason": missing}
-            with revisions.worktree(revs.repo, commit.sha) as root:
-                file, code = revs.side(root)
-                return instructions.count(
-                    w.name, params, device, files=[str(file)], code_root=str(code) if code else None
-                )
-
-        def heard(c: Counted) -> None:
-            said = f"{c.per_step:,.0f} instructions per step" if c.per_step else f"not counted: {c.reason}"
-            say.say(f"{c.commit.sha[:12]} {c.commit.subject}: {said} [{c.seconds or 0:.0f}s]")
-
+        count_at, heard = commit_counter(revs, w, params, device, say)
         say.say(
             f"{workload}: counting instructions per step under Callgrind at {len(commits) + 1} commits "
             f"at most ({instructions.STEPS} steps a count, 30-60 s each on a 2-core VM)"

@@ -4,17 +4,14 @@ the last counted commit before it (perfsuite.compare.count_walk). `perfsuite his
 
 from __future__ import annotations
 
-from typing import Any
-
 from perfsuite.compare import revisions
-from perfsuite.compare.bisection import Commit
-from perfsuite.compare.count_bisection import Counted
 from perfsuite.compare.count_walk import CountHistory, walk_by_count
 from perfsuite.compare.history_walk import range_commits
 from perfsuite.compare.work import INSTRUCTION_THRESHOLD
 from perfsuite.core.case import Case
 from perfsuite.core.discover import workload_named
 from perfsuite.core.errors import ConfigError
+from perfsuite.jobs.count_bisect import commit_counter
 from perfsuite.jobs.history_log import range_ends
 from perfsuite.jobs.listener import Listener
 from perfsuite.measuring import instructions
@@ -62,20 +59,7 @@ def count_history(
                 f"at 30-60 s a count), more than --max-commits {max_commits}: raise it, or count every Nth (--every)"
             )
 
-        def count_at(commit: Commit) -> dict[str, Any]:
-            missing = revs.missing_at(commit.sha)
-            if missing:
-                return {"status": "failed", "reason": missing}
-            with revisions.worktree(revs.repo, commit.sha) as root:
-                file, code = revs.side(root)
-                return instructions.count(
-                    w.name, params, device, files=[str(file)], code_root=str(code) if code else None
-                )
-
-        def heard(c: Counted) -> None:
-            said = f"{c.per_step:,.0f} instructions per step" if c.per_step else f"not counted: {c.reason}"
-            say.say(f"{c.commit.sha[:12]} {c.commit.subject}: {said} [{c.seconds or 0:.0f}s]")
-
+        count_at, heard = commit_counter(revs, w, params, device, say)
         say.say(
             f"{workload}: counting instructions per step under Callgrind at {len(chosen) + 1} commits "
             f"({instructions.STEPS} steps a count, 30-60 s each on a 2-core VM)"

@@ -19,7 +19,9 @@ def _num(v, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def _row(r) -> list[str]:
+def cells(r, no: str = "**no**") -> list[str]:
+    """A row's cells under COLUMNS, as the report and the console show them (`no`: how a variant
+    below the floor reads)."""
     if r.status != "measured":
         reason = (r.reason or "").strip().splitlines()[:1] or [""]
         return [r.variant, r.status, printable(reason[0][:200]), *["-"] * (len(COLUMNS) - 3)]
@@ -38,7 +40,7 @@ def _row(r) -> list[str]:
         _num(r.outputs.get("eval_top1", r.outputs.get("top1")), ".3f"),
         _num(r.outputs.get("max_rel"), ".2g"),
         ", ".join(f"{k} {v:.3f}" for k, v in r.kept.items()) or "-",
-        {True: "yes", False: "**no**", None: "-"}[r.holds],
+        {True: "yes", False: no, None: "-"}[r.holds],
     ]
 
 
@@ -47,7 +49,7 @@ def section(studies: list, out_dir: Path) -> list[str]:
     lines = ["## Variants against eager (interleaved, accuracy held)", ""]
     for s in studies:
         case = ", ".join(f"{k}={v}" for k, v in s.params.items())
-        rows = [_row(r) for r in [*([s.eager] if s.eager is not None else []), *s.rows]]
+        rows = [cells(r) for r in [*([s.eager] if s.eager is not None else []), *s.rows]]
         lines += [f"### {markdown_cell(s.workload)} [{markdown_cell(case)}] on {markdown_cell(s.device)}", ""]
         if s.eager is not None:
             png = chart(s, out_dir)
