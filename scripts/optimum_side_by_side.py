@@ -72,6 +72,7 @@ def ob_run(model: Path, backend: str, batch: int, seq: int, seconds: int, site: 
     env = {**os.environ, "PYTHONPATH": f"{site}:{ROOT}", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     res = subprocess.run(
         [sys.executable, "-c", OB_RUN, str(model), backend, str(batch), str(seq), str(seconds)],
+        cwd=model.parent,  # optimum-benchmark writes benchmark.log (and a folder) where it runs: not in the tree
         env=env,
         capture_output=True,
         text=True,
