@@ -93,7 +93,7 @@ asv-run: $(DEPS)
 
 asv-publish: $(DEPS)
 	$(ASV) publish
-	$(PY) scripts/asv_offline.py .asv/html
+	$(PY) -m perfsuite asv-offline .asv/html
 	@echo "site in .asv/html (asv preview serves it)"
 
 # Exits non-zero when a benchmark is slower by more than FACTOR between BASE and HEAD.

@@ -1,8 +1,9 @@
-"""scripts/asv_offline.py on asv's own page template: offline, integrity kept, clear errors."""
+"""`perfsuite asv-offline` on asv's own page template: offline, integrity kept, clear errors, for any
+project's site (its folder given, or read from its asv.conf.json)."""
 
 import base64
 import hashlib
-import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -12,15 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite.frontends import asv_offline
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "asv_offline.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("asv_offline", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return asv_offline
 
 
 def _asv_page() -> str:
@@ -83,24 +82,48 @@ def test_a_missing_or_altered_file_is_named(tmp_path):
     vendor_dir = tmp_path / "vendor-copy"
     shutil.copytree(mod.VENDOR, vendor_dir)
     (vendor_dir / "jquery@3.3.1" / "dist" / "jquery.min.js").unlink()
-    with pytest.raises(SystemExit, match=r"vendored file .*jquery@3.3.1/dist/jquery.min.js is missing"):
+    with pytest.raises(asv_offline.OfflineError, match=r"vendored file .*jquery@3.3.1/dist/jquery.min.js is missing"):
         mod.vendor(_site(tmp_path), vendor_dir)
     shutil.copy(mod.VENDOR / "jquery@3.3.1" / "dist" / "jquery.min.js", vendor_dir / "jquery@3.3.1" / "dist")
     with open(vendor_dir / "flot@0.8.3" / "jquery.flot.js", "a") as f:
         f.write("\n// changed")
     shutil.rmtree(tmp_path / "html")
-    with pytest.raises(SystemExit, match=r"jquery.flot.js does not match its recorded hash"):
+    with pytest.raises(asv_offline.OfflineError, match=r"jquery.flot.js does not match its recorded hash"):
         mod.vendor(_site(tmp_path), vendor_dir)
     (vendor_dir / "MANIFEST.json").unlink()
-    with pytest.raises(SystemExit, match="MANIFEST.json is missing"):
+    with pytest.raises(asv_offline.OfflineError, match="MANIFEST.json is missing"):
         mod.vendor(tmp_path / "html", vendor_dir)
 
 
-def test_command_line(tmp_path):
+def _offline(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "perfsuite", "asv-offline", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_command_line_on_any_projects_site_given_or_read_from_its_asv_conf(tmp_path):
     site = _site(tmp_path)
-    res = subprocess.run([sys.executable, str(SCRIPT), str(site)], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0 and "now served from vendor/" in res.stderr
+    res = _offline(tmp_path, str(site))
+    assert res.returncode == 0 and "now served from its vendor/ folder" in res.stdout, res.stdout + res.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    res = subprocess.run([sys.executable, str(SCRIPT), str(empty)], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 1 and "no HTML pages" in res.stderr and "Traceback" not in res.stderr
+    res = _offline(tmp_path, str(empty))
+    assert res.returncode == 2 and "no HTML pages" in res.stderr and "Traceback" not in res.stderr
+    # A user's project: the site is where its asv.conf.json (comments and all) says asv publishes.
+    project = tmp_path / "project"
+    (project / ".asv" / "html").mkdir(parents=True)
+    (project / ".asv" / "html" / "index.html").write_text(_asv_page())
+    (project / "asv.conf.json").write_text('{\n  // asv writes comments\n  "version": 1, "html_dir": ".asv/html"\n}\n')
+    res = _offline(project)
+    assert res.returncode == 0 and str(project / ".asv" / "html") in res.stdout, res.stdout + res.stderr
+    assert "https://code.jquery.com" not in (project / ".asv" / "html" / "index.html").read_text()
+    res = _offline(empty)  # no asv.conf.json here and no folder given
+    assert res.returncode == 2 and "no asv.conf.json in" in res.stderr and "give the published site" in res.stderr
+    res = _offline(tmp_path, str(tmp_path / "nowhere"))
+    assert res.returncode == 2 and "run `asv publish` first" in res.stderr

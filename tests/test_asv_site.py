@@ -123,7 +123,7 @@ def test_published_graph_shows_data_points(tmp_path):
     html = tmp_path / "html"
     assert (html / "index.html").exists()
     offline = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "asv_offline.py"), str(html)],
+        [sys.executable, "-m", "perfsuite", "asv-offline", str(html)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -81,6 +81,18 @@ def test_run_writes_records_and_compare_with_itself_passes(capsys, tmp_path):
     assert code == 0 and "same" in stdout
 
 
+def test_run_measures_several_workloads_into_one_file_and_refuses_a_parameter_one_lacks(capsys, tmp_path):
+    """Issue 50: `run` took one workload per command."""
+    out = tmp_path / "two.json"
+    code, stdout, _ = run(capsys, "run", "noop", "matmul", "-p", "n=32", *FAST, "--device", "cpu", "--out", str(out))
+    assert code == 2 and "noop" in stdout + _ and "'n'" in stdout + _  # noop has no n: said, not ignored
+    assert not out.exists()
+    code, stdout, _ = run(capsys, "run", "noop", "matmul", *FAST, "--device", "cpu", "--out", str(out))
+    assert code == 0, stdout + _
+    assert [r.workload for r in load_records(out)] == ["noop", "matmul"]
+    assert "2 case(s) of noop, matmul on cpu" in " ".join(stdout.split())
+
+
 def test_compare_exit_status_gates_on_a_slowdown(capsys, tmp_path):
     from records import make_record
 

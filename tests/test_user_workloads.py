@@ -274,9 +274,10 @@ def test_asv_tracks_the_users_workloads(project):
         pytest.skip("asv is not installed in this environment")
     subprocess.run([asv, "machine", "--yes"], cwd=project, env=_env(), capture_output=True, timeout=120)
     # The documented command (docs/adding-a-workload.md), as a smoke run: --python=same saves its
-    # results only when told which commit they belong to.
+    # results only when told which commit they belong to. Only tiny_mlp's classes: each asv
+    # benchmark is a fresh interpreter importing torch, and the classifier's six add a minute.
     res = subprocess.run(
-        [asv, "run", "--python=same", "--set-commit-hash=HEAD", "--quick", "--show-stderr"],
+        [asv, "run", "--python=same", "--set-commit-hash=HEAD", "--quick", "--show-stderr", "--bench", "TinyMlp"],
         cwd=project,
         env={**_env(), "ASV_PYTHONPATH": str(REPO)},  # asv drops PYTHONPATH
         capture_output=True,
@@ -677,18 +678,31 @@ def test_in_an_environment_asv_built_for_a_commit_the_installed_project_wins(tmp
     installed = tmp_path / "site"
     (installed / "histpkg_x").mkdir(parents=True)
     (installed / "histpkg_x" / "__init__.py").write_text("WHO = 'installed'\n")
+    # asv's checkout of the commit (its environment's `project` folder): what a repository that
+    # is not a package imports, since asv installed nothing (tests/test_asv_script_repo.py)
+    env_dir = tmp_path / "env"
+    (env_dir / "project" / "histpkg_y").mkdir(parents=True)
+    (env_dir / "project" / "histpkg_y" / "__init__.py").write_text("WHO = 'checkout'\n")
+    (tree / "histpkg_y").mkdir()
+    (tree / "histpkg_y" / "__init__.py").write_text("WHO = 'tree'\n")
+    monkeypatch.setenv("ASV_ENV_DIR", str(env_dir))
     monkeypatch.syspath_prepend(str(installed))
-    for env, (name, want) in {"virtualenv": ("a", "installed"), "existing": ("b", "tree")}.items():
+    cases = {"virtualenv": ("a", "x", "installed"), "existing": ("b", "x", "tree")}
+    cases |= {"virtualenv ": ("c", "y", "checkout"), "existing ": ("d", "y", "tree")}
+    clean_path = list(sys.path)
+    for env, (name, pkg, want) in cases.items():
         f = tree / "bench" / f"w_{name}.py"
-        f.write_text("import histpkg_x\nWHO = histpkg_x.WHO\n")
+        f.write_text(f"import histpkg_{pkg}\nWHO = histpkg_{pkg}.WHO\n")
         monkeypatch.setenv("ASV", "true")
-        monkeypatch.setenv("ASV_ENV_TYPE", env)
-        monkeypatch.setattr(sys, "path", list(sys.path))
+        monkeypatch.setenv("ASV_ENV_TYPE", env.strip())
+        monkeypatch.setattr(sys, "path", list(clean_path))  # each case from the same path
         sys.modules.pop("histpkg_x", None)
         importlib.invalidate_caches()
+        sys.modules.pop("histpkg_y", None)
         mod = sys.modules[discover.load_file(f)]
-        assert mod.WHO == want, env
+        assert mod.WHO == want, (env, pkg)
         sys.modules.pop("histpkg_x", None)
+        sys.modules.pop("histpkg_y", None)
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])

@@ -521,3 +521,18 @@ def test_a_step_that_allocates_nothing_new_says_so_instead_of_a_zero_peak_each_s
     assert "no growth on either side" in text and "A 0 B" not in text
     b = side("B", [[op("aten::mm", 100)]], [200e-6] * 5, {"host_peak_delta_bytes": 8192})
     assert "B - A +8 KiB" in " ".join(printed(WhyResult("w", "cpu", "--vary n=1,2", a, b, steps=5, rounds=1)).split())
+
+
+def test_the_step_line_says_only_the_paired_difference_not_a_median_that_contradicts_it():
+    """Issue 50: the line printed both sides' own medians beside B - A, and they can disagree: here
+    nine of twelve pairs say B is 0.26 ms slower, three (a neighbour's burst on A's half) say
+    B is 10 ms faster, so B's own median is ~9.7 ms under A's while the paired difference is +0.26 ms."""
+    from perfsuite.core.units import fmt_seconds
+
+    a_s = [0.010] * 5 + [0.020] * 7
+    b_s = [0.01026] * 5 + [0.02026] * 4 + [0.010] * 3
+    r = WhyResult("w", "cpu", "--base X", side("A", [[]], a_s), side("B", [[]], b_s), steps=5, rounds=1)
+    assert r.b.median_step_s < r.a.median_step_s - 0.009 and r.measured_delta_us == pytest.approx(260)
+    line = r.step_summary()
+    assert line.startswith("step (unprofiled, interleaved): A 20 ms, B - A +260 us (+1.3%;"), line
+    assert fmt_seconds(r.b.median_step_s) not in line

@@ -125,8 +125,9 @@ def _needs_vision(args) -> bool:
     is the project's own (`[tool.perfsuite]`) and none of its files mentions torchvision (a file of
     the user's model that imports it anyway pays the import in each process, as any module of
     theirs does); perfsuite's own workloads and suites keep it."""
-    name = getattr(args, "workload", None)
-    if not isinstance(name, str) or getattr(args, "suite", None) or getattr(args, "config", None):
+    given = getattr(args, "workload", None)  # `run` takes several names, the rest one
+    names = [given] if isinstance(given, str) else given
+    if not names or not isinstance(names, list) or getattr(args, "suite", None) or getattr(args, "config", None):
         return True
 
     try:
@@ -136,7 +137,7 @@ def _needs_vision(args) -> bool:
         texts = [f.read_text(errors="replace") for f in files]
     except (PerfsuiteError, OSError):
         return True  # discovery will say what is wrong; the server keeps its full preload
-    declares = any(f"def {name}(" in t for t in texts)
+    declares = all(any(f"def {name}(" in t for t in texts) for name in names)
     return not declares or any("torchvision" in t for t in texts)
 
 

@@ -9,6 +9,7 @@ from types import ModuleType
 
 from perfsuite.cli import (
     amp,
+    asv_offline,
     bisect,
     check,
     compare,
@@ -58,6 +59,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     report,
     check,
     export,
+    asv_offline,
 )
 
 

@@ -27,7 +27,9 @@ NAMES_WORKLOADS = True
 
 def add_arguments(sub) -> None:
     run = sub.add_parser(NAME, help="measure a workload (a -p value list sweeps), or a suite file")
-    run.add_argument("workload", nargs="?")
+    run.add_argument(
+        "workload", nargs="*", help="one or more workloads (`perfsuite list`); each one's -p values or default sweep"
+    )
     run.add_argument("--config", type=Path, help="a suite YAML file (see `perfsuite suites`)")
     run.add_argument("--suite", help="a shipped suite by name: ci, cpu, gpu")
     run.add_argument("--retry-failed", action="store_true", help="with a suite: measure failed cases again")
@@ -145,11 +147,15 @@ def command(args, console, recorder) -> int:
         raise PerfsuiteError(f"{flag} applies to a suite run (--suite or --config)")
     if not args.workload:
         raise PerfsuiteError("name a workload (`perfsuite list`), or give --config FILE.yaml or --suite NAME")
-    workload = registry.get(args.workload)
+    # Several workloads: each one's cases in turn, into one results file; every -p must be a
+    # parameter of each (a value meant for one is refused by name, not silently ignored).
+    workloads = [registry.get(name) for name in dict.fromkeys(args.workload)]
     cases = [
         Case(workload, c)
+        for workload in workloads
         for c in expand_sweep(workload.default_sweep(parse_assignments(args.param, workload.params, workload.name)))
     ]
+    label = "+".join(w.name for w in workloads)
     cfg = options.run_config(args)
     device = resolve_device(cfg.device)
     _check_pinning(cfg.cpus)
@@ -158,7 +164,7 @@ def command(args, console, recorder) -> int:
     checked = check_cases(cases, device).runnable()
     env = fingerprint(device=device)
     peak = peak_for(args.peak_file, env, device)
-    path = args.out or new_results_path(results_dir(args, console), workload.name)
+    path = args.out or new_results_path(results_dir(args, console), label)
     if args.trace is not None:  # checked before measuring, like the results file: a trace is not lost
         writable_dir(args.trace, "--trace folder")
         for case in cases:
@@ -172,7 +178,8 @@ def command(args, console, recorder) -> int:
     with folder_of(path, "results directory") as (folder, name):
         writer = folder.results_file(name)
         console.print(
-            f"{len(cases)} case(s) of {workload.name} on {device}, budget {cfg.max_time:g}s each -> {path}",
+            f"{len(cases)} case(s) of {', '.join(w.name for w in workloads)} on {device}, "
+            f"budget {cfg.max_time:g}s each -> {path}",
             highlight=False,
         )
         with Progress(

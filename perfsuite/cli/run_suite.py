@@ -46,7 +46,7 @@ def run_suite_command(args, console, recorder, results_dir, check_pinning) -> in
     if args.config and args.suite:
         raise PerfsuiteError("give --config or --suite, not both")
     for dest, flag in SUITE_DECIDES.items():
-        if getattr(args, dest) not in (None, False):
+        if getattr(args, dest) not in (None, False, []):  # [] : run named no workload
             raise PerfsuiteError(
                 f"{flag} cannot be combined with --suite/--config: the suite file sets it "
                 "(max_time and processes per suite or per entry); only -p, --device, --out, "

@@ -149,12 +149,24 @@ def code_roots(file: Path, code_root: Path | None = None) -> list[Path]:
 
 def installed_code_wins() -> bool:
     """Whether this process runs in an environment asv built for one commit (`asv run A..B`): its
-    benchmarks come from the current tree, the project's code from the commit asv installed, so
-    the tree's copy of the project must not shadow it (asv sets ASV_ENV_TYPE; "existing" is
+    benchmarks come from the current tree, the project's code from that commit, so the tree's
+    copy of the project must not shadow it (asv sets ASV_ENV_TYPE; "existing" is
     `--python=same`, where the tree is what is measured)."""
     import os
 
     return os.environ.get("ASV") == "true" and os.environ.get("ASV_ENV_TYPE", "existing") != "existing"
+
+
+def asv_commit_checkout() -> Path | None:
+    """asv's checkout of the commit its environment was built for: the project's code for a
+    repository that is not a package (asv.conf.json with `"install_command": []`). asv checks a
+    commit out into its environment's `project` folder and names it in ASV_BUILD_DIR only while
+    it installs; the folder stays for the benchmarks."""
+    import os
+
+    if os.environ.get("ASV_BUILD_DIR"):
+        return Path(os.environ["ASV_BUILD_DIR"]).resolve()
+    return Path(os.environ["ASV_ENV_DIR"], "project").resolve() if os.environ.get("ASV_ENV_DIR") else None
 
 
 def load_file(file: Path, code_root: Path | None = None) -> str:
@@ -164,12 +176,16 @@ def load_file(file: Path, code_root: Path | None = None) -> str:
     if file in _loaded:
         return _loaded[file]
     name = f"_perfsuite_workloads.{file.stem}_{hashlib.sha1(str(file).encode()).hexdigest()[:8]}"
-    # The user's own package imports as it does in their code, from the first of these that has it;
-    # under asv's own environment for a commit, from the copy asv installed there (the tree's last).
-    roots = code_roots(file, code_root.resolve() if code_root else None)
+    # The user's own package imports as it does in their code, from the first of these that has it.
     if code_root is None and installed_code_wins():
+        # asv's environment for one commit: the project's code is that commit's, never the tree's
+        # (the workload file is the tree's): the copy asv installed, else asv's checkout, after
+        # site-packages so an installed package wins.
+        checkout = asv_commit_checkout()
+        roots = code_roots(file, checkout) if checkout is not None else code_roots(file)
         sys.path.extend(str(f) for f in roots if str(f) not in sys.path)
     else:
+        roots = code_roots(file, code_root.resolve() if code_root else None)
         for i, folder in enumerate(roots):
             if str(folder) in sys.path:
                 sys.path.remove(str(folder))

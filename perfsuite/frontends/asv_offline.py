@@ -1,33 +1,31 @@
-"""Make a published asv site work without internet access, from files shipped in this repository.
+"""A published asv site that works without internet access, from files shipped with perfsuite.
 
 asv 0.6's pages load jQuery, flot, bootstrap and friends from public CDNs; on machines without
-internet (ours) the site shows "Can not determine continental origin of swallow". The same
-libraries, pinned, are shipped in scripts/asv_vendor/ (one folder per npm package@version, with
-its licence; MANIFEST.json records each file's sha384 and the npm tarball's integrity). This
+internet the site shows "Can not determine continental origin of swallow". The same libraries,
+pinned, ship in perfsuite/frontends/asv_vendor/ (one folder per npm package@version, with its
+licence; MANIFEST.json records each file's sha384 and the npm tarball's integrity). `vendor`
 copies them into the site's `vendor/` folder and points the pages at them, with each tag's
 `integrity` attribute set to the shipped file's sha384 (the CDN's minified builds differ from
 npm's files, so their hashes cannot be kept; the browser still checks every file). Nothing is
-downloaded at publish time; a missing or altered vendored file stops it with the file's name.
-
-    python scripts/asv_offline.py .asv/html      # make asv-publish runs this
-    python scripts/asv_offline.py --fetch        # maintainers: refetch the pinned files with npm pack
+downloaded; a missing or altered vendored file stops it with the file's name. Any project's
+site: `perfsuite asv-offline [SITE]` (perfsuite.cli.asv_offline).
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
-VENDOR = Path(__file__).resolve().parent / "asv_vendor"
+from perfsuite.core.errors import PerfsuiteError
+
+VENDOR = Path(__file__).resolve().parent / "asv_vendor"  # package data (pyproject.toml)
 MANIFEST = VENDOR / "MANIFEST.json"
 
 # CDN address -> (npm package@version, file inside the package). cdnjs and code.jquery.com
@@ -69,9 +67,8 @@ JSDELIVR = re.compile(r"https://cdn\.jsdelivr\.net/npm/((?:@[^/]+/)?[^/@]+@[^/]+
 TAG = re.compile(r"""<(script|link)\b[^>]*?\b(src|href)="(https://[^"]+)"[^>]*>""")
 
 
-class OfflineError(SystemExit):
-    def __init__(self, message: str) -> None:
-        super().__init__(f"asv_offline: {message}")
+class OfflineError(PerfsuiteError):
+    """The site cannot be made offline; the message names the page or the vendored file."""
 
 
 def sha384(data: bytes) -> str:
@@ -92,7 +89,7 @@ def load_manifest(vendor: Path = VENDOR) -> dict:
     except FileNotFoundError:
         raise OfflineError(
             f"{path} is missing: the vendored JavaScript cannot be checked "
-            "(restore it from git, or run `python scripts/asv_offline.py --fetch`)"
+            "(restore it from git, or run `perfsuite asv-offline --fetch`)"
         ) from None
     except json.JSONDecodeError as exc:
         raise OfflineError(f"{path} is not valid JSON ({exc})") from None
@@ -109,7 +106,7 @@ def shipped(spec: str, inner: str, manifest: dict, vendor: Path = VENDOR) -> tup
     path = vendor / spec / inner
     if not path.is_file():
         raise OfflineError(
-            f"vendored file {path} is missing (restore it from git, or run `python scripts/asv_offline.py --fetch`)"
+            f"vendored file {path} is missing (restore it from git, or run `perfsuite asv-offline --fetch`)"
         )
     want, got = entry["files"][inner], sha384(path.read_bytes())
     if got != want:
@@ -161,16 +158,16 @@ def fetch(vendor_dir: Path = VENDOR) -> None:
     wanted: dict[str, set[str]] = {}
     for spec, inner in KNOWN.values():
         wanted.setdefault(spec, set()).add(inner)
-    for spec, inners in JSDELIVR_FILES.items():
-        wanted.setdefault(spec, set()).update(inners)
+    for spec, names in JSDELIVR_FILES.items():
+        wanted.setdefault(spec, set()).update(names)
     manifest: dict = {
         "about": "JavaScript and CSS asv 0.6's pages load from CDNs, pinned from the npm registry "
-        "for scripts/asv_offline.py; hashes are sha384 of the files as shipped here",
+        "for perfsuite asv-offline; hashes are sha384 of the files as shipped here",
         "urls": {url: [spec, inner] for url, (spec, inner) in KNOWN.items()},
         "packages": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
-        for spec, inners in sorted(wanted.items()):
+        for spec, needed in sorted(wanted.items()):
             res = subprocess.run(
                 [npm, "pack", spec, "--json", "--pack-destination", tmp], capture_output=True, text=True
             )
@@ -179,7 +176,7 @@ def fetch(vendor_dir: Path = VENDOR) -> None:
             info = json.loads(res.stdout)[0]
             files = {}
             with tarfile.open(Path(tmp) / info["filename"]) as tar:
-                for inner in sorted(inners | {LICENCES[spec]}):
+                for inner in sorted(needed | {LICENCES[spec]}):
                     member = tar.extractfile(f"package/{inner}")
                     if member is None:
                         raise OfflineError(f"{spec} has no {inner}")
@@ -187,26 +184,7 @@ def fetch(vendor_dir: Path = VENDOR) -> None:
                     out = vendor_dir / spec / inner
                     out.parent.mkdir(parents=True, exist_ok=True)
                     out.write_bytes(data)
-                    if inner in inners:
+                    if inner in needed:
                         files[inner] = sha384(data)
             manifest["packages"][spec] = {"licence": LICENCES[spec], "npm_integrity": info["integrity"], "files": files}
     (vendor_dir / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("site", type=Path, nargs="?")
-    p.add_argument("--fetch", action="store_true", help="maintainers: refetch the pinned files (needs npm)")
-    args = p.parse_args()
-    if args.fetch:
-        fetch()
-        print(f"asv_offline: vendored files and MANIFEST.json written to {VENDOR}", file=sys.stderr)
-        return
-    if args.site is None:
-        p.error("give the published site's folder (or --fetch)")
-    n = vendor(args.site)
-    print(f"asv_offline: {n} external reference(s) now served from vendor/", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()
