@@ -301,6 +301,18 @@ def test_asv_tracks_the_users_workloads(project):
     assert all(0 <= v < 64 << 20 for v in doc["results"]["bench_workloads.TinyMlpTrack.track_step_peak_memory"][0])
 
 
+def test_a_warning_the_users_file_gives_at_import_is_shown_once_not_once_per_worker(project):
+    """Issue 50: a deprecation warning from the user's model module was printed by the parent and
+    again by every worker process that loaded the same file."""
+    f = project / "bench" / "tiny_mlp.py"
+    f.write_text('import warnings\nwarnings.warn("myproj.old_api is deprecated", FutureWarning)\n' + f.read_text())
+    res = perfsuite(
+        project, "run", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--max-time", "0.6", "--processes", "3"
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (res.stdout + res.stderr).count("FutureWarning: myproj.old_api is deprecated") == 1, res.stderr
+
+
 # ---- bad declarations -----------------------------------------------------------------------------
 
 

@@ -42,6 +42,7 @@ import math
 import multiprocessing
 import pickle
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -125,9 +126,13 @@ def worker_main(conn, job: Job) -> None:
         refuse_bad_fork(job.cfg.device)
         # Before the user's files load and the step is built: a build may read them (cudnn.benchmark).
         flag_warnings = tf32.apply_torch_flags(job.flags) if job.flags is not None else []
-        for path in job.load:
-            load_file(Path(path))
-        load_entry_points()  # a package's workloads, as the parent found them
+        with warnings.catch_warnings():
+            # The parent loaded these very files and showed what they warn of at import (a
+            # deprecated torch API in the user's model): once, not again per worker.
+            warnings.simplefilter("ignore")
+            for path in job.load:
+                load_file(Path(path))
+            load_entry_points()  # a package's workloads, as the parent found them
         from perfsuite.measuring import counted
 
         workload = registry.get(job.workload) if isinstance(job.workload, str) else job.workload
