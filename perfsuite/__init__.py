@@ -27,14 +27,46 @@ folders, `store:` sources).
 
 from __future__ import annotations
 
-from perfsuite.compare.settings import GateSettings, WhyOptions
-from perfsuite.core.errors import ConfigError
-from perfsuite.core.record import Record, Work
-from perfsuite.run.now import StepFailed, measure
-from perfsuite.storage.files import load_many
-from perfsuite.storage.table import load as _table
-from perfsuite.user.declare import Step, param, workload
-from perfsuite.variants.catalog import variant
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfsuite.compare.settings import GateSettings, WhyOptions
+    from perfsuite.core.record import Record, Work
+    from perfsuite.run.now import StepFailed, measure
+    from perfsuite.user.declare import Step, param, workload
+    from perfsuite.variants.catalog import variant
+
+# Where each name of the API lives, imported when first used (PEP 562): `import perfsuite` alone
+# costs nothing, so `perfsuite --help` and `perfsuite store info` do not wait for numpy, pydantic
+# and SQLAlchemy, and the command line's entry (perfsuite.cli.entry) is running, and can answer
+# Ctrl-C, before the heavy imports begin.
+_LAZY = {
+    "GateSettings": "perfsuite.compare.settings",
+    "WhyOptions": "perfsuite.compare.settings",
+    "Record": "perfsuite.core.record",
+    "Work": "perfsuite.core.record",
+    "StepFailed": "perfsuite.run.now",
+    "measure": "perfsuite.run.now",
+    "Step": "perfsuite.user.declare",
+    "param": "perfsuite.user.declare",
+    "workload": "perfsuite.user.declare",
+    "variant": "perfsuite.variants.catalog",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perfsuite' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: the next use is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __version__ = "0.1.0"
 __all__ = [
@@ -61,6 +93,9 @@ __all__ = [
 def load(*paths) -> list[Record]:
     """Records from results files and folders (perfsuite's own, pytest-benchmark's, asv's) and
     `store:` sources. A file that cannot be read raises perfsuite.core.errors.ConfigError naming it."""
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.storage.files import load_many
+
     records, problems = load_many([str(p) for p in paths])
     if problems:
         raise ConfigError("; ".join(problems))
@@ -72,7 +107,9 @@ def table(*sources, skipped: list[str] | None = None):
     `store:main` or `store:workload=resnet,since=2026-11-01`) as a tidy pandas DataFrame, one row
     per record: workload, parameters, device, median and interval, throughput, memory, commit.
     A source that cannot be read raises, unless `skipped` is a list its problems are added to."""
-    return _table([str(s) for s in sources], skipped)
+    from perfsuite.storage.table import load as read
+
+    return read([str(s) for s in sources], skipped)
 
 
 def history(workload: str, range: str | None = None, **options):

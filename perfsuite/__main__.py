@@ -1,6 +1,3 @@
-from perfsuite.cli.app import main
-from perfsuite.distributed.attach import join, started_by_torchrun
+from perfsuite.cli.entry import module_main
 
-if started_by_torchrun():  # `torchrun ... -m perfsuite run --suite FILE` on every node (README, Distributed)
-    raise SystemExit(join(main))
-raise SystemExit(main())
+raise SystemExit(module_main())

@@ -717,36 +717,6 @@ def test_in_an_environment_asv_built_for_a_commit_the_installed_project_wins(tmp
         sys.modules.pop("histpkg_y", None)
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
-def test_sigterm_and_sighup_end_a_gate_as_ctrl_c_does(project, sig):
-    """Issue 51: a CI runner cancels with SIGTERM, a closed terminal sends SIGHUP; with Python's
-    defaults the gate died where it stood, its base's git worktree left behind. Both now end it
-    as Ctrl-C does: the worktree removed, no traceback, exit 128 + the signal's number."""
-    import signal
-    import time
-
-    signum = getattr(signal, sig)
-    if signal.getsignal(signum) is signal.SIG_IGN:
-        # Inherited by the gate: under `nohup` perfsuite leaves SIGHUP ignored, as asked (cli/stop.py).
-        pytest.skip(f"{sig} is ignored in this process tree (nohup): the gate rightly keeps ignoring it")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "perfsuite", "gate", "tiny_mlp", "-p", "batch_size=32", "--base", "HEAD",
-         "--device", "cpu", "--max-time", "60"],
-        cwd=project, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    worktrees = lambda: subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True, text=True).stdout  # noqa: E731
-    deadline = time.monotonic() + 120
-    while len(worktrees().splitlines()) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)  # until the base's worktree exists: the gate is under way
-    time.sleep(3)
-    assert proc.poll() is None, proc.communicate()
-    os.kill(proc.pid, signum)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signum, out + err
-    assert "Traceback" not in out + err
-    assert len(worktrees().splitlines()) == 1  # the base's checkout is gone
-
-
 def test_bisect_by_instructions_counts_each_commit_in_its_own_checkout(project, monkeypatch, forget_workloads):
     """Issue 56: one count per commit, each of the commit's own code (its worktree as code root),
     halving to the commit that added work. The count is stood in by one that reads the checkout it

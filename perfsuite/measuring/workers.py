@@ -64,11 +64,13 @@ from perfsuite.stats import summary as stats
 # multiprocessing does); the server never runs a torch op, so no thread pool is inherited.
 START_METHOD = "forkserver"
 # perfsuite.cli: a child of the `perfsuite` script runs that script again as __mp_main__ (it imports
-# perfsuite.cli); preload: last, it freezes what the others imported.
+# perfsuite.cli); preload: last, it freezes what the others imported and gives back the Ctrl-C
+# handler the server started without (_start_server).
 # torch._dynamo: FlopCounterMode's first use imports it (with sympy), 1.8-2.2 s on this VM, paid by
 # every process that counts a step's FLOPs: the first worker of a run, and each of a gate's and a
 # bisect probe's side processes (six per probe); imported here once, a child's first count takes 30 ms.
 PRELOAD = (
+    "perfsuite.measuring.preload_first",  # from here a Ctrl-C ends the server quietly (_start_server)
     "torch",
     "torch._dynamo",
     "torchvision",
@@ -214,7 +216,10 @@ def context(start_method: str | None = None):
     method = start_method or START_METHOD
     ctx = multiprocessing.get_context(method)
     if method == "forkserver" and not _server_warm:
+        from multiprocessing import forkserver
+
         ctx.set_forkserver_preload(list(_preload))
+        _start_server(forkserver)  # Ctrl-C ignored by the server until its preload is done
         # (typeshed declares Process on each concrete context, not on the BaseContext get_context returns)
         warm = ctx.Process(target=_noop, name="perfsuite-forkserver-warm")  # type: ignore[attr-defined]
         warm.start()
@@ -265,7 +270,28 @@ def start_server_soon(vision: bool = True) -> None:
 
     _preload = PRELOAD if vision else tuple(m for m in PRELOAD if m != "torchvision")
     multiprocessing.get_context(START_METHOD).set_forkserver_preload(list(_preload))
-    forkserver.ensure_running()
+    _start_server(forkserver)
+
+
+def _start_server(forkserver) -> None:
+    """Start the fork server with Ctrl-C ignored, a disposition its interpreter inherits across
+    exec: multiprocessing protects the server from ^C only once its preload is done, and a Ctrl-C
+    to the terminal's process group in the seconds before (Python's start, torch's import)
+    printed a KeyboardInterrupt traceback from the server beside the command's quiet
+    "interrupted" (issue 51). preload_first, imported first, lets a Ctrl-C end it quietly while
+    it imports; preload.py, imported last, gives it Python's own handler back for the workers it
+    forks. Here Ctrl-C is ignored only while the server is forked and executed."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def worker_count(workload: Workload, cfg: RunConfig, params: dict | None = None) -> int:
