@@ -68,7 +68,7 @@ def test_non_positive_budget_is_rejected(capsys, budget):
 
 
 @pytest.mark.slow
-def test_run_writes_records_and_compare_with_itself_passes(capsys, tmp_path):
+def test_run_writes_records_and_compare_with_itself_is_refused(capsys, tmp_path):
     out = tmp_path / "a.json"
     code, stdout, _ = run(capsys, "run", "matmul", "-p", "n=32,64", *FAST, "--device", "cpu", "--out", str(out))
     assert code == 0
@@ -77,8 +77,10 @@ def test_run_writes_records_and_compare_with_itself_passes(capsys, tmp_path):
     assert all(r.device == "cpu" and r.timing_method == "perf_counter_ns" for r in recs)
     assert all(r.work.flops_per_step == 2 * r.params["n"] ** 3 for r in recs)
     assert "matmul[n=32,dtype=fp32]" in stdout
-    code, stdout, _ = run(capsys, "compare", str(out), str(out))
-    assert code == 0 and "same" in stdout
+    # The same records on both sides (the helper's `compare store:HEAD store:HEAD` read undecided,
+    # "a difference beyond 5%", from one record's spread): refused, naming the record.
+    code, stdout, err = run(capsys, "compare", str(out), str(out))
+    assert code == 2 and "base and new are the same record" in err and recs[0].id in err
 
 
 def test_run_measures_several_workloads_into_one_file_and_refuses_a_parameter_one_lacks(capsys, tmp_path):

@@ -298,12 +298,16 @@ def test_variants_that_are_all_refused_are_said_and_kept_without_starting_a_side
     res = _perfsuite(
         project, "variants", "classify", "--device", "cpu", "--variants", "fp16,tensorrt", "--json", str(out)
     )
-    assert res.returncode == 0, res.stdout + res.stderr
+    # nothing was compared: exit 2, never a "keep eager" a script would take for an answer
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "no variant could be measured" in res.stderr
     assert "fp16: refused: variant 'fp16' runs on cuda only, not cpu" in res.stdout
     studies = json.loads(out.read_text())["results"]
     assert [s["params"]["batch_size"] for s in studies] == [1, 64]  # the workload's default sweep
     assert all(s["eager"] is None and [r["status"] for r in s["rows"]] == ["refused"] * 2 for s in studies)
-    assert "no variant that holds accuracy is faster than eager" in studies[0]["closing"]
+    closing = studies[0]["closing"]
+    assert "no variant was measured (refused: fp16, tensorrt), so there is nothing to choose" in closing
+    assert "keep eager" not in closing
 
 
 def test_gate_settings_name_a_known_variant_and_logs_keep_it_only_when_set():

@@ -95,8 +95,9 @@ def command(args, console, recorder) -> int:
         err.print(
             Text("undecided", style="yellow")
             + Text(
-                f": a difference beyond {args.threshold:.0%} that separate runs cannot "
-                f"confirm; {UNDECIDED_ADVICE} (or one interleaved `perfsuite gate`)"
+                f": the interval reaches past {args.threshold:.0%} either way, so a change that large can "
+                f"be neither ruled out nor confirmed from these separate runs; {UNDECIDED_ADVICE} "
+                "(or one interleaved `perfsuite gate`)"
             )
         )
     return cmp.exit_code

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfsuite.cli import options
+from perfsuite.cli.console import make_console
 from perfsuite.cli.events import GateEvents
 from perfsuite.compare.settings import GateSettings
 from perfsuite.core import registry
@@ -105,7 +106,18 @@ def command(args, console, recorder) -> int:
             console.print(Text(f"chart: {chart(s, charts)}"))
     if interrupted is not None:
         return interrupted_exit(interrupted)
-    return 3 if any(r.status == "failed" for s in studies for r in s.rows) else 0
+    if any(r.status == "failed" for s in studies for r in s.rows):
+        return 3
+    if not any(r.status == "measured" for s in studies for r in s.rows):
+        # every variant refused (fp16 on a CPU, a model-level one on a step without model=): no
+        # answer was measured, and exit 0 would let a script take "keep eager" as one
+        err = make_console(stderr=True)
+        err.print(
+            Text("error: ", style="bold red")
+            + Text("no variant could be measured on this step here; the reasons are above")
+        )
+        return 2
+    return 0
 
 
 def _row_line(row) -> str:

@@ -328,6 +328,11 @@ def compare_records(
     cases = []
     for key in [k for k in n if k in b]:
         rb, rn = b[key], n[key]
+        if rb.id == rn.id and rb.samples_s == rn.samples_s:  # `compare store:HEAD store:HEAD`
+            raise RecordError(
+                f"{rn.label()}: base and new are the same record ({rn.id}): comparing it with itself "
+                "says nothing; give two runs (two results files, or store: sources that select different runs)"
+            )
         refusals, warnings = measurement_differences(rb, rn)
         diff = (envmod.mismatches(rb.env, rn.env) if rb.env and rn.env else []) + refusals
         if not allow_env_mismatch:

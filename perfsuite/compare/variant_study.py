@@ -87,6 +87,17 @@ class VariantStudy(documents.Result):
         """The line a user acts on: which variant to ship for this case, and why that one."""
         case = ", ".join(f"{k}={v}" for k, v in self.params.items())
         best = next((r for r in self.rows if r.variant == self.best), None)
+        if not any(r.status == "measured" for r in self.rows):
+            # Nothing was compared: "keep eager" would read as a measured answer (issue 50's rerun).
+            said = "; ".join(
+                f"{status}: {', '.join(r.variant for r in self.rows if r.status == status)}"
+                for status in ("refused", "failed")
+                if any(r.status == status for r in self.rows)
+            )
+            return (
+                f"{self.workload} [{case}]: no variant was measured ({said or 'none asked'}), so there is "
+                "nothing to choose; the reasons are above"
+            )
         if best is None:
             held = [r.variant for r in self.rows if r.status == "measured" and r.holds]
             return (
