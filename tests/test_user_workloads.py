@@ -141,6 +141,14 @@ def test_the_gate_builds_the_base_from_a_worktree_and_catches_a_slower_commit(pr
         slower = perfsuite(project, *args[:-5], "30", *args[-4:], "--commit", "HEAD")
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert ": slower, ratio " in slower.stdout and "% CI " in slower.stdout  # the word, its ratio and interval
+    # The stored verdict says which commits it gated (verdicts() read NaN for them, issue 50's rerun)
+    import perfsuite as api
+
+    def sha(rev):
+        return subprocess.run(["git", "rev-parse", rev], cwd=project, capture_output=True, text=True).stdout.strip()
+
+    gated = api.verdicts(os.environ["PERFSUITE_STORE"], kind="gate").iloc[-1]  # conftest: this test's store
+    assert (gated["commit"], gated["parent"]) == (sha("HEAD"), sha("HEAD~1")), gated
     root = perfsuite(project, "gate", "tiny_mlp", "--commit", "HEAD~1", "--device", "cpu")  # the first commit
     assert root.returncode == 2 and "--commit's parent" in root.stderr, root.stdout + root.stderr
     # and what kind of change it is, from the two sides' work signatures: x @ x.T three times, exact

@@ -41,7 +41,7 @@ def test_gate_and_bisect_verdicts_read_back_as_rows(tmp_path):
     url = _store(
         tmp_path,
         [
-            ("gate", _verdict(1.0, False).to_dict()),
+            ("gate", {**_verdict(1.0, False).to_dict(), "base_commit": "c" * 40, "new_commit": "d" * 40}),
             ("bisect", {**state.to_dict(), "answer": answer.to_dict()}),
             ("pair", {"not": "a verdict"}),
         ],
@@ -51,6 +51,7 @@ def test_gate_and_bisect_verdicts_read_back_as_rows(tmp_path):
     gate, found = df.iloc[0], df.iloc[1]
     assert gate["word"] in ("same", "undecided") and gate["ci_low"] <= gate["ratio"] <= gate["ci_high"]
     assert gate["work"] == "same work" and not gate["confirmed"]
+    assert gate["commit"] == "d" * 40 and gate["parent"] == "c" * 40  # what was gated (NaN before)
     assert (
         found["commit"] == bad.sha
         and found["parent"] == good.sha

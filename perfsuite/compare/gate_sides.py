@@ -305,12 +305,13 @@ def gate_sides(
         if commit is None:
             base_root, new_root = held.enter_context(revs.checkout(base_ref)), revs.repo
             labels = (f"base {base_ref}", "working tree")
+            shas = (revisions.resolve_commit(base_ref, revs.repo), revisions.resolve_commit("HEAD", revs.repo))
         else:
-            base_root = held.enter_context(
-                revs.checkout(f"{revisions.resolve_commit(commit, revs.repo, '--commit')}^", "--commit's parent")
-            )
+            sha = revisions.resolve_commit(commit, revs.repo, "--commit")
+            base_root = held.enter_context(revs.checkout(f"{sha}^", "--commit's parent"))
             new_root = held.enter_context(revs.checkout(commit, "--commit"))
             labels = (f"parent of {commit}", f"commit {commit}")
+            shas = (revisions.resolve_commit(f"{sha}^", revs.repo, "--commit's parent"), sha)
         arms = GateArms.of(settings, revs.side(base_root), revs.side(new_root), labels, device, floors=floors,
                            progress=progress)  # fmt: skip
         with sides.placed(device, settings.threads):
@@ -320,6 +321,7 @@ def gate_sides(
                 events=events,
             )
     across_cases(out.records, settings.fdr)
+    out.records[:] = [replace(v, base_commit=shas[0], new_commit=shas[1]) for v in out.records]
     return out
 
 

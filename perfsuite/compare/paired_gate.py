@@ -363,6 +363,11 @@ class GateVerdict(documents.Result):
     # "more work" with the operators that changed, "same work" (version 3; "work not recorded").
     work: Name = "work not recorded"
     work_changes: list[Text] = field(default_factory=list)
+    # The commits the two sides measured (full shas; a side that was the working tree: the commit it
+    # was made from), so a stored verdict says what was gated (issue 50: verdicts() read NaN).
+    # None in verdicts written before, and for a gate of one revision against itself.
+    base_commit: Name | None = None
+    new_commit: Name | None = None
 
     @model_validator(mode="before")
     @classmethod

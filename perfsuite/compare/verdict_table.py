@@ -49,7 +49,8 @@ def rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
         "machine": document.get("machine_id"),
     }
     if kind == "gate":
-        return [{**where, **_verdict_row(GateVerdict.from_dict(doc))}]
+        v = GateVerdict.from_dict(doc)
+        return [{**where, **_verdict_row(v), "commit": v.new_commit, "parent": v.base_commit}]
     if kind == "history":
         out = []
         for p in History.from_dict(doc).points:
