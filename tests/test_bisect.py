@@ -467,6 +467,12 @@ def test_commits_older_than_the_workload_file_are_measured_with_the_working_tree
         "0.5",
         timeout=300,
     )
+    if res.returncode == 5:
+        # Undecided on a loaded machine (a full-suite run beside other work, 2026-11-29: 1.884,
+        # 98% CI 1.162-3.057, against a +50% threshold). Given time, it must then say slower.
+        assert "undecided, ratio" in res.stdout and "faster, ratio" not in res.stdout, res.stdout
+        res = perfsuite(root, "gate", "tiny_mlp", "--base", first, "-p", "batch_size=32", "--device", "cpu",
+                        "--max-time", "20", "--builds", "1", "--threshold", "0.5", timeout=600)  # fmt: skip
     # The base ran the old (fast) model with today's workload file: the working tree is slower.
     assert res.returncode == 1 and "slower, ratio" in res.stdout and "CI" in res.stdout, res.stdout + res.stderr
     res = perfsuite(
@@ -757,6 +763,17 @@ def test_bisect_faster_names_the_commit_that_made_it_faster(tmp_path):
     res = perfsuite(
         root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", "--faster", "--no-why", *ARGS, "--log", str(log)
     )
+    if res.returncode == 5:
+        # --bad's confirmation undecided on a loaded machine (2026-11-29, a full-suite run beside
+        # other work: 0.546, 98% CI 0.427-0.698 against the 0.5 threshold). Given more time, the
+        # bisection must then find the commit; it never names one while undecided.
+        assert "first faster commit" not in res.stdout, res.stdout
+        log.unlink(missing_ok=True)
+        more = [*ARGS[: ARGS.index("--max-time") + 1], "20", *ARGS[ARGS.index("--max-time") + 2 :]]
+        res = perfsuite(
+            root, "bisect", "tiny_mlp", "--good", good, "--bad", "HEAD", "--faster", "--no-why", *more,
+            "--log", str(log), timeout=900,
+        )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr  # a speed-up found is not a failure
     assert f"first faster commit: {shas[3][:12]} model: drop the scratch tanh" in res.stdout, res.stdout
     assert "--bad faster, ratio 0." in res.stdout  # the confirmation's word, ratio and interval

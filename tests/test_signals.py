@@ -20,7 +20,6 @@ _spec.loader.exec_module(matrix)
 
 CELLS = [
     ("run", "SIGINT", 1.5),  # while the fork server starts: its traceback was printed beside "interrupted"
-    ("run", "SIGTERM", 8.0),  # measuring
     ("gate", "SIGHUP", 3.0),  # the base's worktree being made
     ("bisect", "SIGINT", 8.0),  # a probe's side processes running
     ("why", "SIGTERM", 3.0),
