@@ -348,6 +348,31 @@ def test_a_screened_point_is_rechecked_in_fresh_processes_and_confirmed_by_the_r
     assert asked[:20] == list(range(20)) and asked.count(7) == 1
 
 
+def test_steps_whose_interval_holds_one_widen_the_band_but_do_not_move_the_chain():
+    """Issue 50's rerun: on a loaded machine, chaining undecided steps' point estimates (intervals
+    as wide as 0.27-3.2) read a +33% history as 0.81, and unchanged code as climbing to 1.115."""
+    state = _state(5)
+    index = {c.sha: i for i, c in enumerate(state.commits)}
+    index[state.base.sha] = -1
+    centres = {0: 1.08, 1: 0.93, 2: 1.3, 3: 1.09, 4: 0.9}
+    wide = {0, 1, 3, 4}  # 40% spread: each interval holds 1; commit 2's (1%) does not
+
+    def pair(a: str, b: str):
+        i = index[b]
+        spread = 0.4 if i in wide else 0.01
+        ratios = [centres[i] * math.exp(spread * (k % 3 - 1)) for k in range(12)]
+        run = PairedRun(ratios, 1, decision=sequential.NOT_SLOWER, p=0.5, seconds_a=[1e-3] * 12)
+        return GateVerdict("c", 0.01, run)
+
+    walk(state, pair, {})
+    rows = state.trajectory()
+    assert all(r["interval"][0] < 1 < r["interval"][1] for i, r in enumerate(rows) if i in wide)
+    assert [r["counted"] for r in rows] == [1.0, 1.0, pytest.approx(1.3, rel=0.01), 1.0, 1.0]
+    assert [round(r["chained"], 2) for r in rows] == [1.0, 1.0, 1.3, 1.3, 1.3]
+    widths = [math.log(r["band"][1] / r["band"][0]) for r in rows]
+    assert widths == sorted(widths) and widths[-1] > widths[2] > 0  # the wide steps still widen the band
+
+
 def test_the_trajectory_chains_the_paired_ratios_and_its_band_widens():
     state = _state(4)
     pair, _ = _pairer(state, {1: 1.1, 2: 1.1, 3: 0.9})

@@ -60,7 +60,7 @@ def _svg(state: History, rows: list[dict]) -> str:
         f'<polygon class="band" points="{poly}" fill="#9ecae1" fill-opacity="0.5" stroke="none"/>',
         f'<polyline class="trajectory" points="{line}" fill="none" stroke="#08519c" stroke-width="2"/>',
         f'<text x="{PAD}" y="{PAD - 20}" font-size="13">time per step relative to {_esc(state.base.sha[:12])} '
-        "(chained paired ratios; band: their intervals in quadrature)</text>",
+        "(chained paired ratios, a step whose interval holds 1 counted as 1; band: the intervals in quadrature)</text>",
     ]
     for v in (min(values), 1.0, max(values)):
         parts.append(f'<text x="4" y="{y(v) + 4:.1f}" font-size="11">{v:.3f}</text>')
