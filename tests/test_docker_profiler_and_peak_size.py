@@ -54,7 +54,7 @@ def test_the_docker_profiler_traces_the_measured_steps():
     options, program = _split_nsys(command)
     assert _measured_in_this_process(program) or _follows_forks(options), command
     args = build_parser().parse_args(program[3:])
-    assert args.command == "run" and args.workload == "resnet"  # still the service the README describes
+    assert args.command == "run" and args.workload == ["resnet"]  # still the service the README describes
 
 
 def test_the_auto_budget_alone_would_fork(monkeypatch):
