@@ -22,7 +22,7 @@ _spec.loader.exec_module(matrix)
 CELLS = [
     ("run", "SIGINT", 1.5),  # while the fork server starts: its traceback was printed beside "interrupted"
     ("gate", "SIGHUP", 3.0),  # the base's worktree being made
-    ("history", "SIGHUP", 8.0),
+    ("history", "SIGTERM", 8.0),
 ]
 
 
