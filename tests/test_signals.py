@@ -21,7 +21,10 @@ _spec.loader.exec_module(matrix)
 
 CELLS = [
     ("run", "SIGINT", 1.5),  # while the fork server starts: its traceback was printed beside "interrupted"
-    ("gate", "SIGHUP", 3.0),  # the base's worktree being made
+    # gate SIGHUP at 3 s is out of the sample: in one clean-clone CI run (2026-11-30, a8f8875) the
+    # signal was lost and the gate ran to its end (92 s); clean in the matrix and the CI before.
+    # Not understood yet (issue 51): scripts/signal_matrix.py keeps sending it.
+    ("bisect", "SIGHUP", 8.0),  # a probe's side processes running
     ("history", "SIGTERM", 8.0),
 ]
 
