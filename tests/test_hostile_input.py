@@ -661,6 +661,34 @@ def test_sigterm_inside_a_command_is_a_keyboard_interrupt_carrying_its_exit_stat
         signal.signal(signal.SIGHUP, old_hup)
 
 
+def test_a_signal_while_torch_imports_waits_for_the_import_then_acts_as_it_would_have():
+    """perfsuite.cli.stop.signals_held: a Ctrl-C inside torch's C++ import aborted the process
+    (exit -6, 2 in 24 Ctrl-Cs 1.5 s into `run`). Held, it is delivered when the block ends, with
+    the handlers of before: KeyboardInterrupt for SIGINT, Stopped for SIGTERM inside a command."""
+    import signal
+
+    from perfsuite.cli.stop import Stopped, signals_held, stopping_as_interrupt
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**6):  # a handler would have run by now
+                pass
+            reached.append("end of block")
+    assert reached == ["end of block"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(Stopped) as got:
+        with stopping_as_interrupt(), signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10**6):
+                pass
+            reached.append("end of second block")
+    assert reached[-1] == "end of second block" and got.value.signum == signal.SIGTERM
+    with signals_held():  # nothing sent: nothing raised
+        pass
+
+
 def test_a_planted_perfsuite_folder_link_is_refused_and_a_new_one_is_kept_out_of_git(tmp_path, capsys, monkeypatch):
     """Issue 51: a committed `.perfsuite` that is a symbolic link sent the bisect log and results.db
     outside the project. Issue 50: a `.perfsuite` perfsuite made showed in `git status` as the

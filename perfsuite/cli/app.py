@@ -21,7 +21,7 @@ from rich.text import Text
 
 from perfsuite.cli.console import make_console, output_failure
 from perfsuite.cli.parser import COMMAND_MODULES, build_parser
-from perfsuite.cli.stop import Stopped, stopping_as_interrupt
+from perfsuite.cli.stop import Stopped, import_torch_whole, stopping_as_interrupt
 from perfsuite.cli.stored import store_given, stored_run
 from perfsuite.core.discover import discover, find_project, project_paths, workload_files
 from perfsuite.core.errors import PerfsuiteError, exception_text
@@ -57,6 +57,7 @@ def _dispatch(args, argv: list[str], console, err) -> int:
 
             start_server_soon(_needs_vision(args))  # its torch import overlaps this process's own, below
         if args.command in WORKLOAD_COMMANDS:
+            import_torch_whole()  # before the user's files import it: a Ctrl-C there aborts the process
             discover(args.workload_paths)
         with store_given(args.store), stored_run(args, err) as run:
             code = run.exit(COMMANDS[args.command](args, console, run.recorder))

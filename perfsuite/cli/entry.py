@@ -9,12 +9,14 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; a Ctrl-C before it has its own handling in place (importing, building the
+    parser: a traceback there was seen in the signal matrix) ends it the same quiet way."""
     try:
         from perfsuite.cli.app import main as command_line
+
+        return command_line(argv)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return command_line(argv)
+        return _interrupted()
 
 
 def module_main() -> int:
@@ -22,8 +24,12 @@ def module_main() -> int:
     try:
         from perfsuite.distributed.attach import join, started_by_torchrun
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return _interrupted()
     if started_by_torchrun():
         return join(main)
     return main()
+
+
+def _interrupted() -> int:
+    print("interrupted", file=sys.stderr)
+    return 130
