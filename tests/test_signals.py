@@ -21,9 +21,8 @@ _spec.loader.exec_module(matrix)
 
 CELLS = [
     ("run", "SIGINT", 1.5),  # while the fork server starts: its traceback was printed beside "interrupted"
-    # gate SIGHUP at 3 s is out of the sample: in one clean-clone CI run (2026-11-30, a8f8875) the
-    # signal was lost and the gate ran to its end (92 s); clean in the matrix and the CI before.
-    # Not understood yet (issue 51): scripts/signal_matrix.py keeps sending it.
+    # A signal inside torch's import was swallowed or aborted the process (gate SIGHUP at 3 s,
+    # run SIGINT at 1.5 s failed once each in CI): reports/hostile/signals-repeats.md, cli/stop.py.
     ("bisect", "SIGHUP", 8.0),  # a probe's side processes running
     ("history", "SIGTERM", 8.0),
 ]
