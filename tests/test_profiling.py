@@ -92,3 +92,76 @@ def test_a_cuda_trace_holds_the_steps_kernels(tmp_path, cuda_available):
     )
     events = json.loads(next(tmp_path.glob("*.trace.json")).read_text())["traceEvents"]
     assert any(e.get("cat") == "kernel" for e in events), "no CUDA kernel in the trace (CUPTI not active?)"
+
+
+def test_profile_step_profiles_the_compiled_step_that_is_measured(capsys, monkeypatch):
+    """Issue 54, item 7: with compile=true the marked step ran the eager model. Now its forward is
+    the compiled one the measured step calls (a stand-in here: compiling ResNet takes ~50 s), with
+    the phases still marked around it."""
+    from perfsuite.cli import profile_step
+
+    compiled_calls = []
+
+    def fake_compiled_forward(model, params, device):
+        assert params["compile"] is True
+        return lambda x: compiled_calls.append(1) or model(x)
+
+    events = []
+    monkeypatch.setattr(profile_step, "compiled_forward", fake_compiled_forward)
+    monkeypatch.setattr(step_marking, "process_range", lambda name, cuda: _Recorded(events, name))
+    argv = [
+        "profile-step",
+        "resnet",
+        "-p",
+        "batch_size=2",
+        "-p",
+        "compile=true",
+        "--device",
+        "cpu",
+        "--warmup-iters",
+        "1",
+    ]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert len(compiled_calls) == 2  # the warm-up step and the marked one
+    assert [n for n in events] == ["train_step", "forward", "loss", "backward", "optimizer_step"]
+    assert "compiled, step 1" in out
+
+
+class _Recorded:
+    def __init__(self, events, name):
+        events.append(name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_profile_step_marks_a_graph_replayed_step_whole_as_it_is_built(capsys, monkeypatch):
+    """Issue 54, item 7: with cuda_graph=true the marked step was the eager one. Now it is the
+    workload's own build (the replayed graph), one range, torn down after; the console says why
+    its phases are not marked. A stand-in workload: a CPU cannot capture a CUDA graph."""
+    from types import SimpleNamespace
+
+    from perfsuite.cli import profile_step
+
+    calls, torn, events = [], [], []
+    built = SimpleNamespace(fn=lambda: calls.append(1), teardown=lambda: torn.append(1))
+    fake = SimpleNamespace(
+        name="graphed",
+        trainer=object(),  # a training workload: the eager road would have marked its phases
+        params={},
+        resolve=lambda given: {"cuda_graph": True},
+        build=lambda params, device: built,
+    )
+    monkeypatch.setattr(profile_step.registry, "get", lambda name: fake)
+    monkeypatch.setattr(profile_step, "single_values", lambda given, w: {})
+    monkeypatch.setattr(profile_step, "check_cases", lambda cases, device: SimpleNamespace(runnable=lambda: None))
+    monkeypatch.setattr(profile_step, "training_setup", lambda *a, **k: pytest.fail("the eager step was built"))
+    monkeypatch.setattr(step_marking, "process_range", lambda name, cuda: _Recorded(events, name))
+    assert cli.main(["profile-step", "noop", "--device", "cpu", "--warmup-iters", "2"]) == 0
+    out = capsys.readouterr().out
+    assert len(calls) == 3 and torn == [1] and events == ["train_step"]
+    assert "graph-replayed, step 2" in out and "not marked apart" in out

@@ -318,6 +318,32 @@ def test_profile_ops_counts_one_steps_operators():
     assert rows["aten::tanh"]["shapes"] == "[[64, 64]]" and rows["aten::tanh"]["self_cpu_bytes"] == 64 * 64 * 4
 
 
+def test_a_graph_replayed_steps_device_time_is_shown_by_kernel_not_dropped():
+    """Issue 54, item 7: kernels a replayed CUDA graph launches belong to no operator, so dropping
+    kernel rows (right where operators hold their time) showed none of the step's device time.
+    Profiler rows stood in (the CPU has no CUDA graph): where operators hold the kernels' time the
+    kernels stay out; where they do not, the kernels are the device rows and nothing counts twice."""
+    from types import SimpleNamespace
+
+    from perfsuite.profiling.ops import operator_rows
+
+    def event(key, device_type, cpu_us, device_us):
+        return SimpleNamespace(
+            key=key, device_type=SimpleNamespace(name=device_type), input_shapes=[], count=2,
+            self_cpu_time_total=cpu_us, self_device_time_total=device_us, self_cpu_memory_usage=0,
+            self_device_memory_usage=0,
+        )  # fmt: skip
+
+    kernels = [event("sm90_gemm", "CUDA", 0, 300), event("elementwise_kernel", "CUDA", 0, 100)]
+    eager = operator_rows([event("aten::mm", "CPU", 40, 300), event("aten::relu", "CPU", 10, 100), *kernels], 2)
+    assert [r["name"] for r in eager] == ["aten::mm", "aten::relu"]
+    assert sum(r["self_device_us"] for r in eager) == 200  # per step
+    replayed = operator_rows([event("cudaGraphLaunch", "CPU", 8, 0), *kernels, event("ProfilerStep#1", "CPU", 1, 0)], 2)
+    names = {r["name"]: r for r in replayed}
+    assert set(names) == {"cudaGraphLaunch", "[kernel] sm90_gemm", "[kernel] elementwise_kernel"}
+    assert sum(r["self_device_us"] for r in replayed) == 200 and names["cudaGraphLaunch"]["self_cpu_us"] == 4
+
+
 def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 

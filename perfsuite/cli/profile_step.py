@@ -13,7 +13,7 @@ from perfsuite.core.params import single_values
 from perfsuite.measuring.timing import synchronize
 from perfsuite.run.execute import check_cases
 from perfsuite.training.setup import training_setup
-from perfsuite.training.step import make_train_step
+from perfsuite.training.step import compiled_forward, make_train_step
 
 NAME = "profile-step"
 # It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
@@ -51,15 +51,24 @@ def command(args, console, recorder) -> int:
     if args.warmup_iters < 0 or k < args.warmup_iters:
         raise PerfsuiteError("--warmup-iters must be >= 0 and --profile-iter >= --warmup-iters")
     cuda = device.startswith("cuda")
+    resolved = w.resolve(params)
+    # The step as it is measured (issue 54, item 7): a graph-replayed step is one captured graph,
+    # so it is profiled as the workload builds it, whole; a compiled one keeps its phases marked
+    # around the compiled forward (its backward runs compiled code inside "backward").
+    replayed = bool(resolved.get("cuda_graph"))
+    compiled = bool(resolved.get("compile"))
+    teardown = None
     try:
-        if w.trainer is not None:  # a training step: forward, loss, backward, optimizer_step marked inside it
+        if w.trainer is not None and not replayed:  # forward, loss, backward, optimizer_step marked inside it
             setup = training_setup(w.name, params, device)
             x, y = setup.batch(0)
-            plain = make_train_step(setup.parts, x, y, forward=setup.forward)
-            marked = make_train_step(setup.parts, x, y, forward=setup.forward, phase=lambda n: process_range(n, cuda))
-        else:  # any other step (a user's): the whole step is the one range
+            forward = compiled_forward(setup.parts.model, resolved, device) if compiled else setup.forward
+            plain = make_train_step(setup.parts, x, y, forward=forward)
+            marked = make_train_step(setup.parts, x, y, forward=forward, phase=lambda n: process_range(n, cuda))
+        else:  # any other step (a user's, a replayed graph): the whole step is the one range
             built = w.build(params, device)
             plain = marked = built.fn
+            teardown = built.teardown
         sync = lambda: synchronize(device)  # noqa: E731
         for _ in range(k):
             plain()
@@ -71,17 +80,25 @@ def command(args, console, recorder) -> int:
         raise
     except USER_CODE_ERRORS as exc:
         return step_failed(console, w.name, exc)
+    finally:
+        if teardown is not None:
+            teardown()
+    how = "graph-replayed, " if replayed else "compiled, " if compiled else ""
     if not cuda:
         console.print(
             Text(
-                f"ran {k} warm-up steps and step {k} on {device}: Nsight Systems and Nsight Compute need a "
+                f"ran {k} warm-up steps and {how}step {k} on {device}: Nsight Systems and Nsight Compute need a "
                 "CUDA GPU, so no NVTX range was emitted here. On a GPU host:",
                 style="yellow",
             )
         )
     else:
-        inside = " > forward, loss, backward, optimizer_step" if w.trainer is not None else ""
-        console.print(Text(f"marked step {k} (train_step{inside}) after {k} warm-up steps"))
+        inside = " > forward, loss, backward, optimizer_step" if w.trainer is not None and not replayed else ""
+        console.print(Text(f"marked step {k} ({how}train_step{inside}) after {k} warm-up steps"))
+    if replayed:
+        console.print(
+            Text("the step is one captured CUDA graph, replayed: its phases run inside it and are not marked apart")
+        )
     for line in nsight_commands(_same_step_on_cuda(args, device if cuda else "cuda")):
         console.print(Text("  " + line), soft_wrap=True)  # unwrapped: a command to copy, not prose
     return 0

@@ -42,22 +42,41 @@ def profile_ops(step: Callable[[], object], steps: int, device: str = "cpu", war
         for _ in range(steps):
             step()
         sync()
-    rows = []
-    for e in prof.key_averages(group_by_input_shape=True):
-        if e.key.startswith(_NOT_OPERATORS) or _on_the_device(e):
-            continue
-        rows.append(
-            {
-                "name": e.key,
-                "shapes": str(e.input_shapes or []),
-                "calls": e.count / steps,
-                "self_cpu_us": e.self_cpu_time_total / steps,
-                "self_device_us": _attr(e, "self_device_time_total", "self_cuda_time_total") / steps,
-                "self_cpu_bytes": e.self_cpu_memory_usage / steps,
-                "self_device_bytes": _attr(e, "self_device_memory_usage", "self_cuda_memory_usage") / steps,
-            }
-        )
+    return operator_rows(prof.key_averages(group_by_input_shape=True), steps)
+
+
+# Operators that hold less than this share of the kernels' device time: the step's kernels were
+# launched by something that is no operator (a replayed CUDA graph: cudaGraphLaunch).
+HELD_SHARE = 0.95
+
+
+def operator_rows(events, steps: int) -> list[dict]:
+    """The profiler's aggregated rows as `why` compares them, per step. Kernel rows are left out
+    where operators hold their device time (listing both counted it twice); where they do not (a
+    graph-replayed step, issue 54: `why` showed nothing of its device time), the kernels are the
+    rows of device time, each as "[kernel] NAME", and the operators keep their CPU time only."""
+    events = [e for e in events if not e.key.startswith(_NOT_OPERATORS)]
+    kernels = [e for e in events if _on_the_device(e)]
+    operators = [e for e in events if not _on_the_device(e)]
+    kernel_us = sum(_attr(e, "self_device_time_total", "self_cuda_time_total") for e in kernels)
+    held_us = sum(_attr(e, "self_device_time_total", "self_cuda_time_total") for e in operators)
+    by_kernel = kernel_us > 0 and held_us < HELD_SHARE * kernel_us
+    rows = [_row(e, steps, e.key, device_time=not by_kernel) for e in operators]
+    if by_kernel:
+        rows += [_row(e, steps, f"[kernel] {e.key}", device_time=True) for e in kernels]
     return rows
+
+
+def _row(e, steps: int, name: str, device_time: bool) -> dict:
+    return {
+        "name": name,
+        "shapes": str(e.input_shapes or []),
+        "calls": e.count / steps,
+        "self_cpu_us": e.self_cpu_time_total / steps,
+        "self_device_us": _attr(e, "self_device_time_total", "self_cuda_time_total") / steps if device_time else 0.0,
+        "self_cpu_bytes": e.self_cpu_memory_usage / steps,
+        "self_device_bytes": _attr(e, "self_device_memory_usage", "self_cuda_memory_usage") / steps,
+    }
 
 
 def _on_the_device(event) -> bool:
