@@ -35,6 +35,20 @@
 #              on what was measured, also when the run exits 3
 # variants   (by name only: `bash scripts/gpu-check.sh OUT variants`) perfsuite variants on CUDA:
 #            fp16, bf16, ONNX Runtime's CUDA provider, TensorRT and compile against eager (issue 53)
+# `roads` (issue 54): what users run on a GPU, in one call of <= 420 s (GPU_CHECK_TOTAL_S), each stage's
+#            evidence packed as it ends:
+#   compute    compute mode, MIG, power limit; nvidia-smi sampled every 0.5 s for the rest of the call
+#              (processes and memory per process: how many model copies the sides hold at once)
+#   venv       a venv made from $PYTHON (itself a venv on the lent machines) by scripts/venv_torch.py,
+#              importing the host's torch
+#   nvml       matmul in 1 process and in 3: the NVML utilisation each record reads inside its region
+#   history    a small repository whose third commit adds 10% of device work: history --every 2
+#              (screen, recheck in fresh sides, bisect inside the span, why on the device)
+#   gate       a gate of a commit that changes nothing (notes only): never "slower"
+#   amp        amp fp32 against fp16 on a training step, with the GradScaler's real skips
+#   compile    a compile=true case, last (its compile time is the longest)
+# GPU_CHECK_DEVICE=cpu rehearses a mode on a machine without a GPU (the CUDA checks left out): the
+# commands are proven to run, nothing about a GPU is.
 # `bench`: preflight, env, plan, then `make bench` alone (GPU_CHECK_TOTAL_S default 585 s: run it as
 # the only command of a device call of 600 s); its results, report and TensorBoard files are packed.
 # A comma-separated list runs those stages (preflight always first), e.g. to rerun a failed one.
@@ -49,11 +63,16 @@ declare -A CAP=(
   [preflight]=25 [env]=10 [heap]=10 [peak]=40 [matmul]=30 [resnet]=50 [graphmem]=35 [tests]=65
   [check]=30 [smoke]=150
   [plan]=10 [bench]=540 [variants]=150
+  [compute]=5 [venv]=25 [nvml]=35 [history]=150 [gate]=50 [amp]=40 [compile]=80
 )
 ALL_STAGES=preflight,env,heap,peak,matmul,resnet,graphmem,tests,check,smoke
 BENCH_STAGES=preflight,env,plan,bench
+ROADS_STAGES=preflight,env,compute,venv,nvml,history,gate,amp,compile
 TOTAL_ALL=450    # one call of <= 480 s, so that a machine start and a rerun fit the window
 TOTAL_BENCH=585  # `make bench` alone in a call of 600 s
+TOTAL_ROADS=420  # issue 54: the roads in one call of <= 480 s
+DEV=${GPU_CHECK_DEVICE:-cuda}  # cpu: a rehearsal without a GPU
+SAMPLERS=()
 RESERVE=5        # kept for the summary and the archive
 # CUDA tests that take no `cuda_available` fixture and carry no `gpu` mark, but change what they
 # check when CUDA is present (fp16 measured instead of skipped).
@@ -61,6 +80,7 @@ CUDA_TESTS_UNMARKED=(tests/test_amp_benchmarks.py::test_asv_amp_track_reads_one_
 
 if [[ ${1:-} == --caps ]]; then
   case ${2:-all} in all) list=$ALL_STAGES; total=$TOTAL_ALL ;; bench) list=$BENCH_STAGES; total=$TOTAL_BENCH ;;
+    roads) list=$ROADS_STAGES; total=$TOTAL_ROADS ;;
     *) list=$2; total=$TOTAL_ALL ;; esac
   sum=0
   IFS=, read -r -a names <<< "$list"
@@ -74,6 +94,7 @@ MODE=${2:-all}
 case $MODE in
   all) STAGES=$ALL_STAGES; TOTAL_S=${GPU_CHECK_TOTAL_S:-$TOTAL_ALL} ;;
   bench) STAGES=$BENCH_STAGES; TOTAL_S=${GPU_CHECK_TOTAL_S:-$TOTAL_BENCH} ;;
+  roads) STAGES=$ROADS_STAGES; TOTAL_S=${GPU_CHECK_TOTAL_S:-$TOTAL_ROADS} ;;
   *) STAGES=preflight,${MODE//preflight/}; STAGES=${STAGES//,,/,}; STAGES=${STAGES%,}; TOTAL_S=${GPU_CHECK_TOTAL_S:-$TOTAL_ALL} ;;
 esac
 START=$(date +%s)
@@ -156,11 +177,33 @@ summary() {
 finish() {  # $1: the exit status when no stage failed
   trap - INT TERM
   local code=$1
+  stop_samplers
   summary || { (( code == 0 )) && code=1; }
   rm -rf "$W"
   exit "$code"
 }
 trap 'echo "gpu-check: interrupted"; finish 130' INT TERM
+
+# The nvidia-smi samplers of `compute`, stopped, and what they saw said in that stage's note.
+stop_samplers() {
+  (( ${#SAMPLERS[@]} )) || return 0
+  kill "${SAMPLERS[@]}" 2>/dev/null; wait "${SAMPLERS[@]}" 2>/dev/null; SAMPLERS=()
+  [[ -f $W/nvidia-smi-apps.csv ]] || return 0
+  NOTE[compute]+="; $($PY - "$W/nvidia-smi-apps.csv" 2>&1 <<'PYEOF'
+import collections, csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) >= 4 and r[1].strip().isdigit()]
+at = collections.defaultdict(list)
+for r in rows:
+    at[r[0].strip()].append(float(r[3].split()[0]) if r[3].split()[0].replace(".", "").isdigit() else 0.0)
+if not at:
+    print("no compute process seen by nvidia-smi")
+else:
+    most = max(at.values(), key=len)
+    print(f"at most {len(most)} process(es) on the GPU at once, {max(max(v) for v in at.values()):.0f} MiB the most one held")
+PYEOF
+)"
+  echo "nvidia-smi sampling: ${NOTE[compute]}" >> "$W/compute.log"
+}
 
 # Results files -> one line per case: median, IQR/median, samples, processes, NVML utilisation.
 cat > "$W/summarize.py" <<'PYEOF'
@@ -214,7 +257,7 @@ PYEOF
 IFS=, read -r -a WANT <<< "$STAGES"
 for s in "${WANT[@]}"; do  # a typo is told before any stage spends device time
   if [[ -n $s && -z ${CAP[$s]:-} ]]; then
-    echo "gpu-check: unknown stage '$s' (stages: $ALL_STAGES,plan,bench,variants)" >&2; rm -rf "$W"; exit 2
+    echo "gpu-check: unknown stage '$s' (stages: $ALL_STAGES,plan,bench,variants,${ROADS_STAGES#preflight,env,})" >&2; rm -rf "$W"; exit 2
   fi
 done
 for s in "${WANT[@]}"; do
@@ -231,17 +274,20 @@ for s in "${WANT[@]}"; do
       say "no wheels in $WHEELS/: what this machine lacks (pydantic, SQLAlchemy, nvtx, ...) must be installed already"
     fi
     $PY - > "$W/preflight.out" 2>&1 <<'PYEOF'
-import importlib, sys
+import importlib, os, sys
 try:
     import torch
 except Exception as exc:  # noqa: BLE001 - not installed, or broken (missing CUDA libraries)
     print(f"PREFLIGHT FAILED: torch does not import: {type(exc).__name__}: {exc}"); sys.exit(2)
-if not torch.cuda.is_available():
+if os.environ.get("GPU_CHECK_DEVICE", "cuda") == "cpu":
+    print(f"torch {torch.__version__}: a rehearsal on the CPU (GPU_CHECK_DEVICE=cpu), nothing here is proven on a GPU")
+elif not torch.cuda.is_available():
     build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
     print(f"PREFLIGHT FAILED: torch {torch.__version__} ({build}) sees no CUDA device "
           f"(torch.cuda.is_available() is False; CUDA_VISIBLE_DEVICES={__import__('os').environ.get('CUDA_VISIBLE_DEVICES')!r})")
     sys.exit(2)
-print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}")
+else:
+    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}")
 # Every perfsuite command imports these (a run opens the results store: SQLAlchemy, Alembic for a new one).
 needed = ["perfsuite", "perfsuite.cli.app", "pydantic", "sqlalchemy", "alembic", "yaml", "scipy", "rich"]
 # Some stages only: named, not fatal.
@@ -496,6 +542,126 @@ PYEOF
       -p batch_size=32 --device cuda --max-time 8 --variants fp16,bf16,onnxruntime,tensorrt,compile \
       --json "$W/results/variants-resnet-eval.json" --charts "$W/results")"
     NOTE[variants]=$(grep -E "fastest variant|no variant that" "$LOG" | tail -1 | cut -c1-160)
+    stage_end ;;
+
+  compute)
+    # Issue 54, item 4: a GPU in Exclusive_Process mode takes one context, so the gate's sides would
+    # all fail; perfsuite refuses it before any side starts. nvidia-smi samples the rest of the call.
+    if command -v nvidia-smi > /dev/null; then
+      nvidia-smi --query-gpu=name,compute_mode,mig.mode.current,power.limit,enforced.power.limit,clocks.sm \
+        --format=csv >> "$LOG" 2>&1
+      nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,power.draw,clocks.sm --format=csv -lms 500 \
+        > "$W/nvidia-smi-gpu.csv" 2>&1 &
+      SAMPLERS+=($!)
+      nvidia-smi --query-compute-apps=timestamp,pid,process_name,used_memory --format=csv -lms 500 \
+        > "$W/nvidia-smi-apps.csv" 2>&1 &
+      SAMPLERS+=($!)
+      NOTE[compute]="$(nvidia-smi --query-gpu=compute_mode,mig.mode.current --format=csv,noheader 2>&1 | head -1)"
+    else
+      say "no nvidia-smi here: nothing sampled"; NOTE[compute]="no nvidia-smi"
+      [[ $DEV == cpu ]] || keep_rc 1
+    fi
+    stage_end ;;
+
+  venv)
+    # Issue 54, item 1: on the lent machines python3 is itself a venv (/opt/torch/.venv); a venv made
+    # from it by `make bench`'s scripts/venv_torch.py must import that venv's torch, not fail.
+    rm -rf "$W/venv"
+    keep_rc "$(run "$(lim 10)" "$PY" scripts/venv_torch.py --venv "$W/venv" --torch system --venv-args=--without-pip)"
+    keep_rc "$(run "$(lim)" "$W/venv/bin/python" -c "import sys, torch; print('venv', sys.prefix, '| torch', torch.__version__, 'from', torch.__file__, '| CUDA available', torch.cuda.is_available())")"
+    NOTE[venv]=$(grep -E "^venv " "$LOG" | tail -1 | cut -c1-160)
+    rm -rf "$W/venv"
+    stage_end ;;
+
+  nvml)
+    # Issue 54, item 2: utilisation from the driver's samples stamped inside each timed region (or
+    # "unknown" for a region shorter than its window): one process, then three workers.
+    for n in 1 3; do
+      keep_rc "$(run "$(lim $(( n == 1 ? 20 : 0 )))" "$PY" -m perfsuite run matmul -p dtype=bf16 --device "$DEV" \
+        --processes "$n" --max-time $(( 3 * n )) --out "$W/results/nvml-$n-process.json")"
+      [[ -f $W/results/nvml-$n-process.json ]] && $PY "$W/summarize.py" "$W/results/nvml-$n-process.json" >> "$LOG" 2>&1
+    done
+    NOTE[nvml]=$(grep -E "^  matmul" "$LOG" | sed -E 's/.*(processes=[0-9]+).*(GPU util [0-9]+%)?.*/\1 \2/' | tr '\n' ';' | cut -c1-160)
+    stage_end ;;
+
+  history)
+    # Issue 54: the history road on the device, on a repository of five commits whose third makes the
+    # hidden layer 10% wider (device work, the same launches). --every 2 screens it, rechecks in
+    # fresh sides, bisects inside the span and profiles the change (why).
+    H=$W/hist
+    rm -rf "$H"; mkdir -p "$H/myproj" "$H/bench"
+    printf '[project]\nname = "myproj"\nversion = "0"\n\n[tool.perfsuite]\nworkloads = ["bench"]\n' > "$H/pyproject.toml"
+    printf '' > "$H/myproj/__init__.py"
+    cat > "$H/bench/wide.py" <<'PYEOF'
+import torch
+from myproj.model import Net
+
+import perfsuite
+
+
+@perfsuite.workload(params={"batch_size": 4096, "width": 4096})
+def wide(batch_size: int, width: int, device: str):
+    """An MLP forward, wide enough that the device's matmuls are the step."""
+    model = Net(width).to(device).eval()
+    x = torch.randn(batch_size, width, device=device)
+
+    def step():
+        with torch.inference_mode():
+            model(x)
+
+    return perfsuite.Step(step, items=batch_size, unit="samples")
+PYEOF
+    model() {
+      printf 'import torch\n\nHIDDEN = %s\n\n\nclass Net(torch.nn.Module):\n' "$1"
+      printf '    def __init__(self, width):\n        super().__init__()\n        h = int(width * HIDDEN)\n'
+      printf '        self.body = torch.nn.Sequential(torch.nn.Linear(width, h), torch.nn.ReLU(), torch.nn.Linear(h, width))\n\n'
+      printf '    def forward(self, x):\n        return self.body(x)\n'
+    }
+    G=(git -C "$H" -c user.email=gpu-check@example.invalid -c user.name=gpu-check -c commit.gpgsign=false)
+    "${G[@]}" init -q -b main
+    for i in 0 1 2 3 4; do
+      if (( i == 2 )); then model 1.1 > "$H/myproj/model.py"; else echo "note $i" > "$H/NOTES.md"; (( i == 0 )) && model 1.0 > "$H/myproj/model.py"; fi
+      "${G[@]}" add -A && "${G[@]}" commit -qm "commit $i$( (( i == 2 )) && echo ': the hidden layer 10% wider')"
+    done
+    HP=(); [[ $DEV == cpu ]] && HP=(-p batch_size=64 -p width=256)  # a rehearsal: seconds, not the device's sizes
+    keep_rc "$(cd "$H" && run "$(lim)" env COLUMNS=200 "$PY" -m perfsuite history wide "${HP[@]}" --range HEAD~4..HEAD \
+      --every 2 --device "$DEV" --max-time 10 --log "$W/results/wide.history.json" --html "$W/results/wide.history.html")"
+    # exit 1: a regression confirmed among the commits measured, the expected outcome here
+    [[ ${RC[history]} == 1 ]] && RC[history]=0
+    NOTE[history]=$(grep -iE "regression|slower|culprit|bisect" "$LOG" | tail -2 | tr -s ' ' | tr '\n' ';' | cut -c1-160)
+    stage_end ;;
+
+  gate)
+    # A commit that changes nothing on the device (notes only) against its parent: never "slower".
+    if [[ -d $W/hist/.git ]]; then
+      HP=(); [[ $DEV == cpu ]] && HP=(-p batch_size=64 -p width=256)
+      rc=$(cd "$W/hist" && run "$(lim)" env COLUMNS=200 "$PY" -m perfsuite gate wide "${HP[@]}" --base HEAD~1 \
+        --device "$DEV" --max-time 15)
+      # 0 same, 5 undecided: both right for an unchanged commit; 1 (slower) is the defect
+      [[ $rc == 0 || $rc == 5 ]] && rc=0
+      keep_rc "$rc"
+      NOTE[gate]=$(grep -E "^(same|slower|faster|undecided)|ratio" "$LOG" | tail -1 | tr -s ' ' | cut -c1-160)
+    else
+      keep_rc 125; NOTE[gate]="no repository: the history stage did not run"
+    fi
+    stage_end ;;
+
+  amp)
+    # Issue 54, item 7's fp16 note: fp16 trains through a GradScaler whose first steps overflow and
+    # are skipped (the amp comparison counts applied steps); bf16 on a rehearsal (no fp16 training on a CPU).
+    P=fp16; [[ $DEV == cpu ]] && P=bf16
+    keep_rc "$(run "$(lim)" env COLUMNS=200 "$PY" -m perfsuite amp autoencoder -p batch_size=64 --device "$DEV" \
+      --precisions "fp32,$P" --max-time 20 --out "$W/results/amp-autoencoder.json")"
+    NOTE[amp]=$(grep -E "skipped by its GradScaler|speed-up" "$LOG" | tail -1 | tr -s ' ' | cut -c1-160)
+    stage_end ;;
+
+  compile)
+    # Issue 54, item 6: compile=true in one process by default (not one compile per worker), its
+    # compile in the cold start; last, because its compile is the longest part of the call.
+    keep_rc "$(run "$(lim)" env COLUMNS=200 "$PY" -m perfsuite run resnet -p size=ci -p batch_size=32 -p compile=true \
+      --device "$DEV" --max-time 8 --out "$W/results/resnet-compile.json")"
+    [[ -f $W/results/resnet-compile.json ]] && $PY "$W/summarize.py" "$W/results/resnet-compile.json" >> "$LOG" 2>&1
+    NOTE[compile]=$(grep -E "^  resnet|cold" "$LOG" | tail -1 | tr -s ' ' | cut -c1-160)
     stage_end ;;
 
   plan)

@@ -80,6 +80,25 @@ def test_the_stage_caps_fit_one_device_call():
     assert summed <= total <= 590 and caps["bench"] >= 540, (caps, total)  # the suite's plan: <= 540 s
 
 
+def test_the_roads_of_issue_54_fit_one_call_of_420_s_most_valuable_first():
+    caps, summed, total = _caps("roads")
+    assert list(caps) == ["preflight", "env", "compute", "venv", "nvml", "history", "gate", "amp", "compile"]
+    assert summed == sum(caps.values()) <= total <= 420, (caps, total)
+
+
+@pytest.mark.slow
+def test_a_rehearsal_on_the_cpu_runs_the_venv_road_of_a_venv_made_from_a_venv(tmp_path):
+    """GPU_CHECK_DEVICE=cpu rehearses the roads here: this interpreter is a venv's, as on the lent
+    machines, and the venv stage's venv must import its torch (issue 54, item 1). The compute
+    stage, without nvidia-smi, says so and does not fail a rehearsal."""
+    out = tmp_path / "out"
+    res = _script(tmp_path, str(out), "compute,venv", env={"GPU_CHECK_DEVICE": "cpu"}, timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = dict(re.findall(r"^(preflight|compute|venv)\s+(\S+)", (out / "summary.txt").read_text(), re.M))
+    assert rows == {"preflight": "ok", "compute": "ok", "venv": "ok"}, res.stdout
+    assert re.search(r"venv\s+ok.*\| torch \S+ from ", (out / "summary.txt").read_text()), res.stdout
+
+
 def test_without_cuda_the_check_stops_within_seconds_with_exit_2(tmp_path):
     """11-27 run 1 spent a machine start on a check that could not run and still exited 0."""
     out = tmp_path / "out"
