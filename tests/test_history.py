@@ -611,6 +611,7 @@ def test_the_page_marks_the_regression_and_escapes_what_a_repository_says():
     }
     page = write_page(state)
     assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "\x1b" not in page and "\x07" not in page  # no raw escape reaches the page's bytes
     assert page.count('class="point regression"') == 1 and 'id="c-' + state.commits[1].sha[:12] in page
     assert "aten::&lt;tanh&gt;: +900 us" in page
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from perfsuite.compare.paired_gate import GateVerdict
 from perfsuite.core import documents
@@ -90,10 +90,21 @@ def _one_of(value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+# A commit's subject as perfsuite keeps and shows it: git allows any length (a 150,000-character
+# subject made every history across it fail validation, issue 51), a log and a console line do not.
+SUBJECT_CHARS = 300
+
+
+def _short_subject(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > SUBJECT_CHARS:
+        return value[: SUBJECT_CHARS - 1] + "\u2026"
+    return value  # anything else is refused by the field's type
+
+
 @documents.shape("commit", frozen=True)
 class Commit(documents.Result):
     sha: Name
-    subject: Text = ""
+    subject: Annotated[Text, BeforeValidator(_short_subject)] = ""
 
 
 @documents.shape("skipped commit", frozen=True)

@@ -39,7 +39,7 @@ import math
 from dataclasses import field
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from perfsuite.compare.bisection import Commit
 from perfsuite.compare.paired_gate import ALPHA, GateVerdict
@@ -107,6 +107,17 @@ class Point(documents.Result):
     # not bisected, or the point is one commit), and how that bisection ended.
     culprit: Name | None = None
     bisection: Text = ""
+
+    @model_validator(mode="after")
+    def _measured_has_its_pairs(self) -> Point:
+        """A point measured rests on its pairs: a log edited by hand to drop them (an empty ratios
+        list was accepted, rewritten, then crashed the page, issue 51) is refused."""
+        for name, v in (("verdict", self.verdict), ("recheck", self.recheck)):
+            if v is not None and not v.run.ratios:
+                raise ValueError(f"point {self.sha[:12]}: {name}.run.ratios is empty (a verdict rests on its pairs)")
+        if self.outcome == MEASURED and self.verdict is None:
+            raise ValueError(f"point {self.sha[:12]}: outcome {MEASURED!r} without its verdict (the pairs)")
+        return self
 
     @property
     def blamed(self) -> str:
@@ -176,6 +187,27 @@ class History(documents.Result):
     windows: Annotated[list[Window], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
     walks: Count = 0  # the runs that have walked this log (each run's rechecks are one family)
     reported: Count = 0  # the last walk whose outcome was given (its exit status): what came since is news
+
+    @model_validator(mode="after")
+    def _points_follow_the_commits(self) -> History:
+        """The points as a walk leaves them: each a commit of the range, once, in the range's
+        order, paired with the base or an earlier commit. A log edited by hand against that
+        (duplicates, a commit of another repository, a parent after its point, points reversed)
+        was accepted and rewritten, and chained the trajectory wrong (issue 51)."""
+        order = {c.sha: i for i, c in enumerate(self.commits)}
+        seen = -1
+        for k, p in enumerate(self.points):
+            where = f"points[{k}] ({p.sha[:12]})"
+            if p.sha not in order:
+                raise ValueError(f"{where}: not a commit of the history's range")
+            if order[p.sha] <= seen:
+                raise ValueError(f"{where}: measured twice, or out of the range's order")
+            seen = order[p.sha]
+            if p.parent != self.base.sha and order.get(p.parent, len(order)) >= order[p.sha]:
+                raise ValueError(
+                    f"{where}: its parent {p.parent[:12]} is neither the range's start nor an earlier commit"
+                )
+        return self
 
     # ---- the walk -----------------------------------------------------------------------------
     def point(self, sha: str) -> Point | None:

@@ -21,6 +21,7 @@ from perfsuite.compare.paired_history import (
     Window,
 )
 from perfsuite.compare.settings import GateSettings, WhyOptions
+from perfsuite.core import documents
 from perfsuite.core.case import Case
 from perfsuite.core.discover import workload_named
 from perfsuite.core.errors import ConfigError
@@ -163,6 +164,12 @@ def _planned(w, params, device, revs, given_range, update, log, logged, max_comm
     if start == end:
         raise ConfigError(f"--range {start_rev}..{end_rev}: the same commit, no commit after it to measure")
     base, commits = range_commits(revs.repo, start, end)
+    if len(commits) > documents.MAX_GROUPS:  # pydantic's own words said it before (issue 51)
+        raise ConfigError(
+            f"{len(commits)} commits after {base.sha[:12]} up to {end[:12]}, more "
+            f"than the {documents.MAX_GROUPS} one history log holds: give a shorter --range (the last "
+            f"{documents.MAX_GROUPS}: --range {end[:12]}~{documents.MAX_GROUPS}..{end[:12]}), or one log per stretch"
+        )
     missing = revs.missing_at(base.sha)
     if missing:  # the range's start is every later pair's first base
         raise ConfigError(f"--range: its start {base.sha[:12]}: {missing}")

@@ -9,13 +9,16 @@ import html
 import math
 
 from perfsuite.compare.paired_history import History
+from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_seconds
 
 W, H, PAD = 900, 320, 50
 
 
 def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """HTML-escaped, and without control characters: a raw ESC or BEL from a commit subject sat
+    in the page's bytes (shown by a terminal that `cat`s it, issue 51)."""
+    return html.escape(printable(text), quote=True)
 
 
 def operator_changes(why: dict | None, n: int = 8) -> list[tuple[str, float]]:

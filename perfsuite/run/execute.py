@@ -18,6 +18,7 @@ took:
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,14 @@ from typing import Any
 
 from perfsuite.core.case import Case, Context, Measure, Output
 from perfsuite.core.config import RunConfig
-from perfsuite.core.errors import USER_CODE_ERRORS, ConfigError, Unsupported, exception_text
+from perfsuite.core.errors import (
+    USER_CODE_ERRORS,
+    ConfigError,
+    PerfsuiteError,
+    StorageError,
+    Unsupported,
+    exception_text,
+)
 from perfsuite.core.record import Record
 from perfsuite.measuring import runner
 from perfsuite.profiling.trace import trace_step
@@ -303,19 +311,51 @@ def run_cases(
                 del exc  # the traceback holds the step's tensors: let them go before the next case
                 _release_device_memory(device)
                 out.failures.append(failure)
-                for o in sinks:
-                    o.add_failure(failure, case)
+                _deliver(sinks, functools.partial(_give_failure, failure, case))
                 events.failed(case, failure)
                 continue
             if record_config and isinstance(result, Record):
                 result = replace(result, config={**result.config, **record_config})
             out.records.append(result)
-            for o in sinks:
-                o.add(result, case, kind)
+            _deliver(sinks, functools.partial(_give, result, case, kind))
             events.done(case, result)
     except KeyboardInterrupt as exc:
         out.interrupted = exc
     return out
+
+
+def _deliver(sinks: Sequence[Output], give: Callable[[Output], None]) -> None:
+    """Every output gets the result, also when one of them cannot take it: a results file whose
+    disk filled during the run lost the record the store would have kept (issue 51, item 3).
+    The first output's error stops the run after the others have it, naming where it is kept."""
+    failed: list[tuple[Output, PerfsuiteError]] = []
+    for o in sinks:
+        try:
+            give(o)
+        except PerfsuiteError as exc:  # a file that cannot be written, a store that cannot be used
+            failed.append((o, exc))
+    if failed:
+        kept = [_where(o) for o in sinks if all(o is not f for f, _ in failed)]
+        first = failed[0][1]
+        if not kept:
+            raise first
+        raise StorageError(f"{first}; what was measured is kept in {' and '.join(kept)}") from first
+
+
+def _give(result: Any, case: Case, kind: str, output: Output) -> None:
+    output.add(result, case, kind)
+
+
+def _give_failure(failure: dict[str, Any], case: Case, output: Output) -> None:
+    output.add_failure(failure, case)
+
+
+def _where(output: Output) -> str:
+    location = getattr(output, "location", None)
+    if location is not None and hasattr(location, "shown"):  # the password hidden
+        return f"the results store ({location.shown})"
+    path = getattr(output, "path", None)
+    return str(path) if path is not None else type(output).__name__
 
 
 def interrupted_exit(exc: BaseException | None) -> int:
