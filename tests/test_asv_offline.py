@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite.core.errors import PerfsuiteError
 from perfsuite.frontends import asv_offline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,3 +128,93 @@ def test_command_line_on_any_projects_site_given_or_read_from_its_asv_conf(tmp_p
     assert res.returncode == 2 and "no asv.conf.json in" in res.stderr and "give the published site" in res.stderr
     res = _offline(tmp_path, str(tmp_path / "nowhere"))
     assert res.returncode == 2 and "run `asv publish` first" in res.stderr
+
+
+# ---- a hostile site: links, FIFOs, folders, odd bytes (nothing written outside, nothing half done)
+
+JQUERY_TAG = '<script src="https://code.jquery.com/jquery-3.3.1.min.js"></script>\n'
+
+
+@pytest.fixture
+def no_hang():
+    """A FIFO opened for reading would block forever: fail the test instead of hanging the suite."""
+    import signal
+
+    def stop(signum, frame):
+        raise AssertionError("asv-offline still blocked after 20 s (a FIFO opened for reading?)")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_page_that_is_a_link_is_refused_and_the_file_it_points_at_untouched(tmp_path):
+    site = _site(tmp_path)
+    victim = tmp_path / "outside.html"
+    victim.write_text(JQUERY_TAG)
+    (site / "zz.html").symlink_to(victim)
+    before = _listing(site)
+    with pytest.raises(PerfsuiteError, match=r"zz\.html: it is a symbolic link"):
+        asv_offline.vendor(site)
+    assert victim.read_text() == JQUERY_TAG
+    assert _listing(site) == before and not (site / "vendor").exists()  # index.html not rewritten either
+
+
+def test_a_vendor_folder_that_is_a_link_is_refused_and_nothing_is_copied_outside(tmp_path):
+    site = _site(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (site / "vendor").symlink_to(outside)
+    page = (site / "index.html").read_text()
+    with pytest.raises(PerfsuiteError, match=r"vendor.* outside"):
+        asv_offline.vendor(site)
+    assert list(outside.iterdir()) == [] and (site / "index.html").read_text() == page
+
+
+@pytest.mark.parametrize("odd", ["fifo", "folder", "latin-1"])
+def test_an_odd_page_is_refused_by_name_before_any_page_is_rewritten(tmp_path, odd, no_hang):
+    site = _site(tmp_path)
+    page = site / "zz.html"
+    if odd == "fifo":
+        os.mkfifo(page)
+    elif odd == "folder":
+        page.mkdir()
+    else:
+        page.write_bytes(b"<html>caf\xe9</html>" + JQUERY_TAG.encode())
+    before = _listing(site)
+    why = "not a text file" if odd == "latin-1" else "not a regular file"
+    with pytest.raises(PerfsuiteError, match=rf"zz\.html: .*{why}"):
+        asv_offline.vendor(site)
+    assert _listing(site) == before and not (site / "vendor").exists()
+
+
+def test_an_unknown_cdn_on_a_later_page_leaves_the_whole_site_as_it_was(tmp_path):
+    site = _site(tmp_path)
+    (site / "zz.html").write_text('<script src="https://evil.example/x.js"></script>\n')
+    before = _listing(site)
+    with pytest.raises(asv_offline.OfflineError, match=r"zz\.html loads https://evil\.example/x\.js"):
+        asv_offline.vendor(site)
+    assert _listing(site) == before and not (site / "vendor").exists()  # index.html sorts first: kept too
+
+
+@pytest.mark.parametrize("odd", ["link", "fifo", "folder", "latin-1"])
+def test_the_command_line_exits_2_naming_the_page(tmp_path, odd):
+    site = _site(tmp_path)
+    page = site / "zz.html"
+    if odd == "link":
+        (tmp_path / "victim.html").write_text(JQUERY_TAG)
+        page.symlink_to(tmp_path / "victim.html")
+    elif odd == "fifo":
+        os.mkfifo(page)
+    elif odd == "folder":
+        page.mkdir()
+    else:
+        page.write_bytes(b"\xff\xfe<html>")
+    res = _offline(tmp_path, str(site))
+    assert res.returncode == 2 and "zz.html" in res.stderr and "Traceback" not in res.stderr, res.stderr

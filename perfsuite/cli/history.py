@@ -19,7 +19,6 @@ from perfsuite.core.text import printable
 from perfsuite.frontends import asv_history
 from perfsuite.jobs.history import history
 from perfsuite.report.history_page import operator_changes
-from perfsuite.storage.write import check_output_dir
 
 NAME = "history"
 # It names workloads: the user's own are discovered before it runs (perfsuite.cli.app).
@@ -126,7 +125,7 @@ def command(args, console, recorder) -> int:
 def _one(name: str, args, console, recorder) -> int:
     """One workload's history: the library call, then its asv export and its summary."""
     if args.asv is not None:  # before any pair: a history is never lost to a bad --asv
-        check_output_dir(asv_history.results_dir(args.asv), "--asv's results folder")
+        asv_history.preflight(args.asv)
     w = registry.get(name)
     threshold = 0.01 if args.threshold is None else args.threshold
     settings = GateSettings(args.budget, args.builds, threshold, args.fdr, args.threads, args.heap, args.variant)
@@ -149,18 +148,28 @@ def _one(name: str, args, console, recorder) -> int:
             recorder=recorder,
             listener=ConsoleListener(console, status),
         )
-    if args.asv is not None:
-        _export_asv(run.state, args.asv, run.repo, run.log, console)
+    exported = args.asv is None or _export_asv(run.state, args.asv, run.repo, run.log, console)
     _summary(run.state, console, run.page)
-    return 1 if run.alarm else 0
+    if run.alarm:  # a confirmed regression is what a CI job reads: it outranks a refused export
+        return 1
+    return 0 if exported else 2
 
 
-def _export_asv(state: History, conf: Path, repo: Path, log: Path, console) -> None:
+def _export_asv(state: History, conf: Path, repo: Path, log: Path, console) -> bool:
+    """Whether the series reached asv's results; a refusal is said, the history itself kept."""
     try:
         written = asv_history.export(state, conf, repo)
     except (PerfsuiteError, OSError, ValueError) as exc:  # the history is saved: say so, go on
-        console.print(Text(f"asv: not exported ({printable(str(exc))}); the history is in {log}", style="yellow"))
-        return
+        console.print(
+            Text(
+                printable(
+                    f"asv: not exported ({exc}); nothing measured is lost: the history is saved in {log} "
+                    "(once fixed, the same command exports it without measuring again)"
+                ),
+                style="yellow",
+            )
+        )
+        return False
     if written:
         console.print(
             Text(
@@ -170,6 +179,7 @@ def _export_asv(state: History, conf: Path, repo: Path, log: Path, console) -> N
                 )
             )
         )
+    return True
 
 
 def top_operators(why: dict | None, n: int = 3) -> list[str]:

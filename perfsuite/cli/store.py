@@ -39,20 +39,40 @@ def command(args, console, recorder) -> int:
 
 
 def _import(args, console) -> int:
-    from perfsuite.database.store import Store
-    from perfsuite.storage.store_import import import_paths
+    """Every path given, each imported on its own: a file named here is one the user means, so one
+    that is refused (unreadable, or a record in it invalid) is bad input, exit 2, after the others
+    are imported; a file found in a folder that is refused is skipped, named (a folder holds other
+    files too)."""
+    from pathlib import Path
 
+    from perfsuite.database.store import Store
+    from perfsuite.storage.store_import import ImportReport, import_paths
+
+    total, refused = ImportReport(), []
     with Store(_location(args)) as store:
-        report = import_paths(store, args.paths, RESULTS)
-    for line in report.problems:
-        console.print(Text(printable(f"skipped: {line}"), style="yellow"))
+        for path in args.paths:
+            report = import_paths(store, [path], RESULTS)
+            named = not Path(path).is_dir()
+            for line in report.problems:
+                console.print(Text(printable(f"{'refused' if named else 'skipped'}: {line}"), style="yellow"))
+            refused += report.problems if named else []
+            total.files += report.files
+            total.records += report.records
+            total.documents += report.documents
+            total.already += report.already
+            total.problems += report.problems
+    kept = (
+        f"; {store.id_clashes} of them under an id already stored for another measurement" if store.id_clashes else ""
+    )
     console.print(
         Text(
-            f"imported {report.records} new record(s) and {report.documents} document(s) from "
-            f"{report.files} file(s) into {store.location.shown} ({report.already} already there)"
+            f"imported {total.records} new record(s) and {total.documents} document(s) from "
+            f"{total.files} file(s) into {store.location.shown} ({total.already} already there{kept})"
         )
     )
-    return 2 if report.problems and not report.files else 0  # nothing readable given: bad input
+    if refused:
+        return 2
+    return 2 if total.problems and not total.files else 0  # nothing readable given: bad input
 
 
 def _push(args, console) -> int:

@@ -1,7 +1,8 @@
 """Opening a store: an engine with the right settings for its kind, the schema migrated to head.
 
 An older store is migrated forward (Alembic, perfsuite/database/migrations); a store written by a newer
-perfsuite is refused, as is a file that is not a SQLite database. A server that cannot be reached
+perfsuite is refused, as are a schema revision no perfsuite writes, a file that is not a SQLite
+database, and a store or spool in `.perfsuite/` that is a symbolic link. A server that cannot be reached
 is StoreUnreachable, which the recorder answers by keeping results in the local spool; wrong
 credentials are a StoreError before anything is measured. No message carries the password.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,8 +20,8 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from perfsuite.core.errors import PerfsuiteError, StorageError
-from perfsuite.core.state import state_folder
-from perfsuite.database.location import Location
+from perfsuite.core.state import STATE_DIR, state_folder
+from perfsuite.database.location import ENV, Location
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -48,6 +50,16 @@ class StoreUnreachable(StoreError):
 # one, and Alembic with Mako costs a third of a second to import.
 REVISIONS = ("0001", "0002")
 HEAD = REVISIONS[-1]
+# How a later perfsuite will name its revisions (migrations/versions numbers them): a revision of
+# another shape was not written by any perfsuite.
+_REVISION_SHAPE = re.compile(r"[0-9]{4}")
+# Who may choose a store that is a symbolic link: the user, on the command line or in the
+# environment (a store kept on another disk through a link is theirs to choose). The files in a
+# project's `.perfsuite/` named otherwise (the default store, a spool, a pyproject.toml's choice)
+# may have come with a cloned repository, which can plant links as it can plant a `.perfsuite`
+# link (refused by perfsuite.core.state): never followed, so nothing outside the project is
+# written into, or deleted from by `store push`.
+_CHOSEN_BY_THE_USER = ("--store", ENV)
 
 
 def _config(connection: sa.Connection | None = None) -> Config:
@@ -240,16 +252,43 @@ def _create(conn: sa.Connection) -> None:
 
 
 def _refuse_newer(location: Location, revision: str | None) -> None:
-    if revision is not None and revision not in REVISIONS:
+    """A revision this perfsuite does not know: a newer perfsuite's, or none perfsuite writes."""
+    if revision is None or revision in REVISIONS:
+        return
+    if _REVISION_SHAPE.fullmatch(revision) and revision > HEAD:
         raise StoreError(
             f"store {location.shown}: schema revision {revision!r} was written by a newer perfsuite "
             f"(this one knows up to {HEAD}); upgrade perfsuite to use it"
         ) from None
+    shown = repr(revision[:32]) + (f"... ({len(revision)} characters)" if len(revision) > 32 else "")
+    raise StoreError(
+        f"store {location.shown}: damaged, or not a perfsuite store: its schema revision {shown} is "
+        f"none a perfsuite writes (this one knows {', '.join(REVISIONS)}); move it aside and rebuild the "
+        "store from JSON results with `perfsuite store import`"
+    ) from None
+
+
+def refuse_planted_link(path: Path | None, source: str) -> None:
+    """A store or spool in a `.perfsuite/` folder that is a symbolic link is refused, unless the
+    user named it (see _CHOSEN_BY_THE_USER). (SQLite itself never follows a link in place of its
+    -wal or -journal file: it removes the link.)"""
+    if path is None or source in _CHOSEN_BY_THE_USER or STATE_DIR not in path.parts:
+        return
+    try:
+        target = os.readlink(path) if path.is_symlink() else None
+    except OSError as exc:  # a name too long, a folder that cannot be listed
+        raise StoreError(f"store {path}: cannot use this path ({exc.strerror})") from None
+    if target is not None:
+        raise StoreError(
+            f"refusing to use {path}: it is a symbolic link (to {target}); perfsuite keeps its state "
+            "inside the project (give --store PATH to use a store elsewhere)"
+        )
 
 
 def open_engine(location: Location, create: bool = True) -> sa.Engine:
     """A migrated engine for `location`; StoreError (StoreUnreachable for a silent server) otherwise.
     `create=False` (a reader): an empty database is "no store there yet", never made into one."""
+    refuse_planted_link(location.path, location.source)
     if location.path is not None and location.path.exists():
         # Checked through a plain connection first: ours switches the file to WAL, which would
         # change someone else's database before it is refused.
@@ -282,6 +321,9 @@ def preflight(location: Location) -> None:
     a server answers with credentials it accepts and a schema this perfsuite knows; a SQLite file
     is one, of such a schema, or can be created. StoreError says what is wrong (StoreUnreachable:
     the server did not answer)."""
+    refuse_planted_link(location.path, location.source)
+    if location.spool != location.path:  # where the results would wait, should the store fail mid-run
+        refuse_planted_link(location.spool, "spool")
     if location.is_server:
         engine = engine_for(location)
         try:

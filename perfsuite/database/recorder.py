@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfsuite.core.errors import PerfsuiteError, StorageError
+from perfsuite.core.errors import PerfsuiteError, RecordError, StorageError
 from perfsuite.core.record import Record
 from perfsuite.core.state import state_folder
 from perfsuite.database.engine import StoreError, StoreUnreachable, preflight
@@ -301,29 +301,54 @@ def _lock(spool: Path, shared: bool) -> int:
 
 def push(location: Location) -> tuple[int, int, int, list[str]]:
     """Send the spool's runs to the store at `location`; returns (runs, new records, new documents,
-    problems). Each run is copied in one transaction and leaves the spool only after the store has
-    it; a run the store refuses stays in the spool, named, and the others go on. A run left
-    `running` by a command that was killed arrives as `interrupted`."""
+    problems). Each run is read, its records validated as `store import` validates a file's, copied
+    in one transaction, and leaves the spool only after the store has it; a run the store refuses,
+    or whose rows are not valid records, stays in the spool, named, and the others go on. A run
+    left `running` by a command that was killed arrives as `interrupted`. A spool that cannot be
+    read (damaged) stops the push: StoreError saying what was pushed and what stays."""
     spool_path = location.spool
-    if not spool_path.exists():
+    if not spool_path.exists() and not spool_path.is_symlink():  # (a dangling link is refused, named)
         return 0, 0, 0, []
     lock = _lock(spool_path, shared=False)
     runs = n_recs = n_docs = 0
     problems: list[str] = []
+
+    def damaged(exc: StoreError, left: str) -> StoreError:
+        # Nothing is pushed twice on a rerun: the store keeps each run, record and document once.
+        why = str(exc).removeprefix(f"store {spool_path}: ").split("; ")[0]
+        refused = f"; {len(problems)} run(s) refused: {'; '.join(problems)}" if problems else ""
+        return StoreError(
+            f"spool {spool_path} is damaged ({why}): {runs} run(s) pushed to {location.shown} ({n_recs} "
+            f"new record(s), {n_docs} document(s)), {left} stay in it{refused}; move it aside (the results "
+            "are also in the commands' JSON files, which `perfsuite store import` reads)"
+        )
+
     try:
         with Store(parse(str(spool_path), "spool", location.home)) as spool, Store(location) as target:
-            for run in spool.runs():
-                if run["state"] == "running":  # nobody holds the lock: its command is gone
-                    spool.finish_run(run["id"], "interrupted")
+            try:
+                listed = spool.runs()
+            except StoreError as exc:
+                raise damaged(exc, "its runs") from None
+            for i, run in enumerate(listed):
                 try:
-                    r, d = target.copy_run(spool, run["id"])
+                    if run["state"] == "running":  # nobody holds the lock: its command is gone
+                        spool.finish_run(run["id"], "interrupted")
+                    rows = spool.read_run(run["id"])
+                except StoreError as exc:
+                    raise damaged(exc, f"{len(listed) - i} run(s)") from None
+                try:
+                    r, d = target.add_run(rows.validated())
                 except StoreUnreachable:
                     raise
-                except StoreError as exc:
+                except (StoreError, RecordError) as exc:
                     problems.append(f"run {run['id']}: {exc}")
                     continue
-                spool.delete_run(run["id"])
                 runs, n_recs, n_docs = runs + 1, n_recs + r, n_docs + d
+                try:
+                    spool.delete_run(run["id"])
+                except StoreError as exc:  # in the store now; a rerun adds nothing from it
+                    left = f"{len(listed) - i} run(s) (the first of them, {run['id']}, in the store already)"
+                    raise damaged(exc, left) from None
     finally:
         os.close(lock)
     return runs, n_recs, n_docs, problems

@@ -1,10 +1,15 @@
 """Store: write machines, runs, records and documents; query them. The one interface every road
 and reader uses, the same on SQLite and PostgreSQL.
 
-Every write is one transaction and inserts only what is absent (a record by its id or digest, a
-document by its digest, a run or machine by its id), so writes can be retried, imported twice and
-pushed from a spool without duplicating anything, and a writer killed mid-way leaves either the
-whole row or nothing.
+Every write is one transaction and inserts only what is absent (a record by its content, its
+digest, whatever its id; a document by its digest; a run or machine by its id), so writes can be
+retried, imported twice and pushed from a spool without duplicating anything, and a writer killed
+mid-way leaves either the whole row or nothing. A record whose id is already stored for another
+measurement is a measurement too: kept, under its digest (its JSON keeps its own id).
+
+A row is read back as a file is, and one that is not what perfsuite writes (JSON that does not
+parse, a median that is not a number: a hand-edited or damaged store) is a RecordError naming it,
+never a crash; a spool's rows are rebuilt from their validated records before they are pushed.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, Literal
@@ -116,6 +122,78 @@ def _record_row(record: Record, run_id: str, machine_id: str, commit: str | None
     }
 
 
+def _decoded(what: str, text: object) -> Any:
+    """A JSON column of a stored row; RecordError, saying `what` it is, when it does not parse."""
+    try:
+        return json.loads(text)  # type: ignore[arg-type]  # a damaged row may hold any type: TypeError
+    except (TypeError, ValueError, RecursionError):
+        shown = repr(text)[:40]
+        raise RecordError(f"{what}: not JSON ({shown}), the row is damaged") from None
+
+
+def _record_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's row with its params decoded; a column of another type than perfsuite writes (a
+    hand-edited or damaged row: SQLite keeps any type in any column) is a RecordError."""
+    params = _decoded("its params", row["params"])
+    if not isinstance(params, dict):
+        raise RecordError(f"its params are {type(params).__name__}, not an object")
+    median = row["median_s"]
+    if isinstance(median, bool) or not isinstance(median, (int, float)):
+        raise RecordError(f"its median_s is {repr(median)[:40]}, not a number")
+    for column in ("workload", "device", "created", "machine_id"):
+        if not isinstance(row[column], str):
+            raise RecordError(f"its {column} is {repr(row[column])[:40]}, not text")
+    if row["commit"] is not None and not isinstance(row["commit"], str):
+        raise RecordError(f"its commit is {repr(row['commit'])[:40]}, not text")
+    return {**row, "params": params}
+
+
+def _spool_record_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A spool's record row as the store takes it: its columns readable (_record_columns), its
+    record read and validated as `store import` reads a file's (RecordError otherwise), and the
+    row rebuilt from that record, so that no damaged or hand-edited row reaches a team's store.
+    The commit column stays the spool's where it is not the record's own (asv's builds)."""
+    _record_columns(row)
+    doc = _decoded("its doc", row["doc"])
+    record = Record.from_dict(doc)
+    own = _commit(record.env.get("git_commit"))
+    given = row["commit"] if isinstance(row["commit"], str) and _commit(row["commit"]) != own else None
+    return _record_row(record, row["run_id"], row["machine_id"], given)
+
+
+def _spool_document_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    doc = _decoded("its doc", row["doc"])
+    if not isinstance(doc, dict):
+        raise RecordError(f"its doc is {type(doc).__name__}, not an object")
+    return {**row, "doc": canonical(doc)}
+
+
+@dataclass(frozen=True)
+class RunRows:
+    """One run of a spool as its rows: the run's, its machines', its records' and documents'."""
+
+    run: dict[str, Any]
+    machines: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+    documents: list[dict[str, Any]]
+
+    def validated(self) -> RunRows:
+        """The same run with every record and document read as a file's would be: RecordError
+        naming the first that is not one."""
+        records, documents = [], []
+        for row in self.records:
+            try:
+                records.append(_spool_record_row(row))
+            except RecordError as exc:
+                raise RecordError(f"record {str(row['id'])[:64]}: {exc}") from None
+        for row in self.documents:
+            try:
+                documents.append(_spool_document_row(row))
+            except RecordError as exc:
+                raise RecordError(f"document {str(row['id'])[:64]}: {exc}") from None
+        return replace(self, records=records, documents=documents)
+
+
 class Store:
     """One open store (perfsuite.database.open_store)."""
 
@@ -128,6 +206,8 @@ class Store:
                 f"it is chosen by {location.source})"
             )
         self.engine = engine if engine is not None else open_engine(location, create=create)
+        # Records written whose id was already stored for another measurement (kept under their digest).
+        self.id_clashes = 0
 
     def close(self) -> None:
         self.engine.dispose()
@@ -144,15 +224,38 @@ class Store:
 
     def _insert_absent(self, conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> int:
         """Insert the rows whose keys are not there yet; returns how many were new."""
+        return len(self._inserted(conn, table, rows))
+
+    def _inserted(self, conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> set[str]:
+        """Insert the rows whose keys are not there yet; returns the ids of those that were new."""
         if not rows:
-            return 0
+            return set()
         if conn.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]  # the same API, SQLite's
         # RETURNING counts what was new on both engines (an executemany's rowcount is -1 on psycopg).
         result = conn.execute(insert(table).on_conflict_do_nothing().returning(table.c.id), rows)
-        return len(result.all())
+        return {row[0] for row in result}
+
+    def _insert_records(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Insert the records whose content is not stored yet; returns how many were new. A record
+        whose id is taken by another measurement (another digest) is stored under its digest."""
+        new = self._inserted(conn, schema.records, rows)
+        left = [r for r in rows if r["id"] not in new]
+        if not left:
+            return len(new)
+        # Read after the insert: on PostgreSQL a concurrent writer's row is visible once the
+        # insert has waited for it.
+        r = schema.records
+        stored = {
+            row[0] for row in conn.execute(sa.select(r.c.digest).where(r.c.digest.in_([x["digest"] for x in left])))
+        }
+        clashes = [{**x, "id": x["digest"]} for x in left if x["digest"] not in stored]
+        clashes = list({x["id"]: x for x in clashes}.values())  # one measurement twice in `rows`: once
+        moved = self._inserted(conn, schema.records, clashes)
+        self.id_clashes += len(moved)
+        return len(new) + len(moved)
 
     def add_machine(self, machine: Machine) -> None:
         with self._write() as conn:
@@ -178,9 +281,9 @@ class Store:
         commit measured when the records' own git fields describe another checkout (asv's builds)."""
         rows = [_record_row(r, run_id, machine_id, commit) for r in records]
         with self._write() as conn:
-            # Absent by id AND by content: the digest is unique too, so a second insert of one
-            # measurement under another id (an import of a copy) is skipped by the conflict.
-            return self._insert_absent(conn, schema.records, rows)
+            # Absent by content: a second insert of one measurement under another id (an import of
+            # a copy) is skipped; another measurement under a stored id is kept under its digest.
+            return self._insert_records(conn, rows)
 
     def add_documents(
         self,
@@ -210,37 +313,36 @@ class Store:
         with self._write() as conn:
             return self._insert_absent(conn, schema.documents, rows)
 
-    def copy_run(self, other: Store, run_id: str) -> tuple[int, int]:
-        """Copy one run of `other` (a spool) here, with its machine, records and documents, in one
-        transaction; returns (records, documents) that were new."""
-        with other.engine.connect() as src:
-            run = src.execute(sa.select(schema.runs).where(schema.runs.c.id == run_id)).mappings().one()
-            machine = list(
-                src.execute(sa.select(schema.machines).where(schema.machines.c.id == run["machine_id"]))
-                .mappings()
-                .all()
-            )
-            recs = src.execute(sa.select(schema.records).where(schema.records.c.run_id == run_id)).mappings().all()
-            docs = src.execute(sa.select(schema.documents).where(schema.documents.c.run_id == run_id)).mappings().all()
-        machine_ids = {r["machine_id"] for r in (*recs, *docs)} - {run["machine_id"]}
-        if machine_ids:
-            with other.engine.connect() as src:
-                machine += (
-                    src.execute(sa.select(schema.machines).where(schema.machines.c.id.in_(machine_ids)))
-                    .mappings()
-                    .all()
-                )
+    def read_run(self, run_id: str) -> RunRows:
+        """One run of this store (a spool) as rows, with its machines, records and documents; a
+        file that cannot be read is a StoreError."""
+        r, m, rec, doc = schema.runs, schema.machines, schema.records, schema.documents
+        try:
+            with self.engine.connect() as src:
+                run = dict(src.execute(sa.select(r).where(r.c.id == run_id)).mappings().one())
+                recs = [dict(x) for x in src.execute(sa.select(rec).where(rec.c.run_id == run_id)).mappings()]
+                docs = [dict(x) for x in src.execute(sa.select(doc).where(doc.c.run_id == run_id)).mappings()]
+                ids = {run["machine_id"]} | {x["machine_id"] for x in (*recs, *docs)}
+                machines = [dict(x) for x in src.execute(sa.select(m).where(m.c.id.in_(ids))).mappings()]
+        except sa.exc.DBAPIError as exc:
+            raise describe_failure(self.location, exc) from None
+        return RunRows(run, machines, recs, docs)
+
+    def add_run(self, rows: RunRows) -> tuple[int, int]:
+        """A run read from a spool (read_run, then validated), stored in one transaction; returns
+        (records, documents) that were new."""
+        run = rows.run
         with self._write() as conn:
-            self._insert_absent(conn, schema.machines, [dict(m) for m in machine])
-            self._insert_absent(conn, schema.runs, [dict(run)])
+            self._insert_absent(conn, schema.machines, rows.machines)
+            self._insert_absent(conn, schema.runs, [run])
             # A run pushed while it was still running in the spool is finished here too.
             conn.execute(
                 schema.runs.update()
-                .where(schema.runs.c.id == run_id)
+                .where(schema.runs.c.id == run["id"])
                 .values(state=run["state"], finished=run["finished"])
             )
-            n_recs = self._insert_absent(conn, schema.records, [dict(r) for r in recs])
-            n_docs = self._insert_absent(conn, schema.documents, [dict(d) for d in docs])
+            n_recs = self._insert_records(conn, rows.records)
+            n_docs = self._insert_absent(conn, schema.documents, rows.documents)
         return n_recs, n_docs
 
     def delete_run(self, run_id: str) -> None:
@@ -317,24 +419,40 @@ class Store:
         ]
         out = []
         for row in self._read(self._record_query(cols, **filters)):
-            d = dict(row)
-            d["params"] = json.loads(d["params"])
+            d = self._checked(dict(row))
             if params and any(d["params"].get(k) != v for k, v in params.items()):
                 continue
             out.append(d)
         return out
+
+    def _checked(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A record's columns as rows() returns them, its params decoded; RecordError naming it."""
+        try:
+            return _record_columns(row)
+        except RecordError as exc:
+            raise self._damaged("record", row["id"], exc) from None
+
+    def _damaged(self, what: str, key: object, exc: RecordError) -> RecordError:
+        return RecordError(
+            f"store {self.location.shown}: {what} {str(key)[:64]}: {exc} (delete the row, or rebuild "
+            "the store from JSON results with `perfsuite store import`)"
+        )
 
     def records(self, params: Mapping[str, Any] | None = None, **filters: Any) -> list[Record]:
         """The stored records themselves, validated as any file's are."""
         r = schema.records
         out = []
         for row in self._read(self._record_query([r.c.id, r.c.params, r.c.doc], **filters)):
-            if params and any(json.loads(row["params"]).get(k) != v for k, v in params.items()):
-                continue
             try:
-                out.append(Record.from_dict(json.loads(row["doc"])))
+                if params:
+                    given = _decoded("its params", row["params"])
+                    if not isinstance(given, dict):
+                        raise RecordError(f"its params are {type(given).__name__}, not an object")
+                    if any(given.get(k) != v for k, v in params.items()):
+                        continue
+                out.append(Record.from_dict(_decoded("its doc", row["doc"])))
             except RecordError as exc:
-                raise RecordError(f"store {self.location.shown}: record {row['id']}: {exc}") from None
+                raise self._damaged("record", row["id"], exc) from None
         return out
 
     def documents(
@@ -346,13 +464,22 @@ class Store:
         run: str | None = None,
     ) -> list[dict[str, Any]]:
         d = schema.documents
-        q = sa.select(d.c.kind, d.c.run_id, d.c.machine_id, d.c.workload, d.c.created, d.c.doc)
+        q = sa.select(d.c.id, d.c.kind, d.c.run_id, d.c.machine_id, d.c.workload, d.c.created, d.c.doc)
         for col, value in ((d.c.kind, kind), (d.c.workload, workload), (d.c.machine_id, machine), (d.c.run_id, run)):
             if value is not None:
                 q = q.where(col == value)
         if since is not None:
             q = q.where(d.c.created >= since)
-        return [{**dict(row), "doc": json.loads(row["doc"])} for row in self._read(q.order_by(d.c.created, d.c.id))]
+        out = []
+        for row in self._read(q.order_by(d.c.created, d.c.id)):
+            entry = dict(row)
+            key = entry.pop("id")
+            try:
+                entry["doc"] = _decoded("its doc", entry["doc"])
+            except RecordError as exc:
+                raise self._damaged("document", key, exc) from None
+            out.append(entry)
+        return out
 
     def runs(
         self, kind: str | None = None, machine: str | None = None, batch: str | None = None, state: str | None = None

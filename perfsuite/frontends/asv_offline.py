@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.storage.read import read_text
+from perfsuite.storage.write import inside, make_dir, refuse_link, write_bytes, write_text
 
 VENDOR = Path(__file__).resolve().parent / "asv_vendor"  # package data (pyproject.toml)
 MANIFEST = VENDOR / "MANIFEST.json"
@@ -114,38 +116,64 @@ def shipped(spec: str, inner: str, manifest: dict, vendor: Path = VENDOR) -> tup
     return path, want
 
 
+def _localised(page: Path, manifest: dict, vendor_dir: Path) -> tuple[str, dict[str, Path], int]:
+    """The page's text with each CDN tag pointing at vendor/, the files it needs there (path under
+    the site -> shipped file) and how many tags changed; nothing written. A link in place of the
+    page, a FIFO, a folder or bytes that are not UTF-8 are refused with the page's name."""
+    refuse_link(page)  # rewriting it would write wherever the link points
+    text = read_text(page, OfflineError)  # non-blocking: a FIFO named x.html cannot hang it
+    needed: dict[str, Path] = {}
+    replaced = 0
+
+    def local(m: re.Match) -> str:
+        nonlocal replaced
+        url = m.group(3)
+        where = locate(url)
+        if where is None:
+            raise OfflineError(f"{page.name} loads {url}, which no vendored file stands for")
+        spec, inner = where
+        src, digest = shipped(spec, inner, manifest, vendor_dir)
+        target = f"vendor/{spec}/{inner}"
+        licence = manifest["packages"][spec]["licence"]
+        needed[target] = src
+        needed[f"vendor/{spec}/{Path(licence).name}"] = vendor_dir / spec / licence
+        replaced += 1
+        tag = m.group(0).replace(url, target)
+        # Same origin now: no CORS attributes; the integrity is the shipped file's own.
+        tag = re.sub(r'\s(crossorigin|referrerpolicy)="[^"]*"', "", tag)
+        if re.search(r'\sintegrity="[^"]*"', tag):
+            return re.sub(r'\sintegrity="[^"]*"', f' integrity="{digest}"', tag)
+        return tag.replace(f' {m.group(2)}="', f' integrity="{digest}" {m.group(2)}="', 1)
+
+    return TAG.sub(local, text), needed, replaced
+
+
 def vendor(site: Path, vendor_dir: Path = VENDOR) -> int:
     pages = sorted(site.glob("*.html"))
     if not pages:
         raise OfflineError(f"no HTML pages in {site}; run `asv publish` first")
     manifest = load_manifest(vendor_dir)
-    dest = site / "vendor"
+    # Every page is read and converted in memory first, and every destination checked: a page
+    # refused (a link, a FIFO, an unknown CDN) leaves the site as it was, never half converted.
+    texts: dict[Path, str] = {}
+    needed: dict[str, Path] = {}
     replaced = 0
     for page in pages:
-        text = page.read_text()
-
-        def local(m: re.Match) -> str:
-            nonlocal replaced
-            url = m.group(3)
-            where = locate(url)
-            if where is None:
-                raise OfflineError(f"{page.name} loads {url}, which no vendored file stands for")  # noqa: B023 - raised within this iteration
-            spec, inner = where
-            src, digest = shipped(spec, inner, manifest, vendor_dir)
-            target = dest / spec / inner
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, target)
-            licence = manifest["packages"][spec]["licence"]
-            shutil.copyfile(vendor_dir / spec / licence, dest / spec / Path(licence).name)
-            replaced += 1
-            tag = m.group(0).replace(url, target.relative_to(site).as_posix())
-            # Same origin now: no CORS attributes; the integrity is the shipped file's own.
-            tag = re.sub(r'\s(crossorigin|referrerpolicy)="[^"]*"', "", tag)
-            if re.search(r'\sintegrity="[^"]*"', tag):
-                return re.sub(r'\sintegrity="[^"]*"', f' integrity="{digest}"', tag)
-            return tag.replace(f' {m.group(2)}="', f' integrity="{digest}" {m.group(2)}="', 1)
-
-        page.write_text(TAG.sub(local, text))
+        text, files, n = _localised(page, manifest, vendor_dir)
+        if n:
+            texts[page] = text
+        needed.update(files)
+        replaced += n
+    # `inside` refuses a vendor/ (or a folder in it) that is a link out of the site; write_bytes
+    # and write_text refuse a link in place of the file itself.
+    targets = {inside(site, *rel.split("/")): src for rel, src in needed.items()}
+    for target in targets:
+        refuse_link(target)
+    for target, src in targets.items():
+        make_dir(target.parent, "vendor folder")
+        write_bytes(target, src.read_bytes())
+    for page, text in texts.items():
+        write_text(page, text)
     return replaced
 
 
