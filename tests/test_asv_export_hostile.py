@@ -120,10 +120,13 @@ def test_a_machine_json_naming_another_folder_does_not_move_the_results(tmp_path
     assert list(outside.iterdir()) == []
 
 
-@pytest.mark.parametrize("fifo", ["benchmarks.json", f"{MACHINE}/machine.json"])
+@pytest.mark.parametrize("fifo", ["benchmarks.json", "HOST/machine.json"])
 def test_a_fifo_in_the_results_folder_is_refused_without_blocking(tmp_path, fifo):
+    import platform
+
     conf, results, _ = _project(tmp_path)
-    path = results / fifo
+    path = results / fifo.replace("HOST", platform.node())  # this host's folder: where the series goes
+    path.parent.mkdir(exist_ok=True)
     path.unlink(missing_ok=True)
     os.mkfifo(path)
     with _no_hang():
@@ -132,6 +135,19 @@ def test_a_fifo_in_the_results_folder_is_refused_without_blocking(tmp_path, fifo
         with pytest.raises(PerfsuiteError, match="not a regular file"):
             asv_history.preflight(conf)  # and before a history measures anything
     assert sorted(p.name for p in (results / MACHINE).iterdir()) == ["machine.json"]
+
+
+def test_another_machines_unreadable_machine_json_is_passed_over_without_blocking(tmp_path):
+    """A FIFO (or a folder) as another machine's machine.json is not ours to judge: never waited
+    on, never written, and the series goes to the one machine asv can read."""
+    conf, results, _ = _project(tmp_path)
+    other = results / "other-machine"
+    other.mkdir()
+    os.mkfifo(other / "machine.json")
+    with _no_hang():
+        written = asv_history.export(_history(), conf, tmp_path)
+    assert written and all(p.parent.name == MACHINE for p in written)
+    assert sorted(p.name for p in other.iterdir()) == ["machine.json"]
 
 
 def test_a_long_parameter_gives_a_bounded_stable_name_that_asv_can_file(tmp_path):

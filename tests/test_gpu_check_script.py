@@ -83,7 +83,8 @@ def test_the_stage_caps_fit_one_device_call():
 def test_the_roads_of_issue_54_fit_one_call_of_420_s_most_valuable_first():
     caps, summed, total = _caps("roads")
     assert list(caps) == ["preflight", "env", "compute", "venv", "nvml", "history", "gate", "amp", "compile"]
-    assert summed == sum(caps.values()) <= total <= 420, (caps, total)
+    # the summary and the archive keep 5 s (RESERVE): the caps leave them room
+    assert summed == sum(caps.values()) <= total - 5 and total <= 420, (caps, total)
 
 
 @pytest.mark.slow

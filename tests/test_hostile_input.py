@@ -689,6 +689,20 @@ def test_a_signal_while_torch_imports_waits_for_the_import_then_acts_as_it_would
         pass
 
 
+def test_a_broken_torch_is_not_a_perfsuite_bug(tmp_path):
+    """Review of the held import: torch imported before the user's files, unguarded, made every
+    command naming workloads exit 4 ("a perfsuite bug") where a torch missing its CUDA libraries
+    had been told as before (`list` exited 0 at 11bc4df)."""
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("raise OSError('libcudart.so.13: cannot open shared object file')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), str(Path(__file__).resolve().parents[1])])}
+    res = subprocess.run(
+        [sys.executable, "-m", "perfsuite", "list"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode != 4 and "perfsuite bug" not in res.stderr, res.stdout[-2000:] + res.stderr[-2000:]
+
+
 def test_a_planted_perfsuite_folder_link_is_refused_and_a_new_one_is_kept_out_of_git(tmp_path, capsys, monkeypatch):
     """Issue 51: a committed `.perfsuite` that is a symbolic link sent the bisect log and results.db
     outside the project. Issue 50: a `.perfsuite` perfsuite made showed in `git status` as the

@@ -385,6 +385,23 @@ def test_another_measurement_under_a_stored_id_is_kept(tmp_path, monkeypatch, ca
     assert "imported 0 new record(s)" in _said(capsys.readouterr())
 
 
+def test_a_record_an_older_perfsuite_stored_is_not_stored_again_when_imported_again(tmp_path, monkeypatch, capsys):
+    """Review of F12's fix: a stored digest is the writing perfsuite's; after an upgrade the same
+    record digests otherwise, and re-importing the same file stored every record twice as "another
+    measurement". The stored row is digested again with today's code first."""
+    monkeypatch.chdir(tmp_path)
+    rec = make_record(seed=1)
+    f = tmp_path / "a.json"
+    f.write_text(results_document([rec]))
+    assert cli.main(["store", "import", str(f)]) == 0
+    _tamper(os.environ["PERFSUITE_STORE"], "UPDATE records SET digest = ?", "0" * 64)  # an older perfsuite's
+    capsys.readouterr()
+    assert cli.main(["store", "import", str(f)]) == 0
+    assert "imported 0 new record(s)" in _said(capsys.readouterr())
+    with Store(resolve()) as store:
+        assert len(store.records()) == 1
+
+
 def test_a_schema_revision_no_perfsuite_writes_is_a_damaged_store_not_a_newer_one(tmp_path, monkeypatch, capsys):
     """F13: 5,000 characters of garbage were "written by a newer perfsuite", and echoed whole."""
     monkeypatch.chdir(tmp_path)

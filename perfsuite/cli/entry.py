@@ -15,8 +15,8 @@ def main(argv: list[str] | None = None) -> int:
         from perfsuite.cli.app import main as command_line
 
         return command_line(argv)
-    except KeyboardInterrupt:
-        return _interrupted()
+    except KeyboardInterrupt as exc:  # Stopped (SIGTERM, SIGHUP) carries its own exit status
+        return _interrupted(getattr(exc, "exit_code", 130), getattr(exc, "name", None))
 
 
 def module_main() -> int:
@@ -30,6 +30,6 @@ def module_main() -> int:
     return main()
 
 
-def _interrupted() -> int:
-    print("interrupted", file=sys.stderr)
-    return 130
+def _interrupted(code: int = 130, name: str | None = None) -> int:
+    print(f"stopped by {name}" if name else "interrupted", file=sys.stderr)
+    return code

@@ -96,4 +96,7 @@ def import_torch_whole() -> None:
     if "torch" in sys.modules or importlib.util.find_spec("torch") is None:
         return
     with signals_held():
-        import torch  # noqa: F401
+        try:
+            import torch  # noqa: F401
+        except Exception:  # noqa: BLE001 - a broken torch (missing CUDA libraries) is told where it was
+            return  # before: by the user's file that imports it (exit 2), or by the step that needs it

@@ -87,6 +87,7 @@ class Recorder:
         )
         self.write_timeout_s = SERVER_WRITE_TIMEOUT_S
         self.notes: list[str] = []
+        self.kept_in: str | None = None  # where the last result went (perfsuite.run.execute names it)
         self.written = 0  # results in the store
         self.spooled_results = 0  # results in the spool
         self._spool_lock: int | None = None
@@ -185,6 +186,7 @@ class Recorder:
             self.store = opened[0]
 
     def _write(self, write: Callable[[Store], object], counted: bool = True) -> None:
+        self.kept_in = None  # where this result went: the store, its spool, or (None) neither
         try:
             self._open()
         except StoreError as exc:
@@ -195,6 +197,7 @@ class Recorder:
                     store = self.store
                     self._bounded(lambda: write(store))  # noqa: B023 - called within this iteration
                     self.written += counted
+                    self.kept_in = f"the results store ({self.location.shown})"
                     return
                 except StoreUnreachable as exc:
                     if wait is None or self.store is None:  # the last try, or the server given up
@@ -208,6 +211,7 @@ class Recorder:
             try:
                 write(self.spool)
                 self.spooled_results += counted
+                self.kept_in = f"the spool of the results store ({self.spool.location.shown})"
             except StoreError as exc:
                 self.notes.append(
                     f"could not store a result in the spool either ({exc}); it is in the JSON "

@@ -91,13 +91,15 @@ def _machine(results: Path) -> tuple[str, dict]:
     from asv.machine import Machine
 
     found = {}
+    host = platform.node()
     for f in results.glob("*/machine.json") if results.is_dir() else []:
-        data = read_bytes(f, ConfigError)  # non-blocking: a FIFO there is refused, never waited on
-        try:
-            found[f.parent.name] = json.loads(data)
+        try:  # non-blocking: a FIFO there is refused, never waited on
+            found[f.parent.name] = json.loads(read_bytes(f, ConfigError))
+        except ConfigError:  # a FIFO, a folder, unreadable: this host's is refused, another's passed over
+            if f.parent.name == host:
+                raise
         except ValueError:  # not asv's: another machine's folder is not ours to judge
             continue
-    host = platform.node()
     if host in found:
         return host, found[host]
     if len(found) == 1:

@@ -335,7 +335,7 @@ def _deliver(sinks: Sequence[Output], give: Callable[[Output], None]) -> None:
         except PerfsuiteError as exc:  # a file that cannot be written, a store that cannot be used
             failed.append((o, exc))
     if failed:
-        kept = [_where(o) for o in sinks if all(o is not f for f, _ in failed)]
+        kept = [w for o in sinks if all(o is not f for f, _ in failed) and (w := _where(o)) is not None]
         first = failed[0][1]
         if not kept:
             raise first
@@ -350,10 +350,12 @@ def _give_failure(failure: dict[str, Any], case: Case, output: Output) -> None:
     output.add_failure(failure, case)
 
 
-def _where(output: Output) -> str:
-    location = getattr(output, "location", None)
-    if location is not None and hasattr(location, "shown"):  # the password hidden
-        return f"the results store ({location.shown})"
+def _where(output: Output) -> str | None:
+    """Where `output` kept the last result; None where it kept it nowhere (a store whose spool
+    failed too says so in its own notes)."""
+    if hasattr(output, "kept_in"):  # the results store's recorder: the store, its spool, or neither
+        kept: str | None = output.kept_in
+        return kept
     path = getattr(output, "path", None)
     return str(path) if path is not None else type(output).__name__
 
