@@ -89,7 +89,9 @@ def test_a_commit_subject_git_allows_is_kept_short_never_refused():
         Commit.from_dict({"sha": "a" * 40, "subject": 5})  # another type is still refused
 
 
-def test_a_range_longer_than_a_log_holds_is_refused_with_its_size_and_a_range_that_fits(tmp_path, capsys, monkeypatch):
+def test_a_range_longer_than_a_log_holds_is_refused_with_its_size_and_a_range_that_fits(
+    tmp_path, capsys, monkeypatch, forget_workloads
+):
     """10,001 commits: pydantic's words ("list should have at most 10000 items") were the message,
     also with --every (which cannot shorten a log's range). Now the size, the limit and a range."""
     import subprocess

@@ -110,17 +110,16 @@ def command(args, console, recorder) -> int:
         if len(names) > 1 or args.update or args.range_ is None:
             raise ConfigError("--instructions counts one workload over --range A..B (no --update)")
         return _by_count(args, console, registry.get(names[0]))
-    codes = []
+    code = 0
     for name in names:
         if len(names) == 1:
             return _one(name, args, console, recorder)
         try:
-            codes.append(_one(name, args, console, recorder))
+            code = max(code, _one(name, args, console, recorder))
         except (ConfigError, StorageError) as exc:  # one refused (no log to --update yet): the others go on
             console.print(Text(printable(f"{name}: not measured: {exc}"), style="yellow"), soft_wrap=True)
-            codes.append(2)
-    # A confirmed regression in any workload is what a CI job reads: it outranks a refusal elsewhere.
-    return 1 if 1 in codes else max(codes, default=0)
+            code = max(code, 2)
+    return code
 
 
 def _one(name: str, args, console, recorder) -> int:
@@ -151,9 +150,7 @@ def _one(name: str, args, console, recorder) -> int:
         )
     exported = args.asv is None or _export_asv(run.state, args.asv, run.repo, run.log, console)
     _summary(run.state, console, run.page)
-    if run.alarm:  # a confirmed regression is what a CI job reads: it outranks a refused export
-        return 1
-    return 0 if exported else 2
+    return 1 if run.alarm else 0 if exported else 2  # a confirmed regression outranks a refused export
 
 
 def _export_asv(state: History, conf: Path, repo: Path, log: Path, console) -> bool:
@@ -161,15 +158,8 @@ def _export_asv(state: History, conf: Path, repo: Path, log: Path, console) -> b
     try:
         written = asv_history.export(state, conf, repo)
     except (PerfsuiteError, OSError, ValueError) as exc:  # the history is saved: say so, go on
-        console.print(
-            Text(
-                printable(
-                    f"asv: not exported ({exc}); nothing measured is lost: the history is saved in {log} "
-                    "(once fixed, the same command exports it without measuring again)"
-                ),
-                style="yellow",
-            )
-        )
+        said = f"asv: not exported ({exc}); nothing measured is lost: the history is saved in {log} (once fixed, "
+        console.print(Text(printable(said + "the same command exports it without measuring again)"), style="yellow"))
         return False
     if written:
         console.print(

@@ -39,10 +39,9 @@ def command(args, console, recorder) -> int:
 
 
 def _import(args, console) -> int:
-    """Every path given, each imported on its own: a file named here is one the user means, so one
-    that is refused (unreadable, or a record in it invalid) is bad input, exit 2, after the others
-    are imported; a file found in a folder that is refused is skipped, named (a folder holds other
-    files too)."""
+    """Every path given, each imported on its own: a named file that is refused (unreadable, a record
+    invalid) is bad input, exit 2, after the others are imported; a refused file found in a folder
+    is skipped, named (a folder holds other files too)."""
     from pathlib import Path
 
     from perfsuite.database.store import Store
@@ -70,9 +69,7 @@ def _import(args, console) -> int:
             f"{total.files} file(s) into {store.location.shown} ({total.already} already there{kept})"
         )
     )
-    if refused:
-        return 2
-    return 2 if total.problems and not total.files else 0  # nothing readable given: bad input
+    return 2 if refused or (total.problems and not total.files) else 0  # a named file refused: bad input
 
 
 def _push(args, console) -> int:
