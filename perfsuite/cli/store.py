@@ -55,11 +55,7 @@ def _import(args, console) -> int:
             for line in report.problems:
                 console.print(Text(printable(f"{'refused' if named else 'skipped'}: {line}"), style="yellow"))
             refused += report.problems if named else []
-            total.files += report.files
-            total.records += report.records
-            total.documents += report.documents
-            total.already += report.already
-            total.problems += report.problems
+            total.add(report)
     kept = (
         f"; {store.id_clashes} of them under an id already stored for another measurement" if store.id_clashes else ""
     )

@@ -272,7 +272,7 @@ class Store:
         same = set()
         for rid, doc in conn.execute(sa.select(r.c.id, r.c.doc).where(r.c.id.in_(list(wanted)))):
             try:
-                again = record_digest(Record.from_dict(json.loads(doc) if isinstance(doc, str) else doc))
+                again = record_digest(Record.from_dict(_decoded("its doc", doc)))
             except (ValueError, TypeError, RecordError):  # a stored row that is not a record: not the same
                 continue
             if again == wanted[rid]:

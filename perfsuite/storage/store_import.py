@@ -34,6 +34,14 @@ class ImportReport:
     already: int = 0
     problems: list[str] = field(default_factory=list)
 
+    def add(self, other: ImportReport) -> None:
+        """`other`'s counts and problems added to these (one report over several imports)."""
+        self.files += other.files
+        self.records += other.records
+        self.documents += other.documents
+        self.already += other.already
+        self.problems += other.problems
+
 
 def _files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     out = []
