@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
@@ -106,6 +107,12 @@ def main() -> int:
         help="bisect --instructions's --threshold (default its own, 0.5%%: a +0.5%% step sits on it)",
     )
     ap.add_argument("--no-time", action="store_true", help="bisect by count only")
+    ap.add_argument(
+        "--time-histories",
+        type=int,
+        default=None,
+        help="bisect by time only the first N histories of each kind (default: all); the rest by count only",
+    )
     args = ap.parse_args()
     rng = random.Random(args.seed)
     rows: list[dict] = []
@@ -131,15 +138,19 @@ def main() -> int:
                 busy.start()
                 try:
                     by_count = bisect(folder / "project", shas[0], shas[-1], True, args.count_threshold)
+                    timed = not args.no_time and (args.time_histories is None or h < args.time_histories)
                     by_time = (
                         {"exit": None, "named": None, "seconds": 0, "tail": "not run (--no-time)"}
-                        if args.no_time
+                        if not timed
                         else bisect(folder / "project", shas[0], shas[-1], False)
                     )
                 finally:
                     busy.stop()
-                row = {"kind": kind, "share": share, "k": k, "changed": changed, "count": by_count, "time": by_time}
+                row = {"kind": kind, "share": share, "k": k, "changed": changed, "count": by_count, "time": by_time,
+                       "load_1min": round(os.getloadavg()[0], 2)}  # fmt: skip
                 for tool in ("count", "time"):
+                    if row[tool]["exit"] is None:
+                        continue
                     named = row[tool]["named"]
                     row[tool]["right"] = bool(changed) and named is not None and changed.startswith(named)
                     row[tool]["false"] = named is not None and not (changed and changed.startswith(named))

@@ -807,12 +807,62 @@ def test_history_by_instructions_counts_every_commit_once_each_against_the_one_b
     monkeypatch.chdir(project)
     monkeypatch.setattr(instructions, "count", count)
     discover([])
-    run = count_history("tiny_mlp", "HEAD~3..HEAD", params={"batch_size": 32}, device="cpu")
+    run = count_history("tiny_mlp", "HEAD~3..HEAD", params={"batch_size": 32}, device="cpu").state
     assert [p.commit.sha for p in run.changed(1)] == [added] and not run.changed(-1)
     assert len(run.points) == len(counted) == len(set(counted)) == 4  # the start and each commit after it, once
     assert run.points[2].moved == pytest.approx(0.02) and "<- more instructions" in run.lines()[2]
     assert "1 added instructions" in run.summary()
     listed = subprocess.run(["git", "worktree", "list"], cwd=project, capture_output=True, text=True).stdout
     assert len(listed.splitlines()) == 1  # every checkout removed
-    refused = perfsuite(project, "history", "tiny_mlp", "--update", "--instructions", "--device", "cpu")
-    assert refused.returncode == 2 and "--instructions counts one workload over --range" in refused.stderr
+    refused = perfsuite(project, "history", "tiny_mlp", "--update", "--instructions", "--device", "cpu",
+                        "--log", str(project / "none.json"))  # fmt: skip
+    assert refused.returncode == 2 and "no history by count" in refused.stderr, refused.stderr
+
+
+def test_history_by_instructions_is_kept_and_updated_counting_only_the_new_commits(
+    project, monkeypatch, forget_workloads
+):
+    """Issue 56: the history by count is a log and a page; `--update` counts only the commits that
+    came since (the same code counts the same), and recounts all of them on another machine."""
+    from perfsuite.compare.kinds import load_result
+    from perfsuite.core.discover import discover
+    from perfsuite.core.errors import ConfigError
+    from perfsuite.jobs import count_history as job
+    from perfsuite.measuring import instructions
+
+    for note in ("one", "two"):
+        (project / "NOTES.md").write_text(note + "\n")
+        commit(project, f"note {note}")
+    counted = []
+
+    def count(workload, params, device, files=(), code_root=None, **kw):
+        root = Path(code_root)
+        counted.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout)
+        extra = (root / "myproj" / "model.py").read_text().count("x @ x.T")
+        return {"status": "ok", "per_step": 1_000_000 + 20_000 * extra, "seconds": 1.0}
+
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(instructions, "count", count)
+    discover([])
+    first = job.count_history("tiny_mlp", "HEAD~2..HEAD", params={"batch_size": 32}, device="cpu")
+    assert len(counted) == 3 and first.log.exists() and first.page.exists()
+    (kept,) = load_result(first.log, "count-history")
+    assert [p.sha for p in kept.points] == [p.sha for p in first.state.points] and kept.points[0].per_step == 1e6
+    model = project / "myproj" / "model.py"
+    model.write_text(model.read_text().replace("        return self.body(x)", "        y = self.body(x)\n        y = y + 0.0 * (x @ x.T).sum()\n        return y"))  # fmt: skip
+    commit(project, "one extra matmul <script>")
+    added = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    counted.clear()
+    again = job.count_history("tiny_mlp", update=True, params={"batch_size": 32}, device="cpu")
+    assert counted == [added + "\n"] and again.fresh == {added}  # only the new commit was counted
+    assert [p.sha for p in again.state.changed(1)] == [added] and len(again.state.points) == 4
+    page = again.page.read_text()
+    assert added[:12] in page and "<script>" not in page and "&lt;script&gt;" in page
+    counted.clear()
+    monkeypatch.setattr(job, "_machine", lambda device: "another machine")
+    job.count_history("tiny_mlp", update=True, params={"batch_size": 32}, device="cpu")
+    assert len(counted) == 4  # another machine's counts are not this one's
+    (project / ".perfsuite" / "history" / "other.json").write_text(first.log.read_text())
+    with pytest.raises(ConfigError, match="not of tiny_mlp"):
+        job.count_history("tiny_mlp", update=True, params={"batch_size": 16}, device="cpu",
+                          log=project / ".perfsuite" / "history" / "other.json")  # fmt: skip

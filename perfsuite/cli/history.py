@@ -10,6 +10,7 @@ from rich.text import Text
 
 from perfsuite.cli import options
 from perfsuite.cli.console import ConsoleListener
+from perfsuite.cli.history_count import by_count
 from perfsuite.compare.paired_history import History
 from perfsuite.compare.settings import GateSettings, WhyOptions
 from perfsuite.core import registry
@@ -89,7 +90,8 @@ def add_arguments(sub) -> None:
         "--instructions",
         action="store_true",
         help="a history by instructions per step under Callgrind instead of time: one count per commit "
-        "(30-60 s each), each against the one before; --threshold is then the move in instructions "
+        "(30-60 s each), each against the one before, kept in its own log (WORKLOAD-PARAMS.instructions.json; "
+        "--update counts only the commits since); --threshold is then the move in instructions "
         "(default 0.5%%); exit 1 when a commit added instructions past it",
     )
     options.workloads_from(hi)
@@ -107,9 +109,9 @@ def command(args, console, recorder) -> int:
     if args.range_ is None and not args.update:
         raise ConfigError("give --range A..B, or --update to extend a stored history up to HEAD")
     if args.instructions:
-        if len(names) > 1 or args.update or args.range_ is None:
-            raise ConfigError("--instructions counts one workload over --range A..B (no --update)")
-        return _by_count(args, console, registry.get(names[0]))
+        if len(names) > 1:
+            raise ConfigError("--instructions counts one workload: name it")
+        return by_count(args, console, registry.get(names[0]))
     code = 0
     for name in names:
         if len(names) == 1:
@@ -220,27 +222,3 @@ def _summary(state: History, console, page: Path) -> None:
             )
         )
     console.print(Text(f"page: {page}"))
-
-
-def _by_count(args, console, w) -> int:
-    """`--instructions`: one count per commit, each against the one before; exit 1 when a commit
-    added instructions past the threshold."""
-    from perfsuite.compare.work import INSTRUCTION_THRESHOLD
-    from perfsuite.jobs.count_history import count_history
-
-    with console.status("counting") as status:
-        run = count_history(
-            w.name,
-            args.range_,
-            params=single_values(args.param, w),
-            device=args.device,
-            threshold=INSTRUCTION_THRESHOLD if args.threshold is None else args.threshold,
-            every=args.every,
-            max_commits=args.max_commits,
-            workloads_from=args.workloads_from,
-            listener=ConsoleListener(console, status),
-        )
-    for line in run.lines():
-        console.print(Text(printable(line), style="red" if "<- more" in line else ""), soft_wrap=True)
-    console.print(Text(printable(run.summary())), soft_wrap=True)
-    return 1 if run.changed(1) else 0

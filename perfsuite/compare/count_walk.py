@@ -1,35 +1,51 @@
 """A history by instructions per step: one Callgrind count per commit, each against the commit
 before it that was counted, a change flagged past the threshold. No rechecks: the same code counts
 the same to the instruction in every process (reports/work/), so a count's move is the code's.
+The walk is a document (kind "count-history") kept in a log: a later walk over the same commits on
+the same machine reuses their counts, so `--update` counts only the commits that came since.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from perfsuite.compare.bisection import Commit
 from perfsuite.compare.count_bisection import Counted, counted
+from perfsuite.core import documents
+from perfsuite.core.documents import Name, NonNegative, Params, Positive, Text
+from perfsuite.core.errors import ConfigError
 
 
-@dataclass(frozen=True)
-class CountPoint:
-    """A commit's count and its move from the last counted commit before it (None: the first, or
-    not counted)."""
+@documents.shape("counted commit", frozen=True)
+class CountPoint(documents.Result):
+    """A commit's count (None: not counted, `reason` says why) and its move from the last counted
+    commit before it (None: the first, or not counted); `machine`: the digest of the comparable
+    fingerprint it was counted under (a count is reused only under the same)."""
 
-    counted: Counted
+    sha: Name
+    subject: Text = ""
+    per_step: Positive | None = None
+    reason: Text = ""
+    seconds: NonNegative | None = None
     moved: float | None = None
+    machine: Text = ""
 
     @property
     def commit(self) -> Commit:
-        return self.counted.commit
+        return Commit(self.sha, self.subject)
 
 
-@dataclass
-class CountHistory:
-    threshold: float
-    points: list[CountPoint] = field(default_factory=list)
+@documents.shape("count history", error=ConfigError)
+class CountHistory(documents.Result):
+    workload: Name
+    params: Params
+    device: Name
+    threshold: Annotated[float, Field(strict=True, gt=0, lt=1)]
+    points: Annotated[list[CountPoint], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
 
     def changed(self, direction: int = 1) -> list[CountPoint]:
         """The points whose count moved past the threshold (1: up, more work; -1: down)."""
@@ -39,43 +55,57 @@ class CountHistory:
         """One line per commit, oldest first: its count and move, or why it was not counted."""
         out = []
         for p in self.points:
-            c = p.counted
-            if c.per_step is None:
-                out.append(f"{c.commit.sha[:12]} {c.commit.subject}: not counted: {c.reason}")
+            if p.per_step is None:
+                out.append(f"{p.sha[:12]} {p.subject}: not counted: {p.reason}")
                 continue
             move = "" if p.moved is None else f" ({p.moved:+.2%})"
             flag = ""
             if p.moved is not None and abs(p.moved) > self.threshold:
                 flag = "  <- more instructions" if p.moved > 0 else "  <- fewer instructions"
-            out.append(f"{c.commit.sha[:12]} {c.commit.subject}: {c.per_step:,.0f} instructions per step{move}{flag}")
+            out.append(f"{p.sha[:12]} {p.subject}: {p.per_step:,.0f} instructions per step{move}{flag}")
         return out
 
     def summary(self) -> str:
         up, down = self.changed(1), self.changed(-1)
-        counted = sum(p.counted.per_step is not None for p in self.points)
-        said = f"{counted} of {len(self.points)} commits counted; threshold {self.threshold:.2%}: "
+        n = sum(p.per_step is not None for p in self.points)
+        said = f"{n} of {len(self.points)} commits counted; threshold {self.threshold:.2%}: "
         if not up and not down:
             return said + "no commit moved the instructions per step past it"
-        parts = [f"{len(up)} added instructions ({', '.join(p.commit.sha[:12] for p in up)})"] if up else []
+        parts = [f"{len(up)} added instructions ({', '.join(p.sha[:12] for p in up)})"] if up else []
         if down:
-            parts.append(f"{len(down)} removed some ({', '.join(p.commit.sha[:12] for p in down)})")
+            parts.append(f"{len(down)} removed some ({', '.join(p.sha[:12] for p in down)})")
         return said + "; ".join(parts)
 
 
 def walk_by_count(
+    state: CountHistory,
     commits: list[Commit],
     count_at: Callable[[Commit], dict[str, Any]],
-    threshold: float,
+    machine: str,
+    *,
+    kept: dict[str, CountPoint] | None = None,
     heard: Callable[[Counted], None] | None = None,
+    saved: Callable[[CountHistory], object] | None = None,
 ) -> CountHistory:
-    """Count each of `commits` (oldest first) once; each counted one's move is against the last
-    counted commit before it (one that could not be counted is passed over, as git bisect skips)."""
-    out = CountHistory(threshold)
+    """Walk `commits` (oldest first) into `state`'s points, each counted once; each counted one's
+    move is against the last counted commit before it (one that could not be counted is passed
+    over, as git bisect skips). A commit in `kept` counted on the same `machine` is not counted
+    again. `saved` is called after each point: a count is never lost to a later one's failure."""
+    state.points.clear()
     last: float | None = None
     for commit in commits:
-        c = counted(commit, count_at, heard)
+        old = (kept or {}).get(commit.sha)
+        if old is not None and old.per_step is not None and old.machine == machine:
+            c = Counted(commit, old.per_step, None, old.seconds)
+        else:
+            c = counted(commit, count_at, heard)
         moved = c.per_step / last - 1 if c.per_step is not None and last else None
-        out.points.append(CountPoint(c, moved))
+        per_step = None if c.per_step is None else float(c.per_step)
+        seconds = None if c.seconds is None else float(c.seconds)
+        point = CountPoint(commit.sha, commit.subject, per_step, c.reason or "", seconds, moved, machine)
+        state.points.append(point)
         if c.per_step is not None:
             last = c.per_step
-    return out
+        if saved is not None:
+            saved(state)
+    return state

@@ -9,6 +9,7 @@ from typing import Any
 
 from perfsuite.compare.amp import AmpComparison
 from perfsuite.compare.bisection import Bisection
+from perfsuite.compare.count_walk import CountHistory
 from perfsuite.compare.pair import PairResult
 from perfsuite.compare.paired_gate import GATE_ENTRY
 from perfsuite.compare.paired_history import History
@@ -24,6 +25,7 @@ RESULTS: dict[str, Any] = {
     "pair": PairResult,
     "why": WhyResult,
     "variants": VariantStudy,
+    "count-history": CountHistory,
 }
 
 

@@ -95,6 +95,7 @@ VERSIONS = {
     "why": 1,
     "history": 1,
     "variants": 1,
+    "count-history": 1,
 }
 
 # Limits on what a file may hold, so a hostile or corrupt file is refused instead of exhausting

@@ -1,67 +1,148 @@
 """`history --instructions`: every commit of a range counted once under Callgrind, each against
-the last counted commit before it (perfsuite.compare.count_walk). `perfsuite history
+the last counted commit before it (perfsuite.compare.count_walk), kept in a log beside the time
+histories' and drawn on a page. A later call (`update`: the stored start up to HEAD) reuses the
+kept counts of the same machine and counts only the commits that came since. `perfsuite history
 --instructions` and perfsuite.jobs.count_history.count_history are this call."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
 from perfsuite.compare import revisions
-from perfsuite.compare.count_walk import CountHistory, walk_by_count
+from perfsuite.compare.count_walk import CountHistory, CountPoint, walk_by_count
 from perfsuite.compare.history_walk import range_commits
 from perfsuite.compare.work import INSTRUCTION_THRESHOLD
 from perfsuite.core.case import Case
 from perfsuite.core.discover import workload_named
-from perfsuite.core.errors import ConfigError
+from perfsuite.core.errors import ConfigError, RecordError
+from perfsuite.jobs import history_log as logs
 from perfsuite.jobs.count_bisect import commit_counter
-from perfsuite.jobs.history_log import range_ends
 from perfsuite.jobs.listener import Listener
 from perfsuite.measuring import instructions
+from perfsuite.measuring.fingerprint import comparable, fingerprint
+from perfsuite.report.count_page import write_count_page
 from perfsuite.run.execute import check_cases
+from perfsuite.storage.files import document, load_document
+from perfsuite.storage.folder import Reserved
+
+
+@dataclass
+class CountRun:
+    """What one call walked (`state`), the commits it counted now (`fresh`; the others' counts were
+    kept from an earlier call), and where its log and page are."""
+
+    state: CountHistory
+    log: Path
+    page: Path
+    fresh: set[str] = field(default_factory=set)
+
+
+def count_log(name: str, params: dict) -> Path:
+    """The default log of a case's history by count: beside its time history, never the same file."""
+    return logs.HISTORY_DIR / logs.log_name(name, params).replace(".history.json", ".instructions.json")
+
+
+def _stored(log: Path, workload: str, params: dict) -> CountHistory | None:
+    if not log.exists():
+        return None
+    try:
+        (old,) = load_document(log, "count-history", CountHistory)[:1]
+    except (RecordError, ValueError) as exc:
+        raise ConfigError(f"--log {log}: not a readable history by count ({exc}); it is left as it is") from None
+    if old.workload != workload or old.params != params:
+        raise ConfigError(
+            f"--log {log}: the count history of {old.workload} {old.params}, not of {workload} {params}; "
+            "it is left as it is: give another --log"
+        )
+    return old
 
 
 def count_history(
     workload: str,
-    range_: str,
+    range_: str | None = None,
     *,
+    update: bool = False,
     params: dict | None = None,
     device: str = "auto",
     threshold: float = INSTRUCTION_THRESHOLD,
     every: int = 1,
     max_commits: int = 100,
+    log: Path | None = None,
+    html: Path | None = None,
     workloads_from: str = revisions.TREE,
     listener: Listener | None = None,
-) -> CountHistory:
-    """Count A and every `every`-th commit after it up to B (B always) of `range_` ("A..B"), each in
-    its own checkout. Refused before any count when the instructions cannot be counted here, or when
-    the plan is longer than `max_commits`."""
+) -> CountRun:
+    """Count A and every `every`-th commit after it up to B (B always) of `range_` ("A..B"; with
+    `update`, the stored history's start up to HEAD), each in its own checkout, a count kept in the
+    log reused. Refused before any count when the instructions cannot be counted here, or when the
+    plan is longer than `max_commits`. The log is saved after each commit, the page at the end."""
     from perfsuite.core.config import resolve_device
 
     say = listener or Listener()
     w = workload_named(workload)
     params = w.resolve(params or {})
     device = resolve_device(device)
+    if range_ is None and not update:
+        raise ConfigError("give --range A..B, or --update to extend a stored history by count up to HEAD")
     check_cases([Case(w, params)], device).runnable()
     why = instructions.unavailable(device)
     if why is not None:
         raise ConfigError(f"--instructions: {why}")
-    with revisions.Revisions(w, workloads_from) as revs:
-        a, b = range_ends(range_, None)
-        start, end = (
-            revisions.resolve_commit(a, revs.repo, "--range"),
-            revisions.resolve_commit(b, revs.repo, "--range"),
-        )
-        if start == end:
-            raise ConfigError(f"--range {range_}: the same commit, no commit after it to count")
-        base, after = range_commits(revs.repo, start, end)
-        chosen = [c for i, c in enumerate(after, 1) if i % every == 0 or c is after[-1]]
-        if len(chosen) + 1 > max_commits:
-            raise ConfigError(
-                f"--range {range_}: {len(chosen) + 1} commits to count (about {(len(chosen) + 1) * 45 / 60:.0f} min "
-                f"at 30-60 s a count), more than --max-commits {max_commits}: raise it, or count every Nth (--every)"
+    log = log or count_log(w.name, params)
+    page = html or logs.page_beside(log)
+    if page.resolve() == log.resolve():
+        raise ConfigError(f"--html {page}: the same file as the history's log; the page would replace it")
+    log_out, page_out = Reserved(log, "--log", replace=True), Reserved(page, "--html", replace=True)
+    lock = logs.hold(log)
+    try:
+        old = _stored(log, w.name, params)
+        if range_ is None and old is None:
+            raise ConfigError(f"--update: no history by count in {log} to extend; start one with --range A..B")
+        kept = {p.sha: p for p in old.points} if old else {}
+        with revisions.Revisions(w, workloads_from) as revs:
+            a, b = logs.range_ends(range_, None) if range_ is not None else (old.points[0].sha, "HEAD")  # type: ignore[union-attr]
+            start, end = (
+                revisions.resolve_commit(a, revs.repo, "--range"),
+                revisions.resolve_commit(b, revs.repo, "--range"),
             )
+            if start == end:
+                raise ConfigError(f"--range {a}..{b}: the same commit, no commit after it to count")
+            base, after = range_commits(revs.repo, start, end)
+            chosen = [c for i, c in enumerate(after, 1) if i % every == 0 or c is after[-1]]
+            machine = _machine(device)
+            new = [c for c in [base, *chosen] if not _reusable(kept.get(c.sha), machine)]
+            if len(new) > max_commits:
+                raise ConfigError(
+                    f"--range {a}..{b}: {len(new)} commits to count (about {len(new) * 45 / 60:.0f} min "
+                    f"at 30-60 s a count), more than --max-commits {max_commits}: raise it, or count every Nth (--every)"
+                )
+            count_at, heard = commit_counter(revs, w, params, device, say)
+            say.say(
+                f"{workload}: counting instructions per step under Callgrind at {len(new)} commit(s), "
+                f"{len(chosen) + 1 - len(new)} kept from {log} ({instructions.STEPS} steps a count, "
+                "30-60 s each on a 2-core VM)"
+            )
+            state = CountHistory(w.name, params, device, threshold)
+            walk_by_count(
+                state, [base, *chosen], count_at, machine, kept=kept, heard=heard,
+                saved=lambda s: log_out.write(document("count-history", [s.to_dict()])),
+            )  # fmt: skip
+        page_out.write(write_count_page(state))
+        return CountRun(state, log, page, {c.sha for c in new})
+    finally:
+        os.close(lock)
 
-        count_at, heard = commit_counter(revs, w, params, device, say)
-        say.say(
-            f"{workload}: counting instructions per step under Callgrind at {len(chosen) + 1} commits "
-            f"({instructions.STEPS} steps a count, 30-60 s each on a 2-core VM)"
-        )
-        return walk_by_count([base, *chosen], count_at, threshold, heard)
+
+def _machine(device: str) -> str:
+    """The digest of this machine's comparable fingerprint: a count is the same only under the same
+    CPU, torch and Python (oneDNN picks its kernels by the CPU's instruction set)."""
+    env = comparable(fingerprint(device=device))
+    return hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _reusable(p: CountPoint | None, machine: str) -> bool:
+    return p is not None and p.per_step is not None and p.machine == machine

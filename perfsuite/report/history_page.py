@@ -15,7 +15,7 @@ from perfsuite.core.units import fmt_seconds
 W, H, PAD = 900, 320, 50
 
 
-def _esc(text: object) -> str:
+def esc(text: object) -> str:
     """HTML-escaped, and without control characters: a raw ESC or BEL from a commit subject sat
     in the page's bytes (shown by a terminal that `cat`s it, issue 51)."""
     return html.escape(printable(text), quote=True)
@@ -58,11 +58,11 @@ def _svg(state: History, rows: list[dict]) -> str:
     line = " ".join(f"{a:.1f},{b:.1f}" for a, b in [(x(-1), y(1.0))] + [(x(i), y(r["chained"])) for i, r in pts])
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img" '
-        f'aria-label="chained time ratio to {_esc(state.base.sha[:12])}">',
+        f'aria-label="chained time ratio to {esc(state.base.sha[:12])}">',
         f'<line x1="{PAD}" y1="{y(1.0):.1f}" x2="{W - PAD}" y2="{y(1.0):.1f}" stroke="#999" stroke-dasharray="4 3"/>',
         f'<polygon class="band" points="{poly}" fill="#9ecae1" fill-opacity="0.5" stroke="none"/>',
         f'<polyline class="trajectory" points="{line}" fill="none" stroke="#08519c" stroke-width="2"/>',
-        f'<text x="{PAD}" y="{PAD - 20}" font-size="13">time per step relative to {_esc(state.base.sha[:12])} '
+        f'<text x="{PAD}" y="{PAD - 20}" font-size="13">time per step relative to {esc(state.base.sha[:12])} '
         "(chained paired ratios, a step whose interval holds 1 counted as 1; band: the intervals in quadrature)</text>",
     ]
     for v in (min(values), 1.0, max(values)):
@@ -84,9 +84,9 @@ def _svg(state: History, rows: list[dict]) -> str:
             colour, cls = "#238b45", "point improvement"
         mark = (
             f'<circle class="{cls}" cx="{cx:.1f}" cy="{cy:.1f}" r="{6 if colour != "#08519c" else 3}" fill="{colour}">'
-            f"<title>{_esc(r['sha'][:12])} {_esc(r['subject'])}: {r['ratio']:.3f}</title></circle>"
+            f"<title>{esc(r['sha'][:12])} {esc(r['subject'])}: {r['ratio']:.3f}</title></circle>"
         )
-        parts.append(f'<a href="#c-{_esc(r["sha"][:12])}">{mark}</a>' if colour != "#08519c" else mark)
+        parts.append(f'<a href="#c-{esc(r["sha"][:12])}">{mark}</a>' if colour != "#08519c" else mark)
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -97,13 +97,13 @@ def write_page(state: History) -> str:
     out = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_esc(title)}</title>",
+        f"<title>{esc(title)}</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}tr.regression{background:#fee}"
         "tr.improvement{background:#efe}tr.skipped{color:#777}</style></head><body>",
-        f"<h1>{_esc(title)}</h1>",
-        f"<p>parameters {_esc(state.params)}; {len(state.commits)} commit(s) after "
-        f"<code>{_esc(state.base.sha[:12])}</code> ({_esc(state.base.subject)}); each commit measured "
+        f"<h1>{esc(title)}</h1>",
+        f"<p>parameters {esc(state.params)}; {len(state.commits)} commit(s) after "
+        f"<code>{esc(state.base.sha[:12])}</code> ({esc(state.base.subject)}); each commit measured "
         "against the one before it, interleaved; confirmed: slower by its own sequential test, then "
         "again when paired anew in fresh processes, that recheck kept by Benjamini-Hochberg across the "
         f"history's rechecks at {state.fdr:g}; threshold {state.threshold:g}.</p>",
@@ -112,17 +112,17 @@ def write_page(state: History) -> str:
     changes = state.env_changes()
     if changes:
         out.append("<h2>Environment changes</h2><ul>")
-        out += [f"<li><code>{_esc(s[:12])}</code>: {_esc(what)}</li>" for s, what in changes]
+        out += [f"<li><code>{esc(s[:12])}</code>: {esc(what)}</li>" for s, what in changes]
         out.append("</ul>")
     drift = state.drifts()
     if drift:
         out.append("<h2>Slow drifts</h2><ul>")
         out += [
-            f"<li><code>{_esc(w.start[:12])}..{_esc(w.end[:12])}</code>: {_esc(w.verdict.describe())}; "
-            f"rechecked: {_esc(w.evidence.describe())}"
-            + (f"; {_esc(w.bisection)}" if w.bisection else "")
-            + (f" (<code>{_esc(w.culprit[:12])}</code>: {_esc(state.subject_of(w.culprit))})" if w.culprit else "")
-            + "".join(f"; {_esc(name)} {delta:+.0f} us" for name, delta in operator_changes(w.why, 3))
+            f"<li><code>{esc(w.start[:12])}..{esc(w.end[:12])}</code>: {esc(w.verdict.describe())}; "
+            f"rechecked: {esc(w.evidence.describe())}"
+            + (f"; {esc(w.bisection)}" if w.bisection else "")
+            + (f" (<code>{esc(w.culprit[:12])}</code>: {esc(state.subject_of(w.culprit))})" if w.culprit else "")
+            + "".join(f"; {esc(name)} {delta:+.0f} us" for name, delta in operator_changes(w.why, 3))
             + "</li>"
             for w in drift
         ]
@@ -150,14 +150,14 @@ def write_page(state: History) -> str:
         ops = operator_changes(p.why if p else None)
         why = (
             "<details><summary>why</summary><ul>"
-            + "".join(f"<li>{_esc(name)}: {delta:+.0f} us</li>" for name, delta in ops)
+            + "".join(f"<li>{esc(name)}: {delta:+.0f} us</li>" for name, delta in ops)
             + "</ul></details>"
             if ops
             else ""
         )
         out.append(
-            f'<tr id="c-{_esc(r["sha"][:12])}" class="{cls}"><td><code>{_esc(r["sha"][:12])}</code></td>'
-            f"<td>{_esc(r['subject'])}</td><td>{_esc(verdict)}</td><td>{_esc(secs)}</td>"
+            f'<tr id="c-{esc(r["sha"][:12])}" class="{cls}"><td><code>{esc(r["sha"][:12])}</code></td>'
+            f"<td>{esc(r['subject'])}</td><td>{esc(verdict)}</td><td>{esc(secs)}</td>"
             f"<td>{r['chained']:.3f}</td><td>{why}</td></tr>"
         )
     out.append("</table></body></html>")

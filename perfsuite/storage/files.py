@@ -80,6 +80,7 @@ DOCUMENT_KINDS = (
     "why",
     "history",
     "variants",
+    "count-history",
 )
 
 

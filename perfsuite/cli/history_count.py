@@ -1,0 +1,37 @@
+"""`perfsuite history --instructions`: the history by instruction count (perfsuite.jobs.count_history),
+one line per commit, its summary, its log and page, and the exit status CI reads: 1 when a commit
+added instructions past the threshold."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from perfsuite.cli.console import ConsoleListener
+from perfsuite.core.params import single_values
+from perfsuite.core.text import printable
+
+
+def by_count(args, console, w) -> int:
+    from perfsuite.compare.work import INSTRUCTION_THRESHOLD
+    from perfsuite.jobs.count_history import count_history
+
+    with console.status("counting") as status:
+        run = count_history(
+            w.name,
+            args.range_,
+            update=args.update,
+            params=single_values(args.param, w),
+            device=args.device,
+            threshold=INSTRUCTION_THRESHOLD if args.threshold is None else args.threshold,
+            every=args.every,
+            max_commits=args.max_commits,
+            log=args.log,
+            html=args.html,
+            workloads_from=args.workloads_from,
+            listener=ConsoleListener(console, status),
+        )
+    for line in run.state.lines():
+        console.print(Text(printable(line), style="red" if "<- more" in line else ""), soft_wrap=True)
+    console.print(Text(printable(run.state.summary())), soft_wrap=True)
+    console.print(Text(printable(f"log: {run.log}  page: {run.page}")), soft_wrap=True)
+    return 1 if run.state.changed(1) else 0
