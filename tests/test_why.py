@@ -325,7 +325,7 @@ def test_a_graph_replayed_steps_device_time_is_shown_by_kernel_not_dropped():
     kernels stay out; where they do not, the kernels are the device rows and nothing counts twice."""
     from types import SimpleNamespace
 
-    from perfsuite.profiling.ops import operator_rows
+    from perfsuite.profiling.ops import by_kernel, device_rows, operator_rows
 
     def event(key, device_type, cpu_us, device_us):
         return SimpleNamespace(
@@ -336,12 +336,54 @@ def test_a_graph_replayed_steps_device_time_is_shown_by_kernel_not_dropped():
 
     kernels = [event("sm90_gemm", "CUDA", 0, 300), event("elementwise_kernel", "CUDA", 0, 100)]
     eager = operator_rows([event("aten::mm", "CPU", 40, 300), event("aten::relu", "CPU", 10, 100), *kernels], 2)
-    assert [r["name"] for r in eager] == ["aten::mm", "aten::relu"]
-    assert sum(r["self_device_us"] for r in eager) == 200  # per step
+    assert not by_kernel([eager])
+    shown = device_rows(eager, by_kernel([eager]))
+    assert [r["name"] for r in shown] == ["aten::mm", "aten::relu"]
+    assert sum(r["self_device_us"] for r in shown) == 200  # per step
     replayed = operator_rows([event("cudaGraphLaunch", "CPU", 8, 0), *kernels, event("ProfilerStep#1", "CPU", 1, 0)], 2)
-    names = {r["name"]: r for r in replayed}
+    assert by_kernel([replayed])
+    names = {r["name"]: r for r in device_rows(replayed, by_kernel([replayed]))}
     assert set(names) == {"cudaGraphLaunch", "[kernel] sm90_gemm", "[kernel] elementwise_kernel"}
-    assert sum(r["self_device_us"] for r in replayed) == 200 and names["cudaGraphLaunch"]["self_cpu_us"] == 4
+    assert sum(r["self_device_us"] for r in names.values()) == 200 and names["cudaGraphLaunch"]["self_cpu_us"] == 4
+    # One side eager, the other replayed: both are read by kernel, so like rows are compared.
+    both = by_kernel([eager, replayed])
+    a, b = device_rows(eager, both), device_rows(replayed, both)
+    assert both and {r["name"] for r in a} >= {"[kernel] sm90_gemm", "[kernel] elementwise_kernel"}
+    assert sum(r["self_device_us"] for r in a) == sum(r["self_device_us"] for r in b) == 200
+    assert all(r["self_device_us"] == 0 for r in a if not r["name"].startswith("[kernel]"))
+
+
+def test_why_reads_both_sides_device_time_by_one_rule():
+    """Issue 54: each side decided kernel rows alone, so a step near the 95% line could show
+    operator rows on one side and kernel rows on the other (a false +100% / -100% pair of rows).
+    The differential profile decides once, over both sides' windows."""
+    from perfsuite.compare.why import differential_profile
+
+    def rows(held_us):
+        return [
+            {"name": "aten::mm", "shapes": "[]", "calls": 1.0, "self_cpu_us": 10.0, "self_device_us": held_us,
+             "self_cpu_bytes": 0.0, "self_device_bytes": 0.0},
+            {"name": "[kernel] gemm", "shapes": "[]", "calls": 1.0, "self_cpu_us": 0.0, "self_device_us": 100.0,
+             "self_cpu_bytes": 0.0, "self_device_bytes": 0.0, "kernel": True},
+        ]  # fmt: skip
+
+    class Side:
+        def __init__(self, label, held_us):
+            self.label, self.params, self.held_us = label, {}, held_us
+
+        def profile(self, steps):
+            return rows(self.held_us)
+
+        def time(self, n):
+            return 1e-3 * n
+
+        def memory(self):
+            return {}
+
+    clock = iter(range(10_000))
+    a, b = differential_profile(Side("A", 96.0), Side("B", 94.0), lambda: next(clock) * 0.1, rounds=2)
+    names_a, names_b = ({o["name"] for o in s.ops if o["self_device_us"]} for s in (a, b))
+    assert names_a == names_b == {"[kernel] gemm"}
 
 
 def _env() -> dict:

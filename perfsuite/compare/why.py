@@ -24,6 +24,7 @@ from perfsuite.compare.why_rows import OpRow, align
 from perfsuite.core import documents
 from perfsuite.core.documents import Count, Name, Params, SampleList, Text
 from perfsuite.core.units import fmt_seconds
+from perfsuite.profiling.ops import by_kernel, device_rows
 from perfsuite.stats import summary as stats
 
 TOP = 20  # rows the table lists; the explained share is of these
@@ -312,8 +313,10 @@ def differential_profile(
             times[i].append((a, b)[i].time(n) / n)
         k += 1
     mem = [a.memory(), b.memory()]
+    kernels = by_kernel(windows[0] + windows[1])  # one rule for both sides: rows of one kind are compared
     side_a, side_b = (
-        WhySide(s.label, dict(s.params), merge_rounds(windows[i]), times[i], mem[i]) for i, s in enumerate((a, b))
+        WhySide(s.label, dict(s.params), merge_rounds([device_rows(w, kernels) for w in windows[i]]), times[i], mem[i])
+        for i, s in enumerate((a, b))
     )
     return side_a, side_b
 

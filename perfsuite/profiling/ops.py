@@ -51,29 +51,43 @@ HELD_SHARE = 0.95
 
 
 def operator_rows(events, steps: int) -> list[dict]:
-    """The profiler's aggregated rows as `why` compares them, per step. Kernel rows are left out
-    where operators hold their device time (listing both counted it twice); where they do not (a
-    graph-replayed step, issue 54: `why` showed nothing of its device time), the kernels are the
-    rows of device time, each as "[kernel] NAME", and the operators keep their CPU time only."""
+    """The profiler's aggregated rows as `why` compares them, per step: every operator with its self
+    device time, and every kernel as "[kernel] NAME" (`kernel`: True) with its own. Which of the two
+    holds the step's device time is decided for both sides at once (device_rows): decided per side,
+    a step near the line read by operators on one side and by kernels on the other."""
     events = [e for e in events if not e.key.startswith(_NOT_OPERATORS)]
-    kernels = [e for e in events if _on_the_device(e)]
-    operators = [e for e in events if not _on_the_device(e)]
-    kernel_us = sum(_attr(e, "self_device_time_total", "self_cuda_time_total") for e in kernels)
-    held_us = sum(_attr(e, "self_device_time_total", "self_cuda_time_total") for e in operators)
-    by_kernel = kernel_us > 0 and held_us < HELD_SHARE * kernel_us
-    rows = [_row(e, steps, e.key, device_time=not by_kernel) for e in operators]
-    if by_kernel:
-        rows += [_row(e, steps, f"[kernel] {e.key}", device_time=True) for e in kernels]
-    return rows
+    rows = [_row(e, steps, e.key) for e in events if not _on_the_device(e)]
+    return rows + [{**_row(e, steps, f"[kernel] {e.key}"), "kernel": True} for e in events if _on_the_device(e)]
 
 
-def _row(e, steps: int, name: str, device_time: bool) -> dict:
+def by_kernel(windows: list[list[dict]]) -> bool:
+    """Whether operators hold under HELD_SHARE of the kernels' device time in any of `windows`
+    (operator_rows of either side): a graph-replayed step, whose kernels belong to no operator."""
+    for rows in windows:
+        kernel_us = sum(r["self_device_us"] for r in rows if r.get("kernel"))
+        held_us = sum(r["self_device_us"] for r in rows if not r.get("kernel"))
+        if kernel_us > 0 and held_us < HELD_SHARE * kernel_us:
+            return True
+    return False
+
+
+def device_rows(rows: list[dict], kernels: bool) -> list[dict]:
+    """`rows` (operator_rows) with the device time counted once: by kernel (`kernels`; the operators
+    keep their CPU time only) or by operator (the kernel rows left out: each kernel's time is already
+    its launching operator's self device time)."""
+    if not kernels:
+        return [r for r in rows if not r.get("kernel")]
+    return [{k: v for k, v in r.items() if k != "kernel"} if r.get("kernel") else {**r, "self_device_us": 0.0}
+            for r in rows]  # fmt: skip
+
+
+def _row(e, steps: int, name: str) -> dict:
     return {
         "name": name,
         "shapes": str(e.input_shapes or []),
         "calls": e.count / steps,
         "self_cpu_us": e.self_cpu_time_total / steps,
-        "self_device_us": _attr(e, "self_device_time_total", "self_cuda_time_total") / steps if device_time else 0.0,
+        "self_device_us": _attr(e, "self_device_time_total", "self_cuda_time_total") / steps,
         "self_cpu_bytes": e.self_cpu_memory_usage / steps,
         "self_device_bytes": _attr(e, "self_device_memory_usage", "self_cuda_memory_usage") / steps,
     }
