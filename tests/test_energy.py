@@ -111,3 +111,76 @@ def test_a_cpu_record_carries_its_joules_per_step_and_the_report_shows_them(tmp_
     assert e["status"] == "ok" and e["steps"] == steps and e["per_step_j"] == pytest.approx(0.5 / steps)
     page = write_report([rec], tmp_path / "rep").read_text()
     assert "| energy" in page and "J/step" in page and "rapl" in page
+
+
+def test_a_step_s_joules_are_read_over_a_region_of_its_own(tmp_path, monkeypatch):
+    """A gate's side answers its energy from a region of its own (perfsuite.measuring.step_energy):
+    one call before it, then steps until the region is long enough, joules divided by its steps."""
+    from perfsuite.measuring.step_energy import step_energy
+
+    root = _powercap(tmp_path, packages=(1_000_000,))
+    monkeypatch.setattr(energy, "RAPL_ROOT", root)
+    monkeypatch.setattr(energy, "MIN_REGION_S", 0.05)
+    calls = []
+
+    def step():
+        calls.append(1)
+        _advance(root, 2_000)  # 2 mJ a step
+        time.sleep(0.005)
+
+    got = step_energy(step, "cpu", 0.0)
+    assert got["status"] == "ok" and got["source"] == "rapl"
+    assert got["steps"] == len(calls) - 1 and got["per_step_j"] == pytest.approx(0.002)  # the first call is outside
+    monkeypatch.setattr(energy, "RAPL_ROOT", tmp_path / "none")
+    assert "no RAPL counter here" in step_energy(step, "cpu", 0.0)["reason"]
+
+
+class _Side:
+    """A gate side answering energy requests with joules per step from `joules` (None: no counter)."""
+
+    def __init__(self, joules):
+        self.joules, self.asked = joules, 0
+
+    def request(self, req):
+        assert req["op"] == "energy" and req["seconds"] > 0
+        self.asked += 1
+        if self.joules is None:
+            return {"energy": energy.unavailable("no RAPL counter here")}
+        return {"energy": {"status": "ok", "source": "rapl", "per_step_j": next(self.joules)}}
+
+
+def test_energy_is_paired_like_time_and_read_as_a_word():
+    """Issue 54: "same speed, 10% more energy" is a verdict too. Pairs of readings in turns, their
+    ratios' t interval, the word from the interval against the threshold."""
+    from perfsuite.compare.energy_pairs import LESS, MORE, SAME, UNDECIDED, sides_energy
+
+    def around(j, spread=0.01):
+        return iter([j * (1 + spread * s) for s in (1, -1, 0.5, -0.5, 0.2, -0.2, 0, 0)])
+
+    more = sides_energy(_Side(around(2.0)), _Side(around(2.2)), threshold=0.01, alpha=0.01)
+    assert more.word == MORE and len(more.ratios) == 6 and more.interval[0] > 1.05
+    assert "more energy, ratio 1.1" in more.describe() and "6 pairs of rapl readings" in more.describe()
+    same = sides_energy(_Side(around(2.0, 0.001)), _Side(around(2.0, 0.001)), threshold=0.01, alpha=0.01)
+    assert same.word == SAME and same.interval[0] <= 1 <= same.interval[1]
+    less = sides_energy(_Side(around(2.0)), _Side(around(1.6)), threshold=0.01, alpha=0.01)
+    assert less.word == LESS
+    noisy = sides_energy(_Side(around(2.0, 0.3)), _Side(around(2.04, -0.3)), threshold=0.01, alpha=0.01)
+    assert noisy.word == UNDECIDED  # spread of 30% between pairs: neither more, less nor the same
+    base, new = _Side(None), _Side(around(2.0))
+    none = sides_energy(base, new, threshold=0.01, alpha=0.01)
+    assert not none.ratios and base.asked == 1 and new.asked == 0  # ended at the first reading that failed
+    assert none.describe() == "energy not measured: no RAPL counter here"
+
+
+def test_a_gate_verdict_keeps_its_energy_and_says_it():
+    """The verdict carries the paired energy (gate documents version 4) and describes it after the
+    time; a verdict read back from its document keeps it."""
+    from perfsuite.compare.energy_pairs import EnergyVerdict
+    from perfsuite.compare.paired_gate import GateVerdict, PairedRun
+    from perfsuite.core import documents
+
+    run = PairedRun(ratios=[1.0, 1.01, 0.99, 1.0] * 5, block_size=1)
+    v = GateVerdict("case", 0.01, run, energy=EnergyVerdict("nvml", [1.1, 1.12, 1.09, 1.11], 2.0, 2.2))
+    assert v.describe().startswith(v.word) and "; more energy, ratio 1.10" in v.describe()
+    back = documents.validate("gate", [v.to_dict()], "here", model=GateVerdict)[0]
+    assert back.energy == v.energy and documents.VERSIONS["gate"] == 4

@@ -45,6 +45,7 @@ def add_arguments(sub) -> None:
     )
     options.sides(bi, "false alarms per probe of an unchanged commit", "of a probe, as the gate's")
     options.threads(bi)
+    options.energy(bi)
     options.heap(bi)
     bi.add_argument(
         "--log",
@@ -76,7 +77,9 @@ def command(args, console, recorder) -> int:
     if args.instructions:
         return _by_count(args, console, w)
     threshold = GateSettings.threshold if args.threshold is None else args.threshold
-    settings = GateSettings(args.budget, args.builds, threshold, args.fdr, args.threads, args.heap, args.variant)
+    settings = GateSettings(
+        args.budget, args.builds, threshold, args.fdr, args.threads, args.heap, args.variant, args.energy
+    )
     with console.status("starting") as status:
         run = bisect(
             args.workload,

@@ -75,6 +75,7 @@ def add_arguments(sub) -> None:
         "are fresh and count once in the interval); with --slowdown or --learn-floor, builds of each "
         "side the pairs rotate through (default 3)",
     )
+    options.energy(gate)
     options.heap(
         gate,
         help="steady (default): glibc's malloc keeps freed memory, and the builds run until no "
@@ -115,7 +116,9 @@ def command(args, console, recorder) -> int:
     w = registry.get(args.workload)
     cases = expand_sweep(parse_assignments(args.param, w.params, w.name))
     builds = args.builds or (g.BUILDS if args.slowdown is not None or args.learn_floor else g.ROUND_BUILDS)
-    settings = GateSettings(args.budget, builds, args.threshold, args.fdr, args.threads, args.heap, args.variant)
+    settings = GateSettings(
+        args.budget, builds, args.threshold, args.fdr, args.threads, args.heap, args.variant, args.energy
+    )
     if args.commit is not None and (args.base_ref != "HEAD" or args.slowdown is not None or args.learn_floor):
         raise ConfigError(
             "--commit gates a commit against its own parent: it takes no --base, --slowdown or --learn-floor"

@@ -63,6 +63,7 @@ def add_arguments(sub) -> None:
     )
     options.sides(hi, "false discoveries controlled across every commit of the history", "")
     options.threads(hi)
+    options.energy(hi)
     options.heap(hi)
     hi.add_argument(
         "--log",
@@ -130,7 +131,9 @@ def _one(name: str, args, console, recorder) -> int:
         asv_history.preflight(args.asv)
     w = registry.get(name)
     threshold = 0.01 if args.threshold is None else args.threshold
-    settings = GateSettings(args.budget, args.builds, threshold, args.fdr, args.threads, args.heap, args.variant)
+    settings = GateSettings(
+        args.budget, args.builds, threshold, args.fdr, args.threads, args.heap, args.variant, args.energy
+    )
     with console.status("starting") as status:
         run = history(
             name,

@@ -154,6 +154,17 @@ def heap(sp: argparse.ArgumentParser, default: str | None = "steady", help: str 
     sp.add_argument("--heap", choices=choices, default=default, help=help)
 
 
+def energy(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--energy",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also pair joules per step, after the timed pairs: 6 pairs of 1 s regions a side between "
+        "readings of the energy counter (NVML's on a GPU, RAPL's on the CPU; about 12 s a case); "
+        "default: on CUDA, off on the CPU",
+    )
+
+
 def fdr(sp: argparse.ArgumentParser, help: str) -> None:
     sp.add_argument(
         "--fdr",

@@ -57,6 +57,7 @@ def add_arguments(sub) -> None:
     options.threshold(p, "smallest speed-up or slowdown that counts, as a fraction (default 0.01)")
     options.fdr(p, "false verdicts per variant")
     options.threads(p, "torch threads in every side (default 1 on the CPU, as the gate's)")
+    options.energy(p)
     p.add_argument(
         "--accuracy-floor",
         type=options.fraction("--accuracy-floor", 1.0000001),
@@ -82,7 +83,7 @@ def command(args, console, recorder) -> int:
     asked = [v.strip() for v in args.variants.split(",") if v.strip()]
     names_ = study.checked_names(asked)  # an unknown variant: exit 2 before anything runs
     device = resolve_device(args.device)
-    settings = GateSettings(args.budget, 1, args.threshold, args.fdr, args.threads).on(device)
+    settings = GateSettings(args.budget, 1, args.threshold, args.fdr, args.threads, energy=args.energy).on(device)
 
     def said(row) -> None:
         console.print(Text(printable(_row_line(row)), style=_STYLE.get(row.word or "", "")))

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from perfsuite.compare import revisions, sides
+from perfsuite.compare import energy_pairs, revisions, sides
 from perfsuite.compare.paired_gate import (
     ROUNDS,
     GateVerdict,
@@ -131,6 +131,7 @@ class GateArms(Measure):
     # Called after the first round's pairs with that round's (base, new) sides, outside the pairs:
     # what else the caller asks of them (a variant study's outputs, evaluation and latencies).
     after_first: Any = None
+    energy: bool = False  # joules per step paired after the first round's pairs (perfsuite.compare.energy_pairs)
     kind = "gate"
 
     @classmethod
@@ -138,6 +139,7 @@ class GateArms(Measure):
         """Arms measured as `settings` say (builds, heap, threads, threshold, fdr, and the variant
         both sides time), timed by the driver's clock for `device`; `kw`: the rest of the fields."""
         kw.setdefault("side_variants", (settings.variant, settings.variant))
+        kw.setdefault("energy", settings.energy_on(device))
         return cls(file_base, file_now, labels, settings.builds, settings.heap, settings.threads,
                    settings.threshold, settings.fdr, sides.SideClock.for_device(device), **kw)  # fmt: skip
 
@@ -208,6 +210,7 @@ class GateArms(Measure):
         bounds = dict(zip(at, sequential.boundaries(tuple(r / rounds for r in at), self.fdr)))
         runs: list = []
         read: list[dict] = []
+        energy_said = None
         decision, p_scaled, t0 = None, 1.0, self.clock.now()
         clock = self.clock
         for r in range(1, rounds + 1):
@@ -223,6 +226,11 @@ class GateArms(Measure):
                 )
                 if r == 1:  # after the round's pairs, outside them: what each side's step dispatches
                     work_said = sides_work(base[0], now[0])
+                    if self.energy:  # and its joules per step, in second-long regions of their own
+                        self.say(
+                            f"{case.label}: pairing energy per step ({energy_pairs.PAIRS} pairs of about 1 s a side)"
+                        )
+                        energy_said = energy_pairs.sides_energy(base[0], now[0], threshold, self.fdr)
                     if self.after_first is not None:
                         self.after_first(case, base, now)
                 # The faults that matter happen in the sides' timed blocks, not in this process.
@@ -260,6 +268,7 @@ class GateArms(Measure):
             direction=self.direction,
             work=work_said[0],
             work_changes=work_said[1],
+            energy=energy_said,
         )
 
 

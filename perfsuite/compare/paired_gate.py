@@ -35,6 +35,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Discriminator, Field, StrictBool, Tag, model_validator
 
 from perfsuite.compare import work
+from perfsuite.compare.energy_pairs import EnergyVerdict
 from perfsuite.core import documents
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
@@ -368,6 +369,9 @@ class GateVerdict(documents.Result):
     # None in verdicts written before, and for a gate of one revision against itself.
     base_commit: Name | None = None
     new_commit: Name | None = None
+    # Joules per step paired after the pairs (perfsuite.compare.energy_pairs; version 4), or None
+    # where it was not asked for.
+    energy: EnergyVerdict | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -424,10 +428,12 @@ class GateVerdict(documents.Result):
     def describe(self, with_work: bool = True) -> str:
         """The word, ratio and interval, then what kind of change it is where the sides' work
         signatures were taken (every road that shows a verdict: gate, bisect, history, the page)."""
-        said = verdict.describe(self.word, self.run.median, *self.interval, self.confidence)
-        if self.work == work.UNKNOWN or not with_work:
-            return said
-        return f"{said}; {work.said(self.work, self.work_changes, self.word)}"
+        said = [verdict.describe(self.word, self.run.median, *self.interval, self.confidence)]
+        if self.work != work.UNKNOWN and with_work:
+            said.append(work.said(self.work, self.work_changes, self.word))
+        if self.energy is not None:
+            said.append(self.energy.describe())
+        return "; ".join(said)
 
 
 @documents.shape("gate verdict without its pairs", frozen=True)

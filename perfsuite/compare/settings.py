@@ -28,6 +28,10 @@ class GateSettings:
     threads: int | None = None
     heap: str = "steady"
     variant: str | None = None
+    # Joules per step paired after the first round's pairs (perfsuite.compare.energy_pairs, about
+    # 12 s a case): None, on where a counter is the rule (CUDA: NVML's), off on the CPU (RAPL is
+    # rarely readable, and counts every process on the package).
+    energy: bool | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.max_time <= MAX_TIME_S:
@@ -57,10 +61,15 @@ class GateSettings:
 
         return replace(self, threads=RunConfig(threads=self.threads).threads_on(device))
 
+    def energy_on(self, device: str) -> bool:
+        return self.energy if self.energy is not None else str(device).startswith("cuda")
+
     def logged(self) -> dict:
         """As a log's settings keep them (a resumed log must have been measured alike); no variant
-        is left out, as logs written before variants existed keep it."""
+        is left out, as logs written before variants existed keep it. Energy is not a setting of the
+        time verdict: a point is judged alike with or without it."""
         out = asdict(self)
+        del out["energy"]
         if out["variant"] is None:
             del out["variant"]
         return out

@@ -273,6 +273,10 @@ def answer(req: dict, steps: list, clock, device: str, applied=None) -> dict:
         from perfsuite.measuring.signature import take
 
         return {"signature": take(steps[req["build"]])}
+    if op == "energy":  # joules per step over a second-long region, after the timed blocks
+        from perfsuite.measuring.step_energy import step_energy
+
+        return {"energy": step_energy(steps[req["build"]], device, float(req["seconds"]))}
     if op == "memory":
         from perfsuite.profiling.ops import step_peak_memory
 

@@ -83,7 +83,7 @@ RESULTS_READABLE = (1, 2, 3, 4, 5)
 VERSIONS = {
     "pair": 1,
     "amp": 1,
-    "gate": 3,  # 3: each verdict's work and work_changes
+    "gate": 4,  # 3: each verdict's work and work_changes; 4: its paired energy
     "gate-selfcheck": 2,
     "checks": 1,
     "noise-floors": 1,

@@ -11,7 +11,7 @@ from perfsuite.report.cells import markdown_table
 from perfsuite.report.variants_chart import chart
 from perfsuite.storage import write
 
-COLUMNS = ["variant", "word", "speed-up (CI)", "p50 ms (eager beside)", "p99 ms", "items/s", "size MB",
+COLUMNS = ["variant", "word", "speed-up (CI)", "p50 ms (eager beside)", "p99 ms", "items/s", "energy (CI)", "size MB",
            "build s", "cold s", "top-1", "max rel err", "kept of eager", "holds"]  # fmt: skip
 
 
@@ -34,6 +34,7 @@ def cells(r, no: str = "**no**") -> list[str]:
         _num(r.latency_s.get("p50", 0) * 1e3, ".2f") + (f" ({eager_p50 * 1e3:.2f})" if eager_p50 else ""),
         _num(r.latency_s.get("p99", 0) * 1e3, ".2f"),
         _num(r.items_per_s, ".1f"),
+        _energy(r.verdict.energy if r.verdict is not None else None),
         _num(r.size_bytes / 1e6 if r.size_bytes is not None else None, ".1f"),
         _num(r.build_s, ".2f"),
         _num(r.cold_s, ".3f"),
@@ -42,6 +43,14 @@ def cells(r, no: str = "**no**") -> list[str]:
         ", ".join(f"{k} {v:.3f}" for k, v in r.kept.items()) or "-",
         {True: "yes", False: no, None: "-"}[r.holds],
     ]
+
+
+def _energy(e) -> str:
+    """Joules per step against eager's, paired (--energy; on by default on CUDA), or "-"."""
+    if e is None or not e.ratios:
+        return "-"
+    lo, hi = e.interval
+    return f"{e.ratio:.2f}x ({lo:.2f}-{hi:.2f})"
 
 
 def section(studies: list, out_dir: Path) -> list[str]:
