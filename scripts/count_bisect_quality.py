@@ -113,14 +113,24 @@ def main() -> int:
         default=None,
         help="bisect by time only the first N histories of each kind (default: all); the rest by count only",
     )
+    ap.add_argument(
+        "--calibrated",
+        default=None,
+        metavar="STEP,ITERATION",
+        help="instructions of the plain step and of one loop iteration from an earlier run's first line "
+        "(skips the two calibrating counts)",
+    )
     args = ap.parse_args()
     rng = random.Random(args.seed)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="count-bisect-") as tmp:
-        base, per_iter = per_iteration(Path(tmp))
+        if args.calibrated:
+            base, per_iter = (float(x) for x in args.calibrated.split(","))
+        else:
+            base, per_iter = per_iteration(Path(tmp))
         print(f"step: {base:,.0f} instructions; a loop iteration: {per_iter:.1f}", flush=True)
-        for kind in args.kinds.split(","):
-            for h in range(args.histories):
+        for h in range(args.histories):  # one history of each kind a pass: a cut run has every kind
+            for kind in args.kinds.split(","):
                 share = SHARES[kind]
                 k = round(share * base / per_iter) if share else 0
                 at = rng.randrange(args.commits) if share else None

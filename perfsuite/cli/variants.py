@@ -125,10 +125,8 @@ def _row_line(row) -> str:
     if row.status != "measured":
         return f"{row.variant}: {row.status}: {(row.reason or '').strip().splitlines()[0][:300] if row.reason else ''}"
     lo, hi = row.speedup_interval or (0.0, 0.0)
-    return (
-        f"{row.variant}: {row.word}, {row.speedup:.2f}x ({lo:.2f}-{hi:.2f}) against eager"
-        + (f"; below the floor: {'; '.join(row.below)}" if row.below else "")
-        + (f"; not recommended: {row.biased}" if row.biased else "")
+    return f"{row.variant}: {row.word}, {row.speedup:.2f}x ({lo:.2f}-{hi:.2f}) against eager" + (
+        f"; below the floor: {'; '.join(row.below)}" if row.below else ""
     )
 
 

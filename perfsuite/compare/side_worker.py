@@ -150,6 +150,15 @@ def serve(conn, job: dict) -> int:
     if job.get("seed") is not None:  # sides compared by their outputs build the same weights and inputs
         seeded(job["seed"])
     applied = None
+    if job.get("cpus") and job.get("allowed"):
+        # Built on the CPUs the gate was given, not the driver's core it forked on: a runtime that
+        # reads the process's affinity when it compiles binds its threads to that set at each call,
+        # whatever the side is pinned to later (OpenVINO bound its calling thread to the driver's
+        # core, so its side and eager's timed on different cores; reports/variants/).
+        try:
+            os.sched_setaffinity(0, set(job["allowed"]))
+        except OSError:  # a CPU taken away since (a cpuset changed): built where it is
+            pass
     with pinned(None, job.get("threads")):
         try:
             w, built = build_side(
@@ -199,23 +208,38 @@ def serve(conn, job: dict) -> int:
                 "variant": applied.facts if applied is not None else None,
             }
         )
-        while True:
-            try:
-                req = conn.recv()
-            except EOFError:  # the parent went away: nothing left to answer
-                break
-            if req["op"] == "quit":
-                break
-            try:
-                conn.send(answer(req, steps, clock, job["device"], applied))
-            except Exception as exc:  # noqa: BLE001 - a step that raises ends this side with its error
-                conn.send({"error": exception_text(exc), "traceback": traceback.format_exc()})
-                return 1
+        if not _answered(conn, job, steps, clock, applied):
+            return 1
         for b in built:
             if b.teardown is not None:
                 b.teardown()
     del layout
     return 0
+
+
+def _answered(conn, job: dict, steps: list, clock, applied) -> bool:
+    """Answer the parent's requests until it quits or goes away (True), or until a step raises or a
+    timed block ran off the timing cores (False: the error is sent, the side ends)."""
+    cpus = set(job["cpus"]) if job.get("cpus") else None
+    while True:
+        try:
+            req = conn.recv()
+        except EOFError:  # the parent went away: nothing left to answer
+            return True
+        if req["op"] == "quit":
+            return True
+        try:
+            watched = cpus is not None and req["op"] == "time"
+            ran_before = thread_cpu_ns() if watched else {}
+            reply = answer(req, steps, clock, job["device"], applied)
+            moved = off_cores(cpus, ran_before) if watched and cpus is not None else None
+            if moved:  # the block ran where the other side could not: its time is not comparable
+                conn.send({"error": moved})
+                return False
+            conn.send(reply)
+        except Exception as exc:  # noqa: BLE001 - a step that raises ends this side with its error
+            conn.send({"error": exception_text(exc), "traceback": traceback.format_exc()})
+            return False
 
 
 def pin_every_thread(cpus: set[int]) -> None:
@@ -231,6 +255,51 @@ def pin_every_thread(cpus: set[int]) -> None:
             os.sched_setaffinity(tid, cpus)
         except OSError:  # a thread that ended meanwhile
             pass
+
+
+def thread_cpu_ns() -> dict[int, int]:
+    """Each thread of this process: the nanoseconds it has run on a CPU (schedstat's first field)."""
+    out: dict[int, int] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile, no schedstat
+            continue
+    return out
+
+
+def off_cores(cpus: set[int], ran_before: dict[int, int]) -> str | None:
+    """Why a timed block may have run off the sides' timing cores `cpus`, or None: a thread of this
+    process that ran during the block (its CPU time grew since `ran_before`, thread_cpu_ns) and is
+    allowed on another core. A runtime that sets its own threads' affinity moves them: OpenVINO with
+    its CPU pinning on reset the calling thread to every core at each inference, so its side ran on
+    the second core the other side did not have, and its paired speed-up read 1.8-2.1x where one
+    core gives it 1.5-1.6x (reports/variants/). An idle thread allowed elsewhere takes nothing."""
+    for tid, ns in thread_cpu_ns().items():
+        if ns - ran_before.get(tid, 0) < 100_000:  # under 0.1 ms in the block: idle
+            continue
+        try:
+            allowed = os.sched_getaffinity(tid)
+        except OSError:  # a thread that ended meanwhile
+            continue
+        if not allowed <= cpus:
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    tid_name = f"{tid} ({f.read().strip()})"
+            except OSError:
+                tid_name = str(tid)
+            return (
+                f"the step ran thread {tid_name} of its side off the timing core(s) {sorted(cpus)} (allowed on "
+                f"{sorted(allowed)}): a runtime that sets its own CPU affinity (OpenVINO's ENABLE_CPU_PINNING, "
+                "OMP_PROC_BIND or KMP_AFFINITY, taskset in the step) runs on cores the other side does not "
+                "have, and its time would not be comparable; switch its pinning off"
+            )
+    return None
 
 
 def seeded(seed: int) -> None:

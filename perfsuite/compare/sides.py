@@ -138,6 +138,7 @@ class Side:
                 "threads": threads,
                 "root": str(root) if root else None,
                 "cpus": side_cpus(device, threads),
+                "allowed": list(_ALLOWED),  # where it builds: the CPUs this process had before placed()
                 # The caller's numerics flags (TF32, cuDNN benchmark, determinism), as workers get
                 # them (issue 54): a side forked from the fork server has torch's defaults instead.
                 "flags": torch_flags(),

@@ -42,8 +42,6 @@ class VariantRow(documents.Result):
     kept: dict[Name, Fraction] = field(default_factory=dict)
     below: list[Text] = field(default_factory=list)
     holds: bool | None = None
-    # Why this row's speed-up is biased (perfsuite.variants.catalog.Variant.biased): never recommended.
-    biased: Text | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -79,7 +77,7 @@ class VariantStudy(documents.Result):
     @property
     def best(self) -> str | None:
         """The fastest variant that holds accuracy and is faster than eager by the threshold."""
-        fast = [r for r in self.rows if r.status == "measured" and r.holds and r.word == "faster" and not r.biased]
+        fast = [r for r in self.rows if r.status == "measured" and r.holds and r.word == "faster"]
         return max(fast, key=lambda r: r.speedup or 0.0).variant if fast else None
 
     @property

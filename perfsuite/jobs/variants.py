@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from perfsuite.compare import revisions, sides
@@ -187,8 +186,9 @@ def _gate_one(workload, case, name: str, device: str, settings: GateSettings, as
     if out.failures:
         return VariantRow(name, "failed", reason=_failure_text(out.failures[0])), out.interrupted
     if out.records:
-        row = _row(name, asked.variant, asked.eager or {}, resolved_items(asked), floor, out.records[0])
-        return replace(row, biased=named(name).biased), out.interrupted
+        return _row(
+            name, asked.variant, asked.eager or {}, resolved_items(asked), floor, out.records[0]
+        ), out.interrupted
     return None, out.interrupted
 
 

@@ -178,7 +178,11 @@ def openvino(model, inputs, device: str, option: str | None):
     converted = ov.convert_model(tensor_out(model, names), example_input=given[0] if len(given) == 1 else given)
     # f32 unless asked (openvino:bf16): on a CPU with AMX, OpenVINO's default is bf16, another
     # precision than eager's, which the bf16 variant measures apart.
-    config = {"INFERENCE_NUM_THREADS": _threads(), "INFERENCE_PRECISION_HINT": option or "f32"}
+    # Its own CPU pinning off: with it on, OpenVINO set the calling thread's affinity to every core
+    # at each inference, so a gate side pinned to the timing core ran on both cores (its speed-up
+    # read 1.8-2.1x against eager where one core gives 1.5x; reports/variants/).
+    config = {"INFERENCE_NUM_THREADS": _threads(), "INFERENCE_PRECISION_HINT": option or "f32",
+              "ENABLE_CPU_PINNING": False}  # fmt: skip
     compiled_model = ov.Core().compile_model(converted, "CPU", config)
     folder = tempfile.TemporaryDirectory(prefix="perfsuite-openvino-")
     ov.save_model(converted, os.path.join(folder.name, "model.xml"))

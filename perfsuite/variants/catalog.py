@@ -52,9 +52,6 @@ class Variant:
     description: str = ""
     option: str | None = None  # the part after ':' (compile:max-autotune)
     source: str = "perfsuite"
-    # Why this variant's paired time is biased, where that is known: its verdict is kept with the
-    # note, and it is never the variant recommended.
-    biased: str | None = None
 
 
 BUILTINS: dict[str, Variant] = {
@@ -90,12 +87,6 @@ BUILTINS: dict[str, Variant] = {
             own_threads=True,
             option="",
             description="OpenVINO, compiled for its CPU plugin in f32 (openvino:bf16: its bf16 precision hint)",
-            # Measured 2026-11-29: a matmul loop pinned beside an idle OpenVINO process on one core ran
-            # 15-20% slower. Eager's blocks lose that time to the variant's side, so the gate
-            # overstates OpenVINO's speed-up.
-            biased="OpenVINO's worker threads keep the shared timing core busy between its calls (a loop "
-            "beside an idle OpenVINO process ran 15-20% slower), so eager's blocks are slowed and this "
-            "speed-up is overstated",
         ),
         Variant(
             "tensorrt",
