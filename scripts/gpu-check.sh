@@ -44,7 +44,7 @@
 #   nvml       matmul in 1 process and in 3: the NVML utilisation each record reads inside its region
 #   history    a small repository whose third commit adds 10% of device work: history --every 2
 #              (screen, recheck in fresh sides, bisect inside the span, why on the device)
-#   gate       a gate of a commit that changes nothing (notes only): never "slower"
+#   gate       a gate of a commit that changes nothing (notes only): never "slower"; its energy paired
 #   amp        amp fp32 against fp16 on a training step, with the GradScaler's real skips
 #   compile    a compile=true case, last (its compile time is the longest)
 # GPU_CHECK_DEVICE=cpu rehearses a mode on a machine without a GPU (the CUDA checks left out, each
@@ -645,12 +645,15 @@ PYEOF
     [[ -d $W/hist/.git ]] || hist_repo >> "$LOG" 2>&1  # the gate rerun alone: its own repository
     if [[ -d $W/hist/.git ]]; then
       HP=(); [[ $DEV == cpu ]] && HP=(-p batch_size=64 -p width=256)
+      # --energy (issue 54): joules per step paired after the pairs, NVML's counter; 10 s of pairs
+      # leave the cap room for its ~12 s.
       rc=$(cd "$W/hist" && run "$(lim)" env COLUMNS=200 "$PY" -m perfsuite gate wide "${HP[@]}" --base HEAD~1 \
-        --device "$DEV" --max-time 15)
+        --device "$DEV" --max-time 10 --energy)
       # 0 same, 5 undecided: both right for an unchanged commit; 1 (slower) is the defect
       [[ $rc == 0 || $rc == 5 ]] && rc=0
       keep_rc "$rc"
-      NOTE[gate]=$(grep -E "^(same|slower|faster|undecided)|ratio" "$LOG" | tail -1 | tr -s ' ' | cut -c1-160)
+      NOTE[gate]=$(grep -E "^(same|slower|faster|undecided)|ratio" "$LOG" | tail -1 | tr -s ' ' | cut -c1-120)
+      NOTE[gate]+=" | $(grep -oE "(more|less|same) energy[^;]*|energy (undecided|not measured)[^;]*" "$LOG" | tail -1 | cut -c1-100)"
     else
       keep_rc 1; NOTE[gate]="its repository could not be made (see gate.log)"
     fi

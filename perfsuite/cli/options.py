@@ -161,7 +161,7 @@ def energy(sp: argparse.ArgumentParser) -> None:
         default=None,
         help="also pair joules per step, after the timed pairs: 6 pairs of 1 s regions a side between "
         "readings of the energy counter (NVML's on a GPU, RAPL's on the CPU; about 12 s a case); "
-        "default: on CUDA, off on the CPU",
+        "default: gate and variants on CUDA; history and bisect only when asked (each probe would pay it)",
     )
 
 

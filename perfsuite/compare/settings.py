@@ -30,7 +30,8 @@ class GateSettings:
     variant: str | None = None
     # Joules per step paired after the first round's pairs (perfsuite.compare.energy_pairs, about
     # 12 s a case): None, on where a counter is the rule (CUDA: NVML's), off on the CPU (RAPL is
-    # rarely readable, and counts every process on the package).
+    # rarely readable, and counts every process on the package); history and bisect make None off
+    # (each of their probes would pay it).
     energy: bool | None = None
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfsuite.compare import bisection as b
@@ -71,6 +71,8 @@ def bisect(
     params = w.resolve(params or {})
     device = resolve_device(device)
     settings = (settings or GateSettings()).on(device)
+    # Energy only when asked: every probe would pay its ~12 s (GateSettings.energy).
+    settings = replace(settings, energy=bool(settings.energy))
     check_cases([Case(w, params)], device).runnable()
     direction, change = (-1, "faster") if faster else (1, "slower")
     with revisions.Revisions(w, workloads_from) as revs:

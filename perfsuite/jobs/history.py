@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfsuite.compare import revisions, sides
@@ -84,6 +84,8 @@ def history(
     params = w.resolve(params or {})
     device = resolve_device(device)
     settings = (settings or GateSettings(max_time=10.0)).on(device)
+    # Energy only when asked: every point, recheck and probe would pay its ~12 s (GateSettings.energy).
+    settings = replace(settings, energy=bool(settings.energy))
     if range is None and not update:
         raise ConfigError("give --range A..B, or --update to extend a stored history up to HEAD")
     check_cases([Case(w, params)], device).runnable()
