@@ -183,4 +183,11 @@ def test_a_gate_verdict_keeps_its_energy_and_says_it():
     v = GateVerdict("case", 0.01, run, energy=EnergyVerdict("nvml", [1.1, 1.12, 1.09, 1.11], 2.0, 2.2))
     assert v.describe().startswith(v.word) and "; more energy, ratio 1.10" in v.describe()
     back = documents.validate("gate", [v.to_dict()], "here", model=GateVerdict)[0]
-    assert back.energy == v.energy and documents.VERSIONS["gate"] == 4
+    assert back.energy == v.energy and v.to_dict()["energy"]["word"] == "more energy"
+    older = {k: x for k, x in v.to_dict().items() if k != "energy"}  # a verdict of version 3
+    assert documents.validate("gate", [older], "here", model=GateVerdict)[0].energy is None
+    # The console's line: the pairs counted beside the time verdict, the energy after it all.
+    from perfsuite.cli.gate import verdict_line
+
+    line = verdict_line(v)
+    assert line.index(" over 20 pairs in ") < line.index("more energy") and "readings over 20 pairs" not in line

@@ -865,6 +865,36 @@ def test_history_by_instructions_is_kept_and_updated_counting_only_the_new_commi
     monkeypatch.setattr(job, "_machine", lambda device: "another machine")
     job.count_history("tiny_mlp", update=True, params={"batch_size": 32}, device="cpu")
     assert len(counted) == 4  # another machine's counts are not this one's
+    with pytest.raises(ConfigError, match="it starts at"):  # another start: the log is not replaced
+        job.count_history("tiny_mlp", "HEAD~1..HEAD", params={"batch_size": 32}, device="cpu")
+    with pytest.raises(ConfigError, match="walked with --every 1"):
+        job.count_history("tiny_mlp", update=True, params={"batch_size": 32}, device="cpu", every=2)
+    with pytest.raises(ConfigError, match="would drop"):  # the log's newest commit is past this range's end
+        job.count_history("tiny_mlp", "HEAD~3..HEAD~1", params={"batch_size": 32}, device="cpu")
+    # The command's exit is about what this run counted: the matmul commit, flagged by an earlier
+    # run and kept, does not fail a nightly --update again.
+    from types import SimpleNamespace
+
+    from perfsuite.cli.history_count import by_count
+    from perfsuite.core.registry import get
+
+    monkeypatch.setattr(job, "_machine", lambda device: "this machine again")
+    args = SimpleNamespace(range_=None, update=True, param=["batch_size=32"], device="cpu", threshold=None, every=1,
+                           max_commits=100, log=None, html=None, workloads_from="tree")  # fmt: skip
+
+    class Quiet:
+        def status(self, *a):
+            import contextlib
+
+            return contextlib.nullcontext(SimpleNamespace(update=lambda *a, **k: None))
+
+        def print(self, *a, **k):
+            pass
+
+    counted.clear()
+    assert by_count(args, Quiet(), get("tiny_mlp")) == 1 and len(counted) == 4  # counted anew here: flagged
+    counted.clear()
+    assert by_count(args, Quiet(), get("tiny_mlp")) == 0 and not counted  # kept: reported before, not again
     (project / ".perfsuite" / "history" / "other.json").write_text(first.log.read_text())
     with pytest.raises(ConfigError, match="not of tiny_mlp"):
         job.count_history("tiny_mlp", update=True, params={"batch_size": 16}, device="cpu",

@@ -163,7 +163,7 @@ def verdict_line(v) -> str:
     """One case's verdict as the console says it: word, ratio and interval, pairs, looks, faults."""
     looks = v.run.looks[-1] if v.run.looks else {"seconds": 0.0}
     return (
-        f"{v.label}: {v.describe(with_work=False)} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
+        f"{v.label}: {v.describe(with_work=False, with_energy=False)} over {len(v.run.ratios)} pairs in {looks['seconds']:.1f}s; "
         f"threshold +{v.threshold:.1%}"
         # p answers "slower?": beside another word it says nothing the interval does not
         # p on the alpha scale (issue 50: "p=1 on the alpha scale" was unexplained): the sequential
@@ -173,6 +173,7 @@ def verdict_line(v) -> str:
         f"of {len(g.sequential.LOOKS)}, {v.run.faults_per_pair:.0f} page faults a pair"
         f"{''.join('; ' + n for n in v.notes)}"
         f"{'' if v.work == work.UNKNOWN else '; ' + work.said(v.work, v.work_changes, v.word)}"
+        f"{'' if v.energy is None else '; ' + v.energy.describe()}"
         f"{verdict.advice(v.word)}"
     )
 

@@ -33,5 +33,12 @@ def by_count(args, console, w) -> int:
     for line in run.state.lines():
         console.print(Text(printable(line), style="red" if "<- more" in line else ""), soft_wrap=True)
     console.print(Text(printable(run.state.summary())), soft_wrap=True)
+    # Exit 1 for what this run counted only: a nightly --update stays red for a new commit, not for
+    # one an earlier run already reported (as the time history's outcome is about what is new).
+    added = [p.sha[:12] for p in run.state.changed(1) if p.sha in run.fresh]
+    if added:
+        console.print(
+            Text(printable(f"counted in this run and added instructions: {', '.join(added)}")), soft_wrap=True
+        )
     console.print(Text(printable(f"log: {run.log}  page: {run.page}")), soft_wrap=True)
-    return 1 if run.state.changed(1) else 0
+    return 1 if added else 0

@@ -44,7 +44,11 @@ class CountHistory(documents.Result):
     workload: Name
     params: Params
     device: Name
-    threshold: Annotated[float, Field(strict=True, gt=0, lt=1)]
+    threshold: Annotated[float, Field(strict=True, ge=0, lt=1)]
+    # How the walk was made, which a later walk must share to reuse its counts: every Nth commit,
+    # and where the workload file came from (perfsuite.compare.revisions).
+    every: Annotated[int, Field(strict=True, ge=1)] = 1
+    workloads_from: Name = "tree"
     points: Annotated[list[CountPoint], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
 
     def changed(self, direction: int = 1) -> list[CountPoint]:

@@ -8,6 +8,7 @@ A side whose counter cannot be read ends it after the first turn, saying why."""
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import field
 from typing import Annotated
 
@@ -19,6 +20,9 @@ from perfsuite.core.errors import PerfsuiteError
 
 PAIRS = 6  # a t interval on 5 degrees of freedom: about ±4% for a 3% spread between pairs
 REGION_S = 1.0  # each side's region: the counter's 20-100 ms updates are a few percent of it
+# Pairs stop once this long has gone (a step of seconds: each region is a warm call and one step at
+# least), with two pairs at least; fewer pairs give a wider interval, which the verdict shows.
+MAX_S = 30.0
 MORE, LESS, SAME, UNDECIDED = "more energy", "less energy", "same energy", "energy undecided"
 
 
@@ -27,6 +31,8 @@ class EnergyVerdict(documents.Result):
     """Joules per step of new against base over `ratios` (one per pair, new / base), the counter
     they were read from, and the threshold and alpha the word is read at; `reason` says why there
     are none (no counter here, a region too short)."""
+
+    DERIVED = {"ratio": "ratio", "interval": "interval", "word": "word"}
 
     source: Name = "none"
     ratios: Annotated[list[Positive], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
@@ -89,7 +95,10 @@ def sides_energy(
     ratios: list[float] = []
     joules: dict[int, list[float]] = {0: [], 1: []}
     source = "none"
+    t0 = time.monotonic()
     for k in range(pairs):
+        if k >= 2 and time.monotonic() - t0 > MAX_S:
+            break
         got: dict[int, float] = {}
         for i in (0, 1) if k % 2 == 0 else (1, 0):
             try:
@@ -97,7 +106,10 @@ def sides_energy(
             except PerfsuiteError as exc:
                 reading = {"status": "unavailable", "reason": f"a side could not measure it: {exc}"}
             if reading.get("status") != "ok" or not reading.get("per_step_j"):
-                return EnergyVerdict(threshold=threshold, alpha=alpha, reason=str(reading.get("reason", "not read")))
+                why = reading.get("reason") or (
+                    "the counter did not advance over the region" if reading.get("status") == "ok" else "not read"
+                )
+                return EnergyVerdict(threshold=threshold, alpha=alpha, reason=str(why))
             got[i] = float(reading["per_step_j"])
             source = str(reading.get("source", "none"))
         ratios.append(got[1] / got[0])

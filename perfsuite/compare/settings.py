@@ -48,6 +48,8 @@ class GateSettings:
             raise ConfigError(f"threads must be a whole number >= 1 or None, got {self.threads!r}")
         if self.heap not in HEAPS:
             raise ConfigError(f"heap must be one of {', '.join(HEAPS)}, got {self.heap!r}")
+        if self.energy is not None and not isinstance(self.energy, bool):
+            raise ConfigError(f"energy must be True, False or None (on CUDA), got {self.energy!r}")
         if self.variant is not None:
             from perfsuite.variants.catalog import named
 

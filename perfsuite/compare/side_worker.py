@@ -343,9 +343,13 @@ def answer(req: dict, steps: list, clock, device: str, applied=None) -> dict:
 
         return {"signature": take(steps[req["build"]])}
     if op == "energy":  # joules per step over a second-long region, after the timed blocks
+        from perfsuite.measuring.energy import unavailable
         from perfsuite.measuring.step_energy import step_energy
 
-        return {"energy": step_energy(steps[req["build"]], device, float(req["seconds"]))}
+        try:
+            return {"energy": step_energy(steps[req["build"]], device, float(req["seconds"]))}
+        except Exception as exc:  # noqa: BLE001 - a counter's failure is a reason, never the side's end
+            return {"energy": unavailable(f"reading the counter failed: {exception_text(exc).splitlines()[0][:300]}")}
     if op == "memory":
         from perfsuite.profiling.ops import step_peak_memory
 

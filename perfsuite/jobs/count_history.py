@@ -100,19 +100,40 @@ def count_history(
     lock = logs.hold(log)
     try:
         old = _stored(log, w.name, params)
-        if range_ is None and old is None:
+        if range_ is None and (old is None or not old.points):
             raise ConfigError(f"--update: no history by count in {log} to extend; start one with --range A..B")
-        kept = {p.sha: p for p in old.points} if old else {}
+        if range_ is not None and update:
+            raise ConfigError("--update extends the log from its start up to HEAD: give --range or --update, not both")
         with revisions.Revisions(w, workloads_from) as revs:
+            if old is not None and (old.every, old.workloads_from) != (every, revs.mode):
+                raise ConfigError(
+                    f"--log {log}: walked with --every {old.every} and workloads from {old.workloads_from!r}, not "
+                    f"--every {every} and {revs.mode!r}: its counts would not be of the same commits and files; "
+                    "it is left as it is: give the same options or another --log"
+                )
             a, b = logs.range_ends(range_, None) if range_ is not None else (old.points[0].sha, "HEAD")  # type: ignore[union-attr]
             start, end = (
                 revisions.resolve_commit(a, revs.repo, "--range"),
                 revisions.resolve_commit(b, revs.repo, "--range"),
             )
+            if old is not None and old.points and start != old.points[0].sha:
+                raise ConfigError(
+                    f"--log {log}: it starts at {old.points[0].sha[:12]}, not {start[:12]}: it is left as it is; "
+                    "extend it with --update, or give another --log for another range"
+                )
             if start == end:
                 raise ConfigError(f"--range {a}..{b}: the same commit, no commit after it to count")
             base, after = range_commits(revs.repo, start, end)
-            chosen = [c for i, c in enumerate(after, 1) if i % every == 0 or c is after[-1]]
+            kept = {p.sha: p for p in old.points} if old else {}
+            # Every Nth commit, B always, and every commit the log already holds (a B of before).
+            chosen = [c for i, c in enumerate(after, 1) if i % every == 0 or c is after[-1] or c.sha in kept]
+            walked = {base.sha, *(c.sha for c in chosen)}
+            dropped = [p.sha[:12] for p in (old.points if old else []) if p.sha not in walked]
+            if dropped:
+                raise ConfigError(
+                    f"--log {log}: it holds commits this walk would drop ({', '.join(dropped[:5])}): it is left as "
+                    "it is; extend it with --update, or give another --log"
+                )
             machine = _machine(device)
             new = [c for c in [base, *chosen] if not _reusable(kept.get(c.sha), machine)]
             if len(new) > max_commits:
@@ -126,7 +147,7 @@ def count_history(
                 f"{len(chosen) + 1 - len(new)} kept from {log} ({instructions.STEPS} steps a count, "
                 "30-60 s each on a 2-core VM)"
             )
-            state = CountHistory(w.name, params, device, threshold)
+            state = CountHistory(w.name, params, device, threshold, every, revs.mode)
             walk_by_count(
                 state, [base, *chosen], count_at, machine, kept=kept, heard=heard,
                 saved=lambda s: log_out.write(document("count-history", [s.to_dict()])),
@@ -139,8 +160,11 @@ def count_history(
 
 def _machine(device: str) -> str:
     """The digest of this machine's comparable fingerprint: a count is the same only under the same
-    CPU, torch and Python (oneDNN picks its kernels by the CPU's instruction set)."""
+    CPU, torch and Python (oneDNN picks its kernels by the CPU's instruction set), Valgrind and the
+    steps a count takes."""
     env = comparable(fingerprint(device=device))
+    # And what counts: Valgrind (its emulated CPU is what oneDNN dispatches on) and the steps counted.
+    env = {**env, "valgrind": instructions.valgrind_version(), "steps": instructions.STEPS}
     return hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

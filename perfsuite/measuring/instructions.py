@@ -45,7 +45,7 @@ INSTRUMENTED_WARMUP = 0
 TIMEOUT_S = 900.0
 
 
-def _valgrind_version() -> tuple[int, ...] | None:
+def valgrind_version() -> tuple[int, ...] | None:
     try:
         out = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
@@ -60,7 +60,7 @@ def unavailable(device: str) -> str | None:
         return f"instruction counts are taken for CPU steps; {device} is not one (its kernels run on the device)"
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         return "valgrind is not installed (apt install valgrind): Callgrind counts the instructions"
-    version = _valgrind_version()
+    version = valgrind_version()
     if version is None or version < MIN_VALGRIND:
         got = ".".join(map(str, version)) if version else "an unreadable version"
         return (

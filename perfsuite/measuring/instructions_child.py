@@ -8,6 +8,7 @@ around the counted steps. Prints one JSON line: {"status": "ok"} or {"status": "
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -48,11 +49,19 @@ def main(job_path: str) -> int:
         for _ in range(INSTRUMENTED_WARMUP):
             built.fn()
         synchronize(job["device"])
+        # The garbage collector off over the counted steps, after a full collection: where a
+        # collection falls depends on every allocation since the interpreter started (the
+        # checkout's path in each file name, the build), so identical code counted in two checkouts
+        # differed by up to 0.2% (a notes-only commit 2,143,039 against its parent's 2,146,759),
+        # which hid a +0.5% step and named a wrong commit (reports/work/). The count is the step's.
+        gc.collect()
+        gc.disable()
         torch._C._valgrind_toggle()
         for _ in range(job["steps"]):
             built.fn()
         synchronize(job["device"])
         torch._C._valgrind_toggle()
+        gc.enable()
         if built.teardown is not None:
             built.teardown()
     except BaseException as exc:  # noqa: BLE001 - the parent records the reason; the timing stands

@@ -33,6 +33,6 @@ def step_energy(step, device: str, seconds: float) -> dict:
             n += 1
         synchronize(device)
     reading = counter.energy if isinstance(counter, NvmlSampler) else counter.reading
-    if isinstance(counter, NvmlSampler) and counter.reason:
-        reading = unavailable(counter.reason)
+    if isinstance(counter, NvmlSampler) and counter.reason and reading.get("status") != "ok":
+        reading = unavailable(counter.reason)  # NVML itself could not start: say why, not "not a CUDA device"
     return per_step(reading, n, 1.0)

@@ -11,7 +11,7 @@ from perfsuite.report.cells import markdown_table
 from perfsuite.report.variants_chart import chart
 from perfsuite.storage import write
 
-COLUMNS = ["variant", "word", "speed-up (CI)", "p50 ms (eager beside)", "p99 ms", "items/s", "energy (CI)", "size MB",
+COLUMNS = ["variant", "word", "speed-up (CI)", "p50 ms (eager beside)", "p99 ms", "items/s", "J/step vs eager (CI)", "size MB",
            "build s", "cold s", "top-1", "max rel err", "kept of eager", "holds"]  # fmt: skip
 
 
