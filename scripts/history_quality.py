@@ -120,7 +120,8 @@ class Neighbour:
 
     def __init__(self, count: int | None = None, nice: int = 0) -> None:
         self.procs: list[subprocess.Popen] = []
-        self.count, self.nice = count or os.cpu_count() or 2, nice
+        # None: one per core. 0 is none (`count or ...` made --busy 0 start one per core).
+        self.count, self.nice = (os.cpu_count() or 2) if count is None else count, nice
 
     def start(self) -> None:
         if not self.procs:
