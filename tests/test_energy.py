@@ -191,3 +191,27 @@ def test_a_gate_verdict_keeps_its_energy_and_says_it():
 
     line = verdict_line(v)
     assert line.index(" over 20 pairs in ") < line.index("more energy") and "readings over 20 pairs" not in line
+
+
+def test_a_cuda_steps_joules_come_from_nvmls_counter_emulated(monkeypatch):
+    """The CUDA road of a side's energy region (perfsuite.measuring.step_energy), on the CPU: a fake
+    NVML whose counter advances 45 J a reading, the device's wait stood in. Joules per step are the
+    counter's two readings' difference over the steps in the region; a board without the counter
+    says so."""
+    from perfsuite.measuring import step_energy as region
+
+    waited = []
+    monkeypatch.setattr(region, "synchronize", lambda device: waited.append(device))
+    monkeypatch.setattr(energy, "MIN_REGION_S", 0.02)
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(itertools.count(5_000_000, 45_000)))  # mJ
+    calls = []
+
+    def step():
+        calls.append(1)
+        time.sleep(0.005)
+
+    got = region.step_energy(step, "cuda:0", 0.0)
+    assert got["status"] == "ok" and got["source"] == "nvml" and waited == ["cuda:0", "cuda:0"]
+    assert got["steps"] == len(calls) - 1 and got["per_step_j"] == pytest.approx(45.0 / got["steps"])
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(None))
+    assert "no NVML energy counter" in region.step_energy(step, "cuda:0", 0.0)["reason"]

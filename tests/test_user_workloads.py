@@ -782,6 +782,20 @@ def test_bisect_by_instructions_refuses_bad_revisions_before_counting(project):
     assert "instructions per step [" not in same.stdout + unknown.stdout  # nothing was counted
 
 
+def _count_stood_in(counted: list[str]):
+    """An instruction count stood in by one that reads the checkout it is given: 1,000,000 per step
+    and 20,000 more for each extra matmul (`x @ x.T`) in its model; each checkout's commit is kept
+    in `counted`, so a test sees which commits were counted and how often."""
+
+    def count(workload, params, device, files=(), code_root=None, **kw):
+        root = Path(code_root)
+        counted.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout)
+        extra = (root / "myproj" / "model.py").read_text().count("x @ x.T")
+        return {"status": "ok", "per_step": 1_000_000 + 20_000 * extra, "seconds": 1.0}
+
+    return count
+
+
 def test_history_by_instructions_counts_every_commit_once_each_against_the_one_before(
     project, monkeypatch, forget_workloads
 ):
@@ -799,13 +813,8 @@ def test_history_by_instructions_counts_every_commit_once_each_against_the_one_b
     added = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
     (project / "NOTES.md").write_text("another note\n")
     commit(project, "another note")
-    counted = []
-
-    def count(workload, params, device, files=(), code_root=None, **kw):
-        root = Path(code_root)
-        counted.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout)
-        extra = (root / "myproj" / "model.py").read_text().count("x @ x.T")
-        return {"status": "ok", "per_step": 1_000_000.0 + 20_000.0 * extra, "seconds": 1.0}
+    counted: list[str] = []
+    count = _count_stood_in(counted)
 
     monkeypatch.chdir(project)
     monkeypatch.setattr(instructions, "count", count)
@@ -836,13 +845,8 @@ def test_history_by_instructions_is_kept_and_updated_counting_only_the_new_commi
     for note in ("one", "two"):
         (project / "NOTES.md").write_text(note + "\n")
         commit(project, f"note {note}")
-    counted = []
-
-    def count(workload, params, device, files=(), code_root=None, **kw):
-        root = Path(code_root)
-        counted.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout)
-        extra = (root / "myproj" / "model.py").read_text().count("x @ x.T")
-        return {"status": "ok", "per_step": 1_000_000 + 20_000 * extra, "seconds": 1.0}
+    counted: list[str] = []
+    count = _count_stood_in(counted)
 
     monkeypatch.chdir(project)
     monkeypatch.setattr(instructions, "count", count)

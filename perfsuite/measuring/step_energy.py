@@ -26,8 +26,11 @@ def step_energy(step, device: str, seconds: float) -> dict:
         counter = RaplCounter()
     step()
     synchronize(device)
-    n, t0 = 0, time.monotonic()
+    n = 0
     with counter:
+        # The region's clock starts inside the counter: its own start (NVML's handle, its thread)
+        # counted against the region left it shorter than MIN_REGION_S, and "unavailable".
+        t0 = time.monotonic()
         while n == 0 or time.monotonic() - t0 < max(seconds, energy.MIN_REGION_S):
             step()
             n += 1
