@@ -24,7 +24,7 @@ setup: $(DEPS)
 
 $(PY):
 	$(PYTHON) scripts/venv_torch.py --venv $(VENV) --torch "$(TORCH)" --pins "$(TORCH_PINS)" --venv-args "$(VENV_ARGS)" \
-		$(if $(VENV_NEEDS_GIB),--needs-gib $(VENV_NEEDS_GIB))
+		$(if $(VENV_NEEDS_GIB),--needs-gib $(VENV_NEEDS_GIB)) $(if $(VENV_SPILL),--spill "$(VENV_SPILL)")
 
 # The torch chosen above is a constraint of every install, so no extra replaces it. A venv made
 # before constraints.txt existed gets TORCH_PINS, as it always did. (Tested in the shell, not
@@ -175,4 +175,5 @@ bench: $(BENCH_DEPS)
 	{ set +x; } 2>/dev/null; exit $$run
 
 clean-venv:
+	if [ -L $(VENV) ]; then rm -rf "$$(readlink -f $(VENV))"; fi
 	rm -rf $(VENV)

@@ -20,6 +20,8 @@ Standard library only: it runs before the venv, under whatever Python the machin
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import re
 import shlex
 import shutil
@@ -35,6 +37,9 @@ CONSTRAINTS = "constraints.txt"
 # of which torch 1.2, its nvidia-* libraries 3.2 and triton 0.9 (TORCH_PINS is a CUDA build).
 # pip fills the disk half-way through otherwise, and says only "[Errno 28] No space left".
 PINNED_NEEDS_GIB = 6.5
+# Where a pinned venv goes when the checkout's disk is short of that: CI's clean clone once had
+# 2.0 GiB free on its disk while /dev/shm (memory, half of it by default) had 12 or more.
+SPILL = ("/dev/shm",)
 
 
 class Refused(Exception):
@@ -231,20 +236,41 @@ def plan(
     return p
 
 
-def room_for(p: Plan, venv: Path, needs_gib: float = PINNED_NEEDS_GIB) -> None:
-    """Refused when the disk the venv goes on cannot hold a pinned torch; a system torch needs none."""
-    if p.mode != "pinned" or needs_gib <= 0:
-        return
-    where = venv.resolve()
+def _free_gib(where: Path) -> tuple[Path, float]:
     while not where.exists():  # the venv, or its parent, is not made yet: the disk it will be on
         where = where.parent
-    free_gib = shutil.disk_usage(where).free / 2**30
-    if free_gib < needs_gib:
-        raise Refused(
-            f"{venv}: {free_gib:.1f} GiB free on the disk of {where}, and a pinned torch venv takes "
-            f"about {needs_gib:g} GiB (torch, its nvidia libraries and triton); free some space, "
-            "use TORCH=system with a torch already installed, or set VENV_NEEDS_GIB=0 to try anyway"
-        )
+    return where, shutil.disk_usage(where).free / 2**30
+
+
+def room_for(p: Plan, venv: Path, needs_gib: float = PINNED_NEEDS_GIB, spill: tuple[str, ...] = SPILL) -> Path | None:
+    """None when the venv fits where it is asked (or needs no room: a system torch); otherwise the
+    first of `spill` with room, where the venv is made instead (.venv then links to it). Refused
+    when nowhere has room."""
+    if p.mode != "pinned" or needs_gib <= 0:
+        return None
+    where, free_gib = _free_gib(venv.resolve())
+    if free_gib >= needs_gib:
+        return None
+    for place in map(Path, spill):
+        if place.is_dir() and os.access(place, os.W_OK) and _free_gib(place)[1] >= needs_gib:
+            return place
+    tried = f" (nor on {', '.join(spill)})" if spill else ""
+    raise Refused(
+        f"{venv}: {free_gib:.1f} GiB free on the disk of {where}{tried}, and a pinned torch "
+        f"venv takes about {needs_gib:g} GiB (torch, its nvidia libraries and triton); free some space, "
+        "use TORCH=system with a torch already installed, or set VENV_NEEDS_GIB=0 to try anyway"
+    )
+
+
+def spilled_venv(venv: Path, place: Path) -> Path:
+    """Make the venv's folder on `place` and link `venv` to it; the folder's name is unique to the
+    venv's path, so two checkouts never share one."""
+    real = place / f"perfsuite-venv-{hashlib.sha1(str(venv.resolve()).encode()).hexdigest()[:12]}"
+    shutil.rmtree(real, ignore_errors=True)  # a half-made one from an earlier failed set-up
+    real.mkdir(parents=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    venv.symlink_to(real, target_is_directory=True)
+    return real
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=PINNED_NEEDS_GIB,
         help="free disk a pinned venv needs (make's VENV_NEEDS_GIB); 0 skips the check",
+    )
+    ap.add_argument(
+        "--spill",
+        default=" ".join(SPILL),
+        help="space-separated folders for the venv when its own disk is short (make's VENV_SPILL; '' for none)",
     )
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the commands; change nothing")
     args = ap.parse_args(argv)
@@ -274,15 +305,26 @@ def main(argv: list[str] | None = None) -> int:
             torch_range(),
             parent_venv_site_packages(),
         )
-        if not args.dry_run:  # a dry run prints the plan wherever it is asked
-            room_for(p, args.venv, args.needs_gib)
+        spill = None if args.dry_run else room_for(p, args.venv, args.needs_gib, tuple(args.spill.split()))
     except Refused as exc:
         print(f"venv_torch: {exc}", file=sys.stderr)
         return 2
     print(f"venv_torch: {p.mode} torch: {p.why}", flush=True)
-    existed = args.venv.exists()
+    existed = args.venv.exists() or args.venv.is_symlink()
     target = args.venv / CONSTRAINTS
+    real = None
     try:
+        if spill is not None:
+            real = spilled_venv(args.venv, spill)
+            # `python -m venv` refuses a path that is a link ("Unable to create directory"): the
+            # commands make and fill the real folder, and the link serves everything after them.
+            p.commands = [[str(real) + c[len(str(args.venv)) :] if c.startswith(str(args.venv)) else c for c in cmd]
+                          for cmd in p.commands]  # fmt: skip
+            print(
+                f"venv_torch: {args.venv}'s disk has under {args.needs_gib:g} GiB free: the venv is made in "
+                f"{real} (on {spill}), and {args.venv} links to it; `make clean-venv` removes both",
+                flush=True,
+            )
         for cmd in p.commands:
             print("+ " + shlex.join(cmd), flush=True)
             if not args.dry_run:
@@ -298,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         # A half-made venv would look made to `make` (its bin/python exists): remove what this
         # run created, so the next `make setup` starts again.
         if not existed:
+            if real is not None:
+                shutil.rmtree(real, ignore_errors=True)
+                args.venv.unlink(missing_ok=True)
             shutil.rmtree(args.venv, ignore_errors=True)
         print(f"venv_torch: {exc}" + ("" if existed else f"; {args.venv} removed"), file=sys.stderr)
         return 1

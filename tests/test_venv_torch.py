@@ -263,3 +263,51 @@ def test_a_venv_made_from_a_venv_imports_the_parent_venvs_torch(tmp_path):
     assert got.returncode == 0, got.stderr
     version, prefix = got.stdout.split()
     assert version == "2.11.0+cu130" and Path(prefix) == child and Path(prefix) != Path(base)
+
+
+def test_a_short_disk_makes_the_venv_where_there_is_room_and_links_it(tmp_path, monkeypatch, capsys):
+    """CI's clean clone had 2.0 GiB free on its disk and stopped at set-up (the refusal above);
+    /dev/shm had room. The venv is made on the first spill place with room, and .venv links to it;
+    a failed install removes both, so the next `make setup` starts again."""
+    repo_disk, spill = tmp_path / "checkout", tmp_path / "shm"
+    repo_disk.mkdir()
+    spill.mkdir()
+    monkeypatch.setattr(
+        venv_torch.shutil,
+        "disk_usage",
+        lambda path: SimpleNamespace(total=300 * 2**30, free=(9 if str(path).startswith(str(spill)) else 2) * 2**30),
+    )
+    venv = repo_disk / ".venv"
+    assert venv_torch.room_for(_plan("pinned", H100), venv, spill=(str(tmp_path / "absent"), str(spill))) == spill
+    assert venv_torch.room_for(_plan("pinned", H100), venv, needs_gib=1.5, spill=(str(spill),)) is None
+    with pytest.raises(Refused, match=f"2.0 GiB free on the disk of {repo_disk} \\(nor on {tmp_path / 'absent'}\\)"):
+        venv_torch.room_for(_plan("pinned", H100), venv, spill=(str(tmp_path / "absent"),))
+
+    made: list[list[str]] = []
+
+    def run(cmd, check):  # the plan's commands, stood in: python -m venv, then pip, which fails
+        made.append(cmd)
+        if cmd[1:3] == ["-m", "venv"]:
+            (Path(cmd[-1]) / "bin").mkdir(parents=True)
+        elif "pip" in cmd and any(a.startswith("torch") for a in cmd):
+            raise subprocess.CalledProcessError(1, cmd)
+
+    monkeypatch.setattr(venv_torch.subprocess, "run", run)
+    argv = ["--venv", str(venv), "--torch", "pinned", "--pins", " ".join(PINS), "--spill", str(spill)]
+    assert venv_torch.main(argv) == 1
+    out = capsys.readouterr()
+    assert "the venv is made in" in out.out and str(spill) in out.out
+    assert any(cmd[1:3] == ["-m", "venv"] for cmd in made)
+    assert not venv.exists() and not venv.is_symlink() and list(spill.iterdir()) == []  # both removed
+
+    monkeypatch.setattr(
+        venv_torch.subprocess,
+        "run",
+        lambda cmd, check: (
+            made.append(cmd) or ((Path(cmd[-1]) / "bin").mkdir(parents=True) if cmd[1:3] == ["-m", "venv"] else None)
+        ),
+    )
+    assert venv_torch.main(argv) == 0
+    (real,) = spill.iterdir()
+    assert venv.is_symlink() and venv.resolve() == real.resolve() and (real / "bin").is_dir()
+    assert (real / venv_torch.CONSTRAINTS).read_text().split() == PINS
