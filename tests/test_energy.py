@@ -215,3 +215,17 @@ def test_a_cuda_steps_joules_come_from_nvmls_counter_emulated(monkeypatch):
     assert got["steps"] == len(calls) - 1 and got["per_step_j"] == pytest.approx(45.0 / got["steps"])
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(None))
     assert "no NVML energy counter" in region.step_energy(step, "cuda:0", 0.0)["reason"]
+
+
+@pytest.mark.parametrize(
+    ("asked", "device", "paired"),
+    [(None, "cuda:0", True), (None, "cuda", True), (None, "cpu", False), (False, "cuda:1", False), (True, "cpu", True)],
+)
+def test_energy_is_paired_by_default_on_cuda_only(asked, device, paired):
+    """A gate's sides pair joules by default where NVML's counter is the rule (any cuda device,
+    cuda:N included) and not on the CPU; what the user asks wins either way."""
+    from perfsuite.compare.gate_sides import GateArms
+    from perfsuite.compare.settings import GateSettings
+
+    arms = GateArms.of(GateSettings(energy=asked), "base.py", "new.py", ("base", "new"), device)
+    assert arms.energy is paired

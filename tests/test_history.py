@@ -135,6 +135,23 @@ def test_a_log_of_another_confirmation_rule_is_refused_and_left_as_it_is(tmp_pat
     assert _stored(log) is not None
 
 
+@pytest.mark.parametrize("text", ["{not json", '{"kind": "records", "version": 1, "items": []}', ""])
+def test_an_unreadable_log_of_either_history_is_refused_and_left_as_it_is(tmp_path, text):
+    """Both logs (time and count) are read by one reader: a file that is not the log's document
+    is refused naming the log, and no byte of it is changed."""
+    from perfsuite.jobs.count_history import _stored as count_stored
+    from perfsuite.jobs.history_log import stored as time_stored
+
+    log = tmp_path / "x.json"
+    log.write_text(text)
+    with pytest.raises(ConfigError, match=f"--log {log}: not a readable history \\("):
+        time_stored(log)
+    with pytest.raises(ConfigError, match=f"--log {log}: not a readable history by count \\(.*left as it is"):
+        count_stored(log, "tiny_mlp", {})
+    assert log.read_text() == text
+    assert time_stored(tmp_path / "none.json") is None and count_stored(tmp_path / "none.json", "w", {}) is None
+
+
 def test_every_workload_is_walked_when_one_of_them_is_refused(monkeypatch):
     import argparse
     import types

@@ -369,6 +369,24 @@ def test_a_side_whose_step_moves_its_thread_off_the_timing_core_is_not_timed():
     assert off_cores(set(os.sched_getaffinity(0)), before) is None  # on the cores it was given: fine
 
 
+def test_threads_cpu_time_is_read_where_the_kernel_keeps_no_schedstat(tmp_path):
+    """Without schedstat (a kernel built without it) every thread read as idle, so a side that ran
+    off its timing core passed unseen; stat's ticks stand in (a name with a ') ' in it included)."""
+    import os
+
+    from perfsuite.compare.side_worker import thread_cpu_ns
+
+    tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+    (tmp_path / "11").mkdir()
+    (tmp_path / "11" / "schedstat").write_text("123456 0 0\n")
+    (tmp_path / "12").mkdir()
+    rest = "S 1 1 1 0 -1 0 0 0 0 0 5 3 0 0 20 0 1 0 100 0 0"
+    (tmp_path / "12" / "stat").write_text(f"12 (openvino) x) {rest}\n")
+    (tmp_path / "13").mkdir()  # a thread that ended while it was read: left out
+    assert thread_cpu_ns(str(tmp_path)) == {11: 123456, 12: int(8 * tick_ns)}
+    assert thread_cpu_ns(str(tmp_path / "absent")) == {}
+
+
 def test_no_variant_row_carries_a_bias_note_any_more():
     """The OpenVINO bias note is gone with its cause: its row is judged as every other."""
     from perfsuite.compare.paired_gate import GateVerdict, PairedRun

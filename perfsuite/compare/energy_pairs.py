@@ -8,6 +8,7 @@ A side whose counter cannot be read ends it after the first turn, saying why."""
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import field
 from typing import Annotated
@@ -17,6 +18,7 @@ from pydantic import Field
 from perfsuite.core import documents
 from perfsuite.core.documents import Name, Positive, Text
 from perfsuite.core.errors import PerfsuiteError
+from perfsuite.stats import verdict
 
 PAIRS = 6  # a t interval on 5 degrees of freedom: about ±4% for a 3% spread between pairs
 REGION_S = 1.0  # each side's region: the counter's 20-100 ms updates are a few percent of it
@@ -50,14 +52,12 @@ class EnergyVerdict(documents.Result):
     def interval(self) -> tuple[float, float]:
         """The t interval of the mean log ratio, each end one-sided at `alpha`, on one fewer degrees
         of freedom than pairs ((0, inf) with fewer than two pairs)."""
+        # Each pair is its own unit (stats.verdict.pairings needs several pairs a unit).
         if len(self.ratios) < 2:
             return 0.0, math.inf
-        from scipy import stats
-
         logs = [math.log(r) for r in self.ratios]
-        mean = sum(logs) / len(logs)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-        q = float(stats.t(len(logs) - 1).ppf(1 - self.alpha)) * sd / math.sqrt(len(logs))
+        mean, k = statistics.fmean(logs), len(logs)
+        q = float(verdict._t(k).ppf(1 - self.alpha)) * statistics.stdev(logs) / math.sqrt(k)
         return math.exp(mean - q), math.exp(mean + q)
 
     @property

@@ -18,7 +18,7 @@ from perfsuite.compare.history_walk import range_commits
 from perfsuite.compare.work import INSTRUCTION_THRESHOLD
 from perfsuite.core.case import Case
 from perfsuite.core.discover import workload_named
-from perfsuite.core.errors import ConfigError, RecordError
+from perfsuite.core.errors import ConfigError
 from perfsuite.jobs import history_log as logs
 from perfsuite.jobs.count_bisect import commit_counter
 from perfsuite.jobs.listener import Listener
@@ -26,7 +26,7 @@ from perfsuite.measuring import instructions
 from perfsuite.measuring.fingerprint import comparable, fingerprint
 from perfsuite.report.count_page import write_count_page
 from perfsuite.run.execute import check_cases
-from perfsuite.storage.files import document, load_document
+from perfsuite.storage.files import document
 from perfsuite.storage.folder import Reserved
 
 
@@ -47,12 +47,9 @@ def count_log(name: str, params: dict) -> Path:
 
 
 def _stored(log: Path, workload: str, params: dict) -> CountHistory | None:
-    if not log.exists():
+    old = logs.kept(log, "count-history", CountHistory, "history by count")
+    if old is None:
         return None
-    try:
-        (old,) = load_document(log, "count-history", CountHistory)[:1]
-    except (RecordError, ValueError) as exc:
-        raise ConfigError(f"--log {log}: not a readable history by count ({exc}); it is left as it is") from None
     if old.workload != workload or old.params != params:
         raise ConfigError(
             f"--log {log}: the count history of {old.workload} {old.params}, not of {workload} {params}; "

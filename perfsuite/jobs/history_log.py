@@ -41,14 +41,23 @@ def hold(log: Path) -> int:
     return fd
 
 
-def stored(log: Path) -> History | None:
-    """The history kept in `log`, or None where there is none yet."""
+def kept(log: Path, kind: str, shape: type, what: str):
+    """The `kind` document kept in `log` (None where there is none yet), read as `shape`; a log
+    that cannot be read is refused, named as `what`, and left as it is (a time or count history)."""
     if not log.exists():
         return None
     try:
-        (old,) = load_document(log, "history", History)[:1]
+        (old,) = load_document(log, kind, shape)[:1]
     except (RecordError, ValueError) as exc:
-        raise ConfigError(f"--log {log}: not a readable history ({exc}); it is left as it is") from None
+        raise ConfigError(f"--log {log}: not a readable {what} ({exc}); it is left as it is") from None
+    return old
+
+
+def stored(log: Path) -> History | None:
+    """The history kept in `log`, or None where there is none yet."""
+    old = kept(log, "history", History, "history")
+    if old is None:
+        return None
     if old.settings.get("rule") != HISTORY_RULE:
         raise ConfigError(
             f"--log {log}: written under rule {old.settings.get('rule')!r} of confirming a regression, and this "
