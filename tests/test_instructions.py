@@ -52,6 +52,7 @@ def test_what_is_missing_is_named(tmp_path, monkeypatch):
 
 
 def test_a_child_that_fails_is_a_failed_count_with_valgrinds_last_words(tmp_path, monkeypatch):
+    monkeypatch.setattr(instructions, "child_folder_path", lambda: str(tmp_path / "count"))
     monkeypatch.setenv(
         "PATH", _fake_valgrind(tmp_path, "valgrind-3.19.0", 'echo "==1== fatal: boom" >&2; exit 1')["PATH"]
     )
@@ -59,6 +60,81 @@ def test_a_child_that_fails_is_a_failed_count_with_valgrinds_last_words(tmp_path
         pytest.skip(f"this torch cannot be counted at all: {instructions.unavailable('cpu')}")
     got = instructions.count("matmul", {"n": 64}, "cpu")
     assert got["status"] == "failed" and "exit 1" in got["reason"] and "boom" in got["reason"]
+
+
+# A stand-in for Valgrind's server of counts (perfsuite.measuring.instructions_child): ready, then per
+# line on its standard input a count of 1000 a step (3000 in all), written where Callgrind writes
+# one; a job for the workload "boom" fails in its child, "hang" never answers. Each server start
+# and each count is a line in `seen`.
+SERVER = """for a in "$@"; do case "$a" in --callgrind-out-file=*) out="${{a#*=}}";; esac; done
+echo "start $$" >> {seen}
+echo '{{"status": "ready"}}'
+n=0
+while read line; do
+  n=$((n+1)); pid="$$$n"; start=$(date +%s.%N); sleep {pause}
+  grep -q '"hang"' job.json && sleep 60
+  if grep -q '"boom"' job.json; then
+    echo '{{"status": "failed", "reason": "ValueError: boom"}}' > result.json
+  else
+    printf 'events: Ir\\ntotals: 3000\\n' > "$(echo "$out" | sed "s/%p/$pid/")"
+    echo '{{"status": "ok"}}' > result.json
+  fi
+  echo "count $(pwd) $start $(date +%s.%N)" >> {seen}
+  echo "{{\\"status\\": \\"done\\", \\"pid\\": $pid, \\"exit\\": 0}}"
+done"""
+
+
+def _fake_server(tmp_path, monkeypatch, pause: float = 0.0) -> Path:
+    seen = tmp_path / "seen"
+    monkeypatch.setenv(
+        "PATH", _fake_valgrind(tmp_path, "valgrind-3.19.0", SERVER.format(seen=seen, pause=pause))["PATH"]
+    )
+    # a folder of this test's own: a real count elsewhere on the machine holds the shared one
+    monkeypatch.setattr(instructions, "child_folder_path", lambda: str(tmp_path / "count"))
+    if instructions.unavailable("cpu") is not None:
+        pytest.skip(f"this torch cannot be counted at all: {instructions.unavailable('cpu')}")
+    return seen
+
+
+def test_every_count_runs_its_child_in_one_folder_one_at_a_time(tmp_path, monkeypatch):
+    """The count's folder is in the server's working directory, its argv and its sys.path: a random
+    folder per count moved identical code's count by about 0.01% (reports/work/count-state-2026-11-30.md).
+    Every count uses one folder, emptied after, and two counts at once take turns in it."""
+    import threading
+
+    seen = _fake_server(tmp_path, monkeypatch, pause=0.3)
+    got: list[dict] = []
+    counts = [threading.Thread(target=lambda: got.append(instructions.count("matmul", {"n": 64}, "cpu")))
+              for _ in range(2)]  # fmt: skip
+    for t in counts:
+        t.start()
+    for t in counts:
+        t.join()
+    assert [g["per_step"] for g in got] == [1000, 1000], got
+    lines = seen.read_text().splitlines()
+    assert [x.split()[0] for x in lines] == ["start", "count", "start", "count"]  # one server, then the other
+    (_, cwd1, s1, e1), (_, cwd2, s2, e2) = (x.split() for x in lines if x.startswith("count"))
+    assert cwd1 == cwd2 and float(s2) >= float(e1)  # one folder, one after the other
+    assert list(Path(cwd1).iterdir()) == []  # emptied after
+
+
+def test_a_counter_starts_callgrind_once_for_many_counts_and_again_after_a_failure(tmp_path, monkeypatch):
+    """A bisection's commits share one server (Callgrind's start, about 43 s here, paid once). A
+    count whose step fails, or that runs past its time, stops the server: it says why, and the
+    next count starts another."""
+    seen = _fake_server(tmp_path, monkeypatch)
+    with instructions.Counter() as counter:
+        first = instructions.count("matmul", {"n": 64}, "cpu", counter=counter)
+        second = instructions.count("matmul", {"n": 64}, "cpu", counter=counter)
+        failed = instructions.count("boom", {}, "cpu", counter=counter)
+        after = instructions.count("matmul", {"n": 64}, "cpu", counter=counter)
+        hung = instructions.count("hang", {}, "cpu", counter=counter, timeout_s=2)
+        last = instructions.count("matmul", {"n": 64}, "cpu", counter=counter)
+    assert [c["status"] for c in (first, second, after, last)] == ["ok"] * 4
+    assert failed["status"] == "failed" and "ValueError: boom" in failed["reason"]
+    assert hung["status"] == "failed" and "did not finish in 2 s" in hung["reason"]
+    starts = [x for x in seen.read_text().splitlines() if x.startswith("start")]
+    assert len(starts) == 3  # the first, after the failed step, after the one past its time
 
 
 def test_a_step_given_directly_cannot_be_rebuilt_and_says_so():
@@ -96,7 +172,7 @@ def test_run_asks_for_the_count_after_measuring_and_prints_it(tmp_path, monkeypa
 
 @pytest.mark.slow
 def test_a_revisions_step_is_counted_from_its_workload_file_and_code_root(tmp_path):
-    """One real count under Callgrind, the way bisect --instructions counts a commit: the workload
+    """Real counts under Callgrind, the way bisect --instructions counts commits: the workload
     file and the project's code of a checkout (here a copy of examples/my-project), built in the
     child from an empty working folder (its failures are the fake valgrind's tests above)."""
     import shutil
@@ -105,13 +181,21 @@ def test_a_revisions_step_is_counted_from_its_workload_file_and_code_root(tmp_pa
     if why is not None:
         pytest.skip(f"instructions cannot be counted here: {why}")
     example = Path(__file__).resolve().parents[1] / "examples" / "my-project"
-    root = tmp_path / "checkout"
-    shutil.copytree(example, root, ignore=shutil.ignore_patterns(".asv", "__pycache__"))
-    got = instructions.count(
-        "tiny_mlp", {"batch_size": 32}, "cpu", files=[str(root / "bench" / "tiny_mlp.py")], code_root=str(root)
-    )
+    counted = []
+    with instructions.Counter() as counter:  # one server, as a bisection's commits share one
+        for name in ("checkout-1", "checkout-2"):  # identical code at two paths, as two commits' worktrees
+            root = tmp_path / name
+            shutil.copytree(example, root, ignore=shutil.ignore_patterns(".asv", "__pycache__", ".perfsuite"))
+            counted.append(instructions.count(
+                "tiny_mlp", {"batch_size": 32}, "cpu", files=[str(root / "bench" / "tiny_mlp.py")],
+                code_root=str(root), counter=counter,
+            ))  # fmt: skip
+    got = counted[0]
     assert got["status"] == "ok" and got["steps"] == instructions.STEPS and got["per_step"] > 100_000, got
     assert got["total"] == pytest.approx(got["per_step"] * got["steps"])
+    # Identical code counts the same to the instruction (each child forked from the server's one
+    # state); a process per count moved it by 0.01-0.12% (reports/work/count-state-2026-11-30.md).
+    assert counted[1]["total"] == got["total"], counted
 
 
 def test_compare_reads_instructions_as_work_beside_the_signature():

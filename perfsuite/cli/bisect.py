@@ -63,7 +63,7 @@ def add_arguments(sub) -> None:
         "--instructions",
         action="store_true",
         help="bisect by instructions per step under Callgrind instead of time: one count per commit "
-        "(30-60 s each), the same answer every time; --threshold is then the move in instructions "
+        "(about 45 s to start Callgrind, then seconds a commit for a small step), the same answer every time; --threshold is then the move in instructions "
         "(default 0.5%%); exit 1 when it names a commit that added instructions (with --faster, 0 for one "
         "that removed them)",
     )

@@ -91,7 +91,7 @@ def add_arguments(sub) -> None:
         "--instructions",
         action="store_true",
         help="a history by instructions per step under Callgrind instead of time: one count per commit "
-        "(30-60 s each), each against the one before, kept in its own log (WORKLOAD-PARAMS.instructions.json; "
+        "(about 45 s to start Callgrind, then seconds a commit for a small step), each against the one before, kept in its own log (WORKLOAD-PARAMS.instructions.json; "
         "--update counts only the commits since); --threshold is then the move in instructions "
         "(default 0.5%%); exit 1 when a commit added instructions past it",
     )

@@ -256,7 +256,7 @@ def measuring(sp: argparse.ArgumentParser) -> None:
         "--instructions",
         action="store_true",
         help="also count instructions per step under Callgrind (CPU; a child process after measuring, "
-        "30-60 s a case): a count load does not move, which compare reads as more or the same work",
+        "about 50 s a case): a count load does not move, which compare reads as more or the same work",
     )
     sp.add_argument(
         "--no-signature",

@@ -20,9 +20,10 @@ from perfsuite.measuring import instructions
 from perfsuite.run.execute import check_cases
 
 
-def commit_counter(revs, w, params: dict, device: str, say: Listener):
+def commit_counter(revs, w, params: dict, device: str, say: Listener, counter: instructions.Counter | None = None):
     """(count_at, heard) for a walk over commits: one instruction count of `w` at a commit, in a
-    worktree of its own (failed where its workload file is missing there), and the line it says."""
+    worktree of its own (failed where its workload file is missing there), by `counter` (one
+    Callgrind server for every commit), and the line it says."""
 
     def count_at(commit: Commit) -> dict[str, Any]:
         missing = revs.missing_at(commit.sha)
@@ -30,7 +31,9 @@ def commit_counter(revs, w, params: dict, device: str, say: Listener):
             return {"status": "failed", "reason": missing}
         with revisions.worktree(revs.repo, commit.sha) as root:
             file, code = revs.side(root)
-            return instructions.count(w.name, params, device, files=[str(file)], code_root=str(code) if code else None)
+            return instructions.count(
+                w.name, params, device, files=[str(file)], code_root=str(code) if code else None, counter=counter
+            )
 
     def heard(c: Counted) -> None:
         said = f"{c.per_step:,.0f} instructions per step" if c.per_step else f"not counted: {c.reason}"
@@ -68,10 +71,12 @@ def count_bisect(
         if why is not None:
             raise ConfigError(f"--instructions: {why}")
 
-        count_at, heard = commit_counter(revs, w, params, device, say)
         say.say(
             f"{workload}: counting instructions per step under Callgrind at {len(commits) + 1} commits "
-            f"at most ({instructions.STEPS} steps a count, 30-60 s each on a 2-core VM)"
+            f"at most ({instructions.STEPS} steps a count; about 45 s to start Callgrind, then seconds a "
+            "commit for a small step on a 2-core VM)"
         )
         good_commit = Commit(good_sha, subject(revs.repo, good_sha))
-        return bisect_by_count(commits, good_commit, count_at, threshold, -1 if faster else 1, heard)
+        with instructions.Counter() as counter:
+            count_at, heard = commit_counter(revs, w, params, device, say, counter)
+            return bisect_by_count(commits, good_commit, count_at, threshold, -1 if faster else 1, heard)

@@ -135,20 +135,21 @@ def count_history(
             new = [c for c in [base, *chosen] if not _reusable(kept.get(c.sha), machine)]
             if len(new) > max_commits:
                 raise ConfigError(
-                    f"--range {a}..{b}: {len(new)} commits to count (about {len(new) * 45 / 60:.0f} min "
-                    f"at 30-60 s a count), more than --max-commits {max_commits}: raise it, or count every Nth (--every)"
+                    f"--range {a}..{b}: {len(new)} commits to count (about {1 + len(new) * 10 / 60:.0f} min "
+                    "for a small step, more for a large one), more than --max-commits {max_commits}: raise it, or count every Nth (--every)"
                 )
-            count_at, heard = commit_counter(revs, w, params, device, say)
             say.say(
                 f"{workload}: counting instructions per step under Callgrind at {len(new)} commit(s), "
-                f"{len(chosen) + 1 - len(new)} kept from {log} ({instructions.STEPS} steps a count, "
-                "30-60 s each on a 2-core VM)"
+                f"{len(chosen) + 1 - len(new)} kept from {log} ({instructions.STEPS} steps a count; about 45 s "
+                "to start Callgrind, then seconds a commit for a small step on a 2-core VM)"
             )
             state = CountHistory(w.name, params, device, threshold, every, revs.mode)
-            walk_by_count(
-                state, [base, *chosen], count_at, machine, kept=kept, heard=heard,
-                saved=lambda s: log_out.write(document("count-history", [s.to_dict()])),
-            )  # fmt: skip
+            with instructions.Counter() as counter:
+                count_at, heard = commit_counter(revs, w, params, device, say, counter)
+                walk_by_count(
+                    state, [base, *chosen], count_at, machine, kept=kept, heard=heard,
+                    saved=lambda s: log_out.write(document("count-history", [s.to_dict()])),
+                )  # fmt: skip
         page_out.write(write_count_page(state))
         return CountRun(state, log, page, {c.sha for c in new})
     finally:

@@ -4,11 +4,12 @@ Time on a shared 2-core VM moves by 2-18% between processes; the instructions a 
 move by far less (issue 56: rustc-perf gates on them). This VM exposes no hardware counters
 (`perf` sees software events only), so the count is Callgrind's, which simulates the CPU and
 works in any VM, at a 20-100x slowdown. `import torch` under Callgrind's instrumentation takes
-minutes, so the child starts with instrumentation off (--instr-atstart=no), builds and warms the
-step at Valgrind's plain speed, turns instrumentation on for itself (callgrind_control -i on), warms
-the newly instrumented step, and collects only around the counted steps (torch's
+minutes, so the process under Callgrind (a Counter's server, perfsuite.measuring.instructions_child)
+starts with instrumentation off (--instr-atstart=no), imports torch at Valgrind's plain speed (about
+43 s here), turns instrumentation on for itself (callgrind_control -i on), and forks a child per
+count, which builds and warms the step and collects only around the counted steps (torch's
 CALLGRIND_TOGGLE_COLLECT, torch._C._valgrind_toggle). The build, the import and the warm-up are
-never counted.
+never counted; a bisection's or a history's commits share one server, so the import is paid once.
 
 What it cannot see: time spent waiting (memory stalls, a slower BLAS kernel with as many
 instructions, cache and layout effects, the clock's frequency), and a GPU's work (on CUDA the count
@@ -20,17 +21,24 @@ counts taken here, not a count with a time).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from perfsuite.measuring.instructions_child import JOB, RESULT
 
 METHOD = "callgrind"
 MIN_VALGRIND = (3, 15)  # --instr-atstart and callgrind_control -i need no newer; older ones are refused
@@ -38,10 +46,6 @@ MIN_VALGRIND = (3, 15)  # --instr-atstart and callgrind_control -i need no newer
 # every process (reports/work/: CV 0.000-0.002% over five), so a few steps say it; each instrumented
 # call costs 20-100x the step's time (ResNet18 `ci` batch 8 ran past 7 minutes with 8 of them).
 STEPS = 3
-WARMUP = 3  # calls before instrumentation: lazy initialisation and the interpreter's specialisation
-# Instrumented calls before collecting: Callgrind translates the code on its first instrumented
-# call, which adds no guest instructions, so none is needed; kept as a constant the child reads.
-INSTRUMENTED_WARMUP = 0
 TIMEOUT_S = 900.0
 
 
@@ -96,77 +100,210 @@ def count(
     timeout_s: float = TIMEOUT_S,
     files: Sequence[str] = (),
     code_root: str | None = None,
+    counter: Counter | None = None,
 ) -> dict[str, Any]:
-    """The record's `instructions` block for `steps` calls of the case's step, counted in a child
-    under Callgrind: {"status": "ok", "per_step", "total", "steps", "method", "seconds", ...}, or
+    """The record's `instructions` block for `steps` calls of the case's step, counted under
+    Callgrind: {"status": "ok", "per_step", "total", "steps", "method", "seconds", ...}, or
     {"status": "unavailable" | "failed", "reason"}. Never raises for the step's or Valgrind's
-    failure: the timing beside it stands. The child finds the workload by name after loading
-    `load` (this process's workload files), or, given `files`, declared in them with the project's
-    code imported from `code_root` (a revision's checkout, as a gate side builds it)."""
+    failure: the timing beside it stands. The workload is found by name after loading `load` (this
+    process's workload files), or, given `files`, declared in them with the project's code imported
+    from `code_root` (a revision's checkout, as a gate side builds it). `counter`: a Counter kept
+    across counts (a bisection's commits: Callgrind's start paid once); None: one for this count."""
     why = unavailable(device)
     if why is not None:
         return {"status": "unavailable", "reason": why, "method": METHOD}
-    t0 = time.monotonic()
-    job = {"workload": workload, "params": params, "device": device, "load": list(load), "steps": steps}
-    with tempfile.TemporaryDirectory(prefix="perfsuite-callgrind-") as tmp:
+    job = {"workload": workload, "params": params, "device": device, "load": list(load), "steps": steps,
+           "files": list(files), "root": code_root}  # fmt: skip
+    if counter is not None:
+        return counter.count(job, timeout_s)
+    with Counter() as one:
+        return one.count(job, timeout_s)
+
+
+class Counter:
+    """One process under Callgrind serving counts (perfsuite.measuring.instructions_child): started
+    at the first count, it imports torch once, and forks a child per count from the same state.
+    A count that fails or runs past its time stops the server; the next count starts another. Use
+    as a context manager: the server stops and the count folder is freed at the end."""
+
+    def __init__(self) -> None:
+        self._folder: contextlib.AbstractContextManager[str] | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr: Path | None = None
+
+    def __enter__(self) -> Counter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def count(self, job: dict[str, Any], timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+        t0 = time.monotonic()
         try:
-            total = _run_child({**job, "files": list(files), "root": code_root}, Path(tmp), timeout_s)
+            total = self._count(job, t0 + timeout_s, timeout_s)
         except _CountFailed as exc:
-            return {
-                "status": "failed",
-                "reason": str(exc)[:500],
-                "method": METHOD,
-                "seconds": round(time.monotonic() - t0, 1),
-            }
-    return {
-        "status": "ok",
-        "per_step": total / steps,
-        "total": total,
-        "steps": steps,
-        "method": METHOD,
-        "seconds": round(time.monotonic() - t0, 1),
-        "hardware": hardware_counters(),
-    }
+            self._stop(at_once=True)  # a server that failed or ran past its time is not asked again
+            return {"status": "failed", "reason": str(exc)[:500], "method": METHOD,
+                    "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
+        steps = job["steps"]
+        return {"status": "ok", "per_step": total / steps, "total": total, "steps": steps, "method": METHOD,
+                "seconds": round(time.monotonic() - t0, 1), "hardware": hardware_counters()}  # fmt: skip
+
+    def close(self) -> None:
+        self._stop()
+        if self._folder is not None:
+            self._folder.__exit__(None, None, None)
+            self._folder = None
+
+    def _count(self, job: dict[str, Any], deadline: float, timeout_s: float) -> int:
+        folder = self._start(deadline, timeout_s)
+        (folder / RESULT).unlink(missing_ok=True)
+        (folder / JOB).write_text(json.dumps(job))
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write("count\n")
+            self._proc.stdin.flush()
+        except OSError:
+            raise _CountFailed(f"the Callgrind process ended: {self._last_words()}") from None
+        said = self._next(deadline, timeout_s)
+        if said.get("status") != "done":
+            raise _CountFailed(f"the Callgrind process said {said}: {self._last_words()}")
+        out = folder / f"callgrind.out.{said['pid']}"
+        result = _read_json(folder / RESULT)
+        total = read_total(out)
+        out.unlink(missing_ok=True)
+        if result.get("status") != "ok":
+            reason = result.get("reason") or f"exit {said.get('exit')}, no result: {self._last_words()}"
+            raise _CountFailed(f"the step under Callgrind failed: {reason}")
+        if total is None:
+            raise _CountFailed("Callgrind wrote no instruction total (was collection toggled?)")
+        return total
+
+    def _start(self, deadline: float, timeout_s: float) -> Path:
+        """The server's folder, the server started (and ready) when it is not running."""
+        if self._folder is None:
+            self._folder = child_folder()
+            self._folder.__enter__()
+        folder = Path(child_folder_path())
+        if self._proc is not None:
+            return folder
+        self._stderr = folder / "callgrind-stderr.txt"
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+               f"--callgrind-out-file={folder}/callgrind.out.%p", sys.executable, "-m",
+               "perfsuite.measuring.instructions_child", str(folder)]  # fmt: skip
+        # str hashes seeded alike in every count: a set's or a dict's growth then takes one path
+        env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+        with open(self._stderr, "w") as err:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                                          env=env, cwd=folder, start_new_session=True)  # fmt: skip
+        self._lines = queue.Queue()
+        threading.Thread(target=_pump, args=(self._proc.stdout, self._lines), daemon=True).start()
+        said = self._next(deadline, timeout_s)
+        if said.get("status") != "ready":
+            reason = said.get("reason") or self._last_words()
+            raise _CountFailed(f"the step under Callgrind failed (exit {self._proc.poll()}): {reason}")
+        return folder
+
+    def _next(self, deadline: float, timeout_s: float) -> dict[str, Any]:
+        """The server's next JSON line; {} when it ended without one."""
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise _CountFailed(f"Callgrind did not finish in {timeout_s:.0f} s") from None
+            if line is None:
+                if self._proc is not None:
+                    self._proc.wait()
+                return {}
+            got = _json_line(line)
+            if got:
+                return got
+
+    def _last_words(self) -> str:
+        try:
+            lines = self._stderr.read_text().strip().splitlines() if self._stderr else []
+        except OSError:
+            lines = []
+        return lines[-1] if lines else "no output"
+
+    def _stop(self, at_once: bool = False) -> None:
+        """The server asked to end (its standard input closed), or killed `at_once` or when it has
+        not ended in a minute; with it the children and what they started (its process group)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            if not at_once:
+                proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()  # at its end: the pump has read it to the end, or the kill ended it
+
+
+def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _json_line(line: str) -> dict[str, Any]:
+    if not line.startswith("{"):
+        return {}
+    try:
+        got = json.loads(line)
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        got = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def child_folder_path() -> str:
+    return str(Path(tempfile.gettempdir()) / f"perfsuite-count-{os.getuid()}")
+
+
+@contextlib.contextmanager
+def child_folder() -> Iterator[str]:
+    """The count's folder (the server's working directory, its job file and Callgrind's output):
+    one path for every count, emptied before and after, held under a lock so two counts at once take
+    turns. A fresh random folder per count (tempfile's) moved the count of identical code by about
+    0.01% (2,145,311 / 2,145,094 / 2,144,880 instructions a step in three counts); under one path the
+    same code counted the same to the instruction (reports/work/count-state-2026-11-30.md)."""
+    folder = Path(child_folder_path())
+    folder.mkdir(exist_ok=True)
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            _empty(folder)
+            yield str(folder)
+        finally:
+            _empty(folder)
+
+
+def _empty(folder: Path) -> None:
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 class _CountFailed(Exception):
     """Why the child under Callgrind gave no count."""
-
-
-def _run_child(job: dict[str, Any], tmp: Path, timeout_s: float) -> int:
-    """The child under Callgrind, in the empty folder `tmp` (so `python -m` puts no project of the
-    caller's on the path: a revision's code comes from its code root, as in a gate side); the
-    instructions it collected."""
-    spec, out = tmp / "job.json", tmp / "callgrind.out"
-    spec.write_text(json.dumps(job))
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no"]
-    cmd += [f"--callgrind-out-file={out}", sys.executable, "-m", "perfsuite.measuring.instructions_child", str(spec)]
-    # str hashes seeded alike in every count: a set's or a dict's growth then takes one path
-    env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tmp)
-    except subprocess.TimeoutExpired:
-        raise _CountFailed(f"Callgrind did not finish in {timeout_s:.0f} s") from None
-    said = _child_said(done.stdout)
-    if done.returncode != 0 or said.get("status") != "ok":
-        reason = said.get("reason") or (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise _CountFailed(f"the step under Callgrind failed (exit {done.returncode}): {reason}")
-    total = read_total(out)
-    if total is None:
-        raise _CountFailed("Callgrind wrote no instruction total (was collection toggled?)")
-    return total
-
-
-def _child_said(stdout: str) -> dict[str, Any]:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith("{"):
-            try:
-                got = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(got, dict):
-                return got
-    return {}
 
 
 def read_total(path: Path) -> int | None:

@@ -1,9 +1,17 @@
-"""The child perfsuite.measuring.instructions runs under Callgrind: build the case's step, warm it,
-turn Callgrind's instrumentation on for this process, warm the instrumented step, and collect only
-around the counted steps. Prints one JSON line: {"status": "ok"} or {"status": "failed", "reason"}.
+"""The process perfsuite.measuring.instructions runs under Callgrind: a server of counts. It imports
+torch and perfsuite once, at Valgrind's plain speed (about 43 s of the 50-60 s one count took when
+each count was a process of its own), turns Callgrind's instrumentation on for itself, and says it
+is ready. Then, for each line on its standard input, it forks a child, which inherits the imports
+and the instrumentation: the child reads the job (JOB in the folder), builds the case's step, warms
+it, and collects only around the counted steps; Callgrind writes each child's count to its own file
+(callgrind.out.<pid>). The child's result goes to RESULT, and the server answers one JSON line per
+job: {"status": "done", "pid", "exit"}.
 
-    valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no ... \
-        python -m perfsuite.measuring.instructions_child JOB.json
+Every child starts from the same state (the server's, which does the same work before each fork),
+so identical code counts the same in every child, whatever was counted before it.
+
+    valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no \
+        --callgrind-out-file=FOLDER/callgrind.out.%p python -m perfsuite.measuring.instructions_child FOLDER
 """
 
 from __future__ import annotations
@@ -15,20 +23,74 @@ import subprocess
 import sys
 from pathlib import Path
 
+JOB, RESULT, CHILD_OUTPUT = "job.json", "result.json", "child-output.txt"
+WARMUP = 3  # calls before the counted ones: lazy initialisation and the interpreter's specialisation
+# Imported once by the server, at Valgrind's plain speed, so no child imports them instrumented: the
+# workers' fork server's list (torch._dynamo among them: torch.optim imports it at an optimizer's
+# first build, which took 42 s of a child's 50 s instrumented), and what loading a workload file
+# imports (the built-in workloads, the declaration API, the FLOP counter).
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "torch.optim",
+    "torch.utils.flop_counter",
+    "torchvision",
+    "scipy.stats",
+    "perfsuite.core.discover",
+    "perfsuite.measuring.runner",
+    "perfsuite.measuring.timing",
+    "perfsuite.workloads",
+    "perfsuite.user",
+    "perfsuite.cli",
+)
 
-def main(job_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
+
+def serve(folder: Path) -> int:
+    try:
+        import importlib
+
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # torchvision where it is not installed: a child imports what it needs
+                continue
+        import torch
+
+        # One thread: OpenMP's workers spin while they wait, and how long they spin is the
+        # scheduler's, not the step's; one thread executes what the step does, once. Set before
+        # any operator runs, so no pool exists to be forked.
+        torch.set_num_threads(1)
+        on = subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, text=True)
+        if on.returncode != 0:
+            raise RuntimeError(f"callgrind_control -i on failed: {(on.stderr or on.stdout).strip()[-200:]}")
+    except BaseException as exc:  # noqa: BLE001 - the driver records the reason; the timing stands
+        print(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}), flush=True)
+        return 1
+    print(json.dumps({"status": "ready"}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_count(folder))
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"status": "done", "pid": pid, "exit": os.waitstatus_to_exitcode(status)}), flush=True)
+    return 0
+
+
+def _count(folder: Path) -> int:
+    """In the forked child: the job's steps counted; the result written to RESULT."""
+    # The step's own prints go to a file: the server's standard output is the driver's protocol.
+    os.dup2(os.open(folder / CHILD_OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 1)
+    result = folder / RESULT
     try:
         import torch
 
         from perfsuite.core import registry
         from perfsuite.core.discover import load_entry_points, load_file, workload_in
-        from perfsuite.measuring.instructions import INSTRUMENTED_WARMUP, WARMUP
         from perfsuite.measuring.timing import synchronize
 
-        # One thread: OpenMP's workers spin while they wait, and how long they spin is the
-        # scheduler's, not the step's; one thread executes what the step does, once.
-        torch.set_num_threads(1)
+        job = json.loads((folder / JOB).read_text())
         torch.manual_seed(0)
         if job.get("files"):  # a revision's: the workload file, the project's code from its checkout
             workload = workload_in(job["files"], job["workload"], job.get("root"))
@@ -40,13 +102,7 @@ def main(job_path: str) -> int:
         params = workload.resolve(job["params"])
         workload.validate_case(params, job["device"])
         built = workload.build(params, job["device"])
-        for _ in range(WARMUP):
-            built.fn()
-        synchronize(job["device"])
-        on = subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, text=True)
-        if on.returncode != 0:
-            raise RuntimeError(f"callgrind_control -i on failed: {(on.stderr or on.stdout).strip()[-200:]}")
-        for _ in range(INSTRUMENTED_WARMUP):
+        for _ in range(WARMUP):  # lazy initialisation and the interpreter's specialisation
             built.fn()
         synchronize(job["device"])
         # The garbage collector off over the counted steps, after a full collection: where a
@@ -64,12 +120,12 @@ def main(job_path: str) -> int:
         gc.enable()
         if built.teardown is not None:
             built.teardown()
-    except BaseException as exc:  # noqa: BLE001 - the parent records the reason; the timing stands
-        print(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}))
+    except BaseException as exc:  # noqa: BLE001 - the driver records the reason; the timing stands
+        result.write_text(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}))
         return 1
-    print(json.dumps({"status": "ok"}))
+    result.write_text(json.dumps({"status": "ok"}))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(serve(Path(sys.argv[1])))
