@@ -159,10 +159,12 @@ def count_history(
 def _machine(device: str) -> str:
     """The digest of this machine's comparable fingerprint: a count is the same only under the same
     CPU, torch and Python (oneDNN picks its kernels by the CPU's instruction set), Valgrind and the
-    steps a count takes."""
+    steps a count takes, and how it is taken."""
     env = comparable(fingerprint(device=device))
-    # And what counts: Valgrind (its emulated CPU is what oneDNN dispatches on) and the steps counted.
-    env = {**env, "valgrind": instructions.valgrind_version(), "steps": instructions.STEPS}
+    # And what counts: Valgrind (its emulated CPU is what oneDNN dispatches on), the steps counted
+    # and the way of counting (a kept count of another way is counted again).
+    env = {**env, "valgrind": instructions.valgrind_version(), "steps": instructions.STEPS,
+           "method": instructions.METHOD_VERSION}  # fmt: skip
     return hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
