@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 from pathlib import Path
 
@@ -81,14 +82,14 @@ while read line; do
   fi
   echo "count $(pwd) $start $(date +%s.%N)" >> {seen}
   echo "{{\\"status\\": \\"done\\", \\"pid\\": $pid, \\"exit\\": 0}}"
-done"""
+done
+sleep {linger}  # a server still busy when asked to end"""
 
 
-def _fake_server(tmp_path, monkeypatch, pause: float = 0.0) -> Path:
+def _fake_server(tmp_path, monkeypatch, pause: float = 0.0, linger: float = 0.0) -> Path:
     seen = tmp_path / "seen"
-    monkeypatch.setenv(
-        "PATH", _fake_valgrind(tmp_path, "valgrind-3.19.0", SERVER.format(seen=seen, pause=pause))["PATH"]
-    )
+    body = SERVER.format(seen=seen, pause=pause, linger=linger)
+    monkeypatch.setenv("PATH", _fake_valgrind(tmp_path, "valgrind-3.19.0", body)["PATH"])
     # a folder of this test's own: a real count elsewhere on the machine holds the shared one
     monkeypatch.setattr(instructions, "child_folder_path", lambda: str(tmp_path / "count"))
     if instructions.unavailable("cpu") is not None:
@@ -135,6 +136,17 @@ def test_a_counter_starts_callgrind_once_for_many_counts_and_again_after_a_failu
     assert hung["status"] == "failed" and "did not finish in 2 s" in hung["reason"]
     starts = [x for x in seen.read_text().splitlines() if x.startswith("start")]
     assert len(starts) == 3  # the first, after the failed step, after the one past its time
+
+
+def test_an_interrupted_counter_kills_its_server_at_once(tmp_path, monkeypatch):
+    """Ctrl-C does not reach the server (a session of its own), and a count can take minutes: a
+    Counter ended by an exception kills it rather than wait for it to end (this one lingers 30 s)."""
+    _fake_server(tmp_path, monkeypatch, linger=30)
+    with pytest.raises(KeyboardInterrupt), instructions.Counter() as counter:
+        instructions.count("matmul", {"n": 64}, "cpu", counter=counter)
+        server = counter._proc
+        raise KeyboardInterrupt
+    assert server is not None and server.returncode == -signal.SIGKILL
 
 
 def test_a_step_given_directly_cannot_be_rebuilt_and_says_so():

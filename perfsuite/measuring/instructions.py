@@ -139,8 +139,10 @@ class Counter:
     def __enter__(self) -> Counter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # Ended by an error or Ctrl-C: the server (its own session, which a Ctrl-C does not reach)
+        # is killed at once rather than let finish a count of minutes nobody waits for.
+        self.close(at_once=exc_type is not None)
 
     def count(self, job: dict[str, Any], timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -154,8 +156,8 @@ class Counter:
         return {"status": "ok", "per_step": total / steps, "total": total, "steps": steps, "method": METHOD,
                 "seconds": round(time.monotonic() - t0, 1), "hardware": hardware_counters()}  # fmt: skip
 
-    def close(self) -> None:
-        self._stop()
+    def close(self, at_once: bool = False) -> None:
+        self._stop(at_once)
         if self._folder is not None:
             self._folder.__exit__(None, None, None)
             self._folder = None
