@@ -1,5 +1,6 @@
 import gc
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -12,6 +13,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 # is not one of them: pytest-benchmark would read the mark and refuse --benchmark-only.
 for _mark in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
     os.environ.pop(_mark, None)
+
+# A test suite started in the background (`make test &`, nohup, a CI step some runners start so)
+# inherits an ignored SIGINT, and Python then leaves it ignored: a test that sends itself Ctrl-C
+# saw nothing (failed 2026-11-30 under `setsid ... &`), and every process a test starts inherited
+# the ignore too. The tests are of Ctrl-C as a user's terminal delivers it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
