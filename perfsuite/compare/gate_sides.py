@@ -225,7 +225,7 @@ class GateArms(Measure):
                     on_look=self.look_said(case, sum(len(x.ratios) for x in runs), r),
                 )
                 if r == 1:  # after the round's pairs, outside them: what each side's step dispatches
-                    work_said = sides_work(base[0], now[0])
+                    work_said = sides_work(base[0], now[0], self.heap_mode == "steady")
                     if self.energy:  # and its joules per step, in second-long regions of their own
                         self.say(
                             f"{case.label}: pairing energy per step ({energy_pairs.PAIRS} pairs of about 1 s a side)"
@@ -268,14 +268,17 @@ class GateArms(Measure):
             direction=self.direction,
             work=work_said[0],
             work_changes=work_said[1],
+            notes=work_said[2],
             energy=energy_said,
         )
 
 
-def sides_work(base, new) -> tuple[str, list[str]]:
-    """(kind, details) of the change between two sides' steps, from their work signatures
+def sides_work(base, new, heap_held: bool = False) -> tuple[str, list[str], list[str]]:
+    """(kind, details, notes) of the change between two sides' steps, from their work signatures
     (perfsuite.compare.work); a side that cannot take one (an older perfsuite in its checkout, a
-    step that refuses the dispatch mode) leaves it "work not recorded"."""
+    step that refuses the dispatch mode) leaves it "work not recorded". `heap_held`: the sides
+    hold their heap steady, and a change in the bytes a step allocates gets a note saying what
+    that leaves out (work.held_heap_note)."""
     from perfsuite.compare import work
 
     signatures = []
@@ -284,7 +287,8 @@ def sides_work(base, new) -> tuple[str, list[str]]:
             signatures.append(side.request({"op": "signature", "build": 0}).get("signature"))
         except PerfsuiteError:
             signatures.append(None)
-    return work.change(*signatures)
+    note = work.held_heap_note(*signatures) if heap_held else None
+    return (*work.change(*signatures), [note] if note else [])
 
 
 def gate_sides(
