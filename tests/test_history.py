@@ -304,6 +304,37 @@ def test_an_improvement_is_confirmed_as_a_regression_is_by_its_recheck():
     assert page.count('class="point improvement"') == 1 and page.count('class="improvement"') == 1
 
 
+def test_a_screen_its_own_test_called_slower_says_so_on_the_console_and_the_page():
+    """Issue 49 (one word everywhere): a 6x step's screen printed "undecided, ratio 6.061 (98% CI
+    5.184-7.087)" before its recheck, the page likewise, because only the recheck confirms."""
+    from perfsuite.jobs.history import _logged
+    from perfsuite.jobs.listener import Listener
+    from perfsuite.report.history_page import write_page
+
+    state = _state(4)
+    pair, _ = _pairer(state, {2: 1.5})
+    walk(state, pair, {}, recheck=lambda a, b: _verdict(1.0, False, p=0.9))  # the recheck: noise
+    p = state.point(state.commits[2].sha)
+    assert p.verdict.word == "undecided" and not p.verdict.confirmed  # the bare word
+    assert p.screen_said().startswith("screened slower, ratio 1.500")
+    flat = state.point(state.commits[1].sha)
+    assert flat.screen_said() == flat.verdict.describe() and not flat.screen_said().startswith("screened")
+    assert "screened slower, ratio 1.500" in write_page(state)
+    heard = []
+
+    class Heard(Listener):
+        def say(self, text, level="info"):
+            heard.append(text)
+
+    class Log:
+        def write(self, text):
+            pass
+
+    p.recheck = None  # as the console says it before the recheck
+    _logged(state, p, Log(), Heard())
+    assert "screened slower, ratio 1.500" in heard[-1], heard
+
+
 def test_one_unconfirmed_point_is_not_gated_again_as_a_drift():
     state = _state(8)
     # Commit 2 reads 1.25, screened slower, and its recheck does not confirm it: its own pair was

@@ -425,10 +425,11 @@ class GateVerdict(documents.Result):
         own direction, the interval the rest, so the word never contradicts the interval."""
         return verdict.judge(*self.interval, self.threshold, self.confirmed, self.direction)
 
-    def describe(self, with_work: bool = True, with_energy: bool = True) -> str:
+    def describe(self, with_work: bool = True, with_energy: bool = True, word: str | None = None) -> str:
         """The word, ratio and interval, then what kind of change it is where the sides' work
-        signatures were taken (every road that shows a verdict: gate, bisect, history, the page)."""
-        said = [verdict.describe(self.word, self.run.median, *self.interval, self.confidence)]
+        signatures were taken (every road that shows a verdict: gate, bisect, history, the page).
+        `word`: the caller's word in place of this verdict's (a history's screen)."""
+        said = [verdict.describe(word or self.word, self.run.median, *self.interval, self.confidence)]
         if self.work != work.UNKNOWN and with_work:
             said.append(work.said(self.work, self.work_changes, self.word))
         if self.energy is not None and with_energy:

@@ -138,6 +138,17 @@ class Point(documents.Result):
         """The verdict a point is judged by: its recheck when it has one, else its first pairs."""
         return self.recheck or self.verdict
 
+    def screen_said(self) -> str:
+        """The first pairs' verdict in words, as the console and the page say it. A screen whose own
+        test called it slower is not confirmed until its recheck, so its word alone would read
+        "undecided" beside an interval far past the threshold (a 6x step printed "undecided, ratio
+        6.061 (98% CI 5.184-7.087)" on 2026-11-30): it reads "screened slower" instead."""
+        assert self.verdict is not None
+        word = (
+            "screened slower" if self.verdict.run.decision == sequential.SLOWER and not self.verdict.confirmed else None
+        )
+        return self.verdict.describe(word=word)
+
 
 def _screened_faster(x: Point | Window) -> bool:
     """A point whose first pairs' interval lies wholly below 1 / (1 + threshold): an improvement

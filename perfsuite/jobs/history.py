@@ -222,4 +222,4 @@ def _logged(state: History, p: Point | Window, log: Reserved, say: Listener) -> 
             first = "..." + first[-300:]
         say.say(f"{p.sha[:12]} {subject}: skipped ({first})", WARNING)
     else:
-        say.say(f"{p.sha[:12]} {subject}: {p.verdict.describe()} against {p.parent[:12]} [{p.seconds:.0f}s]")
+        say.say(f"{p.sha[:12]} {subject}: {p.screen_said()} against {p.parent[:12]} [{p.seconds:.0f}s]")

@@ -139,7 +139,7 @@ def write_page(state: History) -> str:
         if r["outcome"] != "measured":
             verdict = f"skipped: {(r.get('error') or '').splitlines()[0] if r.get('error') else ''}"
         else:
-            verdict = p.verdict.describe() if p and p.verdict else ""
+            verdict = p.screen_said() if p and p.verdict else ""
             if p and p.recheck:
                 verdict += f"; rechecked: {p.recheck.describe()}"
             if p and p.culprit:
