@@ -119,6 +119,18 @@ def test_every_count_runs_its_child_in_one_folder_one_at_a_time(tmp_path, monkey
     assert list(Path(cwd1).iterdir()) == []  # emptied after
 
 
+def test_a_second_counter_in_the_thread_that_counts_is_refused_not_left_waiting(tmp_path, monkeypatch):
+    """A Counter inside another, in one thread, waited for ever on the first one's lock (flock on a
+    second descriptor): refused, naming why. Threads and processes still take turns (above)."""
+    monkeypatch.setattr(instructions, "child_folder_path", lambda: str(tmp_path / "count"))
+    with instructions.child_folder():
+        with pytest.raises(RuntimeError, match="already counting in this thread"):
+            with instructions.child_folder():
+                pass
+    with instructions.child_folder():  # free again after the first ended
+        pass
+
+
 def test_a_counter_starts_callgrind_once_for_many_counts_and_again_after_a_failure(tmp_path, monkeypatch):
     """A bisection's commits share one server (Callgrind's start, about 43 s here, paid once). A
     count whose step fails, or that runs past its time, stops the server: it says why, and the

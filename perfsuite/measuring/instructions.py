@@ -132,6 +132,7 @@ class Counter:
 
     def __init__(self) -> None:
         self._folder: contextlib.AbstractContextManager[str] | None = None
+        self._path = Path()  # the folder's, while held
         self._proc: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: Path | None = None
@@ -190,8 +191,8 @@ class Counter:
         """The server's folder, the server started (and ready) when it is not running."""
         if self._folder is None:
             self._folder = child_folder()
-            self._folder.__enter__()
-        folder = Path(child_folder_path())
+            self._path = Path(self._folder.__enter__())
+        folder = self._path
         if self._proc is not None:
             return folder
         self._stderr = folder / "callgrind-stderr.txt"
@@ -282,6 +283,13 @@ def child_folder_path() -> str:
     return str(Path(tempfile.gettempdir()) / f"perfsuite-count-{os.getuid()}")
 
 
+# The thread of this process that holds the count folder's lock, if one does: a second Counter in
+# that thread would wait on the lock for ever (flock on another descriptor of the same file;
+# scripts/count_state.py's first version hung so), so it is refused instead. Another thread waits
+# its turn, as another process does.
+_holder: int | None = None
+
+
 @contextlib.contextmanager
 def child_folder() -> Iterator[str]:
     """The count's folder (the server's working directory, its job file and Callgrind's output):
@@ -289,14 +297,22 @@ def child_folder() -> Iterator[str]:
     turns. A fresh random folder per count (tempfile's) moved the count of identical code by about
     0.01% (2,145,311 / 2,145,094 / 2,144,880 instructions a step in three counts); under one path the
     same code counted the same to the instruction (reports/work/count-state-2026-11-30.md)."""
+    global _holder
+    if _holder == threading.get_ident():
+        raise RuntimeError(
+            "a Counter is already counting in this thread: count with that one (a second would wait for "
+            "the first's lock for ever)"
+        )
     folder = Path(child_folder_path())
     folder.mkdir(exist_ok=True)
     with open(folder.with_name(folder.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        _holder = threading.get_ident()
         try:
             _empty(folder)
             yield str(folder)
         finally:
+            _holder = None
             _empty(folder)
 
 
