@@ -3,10 +3,12 @@ every way it cannot be counted is said in the record, and the timing stands."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,6 +119,62 @@ def test_every_count_runs_its_child_in_one_folder_one_at_a_time(tmp_path, monkey
     (_, cwd1, s1, e1), (_, cwd2, s2, e2) = (x.split() for x in lines if x.startswith("count"))
     assert cwd1 == cwd2 and float(s2) >= float(e1)  # one folder, one after the other
     assert list(Path(cwd1).iterdir()) == []  # emptied after
+
+
+SERVER = """
+import os, sys, time
+from perfsuite.measuring.instructions_child import die_with_parent
+die_with_parent()
+child = os.fork()
+if child == 0:
+    time.sleep(120)
+    os._exit(0)
+print(os.getpid(), child, flush=True)
+time.sleep(120)
+"""
+DRIVER = """
+import subprocess, sys, time
+server = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True,
+                          start_new_session=True)
+print(server.stdout.readline().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_and_its_child_end_with_a_driver_killed_by_sigkill():
+    """A driver killed by SIGKILL released the count folder's lock while its server under Callgrind
+    and the server's child went on counting in that folder (found 2026-11-30): they end with it."""
+    import subprocess
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, SERVER], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        server, child = (int(x) for x in driver.stdout.readline().split())
+        for pid in (server, child):
+            os.kill(pid, 0)  # both alive while the driver is
+        driver.kill()
+        driver.wait()
+        deadline = time.monotonic() + 30
+        alive = {server, child}
+        while alive and time.monotonic() < deadline:
+            for pid in list(alive):
+                try:
+                    os.kill(pid, 0)
+                    if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":  # ended, not yet reaped
+                        alive.discard(pid)
+                except (ProcessLookupError, FileNotFoundError):
+                    alive.discard(pid)
+            time.sleep(0.1)
+        assert not alive, f"still running after their driver was killed: {alive}"
+    finally:
+        driver.kill()
+        driver.wait()
+        driver.stdout.close()
+        for pid in locals().get("alive", ()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_second_counter_in_the_thread_that_counts_is_refused_not_left_waiting(tmp_path, monkeypatch):
