@@ -107,6 +107,7 @@ def main() -> int:
         help="bisect --instructions's --threshold (default its own, 0.5%%: a +0.5%% step sits on it)",
     )
     ap.add_argument("--no-time", action="store_true", help="bisect by count only")
+    ap.add_argument("--no-count", action="store_true", help="bisect by time only (the count's side measured apart)")
     ap.add_argument(
         "--time-histories",
         type=int,
@@ -147,7 +148,11 @@ def main() -> int:
                 busy = Neighbour(args.busy)
                 busy.start()
                 try:
-                    by_count = bisect(folder / "project", shas[0], shas[-1], True, args.count_threshold)
+                    by_count = (
+                        {"exit": None, "named": None, "seconds": 0, "tail": "not run (--no-count)"}
+                        if args.no_count
+                        else bisect(folder / "project", shas[0], shas[-1], True, args.count_threshold)
+                    )
                     timed = not args.no_time and (args.time_histories is None or h < args.time_histories)
                     by_time = (
                         {"exit": None, "named": None, "seconds": 0, "tail": "not run (--no-time)"}

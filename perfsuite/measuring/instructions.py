@@ -129,7 +129,9 @@ class Counter:
     """One process under Callgrind serving counts (perfsuite.measuring.instructions_child): started
     at the first count, it imports torch once, and forks a child per count from the same state.
     A count that fails or runs past its time stops the server; the next count starts another. Use
-    as a context manager: the server stops and the count folder is freed at the end."""
+    as a context manager: the server stops and the count folder is freed at the end. The server
+    ends with the thread that started it (the kernel's parent-death signal follows that thread:
+    instructions_child.die_with_parent), so count from one thread, or from threads that outlive it."""
 
     def __init__(self) -> None:
         self._folder: contextlib.AbstractContextManager[str] | None = None
