@@ -44,8 +44,7 @@ METHOD = "callgrind"
 # How a count is taken, as far as its number depends on it: 2 is the server of counts (children
 # forked from one state, with its preloads), 1 a process per count. The same code counts about
 # 0.25% apart under the two, so a count kept from one is not compared with a count of the other.
-# 3: the server's state before it forks also holds what die_with_parent sets up.
-METHOD_VERSION = 3
+METHOD_VERSION = 2
 MIN_VALGRIND = (3, 15)  # --instr-atstart and callgrind_control -i need no newer; older ones are refused
 # Counted steps: their total over STEPS is the count per step. The count of one code is the same in
 # every process (reports/work/: CV 0.000-0.002% over five), so a few steps say it; each instrumented
@@ -131,7 +130,7 @@ class Counter:
     A count that fails or runs past its time stops the server; the next count starts another. Use
     as a context manager: the server stops and the count folder is freed at the end. The server
     ends with the thread that started it (the kernel's parent-death signal follows that thread:
-    instructions_child.die_with_parent), so count from one thread, or from threads that outlive it."""
+    _dies_with_its_parent), so count from one thread, or from threads that outlive it."""
 
     def __init__(self) -> None:
         self._folder: contextlib.AbstractContextManager[str] | None = None
@@ -206,7 +205,8 @@ class Counter:
         env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
         with open(self._stderr, "w") as err:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                          env=env, cwd=folder, start_new_session=True)  # fmt: skip
+                                          env=env, cwd=folder, start_new_session=True,
+                                          preexec_fn=_dies_with_its_parent())  # fmt: skip
         self._lines = queue.Queue()
         threading.Thread(target=_pump, args=(self._proc.stdout, self._lines), daemon=True).start()
         said = self._next(deadline, timeout_s)
@@ -256,6 +256,25 @@ class Counter:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()  # at its end: the pump has read it to the end, or the kill ended it
+
+
+def _dies_with_its_parent() -> Any:
+    """For Popen's preexec_fn: the process is killed when the thread that started it ends, however
+    it ends (Linux's PR_SET_PDEATHSIG, kept across exec). A driver killed by SIGKILL (a CI job's
+    timeout, the OOM killer) released the count folder's lock while its server went on under
+    Callgrind for minutes, and its child counted on in that folder (found 2026-11-30). Done before
+    exec, not in the server: the server's own state decides the counts (a handler set up there
+    made identical code count up to 85 instructions apart from one child to the next). A child
+    counting when its server is killed finishes that count alone. None where prctl is not there."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+    # Resolved here, in the parent: between fork and exec the child only makes the call.
+    return lambda: prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
 
 
 def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:

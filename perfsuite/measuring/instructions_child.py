@@ -45,34 +45,9 @@ PRELOAD = (
 )
 
 
-def die_with_parent() -> None:
-    """This process and its process group (the server's children) end when the process that started
-    it does, however it ended: the driver holds the count folder's lock, and a driver killed by
-    SIGKILL (a CI job's timeout, the OOM killer) released it while its server and child went on
-    counting in that folder for minutes (found 2026-11-30). The kernel sends SIGTERM at the
-    parent's death (PR_SET_PDEATHSIG, Linux); the handler takes the whole group down."""
-    import ctypes
-    import signal
-
-    def end(*_: object) -> None:
-        # The group is the server's own (the driver starts it in a session of its own); run any
-        # other way, only this process ends.
-        if os.getpgrp() == os.getpid():
-            os.killpg(0, signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    parent = os.getppid()
-    signal.signal(signal.SIGTERM, end)
-    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # it died before the request was in place
-        end()
-
-
 def serve(folder: Path) -> int:
     try:
         import importlib
-
-        die_with_parent()
 
         for name in PRELOAD:
             try:
