@@ -122,6 +122,8 @@ def main() -> int:
         "(skips the two calibrating counts)",
     )
     args = ap.parse_args()
+    if args.no_count and args.no_time:
+        ap.error("--no-count and --no-time together leave nothing to bisect")
     rng = random.Random(args.seed)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="count-bisect-") as tmp:

@@ -49,12 +49,10 @@ def main() -> int:
                                "reason": got.get("reason")})  # fmt: skip
                 print(name, counts[-1], flush=True)
         rows.append({"case": name, "params": CASES[name], "counts": counts})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {"method_version": instructions.METHOD_VERSION, "steps": instructions.STEPS, "cases": rows}, indent=1
-        )
-    )
+        # after each case: a run stopped later keeps what it measured
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"method_version": instructions.METHOD_VERSION, "steps": instructions.STEPS, "cases": rows}
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
 

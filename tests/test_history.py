@@ -316,10 +316,10 @@ def test_a_screen_its_own_test_called_slower_says_so_on_the_console_and_the_page
     walk(state, pair, {}, recheck=lambda a, b: _verdict(1.0, False, p=0.9))  # the recheck: noise
     p = state.point(state.commits[2].sha)
     assert p.verdict.word == "undecided" and not p.verdict.confirmed  # the bare word
-    assert p.screen_said().startswith("screened slower, ratio 1.500")
+    assert p.screen_said().startswith("screened slower at alpha 0.1, ratio 1.500")
     flat = state.point(state.commits[1].sha)
     assert flat.screen_said() == flat.verdict.describe() and not flat.screen_said().startswith("screened")
-    assert "screened slower, ratio 1.500" in write_page(state)
+    assert "screened slower at alpha 0.1, ratio 1.500" in write_page(state)
     heard = []
 
     class Heard(Listener):
@@ -332,7 +332,7 @@ def test_a_screen_its_own_test_called_slower_says_so_on_the_console_and_the_page
 
     p.recheck = None  # as the console says it before the recheck
     _logged(state, p, Log(), Heard())
-    assert "screened slower, ratio 1.500" in heard[-1], heard
+    assert "screened slower at alpha 0.1, ratio 1.500" in heard[-1], heard
 
 
 def test_one_unconfirmed_point_is_not_gated_again_as_a_drift():

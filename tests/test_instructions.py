@@ -158,14 +158,13 @@ def test_a_counters_server_ends_with_a_driver_killed_by_sigkill(tmp_path, monkey
                 break
             time.sleep(0.1)
         else:
+            with contextlib.suppress(ProcessLookupError):  # still ours: not reaped, so not reused
+                os.kill(server, signal.SIGKILL)
             pytest.fail(f"the server {server} still runs 30 s after its driver was killed")
     finally:
         driver.kill()
         driver.wait()
         driver.stdout.close()
-        if server is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(server, signal.SIGKILL)
 
 
 def test_a_second_counter_in_the_thread_that_counts_is_refused_not_left_waiting(tmp_path, monkeypatch):

@@ -831,6 +831,49 @@ def test_history_by_instructions_counts_every_commit_once_each_against_the_one_b
     assert refused.returncode == 2 and "no history by count" in refused.stderr, refused.stderr
 
 
+def test_history_by_instructions_gates_each_flagged_commit_by_time_against_its_parent(
+    project, monkeypatch, capsys, forget_workloads
+):
+    """Issue 56: a count's finding is confirmed by time where time can see it. The commit that adds
+    a matmul is flagged by the (stood-in) count, then gated by time against its parent (the gate
+    stood in too); the notes commit is not gated; --count-only gates nothing."""
+    import types
+
+    import perfsuite.jobs.gate as gate_job
+    from perfsuite.cli import app as cli
+    from perfsuite.compare.paired_gate import GateVerdict, PairedRun
+    from perfsuite.measuring import instructions
+
+    model = project / "myproj" / "model.py"
+    model.write_text(model.read_text().replace("        return self.body(x)", "        y = self.body(x)\n        y = y + 0.0 * torch.tanh(x @ x.T).sum()  # extra work\n        return y"))  # fmt: skip
+    commit(project, "one extra matmul")
+    added = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    (project / "NOTES.md").write_text("a note\n")
+    commit(project, "a note")
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(instructions, "count", _count_stood_in([]))
+    gated = []
+
+    def gate(workload, base="HEAD", *, commit=None, cases=None, device="auto", settings=None, **kw):
+        gated.append((workload, commit, cases, settings.threshold))
+        run = PairedRun([1.3, 1.31, 1.29, 1.3, 1.32, 1.28] * 4, 1, decision="slower", p=1e-4)
+        verdict = GateVerdict("tiny_mlp[batch_size=32]", 0.01, run, confirmed=True)
+        return types.SimpleNamespace(outcome=types.SimpleNamespace(records=[verdict], failures=[]))
+
+    monkeypatch.setattr(gate_job, "gate", gate)
+    code = cli.main(["history", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--instructions",
+                     "--range", "HEAD~2..HEAD"])  # fmt: skip
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1, out  # the count decides the exit: a commit added instructions
+    assert gated == [("tiny_mlp", added, [{"batch_size": 32}], 0.01)], gated  # the time gate's own threshold
+    assert f"{added[:12]}: by time against its parent: slower, ratio 1.30" in out, out
+    gated.clear()
+    code = cli.main(["history", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--instructions",
+                     "--range", "HEAD~2..HEAD", "--log", str(project / "again.json"), "--count-only"])  # fmt: skip
+    assert code == 1 and gated == [] and "by time" not in capsys.readouterr().out
+
+
 def test_history_by_instructions_is_kept_and_updated_counting_only_the_new_commits(
     project, monkeypatch, forget_workloads
 ):

@@ -93,7 +93,11 @@ def add_arguments(sub) -> None:
         help="a history by instructions per step under Callgrind instead of time: one count per commit "
         "(about 45 s to start Callgrind, then seconds a commit for a small step), each against the one before, kept in its own log (WORKLOAD-PARAMS.instructions.json; "
         "--update counts only the commits since); --threshold is then the move in instructions "
-        "(default 0.5%%); exit 1 when a commit added instructions past it",
+        "(default 0.5%%); exit 1 when a commit added instructions past it; each commit flagged is then "
+        "gated by time against its parent",
+    )
+    hi.add_argument(
+        "--count-only", action="store_true", help="with --instructions: do not gate the flagged commits by time"
     )
     options.workloads_from(hi)
     options.variant(hi)

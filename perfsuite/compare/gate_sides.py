@@ -225,7 +225,12 @@ class GateArms(Measure):
                     on_look=self.look_said(case, sum(len(x.ratios) for x in runs), r),
                 )
                 if r == 1:  # after the round's pairs, outside them: what each side's step dispatches
-                    work_said = sides_work(base[0], now[0], self.heap_mode == "steady")
+                    held = (
+                        self.heap_mode == "steady"
+                        and cfg.device == "cpu"
+                        and any(getattr(side, "settle", None) for side in base + now)
+                    )  # the note is about glibc's heap, held in fact
+                    work_said = sides_work(base[0], now[0], held)
                     if self.energy:  # and its joules per step, in second-long regions of their own
                         self.say(
                             f"{case.label}: pairing energy per step ({energy_pairs.PAIRS} pairs of about 1 s a side)"

@@ -142,11 +142,12 @@ class Point(documents.Result):
         """The first pairs' verdict in words, as the console and the page say it. A screen whose own
         test called it slower is not confirmed until its recheck, so its word alone would read
         "undecided" beside an interval far past the threshold (a 6x step printed "undecided, ratio
-        6.061 (98% CI 5.184-7.087)" on 2026-11-30): it reads "screened slower" instead."""
+        6.061 (98% CI 5.184-7.087)" on 2026-11-30): it reads "screened slower at alpha 0.1" instead."""
         assert self.verdict is not None
-        word = (
-            "screened slower" if self.verdict.run.decision == sequential.SLOWER and not self.verdict.confirmed else None
-        )
+        screened = self.verdict.run.decision == sequential.SLOWER and not self.verdict.confirmed
+        # at the screen's own rate: the interval beside it is at the history's, and may reach the
+        # threshold where the screen's test did not
+        word = f"screened slower at alpha {SCREEN_ALPHA:g}" if screened and self.verdict.direction > 0 else None
         return self.verdict.describe(word=word)
 
 

@@ -25,7 +25,7 @@ def differences(base: Mapping[str, Any], new: Mapping[str, Any], top: int = 5) -
         said.append(f"and {len(moved) - top} more")
     if not moved and base.get("calls") != new.get("calls"):  # entries cut at MAX_ENTRIES
         said.append(f"{new.get('calls', 0) - base.get('calls', 0):+d} operator calls")
-    db = (new.get("bytes_allocated") or 0) - (base.get("bytes_allocated") or 0)
+    db = _allocated_more(base, new)
     if db:
         said.append(f"{db:+,d} bytes allocated")
     return said
@@ -67,35 +67,40 @@ def _signature_change(base: Mapping[str, Any] | None, new: Mapping[str, Any] | N
         return SAME, []
     details = differences(base, new)
     calls = (new.get("calls") or 0) - (base.get("calls") or 0)
-    allocated = (new.get("bytes_allocated") or 0) - (base.get("bytes_allocated") or 0)
+    allocated = _allocated_more(base, new)
     grew = calls > 0 or (calls == 0 and allocated > 0)
     shrank = calls < 0 or (calls == 0 and allocated < 0)
     return (MORE if grew else LESS if shrank else OTHER), details
 
 
-# glibc's default M_MMAP_THRESHOLD: a process on its default heap maps a block this large afresh and
-# unmaps it when freed, so it faults the block's pages in again on every step.
+# glibc's default M_MMAP_THRESHOLD: a block this large or larger is mapped afresh by a process on
+# glibc's default heap, and may be unmapped when freed (glibc raises the threshold as such blocks
+# are freed, so whether it is depends on the process's history).
 FAULTING_BYTES = 128 * 1024
 
 
+def _allocated_more(base: Mapping[str, Any], new: Mapping[str, Any]) -> int:
+    return int((new.get("bytes_allocated") or 0) - (base.get("bytes_allocated") or 0))
+
+
 def held_heap_note(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str | None:
-    """What a gate with a held heap (--heap steady) leaves out when the two steps allocate different
-    amounts: those bytes' page faults, which a program on glibc's default heap pays every step. On
-    six real changes the gate's size missed a default-heap process's in exactly the two that
+    """What a CPU gate with a held heap (--heap steady) leaves out when the two steps allocate
+    different amounts: those bytes' page faults, which a program on glibc's default heap may pay.
+    On six real changes the gate's size missed a default-heap process's in exactly the two that
     allocate more (+10-13% against +19%, +13-19% against +33%: reports/gate/real-changes/). None
-    when the signatures are missing or allocate within FAULTING_BYTES of each other."""
+    when the signatures are missing or the step's total moved by less than FAULTING_BYTES (a
+    total: the signature does not keep each block's size)."""
     if not base or not new:
         return None
-    moved = (new.get("bytes_allocated") or 0) - (base.get("bytes_allocated") or 0)
+    moved = _allocated_more(base, new)
     if abs(moved) < FAULTING_BYTES:
         return None
-    # No direction is claimed: glibc's thresholds grow with what is freed, so whether a default-heap
-    # process faults on those bytes every step depends on its history (a +2 MiB step read 1.17 held
-    # and 1.12 on the default heap in one trial here; the real changes above read more).
+    # No direction is claimed: a +2 MiB step read 1.17 held and 1.12 on the default heap in one
+    # trial here; the real changes above read more.
     return (
-        f"the new step allocates {moved / 2**20:+,.2f} MiB a step ({moved:+,d} bytes); the held heap keeps "
-        "those pages' faults out of these pairs, which a program on glibc's default heap may pay: its "
-        "change may differ from this one (--heap default measures it so)"
+        f"the new step allocates {moved / 2**20:+,.2f} MiB a step in all against the base; the held heap "
+        "keeps those pages' faults out of these pairs, which a program on glibc's default heap may pay: "
+        "its change may differ from this one (--heap default measures it so)"
     )
 
 

@@ -192,8 +192,9 @@ class Counter:
     def _start(self, deadline: float, timeout_s: float) -> Path:
         """The server's folder, the server started (and ready) when it is not running."""
         if self._folder is None:
-            self._folder = child_folder()
-            self._path = Path(self._folder.__enter__())
+            held = child_folder()
+            self._path = Path(held.__enter__())  # kept only once entered: a refusal leaves none
+            self._folder = held
         folder = self._path
         if self._proc is not None:
             return folder
@@ -267,14 +268,19 @@ def _dies_with_its_parent() -> Any:
     made identical code count up to 85 instructions apart from one child to the next). A child
     counting when its server is killed finishes that count alone. None where prctl is not there."""
     import ctypes
-    import ctypes.util
 
     try:
-        prctl = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux
         return None
-    # Resolved here, in the parent: between fork and exec the child only makes the call.
-    return lambda: prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    parent = os.getpid()
+
+    def in_child() -> None:  # between fork and exec: the call, resolved above, and nothing else
+        prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the request was in place
+            os._exit(1)
+
+    return in_child
 
 
 def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:
