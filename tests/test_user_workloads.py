@@ -926,8 +926,19 @@ def test_history_by_instructions_is_kept_and_updated_counting_only_the_new_commi
     from perfsuite.core.registry import get
 
     monkeypatch.setattr(job, "_machine", lambda device: "this machine again")
-    args = SimpleNamespace(range_=None, update=True, param=["batch_size=32"], device="cpu", threshold=None, every=1,
-                           max_commits=100, log=None, html=None, workloads_from="tree")  # fmt: skip
+    args = SimpleNamespace(
+        range_=None,
+        update=True,
+        param=["batch_size=32"],
+        device="cpu",
+        threshold=None,
+        every=1,
+        max_commits=100,
+        log=None,
+        html=None,
+        workloads_from="tree",
+        count_only=True,
+    )  # fmt: skip  (gating by time: the test above)
 
     class Quiet:
         def status(self, *a):
