@@ -265,9 +265,11 @@ def test_a_revisions_step_is_counted_from_its_workload_file_and_code_root(tmp_pa
     got = counted[0]
     assert got["status"] == "ok" and got["steps"] == instructions.STEPS and got["per_step"] > 100_000, got
     assert got["total"] == pytest.approx(got["per_step"] * got["steps"])
-    # Identical code counts the same to the instruction (each child forked from the server's one
-    # state); a process per count moved it by 0.01-0.12% (reports/work/count-state-2026-11-30.md).
-    assert counted[1]["total"] == got["total"], counted
+    # Identical code counts the same (each child forked from the server's one state): to the
+    # instruction in every run here, and 2 instructions apart (0.00003%) once in a clean-clone CI
+    # rehearsal (2026-11-30); a process per count moved it by 0.01-0.12%
+    # (reports/work/count-state-2026-11-30.md), a hundred times this bound.
+    assert abs(counted[1]["total"] - got["total"]) <= got["total"] * 1e-6, counted
 
 
 def test_compare_reads_instructions_as_work_beside_the_signature():
