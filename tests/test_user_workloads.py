@@ -796,6 +796,15 @@ def _count_stood_in(counted: list[str]):
     return count
 
 
+def _commit_extra_matmul(project: Path) -> str:
+    """A commit that adds one matmul to the example model's forward (what the stood-in count sees);
+    its sha."""
+    model = project / "myproj" / "model.py"
+    model.write_text(model.read_text().replace("        return self.body(x)", "        y = self.body(x)\n        y = y + 0.0 * torch.tanh(x @ x.T).sum()  # extra work\n        return y"))  # fmt: skip
+    commit(project, "one extra matmul")
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+
+
 def test_history_by_instructions_counts_every_commit_once_each_against_the_one_before(
     project, monkeypatch, forget_workloads
 ):
@@ -807,10 +816,7 @@ def test_history_by_instructions_counts_every_commit_once_each_against_the_one_b
 
     (project / "NOTES.md").write_text("a note\n")
     commit(project, "a note")
-    model = project / "myproj" / "model.py"
-    model.write_text(model.read_text().replace("        return self.body(x)", "        y = self.body(x)\n        y = y + 0.0 * torch.tanh(x @ x.T).sum()  # extra work\n        return y"))  # fmt: skip
-    commit(project, "one extra matmul")
-    added = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    added = _commit_extra_matmul(project)
     (project / "NOTES.md").write_text("another note\n")
     commit(project, "another note")
     counted: list[str] = []
@@ -844,10 +850,7 @@ def test_history_by_instructions_gates_each_flagged_commit_by_time_against_its_p
     from perfsuite.compare.paired_gate import GateVerdict, PairedRun
     from perfsuite.measuring import instructions
 
-    model = project / "myproj" / "model.py"
-    model.write_text(model.read_text().replace("        return self.body(x)", "        y = self.body(x)\n        y = y + 0.0 * torch.tanh(x @ x.T).sum()  # extra work\n        return y"))  # fmt: skip
-    commit(project, "one extra matmul")
-    added = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    added = _commit_extra_matmul(project)
     (project / "NOTES.md").write_text("a note\n")
     commit(project, "a note")
     monkeypatch.chdir(project)
