@@ -869,8 +869,28 @@ def test_history_by_instructions_gates_each_flagged_commit_by_time_against_its_p
                      "--range", "HEAD~2..HEAD"])  # fmt: skip
     out = " ".join(capsys.readouterr().out.split())
     assert code == 1, out  # the count decides the exit: a commit added instructions
-    assert gated == [("tiny_mlp", added, [{"batch_size": 32}], 0.01)], gated  # the time gate's own threshold
+    # the case the count counted (its parameters resolved), at the time gate's own threshold
+    assert gated == [("tiny_mlp", added, [{"batch_size": 32, "width": 256}], 0.01)], gated
     assert f"{added[:12]}: by time against its parent: slower, ratio 1.30" in out, out
+    # The verdict is kept in the log beside the count, its pairs with it, and shown on the page.
+    from perfsuite.compare.kinds import load_result
+    from perfsuite.core.registry import get
+    from perfsuite.jobs.count_history import count_log
+    from perfsuite.jobs.history_log import page_beside
+
+    log = count_log("tiny_mlp", get("tiny_mlp").resolve({"batch_size": 32}))
+    (kept,) = load_result(log, "count-history")
+    flagged = {p.sha: p for p in kept.points if p.by_time is not None}
+    assert list(flagged) == [added] and flagged[added].by_time.word == "slower", kept.points
+    assert len(flagged[added].by_time.run.ratios) == 24 and not any(p.by_time_note for p in kept.points)
+    assert "slower, ratio 1.30" in page_beside(log).read_text()
+    # An --update that counts nothing new keeps the verdict with the kept count, and gates nothing.
+    assert (
+        cli.main(["history", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--instructions", "--update"]) == 0
+    )
+    (again,) = load_result(log, "count-history")
+    assert [p.sha for p in again.points if p.by_time is not None] == [added] and len(gated) == 1, gated
+    assert f"{added[:12]}: by time against its parent: slower" in " ".join(capsys.readouterr().out.split())
     gated.clear()
     code = cli.main(["history", "tiny_mlp", "-p", "batch_size=32", "--device", "cpu", "--instructions",
                      "--range", "HEAD~2..HEAD", "--log", str(project / "again.json"), "--count-only"])  # fmt: skip

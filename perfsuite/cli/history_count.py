@@ -1,10 +1,9 @@
 """`perfsuite history --instructions`: the history by instruction count (perfsuite.jobs.count_history),
-one line per commit, its summary, its log and page, and the exit status CI reads: 1 when a commit
-added instructions past the threshold."""
+one line per commit, its summary, each flagged commit's gate by time against its parent, its log and
+page, and the exit status CI reads: 1 when a commit added instructions past the threshold (the
+count's, whatever time said)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from rich.text import Text
 
@@ -14,8 +13,16 @@ from perfsuite.core.text import printable
 
 
 def by_count(args, console, w) -> int:
+    from perfsuite.compare.settings import GateSettings
     from perfsuite.compare.work import INSTRUCTION_THRESHOLD
     from perfsuite.jobs.count_history import count_history
+
+    # Each flagged commit is gated by time against its parent at the time gate's own threshold (1%),
+    # unless --count-only; the verdicts are kept in the log beside the counts.
+    by_time = None
+    if not args.count_only:
+        by_time = GateSettings(args.budget, args.builds, 0.01, args.fdr, args.threads, args.heap, args.variant,
+                               args.energy)  # fmt: skip
 
     with console.status("counting") as status:
         run = count_history(
@@ -31,6 +38,7 @@ def by_count(args, console, w) -> int:
             html=args.html,
             workloads_from=args.workloads_from,
             listener=ConsoleListener(console, status),
+            by_time=by_time,
         )
     for line in run.state.lines():
         console.print(Text(printable(line), style="red" if "<- more" in line else ""), soft_wrap=True)
@@ -42,48 +50,7 @@ def by_count(args, console, w) -> int:
         console.print(
             Text(printable(f"counted in this run and added instructions: {', '.join(added)}")), soft_wrap=True
         )
-    if not args.count_only:
-        for line in _timed(args, console, w, run):
-            console.print(Text(printable(line)), soft_wrap=True)
+    for line in run.state.time_lines():
+        console.print(Text(printable(line)), soft_wrap=True)
     console.print(Text(printable(f"log: {run.log}  page: {run.page}")), soft_wrap=True)
     return 1 if added else 0
-
-
-def _timed(args, console, w, run):
-    """Each commit this run's count flagged, gated by time against its first parent (the gate's
-    road: `perfsuite gate --commit`), a line each: the count's move is the finding, and time
-    confirms it where time can see it (issue 56: on pytorch-cifar, +56.6% instructions was 1.77x
-    the time; a +1% Python loop reads "undecided" by time on this VM). A point measured against an
-    earlier commit than its parent (--every, a commit that could not be counted) is not gated."""
-    from perfsuite.compare import revisions
-    from perfsuite.compare.settings import GateSettings
-    from perfsuite.core.errors import PerfsuiteError
-    from perfsuite.jobs.gate import gate
-
-    points = [p for p in run.state.points if p.per_step is not None]
-    before = {p.sha: q.sha for q, p in zip(points, points[1:])}
-    flagged = [p for p in points if p.sha in run.fresh and p in run.state.changed(1) + run.state.changed(-1)]
-    settings = GateSettings(
-        args.budget, args.builds, 0.01, args.fdr, args.threads, args.heap, args.variant, args.energy
-    )
-    params = single_values(args.param, w)
-    for p in flagged:
-        try:
-            parent = revisions.resolve_commit(f"{p.sha}^", Path.cwd())
-        except PerfsuiteError:
-            parent = None
-        if parent != before.get(p.sha):
-            yield f"{p.sha[:12]}: by time: not gated (its count was compared with {before.get(p.sha, '?')[:12]}, not its parent)"
-            continue
-        with console.status(f"{p.sha[:12]}: gating by time against its parent"):
-            try:
-                gated = gate(w.name, commit=p.sha, cases=[params], device=args.device, settings=settings,
-                                  workloads_from=args.workloads_from)  # fmt: skip
-            except PerfsuiteError as exc:
-                yield f"{p.sha[:12]}: by time: not measured: {exc}"
-                continue
-        if gated.outcome.records:
-            yield f"{p.sha[:12]}: by time against its parent: {gated.outcome.records[0].describe()}"
-        else:
-            failed = (gated.outcome.failures or [{}])[0].get("error") or "no verdict"
-            yield f"{p.sha[:12]}: by time: not measured: {str(failed)[:300]}"

@@ -8,13 +8,14 @@ the same machine reuses their counts, so `--update` counts only the commits that
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import field, replace
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from perfsuite.compare.bisection import Commit
 from perfsuite.compare.count_bisection import Counted, counted
+from perfsuite.compare.paired_gate import GateVerdict
 from perfsuite.core import documents
 from perfsuite.core.documents import Name, NonNegative, Params, Positive, Text
 from perfsuite.core.errors import ConfigError
@@ -24,7 +25,10 @@ from perfsuite.core.errors import ConfigError
 class CountPoint(documents.Result):
     """A commit's count (None: not counted, `reason` says why) and its move from the last counted
     commit before it (None: the first, or not counted); `machine`: the digest of the comparable
-    fingerprint it was counted under (a count is reused only under the same)."""
+    fingerprint it was counted under (a count is reused only under the same). A commit whose move
+    was flagged is gated by time against its parent (`history --instructions` without
+    --count-only): `by_time` is that gate's verdict, pairs and all, or `by_time_note` says why
+    there is none."""
 
     sha: Name
     subject: Text = ""
@@ -33,10 +37,18 @@ class CountPoint(documents.Result):
     seconds: NonNegative | None = None
     moved: float | None = None
     machine: Text = ""
+    by_time: GateVerdict | None = None
+    by_time_note: Text = ""
 
     @property
     def commit(self) -> Commit:
         return Commit(self.sha, self.subject)
+
+    def time_line(self) -> str | None:
+        """Its gate by time against its parent, or why there is none; None where it was not gated."""
+        if self.by_time is not None:
+            return f"{self.sha[:12]}: by time against its parent: {self.by_time.describe()}"
+        return f"{self.sha[:12]}: by time: {self.by_time_note}" if self.by_time_note else None
 
 
 @documents.shape("count history", error=ConfigError)
@@ -69,6 +81,10 @@ class CountHistory(documents.Result):
             out.append(f"{p.sha[:12]} {p.subject}: {p.per_step:,.0f} instructions per step{move}{flag}")
         return out
 
+    def time_lines(self) -> list[str]:
+        """One line per flagged commit that was gated by time, or that could not be, oldest first."""
+        return [line for p in self.points if (line := p.time_line()) is not None]
+
     def summary(self) -> str:
         up, down = self.changed(1), self.changed(-1)
         n = sum(p.per_step is not None for p in self.points)
@@ -99,14 +115,17 @@ def walk_by_count(
     last: float | None = None
     for commit in commits:
         old = (kept or {}).get(commit.sha)
-        if old is not None and old.per_step is not None and old.machine == machine:
-            c = Counted(commit, old.per_step, None, old.seconds)
+        reused = old is not None and old.per_step is not None and old.machine == machine
+        if reused:
+            c = Counted(commit, old.per_step, None, old.seconds)  # type: ignore[union-attr]
         else:
             c = counted(commit, count_at, heard)
         moved = c.per_step / last - 1 if c.per_step is not None and last else None
         per_step = None if c.per_step is None else float(c.per_step)
         seconds = None if c.seconds is None else float(c.seconds)
         point = CountPoint(commit.sha, commit.subject, per_step, c.reason or "", seconds, moved, machine)
+        if reused and old is not None and old.moved == moved:  # a kept count keeps its gate by time
+            point = replace(point, by_time=old.by_time, by_time_note=old.by_time_note)
         state.points.append(point)
         if c.per_step is not None:
             last = c.per_step

@@ -4,7 +4,7 @@ of every commit. Every text from a repository is escaped."""
 
 from __future__ import annotations
 
-from perfsuite.compare.count_walk import CountHistory
+from perfsuite.compare.count_walk import CountHistory, CountPoint
 from perfsuite.report.history_page import esc
 
 W, H, PAD = 900, 300, 60
@@ -47,6 +47,13 @@ def _svg(state: CountHistory) -> str:
     return "".join(parts)
 
 
+def _by_time(p: CountPoint) -> str:
+    """A flagged commit's gate by time, as the console says it (one method: the word and ratio from
+    the verdict's pairs), or why it was not gated; empty for a commit that was not flagged."""
+    line = p.time_line()
+    return "" if line is None else line.split(": ", 1)[1]
+
+
 def write_count_page(state: CountHistory) -> str:
     title = f"instructions per step of {state.workload} on {state.device}, by commit"
     out = [
@@ -63,13 +70,14 @@ def write_count_page(state: CountHistory) -> str:
         "a slower kernel or a memory-bound step with the same instructions does not move it "
         "(docs/work-count.md).</p>",
         _svg(state),
-        "<table><tr><th>commit</th><th>subject</th><th>instructions per step</th><th>move</th></tr>",
+        "<table><tr><th>commit</th><th>subject</th><th>instructions per step</th><th>move</th>"
+        "<th>by time against its parent</th></tr>",
     ]
     for p in state.points:
         if p.per_step is None:
             out.append(
                 f'<tr class="skipped"><td><code>{esc(p.sha[:12])}</code></td><td>{esc(p.subject)}</td>'
-                f"<td colspan=2>not counted: {esc(p.reason)}</td></tr>"
+                f"<td colspan=3>not counted: {esc(p.reason)}</td></tr>"
             )
             continue
         flagged = p.moved is not None and abs(p.moved) > state.threshold
@@ -77,7 +85,7 @@ def write_count_page(state: CountHistory) -> str:
         move = "" if p.moved is None else f"{p.moved:+.3%}"
         out.append(
             f"<tr{cls}><td><code>{esc(p.sha[:12])}</code></td><td>{esc(p.subject)}</td>"
-            f"<td>{p.per_step:,.0f}</td><td>{move}</td></tr>"
+            f"<td>{p.per_step:,.0f}</td><td>{move}</td><td>{esc(_by_time(p))}</td></tr>"
         )
     out.append("</table></body></html>")
     return "\n".join(out) + "\n"
