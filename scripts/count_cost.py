@@ -1,6 +1,6 @@
 """What one instruction count costs: the server's start, and each count in a started server.
 
-    python scripts/count_cost.py --out reports/work/count-cost/AFTER.json [--cases matmul,autoencoder,resnet]
+    python scripts/count_cost.py --out reports/work/count-cost/AFTER.json [--cases resnet-ci,autoencoder-ci]
 
 For each case, one Counter (perfsuite.measuring.instructions): its first count pays Callgrind's
 start and the imports, the next `--repeats` counts are what a bisection or a history pays a
@@ -20,10 +20,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# label: (workload, params). The ci suite's CPU cases (suites/ci.yaml: "a ci-size step"), and the
+# larger cases counted before.
 CASES = {
-    "matmul": {"n": 256},
-    "autoencoder": {"batch_size": 8},
-    "resnet": {"size": "ci", "batch_size": 8},
+    "resnet-ci": ("resnet", {"size": "ci", "batch_size": 2}),
+    "autoencoder-ci": ("autoencoder", {"size": "ci", "batch_size": 16, "variant": "conv"}),
+    "matmul-ci": ("matmul", {"n": 128}),
+    "matmul": ("matmul", {"n": 256}),
+    "autoencoder": ("autoencoder", {"batch_size": 8}),
+    "resnet": ("resnet", {"size": "ci", "batch_size": 8}),
 }
 
 
@@ -37,7 +42,8 @@ def main() -> int:
     args = ap.parse_args()
     rows = []
     for name in args.cases.split(","):
-        job = {"workload": name, "params": CASES[name], "device": "cpu", "load": [], "steps": instructions.STEPS,
+        workload, params = CASES[name]
+        job = {"workload": workload, "params": params, "device": "cpu", "load": [], "steps": instructions.STEPS,
                "files": [], "root": None}  # fmt: skip
         with instructions.Counter() as counter:
             counts = []
@@ -48,7 +54,7 @@ def main() -> int:
                                "per_step": got.get("per_step"), "status": got["status"],
                                "reason": got.get("reason")})  # fmt: skip
                 print(name, counts[-1], flush=True)
-        rows.append({"case": name, "params": CASES[name], "counts": counts})
+        rows.append({"case": name, "workload": workload, "params": params, "counts": counts})
         # after each case: a run stopped later keeps what it measured
         args.out.parent.mkdir(parents=True, exist_ok=True)
         doc = {"method_version": instructions.METHOD_VERSION, "steps": instructions.STEPS, "cases": rows}

@@ -167,6 +167,103 @@ def test_a_counters_server_ends_with_a_driver_killed_by_sigkill(tmp_path, monkey
         driver.stdout.close()
 
 
+STEPS_FILE = """
+import time
+from pathlib import Path
+
+import perfsuite
+
+
+@perfsuite.workload()
+def slow_steps(device: str):
+    def step():
+        with open(Path(__file__).with_name("calls"), "a") as calls:
+            calls.write("x")
+        time.sleep(0.4)
+
+    return perfsuite.Step(step, items=1, unit="calls")
+"""
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"  # ended, not yet reaped
+    except FileNotFoundError:
+        return True
+
+
+@contextlib.contextmanager
+def _plain_server(tmp_path: Path):
+    """The real server of counts and its child under plain Python (a stand-in callgrind_control;
+    torch's client requests do nothing outside Valgrind), with one job: `slow_steps`, whose every
+    call adds an x to tmp_path/calls and sleeps 0.4 s. Yields the server and its folder."""
+    import subprocess
+
+    from perfsuite.measuring.instructions_child import JOB
+
+    env = {**os.environ, **_fake_valgrind(tmp_path, "valgrind-3.19.0", "exit 1"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # fmt: skip
+    folder = tmp_path / "count"
+    folder.mkdir()
+    (tmp_path / "steps.py").write_text(STEPS_FILE)
+    job = {"workload": "slow_steps", "params": {}, "device": "cpu", "load": [str(tmp_path / "steps.py")], "steps": 3}
+    (folder / JOB).write_text(json.dumps(job))
+    server = subprocess.Popen([sys.executable, "-m", "perfsuite.measuring.instructions_child", str(folder)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=folder)  # fmt: skip
+    try:
+        assert json.loads(server.stdout.readline()) == {"status": "ready"}
+        yield server, folder
+    finally:
+        server.kill()
+        server.wait()
+        server.stdin.close()
+        server.stdout.close()
+
+
+def test_a_counts_child_builds_without_running_the_step_for_its_flops(tmp_path):
+    """The child's build makes no FLOP count (nobody reads it there; under Callgrind those runs of
+    the step were most of a ResNet18 ci build): the step runs its warm-up and counted calls only."""
+    from perfsuite.measuring.instructions_child import RESULT, WARMUP
+
+    with _plain_server(tmp_path) as (server, folder):
+        server.stdin.write("count\n")
+        server.stdin.flush()
+        assert json.loads(server.stdout.readline())["exit"] == 0
+        assert json.loads((folder / RESULT).read_text()) == {"status": "ok"}
+    assert (tmp_path / "calls").read_text() == "x" * (WARMUP + 3)
+
+
+def test_a_count_whose_server_ended_stops_and_writes_nothing(tmp_path):
+    """A child counting when its server was killed (with its driver) went on alone and wrote its
+    result into the count folder, which the next count may own by then. The server is killed during
+    the child's warm-up, and the child stops at its next call without writing."""
+    import time
+
+    from perfsuite.measuring.instructions_child import CHILD_OUTPUT, RESULT
+
+    child = None
+    try:
+        with _plain_server(tmp_path) as (server, folder):
+            server.stdin.write("count\n")
+            server.stdin.flush()
+            deadline = time.monotonic() + 60
+            while not (folder / CHILD_OUTPUT).exists() and time.monotonic() < deadline:  # made as the child starts
+                time.sleep(0.05)
+            child = int(Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()[0])
+        deadline = time.monotonic() + 30  # the server was killed on leaving the block
+        while not _ended(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _ended(child), f"the child {child} still runs 30 s after its server was killed"
+        # without the check it finishes its 6 calls (2.4 s) and writes its result: wait as long again
+        time.sleep(3)
+        assert not (folder / RESULT).exists(), (folder / RESULT).read_text()
+        assert len((tmp_path / "calls").read_text()) < 6
+    finally:
+        if child is not None and not _ended(child):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+
+
 def test_a_second_counter_in_the_thread_that_counts_is_refused_not_left_waiting(tmp_path, monkeypatch):
     """A Counter inside another, in one thread, waited for ever on the first one's lock (flock on a
     second descriptor): refused, naming why. Threads and processes still take turns (above)."""

@@ -255,7 +255,9 @@ def warnings_heard() -> Iterator[list[str]]:
         _heard.remove(heard)
 
 
-@once_per_case  # every build of a case has the same FLOPs: the first build counts
+# Every build of a case has the same FLOPs: the first build counts. The stand-in is positive
+# because a Step refuses FLOPs of 0 (its build's record is never kept where it stands in).
+@once_per_case(stand_in=FlopCount(1.0))
 def _count(fn: Callable[[], object]) -> FlopCount:
     return flop_count(fn)
 

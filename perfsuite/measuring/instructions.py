@@ -41,10 +41,11 @@ from typing import Any
 from perfsuite.measuring.instructions_child import JOB, RESULT
 
 METHOD = "callgrind"
-# How a count is taken, as far as its number depends on it: 2 is the server of counts (children
-# forked from one state, with its preloads), 1 a process per count. The same code counts about
+# How a count is taken, as far as its number depends on it: 3 is the server of counts whose child
+# builds without counting FLOPs or saved bytes (their runs of the step no longer come before the
+# warm-up), 2 the server with them, 1 a process per count. The same code counts about
 # 0.25% apart under the two, so a count kept from one is not compared with a count of the other.
-METHOD_VERSION = 2
+METHOD_VERSION = 3
 MIN_VALGRIND = (3, 15)  # --instr-atstart and callgrind_control -i need no newer; older ones are refused
 # Counted steps: their total over STEPS is the count per step. The count of one code is the same in
 # every process (reports/work/: CV 0.000-0.002% over five), so a few steps say it; each instrumented
