@@ -333,6 +333,14 @@ def test_a_screen_its_own_test_called_slower_says_so_on_the_console_and_the_page
     p.recheck = None  # as the console says it before the recheck
     _logged(state, p, Log(), Heard())
     assert "screened slower at alpha 0.1, ratio 1.500" in heard[-1], heard
+    # A slow drift's gate of its ends, before its recheck, says it the same way (it printed the
+    # bare "undecided" beside an interval past the threshold)
+    from perfsuite.compare.paired_history import Window
+
+    drift = Window(state.base.sha, state.commits[3].sha, _verdict(1.04, True, p=1e-4))
+    assert drift.verdict.word == "undecided"
+    _logged(state, drift, Log(), Heard())
+    assert "gated end against start: screened slower at alpha 0.1, ratio 1.040" in heard[-1], heard
 
 
 def test_one_unconfirmed_point_is_not_gated_again_as_a_drift():

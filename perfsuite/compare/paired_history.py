@@ -139,16 +139,22 @@ class Point(documents.Result):
         return self.recheck or self.verdict
 
     def screen_said(self) -> str:
-        """The first pairs' verdict in words, as the console and the page say it. A screen whose own
-        test called it slower is not confirmed until its recheck, so its word alone would read
-        "undecided" beside an interval far past the threshold (a 6x step printed "undecided, ratio
-        6.061 (98% CI 5.184-7.087)" on 2026-11-30): it reads "screened slower at alpha 0.1" instead."""
+        """The first pairs' verdict in words, as the console and the page say it (`screen_said`)."""
         assert self.verdict is not None
-        screened = self.verdict.run.decision == sequential.SLOWER and not self.verdict.confirmed
-        # at the screen's own rate: the interval beside it is at the history's, and may reach the
-        # threshold where the screen's test did not
-        word = f"screened slower at alpha {SCREEN_ALPHA:g}" if screened and self.verdict.direction > 0 else None
-        return self.verdict.describe(word=word)
+        return screen_said(self.verdict)
+
+
+def screen_said(verdict: GateVerdict) -> str:
+    """A screen's verdict in words, as the console and the page say it, for a point's first pairs
+    and a window's gate of its ends alike. A screen whose own test called it slower is not
+    confirmed until its recheck, so its word alone would read "undecided" beside an interval far
+    past the threshold (a 6x step printed "undecided, ratio 6.061 (98% CI 5.184-7.087)" on
+    2026-11-30): it reads "screened slower at alpha 0.1" instead."""
+    screened = verdict.run.decision == sequential.SLOWER and not verdict.confirmed
+    # at the screen's own rate: the interval beside it is at the history's, and may reach the
+    # threshold where the screen's test did not
+    word = f"screened slower at alpha {SCREEN_ALPHA:g}" if screened and verdict.direction > 0 else None
+    return verdict.describe(word=word)
 
 
 def _screened_faster(x: Point | Window) -> bool:
@@ -184,6 +190,10 @@ class Window(documents.Result):
     @property
     def evidence(self) -> GateVerdict:
         return self.recheck or self.verdict
+
+    def screen_said(self) -> str:
+        """Its gate of the ends in words, as the console and the page say it (`screen_said`)."""
+        return screen_said(self.verdict)
 
 
 @documents.shape("history", error=ConfigError)

@@ -206,7 +206,7 @@ def _logged(state: History, p: Point | Window, log: Reserved, say: Listener) -> 
     """After each point and window: the log saved, and a line saying what it was."""
     logs.save(state, log)
     if isinstance(p, Window):
-        said = f"rechecked: {p.recheck.describe()}" if p.recheck else f"gated end against start: {p.verdict.describe()}"
+        said = f"rechecked: {p.recheck.describe()}" if p.recheck else f"gated end against start: {p.screen_said()}"
         if p.bisection:  # a bisection inside the confirmed drift has ended
             said += f"; {printable(p.bisection)}"
         say.say(f"slow drift {p.start[:12]}..{p.end[:12]} {said}", ALARM if p.verdict.confirmed else "info")

@@ -118,7 +118,7 @@ def write_page(state: History) -> str:
     if drift:
         out.append("<h2>Slow drifts</h2><ul>")
         out += [
-            f"<li><code>{esc(w.start[:12])}..{esc(w.end[:12])}</code>: {esc(w.verdict.describe())}; "
+            f"<li><code>{esc(w.start[:12])}..{esc(w.end[:12])}</code>: {esc(w.screen_said())}; "
             f"rechecked: {esc(w.evidence.describe())}"
             + (f"; {esc(w.bisection)}" if w.bisection else "")
             + (f" (<code>{esc(w.culprit[:12])}</code>: {esc(state.subject_of(w.culprit))})" if w.culprit else "")
