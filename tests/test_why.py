@@ -301,6 +301,8 @@ def test_the_sides_are_profiled_and_timed_interleaved_a_b_then_b_a():
     assert timed[:4] == ["A", "B", "B", "A"] and len(timed) % 2 == 0
     assert r.listed[0].name == "aten::tanh" and r.explained == pytest.approx(1.0)
     assert r.notes == []  # a 3% difference is not called noise
+    # sides with no work signature (as an older perfsuite's): the kind of change is not claimed
+    assert r.work == "work not recorded" and r.kind_said() == "work not recorded"
 
 
 def test_profile_ops_counts_one_steps_operators():
@@ -434,6 +436,9 @@ def test_why_vary_lists_the_custom_functions_operators_and_the_report_shows_it(t
     assert cli.main(["report", str(out), "--out-dir", str(tmp_path / "rep")]) == 0
     page = (tmp_path / "rep" / "summary.md").read_text()
     assert "## Why: operators that changed" in page and "`aten::silu`" in page and "against the measured" in page
+    # Issue 56, item 3: the kind of change, from the sides' work signatures, on the console and the page
+    assert doc["work"] not in ("work not recorded", "same work") and doc["work_changes"], doc
+    assert f"kind of change: {doc['work']}" in res.stdout and f"Kind of change: {doc['work']}" in page
 
 
 def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_renders_it():
@@ -513,6 +518,9 @@ def test_why_base_lists_the_new_operator_of_a_users_commit_first_and_bad_input_i
     (doc,) = json.loads(out.read_text())["results"]
     assert doc["rows"][0]["name"] == "aten::tanh" and doc["rows"][0]["mark"] == NEW, doc["rows"][:3]
     assert doc["a"]["label"] == "base HEAD~1" and doc["b"]["label"] == "working tree"
+    # Issue 56, item 3: why says what kind of change it is, exactly, from the sides' work signatures
+    assert doc["work"] == "more work" and any("aten.tanh" in c for c in doc["work_changes"]), doc["work_changes"]
+    assert "kind of change: more work: " in res.stdout and "aten.tanh" in res.stdout.split("kind of change:")[1]
     assert _worktrees(root) == 1
     from cli_each import perfsuite_each
 

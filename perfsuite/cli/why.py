@@ -96,6 +96,7 @@ def print_why(r, console) -> None:
     a, b = r.a, r.b
     console.print(Text(printable(f"{r.workload} ({r.how}, {r.device}): A = {a.label}, B = {b.label}"), style="bold"))
     console.print(Text(r.step_summary()))
+    console.print(Text(printable(f"kind of change: {r.kind_said()}")))
     what = "self CUDA time" if r.metric == "self_device_us" else "self CPU time"
     busy = [r.device_busy(side) for side in (a, b)]
     if all(x is not None for x in busy):

@@ -13,6 +13,10 @@ because the profiler's cost per call weighs most on operators called most often)
 
 Memory, the "fatter" half: the peak of one step on each side (host RSS of the step above its
 start on CPU, CUDA max allocated on a GPU) and the operators whose net allocations grew.
+
+The kind of change, exact, as every verdict says it (perfsuite.compare.work): each side's work
+signature is taken last, outside the windows and the timed blocks, and the result says "more work:
++1 aten.mm.default (...)", "same work, slower", ... beside the step difference.
 """
 
 from __future__ import annotations
@@ -83,6 +87,19 @@ class WhyResult(documents.Result):
     rounds: Count  # windows per side
     top: Count = TOP
     notes: list[Text] = field(default_factory=list)
+    # What kind of change (perfsuite.compare.work), from the two sides' work signatures: exact, with
+    # no interval. "work not recorded" where a side could not take one, and in documents before it.
+    work: Name = "work not recorded"
+    work_changes: list[Text] = field(default_factory=list)
+
+    def kind_said(self) -> str:
+        """The kind of change in words, beside the measured difference's direction where its
+        interval is off zero: "more work: +1 aten.mm.default (32x256,256x32) float32", "same work,
+        slower", as the gate, bisect and history say it."""
+        from perfsuite.compare import work
+
+        word = None if self.measured_within_noise else ("slower" if self.measured_delta_us > 0 else "faster")
+        return work.said(self.work, self.work_changes, word)
 
     @property
     def on_cuda(self) -> bool:
@@ -280,6 +297,10 @@ class ProfiledSide:
     def time(self, n: int) -> float:  # pragma: no cover
         raise NotImplementedError
 
+    def signature(self) -> dict | None:
+        """The side's work signature (perfsuite.measuring.signature); None where it has none."""
+        return None
+
     def memory(self) -> dict:  # pragma: no cover
         raise NotImplementedError
 
@@ -332,8 +353,11 @@ def why(
     rounds: int = 4,
     top: int = TOP,
 ) -> WhyResult:
+    from perfsuite.compare import work
+
     side_a, side_b = differential_profile(a, b, now, steps, rounds)
-    out = WhyResult(workload, device, how, side_a, side_b, steps, rounds, top)
+    kind, changes = work.change(a.signature(), b.signature())  # last: outside every window and block
+    out = WhyResult(workload, device, how, side_a, side_b, steps, rounds, top, work=kind, work_changes=changes)
     if abs(out.measured_delta_us) < SMALL * side_a.median_step_s * 1e6:
         out.notes.append(
             f"the sides' step times differ by less than {SMALL:.0%}: the rows show where they "

@@ -3,7 +3,7 @@
 Two revisions of one package cannot share an interpreter's module table, so each side runs in a
 side process of its own (perfsuite.compare.sides), as the gate's do; `--vary` takes the same
 road with one file and two parameter sets, so both modes profile and time alike. The side
-processes answer the "profile" and "memory" requests of perfsuite.compare.side_worker. A
+processes answer the "profile", "memory" and "signature" requests of perfsuite.compare.side_worker. A
 comparison is one case measured through the one case loop (perfsuite.run.execute.run_cases)
 with `WhyArms` as its Measure.
 """
@@ -17,7 +17,7 @@ from perfsuite.compare import revisions, sides
 from perfsuite.compare.why import TOP, ProfiledSide, WhyResult, why
 from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
-from perfsuite.core.errors import ConfigError
+from perfsuite.core.errors import ConfigError, PerfsuiteError
 
 
 class ProcessSide(ProfiledSide):
@@ -34,6 +34,14 @@ class ProcessSide(ProfiledSide):
 
     def memory(self) -> dict:
         return self.side.request({"op": "memory", "build": 0})["memory"]
+
+    def signature(self) -> dict | None:
+        # A side that cannot take one (an older perfsuite in its checkout, a step that refuses the
+        # dispatch mode) leaves the result's work "not recorded", as the gate's sides do.
+        try:
+            return self.side.request({"op": "signature", "build": 0}).get("signature")
+        except PerfsuiteError:
+            return None
 
 
 @dataclass(frozen=True)

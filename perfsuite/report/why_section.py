@@ -62,6 +62,8 @@ def _comparison(r) -> list[str]:
         "",
         _step_line(r),
         "",
+        f"Kind of change: {markdown_cell(r.kind_said())}.",
+        "",
         *_table(r),
         "",
         # The sentence, not a share: a share is only given where the sum is one (WhyResult.explained).
