@@ -66,7 +66,7 @@ def test_a_child_that_fails_is_a_failed_count_with_valgrinds_last_words(tmp_path
 
 
 # A stand-in for Valgrind's server of counts (perfsuite.measuring.instructions_child): ready, then per
-# line on its standard input a count of 1000 a step (3000 in all), written where Callgrind writes
+# line on its standard input a count of 3000 in all (per step: 3000 over the steps counted), written where Callgrind writes
 # one; a job for the workload "boom" fails in its child, "hang" never answers. Each server start
 # and each count is a line in `seen`.
 SERVER = """for a in "$@"; do case "$a" in --callgrind-out-file=*) out="${{a#*=}}";; esac; done
@@ -113,7 +113,7 @@ def test_every_count_runs_its_child_in_one_folder_one_at_a_time(tmp_path, monkey
         t.start()
     for t in counts:
         t.join()
-    assert [g["per_step"] for g in got] == [1000, 1000], got
+    assert [g["per_step"] for g in got] == [3000 / instructions.STEPS] * 2, got
     lines = seen.read_text().splitlines()
     assert [x.split()[0] for x in lines] == ["start", "count", "start", "count"]  # one server, then the other
     (_, cwd1, s1, e1), (_, cwd2, s2, e2) = (x.split() for x in lines if x.startswith("count"))

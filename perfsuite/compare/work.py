@@ -47,6 +47,9 @@ def change(
     ok = [c for c in (base_instructions, new_instructions) if c and c.get("status") == "ok"]
     if len(ok) < 2:
         return kind, details
+    methods = [c.get("method", "callgrind") for c in ok]
+    if methods[0] != methods[1]:  # a hardware count and a simulated one are different numbers
+        return kind, [*details, f"instructions counted by {methods[0]} and by {methods[1]}: not compared"]
     b, n = ok[0]["per_step"], ok[1]["per_step"]
     moved = n / b - 1
     said = f"{moved:+.2%} instructions per step ({b:,.0f} -> {n:,.0f})"

@@ -209,12 +209,12 @@ def _gate_by_time(state: CountHistory, fresh: set[str], repo: Path, settings: Ga
 def _machine(device: str) -> str:
     """The digest of this machine's comparable fingerprint: a count is the same only under the same
     CPU, torch and Python (oneDNN picks its kernels by the CPU's instruction set), Valgrind and the
-    steps a count takes, and how it is taken."""
+    steps a count takes, and how it is taken (Callgrind or the hardware counter)."""
     env = comparable(fingerprint(device=device))
     # And what counts: Valgrind (its emulated CPU is what oneDNN dispatches on), the steps counted
     # and the way of counting (a kept count of another way is counted again).
     env = {**env, "valgrind": instructions.valgrind_version(), "steps": instructions.STEPS,
-           "method": instructions.METHOD_VERSION}  # fmt: skip
+           "method": instructions.METHOD_VERSION, "counter": instructions.method()}  # fmt: skip
     return hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

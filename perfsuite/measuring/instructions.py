@@ -1,9 +1,11 @@
-"""Instructions per step on the CPU, counted by Callgrind: a number the machine's mood does not move.
+"""Instructions per step on the CPU: a number the machine's mood does not move.
 
 Time on a shared 2-core VM moves by 2-18% between processes; the instructions a step executes
-move by far less (issue 56: rustc-perf gates on them). This VM exposes no hardware counters
-(`perf` sees software events only), so the count is Callgrind's, which simulates the CPU and
-works in any VM, at a 20-100x slowdown. `import torch` under Callgrind's instrumentation takes
+move by far less (issue 56: rustc-perf gates on them). Where the CPU's hardware counters can count
+this process (a PMU, perfsuite.measuring.pmu), a process per count counts its steps' user-space
+instructions on them, at the step's own speed (method "pmu"). Most VMs, this one included, expose
+no PMU (`perf` sees software events only), so the count is Callgrind's, which simulates the CPU and
+works in any VM, at a 100-400x slowdown (method "callgrind"); the two are never compared. `import torch` under Callgrind's instrumentation takes
 minutes, so the process under Callgrind (a Counter's server, perfsuite.measuring.instructions_child)
 starts with instrumentation off (--instr-atstart=no), imports torch at Valgrind's plain speed (about
 43 s here), turns instrumentation on for itself (callgrind_control -i on), and forks a child per
@@ -40,17 +42,20 @@ from typing import Any
 
 from perfsuite.measuring.instructions_child import JOB, RESULT
 
-METHOD = "callgrind"
+CALLGRIND, PMU = "callgrind", "pmu"
+METHOD = CALLGRIND  # where no PMU can count (most VMs, this one included)
 # How a count is taken, as far as its number depends on it: 3 is the server of counts whose child
 # builds without counting FLOPs or saved bytes (their runs of the step no longer come before the
-# warm-up), 2 the server with them, 1 a process per count. The same code counts about
-# 0.25% apart under the two, so a count kept from one is not compared with a count of the other.
+# warm-up) and warms with 2 calls, 2 the server with them and 3 warm-up calls, 1 a process per
+# count. The same code counts about 0.25% apart under 1 and 2, so a count kept from one method is
+# not compared with a count of another.
 METHOD_VERSION = 3
 MIN_VALGRIND = (3, 15)  # --instr-atstart and callgrind_control -i need no newer; older ones are refused
 # Counted steps: their total over STEPS is the count per step. The count of one code is the same in
-# every process (reports/work/: CV 0.000-0.002% over five), so a few steps say it; each instrumented
-# call costs 20-100x the step's time (ResNet18 `ci` batch 8 ran past 7 minutes with 8 of them).
-STEPS = 3
+# every child of one server (reports/work/), so one step says it; each instrumented call costs
+# 100-400x the step's time (Valgrind emulates no AVX-512: a ResNet18 ci step at batch 2 took 14 s),
+# and a count is WARMUP + STEPS of them: 6 made that step's count 85 s, against issue 56's 60 s.
+STEPS = 1
 TIMEOUT_S = 900.0
 
 
@@ -63,10 +68,20 @@ def valgrind_version() -> tuple[int, ...] | None:
     return tuple(int(x) for x in m.groups() if x is not None) if m else None
 
 
+def method() -> str:
+    """How this machine counts: PMU where its hardware counters can count this process's
+    instructions (perfsuite.measuring.pmu), else CALLGRIND."""
+    from perfsuite.measuring import pmu
+
+    return PMU if pmu.refused() is None else CALLGRIND
+
+
 def unavailable(device: str) -> str | None:
     """Why instructions cannot be counted here (None: they can): what is missing, and how to get it."""
     if not device.startswith("cpu"):
         return f"instruction counts are taken for CPU steps; {device} is not one (its kernels run on the device)"
+    if method() == PMU:
+        return None
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         return "valgrind is not installed (apt install valgrind): Callgrind counts the instructions"
     version = valgrind_version()
@@ -83,17 +98,12 @@ def unavailable(device: str) -> str | None:
 
 
 def hardware_counters() -> str:
-    """What this machine offers beyond Callgrind, said in the record: perfsuite counts with
-    Callgrind either way (a PMU's count would differ from Callgrind's, and no machine here has one
-    to test that road on)."""
-    events = Path("/sys/bus/event_source/devices/cpu/events/instructions")
-    try:
-        paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
-    except (OSError, ValueError):
-        paranoid = None
-    if not events.exists():
-        return "no hardware counters exposed (no PMU: a VM without virtual counters)"
-    return f"a PMU is exposed (perf_event_paranoid {paranoid}); perfsuite counts with Callgrind all the same"
+    """What this machine's hardware counters gave, said in the record: counted by them, or why not
+    (no PMU, the kernel's refusal: perfsuite.measuring.pmu) and so counted by Callgrind."""
+    from perfsuite.measuring import pmu
+
+    why = pmu.refused()
+    return "counted by the CPU's hardware counter (instructions:u)" if why is None else f"{why}; counted by Callgrind"
 
 
 def count(
@@ -150,15 +160,39 @@ class Counter:
 
     def count(self, job: dict[str, Any], timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
         t0 = time.monotonic()
+        how = method()
         try:
-            total = self._count(job, t0 + timeout_s, timeout_s)
+            if how == PMU:
+                total = self._count_by_pmu(job, timeout_s)
+            else:
+                total = self._count(job, t0 + timeout_s, timeout_s)
         except _CountFailed as exc:
             self._stop(at_once=True)  # a server that failed or ran past its time is not asked again
-            return {"status": "failed", "reason": str(exc)[:500], "method": METHOD,
+            return {"status": "failed", "reason": str(exc)[:500], "method": how,
                     "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
         steps = job["steps"]
-        return {"status": "ok", "per_step": total / steps, "total": total, "steps": steps, "method": METHOD,
+        return {"status": "ok", "per_step": total / steps, "total": total, "steps": steps, "method": how,
                 "seconds": round(time.monotonic() - t0, 1), "hardware": hardware_counters()}  # fmt: skip
+
+    def _count_by_pmu(self, job: dict[str, Any], timeout_s: float) -> int:
+        """The job counted on the CPU's hardware counter by a process of its own (no Valgrind: the
+        step runs at its own speed, so a server saves nothing worth its state), in the count folder."""
+        folder = self._held()
+        (folder / RESULT).unlink(missing_ok=True)
+        (folder / JOB).write_text(json.dumps(job))
+        env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+        cmd = [sys.executable, "-m", "perfsuite.measuring.instructions_child", "--pmu", str(folder)]
+        try:
+            done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout_s,
+                                  preexec_fn=_dies_with_its_parent())  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise _CountFailed(f"the count on the hardware counter did not finish in {timeout_s:.0f} s") from None
+        result = _read_json(folder / RESULT)
+        if result.get("status") != "ok" or not isinstance(result.get("total"), int):
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            reason = result.get("reason") or f"exit {done.returncode}, no result: {last}"
+            raise _CountFailed(f"the step on the hardware counter failed: {reason}")
+        return result["total"]
 
     def close(self, at_once: bool = False) -> None:
         self._stop(at_once)
@@ -190,13 +224,17 @@ class Counter:
             raise _CountFailed("Callgrind wrote no instruction total (was collection toggled?)")
         return total
 
-    def _start(self, deadline: float, timeout_s: float) -> Path:
-        """The server's folder, the server started (and ready) when it is not running."""
+    def _held(self) -> Path:
+        """The count folder, held (its lock taken) from the first count to close()."""
         if self._folder is None:
             held = child_folder()
             self._path = Path(held.__enter__())  # kept only once entered: a refusal leaves none
             self._folder = held
-        folder = self._path
+        return self._path
+
+    def _start(self, deadline: float, timeout_s: float) -> Path:
+        """The server's folder, the server started (and ready) when it is not running."""
+        folder = self._held()
         if self._proc is not None:
             return folder
         self._stderr = folder / "callgrind-stderr.txt"
@@ -267,7 +305,8 @@ def _dies_with_its_parent() -> Any:
     Callgrind for minutes, and its child counted on in that folder (found 2026-11-30). Done before
     exec, not in the server: the server's own state decides the counts (a handler set up there
     made identical code count up to 85 instructions apart from one child to the next). A child
-    counting when its server is killed finishes that count alone. None where prctl is not there."""
+    counting when its server is killed stops at its next call and writes nothing
+    (instructions_child). None where prctl is not there."""
     import ctypes
 
     try:

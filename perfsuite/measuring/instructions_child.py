@@ -10,6 +10,10 @@ job: {"status": "done", "pid", "exit"}.
 Every child starts from the same state (the server's, which does the same work before each fork),
 so identical code counts the same in every child, whatever was counted before it.
 
+Where the CPU's hardware counters can count (perfsuite.measuring.pmu), no Valgrind runs: the
+driver starts `python -m perfsuite.measuring.instructions_child --pmu FOLDER` per count, which
+builds and warms the step as a child here does and counts its steps on the counter.
+
     valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no \
         --callgrind-out-file=FOLDER/callgrind.out.%p python -m perfsuite.measuring.instructions_child FOLDER
 """
@@ -24,7 +28,9 @@ import sys
 from pathlib import Path
 
 JOB, RESULT, CHILD_OUTPUT = "job.json", "result.json", "child-output.txt"
-WARMUP = 3  # calls before the counted ones: lazy initialisation and the interpreter's specialisation
+# Calls before the counted ones: the first does the lazy initialisation (oneDNN's primitives, an
+# optimiser's state), the second runs as every later call does.
+WARMUP = 2
 # Imported once by the server, at Valgrind's plain speed, so no child imports them instrumented: the
 # workers' fork server's list (torch._dynamo among them: torch.optim imports it at an optimizer's
 # first build, which took 42 s of a child's 50 s instrumented), and what loading a workload file
@@ -83,14 +89,17 @@ class _Orphaned(Exception):
     count folder's lock): nobody will read this count, and another count may own the folder."""
 
 
-def _count(folder: Path) -> int:
+def _count(folder: Path, pmu_fd: int | None = None) -> int:
     """In the forked child: the job's steps counted; the result written to RESULT. A child whose
     server ended stops at its next call outside the counted steps and writes nothing: it went on
-    alone for minutes, and wrote its result into the folder of whatever count came next."""
+    alone for minutes, and wrote its result into the folder of whatever count came next. With
+    `pmu_fd` (a hardware counter of this thread, perfsuite.measuring.pmu), the steps are counted
+    on it instead of by Callgrind's collection, and the result holds the total."""
     # The step's own prints go to a file: the server's standard output is the driver's protocol.
     os.dup2(os.open(folder / CHILD_OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 1)
     result = folder / RESULT
     server = os.getppid()
+    total: list[int] = []
 
     def wanted() -> None:  # a system call outside the collected region: it adds nothing to the count
         if os.getppid() != server:
@@ -131,11 +140,19 @@ def _count(folder: Path) -> int:
         # which hid a +0.5% step and named a wrong commit (reports/work/). The count is the step's.
         gc.collect()
         gc.disable()
-        torch._C._valgrind_toggle()
-        for _ in range(job["steps"]):
-            built.fn()
-        synchronize(job["device"])
-        torch._C._valgrind_toggle()
+        if pmu_fd is None:
+            torch._C._valgrind_toggle()
+            for _ in range(job["steps"]):
+                built.fn()
+            synchronize(job["device"])
+            torch._C._valgrind_toggle()
+        else:
+            from perfsuite.measuring import pmu
+
+            with pmu.counting(pmu_fd) as total:
+                for _ in range(job["steps"]):
+                    built.fn()
+                synchronize(job["device"])
         gc.enable()
         if built.teardown is not None:
             built.teardown()
@@ -145,9 +162,30 @@ def _count(folder: Path) -> int:
     except BaseException as exc:  # noqa: BLE001 - the driver records the reason; the timing stands
         result.write_text(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}))
         return 1
-    result.write_text(json.dumps({"status": "ok"}))
+    result.write_text(json.dumps({"status": "ok", **({"total": total[0]} if total else {})}))
     return 0
 
 
+def count_by_pmu(folder: Path) -> int:
+    """The PMU's road (no Valgrind): this process counts the job in FOLDER on the CPU's hardware
+    counter of its one thread, as a Callgrind child would, and writes the result with its total."""
+    from perfsuite.measuring import pmu
+
+    try:
+        import torch
+
+        torch.set_num_threads(1)  # one thread: the counter follows this thread only, as Callgrind's count
+        fd = pmu.open_counter()
+    except BaseException as exc:  # noqa: BLE001 - the driver records the reason; the timing stands
+        (folder / RESULT).write_text(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}))
+        return 1
+    try:
+        return _count(folder, fd)
+    finally:
+        os.close(fd)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--pmu":
+        sys.exit(count_by_pmu(Path(sys.argv[2])))
     sys.exit(serve(Path(sys.argv[1])))
