@@ -304,6 +304,39 @@ def test_an_improvement_is_confirmed_as_a_regression_is_by_its_recheck():
     assert page.count('class="point improvement"') == 1 and page.count('class="improvement"') == 1
 
 
+def test_a_speed_up_is_screened_at_the_screens_alpha_as_a_slowdown_is():
+    """Issue 49: a faster point was rechecked only when its 98% interval lay wholly below
+    1 / (1 + threshold), where a slower one is rechecked at its test's alpha 0.1, so nanoGPT's
+    flash attention (0.948, 98% CI 0.905-0.993) was never rechecked. A point whose first pairs' test
+    says faster at alpha 0.1 is now rechecked, says so, and its recheck confirms it."""
+    from perfsuite.compare.paired_gate import PairedRun
+
+    def first_pairs(centre: float) -> GateVerdict:  # 16 pairs, 4% spread: undecided at 98%
+        ratios = [centre * math.exp(0.04 * ((k % 5) - 2) / 2) for k in range(16)]
+        return GateVerdict(
+            "c", 0.01, PairedRun(ratios, 1, decision=sequential.NOT_SLOWER, p=0.9, seconds_a=[1e-3] * 16)
+        )
+
+    state = _state(3)
+    index = {c.sha: i for i, c in enumerate(state.commits)}
+    rechecked = []
+
+    def pair(a, b):
+        return first_pairs(0.975 if index[b] == 1 else 1.0)
+
+    def recheck(a, b):
+        rechecked.append(b)
+        return _verdict(0.95, False, p=0.9)
+
+    walk(state, pair, {}, recheck=recheck)
+    p = state.point(state.commits[1].sha)
+    assert p.verdict.word == "undecided" and p.verdict.interval[1] > 1 / 1.01  # the old screen's miss
+    assert p.screen_said().startswith("screened faster at alpha 0.1, ratio 0.97"), p.screen_said()
+    assert rechecked == [state.commits[1].sha] and [x.sha for x in state.improvements()] == [p.sha]
+    flat = state.point(state.commits[2].sha)
+    assert not flat.screen_said().startswith("screened")
+
+
 def test_a_screen_its_own_test_called_slower_says_so_on_the_console_and_the_page():
     """Issue 49 (one word everywhere): a 6x step's screen printed "undecided, ratio 6.061 (98% CI
     5.184-7.087)" before its recheck, the page likewise, because only the recheck confirms."""
