@@ -65,6 +65,41 @@ def test_an_extra_operator_is_more_work_named_exactly_with_its_shape():
     assert work.change(None, base) == (work.UNKNOWN, [])
 
 
+def test_on_a_gpu_the_kernels_and_copies_of_the_call_are_kept_and_compared(monkeypatch):
+    """Issue 56, item 1: kernel launches on a GPU. The profiler's CUDA events are stood in (this
+    machine has no GPU): the kernels and the copies among them are counted, the CPU's events not,
+    and a record keeps them. Two steps with the same operators and other kernels (a library's
+    choice) are more or less work; the same kernels are the same work. Unproven on a GPU: the
+    profiler's real events."""
+    import contextlib
+    from types import SimpleNamespace
+
+    def event(name, device_type="DeviceType.CUDA"):
+        return SimpleNamespace(name=name, device_type=device_type)
+
+    ran = [event("volta_sgemm_128x64_nn"), event("void at::native::elementwise_kernel<...>"),
+           event("Memcpy HtoD (Pageable -> Device)"), event("Memset (Device)"),
+           event("aten::mm", "DeviceType.CPU"), event("cudaLaunchKernel", "DeviceType.CPU")]  # fmt: skip
+    assert signature.device_work(ran) == {"kernels": 2, "copies": 2}
+
+    @contextlib.contextmanager
+    def activity(on):
+        yield (lambda: ran) if on else list
+
+    monkeypatch.setattr(signature, "_device_activity", activity)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    step = _mlp_step()
+    on_gpu, on_cpu = signature.take(step, "cuda:0"), signature.take(step, "cpu")
+    assert on_gpu["kernels"] == 2 and on_gpu["copies"] == 2 and "kernels" not in on_cpu
+    assert on_gpu["digest"] == on_cpu["digest"]  # the operators' digest: kernels are beside it
+    make_record(signature=on_gpu)  # a record keeps them (SignatureShape)
+    other_kernels = {**on_gpu, "kernels": 5}
+    kind, said = work.change(on_gpu, other_kernels)
+    assert kind == work.MORE and said == ["+3 kernel launches a step (2 -> 5)"], (kind, said)
+    assert work.change(other_kernels, on_gpu)[0] == work.LESS
+    assert work.change(on_gpu, dict(on_gpu)) == (work.SAME, [])
+
+
 def test_a_change_in_the_bytes_a_step_allocates_is_noted_where_the_gates_heap_is_held():
     """Issue 49: on real changes that allocate more, the gate's held heap took their page faults out
     of its size (+10-13% where a default-heap process saw +19%); the gate now says so."""

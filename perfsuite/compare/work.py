@@ -66,14 +66,29 @@ def change(
 def _signature_change(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> tuple[str, list[str]]:
     if not base or not new:
         return UNKNOWN, []
+    launched = _kernels_moved(base, new)
     if base.get("digest") == new.get("digest"):
+        if launched:  # the same operators, other kernels on the device (a library's choice)
+            return (MORE if launched > 0 else LESS), [
+                f"{launched:+d} kernel launches a step ({base['kernels']} -> {new['kernels']})"
+            ]
         return SAME, []
     details = differences(base, new)
+    if launched:
+        details.append(f"{launched:+d} kernel launches a step ({base['kernels']} -> {new['kernels']})")
     calls = (new.get("calls") or 0) - (base.get("calls") or 0)
     allocated = _allocated_more(base, new)
-    grew = calls > 0 or (calls == 0 and allocated > 0)
-    shrank = calls < 0 or (calls == 0 and allocated < 0)
+    grew = calls > 0 or (calls == 0 and (allocated > 0 or (allocated == 0 and launched > 0)))
+    shrank = calls < 0 or (calls == 0 and (allocated < 0 or (allocated == 0 and launched < 0)))
     return (MORE if grew else LESS if shrank else OTHER), details
+
+
+def _kernels_moved(base: Mapping[str, Any], new: Mapping[str, Any]) -> int:
+    """New's kernel launches a step less base's (perfsuite.measuring.signature, on a GPU); 0 where
+    either did not count them."""
+    if isinstance(base.get("kernels"), int) and isinstance(new.get("kernels"), int):
+        return int(new["kernels"]) - int(base["kernels"])
+    return 0
 
 
 # glibc's default M_MMAP_THRESHOLD: a block this large or larger is mapped afresh by a process on

@@ -208,6 +208,9 @@ class SignatureShape(TypedDict, total=False):
     # (operator, input shapes, dtype, calls), sorted
     entries: Annotated[list[tuple[Text, Text, Text, Count]], Field(max_length=100_000)]
     method: Text
+    # On a GPU: the kernels and the copies/fills the device ran in the call (outside the digest)
+    kernels: Count
+    copies: Count
 
 
 _SIGNATURE = TypeAdapter(SignatureShape)

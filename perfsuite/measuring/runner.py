@@ -674,7 +674,7 @@ def _signature(step: Callable[[], object], device: str, warnings: list[str]) -> 
     from perfsuite.measuring import signature
 
     try:
-        sig = signature.take(step)
+        sig = signature.take(step, device)
         synchronize(device)
     except USER_CODE_ERRORS as exc:
         warnings.append(f"work signature not taken: {exception_text(exc)}"[:500])

@@ -6,8 +6,13 @@ runs of the same code on the same machine dispatch the same operators on the sam
 difference in the signature is a difference in work, stated exactly ("+3 aten.cumsum.default
 (64x8192) float32"), with no interval because it has none. What it cannot see: work inside one
 operator (another BLAS kernel, a cache or layout effect, the clock's frequency), Python between
-operators (an instruction count sees that: perfsuite.measuring.instructions), and kernels a
-GPU launches beyond the operators (counted on a GPU by the profiler, not here).
+operators (an instruction count sees that: perfsuite.measuring.instructions).
+
+On a GPU the same call also runs under torch.profiler's CUDA activity, and the signature keeps the
+kernels the device ran (`kernels`: launches a step, including those a replayed CUDA graph holds)
+and its copies and fills (`copies`: memcpy/memset). They are compared beside the digest, not in it:
+a library may pick another kernel for the same operator (cuDNN's heuristics), which is a change in
+the GPU's work the operators do not show.
 
 The count runs one call of the step under a TorchDispatchMode, after the timed blocks (the
 step's own warm-up and first-call effects are behind it), on the build that was measured. The
@@ -17,10 +22,11 @@ state the engine carries to its threads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 METHOD = "TorchDispatchMode: one call after the timed blocks"
@@ -74,13 +80,19 @@ def _counting_mode():
     return Counting()
 
 
-def take(fn: Callable[[], object]) -> dict[str, Any]:
-    """The signature of one call of `fn`: a record's `signature` block (SignatureShape)."""
+def take(fn: Callable[[], object], device: str = "cpu") -> dict[str, Any]:
+    """The signature of one call of `fn`: a record's `signature` block (SignatureShape); on a CUDA
+    `device`, with the kernels and copies the device ran in that call."""
     mode = _counting_mode()
-    with mode:
+    on_gpu = device.startswith("cuda")
+    with mode, _device_activity(on_gpu) as events:
         fn()
+        if on_gpu:
+            import torch
+
+            torch.cuda.synchronize(device)  # every kernel of the call ended inside the profile
     entries = sorted([op, shapes, dtype, n] for (op, shapes, dtype), n in mode.calls.items())
-    return {
+    out = {
         "digest": digest(entries),
         "calls": sum(mode.calls.values()),
         "distinct": len(entries),
@@ -88,6 +100,34 @@ def take(fn: Callable[[], object]) -> dict[str, Any]:
         "entries": entries[:MAX_ENTRIES],
         "method": METHOD,
     }
+    return {**out, **device_work(events())} if on_gpu else out
+
+
+@contextlib.contextmanager
+def _device_activity(on: bool) -> Iterator[Callable[[], list]]:
+    """torch.profiler's CUDA activity over the block when `on`; yields what gives its events once
+    the block has ended (nothing off the GPU)."""
+    if not on:
+        yield list
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        yield lambda: list(prof.events())
+
+
+def device_work(events: list) -> dict[str, int]:
+    """The kernels and the copies (memcpy, memset) among a profile's events that ran on the device."""
+    kernels = copies = 0
+    for e in events:
+        if "CUDA" not in str(getattr(e, "device_type", "")):
+            continue
+        name = str(getattr(e, "name", ""))
+        if name.startswith(("Memcpy", "Memset", "[memcpy", "[memset")):
+            copies += 1
+        else:
+            kernels += 1
+    return {"kernels": kernels, "copies": copies}
 
 
 def digest(entries: list) -> str:
