@@ -653,3 +653,33 @@ def test_ranges_with_unknown_tensor_flops_say_their_share_of_the_roof_is_unknown
         r["nvtx_range"]: r for r in csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())) if r["id"] == "range"
     }
     assert summary["train_step"]["pct_of_roof"] == "" and summary["train_step"]["limiter"] == ""
+
+
+def test_each_ranges_device_work_is_said_from_the_same_export(tmp_path, capsys):
+    """Issue 56, items 1 and 5: the step's work on the device comes from the roofline's own ncu
+    session: a range's launches, DRAM bytes and (where the export has them: profile-step asks for
+    them now) warp instructions executed. The real H100 step, with an instructions column added
+    (1,000 a launch; the fixture was exported before it was asked for)."""
+    from perfsuite.roofline.metrics import INST, profile_metrics
+
+    assert INST in profile_metrics()
+    rows = _rows(NCU / "resnet18_fp32_raw.csv.gz")
+    rows = [row + [INST if i == 0 else "inst" if i == 1 else "1,000"] for i, row in enumerate(rows)]
+    path = tmp_path / "with_inst.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    for export, instructions in ((NCU / "resnet18_fp32_raw.csv.gz", None), (path, "2.86e+05")):
+        argv = ["--peak-file", str(tmp_path / "none.json"), "roofline", str(export), "--device", "H100-SXM5-80GB",
+                "--out", str(tmp_path / "r.png")]  # fmt: skip
+        assert cli.main(argv) == 0
+        out = capsys.readouterr().out
+        (step,) = [line for line in out.splitlines() if line.strip().startswith("range train_step:")]
+        forward = next(line for line in out.splitlines() if line.strip().startswith("range forward:"))
+        assert "286 launches" in step and "MiB DRAM" in step, step
+        if instructions is None:
+            assert "warp instructions" not in step  # not in the export: not claimed
+        else:
+            assert f"{instructions} warp instructions" in step and "1.1e+05 warp instructions" in forward, (
+                step,
+                forward,
+            )

@@ -10,14 +10,14 @@ from rich.text import Text
 from perfsuite.cli import options
 from perfsuite.core.errors import PerfsuiteError, RecordError
 from perfsuite.core.text import printable
-from perfsuite.core.units import fmt_rate, fmt_seconds
+from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
 from perfsuite.report.roofline_table import top_table
 from perfsuite.roofline import ceilings as C
 from perfsuite.roofline import chart
 from perfsuite.roofline.ceilings import Ceilings
 from perfsuite.roofline.cpu import record_points
 from perfsuite.roofline.devices import KNOWN_DEVICES
-from perfsuite.roofline.metrics import PIPE_LABEL
+from perfsuite.roofline.metrics import INST, PIPE_LABEL
 from perfsuite.roofline.ncu import read_ncu_csv
 from perfsuite.roofline.points import aggregate, by_kernel, by_range, point
 from perfsuite.roofline.summary_csv import summary_csv
@@ -93,6 +93,16 @@ def _ceilings(args, launches, console):
             "with the peak metrics `perfsuite profile-step` prints, or run `perfsuite peak` on this GPU"
         )
     return roofs
+
+
+def _instructions(launches, name: str) -> str:
+    """A range's warp instructions executed (the step's work on the device: issue 56), where the
+    export carries them for each of its launches; empty where it does not (exports made before
+    profile-step asked for them)."""
+    counts = [l.metrics.get(INST) for l in launches if name in l.ranges]
+    if not counts or any(c is None for c in counts):
+        return ""
+    return f"{sum(counts):.4g} warp instructions, "
 
 
 def _model_record(args):
@@ -182,7 +192,9 @@ def _ncu(args, console) -> int:
         console.print(
             Text(
                 f"  range {r.nvtx_range}: {r.launches} launches, {fmt_seconds(r.time_s)}, "
-                f"{'≥' if not r.exact else ''}{r.flops:.4g} FLOPs, {fmt_rate(r.flop_per_s or 0.0, 'FLOP/s')}"
+                f"{'≥' if not r.exact else ''}{r.flops:.4g} FLOPs, {fmt_bytes(r.dram_bytes)} DRAM, "
+                + _instructions(launches, r.nvtx_range)
+                + f"{fmt_rate(r.flop_per_s or 0.0, 'FLOP/s')}"
                 + (
                     f", {v.pct:.1f}% of roof ({v.limiter})"
                     if v.pct is not None

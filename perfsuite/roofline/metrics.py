@@ -71,11 +71,17 @@ def flop_metric_names(prefixes=("sm", "smsp")) -> list[str]:
     ]
 
 
+# Warp instructions executed: the step's work on the device, counted beside its time in the same
+# ncu session (issue 56: a range's instructions and DRAM bytes are its work per step). Optional:
+# exports made before it was asked for (the H100 fixtures) lack it.
+INST = "smsp__inst_executed.sum"
+
+
 def profile_metrics() -> list[str]:
     """What `profile-step` asks ncu for: everything this reader uses, ceilings included."""
     peaks = [m for pairs in PEAK_COMPUTE.values() for m, _ in pairs]
     mem = [m for pair in PEAK_MEMORY.values() for m in pair]
-    return [TIME, DRAM, L2, L1, *TENSOR, TENSOR_INST, *flop_metric_names(("sm",)), *peaks, *mem, SM_HZ]
+    return [TIME, DRAM, L2, L1, *TENSOR, TENSOR_INST, INST, *flop_metric_names(("sm",)), *peaks, *mem, SM_HZ]
 
 
 # The raw page carries the SM count among the device attributes; it is not asked for (the
@@ -95,7 +101,7 @@ def optional(metric: str) -> bool:
     """Metrics a file may lack, or show as "n/a" (ncu's word for a counter this GPU does not
     have): ceilings and clocks, and the tensor counters, whose absence is reported, not fatal."""
     ceiling = metric.endswith((".peak_sustained", ".per_second")) and metric != SM_HZ  # SM_HZ may time a launch
-    return ceiling or metric in TENSOR or metric == TENSOR_INST or metric == SM_COUNT
+    return ceiling or metric in TENSOR or metric in (TENSOR_INST, INST, SM_COUNT)
 
 
 def kind(metric: str) -> str:
