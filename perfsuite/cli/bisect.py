@@ -62,8 +62,8 @@ def add_arguments(sub) -> None:
     bi.add_argument(
         "--instructions",
         action="store_true",
-        help="bisect by instructions per step under Callgrind instead of time: one count per commit "
-        "(about 45 s to start Callgrind, then seconds a commit for a small step), the same answer every time; --threshold is then the move in instructions "
+        help="bisect by instructions per step instead of time (the CPU's hardware counter where a PMU counts, "
+        "else Callgrind: about 45 s to start it, then seconds a commit for a small step): one count per commit, the same answer every time; --threshold is then the move in instructions "
         "(default 0.5%%); exit 1 when it names a commit that added instructions (with --faster, 0 for one "
         "that removed them)",
     )

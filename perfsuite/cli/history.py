@@ -90,8 +90,8 @@ def add_arguments(sub) -> None:
     hi.add_argument(
         "--instructions",
         action="store_true",
-        help="a history by instructions per step under Callgrind instead of time: one count per commit "
-        "(about 45 s to start Callgrind, then seconds a commit for a small step), each against the one before, kept in its own log (WORKLOAD-PARAMS.instructions.json; "
+        help="a history by instructions per step instead of time (the CPU's hardware counter where a PMU counts, "
+        "else Callgrind: about 45 s to start it, then seconds a commit for a small step): one count per commit, each against the one before, kept in its own log (WORKLOAD-PARAMS.instructions.json; "
         "--update counts only the commits since); --threshold is then the move in instructions "
         "(default 0.5%%); exit 1 when a commit added instructions past it; each commit flagged is then "
         "gated by time against its parent",

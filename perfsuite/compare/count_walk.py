@@ -1,6 +1,8 @@
-"""A history by instructions per step: one Callgrind count per commit, each against the commit
-before it that was counted, a change flagged past the threshold. No rechecks: the same code counts
-the same to the instruction in every process (reports/work/), so a count's move is the code's.
+"""A history by instructions per step: one count per commit (Callgrind's, or the CPU's hardware
+counter's: perfsuite.measuring.instructions), each against the commit before it that was counted, a
+change flagged past the threshold. No rechecks: under Callgrind the same code counts the same in
+every count of one server (reports/work/), so a count's move is the code's; a hardware count moves
+a little from run to run (about 0.2% on rustc-perf's machines), under the default threshold.
 The walk is a document (kind "count-history") kept in a log: a later walk over the same commits on
 the same machine reuses their counts, so `--update` counts only the commits that came since.
 """
@@ -61,6 +63,8 @@ class CountHistory(documents.Result):
     # and where the workload file came from (perfsuite.compare.revisions).
     every: Annotated[int, Field(strict=True, ge=1)] = 1
     workloads_from: Name = "tree"
+    # How the counts were taken (perfsuite.measuring.instructions.method): "callgrind" or "pmu"
+    counter: Name = "callgrind"
     points: Annotated[list[CountPoint], Field(max_length=documents.MAX_GROUPS)] = field(default_factory=list)
 
     def changed(self, direction: int = 1) -> list[CountPoint]:
@@ -124,7 +128,7 @@ def walk_by_count(
         per_step = None if c.per_step is None else float(c.per_step)
         seconds = None if c.seconds is None else float(c.seconds)
         point = CountPoint(commit.sha, commit.subject, per_step, c.reason or "", seconds, moved, machine)
-        if reused and old is not None and old.moved == moved:  # a kept count keeps its gate by time
+        if reused and old is not None:  # a kept count keeps its gate by time (of the commit against its parent)
             point = replace(point, by_time=old.by_time, by_time_note=old.by_time_note)
         state.points.append(point)
         if c.per_step is not None:

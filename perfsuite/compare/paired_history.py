@@ -55,10 +55,12 @@ from perfsuite.stats import verdict as words
 
 MEASURED, SKIPPED = "measured", "skipped"
 # What a history's points are judged by, stored in its settings: a log of another rule is refused.
+# 4: as 3, with a speed-up screened by its own test at SCREEN_ALPHA (under 3, by its 98% interval
+# wholly below 1 / (1 + threshold): a log of 3 would have its unrechecked points rechecked anew);
 # 3: screened, then confirmed by a recheck (rounds of fresh processes) whose interval lies beyond
 # the threshold (each pairing of builds given both orders: perfsuite.compare.paired_gate._b_first);
 # 2: by the recheck's test alone; 1: Benjamini-Hochberg over the points.
-HISTORY_RULE = 3
+HISTORY_RULE = 4
 # The screen's false-alarm rate: a point is rechecked when its own sequential test says slower at
 # this alpha (or --fdr, if larger). The screen finds, the recheck confirms: at alpha 0.01 two of
 # ten +3% steps on the development VM ended at p 0.018 and 0.08 and were never rechecked
@@ -143,21 +145,23 @@ class Point(documents.Result):
     def screen_said(self) -> str:
         """The first pairs' verdict in words, as the console and the page say it (`screen_said`)."""
         assert self.verdict is not None
-        return screen_said(self.verdict)
+        return screen_said(self.verdict, faster_too=True)
 
 
-def screen_said(verdict: GateVerdict) -> str:
+def screen_said(verdict: GateVerdict, faster_too: bool = False) -> str:
     """A screen's verdict in words, as the console and the page say it, for a point's first pairs
     and a window's gate of its ends alike. A screen whose own test called it slower is not
     confirmed until its recheck, so its word alone would read "undecided" beside an interval far
     past the threshold (a 6x step printed "undecided, ratio 6.061 (98% CI 5.184-7.087)" on
-    2026-11-30): it reads "screened slower at alpha 0.1" instead."""
+    2026-11-30): it reads "screened slower at alpha 0.1" instead; a point's speed-up that its test
+    at that alpha calls faster (`faster_too`), "screened faster at alpha 0.1"."""
     screened = verdict.run.decision == sequential.SLOWER and not verdict.confirmed
     # at the screen's own rate: the interval beside it is at the history's, and may reach the
     # threshold where the screen's test did not
     word = f"screened slower at alpha {SCREEN_ALPHA:g}" if screened and verdict.direction > 0 else None
-    faster = verdict.word != words.FASTER and verdict.run.p_slower(verdict.threshold, -1) < SCREEN_ALPHA
-    if word is None and faster and verdict.direction > 0:  # a faster screen, read the same way
+    # a point's faster screen, read the same way (a window gates slow drifts only: `faster_too` off)
+    faster = faster_too and verdict.word != words.FASTER and verdict.run.p_slower(verdict.threshold, -1) < SCREEN_ALPHA
+    if word is None and faster and verdict.direction > 0:
         word = f"screened faster at alpha {SCREEN_ALPHA:g}"
     return verdict.describe(word=word)
 

@@ -92,10 +92,10 @@ VERSIONS = {
     "split": 1,
     "qwen-sweep": 1,
     "bisect": 2,
-    "why": 1,
+    "why": 2,  # 2: the kind of change (work, work_changes)
     "history": 1,
     "variants": 1,
-    "count-history": 1,
+    "count-history": 2,  # 2: each flagged commit's gate by time (by_time, by_time_note), the counter
 }
 
 # Limits on what a file may hold, so a hostile or corrupt file is refused instead of exhausting

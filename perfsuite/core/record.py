@@ -51,7 +51,8 @@ Schema history (bump SCHEMA_VERSION and add a line when a field changes meaning 
       operators one call dispatched (operator, input shapes, dtype, count), their digest, calls
       and the bytes their outputs newly allocated, taken after the timed blocks; `compare` says
       from it whether a change is more work, less work, other work or the same work.
-      `instructions`, with --instructions: the instructions per step Callgrind counted in a child
+      `instructions`, with --instructions: the instructions per step counted in a child (the CPU's
+        hardware counter where a PMU counts, else Callgrind)
       after measuring (perfsuite.measuring.instructions), or why not (status unavailable/failed).
       Versions 1 to 4 read as version 5 without either (not recorded).
 
@@ -231,6 +232,9 @@ class InstructionsShape(TypedDict, total=False):
     total: Count
     steps: Count
     method: Text
+    # perfsuite.measuring.instructions.METHOD_VERSION: how the count was taken (warm-up, calls
+    # counted); absent in records written before version 3, whose counts are of other calls
+    method_version: Count
     seconds: Reading
     hardware: Text
 
@@ -398,7 +402,7 @@ class Record(documents.Result):
     builds: Groups = None  # per build of the step, with 2 or more (schema 3)
     # What one call of the step dispatched (schema 5; None: not recorded)
     signature: Annotated[dict[Any, Any] | None, AfterValidator(_signature)] = None
-    # Instructions per step under Callgrind, with --instructions (schema 5; None: not asked for)
+    # Instructions per step (hardware counter or Callgrind), with --instructions (schema 5; None: not asked for)
     instructions: Annotated[dict[Any, Any] | None, AfterValidator(_instructions)] = None
     schema_version: Annotated[int, Field(strict=True), AfterValidator(_current)] = SCHEMA_VERSION
     id: Annotated[str, Field(strict=True, max_length=200)] = field(default_factory=lambda: uuid.uuid4().hex)

@@ -1,5 +1,5 @@
 """`bisect --instructions`: the first first-parent commit between a good and a bad revision whose
-instructions per step moved, one Callgrind count per commit in its own checkout
+instructions per step moved, one count per commit in its own checkout (Callgrind's, or the CPU's hardware counter's)
 (perfsuite.compare.count_bisection). `perfsuite bisect --instructions` and
 perfsuite.jobs.count_bisect.count_bisect are this call."""
 
@@ -72,9 +72,7 @@ def count_bisect(
             raise ConfigError(f"--instructions: {why}")
 
         say.say(
-            f"{workload}: counting instructions per step under Callgrind at {len(commits) + 1} commits "
-            f"at most ({instructions.STEPS} steps a count; about 45 s to start Callgrind, then seconds a "
-            "commit for a small step on a 2-core VM)"
+            f"{workload}: counting instructions per step at {len(commits) + 1} commits at most, {instructions.described()}"
         )
         good_commit = Commit(good_sha, subject(revs.repo, good_sha))
         with instructions.Counter() as counter:

@@ -1,4 +1,5 @@
-"""`history --instructions`: every commit of a range counted once under Callgrind, each against
+"""`history --instructions`: every commit of a range counted once (perfsuite.measuring.instructions:
+the CPU's hardware counter, or Callgrind), each against
 the last counted commit before it (perfsuite.compare.count_walk), kept in a log beside the time
 histories' and drawn on a page. A later call (`update`: the stored start up to HEAD) reuses the
 kept counts of the same machine and counts only the commits that came since. `perfsuite history
@@ -82,7 +83,7 @@ def count_history(
     `update`, the stored history's start up to HEAD), each in its own checkout, a count kept in the
     log reused. Refused before any count when the instructions cannot be counted here, or when the
     plan is longer than `max_commits`. With `by_time`, each commit counted now whose move was
-    flagged is then gated by time against its parent with those settings (the Callgrind server
+    flagged is then gated by time against its parent with those settings (the counting server
     gone by then). The log is saved after each commit and each gate, the page at the end."""
     from perfsuite.core.config import resolve_device
 
@@ -146,24 +147,30 @@ def count_history(
                     "for a small step, more for a large one), more than --max-commits {max_commits}: raise it, or count every Nth (--every)"
                 )
             say.say(
-                f"{workload}: counting instructions per step under Callgrind at {len(new)} commit(s), "
-                f"{len(chosen) + 1 - len(new)} kept from {log} ({instructions.STEPS} steps a count; about 45 s "
-                "to start Callgrind, then seconds a commit for a small step on a 2-core VM)"
+                f"{workload}: counting instructions per step at {len(new)} commit(s), "
+                f"{len(chosen) + 1 - len(new)} kept from {log}, {instructions.described()}"
             )
-            state = CountHistory(w.name, params, device, threshold, every, revs.mode)
+            state = CountHistory(w.name, params, device, threshold, every, revs.mode, counter=instructions.method())
             with instructions.Counter() as counter:
                 count_at, heard = commit_counter(revs, w, params, device, say, counter)
                 walk_by_count(
                     state, [base, *chosen], count_at, machine, kept=kept, heard=heard,
                     saved=lambda s: log_out.write(document("count-history", [s.to_dict()])),
                 )  # fmt: skip
+            page_out.write(write_count_page(state))  # the counts' page before any gate: a Ctrl-C keeps it
             if by_time is not None:
                 _gate_by_time(state, {c.sha for c in new}, revs.repo, by_time, params, device, workloads_from, say,
-                              lambda: log_out.write(document("count-history", [state.to_dict()])))  # fmt: skip
+                              lambda: _saved(state, log_out, page_out))  # fmt: skip
         page_out.write(write_count_page(state))
         return CountRun(state, log, page, {c.sha for c in new})
     finally:
         os.close(lock)
+
+
+def _saved(state: CountHistory, log_out: Reserved, page_out: Reserved) -> None:
+    """The log and its page, as the walk stands now."""
+    log_out.write(document("count-history", [state.to_dict()]))
+    page_out.write(write_count_page(state))
 
 
 def _gate_by_time(state: CountHistory, fresh: set[str], repo: Path, settings: GateSettings, params: dict,

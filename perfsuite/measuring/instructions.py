@@ -76,6 +76,22 @@ def method() -> str:
     return PMU if pmu.refused() is None else CALLGRIND
 
 
+def described(how: str | None = None) -> str:
+    """How this machine counts (or `how`), in words for a console line or a page."""
+    from perfsuite.measuring.instructions_child import WARMUP
+
+    if (how or method()) == PMU:
+        return (
+            "on the CPU's hardware counter (instructions:u; a process a count, seconds each; a count moves "
+            "a little from run to run, about 0.2% on rustc-perf's machines)"
+        )
+    return (
+        f"under Callgrind ({WARMUP} warm-up calls and {STEPS} counted; about 45 s to start it, then seconds "
+        "a count for a small step and under a minute for the ci suite's ResNet18 on a 2-core VM; the same code "
+        "counts the same in every count of one server)"
+    )
+
+
 def unavailable(device: str) -> str | None:
     """Why instructions cannot be counted here (None: they can): what is missing, and how to get it."""
     if not device.startswith("cpu"):
@@ -117,8 +133,9 @@ def count(
     code_root: str | None = None,
     counter: Counter | None = None,
 ) -> dict[str, Any]:
-    """The record's `instructions` block for `steps` calls of the case's step, counted under
-    Callgrind: {"status": "ok", "per_step", "total", "steps", "method", "seconds", ...}, or
+    """The record's `instructions` block for `steps` calls of the case's step, counted on the CPU's
+    hardware counter where a PMU counts, else under Callgrind: {"status": "ok", "per_step", "total",
+    "steps", "method", "method_version", "seconds", ...}, or
     {"status": "unavailable" | "failed", "reason"}. Never raises for the step's or Valgrind's
     failure: the timing beside it stands. The workload is found by name after loading `load` (this
     process's workload files), or, given `files`, declared in them with the project's code imported
@@ -138,6 +155,8 @@ def count(
 class Counter:
     """One process under Callgrind serving counts (perfsuite.measuring.instructions_child): started
     at the first count, it imports torch once, and forks a child per count from the same state.
+    Where a PMU counts (method() is PMU), each count is a process of its own instead, and no
+    Valgrind runs; the count folder is held the same way.
     A count that fails or runs past its time stops the server; the next count starts another. Use
     as a context manager: the server stops and the count folder is freed at the end. The server
     ends with the thread that started it (the kernel's parent-death signal follows that thread:
@@ -172,7 +191,8 @@ class Counter:
                     "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
         steps = job["steps"]
         return {"status": "ok", "per_step": total / steps, "total": total, "steps": steps, "method": how,
-                "seconds": round(time.monotonic() - t0, 1), "hardware": hardware_counters()}  # fmt: skip
+                "method_version": METHOD_VERSION, "seconds": round(time.monotonic() - t0, 1),
+                "hardware": hardware_counters()}  # fmt: skip
 
     def _count_by_pmu(self, job: dict[str, Any], timeout_s: float) -> int:
         """The job counted on the CPU's hardware counter by a process of its own (no Valgrind: the
@@ -180,10 +200,9 @@ class Counter:
         folder = self._held()
         (folder / RESULT).unlink(missing_ok=True)
         (folder / JOB).write_text(json.dumps(job))
-        env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
         cmd = [sys.executable, "-m", "perfsuite.measuring.instructions_child", "--pmu", str(folder)]
         try:
-            done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout_s,
+            done = subprocess.run(cmd, cwd=folder, env=_child_env(), capture_output=True, text=True, timeout=timeout_s,
                                   preexec_fn=_dies_with_its_parent())  # fmt: skip
         except subprocess.TimeoutExpired:
             raise _CountFailed(f"the count on the hardware counter did not finish in {timeout_s:.0f} s") from None
@@ -241,11 +260,9 @@ class Counter:
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                f"--callgrind-out-file={folder}/callgrind.out.%p", sys.executable, "-m",
                "perfsuite.measuring.instructions_child", str(folder)]  # fmt: skip
-        # str hashes seeded alike in every count: a set's or a dict's growth then takes one path
-        env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
         with open(self._stderr, "w") as err:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                          env=env, cwd=folder, start_new_session=True,
+                                          env=_child_env(), cwd=folder, start_new_session=True,
                                           preexec_fn=_dies_with_its_parent())  # fmt: skip
         self._lines = queue.Queue()
         threading.Thread(target=_pump, args=(self._proc.stdout, self._lines), daemon=True).start()
@@ -321,6 +338,12 @@ def _dies_with_its_parent() -> Any:
             os._exit(1)
 
     return in_child
+
+
+def _child_env() -> dict[str, str]:
+    """The counting process's environment: str hashes seeded alike in every count (a set's or a
+    dict's growth then takes one path), and one OpenMP thread."""
+    return {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
 
 
 def _pump(stream: Any, lines: queue.Queue[str | None]) -> None:

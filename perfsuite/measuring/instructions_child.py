@@ -29,7 +29,9 @@ from pathlib import Path
 
 JOB, RESULT, CHILD_OUTPUT = "job.json", "result.json", "child-output.txt"
 # Calls before the counted ones: the first does the lazy initialisation (oneDNN's primitives, an
-# optimiser's state), the second runs as every later call does.
+# optimiser's state). Later calls still differ a little from one to the next (the interpreter's
+# specialisation settling: 0.1-2%, reports/work/count-cost/per-call-2026-11-30.json), alike in every
+# child, so a count compares one code with another at the same call: the third.
 WARMUP = 2
 # Imported once by the server, at Valgrind's plain speed, so no child imports them instrumented: the
 # workers' fork server's list (torch._dynamo among them: torch.optim imports it at an optimizer's
@@ -175,6 +177,9 @@ def count_by_pmu(folder: Path) -> int:
         import torch
 
         torch.set_num_threads(1)  # one thread: the counter follows this thread only, as Callgrind's count
+        # one CPU: on a hybrid CPU a hardware event counts on one kind of core only, so a thread
+        # the scheduler moved to the other kind would go partly uncounted
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         fd = pmu.open_counter()
     except BaseException as exc:  # noqa: BLE001 - the driver records the reason; the timing stands
         (folder / RESULT).write_text(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}))

@@ -32,6 +32,9 @@ _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5: the kernel reads this much of the zeroe
 # perf_event_attr's flag bits: start disabled, count user space only (":u": the step's own code,
 # not the kernel's work on its behalf, which the machine's mood moves), no hypervisor.
 _DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
+# read_format: the times the counter was enabled and running come with its value, so a count the
+# kernel multiplexed (time-shared with other counters, then scaled) is seen and refused
+_TOTAL_TIME_ENABLED, _TOTAL_TIME_RUNNING = 1 << 0, 1 << 1
 _IOC_ENABLE, _IOC_DISABLE, _IOC_RESET = 0x2400, 0x2401, 0x2403
 
 
@@ -50,8 +53,14 @@ def _why(code: int) -> str:
     if code in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
         return "no hardware instruction counter (no PMU: a VM that exposes no virtual counters)"
     if code in (errno.EACCES, errno.EPERM):
+        paranoid = _paranoid()
+        if paranoid is not None and paranoid <= 2:  # the sysctl allows it: a container's filter does not
+            return (
+                f"perf_event_open is refused ({errno.errorcode[code]}) though perf_event_paranoid is {paranoid}: "
+                "a container's seccomp filter (Docker's default refuses it; --security-opt or CAP_PERFMON allows it)"
+            )
         return (
-            f"the kernel refuses hardware counters to this user (perf_event_paranoid {_paranoid()}); "
+            f"the kernel refuses hardware counters to this user (perf_event_paranoid {paranoid}); "
             "`sysctl kernel.perf_event_paranoid=2` (or CAP_PERFMON) allows counting one's own process"
         )
     if code == errno.ENOSYS:
@@ -67,6 +76,7 @@ def open_counter(kind: int = PERF_TYPE_HARDWARE, config: int = HW_INSTRUCTIONS) 
         raise CounterRefused(f"perf_event_open's system call number is not known on {platform.machine()}")
     attr = bytearray(128)
     struct.pack_into("IIQ", attr, 0, kind, _ATTR_SIZE, config)
+    struct.pack_into("Q", attr, 32, _TOTAL_TIME_ENABLED | _TOTAL_TIME_RUNNING)
     struct.pack_into("Q", attr, 40, _DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV)
     buf = ctypes.create_string_buffer(bytes(attr), len(attr))
     libc = ctypes.CDLL(None, use_errno=True)
@@ -87,10 +97,15 @@ def refused() -> str | None:
     return None
 
 
+class Multiplexed(RuntimeError):
+    """The kernel ran the counter for only part of the block (shared with other counters): its
+    value would be a scaled estimate, not a count."""
+
+
 @contextlib.contextmanager
 def counting(fd: int) -> Iterator[list[int]]:
     """Counts on `fd` (from open_counter) inside the block only; the list it yields holds the count
-    once the block has ended."""
+    once the block has ended. Multiplexed when the counter did not run the whole block."""
     got: list[int] = []
     fcntl.ioctl(fd, _IOC_RESET, 0)
     fcntl.ioctl(fd, _IOC_ENABLE, 0)
@@ -98,4 +113,10 @@ def counting(fd: int) -> Iterator[list[int]]:
         yield got
     finally:
         fcntl.ioctl(fd, _IOC_DISABLE, 0)
-    got.append(struct.unpack("Q", os.read(fd, 8))[0])
+    value, enabled, running = struct.unpack("QQQ", os.read(fd, 24))
+    if running < enabled:
+        raise Multiplexed(
+            f"the hardware counter ran {running / enabled:.0%} of the counted step (shared with other "
+            "counters: perf or another profiler on this machine); its value would be an estimate"
+        )
+    got.append(value)

@@ -5,6 +5,7 @@ of every commit. Every text from a repository is escaped."""
 from __future__ import annotations
 
 from perfsuite.compare.count_walk import CountHistory, CountPoint
+from perfsuite.measuring.instructions import described
 from perfsuite.report.history_page import esc
 
 W, H, PAD = 900, 300, 60
@@ -48,10 +49,11 @@ def _svg(state: CountHistory) -> str:
 
 
 def _by_time(p: CountPoint) -> str:
-    """A flagged commit's gate by time, as the console says it (one method: the word and ratio from
-    the verdict's pairs), or why it was not gated; empty for a commit that was not flagged."""
-    line = p.time_line()
-    return "" if line is None else line.split(": ", 1)[1]
+    """A flagged commit's gate by time, as the console says it (GateVerdict.describe: the word and
+    ratio from the verdict's pairs), or why it was not gated; empty for a commit not flagged."""
+    if p.by_time is not None:
+        return p.by_time.describe()
+    return p.by_time_note
 
 
 def write_count_page(state: CountHistory) -> str:
@@ -64,8 +66,8 @@ def write_count_page(state: CountHistory) -> str:
         "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}tr.more{background:#fee}"
         "tr.fewer{background:#efe}tr.skipped{color:#777}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
-        f"<p>parameters {esc(state.params)}; each commit counted once under Callgrind (the same code "
-        "counts the same in every process, so no interval), against the last counted commit before it; "
+        f"<p>parameters {esc(state.params)}; each commit counted once {esc(described(state.counter))}, "
+        "with no interval, against the last counted commit before it; "
         f"marked: a move past {state.threshold:.2%}. {esc(state.summary())}. A count sees work, not time: "
         "a slower kernel or a memory-bound step with the same instructions does not move it "
         "(docs/work-count.md).</p>",

@@ -62,7 +62,7 @@ class Records(Measure):
 
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
         record = self._measure(case, cfg, ctx)
-        if cfg.instructions:  # after measuring, in a child under Callgrind: never inside the timing
+        if cfg.instructions:  # after measuring, in a counting child: never inside the timing
             record = replace(record, instructions=_instructions(case, cfg))
         if ctx.machine_log is not None:  # the drift between this machine's runs, into the interval
             from perfsuite.storage.machine_drift import note_run
@@ -96,7 +96,8 @@ RECORDS = Records()
 
 
 def _instructions(case: Case, cfg: RunConfig) -> dict[str, Any]:
-    """The record's instruction count: the case rebuilt by name in a child under Callgrind."""
+    """The record's instruction count: the case rebuilt by name in a counting child (on the hardware
+    counter, or under Callgrind: perfsuite.measuring.instructions)."""
     from perfsuite.core import registry
     from perfsuite.core.discover import loaded_paths
     from perfsuite.core.errors import PerfsuiteError
@@ -109,8 +110,8 @@ def _instructions(case: Case, cfg: RunConfig) -> dict[str, Any]:
     if not found:
         return {
             "status": "unavailable",
-            "method": instructions.METHOD,
-            "reason": "a step given directly (not a declared workload) cannot be rebuilt in Callgrind's child",
+            "method": instructions.method(),
+            "reason": "a step given directly (not a declared workload) cannot be rebuilt in the counting child",
         }
     return instructions.count(case.workload.name, dict(case.params), cfg.device, load=loaded_paths())
 
