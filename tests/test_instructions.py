@@ -339,6 +339,21 @@ def test_run_asks_for_the_count_after_measuring_and_prints_it(tmp_path, monkeypa
     assert app.main(argv[:-3] + ["--out", str(tmp_path / "plain.json")]) == 0 and len(asked) == 1
 
 
+def test_a_runs_cases_share_one_server_of_counts(tmp_path, monkeypatch):
+    """Callgrind's start (about 45 s) is paid once a run, not once a case: `run --instructions` over
+    two cases starts one server (the stand-in above) and counts both in it, then stops it."""
+    from perfsuite.cli import app
+
+    seen = _fake_server(tmp_path, monkeypatch)
+    out = tmp_path / "r.json"
+    argv = ["run", "matmul", "-p", "n=64,128", "--max-time", "0.3", "--processes", "1", "--instructions",
+            "--out", str(out)]  # fmt: skip
+    assert app.main(argv) == 0
+    records = json.loads(out.read_text())["records"]
+    assert [r["instructions"]["status"] for r in records] == ["ok", "ok"], records
+    assert [x.split()[0] for x in seen.read_text().splitlines()] == ["start", "count", "count"]
+
+
 @pytest.mark.slow
 def test_a_revisions_step_is_counted_from_its_workload_file_and_code_root(tmp_path):
     """Real counts under Callgrind, the way bisect --instructions counts commits: the workload

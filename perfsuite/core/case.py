@@ -65,6 +65,9 @@ class Context:
     trace_dir: Path | None = None
     measured: tuple[Any, ...] = ()
     machine_log: Path | None = None
+    # With --instructions: the run's Counter (perfsuite.measuring.instructions), shared by its
+    # cases, so Callgrind's start (about 45 s) is paid once a run, not once a case
+    counter: Any = None
 
 
 class Output(Protocol):

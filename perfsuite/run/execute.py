@@ -19,6 +19,7 @@ took:
 from __future__ import annotations
 
 import functools
+import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -63,7 +64,7 @@ class Records(Measure):
     def measure(self, case: Case, cfg: RunConfig, ctx: Context) -> Record:
         record = self._measure(case, cfg, ctx)
         if cfg.instructions:  # after measuring, in a counting child: never inside the timing
-            record = replace(record, instructions=_instructions(case, cfg))
+            record = replace(record, instructions=_instructions(case, cfg, ctx.counter))
         if ctx.machine_log is not None:  # the drift between this machine's runs, into the interval
             from perfsuite.storage.machine_drift import note_run
 
@@ -95,7 +96,7 @@ class Records(Measure):
 RECORDS = Records()
 
 
-def _instructions(case: Case, cfg: RunConfig) -> dict[str, Any]:
+def _instructions(case: Case, cfg: RunConfig, counter: Any = None) -> dict[str, Any]:
     """The record's instruction count: the case rebuilt by name in a counting child (on the hardware
     counter, or under Callgrind: perfsuite.measuring.instructions)."""
     from perfsuite.core import registry
@@ -113,7 +114,7 @@ def _instructions(case: Case, cfg: RunConfig) -> dict[str, Any]:
             "method": instructions.method(),
             "reason": "a step given directly (not a declared workload) cannot be rebuilt in the counting child",
         }
-    return instructions.count(case.workload.name, dict(case.params), cfg.device, load=loaded_paths())
+    return instructions.count(case.workload.name, dict(case.params), cfg.device, load=loaded_paths(), counter=counter)
 
 
 class Events:
@@ -282,6 +283,7 @@ def run_cases(
     if cfg.workers > 1 and trace_dir is not None:
         raise ConfigError("--trace needs the step in this process; it cannot be combined with --processes > 1")
     out = Outcome()
+    counter = _counter(cfg)
     try:
         for i, case in enumerate(cases):
             if i in unsupported:
@@ -297,6 +299,7 @@ def run_cases(
                 measured=tuple(out.records),
                 machine_log=machine_log,
                 after=_tracer(case, trace_dir, device, events) if trace_dir is not None else None,
+                counter=counter,
             )
             try:
                 result = measure.measure(case, cfg, ctx)
@@ -322,7 +325,20 @@ def run_cases(
             events.done(case, result)
     except KeyboardInterrupt as exc:
         out.interrupted = exc
+    finally:
+        if counter is not None:  # its server stopped and the count folder freed, however the run ended
+            counter.close(at_once=out.interrupted is not None or sys.exc_info()[0] is not None)
     return out
+
+
+def _counter(cfg: RunConfig) -> Any:
+    """The run's instruction Counter where its cases are counted (it starts nothing until the first
+    count), else None."""
+    if not cfg.instructions:
+        return None
+    from perfsuite.measuring import instructions
+
+    return instructions.Counter()
 
 
 def _deliver(sinks: Sequence[Output], give: Callable[[Output], None]) -> None:
