@@ -72,6 +72,29 @@ def test_a_counter_counts_the_block_only_and_exactly():
     assert 100 <= got[0] <= 103 and 300 <= again[0] <= 303, (got, again)
 
 
+def test_a_count_the_kernel_multiplexed_is_refused_not_scaled(monkeypatch):
+    """A counter shared with other counters (perf or a profiler beside the step) runs part of the
+    block only; its value would be an estimate. The enabled and running times that come with the
+    value (read_format) say so, and the count is refused, naming why."""
+    import struct
+
+    try:
+        fd = pmu.open_counter(pmu.PERF_TYPE_SOFTWARE, PAGE_FAULTS)
+    except pmu.CounterRefused as exc:
+        pytest.skip(f"this kernel opens no counter at all: {exc}")
+    try:
+        with pmu.counting(fd) as whole:  # a software counter runs the whole block
+            _touch(10)
+        assert 10 <= whole[0] <= 13
+        monkeypatch.setattr(pmu.os, "read", lambda fd, n: struct.pack("QQQ", 1000, 2_000_000, 1_000_000))
+        with pytest.raises(pmu.Multiplexed, match="ran 50% of the counted step"):
+            with pmu.counting(fd):
+                pass
+    finally:
+        monkeypatch.undo()
+        os.close(fd)
+
+
 def test_what_keeps_the_hardware_counter_from_counting_is_said(monkeypatch):
     """No PMU (this VM: ENOENT), the kernel's refusal (EACCES under perf_event_paranoid 3, as
     Debian's kernels), a container's filter (EPERM where the sysctl would allow it), no system call.
