@@ -612,3 +612,32 @@ def test_the_step_line_says_only_the_paired_difference_not_a_median_that_contrad
     line = r.step_summary()
     assert line.startswith("step (unprofiled, interleaved): A 20 ms, B - A +260 us (+1.3%;"), line
     assert fmt_seconds(r.b.median_step_s) not in line
+
+
+def test_why_after_bisect_or_history_with_a_variant_profiles_that_variant(monkeypatch):
+    """bisect and history --variant found the change on the variant's path; their why profiled the
+    eager step (on nanoGPT's int8 bisection, 2026-11-30, it listed eager's operators). The sides
+    are now built with the variant, and the result says so."""
+    from perfsuite.compare import sides, why_sides
+    from perfsuite.core.case import Case, Context
+    from perfsuite.core.config import RunConfig
+    from perfsuite.core.registry import get
+
+    asked = []
+
+    def start_all(specs, running, pool=None):
+        asked.extend(specs)
+        raise RuntimeError("stop here: the specs are what is checked")
+
+    monkeypatch.setattr(sides, "start_all", start_all)
+    arms = why_sides.WhyArms(("a", "f.py", None), ("b", "f.py", None), "x..y, variant int8-dynamic",
+                             variant="int8-dynamic")  # fmt: skip
+    with pytest.raises(RuntimeError, match="stop here"):
+        arms.measure(Case(get("matmul"), {"n": 64}), RunConfig(device="cpu"), Context())
+    assert [s["variant"] for s in asked] == ["int8-dynamic", "int8-dynamic"]
+    asked.clear()
+    with pytest.raises(RuntimeError, match="stop here"):
+        why_sides.WhyArms(("a", "f.py", None), ("b", "f.py", None), "x..y").measure(
+            Case(get("matmul"), {"n": 64}), RunConfig(device="cpu"), Context()
+        )
+    assert [s["variant"] for s in asked] == [None, None]  # no variant: the workload's own step

@@ -58,6 +58,9 @@ class WhyArms(Measure):
     steps: int = 5
     rounds: int = 4
     top: int = TOP
+    # The variant both sides build (perfsuite.variants: bisect and history --variant profile the
+    # path they found the change on); None: the workload's own step.
+    variant: str | None = None
     kind = "why"
 
     def variants(self, case: Case) -> list[dict[str, Any]]:
@@ -86,6 +89,7 @@ class WhyArms(Measure):
                     heap="default",
                     threads=self.threads,
                     root=root,
+                    variant=self.variant,
                 )
                 for (label, file, root), p in zip((self.side_a, self.side_b), params)
             ]
@@ -137,11 +141,12 @@ def why_commits(
 ) -> WhyResult:
     """Two commits of the workload's repository, each from its own temporary worktree (bisect's
     good revision against the commit it named)."""
+    variant = kw.get("variant")
     with revisions.worktree(revs.repo, commit_a) as root_a, revisions.worktree(revs.repo, commit_b) as root_b:
         arms = WhyArms(
             (commit_a[:12], *revs.side(root_a)),
             (commit_b[:12], *revs.side(root_b)),
-            f"{commit_a[:12]}..{commit_b[:12]}",
+            f"{commit_a[:12]}..{commit_b[:12]}" + (f", variant {variant}" if variant else ""),
             **kw,
         )
         return compare(workload, params, arms, device)

@@ -239,7 +239,7 @@ def _profile(run: BisectRun, w, params, revs, good: str, device, settings, why: 
     assert run.answer.commit is not None  # found
     try:
         result = why_commits(w, params, revs, good, run.answer.commit.sha, device, threads=settings.threads,
-                             steps=why.steps, rounds=why.rounds, top=why.top)  # fmt: skip
+                             steps=why.steps, rounds=why.rounds, top=why.top, variant=settings.variant)  # fmt: skip
     except PerfsuiteError as exc:  # the commit is named and logged already: its outcome stands
         say.say(f"why could not profile the two sides: {exc}", WARNING)
         return

@@ -117,7 +117,7 @@ def profiled(
     say.say(f"why: profiling {before[:12]} against {after[:12]}")
     try:
         result = why_commits(w, params, revs, before, after, device, threads=settings.threads,
-                             steps=why.steps, rounds=why.rounds, top=why.top)  # fmt: skip
+                             steps=why.steps, rounds=why.rounds, top=why.top, variant=settings.variant)  # fmt: skip
     except PerfsuiteError as exc:  # the change is confirmed and logged already
         say.say(f"why could not profile {after[:12]}: {printable(str(exc))}", WARNING)
         return None
