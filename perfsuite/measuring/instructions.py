@@ -42,8 +42,7 @@ from typing import Any
 
 from perfsuite.measuring.instructions_child import JOB, RESULT
 
-CALLGRIND, PMU = "callgrind", "pmu"
-METHOD = CALLGRIND  # where no PMU can count (most VMs, this one included)
+CALLGRIND, PMU = "callgrind", "pmu"  # how a count is taken: perfsuite.measuring.instructions.method
 # How a count is taken, as far as its number depends on it: 3 is the server of counts whose child
 # builds without counting FLOPs or saved bytes (their runs of the step no longer come before the
 # warm-up) and warms with 2 calls, 2 the server with them and 3 warm-up calls, 1 a process per
@@ -143,7 +142,7 @@ def count(
     across counts (a bisection's commits: Callgrind's start paid once); None: one for this count."""
     why = unavailable(device)
     if why is not None:
-        return {"status": "unavailable", "reason": why, "method": METHOD}
+        return {"status": "unavailable", "reason": why, "method": CALLGRIND}  # no PMU counts here either
     job = {"workload": workload, "params": params, "device": device, "load": list(load), "steps": steps,
            "files": list(files), "root": code_root}  # fmt: skip
     if counter is not None:

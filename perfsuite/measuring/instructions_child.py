@@ -53,6 +53,11 @@ PRELOAD = (
 )
 
 
+def _failed(exc: BaseException) -> str:
+    """A failure as the driver reads it (JSON): the timing beside the count stands, with this reason."""
+    return json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]})
+
+
 def serve(folder: Path) -> int:
     try:
         import importlib
@@ -72,7 +77,7 @@ def serve(folder: Path) -> int:
         if on.returncode != 0:
             raise RuntimeError(f"callgrind_control -i on failed: {(on.stderr or on.stdout).strip()[-200:]}")
     except BaseException as exc:  # noqa: BLE001 - the driver records the reason; the timing stands
-        print(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}), flush=True)
+        print(_failed(exc), flush=True)
         return 1
     print(json.dumps({"status": "ready"}), flush=True)
     for line in sys.stdin:
@@ -162,7 +167,7 @@ def _count(folder: Path, pmu_fd: int | None = None) -> int:
     except _Orphaned:
         return 1
     except BaseException as exc:  # noqa: BLE001 - the driver records the reason; the timing stands
-        result.write_text(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}))
+        result.write_text(_failed(exc))
         return 1
     result.write_text(json.dumps({"status": "ok", **({"total": total[0]} if total else {})}))
     return 0
@@ -182,7 +187,7 @@ def count_by_pmu(folder: Path) -> int:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         fd = pmu.open_counter()
     except BaseException as exc:  # noqa: BLE001 - the driver records the reason; the timing stands
-        (folder / RESULT).write_text(json.dumps({"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:400]}))
+        (folder / RESULT).write_text(_failed(exc))
         return 1
     try:
         return _count(folder, fd)
