@@ -186,3 +186,18 @@ def test_the_report_says_first_what_was_not_timed_and_why(tmp_path):
     assert "## Not timed" in top
     assert "resnet: not timed, its check failed: AMP keeps the loss: bf16 9%" in top
     assert "matmul {'n': 64}: failed: boom" in top
+
+
+def test_sizes_times_and_rates_never_print_in_exponent_notation():
+    # 1010 MiB sits below a GiB: three significant digits once printed it "1.01e+03 MiB" (a
+    # roofline range's DRAM bytes); past the largest unit the whole digits stay too.
+    from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
+
+    assert fmt_bytes(1010 * 2**20) == "1010 MiB"
+    assert fmt_bytes(1.5 * 2**30) == "1.5 GiB"
+    assert fmt_bytes(2048 * 2**30) == "2048 GiB"
+    assert fmt_seconds(12345.0) == "12345 s"
+    assert fmt_seconds(0.0012) == "1.2 ms"
+    assert fmt_rate(2.5e16, "FLOP/s") == "25000 TFLOP/s"
+    for text in (fmt_bytes(1023.4 * 2**20), fmt_seconds(9999.9), fmt_rate(9999.9e12, "B/s")):
+        assert "e+" not in text, text

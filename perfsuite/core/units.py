@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 
+def _digits(x: float, digits: int) -> str:
+    """`x` to `digits` significant digits, never in exponent notation: 1010 MiB reads "1010", not
+    "1.01e+03" (a value past the largest unit keeps its whole digits)."""
+    text = f"{x:.{digits}g}"
+    return f"{x:.0f}" if "e+" in text else text  # 9999.9 rounds to "1e+04" at four digits
+
+
 def fmt_seconds(s: float) -> str:
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if abs(s) >= scale:
-            return f"{s / scale:.4g} {unit}"
-    return f"{s / 1e-9:.4g} ns"
+            return f"{_digits(s / scale, 4)} {unit}"
+    return f"{_digits(s / 1e-9, 4)} ns"
 
 
 def fmt_rate(x: float, unit: str) -> str:
     for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(x) >= scale:
-            return f"{x / scale:.4g} {prefix}{unit}"
-    return f"{x:.4g} {unit}"
+            return f"{_digits(x / scale, 4)} {prefix}{unit}"
+    return f"{_digits(x, 4)} {unit}"
 
 
 def fmt_bytes(n: float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
+            return f"{_digits(n / scale, 3)} {unit}"
     return f"{n:.0f} B"
