@@ -6,7 +6,7 @@ import contextlib
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.compare.amp import Amp
 from perfsuite.core import registry
 from perfsuite.core.errors import PerfsuiteError
@@ -29,22 +29,22 @@ def add_arguments(sub) -> None:
     amp.add_argument("--precisions", default="fp32,bf16", help="A,B (default fp32,bf16)")
     amp.add_argument(
         "--pairs",
-        type=options.whole("--pairs", 2),
+        type=values.whole("--pairs", 2),
         default=20,
         help="interleaved A/B block pairs, at most (default 20)",
     )
     amp.add_argument(
         "--max-time",
-        type=options.positive_float("--max-time"),
+        type=values.positive_float("--max-time"),
         default=20.0,
         help="seconds for warm-up and the interleaved pairs (at least 2 pairs; default 20)",
     )
     amp.add_argument(
-        "--steps", type=options.whole("--steps", 5), default=30, help="training steps of the loss check (default 30)"
+        "--steps", type=values.whole("--steps", 5), default=30, help="training steps of the loss check (default 30)"
     )
     amp.add_argument(
         "--loss-tol",
-        type=options.positive_float("--loss-tol"),
+        type=values.positive_float("--loss-tol"),
         default=0.02,
         help="the least trajectory distance allowed between the precisions' losses, whatever runs of A "
         "from weights perturbed by B's rounding show (default 0.02)",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.cli.console import make_console
 from perfsuite.compare.records import compare_records
 from perfsuite.core.errors import PerfsuiteError
@@ -31,12 +31,12 @@ def add_arguments(sub) -> None:
     cmp.add_argument("new", type=Path)
     cmp.add_argument(
         "--threshold",
-        type=options.positive_float("--threshold"),
+        type=values.positive_float("--threshold"),
         default=0.05,
         help="slowdown that fails the comparison, as a fraction (default 0.05)",
     )
     cmp.add_argument(
-        "--alpha", type=options.fraction("--alpha"), default=0.01, help="significance level of the test (default 0.01)"
+        "--alpha", type=values.fraction("--alpha"), default=0.01, help="significance level of the test (default 0.01)"
     )
     cmp.add_argument(
         "--allow-env-mismatch", action="store_true", help="compare records measured in different environments"

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.cli.console import ConsoleListener
 from perfsuite.cli.events import GateEvents
 from perfsuite.compare import paired_gate as g
@@ -85,18 +85,18 @@ def add_arguments(sub) -> None:
     options.floors(gate, "noise floors per case, learned with --learn-floor")
     gate.add_argument(
         "--learn-floor",
-        type=options.whole("--learn-floor", 0),
+        type=values.whole("--learn-floor", 0),
         default=0,
         metavar="RUNS",
         help="instead of gating, learn each case's noise floor from RUNS runs of the current code",
     )
     gate.add_argument(
         "--slowdown",
-        type=options.fraction("--slowdown"),
+        type=values.fraction("--slowdown"),
         default=None,
         help="self-check: gate current code against itself slowed by this fraction, --trials times",
     )
-    gate.add_argument("--trials", type=options.count("--trials"), default=10)
+    gate.add_argument("--trials", type=values.count("--trials"), default=10)
     gate.add_argument(
         "--undecided",
         choices=verdict.UNDECIDED_EXITS,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.cli.console import ConsoleListener
 from perfsuite.cli.history_count import by_count
 from perfsuite.compare.paired_history import History
@@ -42,7 +42,7 @@ def add_arguments(sub) -> None:
     )
     hi.add_argument(
         "--every",
-        type=options.whole("--every", 1, 1000),
+        type=values.whole("--every", 1, 1000),
         default=1,
         metavar="N",
         help="measure every Nth commit (and the newest) against the one measured before it; a confirmed "
@@ -50,7 +50,7 @@ def add_arguments(sub) -> None:
     )
     hi.add_argument(
         "--max-commits",
-        type=options.whole("--max-commits", 1, 10**6),
+        type=values.whole("--max-commits", 1, 10**6),
         default=100,
         metavar="N",
         help="refuse a plan of more than N commits to measure, saying what it would cost (default 100)",

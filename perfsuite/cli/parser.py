@@ -18,7 +18,6 @@ from perfsuite.cli import (
     gate,
     history,
     listing,
-    options,
     pair,
     peak,
     profile_step,
@@ -29,6 +28,7 @@ from perfsuite.cli import (
     suites,
     system,
     trace,
+    values,
     variants,
     why,
 )
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workloads",
         dest="workload_paths",
         action="append",
-        type=options.given_path("--workloads"),
+        type=values.given_path("--workloads"),
         default=[],
         metavar="PATH",
         help="a file or folder of your own workloads (@perfsuite.workload); repeatable. "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.cli.console import step_failed
 from perfsuite.core import registry
 from perfsuite.core.case import Case
@@ -29,10 +29,10 @@ def add_arguments(sub) -> None:
     )
     options.params(ps)
     options.device(ps)
-    ps.add_argument("--warmup-iters", type=options.whole("--warmup-iters", 0, options.STEPS_AT_MOST), default=5)
+    ps.add_argument("--warmup-iters", type=values.whole("--warmup-iters", 0, options.STEPS_AT_MOST), default=5)
     ps.add_argument(
         "--profile-iter",
-        type=options.whole("--profile-iter", 0, options.STEPS_AT_MOST),
+        type=values.whole("--profile-iter", 0, options.STEPS_AT_MOST),
         default=None,
         help="index of the marked step (default: right after warm-up)",
     )

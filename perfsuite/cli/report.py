@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import values
 from perfsuite.compare.kinds import load_result
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.core.text import printable
@@ -39,7 +39,7 @@ def add_arguments(sub) -> None:
     )
     rep.add_argument(
         "--latency-bound",
-        type=options.positive_float("--latency-bound"),
+        type=values.positive_float("--latency-bound"),
         default=None,
         metavar="MS",
         help="qwen: the optimal batch size must keep p90 latency within this many ms",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import values
 from perfsuite.core.errors import PerfsuiteError, RecordError
 from perfsuite.core.text import printable
 from perfsuite.core.units import fmt_bytes, fmt_rate, fmt_seconds
@@ -31,8 +31,8 @@ def add_arguments(sub) -> None:
     roof = sub.add_parser(NAME, help="roofline from an Nsight Compute CSV, or this CPU's from stored records")
     roof.add_argument("csv", type=Path, nargs="?", help="ncu --csv export (--page details or raw)")
     # Beyond an exaFLOP/s or a PB/s is no device's roof (1e308 TFLOP/s is no number in FLOP/s).
-    roof.add_argument("--peak-compute", type=options.positive_float("--peak-compute", 1e6), help="TFLOP/s")
-    roof.add_argument("--peak-bw", type=options.positive_float("--peak-bw", 1e6), help="GB/s")
+    roof.add_argument("--peak-compute", type=values.positive_float("--peak-compute", 1e6), help="TFLOP/s")
+    roof.add_argument("--peak-bw", type=values.positive_float("--peak-bw", 1e6), help="GB/s")
     roof.add_argument("--device", help="take the peaks from a table of known GPUs")
     roof.add_argument("--label", default=None, help="chart title")
     roof.add_argument("--by-range", action="store_true", help="one marker per NVTX range instead of per launch")

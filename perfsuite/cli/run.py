@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.cli.events import RunEvents, print_process_spread
 from perfsuite.cli.run_suite import run_suite_command
 from perfsuite.core import registry
@@ -58,7 +58,7 @@ def add_arguments(sub) -> None:
     options.measuring(run)
     run.add_argument(
         "--processes",
-        type=options.count("--processes"),
+        type=values.count("--processes"),
         default=None,
         metavar="N",
         help="spread each case's budget over N fresh worker processes; the median and its CI "
@@ -74,7 +74,7 @@ def add_arguments(sub) -> None:
     )
     run.add_argument(
         "--cpus",
-        type=options.cpu_list,
+        type=values.cpu_list,
         default=None,
         metavar="LIST",
         help="pin the measuring process(es) to these CPUs, e.g. 0 or 0,1 or 0-3",
@@ -100,7 +100,7 @@ def add_arguments(sub) -> None:
     )
     run.add_argument(
         "--shard",
-        type=options.shard,
+        type=values.shard,
         default=None,
         metavar="K/N",
         help="with a suite: measure only the K-th of N shards (each case in exactly one, the same "

@@ -8,7 +8,7 @@ import json
 from rich.table import Table
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.cli.console import make_console
 from perfsuite.cli.stored import RUN_KINDS
 from perfsuite.compare.kinds import RESULTS
@@ -241,5 +241,5 @@ def add_arguments(sub) -> None:
     q.add_argument("--until", help="ISO date or time (exclusive)")
     q.add_argument("--device")
     q.add_argument("--batch")
-    q.add_argument("--limit", type=options.count("--limit"), default=50, help="rows shown (default 50)")
+    q.add_argument("--limit", type=values.count("--limit"), default=50, help="rows shown (default 50)")
     q.add_argument("--json", action="store_true", help="every matching row as JSON")

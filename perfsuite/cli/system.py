@@ -6,7 +6,7 @@ import json
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import values
 from perfsuite.measuring import fingerprint
 from perfsuite.measuring.system import check, cpu_ranges
 
@@ -20,7 +20,7 @@ def add_arguments(sub) -> None:
     )
     sy.add_argument(
         "--window",
-        type=options.positive_float("--window"),
+        type=values.positive_float("--window"),
         default=1.0,
         help="seconds to watch steal and other processes (default 1)",
     )

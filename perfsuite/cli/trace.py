@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.cli.console import step_failed
 from perfsuite.core import registry
 from perfsuite.core.case import Case
@@ -30,11 +30,11 @@ def add_arguments(sub) -> None:
     tr.add_argument("workload")
     options.params(tr)
     options.device(tr)
-    tr.add_argument("--wait", type=options.whole("--wait", 0, options.STEPS_AT_MOST), default=1)
-    tr.add_argument("--warmup", type=options.whole("--warmup", 0, options.STEPS_AT_MOST), default=1)
+    tr.add_argument("--wait", type=values.whole("--wait", 0, options.STEPS_AT_MOST), default=1)
+    tr.add_argument("--warmup", type=values.whole("--warmup", 0, options.STEPS_AT_MOST), default=1)
     tr.add_argument(
         "--active",
-        type=options.whole("--active", 1, 10),
+        type=values.whole("--active", 1, 10),
         default=2,
         help="profiled steps (keep it small: traces grow fast)",
     )

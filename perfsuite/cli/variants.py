@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from perfsuite.cli import options
+from perfsuite.cli import options, values
 from perfsuite.cli.console import make_console
 from perfsuite.cli.events import GateEvents
 from perfsuite.compare.settings import GateSettings
@@ -60,7 +60,7 @@ def add_arguments(sub) -> None:
     options.energy(p)
     p.add_argument(
         "--accuracy-floor",
-        type=options.fraction("--accuracy-floor", 1.0000001),
+        type=values.fraction("--accuracy-floor", 1.0000001),
         default=fidelity.FLOOR,
         help="the fraction of eager's top-1 agreement and metrics a variant must keep (default 0.99, as "
         "MLPerf's 99%% of the FP32 reference); a variant below it is never the one recommended",
