@@ -562,3 +562,13 @@ def test_the_driving_process_never_synchronises_a_gpu(monkeypatch):
     assert clock.method == CudaSyncWallClock.method
     assert clock.for_sides([], "cuda:0", None).method == CudaSyncWallClock.method
     assert SideClock.for_device("cpu").method == "perf_counter_ns"
+
+
+def test_a_longer_budget_buys_more_rounds_of_fresh_processes_not_longer_ones():
+    # Each round is one unit of the interval; the spread between rounds (layouts, the load's moment)
+    # shrinks only with more of them, so *same* at the 1% threshold needs a 60 s gate's 48.
+    from perfsuite.compare.paired_gate import MIN_ROUNDS, ROUND_MIN_S, ROUNDS, rounds_for
+
+    assert [rounds_for(s) for s in (2.0, 5.0, 15.0, 30.0, 60.0, 600.0)] == [MIN_ROUNDS, 4, 12, 24, 48, ROUNDS]
+    assert 60.0 / rounds_for(60.0) >= ROUND_MIN_S
+    assert rounds_for(60.0, rounds=6) == 6  # a caller's own cap holds

@@ -61,12 +61,15 @@ BUILDS = 3
 # The side-process gate splits its budget into rounds of at least ROUND_MIN_S, at most this many,
 # each in fresh processes that draw their own memory layouts, ROUND_BUILDS a side: each round is
 # one unit of the interval (pooled), so the default 15 s gives twelve rounds and 11 degrees of
-# freedom, a 30 s gate 24 (perfsuite.compare.gate_sides.GateArms.measure, issue 49). One process
+# freedom, a 30 s gate 24, a 60 s gate 48 (perfsuite.compare.gate_sides.GateArms.measure, issue 49). One process
 # a side a round, not three: under load a round's processes share the load's moment, so its
 # pairings are one unit anyway, and twelve rounds of one start as many processes as four rounds
 # of three did. The spread between rounds (a layout's 1.5% SD quiet) shrinks only with more
-# rounds, so a longer gate gets more of them, not longer ones, up to this many.
-ROUNDS = 24
+# rounds, so a longer gate gets more of them, not longer ones, up to this many. *Same* needs the
+# whole interval within the threshold: with rounds spreading 1.9% (SD) quiet, 24 rounds give a 98%
+# half-width of about 0.97%, which leaves a 1% band no room for the centre's own error; 48 give
+# 0.66% (reports/gate/load/README.md, section 10).
+ROUNDS = 48
 ROUND_BUILDS = 1
 # A round's share of the budget is at least this long: each round pays a fork, a build and the
 # heap's settling per process, and its pairs need to be enough for its centre (MIN_PAIRS at the
