@@ -529,8 +529,10 @@ def test_why_base_lists_the_new_operator_of_a_users_commit_first_and_bad_input_i
         (("--base", "HEAD", "--vary", "width=128,256"), "not allowed with argument"),
         (("--vary", "width=128"), "exactly two values"),
         (("--base", "HEAD", "--json", str(out)), "file exists"),
+        (("--base", "HEAD", "--variant", "int9"), "unknown variant 'int9'"),
+        (("--vary", "width=128,256", "--variant", "fp16"), "--variant: variant 'fp16' runs on cuda only, not cpu"),
     )
-    # One interpreter for the four: each is refused before anything is measured (tests/cli_each.py).
+    # One interpreter for them all: each is refused before anything is measured (tests/cli_each.py).
     results = perfsuite_each(root, [(*why, *args) for args, _ in bad], _env())
     for (args, message), res in zip(bad, results):
         assert res.returncode == 2 and message in res.stderr, (args, res.stderr)
@@ -641,3 +643,25 @@ def test_why_after_bisect_or_history_with_a_variant_profiles_that_variant(monkey
             Case(get("matmul"), {"n": 64}), RunConfig(device="cpu"), Context()
         )
     assert [s["variant"] for s in asked] == [None, None]  # no variant: the workload's own step
+
+
+def test_why_variant_profiles_that_variant_on_both_roads_and_says_so(monkeypatch, capsys):
+    """`why --variant` (issue 53): the variant a gate or history followed, profiled directly; the
+    comparison's description names it."""
+    from perfsuite.cli.app import main
+    from perfsuite.compare import why_sides
+    from perfsuite.core.errors import ConfigError
+
+    seen = []
+
+    def compare(workload, params, arms, device):
+        seen.append((arms.how, arms.variant))
+        raise ConfigError("stop here: the arms are what is checked")
+
+    monkeypatch.setattr(why_sides, "compare", compare)
+    base = ["why", "matmul", "--device", "cpu", "--variant", "int8-dynamic"]
+    assert main([*base, "--vary", "n=64,128"]) == 2
+    assert seen == [("--vary n=64,128, variant int8-dynamic", "int8-dynamic")]
+    assert main([*base, "--base", "HEAD"]) == 2  # perfsuite's own checkout, in a temporary worktree
+    assert seen[1] == ("--base HEAD, variant int8-dynamic", "int8-dynamic")
+    assert "stop here" in capsys.readouterr().err

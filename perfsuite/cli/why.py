@@ -40,6 +40,7 @@ def add_arguments(sub) -> None:
     options.threads(wy)
     options.json_out(wy, help="write the comparison as JSON (must not exist)")
     options.workloads_from(wy)
+    options.variant(wy)
     options.why(wy)
 
 
@@ -51,8 +52,18 @@ def command(args, console, recorder) -> int:
     if args.json is not None:  # checked before profiling: a finished comparison is not thrown away
         json_out = Reserved(args.json, "--json")
     device = resolve_device(args.device)
+    if args.variant is not None:  # an unknown name, or one this device cannot run: refused before any side starts
+        from perfsuite.variants.catalog import named, refusal
+
+        refused = refusal(named(args.variant), device)
+        if refused:
+            raise ConfigError(f"--variant: {refused}")
     kw = dict(
-        threads=RunConfig(threads=args.threads).threads_on(device), steps=args.steps, rounds=args.rounds, top=args.top
+        threads=RunConfig(threads=args.threads).threads_on(device),
+        steps=args.steps,
+        rounds=args.rounds,
+        top=args.top,
+        variant=args.variant,
     )
     if args.vary is not None:
         ((key, values),) = parse_assignments([args.vary], w.params, w.name).items()

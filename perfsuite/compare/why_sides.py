@@ -126,11 +126,12 @@ def why_revision(
 ) -> WhyResult:
     """The workload at `base_ref` (A, from a temporary worktree) against the working tree (B), each
     side with the workload file `workloads_from` says (revisions.Revisions)."""
+    variant = kw.get("variant")
     with revisions.Revisions(workload, workloads_from) as revs, revs.checkout(base_ref) as base_root:
         arms = WhyArms(
             (f"base {base_ref}", *revs.side(base_root)),
             ("working tree", *revs.side(revs.repo)),
-            f"--base {base_ref}",
+            f"--base {base_ref}" + (f", variant {variant}" if variant else ""),
             **kw,
         )
         return compare(workload, params, arms, device)
@@ -155,7 +156,7 @@ def why_commits(
 def why_vary(workload, params: dict, key: str, a, b, device: str, **kw: Any) -> WhyResult:
     """Two values of one parameter of the working tree's workload."""
     file_now = revisions.workload_file(workload.source, workload.name)
-    arms = WhyArms(
-        (f"{key}={a}", file_now, None), (f"{key}={b}", file_now, None), f"--vary {key}={a},{b}", vary=(key, a, b), **kw
-    )
+    variant = kw.get("variant")
+    how = f"--vary {key}={a},{b}" + (f", variant {variant}" if variant else "")
+    arms = WhyArms((f"{key}={a}", file_now, None), (f"{key}={b}", file_now, None), how, vary=(key, a, b), **kw)
     return compare(workload, params, arms, device)
