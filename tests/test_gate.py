@@ -572,3 +572,49 @@ def test_a_longer_budget_buys_more_rounds_of_fresh_processes_not_longer_ones():
     assert [rounds_for(s) for s in (2.0, 5.0, 15.0, 30.0, 60.0, 600.0)] == [MIN_ROUNDS, 4, 12, 24, 48, ROUNDS]
     assert 60.0 / rounds_for(60.0) >= ROUND_MIN_S
     assert rounds_for(60.0, rounds=6) == 6  # a caller's own cap holds
+
+
+@pytest.mark.parametrize(("step_s", "first_look"), [(0.4, 3), (0.001, 12)])
+def test_a_long_steps_gate_runs_the_rounds_its_budget_holds_not_rounds_that_each_overrun(
+    monkeypatch, step_s, first_look
+):
+    """A round needs MIN_PAIRS pairs whatever its share of the budget: a 0.4 s step's six pairs take
+    4.8 s, so 24 rounds of a 30 s gate took ten minutes with a 0.5B model's builds. After the first
+    round the gate keeps the rounds the budget holds (6; never fewer than MIN_ROUNDS) and reads
+    its looks on that schedule (the first after round 3 of 6); a short step keeps its 24."""
+    import contextlib
+
+    from perfsuite.compare import gate_sides
+    from perfsuite.compare.paired_gate import MIN_PAIRS, PairedRun
+    from perfsuite.core.case import Case, Context
+    from perfsuite.core.config import RunConfig
+    from perfsuite.core.registry import get
+    from perfsuite.measuring.timing import clock_for
+
+    shares = []
+
+    def pairs(a, b, clock, share, on_look=None):
+        shares.append(share)
+        return PairedRun([1.0] * MIN_PAIRS, 1, seconds_a=[step_s] * MIN_PAIRS)
+
+    class Side:
+        steps = [None]
+        faults = 0
+        settle = None
+
+    @contextlib.contextmanager
+    def processes(self, case, cfg, pools=True):
+        yield [Side()], [Side()]
+
+    monkeypatch.setattr(gate_sides, "paired_ratios", pairs)
+    monkeypatch.setattr(gate_sides.GateArms, "side_processes", processes)
+    monkeypatch.setattr(gate_sides, "side_clock", lambda clock, *a: clock)
+    monkeypatch.setattr(gate_sides, "sides_work", lambda *a: ("same work", [], []))
+    said = []
+    arms = gate_sides.GateArms(("a.py", None), ("b.py", None), ("base", "new"), 1, "steady", 1, 0.01, 0.01,
+                               clock_for("cpu", "host"), progress=said.append)  # fmt: skip
+    v = arms.measure(Case(get("matmul"), {"n": 64}), RunConfig(device="cpu", max_time=30.0), Context())
+    assert v.run.looks[0]["round"] == first_look, v.run.looks
+    rounds = 2 * first_look  # the looks fall after half, three quarters and all of the rounds
+    assert shares[0] == 30.0 / 24 and set(shares[1:]) == {30.0 / rounds}, shares  # each later round: its share
+    assert any("6 rounds in the 30 s budget, not 24" in s for s in said) == (step_s > 0.1), said

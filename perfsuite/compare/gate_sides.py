@@ -13,6 +13,7 @@ from typing import Any
 
 from perfsuite.compare import energy_pairs, revisions, sides
 from perfsuite.compare.paired_gate import (
+    MIN_PAIRS,
     ROUNDS,
     GateVerdict,
     across_cases,
@@ -20,6 +21,7 @@ from perfsuite.compare.paired_gate import (
     paired_ratios,
     pooled,
     round_looks,
+    rounds_fitting,
     rounds_for,
 )
 from perfsuite.compare.settings import GateSettings
@@ -27,7 +29,7 @@ from perfsuite.core.case import Case, Context, Measure
 from perfsuite.core.config import RunConfig
 from perfsuite.core.errors import PerfsuiteError
 from perfsuite.measuring.timing import Clock
-from perfsuite.stats import sequential
+from perfsuite.stats import sequential, verdict
 from perfsuite.stats import summary as stats
 
 
@@ -213,7 +215,9 @@ class GateArms(Measure):
         energy_said = None
         decision, p_scaled, t0 = None, 1.0, self.clock.now()
         clock = self.clock
-        for r in range(1, rounds + 1):
+        r = 0
+        while r < rounds:  # `rounds` may shrink after the first (rounds_fitting)
+            r += 1
             with self.side_processes(case, cfg, pools=r == 1) as (base, now):
                 if r == 1:  # one clock for every round of the case: the first round's sides decide
                     clock = side_clock(self.clock, base + now, cfg.device, self.threads)
@@ -224,6 +228,17 @@ class GateArms(Measure):
                     cfg.max_time / rounds,
                     on_look=self.look_said(case, sum(len(x.ratios) for x in runs), r),
                 )
+                if r == 1:  # a long step's least pairs may not fit a round's share: fewer rounds
+                    least = max(MIN_PAIRS, verdict.MIN_UNIT_PAIRS * len(base))  # paired_ratios' floor
+                    fits = rounds_fitting(cfg.max_time, rounds, _pair_seconds(run), least)
+                    if fits < rounds:
+                        self.say(
+                            f"{case.label}: a round's least pairs take {least * _pair_seconds(run):.1f} s; "
+                            f"{fits} rounds in the {cfg.max_time:g} s budget, not {rounds}"
+                        )
+                        rounds = fits
+                        at = round_looks(self.looks, rounds)
+                        bounds = dict(zip(at, sequential.boundaries(tuple(r / rounds for r in at), self.fdr)))
                 if r == 1:  # after the round's pairs, outside them: what each side's step dispatches
                     held = (
                         self.heap_mode == "steady"
@@ -276,6 +291,14 @@ class GateArms(Measure):
             notes=work_said[2],
             energy=energy_said,
         )
+
+
+def _pair_seconds(run) -> float:
+    """Seconds of one pair of `run`'s timed blocks (A's block, then B's: A's time times 1 + ratio)."""
+    if not run.seconds_a:
+        return 0.0
+    total = sum(a * (1 + x) for a, x in zip(run.seconds_a, run.ratios))
+    return run.block_size * total / len(run.seconds_a)
 
 
 def sides_work(base, new, heap_held: bool = False) -> tuple[str, list[str], list[str]]:

@@ -302,6 +302,17 @@ def rounds_for(budget_s: float, rounds: int = ROUNDS) -> int:
     return max(min(MIN_ROUNDS, rounds), min(rounds, int(budget_s // ROUND_MIN_S)))
 
 
+def rounds_fitting(budget_s: float, rounds: int, pair_s: float, least_pairs: int = MIN_PAIRS) -> int:
+    """`rounds`, or fewer once the first round has shown that a round's least pairs (`least_pairs`
+    of `pair_s` seconds each) overrun their share: a 0.5B model's 0.4 s step needs about 5 s for
+    them, so a 30 s budget holds 6 such rounds, not 24 that each take 5 s of a 1.25 s share (and
+    a build of each side: the gate took ten minutes). Never fewer than MIN_ROUNDS."""
+    least_s = least_pairs * max(pair_s, 0.0)
+    if least_s * rounds <= budget_s:
+        return rounds
+    return max(min(MIN_ROUNDS, rounds), int(budget_s // least_s))
+
+
 def round_looks(looks: tuple[float, ...], rounds: int) -> tuple[int, ...]:
     """After which rounds (1-based) the sequential test is read, for looks given as fractions of
     the budget: each look at the first round end at or past it, the last round always."""
