@@ -434,3 +434,31 @@ def test_no_variant_row_carries_a_bias_note_any_more():
     eager = VariantRow("eager", "measured", kept={"top1_agreement": 1.0}, holds=True)
     study = VariantStudy("w", {}, "cpu", 0.99, "items", eager, [row("openvino", 0.4), row("onnxruntime", 0.6)])
     assert study.best == "openvino" and not hasattr(catalog.named("openvino"), "biased")
+
+
+def test_a_study_stopped_midway_keeps_its_verdicts_and_its_closing_line_names_what_was_not_measured(monkeypatch):
+    """SIGTERM during a 0.5B study's third variant kept bf16's and int8-dynamic's rows, and its
+    closing line said "keep eager" as though onnxruntime and compile had been measured and lost."""
+    from perfsuite.compare.paired_gate import GateVerdict, PairedRun
+    from perfsuite.compare.settings import GateSettings
+    from perfsuite.compare.variant_study import VariantRow
+    from perfsuite.core.registry import get
+    from perfsuite.jobs import variants as job
+
+    def gate_one(workload, case, name, *a):
+        if name == "onnxruntime":
+            return None, KeyboardInterrupt()  # stopped before its verdict
+        run = PairedRun([0.5 * (1 + 0.001 * (k % 3 - 1)) for k in range(60)], 1, decision="slower", p=1e-6)
+        verdict = GateVerdict(name, 0.01, run, True, direction=-1)
+        return VariantRow(name, "measured", verdict=verdict, kept={"top1_agreement": 0.9}, holds=False), None
+
+    monkeypatch.setattr(job, "_gate_one", gate_one)
+    names = ["bf16", "int8-dynamic", "onnxruntime", "compile"]
+    studies, stopped = job.study(get("matmul"), [{"n": 64}], names, "cpu", GateSettings())
+    (study,) = studies
+    assert isinstance(stopped, KeyboardInterrupt) and [r.variant for r in study.rows] == names[:2]
+    assert study.unmeasured == ["onnxruntime", "compile"]
+    assert study.closing.endswith("keep eager; stopped before onnxruntime, compile, which were not measured")
+    assert "no variant measured that holds accuracy" in study.closing
+    back = type(study).from_dict(study.to_dict())
+    assert back.unmeasured == study.unmeasured and back.closing == study.closing

@@ -73,6 +73,9 @@ class VariantStudy(documents.Result):
     items_unit: Name
     eager: VariantRow | None  # None: no variant's sides were measured (every one refused or failed first)
     rows: list[VariantRow] = field(default_factory=list)
+    # Asked for, but the study was stopped (Ctrl-C, SIGTERM) before their verdicts: the closing line
+    # chooses among the measured only, and says so.
+    unmeasured: list[Name] = field(default_factory=list)
 
     @property
     def best(self) -> str | None:
@@ -96,15 +99,17 @@ class VariantStudy(documents.Result):
                 f"{self.workload} [{case}]: no variant was measured ({said or 'none asked'}), so there is "
                 "nothing to choose; the reasons are above"
             )
+        stopped = f"; stopped before {', '.join(self.unmeasured)}, which were not measured" if self.unmeasured else ""
         if best is None:
             held = [r.variant for r in self.rows if r.status == "measured" and r.holds]
             return (
-                f"{self.workload} [{case}]: no variant that holds accuracy is faster than eager "
-                f"(held: {', '.join(held) or 'none'}); keep eager"
+                f"{self.workload} [{case}]: no variant {'measured ' if stopped else ''}that holds accuracy is "
+                f"faster than eager (held: {', '.join(held) or 'none'}); keep eager{stopped}"
             )
         lo, hi = best.speedup_interval or (0.0, 0.0)
         kept = ", ".join(f"{k} {v:.3f}" for k, v in best.kept.items())
         return (
-            f"{self.workload} [{case}]: fastest variant that holds accuracy: {best.variant}, "
-            f"{best.speedup:.2f}x ({lo:.2f}-{hi:.2f}) against eager; kept of eager: {kept or 'not measured'}"
+            f"{self.workload} [{case}]: fastest {'measured ' if stopped else ''}variant that holds accuracy: "
+            f"{best.variant}, {best.speedup:.2f}x ({lo:.2f}-{hi:.2f}) against eager; kept of eager: "
+            f"{kept or 'not measured'}{stopped}"
         )

@@ -154,7 +154,8 @@ def study_case(
     eager = _row(BASELINE, asked.eager, asked.eager, resolved_items(asked), floor, None) if asked.eager else None
     items_unit = (asked.eager or {}).get("facts", {}).get("unit") or "items"
     params = {k: v for k, v in resolved.items() if isinstance(v, (bool, int, float, str)) or v is None}
-    return VariantStudy(workload.name, params, device, floor, items_unit, eager, rows), interrupted
+    unmeasured = [n for n in variants if n not in {r.variant for r in rows}] if interrupted is not None else []
+    return VariantStudy(workload.name, params, device, floor, items_unit, eager, rows, unmeasured), interrupted
 
 
 def _gate_one(workload, case, name: str, device: str, settings: GateSettings, asked: _Asked, floor: float,
