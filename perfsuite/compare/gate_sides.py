@@ -162,6 +162,12 @@ class GateArms(Measure):
 
         return said
 
+    def look_bounds(self, rounds: int) -> dict[int, float]:
+        """The rounds after which the sequential test is read, each with its boundary (O'Brien-
+        Fleming alpha spending over the looks as fractions of `rounds`)."""
+        at = round_looks(self.looks, rounds)
+        return dict(zip(at, sequential.boundaries(tuple(k / rounds for k in at), self.fdr)))
+
     @contextlib.contextmanager
     def side_processes(self, case: Case, cfg: RunConfig, pools: bool = True):
         """The case's side processes while they are used: (base's, the working tree's), each a list
@@ -208,8 +214,7 @@ class GateArms(Measure):
         Starting the processes again costs a fork and a build per side a round (issue 49)."""
         threshold = max(self.threshold, self.floors.get(case.label, 0.0))
         rounds = rounds_for(cfg.max_time, self.rounds)
-        at = round_looks(self.looks, rounds)
-        bounds = dict(zip(at, sequential.boundaries(tuple(r / rounds for r in at), self.fdr)))
+        bounds = self.look_bounds(rounds)
         runs: list = []
         read: list[dict] = []
         energy_said = None
@@ -236,9 +241,8 @@ class GateArms(Measure):
                             f"{case.label}: a round's least pairs take {least * _pair_seconds(run):.1f} s; "
                             f"{fits} rounds in the {cfg.max_time:g} s budget, not {rounds}"
                         )
-                        rounds = fits
-                        at = round_looks(self.looks, rounds)
-                        bounds = dict(zip(at, sequential.boundaries(tuple(r / rounds for r in at), self.fdr)))
+                        rounds = fits  # before any look is read: the new schedule spends alpha afresh
+                        bounds = self.look_bounds(rounds)
                 if r == 1:  # after the round's pairs, outside them: what each side's step dispatches
                     held = (
                         self.heap_mode == "steady"
