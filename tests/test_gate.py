@@ -574,22 +574,35 @@ def test_a_longer_budget_buys_more_rounds_of_fresh_processes_not_longer_ones():
     assert rounds_for(60.0, rounds=6) == 6  # a caller's own cap holds
 
 
-@pytest.mark.parametrize(("step_s", "first_look"), [(0.4, 3), (0.001, 12)])
+@pytest.mark.parametrize(
+    ("step_s", "first_look", "note"),
+    [
+        (0.4, 3, "a round's least 6 pairs take 4.8 s: 6 rounds, not 24, in the 30 s budget"),
+        (
+            2.0,
+            2,
+            "a round's least 6 pairs take 24.0 s: 4 rounds, not 24 (the fewest; about 96 s of pairs, over the 30 s budget)",
+        ),
+        (0.001, 12, None),
+    ],
+)
 def test_a_long_steps_gate_runs_the_rounds_its_budget_holds_not_rounds_that_each_overrun(
-    monkeypatch, step_s, first_look
+    monkeypatch, step_s, first_look, note
 ):
     """A round needs MIN_PAIRS pairs whatever its share of the budget: a 0.4 s step's six pairs take
     4.8 s, so 24 rounds of a 30 s gate took ten minutes with a 0.5B model's builds. After the first
     round the gate keeps the rounds the budget holds (6; never fewer than MIN_ROUNDS) and reads
-    its looks on that schedule (the first after round 3 of 6); a short step keeps its 24."""
+    its looks on that schedule (the first after round 3 of 6), and the verdict says so; a short step
+    keeps its 24."""
     import contextlib
 
-    from perfsuite.compare import gate_sides
+    from perfsuite.compare import gate_sides, paired_gate
     from perfsuite.compare.paired_gate import MIN_PAIRS, PairedRun
     from perfsuite.core.case import Case, Context
     from perfsuite.core.config import RunConfig
     from perfsuite.core.registry import get
     from perfsuite.measuring.timing import clock_for
+    from perfsuite.stats import sequential
 
     shares = []
 
@@ -617,4 +630,7 @@ def test_a_long_steps_gate_runs_the_rounds_its_budget_holds_not_rounds_that_each
     assert v.run.looks[0]["round"] == first_look, v.run.looks
     rounds = 2 * first_look  # the looks fall after half, three quarters and all of the rounds
     assert shares[0] == 30.0 / 24 and set(shares[1:]) == {30.0 / rounds}, shares  # each later round: its share
-    assert any("6 rounds in the 30 s budget, not 24" in s for s in said) == (step_s > 0.1), said
+    # The boundary of the schedule the gate ran, alpha spent over its own looks
+    at = paired_gate.round_looks(sequential.LOOKS, rounds)
+    assert v.run.looks[0]["boundary"] == pytest.approx(sequential.boundaries(tuple(k / rounds for k in at), 0.01)[0])
+    assert (note in v.notes and any(note in s for s in said)) if note else not v.notes, (v.notes, said)

@@ -199,5 +199,6 @@ def test_sizes_times_and_rates_never_print_in_exponent_notation():
     assert fmt_seconds(12345.0) == "12345 s"
     assert fmt_seconds(0.0012) == "1.2 ms"
     assert fmt_rate(2.5e16, "FLOP/s") == "25000 TFLOP/s"
-    for text in (fmt_bytes(1023.4 * 2**20), fmt_seconds(9999.9), fmt_rate(9999.9e12, "B/s")):
-        assert "e+" not in text, text
+    assert fmt_seconds(1e-14) == "0.00001 ns" and fmt_rate(1.5e-5, "B/s") == "0.000015 B/s"
+    for text in (fmt_bytes(1023.4 * 2**20), fmt_seconds(9999.9), fmt_rate(9999.9e12, "B/s"), fmt_seconds(3e-15)):
+        assert "e+" not in text and "e-" not in text, text

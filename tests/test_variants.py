@@ -453,12 +453,28 @@ def test_a_study_stopped_midway_keeps_its_verdicts_and_its_closing_line_names_wh
         return VariantRow(name, "measured", verdict=verdict, kept={"top1_agreement": 0.9}, holds=False), None
 
     monkeypatch.setattr(job, "_gate_one", gate_one)
-    names = ["bf16", "int8-dynamic", "onnxruntime", "compile"]
+    names = ["bf16", "int8-dynamic", "onnxruntime", "fp16", "compile"]
     studies, stopped = job.study(get("matmul"), [{"n": 64}], names, "cpu", GateSettings())
     (study,) = studies
-    assert isinstance(stopped, KeyboardInterrupt) and [r.variant for r in study.rows] == names[:2]
+    assert isinstance(stopped, KeyboardInterrupt)
+    # fp16, which this CPU refuses, is said refused: only what could have been measured is "not measured"
+    assert [(r.variant, r.status) for r in study.rows] == [("bf16", "measured"), ("int8-dynamic", "measured"),
+                                                          ("fp16", "refused")]  # fmt: skip
     assert study.unmeasured == ["onnxruntime", "compile"]
-    assert study.closing.endswith("keep eager; stopped before onnxruntime, compile, which were not measured")
+    stopped_said = "; stopped before the verdicts of onnxruntime, compile, which were not measured"
+    assert study.closing.endswith("keep eager" + stopped_said)
     assert "no variant measured that holds accuracy" in study.closing
     back = type(study).from_dict(study.to_dict())
     assert back.unmeasured == study.unmeasured and back.closing == study.closing
+    # Stopped before any verdict, with one refused: the line says both
+    monkeypatch.setattr(job, "_gate_one", lambda *a: (None, KeyboardInterrupt()))
+    (none,), _ = job.study(get("matmul"), [{"n": 64}], ["fp16", "compile"], "cpu", GateSettings())
+    assert none.closing.endswith("nothing to choose; the reasons are above; stopped before the verdicts of compile, "
+                                 "which were not measured")  # fmt: skip
+
+
+def test_a_study_saved_before_unmeasured_existed_loads_with_none_unmeasured():
+    from perfsuite.compare.kinds import load_result
+
+    old = load_result(Path(__file__).resolve().parents[1] / "reports/variants/qwen-tiny.variants.json", "variants")[0]
+    assert old.unmeasured == [] and "stopped" not in old.closing and old.rows

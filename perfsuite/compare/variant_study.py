@@ -88,6 +88,11 @@ class VariantStudy(documents.Result):
         """The line a user acts on: which variant to ship for this case, and why that one."""
         case = ", ".join(f"{k}={v}" for k, v in self.params.items())
         best = next((r for r in self.rows if r.variant == self.best), None)
+        stopped = (
+            f"; stopped before the verdicts of {', '.join(self.unmeasured)}, which were not measured"
+            if self.unmeasured
+            else ""
+        )
         if not any(r.status == "measured" for r in self.rows):
             # Nothing was compared: "keep eager" would read as a measured answer (issue 50's rerun).
             said = "; ".join(
@@ -97,9 +102,8 @@ class VariantStudy(documents.Result):
             )
             return (
                 f"{self.workload} [{case}]: no variant was measured ({said or 'none asked'}), so there is "
-                "nothing to choose; the reasons are above"
+                f"nothing to choose; the reasons are above{stopped}"
             )
-        stopped = f"; stopped before {', '.join(self.unmeasured)}, which were not measured" if self.unmeasured else ""
         if best is None:
             held = [r.variant for r in self.rows if r.status == "measured" and r.holds]
             return (

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 
 def _digits(x: float, digits: int) -> str:
     """`x` to `digits` significant digits, never in exponent notation: 1010 MiB reads "1010", not
-    "1.01e+03" (a value past the largest unit keeps its whole digits)."""
+    "1.01e+03" (a value past the largest unit keeps its whole digits), and a value below the
+    smallest unit its leading zeros (0.00001 ns, not 1e-05)."""
     text = f"{x:.{digits}g}"
-    return f"{x:.0f}" if "e+" in text else text  # 9999.9 rounds to "1e+04" at four digits
+    if "e+" in text:  # 9999.9 rounds to "1e+04" at four digits
+        return f"{x:.0f}"
+    if "e-" in text:
+        return f"{x:.{digits - 1 - math.floor(math.log10(abs(x)))}f}".rstrip("0").rstrip(".")
+    return text
 
 
 def fmt_seconds(s: float) -> str:

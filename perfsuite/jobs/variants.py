@@ -154,7 +154,15 @@ def study_case(
     eager = _row(BASELINE, asked.eager, asked.eager, resolved_items(asked), floor, None) if asked.eager else None
     items_unit = (asked.eager or {}).get("facts", {}).get("unit") or "items"
     params = {k: v for k, v in resolved.items() if isinstance(v, (bool, int, float, str)) or v is None}
-    unmeasured = [n for n in variants if n not in {r.variant for r in rows}] if interrupted is not None else []
+    unmeasured = []
+    for name in variants if interrupted is not None else ():
+        if name in {r.variant for r in rows}:
+            continue
+        why = refusal(named(name), device)  # one this device refuses costs nothing to say
+        if why is None:
+            unmeasured.append(name)
+        else:
+            rows.append(VariantRow(name, "refused", reason=why))
     return VariantStudy(workload.name, params, device, floor, items_unit, eager, rows, unmeasured), interrupted
 
 
