@@ -116,7 +116,9 @@ def report(records: list, out_dir, options: Mapping[str, Any]) -> list[str]:
 @perfsuite.workload(
     params={
         "size": perfsuite.param("ci", choices=("ci", "cpu", "gpu")),
-        "shape": perfsuite.param("0.5b", choices=("0.5b", "tiny")),
+        "shape": perfsuite.param(
+            "0.5b", choices=("0.5b", "tiny"), help="random weights of this shape; model=PATH takes the checkpoint's own"
+        ),
         "batch_size": perfsuite.param(None, type=int, min=1, max=4096),
         "padding": perfsuite.param("longest", choices=("longest", "fixed")),
         "seq_len": perfsuite.param(128, min=1, max=MAX_LENGTH, help="padding=fixed: every sequence's length"),
