@@ -162,7 +162,10 @@ def test_a_new_operator_with_a_steady_difference_leads_a_noisy_unchanged_one_mar
     # The report says the same: the measured difference of the pairs (a ratio of the medians
     # says +6.4%), each row's interval, the rows within it marked, the reconciliation.
     page = reported(r)
-    assert "B - A +66 us (+6.6%; 95% CI +6.0% to +6.6% over 12 pairs)" in page and "+6.4%" not in page
+    assert (
+        "B - A +66 us (+6.6%; 95% CI +6.0% to +6.6% over 12 pairs of one process a side)" in page
+        and "+6.4%" not in page
+    )
     assert report_row(page, "aten::gelu")[5:] == ["1.277 ms", "1/1", "", "", "within"]
     assert report_row(page, "aten::scaled_dot_product_attention")[5:] == ["3.77 us", "0/1", "", "new", ""]
     assert "explains 92% of the measured difference" in page
@@ -460,7 +463,10 @@ def test_a_stored_why_document_comes_back_with_the_same_rows_and_the_report_rend
     # The report renders it with the same figures: the measured difference of its 15 pairs (the
     # ratio of the medians is +854.3%), no interval for rows without windows.
     page = "\n".join(section([r]))
-    assert "B - A +8.63 ms (+863.0%; 95% CI +754.1% to +1028.2% over 15 pairs)" in page and "854.3%" not in page
+    assert (
+        "B - A +8.63 ms (+863.0%; 95% CI +754.1% to +1028.2% over 15 pairs of one process a side)" in page
+        and "854.3%" not in page
+    )
     assert "explains 66% of the measured difference" in page
     assert report_row(page, "aten::tanh")[4:] == ["+3.881 ms", "", "0/1", "", "new", ""]
 
@@ -665,3 +671,35 @@ def test_why_variant_profiles_that_variant_on_both_roads_and_says_so(monkeypatch
     assert main([*base, "--base", "HEAD"]) == 2  # perfsuite's own checkout, in a temporary worktree
     assert seen[1] == ("--base HEAD, variant int8-dynamic", "int8-dynamic")
     assert "stop here" in capsys.readouterr().err
+
+
+def test_why_times_its_unprofiled_blocks_with_the_gates_clock_and_says_which(monkeypatch):
+    """Beside busy processes a wall clock read nanoGPT's int8 flash-attention commit +62% (95% CI
+    +51% to +66%) slower where the gates said 7-10% faster: why's blocks take the gate's clock
+    (each side's timing thread's CPU time, where the step never waits) and its step line says so."""
+    from perfsuite.compare import sides, why_sides
+    from perfsuite.core.case import Case, Context
+    from perfsuite.core.config import RunConfig
+    from perfsuite.core.registry import get
+
+    asked = []
+
+    class Step:
+        def time(self, n, cpu_time=False):
+            asked.append(cpu_time)
+            return 0.001 * n
+
+    class Side:
+        label, waits, steps = "s", 0.0, [Step()]
+
+    monkeypatch.setattr(sides, "start_all", lambda specs, running, pool=None: [Side(), Side()])
+    monkeypatch.setattr(why_sides, "why", lambda *a: a[-1])  # the clock it was told
+    arms = why_sides.WhyArms(("a", "f.py", None), ("b", "f.py", None), "x..y", threads=1)
+    said = arms.measure(Case(get("matmul"), {"n": 64}), RunConfig(device="cpu"), Context())
+    assert said == "thread CPU time"
+    built = why_sides.ProcessSide(Side(), {}, cpu_time=True)
+    built.time(3)
+    assert asked == [True]
+    r = WhyResult("w", "cpu", "--vary n=1,2", WhySide("A", {}, [], [0.010] * 8, {}), WhySide("B", {}, [], [0.011] * 8, {}),
+                  steps=5, rounds=4, clock="thread CPU time")  # fmt: skip
+    assert r.step_summary().startswith("step (unprofiled, interleaved, thread CPU time): A 10 ms")

@@ -91,6 +91,9 @@ class WhyResult(documents.Result):
     # no interval. "work not recorded" where a side could not take one, and in documents before it.
     work: Name = "work not recorded"
     work_changes: list[Text] = field(default_factory=list)
+    # What timed the unprofiled blocks: "wall", or "thread CPU time" (each side's timing thread,
+    # where the gate would use it: sides.SideClock.for_sides). None in documents before it.
+    clock: Name | None = None
 
     def kind_said(self) -> str:
         """The kind of change in words, beside the measured difference's direction where its
@@ -252,11 +255,12 @@ class WhyResult(documents.Result):
             "too few pairs for an interval"
             if ci is None
             else f"{STEP_CONFIDENCE:.0%} CI {ci[0] / (ta * 1e6):+.1%} to {ci[1] / (ta * 1e6):+.1%} "
-            f"over {len(pairs or ())} pairs"
-        )  # (an interval comes from pairs)
+            f"over {len(pairs or ())} pairs of one process a side"
+        )  # (an interval comes from pairs; between processes a step moves too: the gate's rounds)
         sign = "-" if m < 0 else "+"
+        timed = f", {self.clock}" if self.clock else ""
         return (
-            f"step (unprofiled, interleaved): A {fmt_seconds(ta)}, "
+            f"step (unprofiled, interleaved{timed}): A {fmt_seconds(ta)}, "
             f"B - A {sign}{fmt_seconds(abs(m) * 1e-6)} ({m / (ta * 1e6):+.1%}; {spread})"
         )
 
@@ -352,12 +356,15 @@ def why(
     steps: int = 5,
     rounds: int = 4,
     top: int = TOP,
+    clock: str | None = None,
 ) -> WhyResult:
     from perfsuite.compare import work
 
     side_a, side_b = differential_profile(a, b, now, steps, rounds)
     kind, changes = work.change(a.signature(), b.signature())  # last: outside every window and block
-    out = WhyResult(workload, device, how, side_a, side_b, steps, rounds, top, work=kind, work_changes=changes)
+    out = WhyResult(
+        workload, device, how, side_a, side_b, steps, rounds, top, work=kind, work_changes=changes, clock=clock
+    )
     if abs(out.measured_delta_us) < SMALL * side_a.median_step_s * 1e6:
         out.notes.append(
             f"the sides' step times differ by less than {SMALL:.0%}: the rows show where they "
