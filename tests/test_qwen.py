@@ -114,6 +114,11 @@ def test_bad_input_is_named(tmp_path):
     bad.write_text("text,label\nhi,1\nthere,40\n")
     with pytest.raises(ConfigError, match="line 3: label 40 is outside the model's 0..22"):
         read_csv(str(bad), 23)
+    # The case is refused for its data before any side builds (a variant study blamed the variant)
+    with pytest.raises(ConfigError, match="parameter 'data': .* line 3: label 40"):
+        w.validate_case(w.resolve({"shape": "tiny", "data": str(bad)}), "cpu")
+    with pytest.raises(ConfigError, match="parameter 'data': .* is not a file"):
+        w.validate_case(w.resolve({"shape": "tiny", "data": str(tmp_path)}), "cpu")
 
 
 @pytest.mark.slow

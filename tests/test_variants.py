@@ -59,6 +59,34 @@ def test_compile_takes_its_mode_and_a_variant_without_options_refuses_one():
     assert catalog.named("compile").option == ""
     with pytest.raises(ConfigError, match="takes no option"):
         catalog.named("int8-dynamic:fast")
+    # A typo in an option is bad input, refused before a side builds (not torch's "Unrecognized
+    # mode" or OpenVINO's precision error as a failed row, exit 3, after the build)
+    for typo in ("compile:bogus-mode", "compile:", "openvino:foo"):
+        with pytest.raises(ConfigError, match="takes one of"):
+            catalog.named(typo)
+    assert catalog.named("openvino:bf16").option == "bf16"
+
+
+def test_gate_settings_refuse_a_variant_the_device_cannot_run_before_anything_starts():
+    from perfsuite.compare.settings import GateSettings
+
+    with pytest.raises(ConfigError, match="--variant: variant 'fp16' runs on cuda only, not cpu"):
+        GateSettings(variant="fp16").on("cpu")
+    assert GateSettings(variant="int8-dynamic").on("cpu").variant == "int8-dynamic"
+
+
+def test_a_gate_that_compared_no_case_fails_instead_of_passing(monkeypatch, capsys):
+    """Every case skipped (a model-level variant on a step without a model): exit 0 passed a CI job
+    on a gate that measured nothing."""
+    from types import SimpleNamespace
+
+    from perfsuite.cli import gate as cli_gate
+    from perfsuite.cli.app import main
+
+    nothing = SimpleNamespace(records=[], failures=[], interrupted=None, unsupported=[("matmul", "why")])
+    monkeypatch.setattr(cli_gate.jobs, "gate", lambda *a, **k: SimpleNamespace(outcome=nothing, how="how"))
+    assert main(["gate", "matmul", "--base", "HEAD", "--device", "cpu"]) == 2
+    assert "no case was compared" in capsys.readouterr().err
 
 
 def test_a_device_the_variant_does_not_run_on_and_a_missing_library_are_refused_with_the_extra(monkeypatch):

@@ -8,7 +8,7 @@ from dataclasses import replace
 from rich.text import Text
 
 from perfsuite.cli import options, values
-from perfsuite.cli.console import ConsoleListener
+from perfsuite.cli.console import ConsoleListener, make_console
 from perfsuite.cli.events import GateEvents
 from perfsuite.compare import paired_gate as g
 from perfsuite.compare import sides, work
@@ -156,6 +156,13 @@ def command(args, console, recorder) -> int:
             recorder.add_document("gate", v.to_dict(), workload=w.name)
     if json_out is not None:
         json_out.write(document("gate", [v.to_dict() for v in out.records], out.failures))
+    if not out.records and not out.failures and not out.interrupted:
+        # Every case skipped (a variant its step cannot take, a case this device refuses): nothing
+        # was compared, and exit 0 would pass a CI job on a gate that measured nothing.
+        make_console(stderr=True).print(
+            Text("error: ", style="bold red") + Text("no case was compared; the reasons are above")
+        )
+        return 2
     return _ended(out, verdict.exit_code([v.word for v in out.records], args.undecided))
 
 

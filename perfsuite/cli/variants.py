@@ -10,8 +10,6 @@ rows measured so far written."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.table import Table
 from rich.text import Text
 
@@ -68,7 +66,7 @@ def add_arguments(sub) -> None:
     options.json_out(p, help="write the studies as JSON (must not exist)")
     p.add_argument(
         "--charts",
-        type=Path,
+        type=values.given_path("--charts"),  # "" would be the current folder
         metavar="DIR",
         help="a PNG per case in DIR: speed-up against the accuracy kept (the Pareto front marked), memory beside it",
     )

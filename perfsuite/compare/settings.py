@@ -57,11 +57,18 @@ class GateSettings:
 
     def on(self, device: str) -> GateSettings:
         """These settings on `device`: threads None becomes one on the CPU (RunConfig.threads_on: six
-        side processes with two threads each on two cores made pairs 0.5-2.3x apart), torch's own on CUDA."""
+        side processes with two threads each on two cores made pairs 0.5-2.3x apart), torch's own on
+        CUDA; a variant the device cannot run (fp16 on a CPU, a library not installed) is refused."""
         from dataclasses import replace
 
         from perfsuite.core.config import RunConfig
 
+        if self.variant is not None:  # one this device cannot run: refused before any checkout or side
+            from perfsuite.variants.catalog import named, refusal
+
+            refused = refusal(named(self.variant), device)
+            if refused:
+                raise ConfigError(f"--variant: {refused}")
         return replace(self, threads=RunConfig(threads=self.threads).threads_on(device))
 
     def energy_on(self, device: str) -> bool:

@@ -15,7 +15,7 @@ from perfsuite.core.errors import Unsupported
 from perfsuite.core.workload import BuiltStep
 from perfsuite.measuring.timing import synchronize
 from perfsuite.variants.builtin import split
-from perfsuite.variants.catalog import named, refusal
+from perfsuite.variants.catalog import BASELINE, named, refusal
 
 
 @dataclass
@@ -68,8 +68,14 @@ def apply(built: list[BuiltStep], name: str, device: str) -> Applied:
     if why:
         raise Unsupported(why)
     if v.level == "model" and built[0].model is None:
+        # eager's side comes first in a study: the user asked for the variants, not for eager
+        who = (
+            "variants rebuild the step from its model (eager too, as their baseline)"
+            if name == BASELINE
+            else (f"variant {name!r} transforms the model")
+        )
         raise Unsupported(
-            f"variant {name!r} transforms the model, and this workload's step does not offer one: "
+            f"{who}, and this workload's step does not offer one: "
             "return perfsuite.Step(step, model=model, inputs=inputs, ...) to let variants rebuild it"
         )
     steps, made_first = [], None

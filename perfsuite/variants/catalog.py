@@ -51,6 +51,8 @@ class Variant:
     own_threads: bool = False
     description: str = ""
     option: str | None = None  # the part after ':' (compile:max-autotune)
+    # The options it takes after ':' (empty: none is checked here, a declared variant's own).
+    options: tuple[str, ...] = ()
     source: str = "perfsuite"
 
 
@@ -70,7 +72,11 @@ BUILTINS: dict[str, Variant] = {
             "int8-weight", builtin.int8_weight, needs=("torchao",), description="torchao int8 weight-only quantization"
         ),
         Variant(
-            "compile", builtin.compiled, option="", description="torch.compile (Inductor); compile:MODE picks its mode"
+            "compile",
+            builtin.compiled,
+            option="",
+            options=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+            description="torch.compile (Inductor); compile:MODE picks its mode",
         ),
         Variant(
             "onnxruntime",
@@ -86,6 +92,7 @@ BUILTINS: dict[str, Variant] = {
             devices=("cpu",),
             own_threads=True,
             option="",
+            options=("bf16", "f32"),
             description="OpenVINO, compiled for its CPU plugin in f32 (openvino:bf16: its bf16 precision hint)",
         ),
         Variant(
@@ -166,6 +173,10 @@ def named(name: str) -> Variant:
         raise ConfigError(f"unknown variant {name!r}; known: {', '.join(names())}")
     if colon and found.option is None:
         raise ConfigError(f"variant {base!r} takes no option (got {name!r})")
+    if colon and found.options and option not in found.options:
+        # torch's "Unrecognized mode" or OpenVINO's precision error would come from a side process,
+        # as a failed row after its build; a typo is bad input, refused before anything runs
+        raise ConfigError(f"variant {base!r} takes one of {', '.join(found.options)} after ':' (got {name!r})")
     return replace(found, name=name, option=option) if colon else found
 
 

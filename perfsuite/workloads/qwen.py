@@ -22,7 +22,7 @@ from typing import Any
 import perfsuite
 from perfsuite.core.errors import ConfigError, Unsupported
 from perfsuite.llm.data import generated_texts, read_csv
-from perfsuite.llm.model import build_model, forward_flops
+from perfsuite.llm.model import NUM_LABELS, build_model, forward_flops
 from perfsuite.llm.tokenizer import tokenizer_for
 from perfsuite.measuring.percall import PerCallTimer, fixed_protocol
 from perfsuite.workloads.base import torch_dtype
@@ -55,6 +55,10 @@ def validate(device: str, **params) -> None:
 
         if not Path(params["data"]).exists():
             raise ConfigError(f"parameter 'data': {params['data']} does not exist")
+        if not Path(params["data"]).is_file():
+            raise ConfigError(f"parameter 'data': {params['data']} is not a file (a CSV with text and label columns)")
+        if not params["model"]:  # its columns and labels, before any side builds (a checkpoint's labels: at its build)
+            read_csv(params["data"], NUM_LABELS)
 
 
 def _tokenize(tok, texts, params):
