@@ -634,3 +634,35 @@ def test_a_long_steps_gate_runs_the_rounds_its_budget_holds_not_rounds_that_each
     at = paired_gate.round_looks(sequential.LOOKS, rounds)
     assert v.run.looks[0]["boundary"] == pytest.approx(sequential.boundaries(tuple(k / rounds for k in at), 0.01)[0])
     assert (note in v.notes and any(note in s for s in said)) if note else not v.notes, (v.notes, said)
+
+
+def test_a_project_nested_in_its_repository_takes_each_checkouts_code_from_its_own_folder(tmp_path, monkeypatch):
+    """A monorepo's examples/my-project (its pyproject.toml there): the base side imported the
+    project's package from the checkout's root and failed "No module named 'myproj'"."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from perfsuite.compare.revisions import Revisions, worktree
+
+    repo = tmp_path / "mono"
+    project = repo / "examples" / "proj"
+    (project / "myproj").mkdir(parents=True)
+    (project / "bench").mkdir()
+    (project / "pyproject.toml").write_text('[tool.perfsuite]\nworkloads = ["bench"]\n')
+    (project / "myproj" / "__init__.py").write_text("")
+    (project / "bench" / "b.py").write_text("import myproj\n")
+    (repo / "README").write_text("a monorepo\n")
+    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=repo, check=True)
+    monkeypatch.chdir(project)
+    w = SimpleNamespace(source=f"{project / 'bench' / 'b.py'}:1", name="b", builtin=False)
+    with Revisions(w) as revs, worktree(revs.repo, "HEAD") as checkout:
+        assert revs.code_root(checkout) == checkout / "examples" / "proj"
+        assert (revs.code_root(checkout) / "myproj").is_dir()
+        assert revs.side(revs.repo)[1] == repo.resolve() / "examples" / "proj"
+    top = SimpleNamespace(source=f"{tmp_path / 'elsewhere.py'}:1", name="e", builtin=False)
+    (tmp_path / "elsewhere.py").write_text("")
+    with Revisions(top) as revs:  # a workload file outside the repository: the checkout's root
+        assert revs.code_root(repo) == repo

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from perfsuite.core.discover import project_root
 from perfsuite.core.errors import ConfigError
 from perfsuite.core.git import run_git
 
@@ -114,6 +115,13 @@ class Revisions:
             self._pinned.write_bytes(res.stdout)
         if self.mode == REVISION:
             self.rel = file_in(self.repo, self.repo, self.file_now).relative_to(self.repo)
+        # A project nested in its repository (a monorepo's examples/my-project, its pyproject.toml
+        # there): each checkout's code comes from that folder, as the working tree's does. Its base
+        # side imported from the checkout's root and failed "No module named 'myproj'".
+        try:
+            self.project = project_root(self.file_now).resolve().relative_to(self.repo.resolve())
+        except ValueError:  # a workload folder outside the repository measures the repository's root
+            self.project = Path()
 
     def __enter__(self) -> Revisions:
         return self
@@ -122,8 +130,14 @@ class Revisions:
         self._stack.close()
 
     def code_root(self, checkout: Path) -> Path | None:
-        """The checkout a side's project code must come from (None: perfsuite's own, beside its core)."""
-        return checkout if self.user else None
+        """The folder of `checkout` a side's project code must come from: the project's own folder
+        in it (the checkout's root for a project at the repository's root; None: perfsuite's own
+        workloads, beside its core). A revision before the project moved there has no such folder,
+        and its root is taken, as before."""
+        if not self.user:
+            return None
+        nested = checkout / self.project
+        return nested if nested.is_dir() else checkout
 
     def file_at(self, checkout: Path) -> Path:
         """The workload file a side of `checkout` loads."""

@@ -117,7 +117,7 @@ def workload_files(path: Path) -> list[Path]:
     raise ConfigError(f"workload path {path} does not exist")
 
 
-def _project_root(file: Path) -> Path:
+def project_root(file: Path) -> Path:
     """The folder holding the nearest pyproject.toml (or .git) above the file; else its own folder."""
     for folder in file.parents:
         if (folder / "pyproject.toml").exists() or (folder / ".git").exists():
@@ -138,7 +138,7 @@ def code_roots(file: Path, code_root: Path | None = None) -> list[Path]:
         around = next(
             (f for f in (here, *here.parents) if (f / "pyproject.toml").exists() or (f / ".git").exists()), None
         )
-        roots = [_project_root(file), *([around] if around is not None else [])]
+        roots = [project_root(file), *([around] if around is not None else [])]
     out: list[Path] = []
     for root in roots:
         for folder in (root / "src", root):
