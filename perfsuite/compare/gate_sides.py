@@ -238,8 +238,9 @@ class GateArms(Measure):
                     # In the clock the shares are spent in (the sides' CPU time on a CPU: under load
                     # the wall time is longer, as it is for every round).
                     least = max(MIN_PAIRS, verdict.MIN_UNIT_PAIRS * len(base))  # paired_ratios' floor
-                    least_s = least * _pair_seconds(run)
-                    fits = rounds_fitting(cfg.max_time, rounds, _pair_seconds(run), least)
+                    pair_s = _pair_seconds(run)
+                    least_s = least * pair_s
+                    fits = rounds_fitting(cfg.max_time, rounds, pair_s, least)
                     if fits < rounds:
                         refitted = (
                             f"a round's least {least} pairs take {least_s:.1f} s: {fits} rounds, not {rounds}"

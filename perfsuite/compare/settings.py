@@ -64,11 +64,9 @@ class GateSettings:
         from perfsuite.core.config import RunConfig
 
         if self.variant is not None:  # one this device cannot run: refused before any checkout or side
-            from perfsuite.variants.catalog import named, refusal
+            from perfsuite.variants.catalog import runnable
 
-            refused = refusal(named(self.variant), device)
-            if refused:
-                raise ConfigError(f"--variant: {refused}")
+            runnable(self.variant, device)
         return replace(self, threads=RunConfig(threads=self.threads).threads_on(device))
 
     def energy_on(self, device: str) -> bool:

@@ -180,6 +180,17 @@ def named(name: str) -> Variant:
     return replace(found, name=name, option=option) if colon else found
 
 
+def runnable(name: str, device: str, flag: str = "--variant") -> Variant:
+    """The variant called `name`, refused as bad input (ConfigError naming `flag`) when it is
+    unknown or cannot run on `device`: gate, bisect, history and why check it before any checkout
+    or side process starts."""
+    v = named(name)
+    why = refusal(v, device)
+    if why:
+        raise ConfigError(f"{flag}: {why}")
+    return v
+
+
 def refusal(v: Variant, device: str) -> str | None:
     """Why `v` cannot run on `device` here (None: it can): a device it does not run on, or a
     library that is not installed (naming the extra that installs it)."""
